@@ -1,0 +1,25 @@
+# lathe_add_isa_kernels(target file...)
+# Compiles each kernel source three times: portable scalar, AVX2+FMA and AVX-512 (+BF16), with
+# LATHE_KERNEL_ISA = 0, 1, 2. The source puts its code in namespace lathe::LATHE_ISA_NS (see
+# src/lathe/core/simd.h), so the three objects define distinct symbols and dispatch picks one at
+# run time.
+set(LATHE_ISA_NAMES scalar avx2 avx512)
+set(LATHE_ISA_FLAGS_scalar "")
+set(LATHE_ISA_FLAGS_avx2 "-mavx2;-mfma;-mf16c")
+# -Wno-maybe-uninitialized: GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_*).
+set(LATHE_ISA_FLAGS_avx512 "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512bf16;-mprefer-vector-width=512;-Wno-maybe-uninitialized")
+
+function(lathe_add_isa_kernels target)
+  foreach(source ${ARGN})
+    file(RELATIVE_PATH relative ${CMAKE_SOURCE_DIR} ${source})
+    string(REPLACE "/" "_" stem ${relative})
+    string(REGEX REPLACE "\\.cc$" "" stem ${stem})
+    foreach(index RANGE 2)
+      list(GET LATHE_ISA_NAMES ${index} isa)
+      set(wrapper ${CMAKE_BINARY_DIR}/isa_kernels/${stem}.${isa}.cc)
+      file(CONFIGURE OUTPUT ${wrapper} CONTENT "#define LATHE_KERNEL_ISA ${index}\n#include \"${source}\"\n")
+      set_source_files_properties(${wrapper} PROPERTIES COMPILE_OPTIONS "${LATHE_ISA_FLAGS_${isa}}")
+      target_sources(${target} PRIVATE ${wrapper})
+    endforeach()
+  endforeach()
+endfunction()

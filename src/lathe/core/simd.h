@@ -1,0 +1,240 @@
+// The vector abstraction CPU kernels are written in. A kernel source file is compiled once per
+// instruction set (see lathe_add_isa_kernels in CMake) with LATHE_KERNEL_ISA set to
+//   0: portable scalar (VecF is one float)   1: AVX2+FMA (8 floats)   2: AVX-512 (16 floats)
+// and everything in it lives in namespace lathe::LATHE_ISA_NS (scalar, avx2 or avx512), so the
+// three compilations never share a symbol. Kernel files must keep their code inside that
+// namespace and avoid out-of-line shared helpers: an inline function of a shared header that the
+// compiler emits out of line in an AVX-512 object could be picked by the linker for every caller.
+#pragma once
+
+#ifndef LATHE_KERNEL_ISA
+#error "simd.h is only for kernel sources compiled through lathe_add_isa_kernels"
+#endif
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if LATHE_KERNEL_ISA == 0
+#define LATHE_ISA_NS scalar
+#elif LATHE_KERNEL_ISA == 1
+#define LATHE_ISA_NS avx2
+#else
+#define LATHE_ISA_NS avx512
+#endif
+
+namespace lathe::LATHE_ISA_NS::simd {
+
+#if LATHE_KERNEL_ISA == 2
+struct VecF {
+  static constexpr int width = 16;
+  __m512 v;
+  static VecF zero() { return {_mm512_setzero_ps()}; }
+  static VecF broadcast(float x) { return {_mm512_set1_ps(x)}; }
+  static VecF load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  static VecF load_partial(const float* p, int n) { return {_mm512_maskz_loadu_ps(mask(n), p)}; }
+  void store(float* p) const { _mm512_storeu_ps(p, v); }
+  void store_partial(float* p, int n) const { _mm512_mask_storeu_ps(p, mask(n), v); }
+  // bf16 stored as uint16_t bit patterns.
+  static VecF load_bf16(const uint16_t* p) {
+    __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16))};
+  }
+  static VecF load_bf16_partial(const uint16_t* p, int n) {
+    __m256i raw = _mm256_maskz_loadu_epi16(static_cast<__mmask16>(mask(n)), p);
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16))};
+  }
+  __m256i to_bf16_bits() const {  // round to nearest even, NaN stays NaN
+    __m512i bits = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    rounded = _mm512_mask_or_epi32(rounded, nan, bits, _mm512_set1_epi32(0x00400000));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
+  }
+  void store_bf16(uint16_t* p) const { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), to_bf16_bits()); }
+  void store_bf16_partial(uint16_t* p, int n) const {
+    _mm256_mask_storeu_epi16(p, static_cast<__mmask16>(mask(n)), to_bf16_bits());
+  }
+  float reduce_add() const { return _mm512_reduce_add_ps(v); }
+  float reduce_max() const { return _mm512_reduce_max_ps(v); }
+  static __mmask16 mask(int n) { return static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1u); }
+};
+inline VecF operator+(VecF a, VecF b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline VecF operator-(VecF a, VecF b) { return {_mm512_sub_ps(a.v, b.v)}; }
+inline VecF operator*(VecF a, VecF b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline VecF operator/(VecF a, VecF b) { return {_mm512_div_ps(a.v, b.v)}; }
+inline VecF fma(VecF a, VecF b, VecF c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }    // a*b+c
+inline VecF fnma(VecF a, VecF b, VecF c) { return {_mm512_fnmadd_ps(a.v, b.v, c.v)}; }  // c-a*b
+inline VecF max(VecF a, VecF b) { return {_mm512_max_ps(a.v, b.v)}; }
+inline VecF min(VecF a, VecF b) { return {_mm512_min_ps(a.v, b.v)}; }
+inline VecF sqrt(VecF a) { return {_mm512_sqrt_ps(a.v)}; }
+inline VecF round_nearest(VecF a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+// a * 2^n for integral-valued n in [-126, 127].
+inline VecF scale_pow2(VecF a, VecF n) {
+  __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127)), 23);
+  return {_mm512_mul_ps(a.v, _mm512_castsi512_ps(e))};
+}
+// where(x < limit) zero, else value
+inline VecF zero_below(VecF value, VecF x, float limit) {
+  __mmask16 below = _mm512_cmp_ps_mask(x.v, _mm512_set1_ps(limit), _CMP_LT_OQ);
+  return {_mm512_mask_blend_ps(below, value.v, _mm512_setzero_ps())};
+}
+
+#elif LATHE_KERNEL_ISA == 1
+struct VecF {
+  static constexpr int width = 8;
+  __m256 v;
+  static VecF zero() { return {_mm256_setzero_ps()}; }
+  static VecF broadcast(float x) { return {_mm256_set1_ps(x)}; }
+  static VecF load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  static VecF load_partial(const float* p, int n) { return {_mm256_maskload_ps(p, mask(n))}; }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+  void store_partial(float* p, int n) const { _mm256_maskstore_ps(p, mask(n), v); }
+  static VecF load_bf16(const uint16_t* p) {
+    __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16))};
+  }
+  static VecF load_bf16_partial(const uint16_t* p, int n) {
+    uint16_t tmp[8] = {};
+    std::memcpy(tmp, p, sizeof(uint16_t) * n);
+    return load_bf16(tmp);
+  }
+  __m128i to_bf16_bits() const {
+    __m256i bits = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    rounded = _mm256_blendv_epi8(rounded, _mm256_or_si256(bits, _mm256_set1_epi32(0x00400000)), nan);
+    __m256i shifted = _mm256_srli_epi32(rounded, 16);
+    __m128i low = _mm256_castsi256_si128(shifted), high = _mm256_extracti128_si256(shifted, 1);
+    return _mm_packus_epi32(low, high);
+  }
+  void store_bf16(uint16_t* p) const { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), to_bf16_bits()); }
+  void store_bf16_partial(uint16_t* p, int n) const {
+    uint16_t tmp[8];
+    store_bf16(tmp);
+    std::memcpy(p, tmp, sizeof(uint16_t) * n);
+  }
+  float reduce_add() const {
+    __m128 sum = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    sum = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
+    sum = _mm_add_ss(sum, _mm_movehdup_ps(sum));
+    return _mm_cvtss_f32(sum);
+  }
+  float reduce_max() const {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+  }
+  static __m256i mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+};
+inline VecF operator+(VecF a, VecF b) { return {_mm256_add_ps(a.v, b.v)}; }
+inline VecF operator-(VecF a, VecF b) { return {_mm256_sub_ps(a.v, b.v)}; }
+inline VecF operator*(VecF a, VecF b) { return {_mm256_mul_ps(a.v, b.v)}; }
+inline VecF operator/(VecF a, VecF b) { return {_mm256_div_ps(a.v, b.v)}; }
+inline VecF fma(VecF a, VecF b, VecF c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+inline VecF fnma(VecF a, VecF b, VecF c) { return {_mm256_fnmadd_ps(a.v, b.v, c.v)}; }
+inline VecF max(VecF a, VecF b) { return {_mm256_max_ps(a.v, b.v)}; }
+inline VecF min(VecF a, VecF b) { return {_mm256_min_ps(a.v, b.v)}; }
+inline VecF sqrt(VecF a) { return {_mm256_sqrt_ps(a.v)}; }
+inline VecF round_nearest(VecF a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+inline VecF scale_pow2(VecF a, VecF n) {
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127)), 23);
+  return {_mm256_mul_ps(a.v, _mm256_castsi256_ps(e))};
+}
+inline VecF zero_below(VecF value, VecF x, float limit) {
+  __m256 below = _mm256_cmp_ps(x.v, _mm256_set1_ps(limit), _CMP_LT_OQ);
+  return {_mm256_blendv_ps(value.v, _mm256_setzero_ps(), below)};
+}
+
+#else
+struct VecF {
+  static constexpr int width = 1;
+  float v;
+  static VecF zero() { return {0.0f}; }
+  static VecF broadcast(float x) { return {x}; }
+  static VecF load(const float* p) { return {*p}; }
+  static VecF load_partial(const float* p, int n) { return {n > 0 ? *p : 0.0f}; }
+  void store(float* p) const { *p = v; }
+  void store_partial(float* p, int n) const {
+    if (n > 0) *p = v;
+  }
+  static VecF load_bf16(const uint16_t* p) {
+    uint32_t bits = static_cast<uint32_t>(*p) << 16;
+    float x;
+    std::memcpy(&x, &bits, 4);
+    return {x};
+  }
+  static VecF load_bf16_partial(const uint16_t* p, int n) { return n > 0 ? load_bf16(p) : VecF{0.0f}; }
+  uint16_t to_bf16_bits() const {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+    return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+  void store_bf16(uint16_t* p) const { *p = to_bf16_bits(); }
+  void store_bf16_partial(uint16_t* p, int n) const {
+    if (n > 0) store_bf16(p);
+  }
+  float reduce_add() const { return v; }
+  float reduce_max() const { return v; }
+};
+inline VecF operator+(VecF a, VecF b) { return {a.v + b.v}; }
+inline VecF operator-(VecF a, VecF b) { return {a.v - b.v}; }
+inline VecF operator*(VecF a, VecF b) { return {a.v * b.v}; }
+inline VecF operator/(VecF a, VecF b) { return {a.v / b.v}; }
+inline VecF fma(VecF a, VecF b, VecF c) { return {a.v * b.v + c.v}; }
+inline VecF fnma(VecF a, VecF b, VecF c) { return {c.v - a.v * b.v}; }
+inline VecF max(VecF a, VecF b) { return {a.v > b.v ? a.v : b.v}; }
+inline VecF min(VecF a, VecF b) { return {a.v < b.v ? a.v : b.v}; }
+inline VecF sqrt(VecF a) { return {std::sqrt(a.v)}; }
+inline VecF round_nearest(VecF a) { return {std::nearbyint(a.v)}; }
+inline VecF scale_pow2(VecF a, VecF n) { return {std::ldexp(a.v, static_cast<int>(n.v))}; }
+inline VecF zero_below(VecF value, VecF x, float limit) { return {x.v < limit ? 0.0f : value.v}; }
+#endif
+
+inline VecF& operator+=(VecF& a, VecF b) { return a = a + b; }
+inline VecF& operator*=(VecF& a, VecF b) { return a = a * b; }
+
+// exp(x) with relative error about 2 ulp over the float range; exp(x) = 0 below -87.3 and
+// saturates (to about 3.4e38) above 88.7. NaN propagates.
+inline VecF exp(VecF x) {
+  const VecF clamped = min(max(x, VecF::broadcast(-87.3f)), VecF::broadcast(88.7f));
+  const VecF n = round_nearest(clamped * VecF::broadcast(1.44269504088896341f));
+  VecF r = fnma(n, VecF::broadcast(0.693359375f), clamped);
+  r = fnma(n, VecF::broadcast(-2.12194440e-4f), r);
+  // Minimax polynomial for exp(r) on [-ln2/2, ln2/2] (Cephes expf coefficients).
+  VecF p = VecF::broadcast(1.9875691500e-4f);
+  p = fma(p, r, VecF::broadcast(1.3981999507e-3f));
+  p = fma(p, r, VecF::broadcast(8.3334519073e-3f));
+  p = fma(p, r, VecF::broadcast(4.1665795894e-2f));
+  p = fma(p, r, VecF::broadcast(1.6666665459e-1f));
+  p = fma(p, r, VecF::broadcast(5.0000001201e-1f));
+  p = fma(p * r, r, r + VecF::broadcast(1.0f));
+  VecF result = zero_below(scale_pow2(p, n), x, -87.3f);
+  return result + (x - x);  // NaN in, NaN out
+}
+
+inline VecF sigmoid(VecF x) { return VecF::broadcast(1.0f) / (VecF::broadcast(1.0f) + exp(VecF::broadcast(0.0f) - x)); }
+
+// tanh(x) = 1 - 2 / (exp(2x) + 1), accurate to a few ulp away from 0 and exact in sign.
+inline VecF tanh(VecF x) {
+  VecF e = exp(x + x);
+  return VecF::broadcast(1.0f) - VecF::broadcast(2.0f) / (e + VecF::broadcast(1.0f));
+}
+
+}  // namespace lathe::LATHE_ISA_NS::simd
+
+#include "lathe/core/cpu_features.h"
+
+namespace lathe::LATHE_ISA_NS {
+// The Impl::isa and Impl::name of implementations built from this compilation.
+inline constexpr Isa kIsa = LATHE_KERNEL_ISA == 2 ? Isa::avx512 : LATHE_KERNEL_ISA == 1 ? Isa::avx2 : Isa::scalar;
+inline constexpr const char* kIsaName = LATHE_KERNEL_ISA == 2 ? "avx512" : LATHE_KERNEL_ISA == 1 ? "avx2" : "scalar";
+}  // namespace lathe::LATHE_ISA_NS

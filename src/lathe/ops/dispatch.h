@@ -1,0 +1,43 @@
+// Process-wide dispatch state consulted by every op call: implementations forced by name,
+// configs pinned by the user (CLI --pin or a config file), and configs found by the autotuner
+// (loaded from the tuning cache for this machine and thread count). Per-call choices travel in
+// Dispatch.
+#pragma once
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "lathe/ops/config.h"
+
+namespace lathe {
+
+struct Dispatch {
+  std::string impl;                      // force an implementation by name; empty = best usable
+  const ConfigParams* config = nullptr;  // config for this call only
+};
+
+class DispatchTable {
+ public:
+  void force_impl(const std::string& op, const std::string& impl) { forced_[op] = impl; }
+  std::string forced_impl(const std::string& op) const;
+  void pin(const std::string& op, const std::string& impl, const ConfigParams& config);
+  const ConfigParams* pinned(const std::string& op, const std::string& impl) const;
+  void set_tuned(const std::string& op, const std::string& impl, const std::string& shape, const ConfigParams& config);
+  const ConfigParams* tuned(const std::string& op, const std::string& impl, const std::string& shape) const;
+  bool tuned_empty() const { return tuned_.empty(); }
+  size_t tuned_count() const { return tuned_.size(); }
+  void clear();
+
+ private:
+  std::map<std::string, std::string> forced_;
+  std::map<std::pair<std::string, std::string>, ConfigParams> pinned_;
+  std::map<std::tuple<std::string, std::string, std::string>, ConfigParams> tuned_;
+};
+
+DispatchTable& dispatch_table();
+
+// Parses "op:impl:name=value,..." (as given to --pin) and pins it. Throws lathe::Error.
+void pin_config_from_string(const std::string& text);
+
+}  // namespace lathe

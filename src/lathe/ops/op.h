@@ -1,0 +1,166 @@
+// The op contract. An op is a typed Args struct (shapes + options, validated), a float64 reference,
+// one or more implementations, a FLOP/byte cost, and a dispatcher. A backward is a separate op
+// with its own Args and Config.
+//
+//   Impl<Args, Config>  one implementation: name, required ISA, supported(args), heuristic(args),
+//                       space(args) (every config the tuner may try), run(args, config).
+//   Op<Args, Config>    the implementations in order of preference plus the shape key used by the
+//                       tuning cache. op.run(args, dispatch) picks the first supported
+//                       implementation (or the one named in dispatch.impl) and its config:
+//                       config pinned for this call > pinned for the process > tuning cache >
+//                       heuristic.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "lathe/core/cpu_features.h"
+#include "lathe/ops/config.h"
+#include "lathe/ops/dispatch.h"
+
+namespace lathe {
+
+// Work and minimum memory traffic of one call, for rooflines.
+struct OpCost {
+  double flops = 0;  // floating point operations (an FMA counts 2)
+  double bytes = 0;  // bytes that must cross memory at least once: inputs read + outputs written
+};
+
+template <class Args, class Config>
+struct Impl {
+  std::string name;  // "avx512", "avx2", "scalar", ...
+  Isa isa = Isa::scalar;
+  std::function<bool(const Args&)> supported;  // empty: supports all valid args
+  std::function<Config(const Args&)> heuristic;
+  std::function<std::vector<Config>(const Args&)> space;
+  std::function<void(const Args&, const Config&)> run;
+
+  bool usable(const Args& args) const { return isa_available(isa) && (!supported || supported(args)); }
+};
+
+// Where a call's config came from (reported by tools).
+enum class ConfigSource { call, pinned, tuned, heuristic };
+const char* config_source_name(ConfigSource source);
+
+template <class Args, class Config>
+class Op {
+ public:
+  using ImplType = Impl<Args, Config>;
+
+  Op(std::string name, std::vector<ImplType> impls, std::function<std::string(const Args&)> shape_key)
+      : name_(std::move(name)), impls_(std::move(impls)), shape_key_(std::move(shape_key)) {}
+
+  const std::string& name() const { return name_; }
+  const std::vector<ImplType>& impls() const { return impls_; }
+  std::string shape_key(const Args& args) const { return shape_key_(args); }
+
+  // Usable implementations for these args on this machine, best first.
+  std::vector<const ImplType*> usable_impls(const Args& args) const {
+    std::vector<const ImplType*> usable;
+    for (const auto& impl : impls_)
+      if (impl.usable(args)) usable.push_back(&impl);
+    return usable;
+  }
+
+  const ImplType& select_impl(const Args& args, const std::string& forced_name = "") const {
+    std::string wanted = forced_name.empty() ? dispatch_table().forced_impl(name_) : forced_name;
+    for (const auto& impl : impls_) {
+      if (!wanted.empty() && impl.name != wanted) continue;
+      if (impl.usable(args)) return impl;
+      LATHE_CHECK(wanted.empty(), name_, ": implementation '", wanted, "' is not usable here (needs ",
+                  isa_name(impl.isa), ", active ISA is ", isa_name(active_isa()), ", or unsupported arguments)");
+    }
+    LATHE_CHECK(wanted.empty(), name_, ": no implementation named '", wanted, "' (have: ", impl_names(), ")");
+    throw_error(name_, ": no implementation supports these arguments");
+  }
+
+  Config select_config(const ImplType& impl, const Args& args, const Dispatch& dispatch,
+                       ConfigSource* source = nullptr) const {
+    auto report = [&](ConfigSource s) {
+      if (source) *source = s;
+    };
+    std::string context = name_ + ":" + impl.name;
+    if (dispatch.config) {
+      report(ConfigSource::call);
+      return config_from_params<Config>(*dispatch.config, context);
+    }
+    const DispatchTable& table = dispatch_table();
+    if (const ConfigParams* pinned = table.pinned(name_, impl.name)) {
+      report(ConfigSource::pinned);
+      return config_from_params<Config>(*pinned, context);
+    }
+    if (!table.tuned_empty())
+      if (const ConfigParams* tuned = table.tuned(name_, impl.name, shape_key(args))) {
+        report(ConfigSource::tuned);
+        return config_from_params<Config>(*tuned, context);
+      }
+    report(ConfigSource::heuristic);
+    return impl.heuristic(args);
+  }
+
+  // Validates nothing itself: each op's public entry validates its Args, then calls run.
+  void run(const Args& args, const Dispatch& dispatch = {}) const {
+    const ImplType& impl = select_impl(args, dispatch.impl);
+    impl.run(args, select_config(impl, args, dispatch));
+  }
+
+  std::string impl_names() const {
+    std::string names;
+    for (const auto& impl : impls_) names += (names.empty() ? "" : ", ") + impl.name;
+    return names;
+  }
+
+ private:
+  std::string name_;
+  std::vector<ImplType> impls_;
+  std::function<std::string(const Args&)> shape_key_;
+};
+
+// Kernel files compiled per ISA (lathe_add_isa_kernels) define plain kernel functions
+//   void NAME(const Args&, const Config&)
+// in namespace lathe::<isa>. The op's baseline file declares them with LATHE_DECLARE_ISA_KERNEL
+// and wraps them into Impls with isa_impls(); heuristics and config spaces live in the baseline
+// file too, so no std template is instantiated under AVX-512 flags.
+#define LATHE_DECLARE_ISA_KERNEL(name, ArgsType, ConfigType) \
+  namespace avx512 {                                         \
+  void name(const ArgsType&, const ConfigType&);             \
+  }                                                          \
+  namespace avx2 {                                           \
+  void name(const ArgsType&, const ConfigType&);             \
+  }                                                          \
+  namespace scalar {                                         \
+  void name(const ArgsType&, const ConfigType&);             \
+  }
+
+template <class Args, class Config>
+using KernelFunction = void (*)(const Args&, const Config&);
+
+// The avx512, avx2 and scalar implementations of one kernel, best first. `heuristic` and `space`
+// receive the ISA so they can scale tiles with the vector width.
+template <class Args, class Config>
+std::vector<Impl<Args, Config>> isa_impls(KernelFunction<Args, Config> avx512_kernel,
+                                          KernelFunction<Args, Config> avx2_kernel,
+                                          KernelFunction<Args, Config> scalar_kernel,
+                                          std::type_identity_t<std::function<Config(const Args&, Isa)>> heuristic,
+                                          std::type_identity_t<std::function<std::vector<Config>(const Args&, Isa)>> space) {
+  std::vector<Impl<Args, Config>> impls;
+  std::pair<Isa, KernelFunction<Args, Config>> kernels[] = {
+      {Isa::avx512, avx512_kernel}, {Isa::avx2, avx2_kernel}, {Isa::scalar, scalar_kernel}};
+  for (auto [isa, kernel] : kernels) {
+    Impl<Args, Config> impl;
+    impl.name = isa_name(isa);
+    impl.isa = isa;
+    impl.heuristic = [heuristic, isa](const Args& args) { return heuristic(args, isa); };
+    impl.space = [space, isa](const Args& args) { return space(args, isa); };
+    impl.run = kernel;
+    impls.push_back(std::move(impl));
+  }
+  return impls;
+}
+
+#define LATHE_ISA_IMPLS(kernel, heuristic, space) \
+  ::lathe::isa_impls(avx512::kernel, avx2::kernel, scalar::kernel, heuristic, space)
+
+}  // namespace lathe

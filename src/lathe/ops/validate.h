@@ -1,0 +1,36 @@
+// Argument validation for op entry points. Each failed check throws lathe::Error naming the op,
+// the argument, what was expected and what was given:
+//   "rms_norm: weight has shape (512), expected (768)"
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "lathe/core/tensor.h"
+
+namespace lathe {
+
+class ArgChecker {
+ public:
+  explicit ArgChecker(std::string op) : op_(std::move(op)) {}
+  ArgChecker& rank(const char* name, const TensorView& view, int expected);
+  ArgChecker& shape(const char* name, const TensorView& view, std::initializer_list<int64_t> expected);
+  ArgChecker& dtype(const char* name, const TensorView& view, DType expected);
+  ArgChecker& dtype_in(const char* name, const TensorView& view, std::initializer_list<DType> allowed);
+  ArgChecker& contiguous(const char* name, const TensorView& view);
+  ArgChecker& inner_contiguous(const char* name, const TensorView& view);  // last axis stride 1
+  ArgChecker& present(const char* name, const TensorView& view);
+  ArgChecker& positive(const char* name, double value);
+  ArgChecker& at_least(const char* name, int64_t value, int64_t minimum);
+  // A free-form condition; the message follows "op: ".
+  template <class... Parts>
+  ArgChecker& require(bool condition, const Parts&... parts) {
+    if (!condition) throw_error(op_, ": ", parts...);
+    return *this;
+  }
+
+ private:
+  std::string op_;
+};
+
+}  // namespace lathe
