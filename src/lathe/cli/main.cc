@@ -1,6 +1,69 @@
+// lathe: one binary, subcommands. `lathe --help` lists them; `lathe CMD --help` documents each.
+#include <unistd.h>
+
 #include <cstdio>
-#include "lathe/ops/problem.h"
-int main() {
-  for (const auto& op : lathe::all_ops()) std::printf("%s\n", op.name.c_str());
-  return 0;
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "lathe/cli/commands.h"
+#include "lathe/core/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+const Command kCommands[] = {
+    {"info", lathe::cli::run_info, "CPU features and measured peaks (f32 FMA, bf16 dot, memory bandwidth)"},
+    {"ops", lathe::cli::run_ops, "list the kernel library's ops, shapes, implementations and config spaces"},
+    {"bench", lathe::cli::run_bench, "benchmark ops at real-model shapes: time, GFLOP/s, GB/s, % of roofline, peers"},
+    {"tune", lathe::cli::run_tune, "autotune an op's kernel configs for given shapes into the tuning cache"},
+};
+
+void print_usage(FILE* out) {
+  std::fprintf(out,
+               "usage: lathe COMMAND [options]\n\n"
+               "lathe: a C++ LLM training stack built around its own CPU kernel library.\n\ncommands:\n");
+  for (const auto& command : kCommands) std::fprintf(out, "  %-8s %s\n", command.name, command.summary);
+  std::fprintf(out, "\n`lathe COMMAND --help` shows each command's options.\n");
+}
+
+// OpenBLAS reads OPENBLAS_CORETYPE when the library loads, before main. Some machines set it to an
+// older core type for numpy's sake; for a fair peer measurement `lathe bench` restarts itself once
+// without it (and OPENBLAS_L2_SIZE, which goes with it).
+void restart_without_openblas_overrides(char** argv) {
+  if (!std::getenv("OPENBLAS_CORETYPE") && !std::getenv("OPENBLAS_L2_SIZE")) return;
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv("OPENBLAS_L2_SIZE");
+  execv("/proc/self/exe", argv);  // returns only on failure; then continue as we are
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    print_usage(stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string name = argv[1];
+  for (const auto& command : kCommands) {
+    if (name != command.name) continue;
+    if (name == "bench") restart_without_openblas_overrides(argv);
+    try {
+      return command.run(argc - 2, argv + 2);
+    } catch (const lathe::Error& error) {
+      std::fprintf(stderr, "lathe %s: error: %s\n", command.name, error.what());
+      return 2;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "lathe %s: error: out of memory\n", command.name);
+      return 3;
+    }
+  }
+  std::fprintf(stderr, "lathe: unknown command '%s'\n\n", name.c_str());
+  print_usage(stderr);
+  return 2;
 }

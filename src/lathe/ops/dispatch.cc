@@ -1,5 +1,9 @@
 #include "lathe/ops/dispatch.h"
 
+#include <cstdio>
+#include <mutex>
+#include <set>
+
 #include "lathe/ops/op.h"
 
 namespace lathe {
@@ -12,6 +16,15 @@ const char* config_source_name(ConfigSource source) {
     case ConfigSource::heuristic: return "heuristic";
   }
   return "?";
+}
+
+void warn_stale_tuned_config(const std::string& context, const std::string& config) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!warned.insert(context + config).second) return;
+  std::fprintf(stderr, "lathe: warning: ignoring tuned config '%s' for %s: not in this build's config space\n",
+               config.c_str(), context.c_str());
 }
 
 std::string DispatchTable::forced_impl(const std::string& op) const {

@@ -43,6 +43,8 @@ struct Impl {
 // Where a call's config came from (reported by tools).
 enum class ConfigSource { call, pinned, tuned, heuristic };
 const char* config_source_name(ConfigSource source);
+// Prints a one-time warning that a cached config is not valid for this build (defined in dispatch.cc).
+void warn_stale_tuned_config(const std::string& context, const std::string& config);
 
 template <class Args, class Config>
 class Op {
@@ -89,12 +91,21 @@ class Op {
     const DispatchTable& table = dispatch_table();
     if (const ConfigParams* pinned = table.pinned(name_, impl.name)) {
       report(ConfigSource::pinned);
-      return config_from_params<Config>(*pinned, context);
+      Config config = config_from_params<Config>(*pinned, context);
+      LATHE_CHECK(in_space(impl, args, *pinned), context, ": pinned config '", pinned->to_string(),
+                  "' is not in this implementation's config space for ", shape_key(args), " (see `lathe tune ",
+                  name_, " --list`)");
+      return config;
     }
     if (!table.tuned_empty())
       if (const ConfigParams* tuned = table.tuned(name_, impl.name, shape_key(args))) {
-        report(ConfigSource::tuned);
-        return config_from_params<Config>(*tuned, context);
+        // A cache written by an older build may hold configs this build no longer offers:
+        // those are ignored (with one warning), never trusted blindly.
+        if (in_space(impl, args, *tuned)) {
+          report(ConfigSource::tuned);
+          return config_from_params<Config>(*tuned, context);
+        }
+        warn_stale_tuned_config(context, tuned->to_string());
       }
     report(ConfigSource::heuristic);
     return impl.heuristic(args);
@@ -104,6 +115,12 @@ class Op {
   void run(const Args& args, const Dispatch& dispatch = {}) const {
     const ImplType& impl = select_impl(args, dispatch.impl);
     impl.run(args, select_config(impl, args, dispatch));
+  }
+
+  static bool in_space(const ImplType& impl, const Args& args, const ConfigParams& params) {
+    for (const Config& candidate : impl.space(args))
+      if (config_to_params(candidate) == params) return true;
+    return false;
   }
 
   std::string impl_names() const {

@@ -71,6 +71,8 @@ class OpProblem {
   // Runs an implementation with a config (the public entry point, with full dispatch, when impl
   // is empty and config is null).
   virtual void run(const std::string& impl, const ConfigParams* config) = 0;
+  // What the public entry point would pick: "avx512 (tuned) block_q=64,block_k=128".
+  virtual std::string describe_dispatch() const = 0;
   // Restores inputs that an op updates in place (optimizer state, accumulators).
   virtual void prepare_run() {}
   // Poisons outputs, runs, compares with the reference.
@@ -138,6 +140,13 @@ class TypedProblem : public OpProblem {
     std::vector<ConfigParams> space;
     for (const Config& config : op_.select_impl(args_, impl).space(args_)) space.push_back(config_to_params(config));
     return space;
+  }
+
+  std::string describe_dispatch() const override {
+    const auto& impl = op_.select_impl(args_);
+    ConfigSource source = ConfigSource::heuristic;
+    auto config = config_to_params(op_.select_config(impl, args_, Dispatch{}, &source));
+    return str_cat(impl.name, " (", config_source_name(source), ") ", config.to_string());
   }
 
   void run(const std::string& impl, const ConfigParams* config) override {

@@ -1,0 +1,99 @@
+#include "lathe/bench/machine_peaks.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "lathe/bench/timing.h"
+#include "lathe/core/aligned_buffer.h"
+#include "lathe/core/cpu_features.h"
+#include "lathe/core/parallel.h"
+
+namespace lathe {
+
+namespace avx512 {
+float fma_throughput_loop(long iterations, int* vector_width);
+float bf16_dot_throughput_loop(long iterations);
+}  // namespace avx512
+namespace avx2 {
+float fma_throughput_loop(long iterations, int* vector_width);
+}
+namespace scalar {
+float fma_throughput_loop(long iterations, int* vector_width);
+}
+
+namespace {
+
+volatile float checksum_sink;
+
+// Best-of-5 rate of `work_per_thread` flops run on every thread.
+template <class Loop>
+double measure_rate(Loop&& loop, double work_per_thread) {
+  double best = 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    double start = now_seconds();
+    parallel_run([&](int, int) { checksum_sink = loop(); });
+    double elapsed = now_seconds() - start;
+    best = std::max(best, work_per_thread * num_threads() / elapsed);
+  }
+  return best;
+}
+
+}  // namespace
+
+double MachinePeaks::floor_seconds(double flops, double bytes, bool bf16_compute) const {
+  double peak = (bf16_compute && bf16_gflops > 0 ? bf16_gflops : f32_gflops) * 1e9;
+  double compute = peak > 0 ? flops / peak : 0;
+  double memory = copy_gbytes > 0 ? bytes / (copy_gbytes * 1e9) : 0;
+  return std::max(compute, memory);
+}
+
+Json MachinePeaks::to_json() const {
+  Json json = Json::object();
+  json.set("f32_gflops", f32_gflops);
+  json.set("bf16_gflops", bf16_gflops);
+  json.set("copy_gbytes_per_second", copy_gbytes);
+  json.set("threads", threads);
+  json.set("isa", isa);
+  return json;
+}
+
+MachinePeaks measure_machine_peaks(bool quick) {
+  MachinePeaks peaks;
+  peaks.threads = num_threads();
+  const long iterations = quick ? 200000 : 2000000;
+  const int accumulators = 12;
+  int width = 1;
+  Isa isa = active_isa();
+  auto f32_loop = [&]() -> float {
+    int w = 1;
+    float result = isa >= Isa::avx512 ? avx512::fma_throughput_loop(iterations, &w)
+                   : isa >= Isa::avx2 ? avx2::fma_throughput_loop(iterations, &w)
+                                      : scalar::fma_throughput_loop(iterations, &w);
+    width = w;
+    return result;
+  };
+  f32_loop();  // learn the vector width
+  peaks.isa = isa >= Isa::avx512 ? "avx512" : isa_name(isa);
+  peaks.f32_gflops = measure_rate(f32_loop, 2.0 * width * accumulators * iterations) / 1e9;
+  if (isa >= Isa::avx512_bf16) {
+    peaks.bf16_gflops =
+        measure_rate([&] { return avx512::bf16_dot_throughput_loop(iterations); }, 64.0 * accumulators * iterations) / 1e9;
+  }
+  // Streaming copy well beyond the last-level cache: bytes read + bytes written.
+  const size_t bytes = quick ? (64u << 20) : (256u << 20);
+  AlignedBuffer source(bytes), destination(bytes);
+  std::memset(source.as<char>(), 1, bytes);
+  std::memset(destination.as<char>(), 0, bytes);
+  double best = 0;
+  for (int attempt = 0; attempt < (quick ? 3 : 6); ++attempt) {
+    double start = now_seconds();
+    parallel_for(static_cast<int64_t>(bytes / 4096), 256, [&](int64_t begin, int64_t end) {
+      std::memcpy(destination.as<char>() + begin * 4096, source.as<char>() + begin * 4096, (end - begin) * 4096);
+    });
+    best = std::max(best, 2.0 * static_cast<double>(bytes) / (now_seconds() - start));
+  }
+  peaks.copy_gbytes = best / 1e9;
+  return peaks;
+}
+
+}  // namespace lathe

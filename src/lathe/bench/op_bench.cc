@@ -1,0 +1,121 @@
+#include "lathe/bench/op_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace lathe {
+
+static TimingOptions budgeted(const TimingOptions& base, double single_run_seconds, double max_seconds) {
+  TimingOptions options = base;
+  if (single_run_seconds * options.min_runs > max_seconds) {
+    options.warmup_runs = 0;
+    options.min_runs = std::max(3, static_cast<int>(max_seconds / std::max(single_run_seconds, 1e-9)));
+    options.min_seconds = 0;
+  }
+  return options;
+}
+
+static TimingStats time_with_budget(const std::function<void()>& run, const std::function<void()>& prepare,
+                                    const BenchOptions& options) {
+  prepare();
+  double start = now_seconds();
+  run();  // first run doubles as warm-up and as the estimate for the run budget
+  double single = now_seconds() - start;
+  return time_runs(run, budgeted(options.timing, single, options.max_seconds_per_row), prepare);
+}
+
+BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::string& shape,
+                       const MachinePeaks& peaks, const BenchOptions& options) {
+  BenchRow row;
+  row.op = problem.op_name();
+  row.label = label;
+  row.shape = shape;
+  row.cost = problem.cost();
+  ConfigParams heuristic;
+  if (options.impl.empty()) {
+    row.dispatch = problem.describe_dispatch();
+  } else {
+    heuristic = problem.heuristic_config(options.impl);
+    row.dispatch = options.impl + " (heuristic) " + heuristic.to_string();
+  }
+  auto prepare = [&] { problem.prepare_run(); };
+  row.timing = time_with_budget(
+      [&] { problem.run(options.impl, options.impl.empty() ? nullptr : &heuristic); }, prepare, options);
+  double seconds = row.timing.median;
+  row.gflops = row.cost.flops / seconds / 1e9;
+  row.gbytes = row.cost.bytes / seconds / 1e9;
+  bool bf16 = shape.find("dtype=bf16") != std::string::npos;
+  double compute_floor = peaks.floor_seconds(row.cost.flops, 0, bf16);
+  double memory_floor = peaks.floor_seconds(0, row.cost.bytes);
+  row.bound = compute_floor >= memory_floor ? "compute" : "memory";
+  row.roofline_percent = 100.0 * std::max(compute_floor, memory_floor) / seconds;
+  std::vector<std::string> available = problem.peers();
+  for (const auto& peer : options.peers) {
+    if (std::find(available.begin(), available.end(), peer) == available.end()) continue;
+    PeerTiming timing;
+    timing.name = peer;
+    timing.timing = time_with_budget([&] { problem.run_peer(peer); }, prepare, options);
+    timing.speedup = timing.timing.median / seconds;
+    row.peers.push_back(timing);
+  }
+  return row;
+}
+
+static Json timing_to_json(const TimingStats& timing) {
+  Json json = Json::object();
+  json.set("median_seconds", timing.median);
+  json.set("min_seconds", timing.min);
+  json.set("p80_seconds", timing.p80);
+  json.set("runs", timing.runs);
+  return json;
+}
+
+Json bench_row_to_json(const BenchRow& row) {
+  Json json = Json::object();
+  json.set("op", row.op);
+  json.set("label", row.label);
+  json.set("shape", row.shape);
+  json.set("dispatch", row.dispatch);
+  json.set("timing", timing_to_json(row.timing));
+  json.set("flops", row.cost.flops);
+  json.set("bytes", row.cost.bytes);
+  json.set("gflops_per_second", row.gflops);
+  json.set("gbytes_per_second", row.gbytes);
+  json.set("roofline_percent", row.roofline_percent);
+  json.set("bound", row.bound);
+  Json peers = Json::array();
+  for (const auto& peer : row.peers) {
+    Json item = Json::object();
+    item.set("name", peer.name);
+    item.set("timing", timing_to_json(peer.timing));
+    item.set("lathe_speedup", peer.speedup);
+    peers.push(item);
+  }
+  json.set("peers", peers);
+  return json;
+}
+
+std::string format_bench_table(const std::vector<BenchRow>& rows) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-26s %-44s %10s %10s %10s %9s %8s %7s %-8s %s\n", "op", "shape (model)", "median ms",
+                "min ms", "p80 ms", "GFLOP/s", "GB/s", "%roof", "bound", "dispatch / peers");
+  out += line;
+  for (const auto& row : rows) {
+    std::string label = row.label.size() > 44 ? row.label.substr(0, 41) + "..." : row.label;
+    std::snprintf(line, sizeof line, "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8.1f %6.1f%% %-8s %s\n", row.op.c_str(),
+                  label.c_str(), row.timing.median * 1e3, row.timing.min * 1e3, row.timing.p80 * 1e3, row.gflops,
+                  row.gbytes, row.roofline_percent, row.bound.c_str(), row.dispatch.c_str());
+    out += line;
+    for (const auto& peer : row.peers) {
+      std::snprintf(line, sizeof line, "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8s %7s %-8s lathe %.2fx vs %s\n",
+                    ("  vs " + peer.name).c_str(), "", peer.timing.median * 1e3, peer.timing.min * 1e3,
+                    peer.timing.p80 * 1e3, row.cost.flops / peer.timing.median / 1e9, "", "", "", peer.speedup,
+                    peer.name.c_str());
+      out += line;
+    }
+  }
+  return out;
+}
+
+}  // namespace lathe

@@ -1,0 +1,43 @@
+// Benchmarks registered op problems: times the dispatched path (or one implementation), the
+// in-process peers (oneDNN, OpenBLAS) on the same inputs, and reports GFLOP/s, GB/s and % of the
+// roofline from measured machine peaks. Used by `lathe bench`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lathe/bench/machine_peaks.h"
+#include "lathe/bench/timing.h"
+#include "lathe/core/json.h"
+#include "lathe/ops/problem.h"
+
+namespace lathe {
+
+struct PeerTiming {
+  std::string name;
+  TimingStats timing;
+  double speedup = 0;  // peer median / ours: > 1 means lathe is faster
+};
+
+struct BenchRow {
+  std::string op, label, shape, dispatch;  // dispatch: impl (config source) config
+  TimingStats timing;
+  OpCost cost;
+  double gflops = 0, gbytes = 0, roofline_percent = 0;
+  std::string bound;  // "compute" or "memory": which floor is larger
+  std::vector<PeerTiming> peers;
+};
+
+struct BenchOptions {
+  std::string impl;                 // empty: full dispatch
+  std::vector<std::string> peers;   // peer names to time when the problem offers them
+  TimingOptions timing{2, 10, 1000, 0.5};
+  double max_seconds_per_row = 3;   // fewer runs for very slow problems
+};
+
+BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::string& shape,
+                       const MachinePeaks& peaks, const BenchOptions& options);
+Json bench_row_to_json(const BenchRow& row);
+std::string format_bench_table(const std::vector<BenchRow>& rows);
+
+}  // namespace lathe

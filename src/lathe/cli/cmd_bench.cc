@@ -1,0 +1,104 @@
+// `lathe bench`: the op benchmark (the project's main job until the trainer exists).
+#include <cstdio>
+#include <fstream>
+
+#include "lathe/bench/op_bench.h"
+#include "lathe/cli/command_line.h"
+#include "lathe/cli/commands.h"
+#include "lathe/core/cpu_features.h"
+#include "lathe/core/parallel.h"
+
+namespace lathe::cli {
+
+static std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+int run_bench(int argc, char** argv) {
+  CommandLine command_line(
+      "lathe bench [OP...] [options]",
+      "Times ops at shapes taken from real models (see `lathe ops NAME`) through the same dispatch\n"
+      "training uses (pinned > tuned > heuristic). Each row: median, min and p80 time, GFLOP/s, GB/s\n"
+      "and % of the roofline from peaks measured at the start of the run; peers (oneDNN, OpenBLAS)\n"
+      "run on the same inputs in the same process and the ratio is printed. Without OP, every op.");
+  add_runtime_options(command_line);
+  command_line.positionals("OP...", "ops to benchmark (default: all)");
+  command_line.repeated("shape", "K=V,...", "benchmark this shape instead of the op's model shapes");
+  command_line.option("impl", "NAME", "time one implementation with its heuristic config instead of dispatch");
+  command_line.option("vs", "PEERS", "comma-separated peers to compare with, or 'none'", "onednn,openblas");
+  command_line.flag("json", "print the report as JSON");
+  command_line.option("output", "FILE", "also write the JSON report to FILE");
+  command_line.flag("quick", "first shape per op, fewer runs (a smoke test, not a measurement)");
+  command_line.option("min-time", "SECONDS", "minimum timed seconds per row", "0.5");
+  if (!command_line.parse(argc, argv)) return 0;
+  apply_runtime_options(command_line);
+
+  std::vector<const OpRegistration*> ops;
+  if (command_line.positional_values().empty()) {
+    for (const auto& op : all_ops()) ops.push_back(&op);
+  } else {
+    for (const auto& name : command_line.positional_values()) ops.push_back(&find_op(name));
+  }
+  for (const auto& shape : command_line.get_all("shape")) ShapeSpec::parse(shape);  // fail early on typos
+
+  BenchOptions options;
+  options.impl = command_line.get("impl");
+  if (command_line.get("vs") != "none") options.peers = split_commas(command_line.get("vs"));
+  for (const auto& peer : options.peers)
+    LATHE_CHECK(peer == "onednn" || peer == "openblas", "unknown peer '", peer, "' (known: onednn, openblas, none)");
+  options.timing.min_seconds = command_line.get_double("min-time");
+  bool quick = command_line.has("quick");
+  if (quick) options.timing = TimingOptions{1, 3, 20, 0.02}, options.max_seconds_per_row = 0.5;
+  bool json_output = command_line.has("json");
+
+  MachinePeaks peaks = measure_machine_peaks(quick);
+  if (!json_output)
+    std::printf("lathe bench on %s, %d threads, active ISA %s\npeaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, copy %.1f GB/s\n\n",
+                cpu_features().model.c_str(), num_threads(), isa_name(active_isa()), peaks.f32_gflops,
+                peaks.bf16_gflops, peaks.copy_gbytes);
+
+  std::vector<BenchRow> rows;
+  for (const OpRegistration* op : ops) {
+    std::vector<NamedShape> shapes;
+    for (const auto& shape : command_line.get_all("shape")) shapes.push_back({"--shape " + shape, shape});
+    if (shapes.empty()) shapes = op->bench_shapes;
+    if (quick && shapes.size() > 1) shapes.resize(1);
+    for (const auto& shape : shapes) {
+      if (!json_output) std::fprintf(stderr, "  timing %s %s ...\r", op->name.c_str(), shape.shape.c_str());
+      auto problem = op->make_problem(ShapeSpec::parse(shape.shape), 1);
+      if (!options.impl.empty()) {
+        auto impls = problem->impl_names();
+        if (std::find(impls.begin(), impls.end(), options.impl) == impls.end()) continue;
+      }
+      rows.push_back(bench_problem(*problem, shape.label, shape.shape, peaks, options));
+      if (!json_output) std::fprintf(stderr, "%100s\r", "");
+    }
+  }
+
+  Json report = Json::object();
+  report.set("cpu", cpu_features().model);
+  report.set("threads", num_threads());
+  report.set("active_isa", isa_name(active_isa()));
+  report.set("peaks", peaks.to_json());
+  Json json_rows = Json::array();
+  for (const auto& row : rows) json_rows.push(bench_row_to_json(row));
+  report.set("rows", json_rows);
+  if (command_line.has("output")) {
+    std::ofstream file(command_line.get("output"));
+    LATHE_CHECK(file.good(), "cannot write ", command_line.get("output"));
+    file << report.dump(2) << "\n";
+  }
+  if (json_output) std::printf("%s\n", report.dump(2).c_str());
+  else std::printf("%s", format_bench_table(rows).c_str());
+  return 0;
+}
+
+}  // namespace lathe::cli

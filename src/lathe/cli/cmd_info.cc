@@ -1,0 +1,50 @@
+// `lathe info`: what this machine is and how fast it is, measured.
+#include <cstdio>
+
+#include "lathe/bench/machine_peaks.h"
+#include "lathe/cli/command_line.h"
+#include "lathe/cli/commands.h"
+#include "lathe/core/cpu_features.h"
+#include "lathe/core/parallel.h"
+
+namespace lathe::cli {
+
+int run_info(int argc, char** argv) {
+  CommandLine command_line("lathe info [options]",
+                           "Prints the CPU model and features, the instruction set dispatch will use, the thread\n"
+                           "count, and measures the peaks every roofline in lathe is computed against: f32 FMA\n"
+                           "throughput, bf16 dot-product throughput (AVX512_BF16) and streaming-copy bandwidth.");
+  add_runtime_options(command_line);
+  command_line.flag("json", "print one JSON object instead of text");
+  command_line.flag("quick", "shorter measurement loops (less accurate)");
+  command_line.flag("no-measure", "only print the CPU description");
+  if (!command_line.parse(argc, argv)) return 0;
+  apply_runtime_options(command_line);
+  const CpuFeatures& cpu = cpu_features();
+  MachinePeaks peaks;
+  if (!command_line.has("no-measure")) peaks = measure_machine_peaks(command_line.has("quick"));
+  if (command_line.has("json")) {
+    Json json = Json::object();
+    json.set("cpu", cpu.model);
+    json.set("vendor", cpu.vendor);
+    json.set("features", cpu.flags_summary());
+    json.set("detected_isa", isa_name(detected_isa()));
+    json.set("active_isa", isa_name(active_isa()));
+    json.set("threads", num_threads());
+    if (!command_line.has("no-measure")) json.set("peaks", peaks.to_json());
+    std::printf("%s\n", json.dump(2).c_str());
+    return 0;
+  }
+  std::printf("cpu           %s (%s)\n", cpu.model.c_str(), cpu.vendor.c_str());
+  std::printf("features      %s\n", cpu.flags_summary().c_str());
+  std::printf("isa           detected %s, active %s\n", isa_name(detected_isa()), isa_name(active_isa()));
+  std::printf("threads       %d (of %d logical cores)\n", num_threads(), cpu.logical_cores);
+  if (command_line.has("no-measure")) return 0;
+  std::printf("f32 FMA peak  %.1f GFLOP/s (%s, all threads)\n", peaks.f32_gflops, peaks.isa.c_str());
+  if (peaks.bf16_gflops > 0) std::printf("bf16 dot peak %.1f GFLOP/s (vdpbf16ps)\n", peaks.bf16_gflops);
+  else std::printf("bf16 dot peak n/a (no AVX512_BF16 at the active ISA)\n");
+  std::printf("memory        %.1f GB/s streaming copy (read + write bytes)\n", peaks.copy_gbytes);
+  return 0;
+}
+
+}  // namespace lathe::cli

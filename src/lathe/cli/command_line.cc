@@ -1,0 +1,156 @@
+#include "lathe/cli/command_line.h"
+
+#include <cstdio>
+
+#include "lathe/core/cpu_features.h"
+#include "lathe/core/error.h"
+#include "lathe/core/parallel.h"
+#include "lathe/ops/dispatch.h"
+#include "lathe/tune/tuning_cache.h"
+
+namespace lathe::cli {
+
+CommandLine::CommandLine(std::string usage, std::string description)
+    : usage_(std::move(usage)), description_(std::move(description)) {
+  flag("help", "show this help and exit");
+}
+
+void CommandLine::option(const std::string& name, const std::string& value_name, const std::string& help,
+                         const std::string& fallback) {
+  order_.push_back(name);
+  specs_[name] = {value_name, help, fallback, false, false};
+}
+
+void CommandLine::repeated(const std::string& name, const std::string& value_name, const std::string& help) {
+  order_.push_back(name);
+  specs_[name] = {value_name, help, "", false, true};
+}
+
+void CommandLine::flag(const std::string& name, const std::string& help) {
+  order_.push_back(name);
+  specs_[name] = {"", help, "", true, false};
+}
+
+void CommandLine::positionals(const std::string& name, const std::string& help) {
+  positional_name_ = name;
+  positional_help_ = help;
+}
+
+bool CommandLine::parse(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0 || arg == "--") {
+      LATHE_CHECK(!positional_name_.empty(), "unexpected argument '", arg, "' (see --help)");
+      positional_values_.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    bool has_inline_value = false;
+    if (size_t equals = name.find('='); equals != std::string::npos) {
+      value = name.substr(equals + 1);
+      name = name.substr(0, equals);
+      has_inline_value = true;
+    }
+    auto spec = specs_.find(name);
+    LATHE_CHECK(spec != specs_.end(), "unknown option --", name, " (see --help)");
+    if (spec->second.is_flag) {
+      LATHE_CHECK(!has_inline_value, "option --", name, " takes no value");
+      values_[name].push_back("1");
+      continue;
+    }
+    if (!has_inline_value) {
+      LATHE_CHECK(i + 1 < argc, "option --", name, " needs a value (", spec->second.value_name, ")");
+      value = argv[++i];
+    }
+    LATHE_CHECK(spec->second.is_repeated || values_[name].empty(), "option --", name, " given twice");
+    values_[name].push_back(value);
+  }
+  if (has("help")) {
+    std::fputs(help().c_str(), stdout);
+    return false;
+  }
+  return true;
+}
+
+std::string CommandLine::get(const std::string& name) const {
+  auto found = values_.find(name);
+  if (found != values_.end() && !found->second.empty()) return found->second.back();
+  auto spec = specs_.find(name);
+  return spec == specs_.end() ? std::string() : spec->second.fallback;
+}
+
+std::vector<std::string> CommandLine::get_all(const std::string& name) const {
+  auto found = values_.find(name);
+  return found == values_.end() ? std::vector<std::string>() : found->second;
+}
+
+bool CommandLine::has(const std::string& name) const {
+  auto found = values_.find(name);
+  return found != values_.end() && !found->second.empty();
+}
+
+int CommandLine::get_int(const std::string& name) const {
+  std::string text = get(name);
+  size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  LATHE_CHECK(!text.empty() && used == text.size(), "option --", name, " needs an integer, got '", text, "'");
+  return value;
+}
+
+double CommandLine::get_double(const std::string& name) const {
+  std::string text = get(name);
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  LATHE_CHECK(!text.empty() && used == text.size(), "option --", name, " needs a number, got '", text, "'");
+  return value;
+}
+
+std::string CommandLine::help() const {
+  std::string text = "usage: " + usage_ + "\n\n" + description_ + "\n";
+  if (!positional_name_.empty()) text += "\n  " + positional_name_ + "\n      " + positional_help_ + "\n";
+  text += "\noptions:\n";
+  for (const auto& name : order_) {
+    const Spec& spec = specs_.at(name);
+    std::string left = "  --" + name + (spec.is_flag ? "" : " " + spec.value_name);
+    text += left + "\n      " + spec.help;
+    if (!spec.fallback.empty()) text += " (default: " + spec.fallback + ")";
+    if (spec.is_repeated) text += " (repeatable)";
+    text += "\n";
+  }
+  return text;
+}
+
+void add_runtime_options(CommandLine& command_line) {
+  command_line.option("threads", "N", "worker threads; 0 = all cores (env LATHE_NUM_THREADS)", "0");
+  command_line.option("isa", "NAME", "highest instruction set to use: scalar, avx2, avx512, avx512_bf16 (env LATHE_ISA)");
+  command_line.repeated("pin", "OP:IMPL:K=V,...", "pin a kernel config, e.g. rms_norm:avx512:rows_per_task=4");
+  command_line.option("tuning-cache", "PATH", "tuning cache file (env LATHE_TUNING_CACHE; default ~/.cache/lathe/tuning.json)");
+  command_line.flag("no-tuning-cache", "ignore the tuning cache: pinned configs or heuristics only");
+}
+
+std::string apply_runtime_options(const CommandLine& command_line) {
+  int threads = command_line.get_int("threads");
+  set_num_threads(threads);
+  if (command_line.has("isa")) set_isa_limit(parse_isa(command_line.get("isa")));
+  else if (const char* env = std::getenv("LATHE_ISA"); env && *env) set_isa_limit(parse_isa(env));
+  for (const auto& pin : command_line.get_all("pin")) pin_config_from_string(pin);
+  if (command_line.has("no-tuning-cache")) return "";
+  std::string path = command_line.has("tuning-cache") ? command_line.get("tuning-cache") : default_tuning_cache_path();
+  std::string warning;
+  TuningCache cache = TuningCache::load(path, &warning);
+  if (!warning.empty()) std::fprintf(stderr, "lathe: warning: %s\n", warning.c_str());
+  cache.install();
+  return path;
+}
+
+}  // namespace lathe::cli

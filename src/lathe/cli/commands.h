@@ -1,0 +1,12 @@
+// The `lathe` subcommands. Each takes the arguments after its name and returns the exit code;
+// user errors throw lathe::Error, which main() prints as one line (exit 2).
+#pragma once
+
+namespace lathe::cli {
+
+int run_info(int argc, char** argv);
+int run_ops(int argc, char** argv);
+int run_bench(int argc, char** argv);
+int run_tune(int argc, char** argv);
+
+}  // namespace lathe::cli

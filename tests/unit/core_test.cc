@@ -1,0 +1,142 @@
+// Tensor views, parallel_for, the counter-based RNG, JSON, config and shape parsing.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+#include "lathe/core/json.h"
+#include "lathe/core/parallel.h"
+#include "lathe/core/rng.h"
+#include "lathe/core/tensor.h"
+#include "lathe/ops/config.h"
+#include "lathe/ops/problem.h"
+#include "test_seed.h"
+
+namespace lathe {
+namespace {
+
+TEST(Tensor, ViewsShareStorageWithoutCopies) {
+  Tensor t = Tensor::empty({2, 3, 4}, DType::f32);
+  for (int i = 0; i < 24; ++i) t.ptr<float>()[i] = static_cast<float>(i);
+  TensorView row = t.view().select(0, 1);  // (3, 4), starts at element 12
+  EXPECT_EQ(row.shape, Shape({3, 4}));
+  EXPECT_EQ(read_element(row, 0), 12.0);
+  TensorView columns = t.view().slice(2, 1, 3);  // (2, 3, 2)
+  EXPECT_EQ(read_element(columns, 1), 2.0);
+  EXPECT_FALSE(columns.is_contiguous());
+  TensorView transposed = t.view().transpose(1, 2);  // (2, 4, 3)
+  EXPECT_EQ(read_element(transposed, 1), 4.0);       // [0][0][1] = original [0][1][0]
+  write_element(transposed, 1, -1.0);
+  EXPECT_EQ(t.ptr<float>()[4], -1.0f);
+  EXPECT_THROW(columns.reshape({12}), Error);
+  EXPECT_EQ(t.view().reshape({6, 4}).dim(0), 6);
+  EXPECT_THROW(t.view().slice(0, 1, 5), Error);
+  EXPECT_EQ(to_vector<double>(transposed)[3], 1.0);  // [0][1][0] = original [0][0][1]
+}
+
+TEST(Tensor, ConvertRoundsToTheTargetDtype) {
+  Tensor t = Tensor::empty({3}, DType::f32);
+  t.ptr<float>()[0] = 1.0f + std::ldexp(1.0f, -8);
+  t.ptr<float>()[1] = 3.0f;
+  t.ptr<float>()[2] = -0.5f;
+  Tensor b = convert(t, DType::bf16);
+  EXPECT_EQ(read_element(b, 0), 1.0);
+  EXPECT_EQ(read_element(b, 1), 3.0);
+  Tensor poisoned = Tensor::empty({4}, DType::bf16);
+  poison(poisoned);
+  EXPECT_TRUE(std::isnan(read_element(poisoned, 3)));
+}
+
+TEST(Parallel, CoversEveryIndexExactlyOnceForAnyThreadCount) {
+  for (int threads : {1, 2, 3, 8}) {
+    set_num_threads(threads);
+    for (int64_t n : {0, 1, 2, 7, 1000, 4099}) {
+      for (int64_t grain : {1, 3, 64, 100000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) hits[i]++;
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads=" << threads << " n=" << n;
+      }
+    }
+  }
+  set_num_threads(0);
+}
+
+TEST(Parallel, RethrowsAChunksExceptionAndNestedCallsRunSerially) {
+  set_num_threads(2);
+  EXPECT_THROW(parallel_for(100, 1, [](int64_t begin, int64_t) {
+                 if (begin > 0) throw Error("chunk failed");
+               }),
+               Error);
+  std::atomic<int> inner_total{0};
+  parallel_for(4, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      parallel_for(10, 1, [&](int64_t b, int64_t e) { inner_total += static_cast<int>(e - b); });
+  });
+  EXPECT_EQ(inner_total.load(), 40);
+  set_num_threads(0);
+}
+
+TEST(Rng, FillIsIndependentOfTheThreadCount) {
+  uint64_t seed = test_seed();
+  Tensor one = Tensor::empty({100003}, DType::f32), many = Tensor::empty({100003}, DType::f32);
+  set_num_threads(1);
+  fill_normal(one, seed, 0, 1);
+  set_num_threads(3);
+  fill_normal(many, seed, 0, 1);
+  set_num_threads(0);
+  EXPECT_EQ(std::memcmp(one.ptr<float>(), many.ptr<float>(), 100003 * sizeof(float)), 0) << "seed=" << seed;
+}
+
+TEST(Rng, MomentsMatchTheDistributions) {
+  uint64_t seed = test_seed();
+  const int n = 200000;
+  double uniform_sum = 0, normal_sum = 0, normal_squares = 0;
+  for (int i = 0; i < n; ++i) {
+    uniform_sum += uniform_at(seed, 5, i);
+    double z = normal_at(seed, 6, i);
+    normal_sum += z;
+    normal_squares += z * z;
+  }
+  // Five standard errors: sd(U[0,1]) = 1/sqrt(12); sd(N(0,1)) = 1; sd of z^2 is sqrt(2).
+  EXPECT_NEAR(uniform_sum / n, 0.5, 5 / std::sqrt(12.0 * n)) << "seed=" << seed;
+  EXPECT_NEAR(normal_sum / n, 0.0, 5 / std::sqrt(1.0 * n)) << "seed=" << seed;
+  EXPECT_NEAR(normal_squares / n, 1.0, 5 * std::sqrt(2.0 / n)) << "seed=" << seed;
+  EXPECT_NE(uniform_at(seed, 0, 0), uniform_at(seed, 1, 0));  // streams differ
+}
+
+TEST(Json, RoundTripsAndRejectsMalformedText) {
+  Json value = Json::parse(R"({"a": [1, 2.5, "x\n\u00e9"], "b": {"c": true, "d": null}})");
+  EXPECT_EQ(value.get("a").items()[1].as_number(), 2.5);
+  EXPECT_EQ(value.get("a").items()[2].as_string(), "x\n\xc3\xa9");
+  EXPECT_TRUE(value.get("b").get("d").is_null());
+  EXPECT_EQ(Json::parse(value.dump(2)).dump(0), value.dump(0));
+  for (const char* bad : {"{", "[1,]", "{\"a\" 1}", "tru", "\"unterminated", "{\"a\":1,\"a\":2}", "1 2", ""})
+    EXPECT_THROW(Json::parse(bad), Error) << bad;
+  EXPECT_THROW(value.get("a").as_string("a"), Error);
+}
+
+TEST(ConfigParams, ParsesAndPrintsAndRejectsGarbage) {
+  ConfigParams params = ConfigParams::parse("block_q=64,block_k=128");
+  EXPECT_EQ(params.to_string(), "block_q=64,block_k=128");
+  EXPECT_EQ(*params.find("block_k"), 128);
+  for (const char* bad : {"a", "a=", "=3", "a=x", "a=1,a=2", "a=1.5"})
+    EXPECT_THROW(ConfigParams::parse(bad), Error) << bad;
+}
+
+TEST(ShapeSpec, ParsesKeysAndRejectsMalformedItems) {
+  ShapeSpec spec = ShapeSpec::parse("m=3, n=4,dtype=bf16");
+  EXPECT_EQ(spec.get_int("m", 0), 3);
+  EXPECT_EQ(spec.get_int("k", 7), 7);
+  EXPECT_EQ(spec.get("dtype", ""), "bf16");
+  EXPECT_THROW(ShapeSpec::parse("m"), Error);
+  EXPECT_THROW(ShapeSpec::parse("m=1,m=2"), Error);
+  EXPECT_THROW(ShapeSpec::parse("m=x").get_int("m", 0), Error);
+  EXPECT_THROW(ShapeSpec::parse("m=-1").get_int("m", 0), Error);
+  EXPECT_THROW(spec.check_known("op", {"m", "n"}), Error);
+}
+
+}  // namespace
+}  // namespace lathe
