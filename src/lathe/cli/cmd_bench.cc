@@ -1,4 +1,7 @@
 // `lathe bench`: the op benchmark (the project's main job until the trainer exists).
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -58,6 +61,7 @@ int run_bench(int argc, char** argv) {
   bool quick = command_line.has("quick");
   if (quick) options.timing = TimingOptions{1, 3, 20, 0.02}, options.max_seconds_per_row = 0.5;
   bool json_output = command_line.has("json");
+  bool show_progress = !json_output && isatty(STDERR_FILENO);
 
   MachinePeaks peaks = measure_machine_peaks(quick);
   if (!json_output)
@@ -72,14 +76,14 @@ int run_bench(int argc, char** argv) {
     if (shapes.empty()) shapes = op->bench_shapes;
     if (quick && shapes.size() > 1) shapes.resize(1);
     for (const auto& shape : shapes) {
-      if (!json_output) std::fprintf(stderr, "  timing %s %s ...\r", op->name.c_str(), shape.shape.c_str());
+      if (show_progress) std::fprintf(stderr, "  timing %s %s ...\r", op->name.c_str(), shape.shape.c_str());
       auto problem = op->make_problem(ShapeSpec::parse(shape.shape), 1);
       if (!options.impl.empty()) {
         auto impls = problem->impl_names();
         if (std::find(impls.begin(), impls.end(), options.impl) == impls.end()) continue;
       }
       rows.push_back(bench_problem(*problem, shape.label, shape.shape, peaks, options));
-      if (!json_output) std::fprintf(stderr, "%100s\r", "");
+      if (show_progress) std::fprintf(stderr, "%100s\r", "");
     }
   }
 

@@ -6,6 +6,7 @@
 #include "lathe/core/error.h"
 #include "lathe/core/parallel.h"
 #include "lathe/ops/dispatch.h"
+#include "lathe/ops/problem.h"
 #include "lathe/tune/tuning_cache.h"
 
 namespace lathe::cli {
@@ -143,7 +144,10 @@ std::string apply_runtime_options(const CommandLine& command_line) {
   set_num_threads(threads);
   if (command_line.has("isa")) set_isa_limit(parse_isa(command_line.get("isa")));
   else if (const char* env = std::getenv("LATHE_ISA"); env && *env) set_isa_limit(parse_isa(env));
-  for (const auto& pin : command_line.get_all("pin")) pin_config_from_string(pin);
+  for (const auto& pin : command_line.get_all("pin")) {
+    find_op(pin.substr(0, pin.find(':')));  // an unknown op name is an error, not a silent no-op
+    pin_config_from_string(pin);
+  }
   if (command_line.has("no-tuning-cache")) return "";
   std::string path = command_line.has("tuning-cache") ? command_line.get("tuning-cache") : default_tuning_cache_path();
   std::string warning;

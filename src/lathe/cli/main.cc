@@ -45,9 +45,13 @@ void restart_without_openblas_overrides(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+  if (argc < 2) {
+    std::fprintf(stderr, "lathe: missing command (try `lathe --help`)\n");
+    return 2;
+  }
+  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_usage(stdout);
-    return argc < 2 ? 2 : 0;
+    return 0;
   }
   std::string name = argv[1];
   for (const auto& command : kCommands) {
@@ -63,7 +67,8 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
-  std::fprintf(stderr, "lathe: unknown command '%s'\n\n", name.c_str());
-  print_usage(stderr);
+  std::string known;
+  for (const auto& command : kCommands) known += (known.empty() ? "" : ", ") + std::string(command.name);
+  std::fprintf(stderr, "lathe: unknown command '%s' (commands: %s; try `lathe --help`)\n", name.c_str(), known.c_str());
   return 2;
 }
