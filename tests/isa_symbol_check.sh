@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Guards the one-binary-many-ISAs design (docs/architecture.md): objects compiled with AVX2 or
+# AVX-512 flags must not define weak (linker-shareable) symbols outside their own ISA namespace.
+# Such a symbol (an inline function or template instantiation from a shared header) could be the
+# copy the linker keeps for every caller, and crash baseline code on a CPU without that ISA.
+set -euo pipefail
+objects_dir="$1"
+shopt -s nullglob
+objects=("$objects_dir"/*.avx2.cc.o "$objects_dir"/*.avx512.cc.o)
+[ ${#objects[@]} -gt 0 ] || { echo "isa_symbol_check: no ISA objects under $objects_dir"; exit 1; }
+bad=0
+for object in "${objects[@]}"; do
+  leaked=$(nm -C --defined-only "$object" | grep -E ' [WVu] ' | grep -v 'DW.ref.__gxx_personality_v0' |
+    grep -v -E 'lathe::(avx2|avx512)::' || true)
+  if [ -n "$leaked" ]; then
+    echo "$(basename "$object") defines shareable symbols outside its ISA namespace:"
+    echo "$leaked" | sed 's/^/    /'
+    bad=1
+  fi
+done
+[ $bad -eq 0 ] && echo "isa_symbol_check: ${#objects[@]} ISA objects clean"
+exit $bad
