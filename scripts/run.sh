@@ -7,4 +7,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 ./build/lathe info
 echo
-./build/lathe bench "$@"
+mkdir -p runs
+./build/lathe bench --output runs/bench.json --svg runs/bench.svg "$@"
+echo "report: runs/bench.json, chart: runs/bench.svg"

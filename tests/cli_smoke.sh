@@ -29,9 +29,10 @@ expect 0 "top-level --help" -- "$lathe" --help
 expect 0 "info" -- "$lathe" info --quick
 expect 0 "ops list" -- "$lathe" ops
 expect 0 "ops detail" -- "$lathe" ops rms_norm --shape rows=3,dim=5
-expect 0 "bench json" -- "$lathe" bench rms_norm --shape rows=64,dim=100 --quick --json --output "$work/bench.json"
+expect 0 "bench json" -- "$lathe" bench rms_norm --shape rows=64,dim=100 --quick --json --output "$work/bench.json" --svg "$work/bench.svg"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['rows'][0]['op']=='rms_norm'" "$work/bench.json" \
   || { echo "FAIL: bench --output is not the expected JSON"; failures=$((failures + 1)); }
+grep -q "<svg" "$work/bench.svg" || { echo "FAIL: bench --svg wrote no SVG"; failures=$((failures + 1)); }
 expect 0 "tune" -- "$lathe" tune rms_norm --shape rows=16,dim=40 --quiet
 grep -q '"op": "rms_norm"' "$work/tuning.json" || { echo "FAIL: tune wrote no cache entry"; failures=$((failures + 1)); }
 "$lathe" ops rms_norm --shape rows=16,dim=40 | grep -q "(tuned)" || { echo "FAIL: tuned config not dispatched"; failures=$((failures + 1)); }

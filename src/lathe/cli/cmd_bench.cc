@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "lathe/bench/bench_svg.h"
 #include "lathe/bench/op_bench.h"
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
@@ -39,6 +40,7 @@ int run_bench(int argc, char** argv) {
   command_line.option("vs", "PEERS", "comma-separated peers to compare with, or 'none'", "onednn,openblas");
   command_line.flag("json", "print the report as JSON");
   command_line.option("output", "FILE", "also write the JSON report to FILE");
+  command_line.option("svg", "FILE", "also write an SVG chart of % of roofline per row");
   command_line.flag("quick", "first shape per op, fewer runs (a smoke test, not a measurement)");
   command_line.option("min-time", "SECONDS", "minimum timed seconds per row", "0.5");
   if (!command_line.parse(argc, argv)) return 0;
@@ -99,6 +101,12 @@ int run_bench(int argc, char** argv) {
     std::ofstream file(command_line.get("output"));
     LATHE_CHECK(file.good(), "cannot write ", command_line.get("output"));
     file << report.dump(2) << "\n";
+  }
+  if (command_line.has("svg")) {
+    std::ofstream file(command_line.get("svg"));
+    LATHE_CHECK(file.good(), "cannot write ", command_line.get("svg"));
+    file << bench_rows_to_svg(rows, str_cat("lathe bench on ", cpu_features().model, ", ", num_threads(), " threads, ",
+                                            isa_name(active_isa())));
   }
   if (json_output) std::printf("%s\n", report.dump(2).c_str());
   else std::printf("%s", format_bench_table(rows).c_str());
