@@ -73,8 +73,12 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype);
   static Tensor zeros(const Shape& shape, DType dtype);
 
-  const TensorView& view() const { return view_; }
-  operator const TensorView&() const { return view_; }
+  // Views of a temporary Tensor would dangle the moment the statement ends, so taking one from an
+  // rvalue is a compile error: `args.y = Tensor::empty(...)` does not build; name the tensor first.
+  const TensorView& view() const& { return view_; }
+  const TensorView& view() const&& = delete;
+  operator const TensorView&() const& { return view_; }
+  operator const TensorView&() const&& = delete;
   const Shape& shape() const { return view_.shape; }
   DType dtype() const { return view_.dtype; }
   int64_t numel() const { return view_.numel(); }

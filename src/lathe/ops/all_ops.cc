@@ -6,11 +6,29 @@
 namespace lathe {
 
 void register_rms_norm_ops(std::vector<OpRegistration>& ops);
+void register_matmul_ops(std::vector<OpRegistration>& ops);
+void register_flash_attention_ops(std::vector<OpRegistration>& ops);
+void register_linear_cross_entropy_ops(std::vector<OpRegistration>& ops);
+void register_rope_ops(std::vector<OpRegistration>& ops);
+void register_gated_mlp_ops(std::vector<OpRegistration>& ops);
+void register_adamw_ops(std::vector<OpRegistration>& ops);
+void register_layer_norm_ops(std::vector<OpRegistration>& ops);
+void register_softmax_ops(std::vector<OpRegistration>& ops);
+void register_embedding_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
     std::vector<OpRegistration> list;
     register_rms_norm_ops(list);
+    register_matmul_ops(list);
+    register_flash_attention_ops(list);
+    register_linear_cross_entropy_ops(list);
+    register_rope_ops(list);
+    register_gated_mlp_ops(list);
+    register_adamw_ops(list);
+    register_layer_norm_ops(list);
+    register_softmax_ops(list);
+    register_embedding_ops(list);
     return list;
   }();
   return ops;

@@ -4,7 +4,8 @@
 // the tolerance rule of the guide:
 //   error(fast, f64 reference) <= 2 * error(naive same-precision reference, f64 reference)
 //                                 + absolute * max(1, max |reference|)
-// and, for float32 outputs, ||fast - ref|| / ||ref|| <= max(relative_norm, 2 * naive's).
+// and, for float32 outputs, ||fast - ref|| / ||ref|| <= max(relative_norm, 2 * naive's)
+//                           + absolute * max(1, max |reference|) * sqrt(count) / ||ref||.
 // NaN never passes; outputs are NaN-poisoned before every checked run.
 #pragma once
 
@@ -162,8 +163,8 @@ class TypedProblem : public OpProblem {
 
   CheckResult check(const std::string& impl, const ConfigParams* config) override {
     compute_references();
-    prepare_run();
     for (const auto& output : outputs()) poison(output.second);
+    prepare_run();  // after poisoning: outputs updated in place are also inputs
     run(impl, config);
     CheckResult result;
     auto fast = outputs();
@@ -178,8 +179,8 @@ class TypedProblem : public OpProblem {
   bool deterministic(const std::string& impl, const ConfigParams* config) override {
     std::vector<std::vector<uint8_t>> first;
     for (int attempt = 0; attempt < 2; ++attempt) {
-      prepare_run();
       for (const auto& output : outputs()) poison(output.second);
+      prepare_run();
       run(impl, config);
       size_t index = 0;
       for (const auto& output : outputs()) {

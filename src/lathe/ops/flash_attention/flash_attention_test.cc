@@ -1,0 +1,213 @@
+// Op-specific checks of flash attention: finite differences of the reference backward, semantic
+// properties derived independently (causal row 0, seq_k = 1, GQA = MHA with repeated kv heads,
+// rows without visible keys), and argument validation.
+#include "lathe/ops/flash_attention/flash_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lathe/core/rng.h"
+#include "test_seed.h"
+
+namespace lathe {
+namespace {
+
+Tensor random(const Shape& shape, DType dtype, uint64_t seed, uint64_t stream, double low = -1, double high = 1) {
+  Tensor t = Tensor::empty(shape, dtype);
+  fill_uniform(t, seed, low, high, stream);
+  return t;
+}
+
+struct FdCase {
+  int64_t seq_q, seq_k, heads, kv_heads, head_dim;
+  FlashAttentionOptions options;
+};
+
+// loss = sum(o * weight); gradients of the float64 reference backward vs central differences
+// of the float64 reference forward, for every element of q, k and v.
+TEST(FlashAttention, ReferenceBackwardMatchesFiniteDifferences) {
+  const uint64_t seed = test_seed();
+  const FdCase cases[] = {
+      {5, 5, 2, 2, 3, {0.0f, false, 0, 0.0f}}, {6, 6, 4, 2, 3, {0.0f, true, 0, 0.0f}},
+      {4, 7, 4, 1, 2, {0.7f, true, 3, 1.5f}},   // seq_q < seq_k, MQA, window, softcap
+      {5, 5, 2, 1, 4, {0.0f, false, 0, 0.8f}},  // softcap, non-causal
+      {7, 4, 2, 2, 3, {0.0f, true, 2, 0.0f}},   // seq_q > seq_k: some rows see no key
+  };
+  uint64_t stream = 1;
+  for (const FdCase& c : cases) {
+    Shape q_shape{2, c.seq_q, c.heads, c.head_dim}, kv_shape{2, c.seq_k, c.kv_heads, c.head_dim};
+    Tensor q = random(q_shape, DType::f64, seed, stream++, -2, 2),
+           k = random(kv_shape, DType::f64, seed, stream++, -2, 2);
+    Tensor v = random(kv_shape, DType::f64, seed, stream++), weight = random(q_shape, DType::f64, seed, stream++);
+    Tensor o = Tensor::empty(q_shape, DType::f64), lse = Tensor::empty({2, c.heads, c.seq_q}, DType::f64);
+    auto loss = [&] {
+      flash_attention_reference<double>({q, k, v, o, lse, c.options});
+      double sum = 0;
+      for (int64_t i = 0; i < o.numel(); ++i) sum += o.ptr<double>()[i] * weight.ptr<double>()[i];
+      return sum;
+    };
+    loss();
+    Tensor dq = Tensor::empty(q_shape, DType::f64), dk = Tensor::empty(kv_shape, DType::f64);
+    Tensor dv = Tensor::empty(kv_shape, DType::f64);
+    flash_attention_backward_reference<double>({q, k, v, o, lse, weight, dq, dk, dv, c.options});
+    for (auto [input, grad, name] : {std::tuple{q, dq, "q"}, {k, dk, "k"}, {v, dv, "v"}}) {
+      for (int64_t i = 0; i < input.numel(); ++i) {
+        double& x = input.ptr<double>()[i];
+        const double saved = x, step = 1e-5;
+        x = saved + step;
+        double plus = loss();
+        x = saved - step;
+        double minus = loss();
+        x = saved;
+        double numeric = (plus - minus) / (2 * step), analytic = grad.ptr<double>()[i];
+        EXPECT_NEAR(analytic, numeric, 1e-7 * std::max(1.0, std::fabs(numeric)))
+            << "d" << name << "[" << i << "] seq_q=" << c.seq_q << " seq_k=" << c.seq_k
+            << " causal=" << c.options.causal << " window=" << c.options.window << " softcap=" << c.options.softcap
+            << " seed=" << seed;
+      }
+    }
+  }
+}
+
+struct Attention {
+  Tensor q, k, v, o, lse;
+  Attention(int64_t batch, int64_t seq_q, int64_t seq_k, int64_t heads, int64_t kv_heads, int64_t head_dim,
+            uint64_t seed)
+      : q(random({batch, seq_q, heads, head_dim}, DType::f32, seed, 1, -2, 2)),
+        k(random({batch, seq_k, kv_heads, head_dim}, DType::f32, seed, 2, -2, 2)),
+        v(random({batch, seq_k, kv_heads, head_dim}, DType::f32, seed, 3)),
+        o(Tensor::empty({batch, seq_q, heads, head_dim}, DType::f32)),
+        lse(Tensor::empty({batch, heads, seq_q}, DType::f32)) {
+    poison(o);
+    poison(lse);
+  }
+  FlashAttentionArgs args(FlashAttentionOptions options) const { return {q, k, v, o, lse, options}; }
+};
+
+TEST(FlashAttention, CausalFirstQueryReturnsFirstValueOfItsKvHead) {
+  const uint64_t seed = test_seed();
+  Attention a(2, 37, 37, 4, 2, 24, seed);
+  FlashAttentionOptions options;
+  options.causal = true;
+  options.softcap = seed % 2 ? 5.0f : 0.0f;
+  flash_attention(a.args(options));
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < 4; ++h)
+      for (int64_t d = 0; d < 24; ++d)
+        EXPECT_FLOAT_EQ(a.o.ptr<float>()[((b * 37) * 4 + h) * 24 + d],
+                        a.v.ptr<float>()[((b * 37) * 2 + h / 2) * 24 + d])
+            << "b=" << b << " h=" << h << " d=" << d << " seed=" << seed;
+}
+
+TEST(FlashAttention, SingleKeyReturnsItsValue) {
+  const uint64_t seed = test_seed();
+  Attention a(1, 29, 1, 3, 1, 19, seed);
+  flash_attention(a.args({}));
+  for (int64_t i = 0; i < 29; ++i)
+    for (int64_t h = 0; h < 3; ++h)
+      for (int64_t d = 0; d < 19; ++d)
+        EXPECT_FLOAT_EQ(a.o.ptr<float>()[(i * 3 + h) * 19 + d], a.v.ptr<float>()[d]) << "i=" << i << " seed=" << seed;
+}
+
+TEST(FlashAttention, QueriesWithoutVisibleKeysGiveZerosAndMinusInfinity) {
+  const uint64_t seed = test_seed();
+  Attention a(1, 40, 10, 2, 1, 8, seed);  // causal, bottom-right aligned: queries 0..29 see nothing
+  FlashAttentionOptions options;
+  options.causal = true;
+  flash_attention(a.args(options));
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 40; ++i) {
+      float lse = a.lse.ptr<float>()[h * 40 + i];
+      if (i < 30) {
+        EXPECT_TRUE(std::isinf(lse) && lse < 0) << "i=" << i << " seed=" << seed;
+        for (int64_t d = 0; d < 8; ++d) EXPECT_EQ(a.o.ptr<float>()[(i * 2 + h) * 8 + d], 0.0f) << "seed=" << seed;
+      } else {
+        EXPECT_TRUE(std::isfinite(lse)) << "i=" << i << " seed=" << seed;
+      }
+    }
+}
+
+// GQA with kv heads repeated explicitly is plain multi-head attention: same o and lse; dk and dv of
+// GQA are the sums over the repeated copies.
+TEST(FlashAttention, GroupedQueryAttentionEqualsMultiHeadWithRepeatedKv) {
+  const uint64_t seed = test_seed();
+  const int64_t batch = 2, seq = 45, heads = 6, kv_heads = 2, head_dim = 20, group = heads / kv_heads;
+  Attention gqa(batch, seq, seq, heads, kv_heads, head_dim, seed);
+  Attention mha(batch, seq, seq, heads, heads, head_dim, seed);
+  for (int64_t i = 0; i < gqa.q.numel(); ++i) mha.q.ptr<float>()[i] = gqa.q.ptr<float>()[i];
+  auto repeated = [&](int64_t b, int64_t j, int64_t h, int64_t d) {
+    return ((b * seq + j) * heads + h) * head_dim + d;
+  };
+  auto shared = [&](int64_t b, int64_t j, int64_t g, int64_t d) {
+    return ((b * seq + j) * kv_heads + g) * head_dim + d;
+  };
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < seq; ++j)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t d = 0; d < head_dim; ++d) {
+          mha.k.ptr<float>()[repeated(b, j, h, d)] = gqa.k.ptr<float>()[shared(b, j, h / group, d)];
+          mha.v.ptr<float>()[repeated(b, j, h, d)] = gqa.v.ptr<float>()[shared(b, j, h / group, d)];
+        }
+  FlashAttentionOptions options;
+  options.causal = true;
+  options.window = 17;
+  options.softcap = 4.0f;
+  flash_attention(gqa.args(options));
+  flash_attention(mha.args(options));
+  for (int64_t i = 0; i < gqa.o.numel(); ++i)
+    ASSERT_NEAR(gqa.o.ptr<float>()[i], mha.o.ptr<float>()[i], 1e-6) << "o[" << i << "] seed=" << seed;
+
+  Tensor d_o = random(gqa.q.shape(), DType::f32, seed, 9);
+  auto gradients = [&](const Attention& a) {
+    std::vector<Tensor> grads = {Tensor::empty(a.q.shape(), DType::f32), Tensor::empty(a.k.shape(), DType::f32),
+                                 Tensor::empty(a.v.shape(), DType::f32)};
+    flash_attention_backward({a.q, a.k, a.v, a.o, a.lse, d_o, grads[0], grads[1], grads[2], options});
+    return grads;
+  };
+  std::vector<Tensor> g_gqa = gradients(gqa), g_mha = gradients(mha);
+  for (int64_t i = 0; i < gqa.q.numel(); ++i)
+    ASSERT_NEAR(g_gqa[0].ptr<float>()[i], g_mha[0].ptr<float>()[i], 1e-5) << "dq[" << i << "] seed=" << seed;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < seq; ++j)
+      for (int64_t g = 0; g < kv_heads; ++g)
+        for (int64_t d = 0; d < head_dim; ++d)
+          for (int which : {1, 2}) {
+            double sum = 0;
+            for (int64_t h = g * group; h < (g + 1) * group; ++h)
+              sum += g_mha[which].ptr<float>()[repeated(b, j, h, d)];
+            ASSERT_NEAR(g_gqa[which].ptr<float>()[shared(b, j, g, d)], sum, 1e-5)
+                << (which == 1 ? "dk" : "dv") << " j=" << j << " seed=" << seed;
+          }
+}
+
+TEST(FlashAttention, RejectsMisshapedArguments) {
+  Attention a(1, 8, 8, 4, 2, 16, 1);
+  FlashAttentionArgs good = a.args({});
+  EXPECT_NO_THROW(flash_attention(good));
+  Tensor bad_k = Tensor::empty({1, 8, 2, 15}, DType::f32);
+  FlashAttentionArgs args = good;
+  args.k = bad_k;
+  EXPECT_THROW(flash_attention(args), Error);
+  Tensor three_kv = Tensor::empty({1, 8, 3, 16}, DType::f32);
+  args = good;
+  args.k = three_kv;
+  args.v = three_kv;
+  EXPECT_THROW(flash_attention(args), Error);  // 4 heads not a multiple of 3 kv heads
+  Tensor bad_lse = Tensor::empty({1, 8, 4}, DType::f32);
+  args = good;
+  args.lse = bad_lse;
+  EXPECT_THROW(flash_attention(args), Error);
+  Tensor bf16_q = Tensor::empty({1, 8, 4, 16}, DType::bf16);
+  args = good;
+  args.q = bf16_q;
+  EXPECT_THROW(flash_attention(args), Error);
+  args = good;
+  args.options.window = 4;  // window without causal
+  EXPECT_THROW(flash_attention(args), Error);
+  Tensor dq = Tensor::empty({1, 8, 4, 16}, DType::f32), dk = Tensor::empty({1, 8, 2, 16}, DType::f32);
+  EXPECT_THROW(flash_attention_backward({a.q, a.k, a.v, a.o, a.lse, a.o, dq, dk, dq, {}}), Error);  // dv misshaped
+}
+
+}  // namespace
+}  // namespace lathe

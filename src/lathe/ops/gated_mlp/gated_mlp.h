@@ -1,0 +1,60 @@
+// The gated activation of a gated MLP: out = act(gate) * up, elementwise, with
+//   silu:      act(g) = g * sigmoid(g)                                   (SwiGLU: Llama, Qwen, Mistral)
+//   gelu_tanh: act(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))  (GeGLU: Gemma's gelu_pytorch_tanh)
+// Backward: dgate = dout * up * act'(gate), dup = dout * act(gate).
+// All tensors are (rows, ffn), f32 or bf16 (all the same); rows may be strided (the last axis must
+// be contiguous), so gate and up can be column slices of one fused gate_up projection.
+// Results do not depend on the thread count.
+// Errors: mismatched shapes or dtypes, a non-unit stride on the last axis.
+#pragma once
+
+#include "lathe/core/tensor.h"
+#include "lathe/ops/op.h"
+
+namespace lathe {
+
+enum class GatedActivation { silu, gelu_tanh };
+const char* gated_activation_name(GatedActivation activation);  // "silu", "gelu_tanh"
+
+struct GatedMlpArgs {
+  TensorView gate;  // (rows, ffn)
+  TensorView up;    // (rows, ffn)
+  TensorView out;   // (rows, ffn) output
+  GatedActivation activation = GatedActivation::silu;
+};
+
+struct GatedMlpBackwardArgs {
+  TensorView gate;   // (rows, ffn)
+  TensorView up;     // (rows, ffn)
+  TensorView dout;   // (rows, ffn)
+  TensorView dgate;  // (rows, ffn) output
+  TensorView dup;    // (rows, ffn) output
+  GatedActivation activation = GatedActivation::silu;
+};
+
+struct GatedMlpCpuConfig {
+  int64_t elements_per_task = 32768;  // contiguous elements (whole rows when rows are strided) per chunk
+  template <class Visit>
+  void visit(Visit&& field) {
+    field("elements_per_task", elements_per_task);
+  }
+};
+
+void gated_mlp(const GatedMlpArgs& args, const Dispatch& dispatch = {});
+void gated_mlp_backward(const GatedMlpBackwardArgs& args, const Dispatch& dispatch = {});
+
+void validate(const GatedMlpArgs& args);
+void validate(const GatedMlpBackwardArgs& args);
+
+template <class T>
+void gated_mlp_reference(const GatedMlpArgs& args);
+template <class T>
+void gated_mlp_backward_reference(const GatedMlpBackwardArgs& args);
+
+OpCost gated_mlp_cost(const GatedMlpArgs& args);
+OpCost gated_mlp_backward_cost(const GatedMlpBackwardArgs& args);
+
+const Op<GatedMlpArgs, GatedMlpCpuConfig>& gated_mlp_op();
+const Op<GatedMlpBackwardArgs, GatedMlpCpuConfig>& gated_mlp_backward_op();
+
+}  // namespace lathe

@@ -1,0 +1,148 @@
+// Gated MLP activation CPU kernels, compiled once per ISA (scalar, avx2, avx512) via
+// lathe_add_isa_kernels. A pure streaming elementwise pass: when every tensor is contiguous the
+// whole (rows, ffn) block is one flat range split across threads; otherwise whole rows are.
+#include <algorithm>
+
+#include "lathe/core/parallel.h"
+#include "lathe/core/simd.h"
+#include "lathe/ops/gated_mlp/gated_mlp.h"
+
+namespace lathe::LATHE_ISA_NS {
+namespace {
+
+using simd::VecF;
+constexpr int W = VecF::width;
+
+template <class Element>
+inline VecF load_part(const Element* p, int64_t n) {
+  if constexpr (std::is_same_v<Element, float>)
+    return n >= W ? VecF::load(p) : VecF::load_partial(p, static_cast<int>(n));
+  else
+    return n >= W ? VecF::load_bf16(p) : VecF::load_bf16_partial(p, static_cast<int>(n));
+}
+
+template <class Element>
+inline void store_part(Element* p, VecF v, int64_t n) {
+  if constexpr (std::is_same_v<Element, float>)
+    n >= W ? v.store(p) : v.store_partial(p, static_cast<int>(n));
+  else
+    n >= W ? v.store_bf16(p) : v.store_bf16_partial(p, static_cast<int>(n));
+}
+
+// act(g) and, when wanted, act'(g).
+template <GatedActivation kActivation, bool kDerivative>
+inline VecF activation(VecF g, VecF* derivative) {
+  const VecF one = VecF::broadcast(1.0f);
+  if constexpr (kActivation == GatedActivation::silu) {
+    const VecF s = simd::sigmoid(g);
+    if constexpr (kDerivative) *derivative = s * simd::fma(g, one - s, one);
+    return g * s;
+  } else {
+    constexpr float k0 = 0.7978845608028654f, k1 = 0.044715f;  // sqrt(2/pi)
+    const VecF half = VecF::broadcast(0.5f), g2 = g * g;
+    const VecF t = simd::tanh(g * simd::fma(VecF::broadcast(k0 * k1), g2, VecF::broadcast(k0)));
+    const VecF half_one_plus_t = half * (one + t);
+    if constexpr (kDerivative) {
+      const VecF inner_slope = simd::fma(VecF::broadcast(3.0f * k0 * k1), g2, VecF::broadcast(k0));
+      *derivative = simd::fma(half * g * simd::fnma(t, t, one), inner_slope, half_one_plus_t);
+    }
+    return g * half_one_plus_t;
+  }
+}
+
+// Runs body(row_offsets..., count) over contiguous spans: one flat span split into chunks when
+// every tensor is contiguous, else whole rows. Spans are described by (row, first column, count).
+template <class Body>
+void for_each_span(int64_t rows, int64_t ffn, bool flat, int64_t elements_per_task, const Body& body) {
+  if (flat) {
+    parallel_for(rows * ffn, std::max<int64_t>(elements_per_task, 1),
+                 [&](int64_t begin, int64_t end) { body(int64_t{0}, begin, end - begin); });
+  } else {
+    parallel_for(rows, std::max<int64_t>(1, elements_per_task / std::max<int64_t>(ffn, 1)),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t r = begin; r < end; ++r) body(r, int64_t{0}, ffn);
+                 });
+  }
+}
+
+inline bool rows_contiguous(const TensorView* const* views, int count) {
+  for (int i = 0; i < count; ++i)
+    if (views[i]->dim(0) > 1 && views[i]->stride(0) != views[i]->dim(1)) return false;
+  return true;
+}
+
+template <class Element, GatedActivation kActivation>
+void forward(const GatedMlpArgs& args, const GatedMlpCpuConfig& config) {
+  const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
+  if (rows * ffn == 0) return;
+  const Element* gate = static_cast<const Element*>(args.gate.data);
+  const Element* up = static_cast<const Element*>(args.up.data);
+  Element* out = static_cast<Element*>(args.out.data);
+  const int64_t gate_stride = args.gate.stride(0), up_stride = args.up.stride(0), out_stride = args.out.stride(0);
+  const TensorView* views[] = {&args.gate, &args.up, &args.out};
+  const bool flat = rows_contiguous(views, 3);
+  for_each_span(rows, ffn, flat, config.elements_per_task, [&](int64_t r, int64_t column, int64_t count) {
+    const Element* g_row = gate + r * gate_stride + column;
+    const Element* u_row = up + r * up_stride + column;
+    Element* o_row = out + r * out_stride + column;
+    for (int64_t i = 0; i < count; i += W) {
+      const int64_t n = count - i;
+      const VecF act = activation<kActivation, false>(load_part(g_row + i, n), nullptr);
+      store_part(o_row + i, act * load_part(u_row + i, n), n);
+    }
+  });
+}
+
+template <class Element, GatedActivation kActivation>
+void backward(const GatedMlpBackwardArgs& args, const GatedMlpCpuConfig& config) {
+  const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
+  if (rows * ffn == 0) return;
+  const Element* gate = static_cast<const Element*>(args.gate.data);
+  const Element* up = static_cast<const Element*>(args.up.data);
+  const Element* dout = static_cast<const Element*>(args.dout.data);
+  Element* dgate = static_cast<Element*>(args.dgate.data);
+  Element* dup = static_cast<Element*>(args.dup.data);
+  const int64_t gate_stride = args.gate.stride(0), up_stride = args.up.stride(0), dout_stride = args.dout.stride(0);
+  const int64_t dgate_stride = args.dgate.stride(0), dup_stride = args.dup.stride(0);
+  const TensorView* views[] = {&args.gate, &args.up, &args.dout, &args.dgate, &args.dup};
+  const bool flat = rows_contiguous(views, 5);
+  for_each_span(rows, ffn, flat, config.elements_per_task, [&](int64_t r, int64_t column, int64_t count) {
+    const Element* g_row = gate + r * gate_stride + column;
+    const Element* u_row = up + r * up_stride + column;
+    const Element* d_row = dout + r * dout_stride + column;
+    Element* dg_row = dgate + r * dgate_stride + column;
+    Element* du_row = dup + r * dup_stride + column;
+    for (int64_t i = 0; i < count; i += W) {
+      const int64_t n = count - i;
+      VecF derivative;
+      const VecF act = activation<kActivation, true>(load_part(g_row + i, n), &derivative);
+      const VecF d = load_part(d_row + i, n);
+      store_part(dg_row + i, d * load_part(u_row + i, n) * derivative, n);
+      store_part(du_row + i, d * act, n);
+    }
+  });
+}
+
+}  // namespace
+
+void gated_mlp_forward_kernel(const GatedMlpArgs& args, const GatedMlpCpuConfig& config) {
+  const bool bf16 = args.gate.dtype == DType::bf16, silu = args.activation == GatedActivation::silu;
+  if (bf16)
+    silu ? forward<uint16_t, GatedActivation::silu>(args, config)
+         : forward<uint16_t, GatedActivation::gelu_tanh>(args, config);
+  else
+    silu ? forward<float, GatedActivation::silu>(args, config)
+         : forward<float, GatedActivation::gelu_tanh>(args, config);
+}
+
+void gated_mlp_backward_kernel(const GatedMlpBackwardArgs& args, const GatedMlpCpuConfig& config) {
+  const bool bf16 = args.gate.dtype == DType::bf16, silu = args.activation == GatedActivation::silu;
+  if (bf16)
+    silu ? backward<uint16_t, GatedActivation::silu>(args, config)
+         : backward<uint16_t, GatedActivation::gelu_tanh>(args, config);
+  else
+    silu ? backward<float, GatedActivation::silu>(args, config)
+         : backward<float, GatedActivation::gelu_tanh>(args, config);
+}
+
+}  // namespace lathe::LATHE_ISA_NS

@@ -1,0 +1,130 @@
+// Gated-MLP-specific tests: reference backward against finite differences of the reference
+// forward (both activations), activation properties derived independently (limits, the exact
+// erf GELU, SiLU's closed form), strided fused gate_up views, and validation errors.
+#include "lathe/ops/gated_mlp/gated_mlp.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lathe/core/rng.h"
+#include "test_seed.h"
+
+namespace lathe {
+namespace {
+
+Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, uint64_t stream, double low = -1,
+                     double high = 1) {
+  Tensor t = Tensor::empty(shape, dtype);
+  fill_uniform(t, seed, low, high, stream);
+  return t;
+}
+
+TEST(GatedMlp, ReferenceBackwardMatchesFiniteDifferences) {
+  const uint64_t seed = test_seed();
+  for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh}) {
+    const Shape shape{3, 7};
+    Tensor gate = random_tensor(shape, DType::f64, seed, 1, -4, 4), up = random_tensor(shape, DType::f64, seed, 2);
+    Tensor weight = random_tensor(shape, DType::f64, seed, 3);
+    Tensor out = Tensor::empty(shape, DType::f64), dgate = Tensor::empty(shape, DType::f64),
+           dup = Tensor::empty(shape, DType::f64);
+    // loss = sum(weight * out): dout = weight.
+    gated_mlp_backward_reference<double>({gate, up, weight, dgate, dup, act});
+    auto loss = [&] {
+      gated_mlp_reference<double>({gate, up, out, act});
+      double sum = 0;
+      for (int64_t i = 0; i < out.numel(); ++i) sum += out.ptr<double>()[i] * weight.ptr<double>()[i];
+      return sum;
+    };
+    const double h = 1e-6;
+    for (auto [input, gradient, name] : {std::tuple{&gate, &dgate, "gate"}, {&up, &dup, "up"}}) {
+      for (int64_t i = 0; i < input->numel(); ++i) {
+        double& value = input->ptr<double>()[i];
+        const double saved = value;
+        value = saved + h;
+        const double plus = loss();
+        value = saved - h;
+        const double minus = loss();
+        value = saved;
+        EXPECT_NEAR(gradient->ptr<double>()[i], (plus - minus) / (2 * h), 1e-8)
+            << gated_activation_name(act) << " d" << name << " element " << i << " seed=" << seed;
+      }
+    }
+  }
+}
+
+// Runs the fast path on one row of gate values with up = 1.
+std::vector<float> activate(GatedActivation act, const std::vector<float>& gate_values) {
+  const int64_t n = static_cast<int64_t>(gate_values.size());
+  Tensor gate = Tensor::empty({1, n}, DType::f32), up = Tensor::empty({1, n}, DType::f32),
+         out = Tensor::empty({1, n}, DType::f32);
+  write_from_vector(gate.view(), gate_values);
+  fill_value(up, 1.0);
+  gated_mlp({gate, up, out, act});
+  return to_vector<float>(out);
+}
+
+TEST(GatedMlp, ActivationsMatchIndependentDefinitions) {
+  const uint64_t seed = test_seed();
+  std::vector<float> g(257);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(-8.0 + 16.0 * uniform_at(seed, 9, i));
+  std::vector<float> silu = activate(GatedActivation::silu, g), gelu = activate(GatedActivation::gelu_tanh, g);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = g[i];
+    EXPECT_NEAR(silu[i], x / (1 + std::exp(-x)), 1e-6 * (1 + std::fabs(x))) << "silu(" << x << ") seed=" << seed;
+    // The tanh form approximates the exact GELU x * Phi(x) to within ~1e-3.
+    EXPECT_NEAR(gelu[i], 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))), 2e-3) << "gelu(" << x << ") seed=" << seed;
+  }
+  // Limits: act(0) = 0, act(x) -> x for large x, -> 0 for very negative x.
+  std::vector<float> special = {0.0f, 30.0f, -30.0f};
+  for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh}) {
+    std::vector<float> y = activate(act, special);
+    EXPECT_EQ(y[0], 0.0f) << gated_activation_name(act);
+    EXPECT_NEAR(y[1], 30.0f, 1e-5) << gated_activation_name(act);
+    EXPECT_NEAR(y[2], 0.0f, 1e-10) << gated_activation_name(act);
+  }
+}
+
+TEST(GatedMlp, FusedStridedViewsEqualContiguousTensors) {
+  const uint64_t seed = test_seed();
+  const int64_t rows = 5, ffn = 37;
+  for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh}) {
+    Tensor gate_up = random_tensor({rows, 2 * ffn}, DType::f32, seed, 10, -4, 4);
+    Tensor dout = random_tensor({rows, ffn}, DType::f32, seed, 11);
+    TensorView gate_view = gate_up.view().slice(1, 0, ffn), up_view = gate_up.view().slice(1, ffn, 2 * ffn);
+    Tensor gate = convert(gate_view, DType::f32), up = convert(up_view, DType::f32);
+    Tensor strided_out = Tensor::empty({rows, ffn}, DType::f32), out = Tensor::empty({rows, ffn}, DType::f32);
+    gated_mlp({gate_view, up_view, strided_out, act});
+    gated_mlp({gate, up, out, act});
+    EXPECT_EQ(to_vector<float>(strided_out), to_vector<float>(out)) << "seed=" << seed;
+    Tensor dgate_up = Tensor::empty({rows, 2 * ffn}, DType::f32);
+    Tensor dgate = Tensor::empty({rows, ffn}, DType::f32), dup = Tensor::empty({rows, ffn}, DType::f32);
+    gated_mlp_backward(
+        {gate_view, up_view, dout, dgate_up.view().slice(1, 0, ffn), dgate_up.view().slice(1, ffn, 2 * ffn), act});
+    gated_mlp_backward({gate, up, dout, dgate, dup, act});
+    EXPECT_EQ(to_vector<float>(dgate_up.view().slice(1, 0, ffn)), to_vector<float>(dgate)) << "seed=" << seed;
+    EXPECT_EQ(to_vector<float>(dgate_up.view().slice(1, ffn, 2 * ffn)), to_vector<float>(dup)) << "seed=" << seed;
+  }
+}
+
+TEST(GatedMlp, RejectsBadArguments) {
+  Tensor a = Tensor::empty({4, 8}, DType::f32), b = Tensor::empty({4, 8}, DType::f32),
+         c = Tensor::empty({4, 8}, DType::f32);
+  Tensor wide = Tensor::empty({4, 9}, DType::f32), bf16_out = Tensor::empty({4, 8}, DType::bf16);
+  Tensor f64_in = Tensor::empty({4, 8}, DType::f64), transposed_grad = Tensor::empty({8, 4}, DType::f32);
+  Tensor extra = Tensor::empty({4, 8}, DType::f32);
+  EXPECT_THROW(gated_mlp({a, wide, c}), Error);
+  EXPECT_THROW(gated_mlp({a, b, bf16_out}), Error);
+  EXPECT_THROW(gated_mlp({f64_in, b, c}), Error);
+  EXPECT_THROW(gated_mlp({a.view().transpose(0, 1), b.view().transpose(0, 1), c.view().transpose(0, 1)}), Error);
+  EXPECT_THROW(gated_mlp_backward({a, b, transposed_grad, c, extra}), Error);
+  try {
+    gated_mlp({a, wide, c});
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("gated_mlp: up"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,159 @@
+#include "lathe/ops/linear_cross_entropy/linear_cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "lathe/ops/validate.h"
+
+namespace lathe {
+
+LATHE_DECLARE_ISA_KERNEL(linear_cross_entropy_kernel, LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig)
+
+namespace {
+
+// Token chunks of up to 512 keep the dweight GEMM's inner dimension long enough to stream dweight
+// (read + written once per token chunk) well below the compute time; vocab chunks of 1024 keep
+// the logits tile (2 MiB at 512 x 1024) near the L2/L3 boundary while every GEMM still has two
+// dimensions of at least several hundred.
+LinearCrossEntropyCpuConfig heuristic_config(const LinearCrossEntropyArgs& args, Isa) {
+  int64_t tokens = args.hidden.dim(0);
+  return {std::clamp<int64_t>(tokens, 1, 512), 1024};
+}
+
+std::vector<LinearCrossEntropyCpuConfig> config_space(const LinearCrossEntropyArgs&, Isa) {
+  std::vector<LinearCrossEntropyCpuConfig> configs;
+  for (int64_t token_chunk : {16, 128, 256, 512, 1024})
+    for (int64_t vocab_chunk : {64, 256, 512, 1024, 2048, 4096}) configs.push_back({token_chunk, vocab_chunk});
+  return configs;
+}
+
+int64_t target_at(const TensorView& targets, int64_t index) {
+  if (targets.dtype == DType::i64) return static_cast<const int64_t*>(targets.data)[index * targets.stride(0)];
+  return static_cast<const int32_t*>(targets.data)[index * targets.stride(0)];
+}
+
+}  // namespace
+
+void validate(const LinearCrossEntropyArgs& args) {
+  ArgChecker check("linear_cross_entropy");
+  check.present("hidden", args.hidden).present("weight", args.weight).present("targets", args.targets);
+  check.rank("hidden", args.hidden, 2).dtype_in("hidden", args.hidden, {DType::f32, DType::bf16});
+  int64_t tokens = args.hidden.dim(0), d_model = args.hidden.dim(1);
+  check.rank("weight", args.weight, 2).dtype("weight", args.weight, args.hidden.dtype);
+  int64_t vocab = args.weight.dim(0);
+  check.shape("weight", args.weight, {vocab, d_model});
+  check.at_least("vocab", vocab, 1).at_least("d_model", d_model, 1);
+  check.shape("targets", args.targets, {tokens}).dtype_in("targets", args.targets, {DType::i32, DType::i64});
+  check.present("loss", args.loss).shape("loss", args.loss, {1}).dtype("loss", args.loss, DType::f32);
+  check.present("dhidden", args.dhidden).shape("dhidden", args.dhidden, {tokens, d_model});
+  check.dtype("dhidden", args.dhidden, DType::f32);
+  check.present("dweight", args.dweight).shape("dweight", args.dweight, {vocab, d_model});
+  check.dtype("dweight", args.dweight, DType::f32);
+  if (args.lse.data) check.shape("lse", args.lse, {tokens}).dtype("lse", args.lse, DType::f32);
+  for (const auto& [name, view] : {std::pair{"hidden", args.hidden}, {"weight", args.weight},
+                                   {"dhidden", args.dhidden}, {"dweight", args.dweight}})
+    check.contiguous(name, view);
+  check.require(std::isfinite(args.logit_scale), "logit_scale must be finite, got ", args.logit_scale);
+  check.require(args.softcap >= 0 && std::isfinite(args.softcap), "softcap must be >= 0 (0 = off), got ",
+                args.softcap);
+  check.require(std::isfinite(args.z_loss), "z_loss must be finite, got ", args.z_loss);
+  check.require(std::isfinite(args.grad_scale), "grad_scale must be finite, got ", args.grad_scale);
+  for (int64_t t = 0; t < tokens; ++t) {
+    int64_t target = target_at(args.targets, t);
+    check.require(target == args.ignore_index || (target >= 0 && target < vocab), "targets[", t, "] = ", target,
+                  " is outside [0, ", vocab, ") and is not ignore_index (", args.ignore_index, ")");
+  }
+}
+
+template <class T>
+void linear_cross_entropy_reference(const LinearCrossEntropyArgs& args) {
+  const int64_t tokens = args.hidden.dim(0), d_model = args.hidden.dim(1), vocab = args.weight.dim(0);
+  std::vector<T> hidden = to_vector<T>(args.hidden), weight = to_vector<T>(args.weight);
+  std::vector<T> dhidden(tokens * d_model, T(0)), dweight(vocab * d_model, T(0)), lse(tokens, T(0));
+  const T scale = T(args.logit_scale), softcap = T(args.softcap), z_loss = T(args.z_loss);
+  int64_t valid_count = 0;
+  for (int64_t t = 0; t < tokens; ++t) valid_count += target_at(args.targets, t) != args.ignore_index;
+  const T gradient_factor = valid_count > 0 ? T(args.grad_scale) / T(valid_count) : T(0);
+  std::vector<T> logits(vocab), chain(vocab);  // final logits of one token, d logits / d dot
+  T loss_sum = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t v = 0; v < vocab; ++v) {
+      T dot = 0;
+      for (int64_t d = 0; d < d_model; ++d) dot += hidden[t * d_model + d] * weight[v * d_model + d];
+      T raw = scale * dot;
+      if (softcap > 0) {
+        T capped = std::tanh(raw / softcap);
+        logits[v] = softcap * capped;
+        chain[v] = scale * (T(1) - capped * capped);
+      } else {
+        logits[v] = raw;
+        chain[v] = scale;
+      }
+    }
+    T max_logit = -std::numeric_limits<T>::infinity();
+    for (int64_t v = 0; v < vocab; ++v) max_logit = std::max(max_logit, logits[v]);
+    T sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(logits[v] - max_logit);
+    lse[t] = max_logit + std::log(sum);
+    int64_t target = target_at(args.targets, t);
+    if (target == args.ignore_index) continue;
+    loss_sum += lse[t] - logits[target] + z_loss * lse[t] * lse[t];
+    for (int64_t v = 0; v < vocab; ++v) {
+      T probability = std::exp(logits[v] - lse[t]);
+      T dlogit = probability * (T(1) + T(2) * z_loss * lse[t]) - (v == target ? T(1) : T(0));
+      T ddot = gradient_factor * dlogit * chain[v];
+      for (int64_t d = 0; d < d_model; ++d) {
+        dhidden[t * d_model + d] += ddot * weight[v * d_model + d];
+        dweight[v * d_model + d] += ddot * hidden[t * d_model + d];
+      }
+    }
+  }
+  write_element(args.loss, 0, valid_count > 0 ? static_cast<double>(loss_sum / T(valid_count)) : 0.0);
+  write_from_vector(args.dhidden, dhidden);
+  write_from_vector(args.dweight, dweight);
+  if (args.lse.data) write_from_vector(args.lse, lse);
+}
+
+template void linear_cross_entropy_reference<double>(const LinearCrossEntropyArgs&);
+template void linear_cross_entropy_reference<float>(const LinearCrossEntropyArgs&);
+
+double linear_cross_entropy_useful_flops(const LinearCrossEntropyArgs& args) {
+  return 6.0 * static_cast<double>(args.hidden.dim(0)) * static_cast<double>(args.weight.dim(0)) *
+         static_cast<double>(args.hidden.dim(1));
+}
+
+OpCost linear_cross_entropy_cost(const LinearCrossEntropyArgs& args) {
+  double tokens = static_cast<double>(args.hidden.dim(0)), vocab = static_cast<double>(args.weight.dim(0));
+  double d_model = static_cast<double>(args.hidden.dim(1)), element = dtype_size(args.hidden.dtype);
+  double flops = linear_cross_entropy_useful_flops(args) * 8.0 / 6.0;
+  double bytes = (tokens + vocab) * d_model * (element + 4.0) + tokens * (dtype_size(args.targets.dtype) + 4.0) + 4.0;
+  return {flops, bytes};
+}
+
+int64_t linear_cross_entropy_workspace_bytes(const LinearCrossEntropyArgs& args,
+                                             const LinearCrossEntropyCpuConfig& config) {
+  int64_t tokens = args.hidden.dim(0), d_model = args.hidden.dim(1), vocab = args.weight.dim(0);
+  int64_t token_chunk = std::clamp<int64_t>(config.token_chunk, 1, std::max<int64_t>(tokens, 1));
+  int64_t vocab_chunk = std::clamp<int64_t>(config.vocab_chunk, 1, vocab);
+  int64_t bytes = 4 * token_chunk * vocab_chunk + 4 * 4 * token_chunk;  // logits tile + row state
+  if (args.hidden.dtype == DType::bf16) bytes += 4 * (token_chunk + vocab_chunk) * d_model;  // f32 operand copies
+  return bytes;
+}
+
+const Op<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig>& linear_cross_entropy_op() {
+  static const Op<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig> op(
+      "linear_cross_entropy", LATHE_ISA_IMPLS(linear_cross_entropy_kernel, heuristic_config, config_space),
+      [](const LinearCrossEntropyArgs& args) {
+        return str_cat("tokens=", args.hidden.dim(0), ",d_model=", args.hidden.dim(1), ",vocab=", args.weight.dim(0),
+                       ",dtype=", dtype_name(args.hidden.dtype));
+      });
+  return op;
+}
+
+void linear_cross_entropy(const LinearCrossEntropyArgs& args, const Dispatch& dispatch) {
+  validate(args);
+  linear_cross_entropy_op().run(args, dispatch);
+}
+
+}  // namespace lathe

@@ -1,0 +1,277 @@
+// Fused linear + cross-entropy CPU kernel, compiled once per ISA (scalar, avx2, avx512).
+// For each token chunk:
+//   pass 1: for each vocab tile, logits tile = hidden_chunk @ weight_tile^T (matmul op), then per
+//           row the softcap/scale transform and an online max / sum-of-exp update -> lse;
+//   pass 2: for each vocab tile, recompute the logits tile, turn it in place into dlogits
+//           (softmax - onehot, z-loss and softcap chain rule, times grad_scale / n_valid), then
+//           dhidden_chunk += dlogits @ weight_tile and dweight_tile (+)= dlogits^T @ hidden_chunk.
+// Only the tile math is ISA-specific; the GEMMs go through matmul's own dispatch (called from
+// the calling thread, so they parallelise internally; the tile math is parallel over rows).
+// Extra memory: the token_chunk x vocab_chunk f32 tile, per-row state, and for bf16 inputs f32
+// copies of the hidden chunk and the weight tile (the gradient GEMMs multiply them with f32
+// dlogits; matmul takes both operands in one dtype).
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "lathe/core/aligned_buffer.h"
+#include "lathe/core/parallel.h"
+#include "lathe/core/simd.h"
+#include "lathe/ops/linear_cross_entropy/linear_cross_entropy.h"
+#include "lathe/ops/matmul/matmul.h"
+
+namespace lathe::LATHE_ISA_NS {
+namespace {
+
+using simd::VecF;
+constexpr int W = VecF::width;
+
+TensorView f32_matrix(float* data, int64_t rows, int64_t cols) {
+  TensorView view;
+  view.data = data;
+  view.shape = Shape({rows, cols});
+  view.strides = Shape({cols, 1});
+  view.dtype = DType::f32;
+  return view;
+}
+
+// Everything one call needs, derived once from the args.
+struct Problem {
+  int64_t tokens, d_model, vocab;
+  float scale, softcap, z_loss;
+  int64_t ignore_index;
+  bool bf16;
+};
+
+int64_t target_of(const TensorView& targets, int64_t index) {
+  if (targets.dtype == DType::i64) return static_cast<const int64_t*>(targets.data)[index * targets.stride(0)];
+  return static_cast<const int32_t*>(targets.data)[index * targets.stride(0)];
+}
+
+// Final logits from raw dot products, in place: x = scale * x, or softcap * tanh(scale * x / softcap).
+inline VecF transform_logits(VecF raw, const Problem& p) {
+  if (p.softcap > 0) {
+    VecF capped = simd::tanh(raw * VecF::broadcast(p.scale / p.softcap));
+    return capped * VecF::broadcast(p.softcap);
+  }
+  return raw * VecF::broadcast(p.scale);
+}
+
+// Pass 1 on one row of a tile: transform in place, then fold the tile into (row_max, row_sum).
+void accumulate_row_logsumexp(float* row, int64_t cols, const Problem& p, float& row_max, float& row_sum) {
+  VecF max_vec = VecF::broadcast(-std::numeric_limits<float>::infinity());
+  int64_t c = 0;
+  for (; c + W <= cols; c += W) {
+    VecF x = transform_logits(VecF::load(row + c), p);
+    x.store(row + c);
+    max_vec = simd::max(max_vec, x);
+  }
+  if (c < cols) {
+    int n = static_cast<int>(cols - c);
+    VecF x = transform_logits(VecF::load_partial(row + c, n), p);
+    x.store_partial(row + c, n);
+    float tail[W];
+    for (int i = 0; i < W; ++i) tail[i] = -std::numeric_limits<float>::infinity();
+    x.store_partial(tail, n);
+    max_vec = simd::max(max_vec, VecF::load(tail));
+  }
+  float new_max = std::fmax(row_max, max_vec.reduce_max());
+  VecF shift = VecF::broadcast(new_max), sum0 = VecF::zero(), sum1 = VecF::zero();
+  c = 0;
+  for (; c + 2 * W <= cols; c += 2 * W) {
+    sum0 += simd::exp(VecF::load(row + c) - shift);
+    sum1 += simd::exp(VecF::load(row + c + W) - shift);
+  }
+  for (; c + W <= cols; c += W) sum0 += simd::exp(VecF::load(row + c) - shift);
+  if (c < cols) {
+    int n = static_cast<int>(cols - c);
+    float tail[W] = {};
+    simd::exp(VecF::load_partial(row + c, n) - shift).store_partial(tail, n);
+    sum1 += VecF::load(tail);
+  }
+  float rescale = row_max == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(row_max - new_max);
+  row_sum = row_sum * rescale + (sum0 + sum1).reduce_add();
+  row_max = new_max;
+}
+
+// Pass 2 on one row of a tile: raw logits -> d loss / d raw, in place.
+//   d = factor * (softmax * (1 + 2 z lse) - onehot) * d logits / d raw
+void row_gradient(float* row, int64_t cols, int64_t target_column, float factor, float lse, const Problem& p) {
+  if (factor == 0.0f) {
+    std::memset(row, 0, sizeof(float) * cols);
+    return;
+  }
+  float target_chain = 0.0f;  // d logits / d raw at the target column
+  if (target_column >= 0 && target_column < cols) {
+    float capped = p.softcap > 0 ? std::tanh(row[target_column] * (p.scale / p.softcap)) : 0.0f;
+    target_chain = p.scale * (1.0f - capped * capped);
+  }
+  const VecF softmax_factor = VecF::broadcast(factor * (1.0f + 2.0f * p.z_loss * lse));
+  const VecF lse_vec = VecF::broadcast(lse), scale = VecF::broadcast(p.scale), one = VecF::broadcast(1.0f);
+  auto gradient = [&](VecF raw) {
+    if (p.softcap > 0) {
+      VecF capped = simd::tanh(raw * VecF::broadcast(p.scale / p.softcap));
+      VecF probability = simd::exp(capped * VecF::broadcast(p.softcap) - lse_vec);
+      return probability * softmax_factor * (scale * simd::fnma(capped, capped, one));
+    }
+    return simd::exp(raw * scale - lse_vec) * softmax_factor * scale;
+  };
+  int64_t c = 0;
+  for (; c + W <= cols; c += W) gradient(VecF::load(row + c)).store(row + c);
+  if (c < cols) {
+    int n = static_cast<int>(cols - c);
+    gradient(VecF::load_partial(row + c, n)).store_partial(row + c, n);
+  }
+  if (target_column >= 0 && target_column < cols) row[target_column] -= factor * target_chain;
+}
+
+void convert_bf16_rows(const uint16_t* source, float* destination, int64_t rows, int64_t cols) {
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const uint16_t* in = source + r * cols;
+      float* out = destination + r * cols;
+      int64_t c = 0;
+      for (; c + W <= cols; c += W) VecF::load_bf16(in + c).store(out + c);
+      if (c < cols) {
+        int n = static_cast<int>(cols - c);
+        VecF::load_bf16_partial(in + c, n).store_partial(out + c, n);
+      }
+    }
+  });
+}
+
+int64_t rows_per_task(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
+
+void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config) {
+  const Problem p{args.hidden.dim(0), args.hidden.dim(1), args.weight.dim(0), args.logit_scale, args.softcap,
+                  args.z_loss, args.ignore_index, args.hidden.dtype == DType::bf16};
+  float* dhidden = static_cast<float*>(args.dhidden.data);
+  float* dweight = static_cast<float*>(args.dweight.data);
+  float* lse_out = static_cast<float*>(args.lse.data);
+  const int64_t token_chunk = std::clamp<int64_t>(config.token_chunk, 1, std::max<int64_t>(p.tokens, 1));
+  const int64_t vocab_chunk = std::clamp<int64_t>(config.vocab_chunk, 1, p.vocab);
+
+  int64_t valid_count = 0;
+  for (int64_t t = 0; t < p.tokens; ++t) valid_count += target_of(args.targets, t) != p.ignore_index;
+  const float token_factor = valid_count > 0 ? args.grad_scale / static_cast<float>(valid_count) : 0.0f;
+
+  AlignedBuffer tile_buffer(sizeof(float) * token_chunk * vocab_chunk);
+  AlignedBuffer state_buffer(sizeof(float) * 4 * token_chunk);
+  float* tile = tile_buffer.as<float>();
+  float* row_max = state_buffer.as<float>();
+  float* row_sum = row_max + token_chunk;
+  float* row_lse = row_sum + token_chunk;
+  float* target_logit = row_lse + token_chunk;
+  AlignedBuffer hidden_f32_buffer, weight_f32_buffer;
+  if (p.bf16) {
+    hidden_f32_buffer = AlignedBuffer(sizeof(float) * token_chunk * p.d_model);
+    weight_f32_buffer = AlignedBuffer(sizeof(float) * vocab_chunk * p.d_model);
+  }
+
+  double loss_sum = 0.0;
+  bool dweight_written = false;
+  for (int64_t t0 = 0; t0 < p.tokens; t0 += token_chunk) {
+    const int64_t t1 = std::min(p.tokens, t0 + token_chunk), rows = t1 - t0;
+    int64_t chunk_valid = 0;
+    for (int64_t t = t0; t < t1; ++t) chunk_valid += target_of(args.targets, t) != p.ignore_index;
+    TensorView hidden_chunk = args.hidden.slice(0, t0, t1);
+    if (chunk_valid == 0) std::memset(dhidden + t0 * p.d_model, 0, sizeof(float) * rows * p.d_model);
+    if (chunk_valid == 0 && lse_out == nullptr) continue;
+
+    // Pass 1: online logsumexp over the vocab tiles.
+    for (int64_t r = 0; r < rows; ++r) {
+      row_max[r] = -std::numeric_limits<float>::infinity();
+      row_sum[r] = 0.0f;
+      target_logit[r] = 0.0f;
+    }
+    for (int64_t v0 = 0; v0 < p.vocab; v0 += vocab_chunk) {
+      const int64_t v1 = std::min(p.vocab, v0 + vocab_chunk), cols = v1 - v0;
+      TensorView logits = f32_matrix(tile, rows, cols);
+      MatmulArgs product;
+      product.a = hidden_chunk;
+      product.b = args.weight.slice(0, v0, v1);
+      product.c = logits;
+      product.trans_b = true;
+      matmul(product);
+      parallel_for(rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          float* row = tile + r * cols;
+          accumulate_row_logsumexp(row, cols, p, row_max[r], row_sum[r]);
+          int64_t target = target_of(args.targets, t0 + r);
+          if (target >= v0 && target < v1) target_logit[r] = row[target - v0];
+        }
+      });
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      row_lse[r] = row_max[r] + std::log(row_sum[r]);
+      if (lse_out) lse_out[t0 + r] = row_lse[r];
+      if (target_of(args.targets, t0 + r) == p.ignore_index) continue;
+      double lse = row_lse[r];
+      loss_sum += lse - static_cast<double>(target_logit[r]) + static_cast<double>(p.z_loss) * lse * lse;
+    }
+    if (chunk_valid == 0) continue;
+
+    // Pass 2: recompute each tile, form dlogits, accumulate both gradients.
+    TensorView hidden_operand = hidden_chunk;
+    if (p.bf16) {
+      convert_bf16_rows(static_cast<const uint16_t*>(hidden_chunk.data), hidden_f32_buffer.as<float>(), rows,
+                        p.d_model);
+      hidden_operand = f32_matrix(hidden_f32_buffer.as<float>(), rows, p.d_model);
+    }
+    TensorView dhidden_chunk = args.dhidden.slice(0, t0, t1);
+    for (int64_t v0 = 0; v0 < p.vocab; v0 += vocab_chunk) {
+      const int64_t v1 = std::min(p.vocab, v0 + vocab_chunk), cols = v1 - v0;
+      TensorView logits = f32_matrix(tile, rows, cols);
+      TensorView weight_tile = args.weight.slice(0, v0, v1);
+      MatmulArgs product;
+      product.a = hidden_chunk;
+      product.b = weight_tile;
+      product.c = logits;
+      product.trans_b = true;
+      matmul(product);
+      parallel_for(rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          int64_t target = target_of(args.targets, t0 + r);
+          float factor = target == p.ignore_index ? 0.0f : token_factor;
+          row_gradient(tile + r * cols, cols, target - v0, factor, row_lse[r], p);
+        }
+      });
+      TensorView weight_operand = weight_tile;
+      if (p.bf16) {
+        convert_bf16_rows(static_cast<const uint16_t*>(weight_tile.data), weight_f32_buffer.as<float>(), cols,
+                          p.d_model);
+        weight_operand = f32_matrix(weight_f32_buffer.as<float>(), cols, p.d_model);
+      }
+      MatmulArgs hidden_gradient;  // dhidden_chunk (+)= dlogits @ weight_tile
+      hidden_gradient.a = logits;
+      hidden_gradient.b = weight_operand;
+      hidden_gradient.c = dhidden_chunk;
+      hidden_gradient.accumulate = v0 > 0;
+      matmul(hidden_gradient);
+      MatmulArgs weight_gradient;  // dweight_tile (+)= dlogits^T @ hidden_chunk
+      weight_gradient.a = logits;
+      weight_gradient.b = hidden_operand;
+      weight_gradient.c = args.dweight.slice(0, v0, v1);
+      weight_gradient.trans_a = true;
+      weight_gradient.accumulate = dweight_written;
+      matmul(weight_gradient);
+    }
+    dweight_written = true;
+  }
+  if (!dweight_written) {
+    int64_t row_grain = rows_per_task(p.d_model);
+    parallel_for(p.vocab, row_grain, [&](int64_t begin, int64_t end) {
+      std::memset(dweight + begin * p.d_model, 0, sizeof(float) * (end - begin) * p.d_model);
+    });
+  }
+  float loss = valid_count > 0 ? static_cast<float>(loss_sum / static_cast<double>(valid_count)) : 0.0f;
+  *static_cast<float*>(args.loss.data) = loss;
+}
+
+}  // namespace
+
+void linear_cross_entropy_kernel(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config) {
+  run(args, config);
+}
+
+}  // namespace lathe::LATHE_ISA_NS

@@ -1,0 +1,218 @@
+// linear_cross_entropy: finite-difference check of the reference gradients, independence of the
+// chunk sizes, independently derivable values (uniform logits give log(vocab); softmax - onehot
+// sums to zero over the vocabulary), all-ignored batches, and validation errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lathe/core/rng.h"
+#include "lathe/ops/linear_cross_entropy/linear_cross_entropy.h"
+#include "test_seed.h"
+
+namespace lathe {
+namespace {
+
+struct Buffers {
+  Tensor hidden, weight, targets, loss, dhidden, dweight, lse;
+  LinearCrossEntropyArgs args;
+};
+
+// Random inputs; token t is ignored when ignored(t). Outputs are f32 unless output_dtype says otherwise.
+Buffers make_buffers(int64_t tokens, int64_t d_model, int64_t vocab, DType dtype, uint64_t seed,
+                     double ignore_fraction, DType output_dtype = DType::f32) {
+  Buffers b;
+  b.hidden = Tensor::empty({tokens, d_model}, dtype);
+  b.weight = Tensor::empty({vocab, d_model}, dtype);
+  fill_uniform(b.hidden, seed, -1, 1, 1);
+  double range = 2.0 / std::sqrt(static_cast<double>(d_model));
+  fill_uniform(b.weight, seed, -range, range, 2);
+  b.targets = Tensor::empty({tokens}, DType::i32);
+  for (int64_t t = 0; t < tokens; ++t) {
+    bool ignored = uniform_at(seed, 3, t) < ignore_fraction;
+    write_element(b.targets, t, ignored ? -100.0 : std::floor(uniform_at(seed, 4, t) * vocab));
+  }
+  b.loss = Tensor::empty({1}, output_dtype);
+  b.dhidden = Tensor::empty({tokens, d_model}, output_dtype);
+  b.dweight = Tensor::empty({vocab, d_model}, output_dtype);
+  b.lse = Tensor::empty({tokens}, output_dtype);
+  for (const Tensor* out : {&b.loss, &b.dhidden, &b.dweight, &b.lse}) poison(*out);
+  b.args = {b.hidden, b.weight, b.targets, b.loss, b.dhidden, b.dweight, b.lse};
+  return b;
+}
+
+double max_abs_difference(const TensorView& a, const TensorView& b) {
+  std::vector<double> x = to_vector<double>(a), y = to_vector<double>(b);
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) worst = std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::max(worst, std::fabs(x[i] - y[i]));
+  return worst;
+}
+
+double reference_loss(const LinearCrossEntropyArgs& args) {
+  linear_cross_entropy_reference<double>(args);
+  return read_element(args.loss, 0);
+}
+
+TEST(LinearCrossEntropy, ReferenceGradientsMatchFiniteDifferences) {
+  uint64_t seed = test_seed();
+  struct Case { float softcap, z_loss, logit_scale; };
+  for (Case c : {Case{0, 0, 1}, Case{1.5f, 0.1f, 1.3f}, Case{0, 0.2f, 0.7f}}) {
+    // float64 inputs and outputs: the reference reads and writes any dtype.
+    Buffers b = make_buffers(5, 6, 7, DType::f64, seed, 0.3, DType::f64);
+    write_element(b.targets, 0, -100);  // at least one ignored token
+    write_element(b.targets, 1, 3);     // and at least one valid one
+    b.args.softcap = c.softcap;
+    b.args.z_loss = c.z_loss;
+    b.args.logit_scale = c.logit_scale;
+    linear_cross_entropy_reference<double>(b.args);
+    std::vector<double> dhidden = to_vector<double>(b.dhidden), dweight = to_vector<double>(b.dweight);
+    const double step = 1e-6;
+    auto check = [&](const Tensor& input, const std::vector<double>& analytic, const char* name) {
+      for (int64_t i = 0; i < input.numel(); ++i) {
+        double original = read_element(input, i);
+        write_element(input, i, original + step);
+        double plus = reference_loss(b.args);
+        write_element(input, i, original - step);
+        double minus = reference_loss(b.args);
+        write_element(input, i, original);
+        double numeric = (plus - minus) / (2 * step);
+        EXPECT_NEAR(analytic[i], numeric, 1e-7 + 1e-6 * std::fabs(numeric))
+            << name << "[" << i << "] softcap=" << c.softcap << " z_loss=" << c.z_loss << " seed=" << seed;
+      }
+    };
+    check(b.hidden, dhidden, "dhidden");
+    check(b.weight, dweight, "dweight");
+  }
+}
+
+TEST(LinearCrossEntropy, GradScaleScalesGradientsNotLoss) {
+  uint64_t seed = test_seed();
+  Buffers base = make_buffers(6, 5, 11, DType::f64, seed, 0.2, DType::f64);
+  Buffers scaled = make_buffers(6, 5, 11, DType::f64, seed, 0.2, DType::f64);
+  scaled.args.grad_scale = 2.5f;
+  linear_cross_entropy_reference<double>(base.args);
+  linear_cross_entropy_reference<double>(scaled.args);
+  EXPECT_EQ(read_element(base.loss, 0), read_element(scaled.loss, 0)) << "seed=" << seed;
+  for (int64_t i = 0; i < base.dweight.numel(); ++i)
+    EXPECT_NEAR(2.5 * read_element(base.dweight, i), read_element(scaled.dweight, i), 1e-14) << "seed=" << seed;
+}
+
+// Runs every usable implementation at several chunk configs and compares with one big chunk.
+TEST(LinearCrossEntropy, ResultsDoNotDependOnChunkSizes) {
+  uint64_t seed = test_seed();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Buffers whole = make_buffers(23, 19, 157, dtype, seed, 0.3);
+    whole.args.softcap = 2.0f;
+    whole.args.z_loss = 0.01f;
+    ConfigParams one_chunk = config_to_params(LinearCrossEntropyCpuConfig{1000, 1000});
+    linear_cross_entropy(whole.args, Dispatch{"", &one_chunk});
+    for (const auto* impl : linear_cross_entropy_op().usable_impls(whole.args)) {
+      for (LinearCrossEntropyCpuConfig config : {LinearCrossEntropyCpuConfig{1, 1}, {3, 7}, {5, 64}, {22, 156}, {8, 1000}}) {
+        Buffers chunked = make_buffers(23, 19, 157, dtype, seed, 0.3);
+        chunked.args.softcap = 2.0f;
+        chunked.args.z_loss = 0.01f;
+        ConfigParams params = config_to_params(config);
+        linear_cross_entropy(chunked.args, Dispatch{impl->name, &params});
+        std::string context = str_cat(impl->name, " ", dtype_name(dtype), " config=", params.to_string(), " seed=", seed);
+        EXPECT_LE(max_abs_difference(chunked.loss, whole.loss), 2e-6) << context;
+        EXPECT_LE(max_abs_difference(chunked.lse, whole.lse), 2e-6) << context;
+        EXPECT_LE(max_abs_difference(chunked.dhidden, whole.dhidden), 1e-7) << context;
+        EXPECT_LE(max_abs_difference(chunked.dweight, whole.dweight), 1e-7) << context;
+      }
+    }
+  }
+}
+
+// With weight = 0 every logit is 0: lse = log(vocab), loss = log(vocab) + z (log vocab)^2, and
+// dweight[v] = mean over valid tokens of (1/vocab - onehot) * hidden (1 + 2 z log vocab on the 1/vocab part).
+TEST(LinearCrossEntropy, UniformLogitsGiveLogVocab) {
+  uint64_t seed = test_seed();
+  const int64_t tokens = 13, d_model = 7, vocab = 41;
+  Buffers b = make_buffers(tokens, d_model, vocab, DType::f32, seed, 0.3);
+  write_element(b.targets, 0, 5);
+  fill_value(b.weight, 0.0);
+  b.args.z_loss = 0.05f;
+  linear_cross_entropy(b.args);
+  const double log_vocab = std::log(static_cast<double>(vocab)), z = 0.05f;
+  EXPECT_NEAR(read_element(b.loss, 0), log_vocab + z * log_vocab * log_vocab, 1e-5) << "seed=" << seed;
+  std::vector<double> expected(vocab * d_model, 0.0);
+  int64_t valid = 0;
+  for (int64_t t = 0; t < tokens; ++t) valid += read_element(b.targets, t) != -100;
+  for (int64_t t = 0; t < tokens; ++t) {
+    EXPECT_NEAR(read_element(b.lse, t), log_vocab, 1e-5);
+    int64_t target = static_cast<int64_t>(read_element(b.targets, t));
+    if (target == -100) continue;
+    for (int64_t v = 0; v < vocab; ++v)
+      for (int64_t d = 0; d < d_model; ++d)
+        expected[v * d_model + d] += ((1.0 + 2 * z * log_vocab) / vocab - (v == target)) *
+                                     read_element(b.hidden, t * d_model + d) / valid;
+  }
+  for (int64_t i = 0; i < vocab * d_model; ++i)
+    EXPECT_NEAR(read_element(b.dweight, i), expected[i], 1e-6) << "dweight[" << i << "] seed=" << seed;
+}
+
+// softmax - onehot sums to zero over the vocabulary, so without z-loss sum_v dweight[v] = 0.
+TEST(LinearCrossEntropy, WeightGradientSumsToZeroOverVocab) {
+  uint64_t seed = test_seed();
+  Buffers b = make_buffers(29, 12, 211, DType::f32, seed, 0.2);
+  b.args.softcap = 0.0f;
+  linear_cross_entropy(b.args);
+  for (int64_t d = 0; d < 12; ++d) {
+    double sum = 0, magnitude = 0;
+    for (int64_t v = 0; v < 211; ++v) {
+      sum += read_element(b.dweight, v * 12 + d);
+      magnitude += std::fabs(read_element(b.dweight, v * 12 + d));
+    }
+    EXPECT_LE(std::fabs(sum), 1e-5 * magnitude + 1e-9) << "column " << d << " seed=" << seed;
+  }
+}
+
+TEST(LinearCrossEntropy, AllIgnoredGivesZeroLossAndGradients) {
+  uint64_t seed = test_seed();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Buffers b = make_buffers(9, 10, 50, dtype, seed, 1.0);
+    b.args.z_loss = 0.1f;
+    linear_cross_entropy(b.args);
+    EXPECT_EQ(read_element(b.loss, 0), 0.0) << "seed=" << seed;
+    for (int64_t i = 0; i < b.dhidden.numel(); ++i) ASSERT_EQ(read_element(b.dhidden, i), 0.0) << i;
+    for (int64_t i = 0; i < b.dweight.numel(); ++i) ASSERT_EQ(read_element(b.dweight, i), 0.0) << i;
+    // lse is still computed for ignored tokens.
+    Tensor expected_lse = Tensor::empty({9}, DType::f64), loss = Tensor::empty({1}, DType::f64);
+    Tensor dhidden = Tensor::empty({9, 10}, DType::f64), dweight = Tensor::empty({50, 10}, DType::f64);
+    LinearCrossEntropyArgs reference = b.args;
+    reference.lse = expected_lse;
+    reference.loss = loss;
+    reference.dhidden = dhidden;
+    reference.dweight = dweight;
+    linear_cross_entropy_reference<double>(reference);
+    EXPECT_LE(max_abs_difference(b.lse, expected_lse), 1e-5) << "seed=" << seed;
+  }
+}
+
+TEST(LinearCrossEntropy, ValidationNamesTheBadArgument) {
+  Buffers b = make_buffers(6, 4, 10, DType::f32, 1, 0.0);
+  write_element(b.targets, 3, 10);  // == vocab: out of range
+  try {
+    linear_cross_entropy(b.args);
+    FAIL() << "expected lathe::Error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("targets[3]"), std::string::npos) << error.what();
+  }
+  write_element(b.targets, 3, -1);  // negative and not ignore_index
+  EXPECT_THROW(linear_cross_entropy(b.args), Error);
+  write_element(b.targets, 3, -100);
+  EXPECT_NO_THROW(linear_cross_entropy(b.args));
+  LinearCrossEntropyArgs wrong_weight = b.args;
+  Tensor narrow = Tensor::empty({10, 5}, DType::f32);
+  wrong_weight.weight = narrow;
+  EXPECT_THROW(linear_cross_entropy(wrong_weight), Error);
+  LinearCrossEntropyArgs wrong_dweight = b.args;
+  Tensor bf16_dweight = Tensor::empty({10, 4}, DType::bf16);
+  wrong_dweight.dweight = bf16_dweight;
+  EXPECT_THROW(linear_cross_entropy(wrong_dweight), Error);
+  LinearCrossEntropyArgs negative_softcap = b.args;
+  negative_softcap.softcap = -1;
+  EXPECT_THROW(linear_cross_entropy(negative_softcap), Error);
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,332 @@
+#include "lathe/ops/matmul/matmul.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lathe/ops/matmul/matmul_tiles.h"
+#include "lathe/ops/validate.h"
+
+namespace lathe {
+
+LATHE_DECLARE_ISA_KERNEL(matmul_kernel, MatmulArgs, MatmulCpuConfig)
+LATHE_DECLARE_ISA_KERNEL(matmul_backward_kernel, MatmulBackwardArgs, MatmulCpuConfig)
+// vdpbf16ps on pair-interleaved bf16 panels; only the avx512 one is registered (the others
+// emulate the instruction so tests can check the layout on machines without AVX512_BF16).
+LATHE_DECLARE_ISA_KERNEL(matmul_bf16_dot_kernel, MatmulArgs, MatmulCpuConfig)
+
+const char* activation_name(Activation activation) {
+  switch (activation) {
+    case Activation::none: return "none";
+    case Activation::relu: return "relu";
+    case Activation::gelu_tanh: return "gelu_tanh";
+    case Activation::silu: return "silu";
+  }
+  return "?";
+}
+
+Activation parse_activation(const std::string& name) {
+  for (Activation activation : {Activation::none, Activation::relu, Activation::gelu_tanh, Activation::silu})
+    if (name == activation_name(activation)) return activation;
+  throw_error("unknown activation '", name, "' (expected none, relu, gelu_tanh or silu)");
+}
+
+namespace {
+
+// The logical sizes of one call: op(a) is (M, K), op(b) is (K, N), `batch` products.
+struct Geometry {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+
+Geometry geometry_of(const TensorView& a, const TensorView& b, const TensorView& c_like, bool trans_a, bool trans_b) {
+  Geometry g;
+  g.batch = c_like.rank() == 3 ? c_like.dim(0) : 1;
+  g.m = trans_a ? a.dim(-1) : a.dim(-2);
+  g.k = trans_a ? a.dim(-2) : a.dim(-1);
+  g.n = trans_b ? b.dim(-2) : b.dim(-1);
+  return g;
+}
+
+// Checks a and b (ranks, dtypes, inner strides, inner dimensions) and the batch of `output`.
+Geometry check_operands(ArgChecker& check, const char* output_name, const TensorView& a, const TensorView& b,
+                        const TensorView& output, bool trans_a, bool trans_b) {
+  check.require(a.rank() == 2 || a.rank() == 3, "a must have rank 2 or 3, got ", a.describe());
+  check.require(b.rank() == 2 || b.rank() == 3, "b must have rank 2 or 3, got ", b.describe());
+  check.require(output.rank() == 2 || output.rank() == 3, output_name, " must have rank 2 or 3, got ",
+                output.describe());
+  check.dtype_in("a", a, {DType::f32, DType::bf16}).dtype("b", b, a.dtype);
+  check.inner_contiguous("a", a).inner_contiguous("b", b);
+  Geometry g = geometry_of(a, b, output, trans_a, trans_b);
+  int64_t k_of_b = trans_b ? b.dim(-1) : b.dim(-2);
+  check.require(k_of_b == g.k, "inner dimensions differ: a ", a.describe(), trans_a ? " (transposed)" : "", " and b ",
+                b.describe(), trans_b ? " (transposed)" : "", " give K = ", g.k, " and ", k_of_b);
+  for (const auto& [name, view] : {std::pair{"a", a}, {"b", b}})
+    check.require(view.rank() == 2 || (output.rank() == 3 && view.dim(0) == g.batch), name, " has shape ",
+                  view.shape.to_string(), " but ", output_name, " has shape ", output.shape.to_string(),
+                  " (batch axes must match)");
+  return g;
+}
+
+void check_output(ArgChecker& check, const char* name, const TensorView& view, const Geometry& g, int64_t rows,
+                  int64_t cols) {
+  if (view.rank() == 3) check.shape(name, view, {g.batch, rows, cols});
+  else check.shape(name, view, {rows, cols});
+  check.dtype(name, view, DType::f32).inner_contiguous(name, view);
+}
+
+// Element (i, p) of op(x) for batch entry t, from a row-major copy of x.
+template <class T>
+struct LogicalMatrix {
+  const std::vector<T>& values;
+  int64_t batch_size, rows, cols;  // physical extents of one batch entry
+  bool batched, transposed;
+  T operator()(int64_t t, int64_t i, int64_t p) const {
+    int64_t base = batched ? t * rows * cols : 0;
+    return transposed ? values[base + p * cols + i] : values[base + i * cols + p];
+  }
+};
+
+template <class T>
+LogicalMatrix<T> logical(const std::vector<T>& values, const TensorView& view, bool transposed) {
+  return {values, view.rank() == 3 ? view.dim(0) : 1, view.dim(-2), view.dim(-1), view.rank() == 3, transposed};
+}
+
+template <class T>
+T apply_activation(T x, Activation activation) {
+  switch (activation) {
+    case Activation::none: return x;
+    case Activation::relu: return x > T(0) ? x : T(0);
+    case Activation::gelu_tanh: {
+      const T scale = std::sqrt(T(2) / T(M_PI));
+      return T(0.5) * x * (T(1) + std::tanh(scale * (x + T(0.044715) * x * x * x)));
+    }
+    case Activation::silu: return x / (T(1) + std::exp(-x));
+  }
+  return x;
+}
+
+template <class T>
+T activation_derivative(T x, Activation activation) {
+  switch (activation) {
+    case Activation::none: return T(1);
+    case Activation::relu: return x > T(0) ? T(1) : T(0);
+    case Activation::gelu_tanh: {
+      const T scale = std::sqrt(T(2) / T(M_PI));
+      T t = std::tanh(scale * (x + T(0.044715) * x * x * x));
+      return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * scale * (T(1) + T(3) * T(0.044715) * x * x);
+    }
+    case Activation::silu: {
+      T sigmoid = T(1) / (T(1) + std::exp(-x));
+      return sigmoid * (T(1) + x * (T(1) - sigmoid));
+    }
+  }
+  return T(1);
+}
+
+bool shared_operand(const TensorView& view) { return view.rank() == 2 || view.stride(0) == 0; }
+
+}  // namespace
+
+void validate(const MatmulArgs& args) {
+  ArgChecker check("matmul");
+  Geometry g = check_operands(check, "c", args.a, args.b, args.c, args.trans_a, args.trans_b);
+  check_output(check, "c", args.c, g, g.m, g.n);
+  if (args.bias.data) check.shape("bias", args.bias, {g.n}).dtype("bias", args.bias, DType::f32).contiguous("bias", args.bias);
+  check.require(!(args.accumulate && args.activation != Activation::none),
+                "accumulate cannot be combined with activation ", activation_name(args.activation));
+}
+
+void validate(const MatmulBackwardArgs& args) {
+  ArgChecker check("matmul_backward");
+  Geometry g = check_operands(check, "dc", args.a, args.b, args.dc, args.trans_a, args.trans_b);
+  check_output(check, "dc", args.dc, g, g.m, g.n);
+  if (args.activation != Activation::none) {
+    check.present("pre_activation", args.pre_activation);
+    check_output(check, "pre_activation", args.pre_activation, g, g.m, g.n);
+  }
+  if (args.da.data) {
+    check.rank("da", args.da, args.a.rank()).dtype("da", args.da, DType::f32).inner_contiguous("da", args.da);
+    check.require(args.da.shape == args.a.shape, "da has shape ", args.da.shape.to_string(), ", expected a's shape ",
+                  args.a.shape.to_string());
+    check.require(args.a.rank() == 2 || args.a.stride(0) != 0,
+                  "da needs a shared a as a rank-2 tensor, not a batch axis with stride 0");
+  }
+  if (args.db.data) {
+    Shape expected = args.b.shape;
+    if (args.b.rank() == 3 && args.b.stride(0) == 0) expected = Shape{args.b.dim(1), args.b.dim(2)};
+    check.dtype("db", args.db, DType::f32).inner_contiguous("db", args.db);
+    check.require(args.db.shape == expected, "db has shape ", args.db.shape.to_string(), ", expected ",
+                  expected.to_string());
+  }
+  if (args.dbias.data) check.shape("dbias", args.dbias, {g.n}).dtype("dbias", args.dbias, DType::f32).contiguous("dbias", args.dbias);
+}
+
+template <class T>
+void matmul_reference(const MatmulArgs& args) {
+  Geometry g = geometry_of(args.a, args.b, args.c, args.trans_a, args.trans_b);
+  std::vector<T> a_values = to_vector<T>(args.a), b_values = to_vector<T>(args.b);
+  auto a = logical(a_values, args.a, args.trans_a);
+  auto b = logical(b_values, args.b, args.trans_b);
+  std::vector<T> bias = args.bias.data ? to_vector<T>(args.bias) : std::vector<T>(g.n, T(0));
+  std::vector<T> c = args.accumulate ? to_vector<T>(args.c) : std::vector<T>(g.batch * g.m * g.n, T(0));
+  for (int64_t t = 0; t < g.batch; ++t)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        T sum = 0;
+        for (int64_t p = 0; p < g.k; ++p) sum += a(t, i, p) * b(t, p, j);
+        T& out = c[(t * g.m + i) * g.n + j];
+        out = args.accumulate ? out + (sum + bias[j]) : apply_activation(sum + bias[j], args.activation);
+      }
+  write_from_vector(args.c, c);
+}
+
+template <class T>
+void matmul_backward_reference(const MatmulBackwardArgs& args) {
+  Geometry g = geometry_of(args.a, args.b, args.dc, args.trans_a, args.trans_b);
+  std::vector<T> a_values = to_vector<T>(args.a), b_values = to_vector<T>(args.b), grad = to_vector<T>(args.dc);
+  auto a = logical(a_values, args.a, args.trans_a);
+  auto b = logical(b_values, args.b, args.trans_b);
+  if (args.activation != Activation::none) {
+    std::vector<T> pre = to_vector<T>(args.pre_activation);
+    for (size_t e = 0; e < grad.size(); ++e) grad[e] *= activation_derivative(pre[e], args.activation);
+  }
+  auto g_at = [&](int64_t t, int64_t i, int64_t j) { return grad[(t * g.m + i) * g.n + j]; };
+  if (args.da.data) {  // da in a's physical layout: (M, K), or (K, M) when trans_a
+    std::vector<T> da(args.da.numel());
+    for (int64_t t = 0; t < g.batch; ++t)
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t p = 0; p < g.k; ++p) {
+          T sum = 0;
+          for (int64_t j = 0; j < g.n; ++j) sum += g_at(t, i, j) * b(t, p, j);
+          int64_t base = args.a.rank() == 3 ? t * g.m * g.k : 0;
+          da[base + (args.trans_a ? p * g.m + i : i * g.k + p)] += sum;  // += sums a shared a over the batch
+        }
+    write_from_vector(args.da, da);
+  }
+  if (args.db.data) {  // db in b's physical layout: (K, N), or (N, K) when trans_b
+    bool shared = shared_operand(args.b);
+    std::vector<T> db(args.db.numel(), T(0));
+    for (int64_t t = 0; t < g.batch; ++t)
+      for (int64_t p = 0; p < g.k; ++p)
+        for (int64_t j = 0; j < g.n; ++j) {
+          T sum = 0;
+          for (int64_t i = 0; i < g.m; ++i) sum += a(t, i, p) * g_at(t, i, j);
+          int64_t base = shared ? 0 : t * g.k * g.n;
+          db[base + (args.trans_b ? j * g.k + p : p * g.n + j)] += sum;
+        }
+    write_from_vector(args.db, db);
+  }
+  if (args.dbias.data) {
+    std::vector<T> dbias(g.n, T(0));
+    for (int64_t t = 0; t < g.batch; ++t)
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < g.n; ++j) dbias[j] += g_at(t, i, j);
+    write_from_vector(args.dbias, dbias);
+  }
+}
+
+template void matmul_reference<double>(const MatmulArgs&);
+template void matmul_reference<float>(const MatmulArgs&);
+template void matmul_backward_reference<double>(const MatmulBackwardArgs&);
+template void matmul_backward_reference<float>(const MatmulBackwardArgs&);
+
+static double operand_bytes(const TensorView& view) {
+  double entries = view.rank() == 3 && view.stride(0) == 0 ? view.dim(1) * view.dim(2) : view.numel();
+  return entries * dtype_size(view.dtype);
+}
+
+OpCost matmul_cost(const MatmulArgs& args) {
+  Geometry g = geometry_of(args.a, args.b, args.c, args.trans_a, args.trans_b);
+  double outputs = static_cast<double>(g.batch) * g.m * g.n;
+  return {2.0 * outputs * g.k, operand_bytes(args.a) + operand_bytes(args.b) + outputs * 4 * (args.accumulate ? 2 : 1) +
+                                   (args.bias.data ? g.n * 4.0 : 0.0)};
+}
+
+OpCost matmul_backward_cost(const MatmulBackwardArgs& args) {
+  Geometry g = geometry_of(args.a, args.b, args.dc, args.trans_a, args.trans_b);
+  double outputs = static_cast<double>(g.batch) * g.m * g.n;
+  double products = (args.da.data ? 1 : 0) + (args.db.data ? 1 : 0);
+  double bytes = operand_bytes(args.a) + operand_bytes(args.b) + outputs * 4 * (args.pre_activation.data ? 2 : 1);
+  if (args.da.data) bytes += args.da.numel() * 4.0;
+  if (args.db.data) bytes += args.db.numel() * 4.0;
+  return {2.0 * outputs * g.k * products, bytes};
+}
+
+// Heuristic blocks: B micro-panels (kc x nr) in L1, the A block (mc x kc) in L2, the B block
+// (kc x nc) in the shared L3. Measured on Zen 5 (see docs/perf.md).
+static MatmulCpuConfig heuristic_config(Isa isa, bool bf16_dot) {
+  MatmulTile tile = matmul_tile(isa, 0, bf16_dot);
+  MatmulCpuConfig config;
+  config.kc = bf16_dot ? 512 : 256;
+  config.mc = tile.mr * (isa == Isa::scalar ? 16 : 24);
+  config.nc = 2048;
+  config.microkernel = 0;
+  return config;
+}
+
+static std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
+  std::vector<MatmulCpuConfig> configs;
+  for (int64_t variant = 0; variant < matmul_tile_count(isa, bf16_dot); ++variant) {
+    MatmulTile tile = matmul_tile(isa, variant, bf16_dot);
+    // A tiny blocking first: it exercises every block boundary on small test shapes.
+    configs.push_back({tile.mr, 24, tile.nr * 2, variant});
+    for (int64_t kc : {128, 256, 384, 512})
+      for (int64_t mc_tiles : {8, 24, 48})
+        for (int64_t nc : {1024, 2048, 4096}) configs.push_back({tile.mr * mc_tiles, kc, nc, variant});
+  }
+  return configs;
+}
+
+static std::string matmul_shape_key(const TensorView& a, const TensorView& b, const TensorView& c, bool trans_a,
+                                    bool trans_b, bool bias, Activation activation, bool accumulate) {
+  Geometry g = geometry_of(a, b, c, trans_a, trans_b);
+  return str_cat("m=", g.m, ",n=", g.n, ",k=", g.k, ",batch=", g.batch, ",ta=", int(trans_a), ",tb=", int(trans_b),
+                 ",dtype=", dtype_name(a.dtype), ",bias=", int(bias), ",act=", activation_name(activation),
+                 ",accumulate=", int(accumulate));
+}
+
+const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
+  static const Op<MatmulArgs, MatmulCpuConfig> op = [] {
+    std::vector<Impl<MatmulArgs, MatmulCpuConfig>> impls;
+    Impl<MatmulArgs, MatmulCpuConfig> bf16_dot;
+    bf16_dot.name = "avx512_bf16";
+    bf16_dot.isa = Isa::avx512_bf16;
+    bf16_dot.supported = [](const MatmulArgs& args) { return args.a.dtype == DType::bf16; };
+    bf16_dot.heuristic = [](const MatmulArgs&) { return heuristic_config(Isa::avx512_bf16, true); };
+    bf16_dot.space = [](const MatmulArgs&) { return config_space(Isa::avx512_bf16, true); };
+    bf16_dot.run = avx512::matmul_bf16_dot_kernel;
+    impls.push_back(std::move(bf16_dot));
+    for (auto& impl : LATHE_ISA_IMPLS(matmul_kernel, [](const MatmulArgs&, Isa isa) { return heuristic_config(isa, false); },
+                                      [](const MatmulArgs&, Isa isa) { return config_space(isa, false); }))
+      impls.push_back(std::move(impl));
+    return Op<MatmulArgs, MatmulCpuConfig>("matmul", std::move(impls), [](const MatmulArgs& args) {
+      return matmul_shape_key(args.a, args.b, args.c, args.trans_a, args.trans_b, args.bias.data != nullptr,
+                              args.activation, args.accumulate);
+    });
+  }();
+  return op;
+}
+
+const Op<MatmulBackwardArgs, MatmulCpuConfig>& matmul_backward_op() {
+  static const Op<MatmulBackwardArgs, MatmulCpuConfig> op(
+      "matmul_backward",
+      LATHE_ISA_IMPLS(matmul_backward_kernel,
+                      [](const MatmulBackwardArgs&, Isa isa) { return heuristic_config(isa, false); },
+                      [](const MatmulBackwardArgs&, Isa isa) { return config_space(isa, false); }),
+      [](const MatmulBackwardArgs& args) {
+        return matmul_shape_key(args.a, args.b, args.dc, args.trans_a, args.trans_b, args.dbias.data != nullptr,
+                                args.activation, false);
+      });
+  return op;
+}
+
+void matmul(const MatmulArgs& args, const Dispatch& dispatch) {
+  validate(args);
+  matmul_op().run(args, dispatch);
+}
+
+void matmul_backward(const MatmulBackwardArgs& args, const Dispatch& dispatch) {
+  validate(args);
+  matmul_backward_op().run(args, dispatch);
+}
+
+}  // namespace lathe

@@ -1,0 +1,90 @@
+// Matrix multiplication with a fused epilogue, the workhorse of every linear layer:
+//   c[b] = act(op(a[b]) @ op(b[b]) + bias)        (accumulate = false)
+//   c[b] += op(a[b]) @ op(b[b]) + bias             (accumulate = true, activation must be none)
+// op(x) is x or its transpose (trans_a / trans_b). a and b are both f32 or both bf16; the sum is
+// always accumulated in f32 and c is f32. Every matrix needs unit stride on its last axis; row
+// (and batch) strides are free, so slices of wider buffers work. A rank-2 operand, or a rank-3
+// one with batch stride 0, is shared by every batch entry (a weight).
+//
+// matmul_backward: given dc = dL/dc (and the pre-activation output a@b+bias when the forward had
+// an activation), computes any of
+//   g     = dc * act'(pre_activation)      (g = dc without activation)
+//   da    = g @ op(b)^T   in a's layout (trans_a respected)
+//   db    = op(a)^T @ g   in b's layout, summed over the batch when b is shared
+//   dbias = sum over batch and rows of g
+// da, db, dbias are f32 and overwritten.
+//
+// Errors (lathe::Error naming the argument and shapes): rank not 2 or 3, inner dimensions that
+// do not match, wrong output shape, mixed input dtypes, non-unit inner stride, accumulate with
+// an activation.
+// Results are bitwise reproducible for any thread count: every output element is computed by
+// one thread in a fixed k order.
+#pragma once
+
+#include <string>
+
+#include "lathe/core/tensor.h"
+#include "lathe/ops/op.h"
+
+namespace lathe {
+
+enum class Activation { none, relu, gelu_tanh, silu };
+const char* activation_name(Activation activation);
+Activation parse_activation(const std::string& name);  // throws lathe::Error naming the accepted values
+
+struct MatmulArgs {
+  TensorView a;     // (M, K), or (K, M) when trans_a; optional leading batch axis (batch, ., .)
+  TensorView b;     // (K, N), or (N, K) when trans_b; optional leading batch axis; batch stride may be 0 (shared weight)
+  TensorView c;     // (M, N) or (batch, M, N), f32 output; row stride may exceed N (a view into a wider buffer)
+  TensorView bias;  // (N) f32, optional (data == nullptr)
+  bool trans_a = false, trans_b = false;
+  bool accumulate = false;                   // c += a@b (+bias); not allowed together with an activation
+  Activation activation = Activation::none;  // applied after bias: c = act(a@b + bias)
+};
+
+struct MatmulBackwardArgs {
+  TensorView a;               // as in the forward
+  TensorView b;               // as in the forward
+  TensorView dc;              // (M, N) or (batch, M, N) f32: gradient of c
+  TensorView pre_activation;  // like dc, f32: a@b + bias from the forward; needed iff activation != none
+  TensorView da;              // like a, f32 output; optional (data == nullptr)
+  TensorView db;              // like b (without the batch axis when b is shared), f32 output; optional
+  TensorView dbias;           // (N) f32 output; optional
+  bool trans_a = false, trans_b = false;
+  Activation activation = Activation::none;
+};
+
+// Cache blocking of the BLIS-style kernel. Blocks are rounded to the microkernel tile.
+struct MatmulCpuConfig {
+  int64_t mc = 240;         // rows of A packed per block (L2)
+  int64_t kc = 256;         // depth of one packed panel (L1: kc * nr floats of B)
+  int64_t nc = 2048;        // columns of B packed per block (L3 / shared by the threads)
+  int64_t microkernel = 0;  // index of the register tile among the ISA's variants
+  template <class Visit>
+  void visit(Visit&& field) {
+    field("mc", mc);
+    field("kc", kc);
+    field("nc", nc);
+    field("microkernel", microkernel);
+  }
+};
+
+// Validate, then run the best implementation (see Op::run for the config order).
+void matmul(const MatmulArgs& args, const Dispatch& dispatch = {});
+void matmul_backward(const MatmulBackwardArgs& args, const Dispatch& dispatch = {});
+
+// Throw lathe::Error naming the argument, expected and actual shape or dtype.
+void validate(const MatmulArgs& args);
+void validate(const MatmulBackwardArgs& args);
+
+// Plain loops computing in T (double: the oracle; float: the naive baseline), any dtypes.
+template <class T> void matmul_reference(const MatmulArgs& args);
+template <class T> void matmul_backward_reference(const MatmulBackwardArgs& args);
+
+OpCost matmul_cost(const MatmulArgs& args);
+OpCost matmul_backward_cost(const MatmulBackwardArgs& args);
+
+const Op<MatmulArgs, MatmulCpuConfig>& matmul_op();
+const Op<MatmulBackwardArgs, MatmulCpuConfig>& matmul_backward_op();
+
+}  // namespace lathe

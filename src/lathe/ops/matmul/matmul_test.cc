@@ -1,0 +1,244 @@
+// matmul-specific tests (the generic contract tests run too, see tests/unit/op_contract_test.cc):
+// finite-difference checks of the reference backward, strided views, shared-weight batches,
+// thread-count independence, the bf16 pair layout on every ISA, and argument validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lathe/core/cpu_features.h"
+#include "lathe/core/parallel.h"
+#include "lathe/core/rng.h"
+#include "lathe/ops/matmul/matmul.h"
+#include "test_seed.h"
+
+namespace lathe {
+LATHE_DECLARE_ISA_KERNEL(matmul_bf16_dot_kernel, MatmulArgs, MatmulCpuConfig)
+
+namespace {
+
+Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, uint64_t stream, double low = -1, double high = 1) {
+  Tensor tensor = Tensor::empty(shape, dtype);
+  fill_uniform(tensor.view(), seed, low, high, stream);
+  return tensor;
+}
+
+double max_abs_difference(const TensorView& x, const TensorView& y) {
+  std::vector<double> a = to_vector<double>(x), b = to_vector<double>(y);
+  double worst = a.size() == b.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+MatmulArgs product(const TensorView& a, const TensorView& b, const TensorView& c) {
+  MatmulArgs args;
+  args.a = a;
+  args.b = b;
+  args.c = c;
+  return args;
+}
+
+struct FdCase {
+  bool trans_a, trans_b, bias, batched, shared_b;
+  Activation activation;
+};
+
+// L = sum(dc * c(a, b, bias)); the reference backward must match central differences of the
+// reference forward, all in float64.
+TEST(Matmul, ReferenceBackwardMatchesFiniteDifferences) {
+  uint64_t seed = test_seed();
+  const FdCase cases[] = {{false, false, true, false, false, Activation::none},
+                          {true, false, false, false, false, Activation::relu},
+                          {false, true, true, false, false, Activation::gelu_tanh},
+                          {true, true, true, true, false, Activation::silu},
+                          {false, true, true, true, true, Activation::gelu_tanh}};
+  const int64_t batch = 2, m = 3, n = 5, k = 4;
+  for (const FdCase& fd : cases) {
+    SCOPED_TRACE(str_cat("seed=", seed, " ta=", fd.trans_a, " tb=", fd.trans_b, " act=", activation_name(fd.activation),
+                         " batched=", fd.batched, " shared_b=", fd.shared_b));
+    auto with_batch = [&](int64_t rows, int64_t cols, bool batched) {
+      return batched ? Shape{batch, rows, cols} : Shape{rows, cols};
+    };
+    Tensor a = random_tensor(with_batch(fd.trans_a ? k : m, fd.trans_a ? m : k, fd.batched), DType::f64, seed, 1);
+    Tensor b = random_tensor(with_batch(fd.trans_b ? n : k, fd.trans_b ? k : n, fd.batched && !fd.shared_b), DType::f64,
+                             seed, 2);
+    Tensor bias = random_tensor({n}, DType::f64, seed, 3);
+    Tensor dc = random_tensor(with_batch(m, n, fd.batched), DType::f64, seed, 4);
+    Tensor c = Tensor::empty(dc.shape(), DType::f64), pre = Tensor::empty(dc.shape(), DType::f64);
+    MatmulArgs forward{a, b, c, fd.bias ? bias.view() : TensorView{}, fd.trans_a, fd.trans_b, false, fd.activation};
+    auto loss = [&] {
+      matmul_reference<double>(forward);
+      std::vector<double> out = to_vector<double>(c), weight = to_vector<double>(dc);
+      double sum = 0;
+      for (size_t i = 0; i < out.size(); ++i) sum += out[i] * weight[i];
+      return sum;
+    };
+    MatmulArgs linear = forward;
+    linear.c = pre;
+    linear.activation = Activation::none;
+    matmul_reference<double>(linear);
+    Tensor da = Tensor::empty(a.shape(), DType::f64), db = Tensor::empty(b.shape(), DType::f64);
+    Tensor dbias = Tensor::empty({n}, DType::f64);
+    MatmulBackwardArgs backward{a, b, dc, pre, da, db, fd.bias ? dbias.view() : TensorView{}, fd.trans_a, fd.trans_b,
+                                fd.activation};
+    matmul_backward_reference<double>(backward);
+    std::vector<std::pair<Tensor, Tensor>> pairs = {{a, da}, {b, db}};
+    if (fd.bias) pairs.push_back({bias, dbias});
+    for (auto& [input, grad] : pairs) {
+      for (int64_t i = 0; i < input.numel(); ++i) {
+        const double h = 1e-6, original = read_element(input, i);
+        write_element(input, i, original + h);
+        double plus = loss();
+        write_element(input, i, original - h);
+        double minus = loss();
+        write_element(input, i, original);
+        double numeric = (plus - minus) / (2 * h);
+        EXPECT_NEAR(read_element(grad, i), numeric, 1e-6 * std::max(1.0, std::abs(numeric))) << "element " << i;
+      }
+    }
+  }
+}
+
+// Slices of wider buffers (row strides larger than the row) give the same bits as contiguous
+// copies, and the columns outside the c view are not touched.
+TEST(Matmul, StridedViewsMatchContiguousAndLeavePaddingAlone) {
+  uint64_t seed = test_seed();
+  const int64_t m = 37, n = 29, k = 45;
+  for (bool trans_b : {false, true}) {
+    Tensor a_wide = random_tensor({m, k + 5}, DType::f32, seed, 1);
+    Tensor b_wide = random_tensor(trans_b ? Shape{n, k + 3} : Shape{k, n + 3}, DType::f32, seed, 2);
+    Tensor c_wide = random_tensor({m, n + 7}, DType::f32, seed, 3);
+    Tensor c_wide_before = convert(c_wide, DType::f32);
+    TensorView a = a_wide.view().slice(1, 0, k), b = b_wide.view().slice(1, 0, trans_b ? k : n);
+    TensorView c = c_wide.view().slice(1, 2, 2 + n);
+    Tensor a_copy = convert(a, DType::f32), b_copy = convert(b, DType::f32), c_copy = Tensor::empty({m, n}, DType::f32);
+    matmul({a, b, c, {}, false, trans_b});
+    matmul({a_copy, b_copy, c_copy, {}, false, trans_b});
+    EXPECT_EQ(max_abs_difference(c, c_copy), 0.0) << "seed=" << seed;
+    EXPECT_EQ(max_abs_difference(c_wide_before.view().slice(1, 0, 2), c_wide.view().slice(1, 0, 2)), 0.0);
+    EXPECT_EQ(max_abs_difference(c_wide_before.view().slice(1, 2 + n, n + 7), c_wide.view().slice(1, 2 + n, n + 7)), 0.0);
+  }
+}
+
+// A batch with one shared weight (batch stride 0) equals separate 2-D products, bit for bit,
+// and the result does not depend on the thread count.
+TEST(Matmul, SharedWeightBatchEqualsSeparateProductsForAnyThreadCount) {
+  uint64_t seed = test_seed();
+  const int64_t batch = 3, m = 70, n = 90, k = 50;
+  Tensor a = random_tensor({batch, m, k}, DType::f32, seed, 1);
+  Tensor weight = random_tensor({n, k}, DType::f32, seed, 2);
+  Tensor bias = random_tensor({n}, DType::f32, seed, 3);
+  TensorView shared = weight.view();
+  shared.shape = Shape{batch, n, k};
+  shared.strides = Shape{0, k, 1};
+  Tensor c = Tensor::empty({batch, m, n}, DType::f32);
+  matmul({a, shared, c, bias, false, true, false, Activation::silu});
+  for (int64_t t = 0; t < batch; ++t) {
+    Tensor single = Tensor::empty({m, n}, DType::f32);
+    matmul({a.view().select(0, t), weight, single, bias, false, true, false, Activation::silu});
+    EXPECT_EQ(max_abs_difference(c.view().select(0, t), single), 0.0) << "batch entry " << t << " seed=" << seed;
+  }
+  int threads = num_threads();
+  Tensor serial = Tensor::empty({batch, m, n}, DType::f32);
+  set_num_threads(1);
+  matmul({a, shared, serial, bias, false, true, false, Activation::silu});
+  set_num_threads(threads);
+  EXPECT_EQ(max_abs_difference(c, serial), 0.0) << "seed=" << seed;
+}
+
+// a @ I = a exactly (every product is x * 1 or x * 0), through every implementation.
+TEST(Matmul, IdentityRightFactorReturnsTheLeftFactor) {
+  uint64_t seed = test_seed();
+  const int64_t m = 19, k = 41;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor a = random_tensor({m, k}, dtype, seed, 1);
+    Tensor identity = Tensor::zeros({k, k}, dtype);
+    for (int64_t i = 0; i < k; ++i) write_element(identity, i * k + i, 1.0);
+    Tensor c = Tensor::empty({m, k}, DType::f32);
+    MatmulArgs args = product(a, identity, c);
+    for (const auto* impl : matmul_op().usable_impls(args)) {
+      poison(args.c);
+      matmul(args, Dispatch{impl->name});
+      EXPECT_EQ(max_abs_difference(args.c, a), 0.0) << impl->name << " " << dtype_name(dtype) << " seed=" << seed;
+    }
+  }
+}
+
+// The pair-interleaved bf16 panels and their driver, through the kernel of every ISA this
+// machine runs (an FMA emulation of vdpbf16ps below AVX-512), with small blocks so every block
+// boundary and odd depth is crossed.
+TEST(Matmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
+  uint64_t seed = test_seed();
+  struct Kernel {
+    Isa isa;
+    KernelFunction<MatmulArgs, MatmulCpuConfig> run;
+  } kernels[] = {{Isa::scalar, scalar::matmul_bf16_dot_kernel},
+                 {Isa::avx2, avx2::matmul_bf16_dot_kernel},
+                 {Isa::avx512_bf16, avx512::matmul_bf16_dot_kernel}};
+  const int64_t m = 31, n = 53, k = 47;
+  for (const Kernel& kernel : kernels) {
+    if (!isa_available(kernel.isa)) continue;
+    for (int trans = 0; trans < 4; ++trans) {
+      bool trans_a = trans & 1, trans_b = trans & 2;
+      Tensor a = random_tensor(trans_a ? Shape{k, m} : Shape{m, k}, DType::bf16, seed, 1);
+      Tensor b = random_tensor(trans_b ? Shape{n, k} : Shape{k, n}, DType::bf16, seed, 2);
+      Tensor bias = random_tensor({n}, DType::f32, seed, 3);
+      Tensor c = Tensor::empty({m, n}, DType::f32), expected = Tensor::empty({m, n}, DType::f32);
+      MatmulArgs args{a, b, c, bias, trans_a, trans_b, false, Activation::relu};
+      poison(c);
+      kernel.run(args, MatmulCpuConfig{16, 10, 40, 0});
+      args.c = expected;
+      matmul_reference<double>(args);
+      EXPECT_LT(max_abs_difference(c, expected), 1e-4) << isa_name(kernel.isa) << " ta=" << trans_a << " tb=" << trans_b
+                                                       << " seed=" << seed;
+    }
+  }
+}
+
+TEST(Matmul, BackwardOfSharedWeightSumsOverTheBatch) {
+  uint64_t seed = test_seed();
+  const int64_t batch = 2, m = 6, n = 9, k = 7;
+  Tensor a = random_tensor({batch, m, k}, DType::f32, seed, 1);
+  Tensor b = random_tensor({k, n}, DType::f32, seed, 2);
+  Tensor dc = random_tensor({batch, m, n}, DType::f32, seed, 3);
+  Tensor db = Tensor::empty({k, n}, DType::f32), db_sum = Tensor::zeros({k, n}, DType::f32);
+  matmul_backward({a, b, dc, {}, {}, db, {}});
+  for (int64_t t = 0; t < batch; ++t) {
+    Tensor part = Tensor::empty({k, n}, DType::f32);
+    matmul_backward({a.view().select(0, t), b, dc.view().select(0, t), {}, {}, part, {}});
+    std::vector<double> sum = to_vector<double>(db_sum), add = to_vector<double>(part);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += add[i];
+    write_from_vector(db_sum, sum);
+  }
+  EXPECT_LT(max_abs_difference(db, db_sum), 1e-5) << "seed=" << seed;
+}
+
+TEST(Matmul, RejectsMisshapedArguments) {
+  Tensor a = Tensor::zeros({4, 5}, DType::f32), b = Tensor::zeros({5, 6}, DType::f32);
+  Tensor c = Tensor::empty({4, 6}, DType::f32);
+  Tensor wrong_k = Tensor::zeros({3, 6}, DType::f32), b_bf16 = Tensor::zeros({5, 6}, DType::bf16);
+  Tensor wrong_c = Tensor::empty({4, 7}, DType::f32), bias = Tensor::zeros({6}, DType::f32);
+  auto args = product;
+  EXPECT_NO_THROW(matmul(args(a, b, c)));
+  EXPECT_THROW(matmul(args(a, wrong_k, c)), Error);
+  EXPECT_THROW(matmul(args(a, b_bf16, c)), Error);
+  EXPECT_THROW(matmul(args(a, b, wrong_c)), Error);
+  Tensor wrong_bias = Tensor::zeros({5}, DType::f32);
+  EXPECT_THROW(matmul({a, b, c, wrong_bias}), Error);
+  EXPECT_THROW(matmul({a, b, c, bias, false, false, true, Activation::relu}), Error);
+  EXPECT_THROW(matmul(args(a.view().transpose(0, 1), b, c)), Error);  // inner stride is not 1
+  try {
+    matmul(args(a, wrong_k, c));
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("inner dimensions"), std::string::npos) << error.what();
+  }
+  Tensor wrong_dc = Tensor::zeros({4, 7}, DType::f32);
+  MatmulBackwardArgs backward;
+  backward.a = a;
+  backward.b = b;
+  backward.dc = wrong_dc;
+  EXPECT_THROW(matmul_backward(backward), Error);
+  EXPECT_THROW(matmul_backward({a, b, c, {}, {}, {}, {}, false, false, Activation::gelu_tanh}), Error);  // no pre_activation
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,34 @@
+// Register tiles (mr rows x nr columns of C held in registers) of the matmul microkernels, per
+// ISA. Shared by the baseline code (heuristics, config spaces) and the per-ISA kernels, which
+// instantiate one microkernel per entry. Plain constexpr data: safe to include in kernel files.
+#pragma once
+
+#include <cstdint>
+
+#include "lathe/core/cpu_features.h"
+
+namespace lathe {
+
+struct MatmulTile {
+  int64_t mr, nr;
+};
+
+// Zen 5 has 32 zmm registers: 14x32 keeps 28 accumulators + 2 B vectors + 1 broadcast; 6x64 and
+// 8x48 trade broadcasts for B loads.
+inline constexpr MatmulTile kAvx512Tiles[] = {{14, 32}, {6, 64}, {8, 48}};
+inline constexpr MatmulTile kAvx2Tiles[] = {{6, 16}, {4, 24}};
+inline constexpr MatmulTile kScalarTiles[] = {{4, 4}};
+
+inline constexpr int64_t matmul_tile_count(Isa isa, bool /*bf16_dot*/) {
+  return isa >= Isa::avx512 ? 3 : isa == Isa::avx2 ? 2 : 1;
+}
+
+// The tile of a variant; out-of-range variants fall back to variant 0.
+inline constexpr MatmulTile matmul_tile(Isa isa, int64_t variant, bool bf16_dot) {
+  if (variant < 0 || variant >= matmul_tile_count(isa, bf16_dot)) variant = 0;
+  if (isa >= Isa::avx512) return kAvx512Tiles[variant];
+  if (isa == Isa::avx2) return kAvx2Tiles[variant];
+  return kScalarTiles[variant];
+}
+
+}  // namespace lathe

@@ -1,0 +1,140 @@
+// RoPE CPU kernels, compiled once per ISA (scalar, avx2, avx512) via lathe_add_isa_kernels.
+// Tokens (batch * seq rows) split statically across threads. For each token the cos/sin row of
+// its position is built once and reused by every head: the angle is reduced modulo pi/2 in
+// double (exact enough for any position), then a float minimax sin/cos polynomial on
+// [-pi/4, pi/4] (Cephes sinf/cosf) runs vectorised. Each (i, i + h) pair is then rotated with
+// two FMAs per output; pass-through dims are copied unless the call is in place.
+#include <cmath>
+#include <cstring>
+#include <numbers>
+
+#include "lathe/core/aligned_buffer.h"
+#include "lathe/core/parallel.h"
+#include "lathe/core/simd.h"
+#include "lathe/ops/rope/rope.h"
+
+namespace lathe::LATHE_ISA_NS {
+namespace {
+
+using simd::VecF;
+constexpr int W = VecF::width;
+
+template <class Element>
+inline VecF load_part(const Element* p, int64_t n) {
+  if constexpr (std::is_same_v<Element, float>)
+    return n >= W ? VecF::load(p) : VecF::load_partial(p, static_cast<int>(n));
+  else
+    return n >= W ? VecF::load_bf16(p) : VecF::load_bf16_partial(p, static_cast<int>(n));
+}
+
+template <class Element>
+inline void store_part(Element* p, VecF v, int64_t n) {
+  if constexpr (std::is_same_v<Element, float>)
+    n >= W ? v.store(p) : v.store_partial(p, static_cast<int>(n));
+  else
+    n >= W ? v.store_bf16(p) : v.store_bf16_partial(p, static_cast<int>(n));
+}
+
+// cos and sin (times direction) of position * inv_freq[i] for i in [0, padded_half).
+// reduced/quadrant are scratch of the same padded length.
+inline void build_table(double position, const double* inv_freq, int64_t half, int64_t padded_half, float direction,
+                        float* reduced, float* quadrant, float* cos_row, float* sin_row) {
+  constexpr double two_over_pi = 2.0 / std::numbers::pi, half_pi = std::numbers::pi / 2.0;
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = position * inv_freq[i];
+    const double turns = std::nearbyint(angle * two_over_pi);  // angle = turns * pi/2 + reduced
+    reduced[i] = static_cast<float>(angle - turns * half_pi);
+    quadrant[i] = static_cast<float>(turns - 4.0 * std::floor(turns * 0.25));  // turns mod 4, in {0,1,2,3}
+  }
+  const VecF one = VecF::broadcast(1.0f), two = VecF::broadcast(2.0f), sign = VecF::broadcast(direction);
+  for (int64_t i = 0; i < padded_half; i += W) {
+    const VecF r = VecF::load(reduced + i), q = VecF::load(quadrant + i);
+    const VecF z = r * r;
+    VecF sin_r = simd::fma(VecF::broadcast(-1.9515295891e-4f), z, VecF::broadcast(8.3321608736e-3f));
+    sin_r = simd::fma(sin_r, z, VecF::broadcast(-1.6666654611e-1f));
+    sin_r = simd::fma(sin_r * z, r, r);
+    VecF cos_r = simd::fma(VecF::broadcast(2.443315711809948e-5f), z, VecF::broadcast(-1.388731625493765e-3f));
+    cos_r = simd::fma(cos_r, z, VecF::broadcast(4.166664568298827e-2f));
+    cos_r = simd::fma(cos_r * z, z, simd::fnma(VecF::broadcast(0.5f), z, one));
+    // Quadrant q: parity selects sin/cos of r, upper (q >= 2) flips sin's sign; cos(x) = sin(x + pi/2)
+    // is quadrant q + 1, whose sign flips when upper != parity. Blends by 0/1 factors stay exact.
+    const VecF upper = simd::round_nearest(q * VecF::broadcast(0.5f) - VecF::broadcast(0.25f));
+    const VecF parity = simd::fnma(two, upper, q);
+    const VecF cos_upper = upper + parity - two * upper * parity;
+    const VecF sin_value = simd::fma(parity, cos_r, simd::fnma(parity, sin_r, sin_r));
+    const VecF cos_value = simd::fma(parity, sin_r, simd::fnma(parity, cos_r, cos_r));
+    (simd::fnma(two, upper, one) * sin_value * sign).store(sin_row + i);
+    (simd::fnma(two, cos_upper, one) * cos_value).store(cos_row + i);
+  }
+}
+
+template <class Element>
+void rotate(const TensorView& in_view, const TensorView& positions, const TensorView& out_view,
+            const RopeParams& params, float direction, const RopeCpuConfig& config) {
+  const int64_t batch = in_view.dim(0), seq = in_view.dim(1), heads = in_view.dim(2), head_dim = in_view.dim(3);
+  const int64_t half = rope_rotary_dim(params, head_dim) / 2;
+  const int64_t padded_half = (half + W - 1) / W * W;
+  const Element* in = static_cast<const Element*>(in_view.data);
+  Element* out = static_cast<Element*>(out_view.data);
+  const bool in_place = static_cast<const void*>(in) == static_cast<const void*>(out);
+  if (batch * seq * heads * head_dim == 0) return;
+  AlignedBuffer inv_freq_buffer(sizeof(double) * (half + 1));
+  double* inv_freq = inv_freq_buffer.as<double>();
+  rope_inverse_frequencies(2 * half, params.theta, params.scaling, inv_freq);
+  const int32_t* positions32 =
+      positions.data && positions.dtype == DType::i32 ? static_cast<const int32_t*>(positions.data) : nullptr;
+  const int64_t* positions64 =
+      positions.data && positions.dtype == DType::i64 ? static_cast<const int64_t*>(positions.data) : nullptr;
+  const int64_t token_elements = heads * head_dim;
+  parallel_for(batch * seq, config.tokens_per_task, [&](int64_t begin, int64_t end) {
+    AlignedBuffer table_buffer(sizeof(float) * 4 * (padded_half + 1), /*zeroed=*/true);
+    float* reduced = table_buffer.as<float>();
+    float* quadrant = reduced + padded_half;
+    float* cos_row = quadrant + padded_half;
+    float* sin_row = cos_row + padded_half;
+    int64_t table_seq_index = -1;
+    for (int64_t token = begin; token < end; ++token) {
+      const int64_t s = token % seq;
+      if (s != table_seq_index) {
+        const int64_t position = (positions32   ? positions32[s]
+                                  : positions64 ? positions64[s]
+                                                : s) +
+                                 params.position_offset;
+        build_table(static_cast<double>(position), inv_freq, half, padded_half, direction, reduced, quadrant, cos_row,
+                    sin_row);
+        table_seq_index = s;
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        const Element* x = in + token * token_elements + h * head_dim;
+        Element* y = out + token * token_elements + h * head_dim;
+        for (int64_t i = 0; i < half; i += W) {
+          const int64_t n = half - i;
+          const VecF x1 = load_part(x + i, n), x2 = load_part(x + half + i, n);
+          const VecF c = VecF::load(cos_row + i), sn = VecF::load(sin_row + i);
+          store_part(y + i, simd::fnma(x2, sn, x1 * c), n);
+          store_part(y + half + i, simd::fma(x1, sn, x2 * c), n);
+        }
+        if (!in_place && 2 * half < head_dim)
+          std::memcpy(y + 2 * half, x + 2 * half, sizeof(Element) * (head_dim - 2 * half));
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void rope_forward_kernel(const RopeArgs& args, const RopeCpuConfig& config) {
+  if (args.x.dtype == DType::bf16)
+    rotate<uint16_t>(args.x, args.positions, args.y, args.params, 1.0f, config);
+  else
+    rotate<float>(args.x, args.positions, args.y, args.params, 1.0f, config);
+}
+
+void rope_backward_kernel(const RopeBackwardArgs& args, const RopeCpuConfig& config) {
+  if (args.dy.dtype == DType::bf16)
+    rotate<uint16_t>(args.dy, args.positions, args.dx, args.params, -1.0f, config);
+  else
+    rotate<float>(args.dy, args.positions, args.dx, args.params, -1.0f, config);
+}
+
+}  // namespace lathe::LATHE_ISA_NS

@@ -1,0 +1,213 @@
+// RoPE-specific tests: the reference backward against finite differences of the reference
+// forward, rotation properties (norm-preserving pairs, identity at position 0, relative
+// position), the llama3 frequency rule re-derived from its definition, accuracy at large
+// positions, in-place calls, and validation errors.
+#include "lathe/ops/rope/rope.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+
+#include "lathe/core/rng.h"
+#include "test_seed.h"
+
+namespace lathe {
+namespace {
+
+Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, uint64_t stream, double low = -1,
+                     double high = 1) {
+  Tensor t = Tensor::empty(shape, dtype);
+  fill_uniform(t, seed, low, high, stream);
+  return t;
+}
+
+RopeParams llama32_params() {
+  RopeParams params;
+  params.theta = 500000.0;
+  params.scaling = {RopeScalingType::llama3, 32.0, 1.0, 4.0, 8192.0};
+  return params;
+}
+
+TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) {
+  const uint64_t seed = test_seed();
+  for (bool partial : {false, true}) {
+    const Shape shape{2, 3, 2, 10};
+    RopeParams params = llama32_params();
+    params.rotary_dim = partial ? 6 : 0;
+    params.position_offset = 5;
+    Tensor x = random_tensor(shape, DType::f64, seed, 1), weight = random_tensor(shape, DType::f64, seed, 2);
+    Tensor y = Tensor::empty(shape, DType::f64), dx = Tensor::empty(shape, DType::f64);
+    // loss = sum(weight * rope(x)), so dloss/dx = rope_backward(dy = weight).
+    rope_backward_reference<double>({weight, TensorView{}, dx, params});
+    auto loss = [&](const Tensor& input) {
+      rope_reference<double>({input, TensorView{}, y, params});
+      double sum = 0;
+      for (int64_t i = 0; i < y.numel(); ++i) sum += y.ptr<double>()[i] * weight.ptr<double>()[i];
+      return sum;
+    };
+    const double h = 1e-6;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double saved = x.ptr<double>()[i];
+      x.ptr<double>()[i] = saved + h;
+      const double plus = loss(x);
+      x.ptr<double>()[i] = saved - h;
+      const double minus = loss(x);
+      x.ptr<double>()[i] = saved;
+      EXPECT_NEAR(dx.ptr<double>()[i], (plus - minus) / (2 * h), 1e-8) << "element " << i << " seed=" << seed;
+    }
+  }
+}
+
+TEST(Rope, PreservesPairNormsAndIsIdentityAtPositionZero) {
+  const uint64_t seed = test_seed();
+  const Shape shape{2, 50, 3, 32};
+  Tensor x = random_tensor(shape, DType::f32, seed, 3, -2, 2), y = Tensor::empty(shape, DType::f32);
+  RopeParams params = llama32_params();
+  params.rotary_dim = 24;
+  params.position_offset = 123456;
+  rope({x, TensorView{}, y, params});
+  const float* in = x.ptr<float>();
+  const float* out = y.ptr<float>();
+  for (int64_t base = 0; base < x.numel(); base += 32) {
+    for (int i = 0; i < 12; ++i) {
+      const double before = std::hypot(in[base + i], in[base + i + 12]);
+      const double after = std::hypot(out[base + i], out[base + i + 12]);
+      ASSERT_NEAR(after, before, 1e-6 * (1 + before)) << "pair " << i << " at " << base << " seed=" << seed;
+    }
+    for (int i = 24; i < 32; ++i) ASSERT_EQ(out[base + i], in[base + i]) << "pass-through dim " << i;
+  }
+  // Position 0: cos = 1 and sin = 0 exactly.
+  Tensor zero_positions = Tensor::zeros({50}, DType::i64);
+  params.position_offset = 0;
+  rope({x, zero_positions, y, params});
+  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(out[i], in[i]) << "element " << i << " seed=" << seed;
+}
+
+// dot(rope(q, m), rope(k, n)) depends only on m - n.
+TEST(Rope, AttentionScoreDependsOnlyOnRelativePosition) {
+  const uint64_t seed = test_seed();
+  const int64_t head_dim = 64;
+  Tensor q = random_tensor({1, 1, 1, head_dim}, DType::f32, seed, 4),
+         k = random_tensor({1, 1, 1, head_dim}, DType::f32, seed, 5);
+  auto score = [&](int64_t m, int64_t n) {
+    Tensor rq = Tensor::empty(q.shape(), DType::f32), rk = Tensor::empty(k.shape(), DType::f32);
+    RopeParams params = llama32_params();
+    params.position_offset = m;
+    rope({q, TensorView{}, rq, params});
+    params.position_offset = n;
+    rope({k, TensorView{}, rk, params});
+    double dot = 0;
+    for (int64_t i = 0; i < head_dim; ++i) dot += double(rq.ptr<float>()[i]) * rk.ptr<float>()[i];
+    return dot;
+  };
+  for (int64_t distance : {0, 1, 7, 300, 5000}) {
+    const double base = score(distance + 3, 3);
+    for (int64_t shift : {1, 1000, 65536, 200000})
+      EXPECT_NEAR(score(distance + 3 + shift, 3 + shift), base, 2e-5 * head_dim)
+          << "distance " << distance << " shift " << shift << " seed=" << seed;
+  }
+  EXPECT_GT(std::fabs(score(10, 3) - score(3, 3)), 1e-3) << "different distances should give different scores";
+}
+
+// The llama3 rule re-derived from its definition (three wavelength regimes).
+TEST(Rope, Llama3InverseFrequenciesFollowTheDefinition) {
+  const int64_t rotary_dim = 64;
+  const double theta = 500000.0, factor = 32.0, low = 1.0, high = 4.0, original = 8192.0;
+  std::vector<double> scaled =
+      rope_inverse_frequencies(rotary_dim, theta, {RopeScalingType::llama3, factor, low, high, original});
+  std::vector<double> plain = rope_inverse_frequencies(rotary_dim, theta);
+  ASSERT_EQ(scaled.size(), 32u);
+  int unchanged = 0, divided = 0, smoothed = 0;
+  for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+    const double base = 1.0 / std::pow(theta, static_cast<double>(2 * i) / rotary_dim);
+    EXPECT_NEAR(plain[i], base, 1e-15 * base);
+    const double wavelength = 2 * std::numbers::pi / base;
+    double expected;
+    if (wavelength < original / high) {  // high frequency: kept
+      expected = base;
+      ++unchanged;
+    } else if (wavelength > original / low) {  // low frequency: slowed by factor
+      expected = base / factor;
+      ++divided;
+    } else {  // linear blend in 1/wavelength between the two
+      const double blend = (original / wavelength - low) / (high - low);
+      expected = base * (blend + (1 - blend) / factor);
+      ++smoothed;
+      EXPECT_LT(expected, base);
+      EXPECT_GT(expected, base / factor);
+    }
+    EXPECT_NEAR(scaled[i], expected, 1e-14 * expected) << "pair " << i;
+  }
+  EXPECT_GT(unchanged, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(smoothed, 0);
+}
+
+TEST(Rope, FastPathIsAccurateAtLargePositions) {
+  const uint64_t seed = test_seed();
+  const Shape shape{1, 64, 2, 128};
+  Tensor x = random_tensor(shape, DType::f32, seed, 6, -2, 2);
+  Tensor positions = random_tensor({64}, DType::i64, seed, 7, 0, 1e6);
+  Tensor y = Tensor::empty(shape, DType::f32), expected = Tensor::empty(shape, DType::f64);
+  RopeParams params;
+  params.theta = 1e6;
+  params.position_offset = 1000;
+  rope({x, positions, y, params});
+  rope_reference<double>({x, positions, expected, params});
+  for (int64_t i = 0; i < x.numel(); ++i)
+    ASSERT_NEAR(y.ptr<float>()[i], expected.ptr<double>()[i], 2e-6) << "element " << i << " seed=" << seed;
+}
+
+TEST(Rope, InPlaceEqualsOutOfPlaceAndBackwardInverts) {
+  const uint64_t seed = test_seed();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const Shape shape{2, 9, 3, 40};
+    RopeParams params = llama32_params();
+    params.rotary_dim = 26;
+    Tensor x = random_tensor(shape, dtype, seed, 8), y = Tensor::empty(shape, dtype);
+    rope({x, TensorView{}, y, params});
+    Tensor in_place = convert(x, dtype);
+    rope({in_place, TensorView{}, in_place, params});
+    std::vector<double> a = to_vector<double>(y), b = to_vector<double>(in_place);
+    ASSERT_EQ(a, b) << dtype_name(dtype) << " seed=" << seed;
+    if (dtype == DType::f32) {
+      Tensor back = Tensor::empty(shape, dtype);
+      rope_backward({y, TensorView{}, back, params});
+      std::vector<double> original = to_vector<double>(x), restored = to_vector<double>(back);
+      for (size_t i = 0; i < original.size(); ++i) ASSERT_NEAR(restored[i], original[i], 1e-6) << i;
+    }
+  }
+}
+
+TEST(Rope, RejectsBadArguments) {
+  Tensor x = Tensor::empty({1, 4, 2, 8}, DType::f32), y = Tensor::empty({1, 4, 2, 8}, DType::f32);
+  RopeParams params;
+  params.rotary_dim = 5;
+  EXPECT_THROW(rope({x, TensorView{}, y, params}), Error);  // odd rotary_dim
+  params.rotary_dim = 10;
+  EXPECT_THROW(rope({x, TensorView{}, y, params}), Error);  // rotary_dim > head_dim
+  params.rotary_dim = 0;
+  Tensor long_positions = Tensor::empty({5}, DType::i64), float_positions = Tensor::empty({4}, DType::f32);
+  Tensor bf16_y = Tensor::empty({1, 4, 2, 8}, DType::bf16), narrow_y = Tensor::empty({1, 4, 2, 6}, DType::f32);
+  Tensor rank3_x = Tensor::empty({4, 2, 8}, DType::f32);
+  EXPECT_THROW(rope({x, long_positions, y, params}), Error);   // positions length
+  EXPECT_THROW(rope({x, float_positions, y, params}), Error);  // positions dtype
+  EXPECT_THROW(rope({x, TensorView{}, bf16_y, params}), Error);    // y dtype
+  EXPECT_THROW(rope({x, TensorView{}, narrow_y, params}), Error);  // y shape
+  EXPECT_THROW(rope({rank3_x, TensorView{}, y, params}), Error);   // rank
+  params.theta = 0;
+  EXPECT_THROW(rope({x, TensorView{}, y, params}), Error);
+  params.theta = 10000;
+  params.scaling = {RopeScalingType::llama3, 8.0, 4.0, 1.0, 8192.0};  // high <= low
+  EXPECT_THROW(rope({x, TensorView{}, y, params}), Error);
+  try {
+    rope_backward({x, TensorView{}, narrow_y, RopeParams{}});
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("rope_backward: dx"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace lathe
