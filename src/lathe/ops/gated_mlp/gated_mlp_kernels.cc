@@ -40,11 +40,13 @@ inline VecF activation(VecF g, VecF* derivative) {
   } else {
     constexpr float k0 = 0.7978845608028654f, k1 = 0.044715f;  // sqrt(2/pi)
     const VecF half = VecF::broadcast(0.5f), g2 = g * g;
-    const VecF t = simd::tanh(g * simd::fma(VecF::broadcast(k0 * k1), g2, VecF::broadcast(k0)));
+    const VecF u = g * simd::fma(VecF::broadcast(k0 * k1), g2, VecF::broadcast(k0));
+    VecF sech2;
+    const VecF t = simd::tanh_with_derivative(u, &sech2);
     const VecF half_one_plus_t = half * (one + t);
     if constexpr (kDerivative) {
       const VecF inner_slope = simd::fma(VecF::broadcast(3.0f * k0 * k1), g2, VecF::broadcast(k0));
-      *derivative = simd::fma(half * g * simd::fnma(t, t, one), inner_slope, half_one_plus_t);
+      *derivative = simd::fma(half * g * sech2, inner_slope, half_one_plus_t);
     }
     return g * half_one_plus_t;
   }
