@@ -12,12 +12,9 @@ namespace lathe::LATHE_ISA_NS {
 namespace {
 
 using simd::VecF;
+using simd::load_row;
+using simd::store_row;
 constexpr int W = VecF::width;
-
-inline VecF load_part(const float* p, int64_t n) {
-  return n >= W ? VecF::load(p) : VecF::load_partial(p, static_cast<int>(n));
-}
-inline void store_part(float* p, VecF v, int64_t n) { n >= W ? v.store(p) : v.store_partial(p, static_cast<int>(n)); }
 
 template <bool kWriteBf16>
 void update(const AdamWArgs& args, const AdamWCpuConfig& config) {
@@ -40,16 +37,15 @@ void update(const AdamWArgs& args, const AdamWCpuConfig& config) {
   parallel_for(n, std::max<int64_t>(config.elements_per_task, 1), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; i += W) {
       const int64_t count = end - i;
-      const VecF g = load_part(grad + i, count) * grad_scale;
-      const VecF m_new = simd::fma(beta1, load_part(m + i, count), one_minus_beta1 * g);
-      const VecF v_new = simd::fma(beta2, load_part(v + i, count), one_minus_beta2 * g * g);
+      const VecF g = load_row(grad + i, count) * grad_scale;
+      const VecF m_new = simd::fma(beta1, load_row(m + i, count), one_minus_beta1 * g);
+      const VecF v_new = simd::fma(beta2, load_row(v + i, count), one_minus_beta2 * g * g);
       const VecF denominator = simd::fma(simd::sqrt(v_new), inv_sqrt_bias_correction2, eps);
-      const VecF p = simd::fnma(step_size, m_new / denominator, load_part(param + i, count) * decay_keep);
-      store_part(m + i, m_new, count);
-      store_part(v + i, v_new, count);
-      store_part(param + i, p, count);
-      if constexpr (kWriteBf16)
-        count >= W ? p.store_bf16(param_bf16 + i) : p.store_bf16_partial(param_bf16 + i, static_cast<int>(count));
+      const VecF p = simd::fnma(step_size, m_new / denominator, load_row(param + i, count) * decay_keep);
+      store_row(m + i, m_new, count);
+      store_row(v + i, v_new, count);
+      store_row(param + i, p, count);
+      if constexpr (kWriteBf16) store_row(param_bf16 + i, p, count);
     }
   });
 }

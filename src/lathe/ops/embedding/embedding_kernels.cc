@@ -17,27 +17,12 @@ namespace lathe::LATHE_ISA_NS {
 namespace {
 
 using simd::VecF;
+using simd::load_row;
+using simd::store_row;
 constexpr int W = VecF::width;
 // Column blocks of the backward are multiples of this many floats (one 64-byte cache line), so
 // no two threads write the same cache line of dtable.
 constexpr int64_t kColumnGroup = 16;
-
-// Loads W (or n < W, zero-filled) elements of a row stored as float or bf16 into a float vector.
-template <class Element>
-inline VecF load_row(const Element* p, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>)
-    return n >= W ? VecF::load(p) : VecF::load_partial(p, static_cast<int>(n));
-  else
-    return n >= W ? VecF::load_bf16(p) : VecF::load_bf16_partial(p, static_cast<int>(n));
-}
-
-template <class Element>
-inline void store_row(Element* p, VecF v, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>)
-    n >= W ? v.store(p) : v.store_partial(p, static_cast<int>(n));
-  else
-    n >= W ? v.store_bf16(p) : v.store_bf16_partial(p, static_cast<int>(n));
-}
 
 template <class Element, class Index>
 void forward(const EmbeddingArgs& args, const EmbeddingCpuConfig& config) {

@@ -11,23 +11,9 @@ namespace lathe::LATHE_ISA_NS {
 namespace {
 
 using simd::VecF;
+using simd::load_row;
+using simd::store_row;
 constexpr int W = VecF::width;
-
-template <class Element>
-inline VecF load_part(const Element* p, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>)
-    return n >= W ? VecF::load(p) : VecF::load_partial(p, static_cast<int>(n));
-  else
-    return n >= W ? VecF::load_bf16(p) : VecF::load_bf16_partial(p, static_cast<int>(n));
-}
-
-template <class Element>
-inline void store_part(Element* p, VecF v, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>)
-    n >= W ? v.store(p) : v.store_partial(p, static_cast<int>(n));
-  else
-    n >= W ? v.store_bf16(p) : v.store_bf16_partial(p, static_cast<int>(n));
-}
 
 // act(g) and, when wanted, act'(g).
 template <GatedActivation kActivation, bool kDerivative>
@@ -89,8 +75,8 @@ void forward(const GatedMlpArgs& args, const GatedMlpCpuConfig& config) {
     Element* o_row = out + r * out_stride + column;
     for (int64_t i = 0; i < count; i += W) {
       const int64_t n = count - i;
-      const VecF act = activation<kActivation, false>(load_part(g_row + i, n), nullptr);
-      store_part(o_row + i, act * load_part(u_row + i, n), n);
+      const VecF act = activation<kActivation, false>(load_row(g_row + i, n), nullptr);
+      store_row(o_row + i, act * load_row(u_row + i, n), n);
     }
   });
 }
@@ -117,10 +103,10 @@ void backward(const GatedMlpBackwardArgs& args, const GatedMlpCpuConfig& config)
     for (int64_t i = 0; i < count; i += W) {
       const int64_t n = count - i;
       VecF derivative;
-      const VecF act = activation<kActivation, true>(load_part(g_row + i, n), &derivative);
-      const VecF d = load_part(d_row + i, n);
-      store_part(dg_row + i, d * load_part(u_row + i, n) * derivative, n);
-      store_part(du_row + i, d * act, n);
+      const VecF act = activation<kActivation, true>(load_row(g_row + i, n), &derivative);
+      const VecF d = load_row(d_row + i, n);
+      store_row(dg_row + i, d * load_row(u_row + i, n) * derivative, n);
+      store_row(du_row + i, d * act, n);
     }
   });
 }

@@ -13,20 +13,9 @@ namespace lathe::LATHE_ISA_NS {
 namespace {
 
 using simd::VecF;
+using simd::load_row;
+using simd::store_row;
 constexpr int W = VecF::width;
-
-// Loads W (or n < W) elements of a row stored as float or bf16 into a float vector.
-template <class Element>
-inline VecF load_row(const Element* p, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>) return n >= W ? VecF::load(p) : VecF::load_partial(p, static_cast<int>(n));
-  else return n >= W ? VecF::load_bf16(p) : VecF::load_bf16_partial(p, static_cast<int>(n));
-}
-
-template <class Element>
-inline void store_row(Element* p, VecF v, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>) n >= W ? v.store(p) : v.store_partial(p, static_cast<int>(n));
-  else n >= W ? v.store_bf16(p) : v.store_bf16_partial(p, static_cast<int>(n));
-}
 
 template <class Element>
 inline float row_sum_squares(const Element* x, int64_t dim) {

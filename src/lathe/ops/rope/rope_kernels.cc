@@ -17,23 +17,9 @@ namespace lathe::LATHE_ISA_NS {
 namespace {
 
 using simd::VecF;
+using simd::load_row;
+using simd::store_row;
 constexpr int W = VecF::width;
-
-template <class Element>
-inline VecF load_part(const Element* p, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>)
-    return n >= W ? VecF::load(p) : VecF::load_partial(p, static_cast<int>(n));
-  else
-    return n >= W ? VecF::load_bf16(p) : VecF::load_bf16_partial(p, static_cast<int>(n));
-}
-
-template <class Element>
-inline void store_part(Element* p, VecF v, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>)
-    n >= W ? v.store(p) : v.store_partial(p, static_cast<int>(n));
-  else
-    n >= W ? v.store_bf16(p) : v.store_bf16_partial(p, static_cast<int>(n));
-}
 
 // cos and sin (times direction) of position * inv_freq[i] for i in [0, padded_half).
 // reduced/quadrant are scratch of the same padded length.
@@ -109,10 +95,10 @@ void rotate(const TensorView& in_view, const TensorView& positions, const Tensor
         Element* y = out + token * token_elements + h * head_dim;
         for (int64_t i = 0; i < half; i += W) {
           const int64_t n = half - i;
-          const VecF x1 = load_part(x + i, n), x2 = load_part(x + half + i, n);
+          const VecF x1 = load_row(x + i, n), x2 = load_row(x + half + i, n);
           const VecF c = VecF::load(cos_row + i), sn = VecF::load(sin_row + i);
-          store_part(y + i, simd::fnma(x2, sn, x1 * c), n);
-          store_part(y + half + i, simd::fma(x1, sn, x2 * c), n);
+          store_row(y + i, simd::fnma(x2, sn, x1 * c), n);
+          store_row(y + half + i, simd::fma(x1, sn, x2 * c), n);
         }
         if (!in_place && 2 * half < head_dim)
           std::memcpy(y + 2 * half, x + 2 * half, sizeof(Element) * (head_dim - 2 * half));

@@ -18,56 +18,12 @@ namespace lathe::LATHE_ISA_NS {
 namespace {
 
 using simd::VecF;
+using simd::load_row;
+using simd::store_row;
+using simd::store_row_streaming;
+using simd::streaming_fence;
 constexpr int W = VecF::width;
 constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
-
-// Loads W (or n < W, zero-filled) elements of a row stored as float or bf16 into a float vector.
-template <class Element>
-inline VecF load_row(const Element* p, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>)
-    return n >= W ? VecF::load(p) : VecF::load_partial(p, static_cast<int>(n));
-  else
-    return n >= W ? VecF::load_bf16(p) : VecF::load_bf16_partial(p, static_cast<int>(n));
-}
-
-template <class Element>
-inline void store_row(Element* p, VecF v, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>)
-    n >= W ? v.store(p) : v.store_partial(p, static_cast<int>(n));
-  else
-    n >= W ? v.store_bf16(p) : v.store_bf16_partial(p, static_cast<int>(n));
-}
-
-// Stores like store_row, but full vectors at vector-aligned addresses go out as non-temporal
-// (streaming) stores: for outputs larger than the caches this saves the read-for-ownership of
-// every output line, a third of the DRAM traffic of a read-one-write-one kernel. Callers issue
-// streaming_fence() before their parallel chunk ends.
-template <class Element>
-inline void store_row_streaming(Element* p, VecF v, int64_t n) {
-  constexpr uintptr_t kAlignment = sizeof(Element) * W;
-  if (n >= W && (reinterpret_cast<uintptr_t>(p) & (kAlignment - 1)) == 0) {
-#if LATHE_KERNEL_ISA == 2
-    if constexpr (std::is_same_v<Element, float>)
-      _mm512_stream_ps(p, v.v);
-    else
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v.to_bf16_bits());
-    return;
-#elif LATHE_KERNEL_ISA == 1
-    if constexpr (std::is_same_v<Element, float>)
-      _mm256_stream_ps(p, v.v);
-    else
-      _mm_stream_si128(reinterpret_cast<__m128i*>(p), v.to_bf16_bits());
-    return;
-#endif
-  }
-  store_row(p, v, n);
-}
-
-inline void streaming_fence() {
-#if LATHE_KERNEL_ISA >= 1
-  _mm_sfence();
-#endif
-}
 
 template <bool kStreaming, class Element>
 inline void store_output(Element* p, VecF v, int64_t n) {
