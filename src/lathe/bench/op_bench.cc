@@ -44,11 +44,7 @@ BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::
   double seconds = row.timing.median;
   row.gflops = row.cost.flops / seconds / 1e9;
   row.gbytes = row.cost.bytes / seconds / 1e9;
-  bool bf16 = shape.find("dtype=bf16") != std::string::npos;
-  double compute_floor = peaks.floor_seconds(row.cost.flops, 0, bf16);
-  double memory_floor = peaks.floor_seconds(0, row.cost.bytes);
-  row.bound = compute_floor >= memory_floor ? "compute" : "memory";
-  row.roofline_percent = 100.0 * std::max(compute_floor, memory_floor) / seconds;
+  apply_roofline(row, peaks);
   std::vector<std::string> available = problem.peers();
   for (const auto& peer : options.peers) {
     if (std::find(available.begin(), available.end(), peer) == available.end()) continue;
@@ -59,6 +55,14 @@ BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::
     row.peers.push_back(timing);
   }
   return row;
+}
+
+void apply_roofline(BenchRow& row, const MachinePeaks& peaks) {
+  bool bf16 = row.shape.find("dtype=bf16") != std::string::npos;
+  double compute_floor = peaks.floor_seconds(row.cost.flops, 0, bf16);
+  double memory_floor = peaks.floor_seconds(0, row.cost.bytes);
+  row.bound = compute_floor >= memory_floor ? "compute" : "memory";
+  row.roofline_percent = 100.0 * std::max(compute_floor, memory_floor) / row.timing.median;
 }
 
 static Json timing_to_json(const TimingStats& timing) {
@@ -83,6 +87,7 @@ Json bench_row_to_json(const BenchRow& row) {
   json.set("gbytes_per_second", row.gbytes);
   json.set("roofline_percent", row.roofline_percent);
   json.set("bound", row.bound);
+  json.set("beyond_roofline", row.roofline_percent > kImplausibleRooflinePercent);
   Json peers = Json::array();
   for (const auto& peer : row.peers) {
     Json item = Json::object();
@@ -95,25 +100,28 @@ Json bench_row_to_json(const BenchRow& row) {
   return json;
 }
 
-std::string format_bench_table(const std::vector<BenchRow>& rows) {
-  std::string out;
+std::string format_bench_header() {
   char line[512];
   std::snprintf(line, sizeof line, "%-26s %-44s %10s %10s %10s %9s %8s %7s %-8s %s\n", "op", "shape (model)", "median ms",
                 "min ms", "p80 ms", "GFLOP/s", "GB/s", "%roof", "bound", "dispatch / peers");
+  return line;
+}
+
+std::string format_bench_row(const BenchRow& row) {
+  std::string out;
+  char line[512];
+  std::string label = row.label.size() > 44 ? row.label.substr(0, 41) + "..." : row.label;
+  bool implausible = row.roofline_percent > kImplausibleRooflinePercent;
+  std::snprintf(line, sizeof line, "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8.1f %6.1f%%%s%-8s %s\n", row.op.c_str(),
+                label.c_str(), row.timing.median * 1e3, row.timing.min * 1e3, row.timing.p80 * 1e3, row.gflops,
+                row.gbytes, row.roofline_percent, implausible ? "!" : " ", row.bound.c_str(), row.dispatch.c_str());
   out += line;
-  for (const auto& row : rows) {
-    std::string label = row.label.size() > 44 ? row.label.substr(0, 41) + "..." : row.label;
-    std::snprintf(line, sizeof line, "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8.1f %6.1f%% %-8s %s\n", row.op.c_str(),
-                  label.c_str(), row.timing.median * 1e3, row.timing.min * 1e3, row.timing.p80 * 1e3, row.gflops,
-                  row.gbytes, row.roofline_percent, row.bound.c_str(), row.dispatch.c_str());
+  for (const auto& peer : row.peers) {
+    std::snprintf(line, sizeof line, "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8s %7s %-8s lathe %.2fx vs %s\n",
+                  ("  vs " + peer.name).c_str(), "", peer.timing.median * 1e3, peer.timing.min * 1e3,
+                  peer.timing.p80 * 1e3, row.cost.flops / peer.timing.median / 1e9, "", "", "", peer.speedup,
+                  peer.name.c_str());
     out += line;
-    for (const auto& peer : row.peers) {
-      std::snprintf(line, sizeof line, "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8s %7s %-8s lathe %.2fx vs %s\n",
-                    ("  vs " + peer.name).c_str(), "", peer.timing.median * 1e3, peer.timing.min * 1e3,
-                    peer.timing.p80 * 1e3, row.cost.flops / peer.timing.median / 1e9, "", "", "", peer.speedup,
-                    peer.name.c_str());
-      out += line;
-    }
   }
   return out;
 }

@@ -37,7 +37,13 @@ struct BenchOptions {
 
 BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::string& shape,
                        const MachinePeaks& peaks, const BenchOptions& options);
+// Recomputes GFLOP/s-derived fields against (possibly updated) peaks: roofline %, bound.
+void apply_roofline(BenchRow& row, const MachinePeaks& peaks);
+// A row above this % of the roofline is flagged: either the peak was measured low (shared
+// machines) or the op's cost model counts too little. Never celebrated as a result.
+constexpr double kImplausibleRooflinePercent = 100.0;
 Json bench_row_to_json(const BenchRow& row);
-std::string format_bench_table(const std::vector<BenchRow>& rows);
+std::string format_bench_header();
+std::string format_bench_row(const BenchRow& row);
 
 }  // namespace lathe

@@ -63,13 +63,14 @@ int run_bench(int argc, char** argv) {
   bool quick = command_line.has("quick");
   if (quick) options.timing = TimingOptions{1, 3, 20, 0.02}, options.max_seconds_per_row = 0.5;
   bool json_output = command_line.has("json");
-  bool show_progress = !json_output && isatty(STDERR_FILENO);
 
-  MachinePeaks peaks = measure_machine_peaks(quick);
+  // Peaks are measured before and after the rows and the higher is used: on a shared machine a
+  // single low measurement would make every row look better than it is.
+  MachinePeaks peaks_before = measure_machine_peaks(quick);
   if (!json_output)
-    std::printf("lathe bench on %s, %d threads, active ISA %s\npeaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, copy %.1f GB/s\n\n",
-                cpu_features().model.c_str(), num_threads(), isa_name(active_isa()), peaks.f32_gflops,
-                peaks.bf16_gflops, peaks.copy_gbytes);
+    std::printf("lathe bench on %s, %d threads, active ISA %s\npeaks (start): f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, copy %.1f GB/s\n\n%s",
+                cpu_features().model.c_str(), num_threads(), isa_name(active_isa()), peaks_before.f32_gflops,
+                peaks_before.bf16_gflops, peaks_before.copy_gbytes, format_bench_header().c_str());
 
   std::vector<BenchRow> rows;
   for (const OpRegistration* op : ops) {
@@ -78,22 +79,46 @@ int run_bench(int argc, char** argv) {
     if (shapes.empty()) shapes = op->bench_shapes;
     if (quick && shapes.size() > 1) shapes.resize(1);
     for (const auto& shape : shapes) {
-      if (show_progress) std::fprintf(stderr, "  timing %s %s ...\r", op->name.c_str(), shape.shape.c_str());
       auto problem = op->make_problem(ShapeSpec::parse(shape.shape), 1);
       if (!options.impl.empty()) {
         auto impls = problem->impl_names();
         if (std::find(impls.begin(), impls.end(), options.impl) == impls.end()) continue;
       }
-      rows.push_back(bench_problem(*problem, shape.label, shape.shape, peaks, options));
-      if (show_progress) std::fprintf(stderr, "%100s\r", "");
+      rows.push_back(bench_problem(*problem, shape.label, shape.shape, peaks_before, options));
+      if (!json_output) {
+        std::printf("%s", format_bench_row(rows.back()).c_str());
+        std::fflush(stdout);
+      }
     }
   }
-
+  MachinePeaks peaks_after = measure_machine_peaks(quick);
+  MachinePeaks peaks = peaks_before;
+  peaks.f32_gflops = std::max(peaks_before.f32_gflops, peaks_after.f32_gflops);
+  peaks.bf16_gflops = std::max(peaks_before.bf16_gflops, peaks_after.bf16_gflops);
+  peaks.copy_gbytes = std::max(peaks_before.copy_gbytes, peaks_after.copy_gbytes);
+  int implausible = 0;
+  for (auto& row : rows) {
+    apply_roofline(row, peaks);
+    implausible += row.roofline_percent > kImplausibleRooflinePercent;
+  }
+  if (!json_output) {
+    std::printf("\npeaks (end): f32 %.1f GFLOP/s, copy %.1f GB/s; %% of roofline above uses the higher of start and end",
+                peaks_after.f32_gflops, peaks_after.copy_gbytes);
+    if (peaks_after.f32_gflops > 1.2 * peaks_before.f32_gflops || peaks_before.f32_gflops > 1.2 * peaks_after.f32_gflops)
+      std::printf(" (they differ by over 20%%: the machine's capacity changed during the run)");
+    std::printf(".\nFinal %% of roofline per row: see the JSON report or --svg.\n");
+    if (implausible)
+      std::printf("%d row(s) above 100%% of the roofline even so (marked in JSON as beyond_roofline): a cost model "
+                  "counts too little or the peaks were measured low; do not read them as speedups.\n",
+                  implausible);
+  }
   Json report = Json::object();
   report.set("cpu", cpu_features().model);
   report.set("threads", num_threads());
   report.set("active_isa", isa_name(active_isa()));
   report.set("peaks", peaks.to_json());
+  report.set("peaks_start", peaks_before.to_json());
+  report.set("peaks_end", peaks_after.to_json());
   Json json_rows = Json::array();
   for (const auto& row : rows) json_rows.push(bench_row_to_json(row));
   report.set("rows", json_rows);
@@ -109,7 +134,6 @@ int run_bench(int argc, char** argv) {
                                             isa_name(active_isa())));
   }
   if (json_output) std::printf("%s\n", report.dump(2).c_str());
-  else std::printf("%s", format_bench_table(rows).c_str());
   return 0;
 }
 
