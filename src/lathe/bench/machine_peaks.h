@@ -12,7 +12,7 @@ namespace lathe {
 struct MachinePeaks {
   double f32_gflops = 0;        // FMA throughput (2 flops per lane per FMA)
   double bf16_gflops = 0;       // vdpbf16ps throughput; 0 when the CPU lacks AVX512_BF16
-  double copy_gbytes = 0;       // streaming copy, bytes read + bytes written per second
+  double copy_gbytes = 0;       // memory bandwidth: bytes read + bytes written per second
   int threads = 0;
   std::string isa;              // ISA used for the f32 measurement
 

@@ -43,7 +43,7 @@ int run_info(int argc, char** argv) {
   std::printf("f32 FMA peak  %.1f GFLOP/s (%s, all threads)\n", peaks.f32_gflops, peaks.isa.c_str());
   if (peaks.bf16_gflops > 0) std::printf("bf16 dot peak %.1f GFLOP/s (vdpbf16ps)\n", peaks.bf16_gflops);
   else std::printf("bf16 dot peak n/a (no AVX512_BF16 at the active ISA)\n");
-  std::printf("memory        %.1f GB/s streaming copy (read + write bytes)\n", peaks.copy_gbytes);
+  std::printf("memory        %.1f GB/s (best of copy and in-place update; read + written bytes)\n", peaks.copy_gbytes);
   return 0;
 }
 
