@@ -251,14 +251,16 @@ OpCost matmul_backward_cost(const MatmulBackwardArgs& args) {
   return {2.0 * outputs * g.k * products, bytes};
 }
 
-// Heuristic blocks: B micro-panels (kc x nr) in L1, the A block (mc x kc) in L2, the B block
-// (kc x nc) in the shared L3. Measured on Zen 5 (see docs/perf.md).
+// Heuristic blocks: B micro-panels (kc x nr floats) in L1, the A block (mc x kc) in L2, the B
+// block (kc x nc) in the shared L3. AVX2 values come from `lathe tune` on a Zen 5 VM (kc=512:
+// 6x16 tile's 32 KB panel fits the 48 KB L1; 1.4-1.6x over kc=256,nc=2048; docs/perf.md). The
+// AVX-512 values keep the panel at 32 KB (kc=256 for nr=32) and are not yet measured.
 static MatmulCpuConfig heuristic_config(Isa isa, bool bf16_dot) {
   MatmulTile tile = matmul_tile(isa, 0, bf16_dot);
   MatmulCpuConfig config;
-  config.kc = bf16_dot ? 512 : 256;
+  config.kc = bf16_dot || isa != Isa::avx512 ? 512 : 256;
   config.mc = tile.mr * (isa == Isa::scalar ? 16 : 24);
-  config.nc = 2048;
+  config.nc = 4096;
   config.microkernel = 0;
   return config;
 }
