@@ -10,6 +10,7 @@
 
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
+#include "finite_difference.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -48,18 +49,7 @@ TEST(EmbeddingTest, ReferenceBackwardMatchesFiniteDifferences) {
   };
   Tensor dtable = Tensor::empty({vocab, dim}, DType::f64);
   embedding_backward_reference<double>({ids, probe, dtable, scale});
-  const double step = 1e-6;
-  for (int64_t i = 0; i < table.numel(); ++i) {
-    double original = table.ptr<double>()[i];
-    table.ptr<double>()[i] = original + step;
-    double plus = loss();
-    table.ptr<double>()[i] = original - step;
-    double minus = loss();
-    table.ptr<double>()[i] = original;
-    double numeric = (plus - minus) / (2 * step);
-    EXPECT_NEAR(dtable.ptr<double>()[i], numeric, 1e-7 * std::max(1.0, std::fabs(numeric)))
-        << "dtable[" << i << "] seed=" << seed;
-  }
+  expect_gradient_matches_finite_differences(table, dtable, loss, "dtable", seed, 1e-6, 1e-7);
 }
 
 TEST(EmbeddingTest, LookupReturnsTheTableRowsOnEveryImpl) {

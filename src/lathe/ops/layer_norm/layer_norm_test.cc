@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "lathe/core/rng.h"
+#include "finite_difference.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -65,23 +66,10 @@ TEST(LayerNormTest, ReferenceBackwardMatchesFiniteDifferences) {
   backward.dbias = dbias;
   layer_norm_backward_reference<double>(backward);
 
-  const double step = 1e-6;
-  auto check = [&](const Tensor& input, const Tensor& gradient, const char* name) {
-    for (int64_t i = 0; i < input.numel(); ++i) {
-      double original = input.ptr<double>()[i];
-      input.ptr<double>()[i] = original + step;
-      double plus = probe_loss(x, weight, bias, probe);
-      input.ptr<double>()[i] = original - step;
-      double minus = probe_loss(x, weight, bias, probe);
-      input.ptr<double>()[i] = original;
-      double numeric = (plus - minus) / (2 * step);
-      EXPECT_NEAR(gradient.ptr<double>()[i], numeric, 1e-6 * std::max(1.0, std::fabs(numeric)))
-          << name << "[" << i << "] seed=" << seed;
-    }
-  };
-  check(x, dx, "dx");
-  check(weight, dweight, "dweight");
-  check(bias, dbias, "dbias");
+  auto loss = [&] { return probe_loss(x, weight, bias, probe); };
+  expect_gradient_matches_finite_differences(x, dx, loss, "dx", seed);
+  expect_gradient_matches_finite_differences(weight, dweight, loss, "dweight", seed);
+  expect_gradient_matches_finite_differences(bias, dbias, loss, "dbias", seed);
 }
 
 TEST(LayerNormTest, NormalizedRowsHaveZeroMeanAndUnitVarianceOnEveryImpl) {

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "lathe/core/rng.h"
+#include "finite_difference.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -48,18 +49,7 @@ TEST(SoftmaxTest, ReferenceBackwardMatchesFiniteDifferences) {
   Tensor y = Tensor::empty({rows, cols}, DType::f64), dx = Tensor::empty({rows, cols}, DType::f64);
   softmax_reference<double>({x, y, scale});
   softmax_backward_reference<double>({y, probe, dx, scale});
-  const double step = 1e-6;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    double original = x.ptr<double>()[i];
-    x.ptr<double>()[i] = original + step;
-    double plus = loss();
-    x.ptr<double>()[i] = original - step;
-    double minus = loss();
-    x.ptr<double>()[i] = original;
-    double numeric = (plus - minus) / (2 * step);
-    EXPECT_NEAR(dx.ptr<double>()[i], numeric, 1e-7 * std::max(1.0, std::fabs(numeric)))
-        << "dx[" << i << "] seed=" << seed;
-  }
+  expect_gradient_matches_finite_differences(x, dx, loss, "dx", seed, 1e-6, 1e-7);
 }
 
 TEST(SoftmaxTest, RowsSumToOneAndAreShiftInvariantOnEveryImpl) {
