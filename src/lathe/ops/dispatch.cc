@@ -27,11 +27,6 @@ void warn_stale_tuned_config(const std::string& context, const std::string& conf
                config.c_str(), context.c_str());
 }
 
-std::string DispatchTable::forced_impl(const std::string& op) const {
-  auto found = forced_.find(op);
-  return found == forced_.end() ? std::string() : found->second;
-}
-
 void DispatchTable::pin(const std::string& op, const std::string& impl, const ConfigParams& config) {
   pinned_[{op, impl}] = config;
 }
@@ -52,7 +47,6 @@ const ConfigParams* DispatchTable::tuned(const std::string& op, const std::strin
 }
 
 void DispatchTable::clear() {
-  forced_.clear();
   pinned_.clear();
   tuned_.clear();
 }

@@ -1,6 +1,6 @@
-// Process-wide dispatch state consulted by every op call: implementations forced by name,
-// configs pinned by the user (CLI --pin or a config file), and configs found by the autotuner
-// (loaded from the tuning cache for this machine and thread count). Per-call choices travel in
+// Process-wide dispatch state consulted by every op call: configs pinned by the user (CLI --pin
+// or a config file) and configs found by the autotuner (loaded from the tuning cache for this
+// machine and thread count). Per-call choices (an implementation by name, a config) travel in
 // Dispatch.
 #pragma once
 
@@ -19,8 +19,6 @@ struct Dispatch {
 
 class DispatchTable {
  public:
-  void force_impl(const std::string& op, const std::string& impl) { forced_[op] = impl; }
-  std::string forced_impl(const std::string& op) const;
   void pin(const std::string& op, const std::string& impl, const ConfigParams& config);
   const ConfigParams* pinned(const std::string& op, const std::string& impl) const;
   void set_tuned(const std::string& op, const std::string& impl, const std::string& shape, const ConfigParams& config);
@@ -30,7 +28,6 @@ class DispatchTable {
   void clear();
 
  private:
-  std::map<std::string, std::string> forced_;
   std::map<std::pair<std::string, std::string>, ConfigParams> pinned_;
   std::map<std::tuple<std::string, std::string, std::string>, ConfigParams> tuned_;
 };

@@ -66,8 +66,7 @@ class Op {
     return usable;
   }
 
-  const ImplType& select_impl(const Args& args, const std::string& forced_name = "") const {
-    std::string wanted = forced_name.empty() ? dispatch_table().forced_impl(name_) : forced_name;
+  const ImplType& select_impl(const Args& args, const std::string& wanted = "") const {
     for (const auto& impl : impls_) {
       if (!wanted.empty() && impl.name != wanted) continue;
       if (impl.usable(args)) return impl;
