@@ -73,17 +73,18 @@ MachinePeaks measure_machine_peaks(bool quick) {
   peaks.threads = num_threads();
   const long iterations = quick ? 1000000 : 10000000;  // ~20 ms per attempt at full speed
   const int accumulators = 12;
-  int width = 1;
   Isa isa = active_isa();
+  // Each thread reports the vector width into its own variable; the first call learns it.
   auto f32_loop = [&]() -> float {
-    int w = 1;
-    float result = isa >= Isa::avx512 ? avx512::fma_throughput_loop(iterations, &w)
-                   : isa >= Isa::avx2 ? avx2::fma_throughput_loop(iterations, &w)
-                                      : scalar::fma_throughput_loop(iterations, &w);
-    width = w;
-    return result;
+    int vector_width = 1;
+    return isa >= Isa::avx512 ? avx512::fma_throughput_loop(iterations, &vector_width)
+           : isa >= Isa::avx2 ? avx2::fma_throughput_loop(iterations, &vector_width)
+                              : scalar::fma_throughput_loop(iterations, &vector_width);
   };
-  f32_loop();  // learn the vector width
+  int width = 1;
+  isa >= Isa::avx512 ? avx512::fma_throughput_loop(1, &width)
+  : isa >= Isa::avx2 ? avx2::fma_throughput_loop(1, &width)
+                     : scalar::fma_throughput_loop(1, &width);
   peaks.isa = isa >= Isa::avx512 ? "avx512" : isa_name(isa);
   peaks.f32_gflops = measure_rate(f32_loop, 2.0 * width * accumulators * iterations) / 1e9;
   if (isa >= Isa::avx512_bf16) {
