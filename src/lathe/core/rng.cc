@@ -38,17 +38,20 @@ double normal_at(uint64_t seed, uint64_t stream, uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
+// Element i gets generate(i), rounded to the view's dtype. Contiguous tensors of any dtype are
+// filled in parallel (as a flat view, so each write is a direct index); the result is the same
+// either way because generate(i) depends only on i.
 template <class Generate>
 static void fill_with(const TensorView& view, Generate&& generate) {
   int64_t count = view.numel();
-  if (view.is_contiguous() && view.dtype == DType::f32) {
-    float* data = view.ptr<float>();
-    parallel_for(count, 4096, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) data[i] = static_cast<float>(generate(i));
-    });
+  if (!view.is_contiguous()) {
+    for (int64_t i = 0; i < count; ++i) write_element(view, i, generate(i));
     return;
   }
-  for (int64_t i = 0; i < count; ++i) write_element(view, i, generate(i));
+  TensorView flat = view.reshape({count});
+  parallel_for(count, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) write_element(flat, i, generate(i));
+  });
 }
 
 void fill_uniform(const TensorView& view, uint64_t seed, double low, double high, uint64_t stream) {
