@@ -64,10 +64,16 @@ class RmsNormBackwardProblem : public TypedProblem<RmsNormBackwardArgs, RmsNormC
   }
 };
 
-std::string random_rows_dim(uint64_t seed) {
-  return str_cat("rows=", random_extent(seed, 0, 1, 300), ",dim=", random_extent(seed, 1, 1, 700),
+std::string random_shape_from(uint64_t seed, int64_t min_dim) {
+  return str_cat("rows=", random_extent(seed, 0, 1, 300), ",dim=", random_extent(seed, 1, min_dim, 700),
                  seed % 3 == 0 ? ",dtype=bf16" : "", seed % 5 == 0 ? ",offset=1" : "");
 }
+std::string random_rows_dim(uint64_t seed) { return random_shape_from(seed, 1); }
+// The backward starts at dim 2: at dim 1, dx = dy * w' * r * (1 - x^2 r^2) is pure cancellation of
+// terms up to 1/sqrt(eps) in size, so the fast path and the naive baseline are both off by a few
+// ulp of those terms and "2x naive" passes or fails by luck (about 1 seed in 300). The tolerance
+// rule needs the size of the cancelling terms to judge this; until it has it, dim 1 is left out.
+std::string random_backward_shape(uint64_t seed) { return random_shape_from(seed, 2); }
 
 const std::vector<NamedShape> kBenchShapes = {
     {"Llama-3.2-1B hidden, 4096 tokens (f32)", "rows=4096,dim=2048"},
@@ -76,6 +82,8 @@ const std::vector<NamedShape> kBenchShapes = {
 };
 const std::vector<std::string> kEdgeShapes = {"rows=0,dim=16", "rows=1,dim=1", "rows=3,dim=17",
                                               "rows=2,dim=33,dtype=bf16", "rows=1,dim=4099"};
+const std::vector<std::string> kBackwardEdgeShapes = {"rows=0,dim=16", "rows=1,dim=2", "rows=3,dim=17",
+                                                      "rows=2,dim=33,dtype=bf16", "rows=1,dim=4099"};
 
 }  // namespace
 
@@ -86,7 +94,7 @@ void register_rms_norm_ops(std::vector<OpRegistration>& ops) {
                    return std::make_unique<RmsNormProblem>(spec, seed);
                  }});
   ops.push_back({"rms_norm_backward", "gradients of RMSNorm for x and weight", {"rows", "dim", "dtype", "offset"},
-                 "rows=4096,dim=2048,dtype=f32", kBenchShapes, kEdgeShapes, random_rows_dim,
+                 "rows=4096,dim=2048,dtype=f32", kBenchShapes, kBackwardEdgeShapes, random_backward_shape,
                  [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
                    return std::make_unique<RmsNormBackwardProblem>(spec, seed);
                  }});
