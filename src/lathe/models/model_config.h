@@ -1,0 +1,78 @@
+// The typed description of a decoder-only transformer (Llama family and relatives). Every model
+// family is this struct with different values; families that need different wiring get their own
+// file under models/, never a branch inside a shared layer.
+//
+// Parameter names and layouts follow Hugging Face transformers (so checkpoints map 1:1):
+//   model.embed_tokens.weight                        (vocab_size, d_model)
+//   model.layers.{i}.input_layernorm.weight          (d_model)
+//   model.layers.{i}.self_attn.q_proj.weight         (n_heads * head_dim, d_model)     [out, in]
+//   model.layers.{i}.self_attn.k_proj.weight         (n_kv_heads * head_dim, d_model)
+//   model.layers.{i}.self_attn.v_proj.weight         (n_kv_heads * head_dim, d_model)
+//   model.layers.{i}.self_attn.o_proj.weight         (d_model, n_heads * head_dim)
+//   model.layers.{i}.self_attn.q_norm.weight         (head_dim)            qk_norm only
+//   model.layers.{i}.self_attn.k_norm.weight         (head_dim)            qk_norm only
+//   model.layers.{i}.post_attention_layernorm.weight (d_model)  norm after attention (sandwich) or
+//                                                              before the MLP (Llama naming)
+//   model.layers.{i}.pre_feedforward_layernorm.weight  (d_model)          sandwich_norms only
+//   model.layers.{i}.post_feedforward_layernorm.weight (d_model)          sandwich_norms only
+//   model.layers.{i}.mlp.gate_proj.weight            (ffn_dim, d_model)
+//   model.layers.{i}.mlp.up_proj.weight              (ffn_dim, d_model)
+//   model.layers.{i}.mlp.down_proj.weight            (d_model, ffn_dim)
+//   model.norm.weight                                (d_model)
+//   lm_head.weight                                   (vocab_size, d_model)  absent when tied
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lathe {
+
+enum class FfnActivation { silu, gelu_tanh };  // SwiGLU (Llama, Qwen, Mistral) / GeGLU (Gemma)
+
+struct ModelConfig {
+  std::string family = "llama";  // llama | qwen3 | gemma2 | gemma3 | mistral (selects models/<family>.cc)
+  int64_t vocab_size = 4096;
+  int64_t d_model = 256;
+  int64_t n_layers = 4;
+  int64_t n_heads = 4;
+  int64_t n_kv_heads = 4;
+  int64_t head_dim = 0;  // 0: d_model / n_heads
+  int64_t ffn_dim = 1024;
+  FfnActivation ffn_activation = FfnActivation::silu;
+  int64_t max_seq_len = 256;
+
+  // RoPE
+  double rope_theta = 10000.0;
+  double partial_rotary_factor = 1.0;  // rotary_dim = head_dim * factor (rounded down to even)
+  std::string rope_scaling = "none";   // none | llama3
+  double rope_scaling_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int64_t rope_original_max_position = 8192;
+
+  double norm_eps = 1e-5;
+  float norm_weight_offset = 0.0f;  // Gemma stores RMSNorm weights as w - 1 (offset 1)
+  bool tie_embeddings = false;
+  bool qk_norm = false;              // RMSNorm on q and k per head (Qwen3, Gemma 3)
+  float embedding_scale = 1.0f;      // 0: sqrt(d_model) (Gemma); else the multiplier
+  bool sandwich_norms = false;       // Gemma 2/3: norms before and after attention and MLP
+  float final_logit_softcap = 0.0f;  // Gemma 2: logits = cap * tanh(logits / cap); 0 off
+  float attn_logit_softcap = 0.0f;   // Gemma 2 attention softcap; 0 off
+  float attention_scale = 0.0f;      // 0: 1/sqrt(head_dim); Gemma uses query_pre_attn_scalar^-0.5
+
+  // Sliding-window attention: layer i is local (window = sliding_window) when
+  // sliding_window > 0 and (sliding_window_pattern == 0 or (i + 1) % sliding_window_pattern != 0);
+  // pattern 6 gives 5 local : 1 global (Gemma 3); pattern 0 makes every layer local (Mistral).
+  int64_t sliding_window = 0;
+  int64_t sliding_window_pattern = 0;
+
+  double init_std = 0.02;  // normal(0, init_std) for matrices; norms start at 1 (0 with offset 1)
+
+  int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
+  int64_t rotary_dim() const;
+  bool layer_is_local(int64_t layer) const;
+  int64_t parameter_count() const;  // total, counting tied embeddings once
+};
+
+}  // namespace lathe
