@@ -1,5 +1,7 @@
 #include "lathe/core/tensor.h"
 
+#include <atomic>
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -116,6 +118,27 @@ TensorView TensorView::reshape(const Shape& new_shape) const {
 
 std::string TensorView::describe() const { return std::string(dtype_name(dtype)) + shape.to_string(); }
 
+namespace {
+std::atomic<int64_t> g_bytes_in_use{0};
+std::atomic<int64_t> g_bytes_peak{0};
+}  // namespace
+
+int64_t tensor_bytes_in_use() { return g_bytes_in_use.load(std::memory_order_relaxed); }
+int64_t tensor_bytes_peak() { return g_bytes_peak.load(std::memory_order_relaxed); }
+void reset_tensor_bytes_peak() { g_bytes_peak.store(tensor_bytes_in_use(), std::memory_order_relaxed); }
+
+Tensor Tensor::reshape(const Shape& new_shape) const {
+  Tensor result = *this;
+  result.view_ = view_.reshape(new_shape);
+  return result;
+}
+
+Tensor Tensor::share_view(const TensorView& part) const {
+  Tensor result = *this;
+  result.view_ = part;
+  return result;
+}
+
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
   for (int axis = 0; axis < shape.rank(); ++axis)
     LATHE_CHECK(shape[axis] >= 0, "negative extent in tensor shape ", shape.to_string());
@@ -124,7 +147,15 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   size_t rounded = (bytes + 63) / 64 * 64;
   void* memory = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   LATHE_CHECK(memory != nullptr, "out of memory allocating ", bytes, " bytes for tensor ", shape.to_string());
-  tensor.storage_ = std::shared_ptr<void>(memory, std::free);
+  const int64_t accounted = static_cast<int64_t>(rounded);
+  const int64_t in_use = g_bytes_in_use.fetch_add(accounted, std::memory_order_relaxed) + accounted;
+  int64_t peak = g_bytes_peak.load(std::memory_order_relaxed);
+  while (in_use > peak && !g_bytes_peak.compare_exchange_weak(peak, in_use, std::memory_order_relaxed)) {
+  }
+  tensor.storage_ = std::shared_ptr<void>(memory, [accounted](void* pointer) {
+    g_bytes_in_use.fetch_sub(accounted, std::memory_order_relaxed);
+    std::free(pointer);
+  });
   tensor.view_.data = memory;
   tensor.view_.shape = shape;
   tensor.view_.strides = contiguous_strides(shape);

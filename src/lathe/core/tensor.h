@@ -86,11 +86,21 @@ class Tensor {
   template <class T>
   T* ptr() const { return view_.ptr<T>(); }
   bool defined() const { return storage_ != nullptr; }
+  // A tensor sharing this one's storage with another shape (contiguous tensors only).
+  Tensor reshape(const Shape& new_shape) const;
+  // A tensor sharing this one's storage that views part of it (e.g. a slice), kept alive by it.
+  Tensor share_view(const TensorView& part) const;
 
  private:
   std::shared_ptr<void> storage_;
   TensorView view_;
 };
+
+// Bytes of tensor storage currently allocated in this process, and the high-water mark since
+// the last reset: the memory accounting of training steps.
+int64_t tensor_bytes_in_use();
+int64_t tensor_bytes_peak();
+void reset_tensor_bytes_peak();
 
 // Element access for references, tests and tools (slow, by value, any dtype).
 double read_element(const TensorView& view, int64_t flat_index);  // flat row-major index

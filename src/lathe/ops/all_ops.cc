@@ -15,6 +15,7 @@ void register_adamw_ops(std::vector<OpRegistration>& ops);
 void register_layer_norm_ops(std::vector<OpRegistration>& ops);
 void register_softmax_ops(std::vector<OpRegistration>& ops);
 void register_embedding_ops(std::vector<OpRegistration>& ops);
+void register_add_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -29,6 +30,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_layer_norm_ops(list);
     register_softmax_ops(list);
     register_embedding_ops(list);
+    register_add_ops(list);
     return list;
   }();
   return ops;
