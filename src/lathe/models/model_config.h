@@ -44,6 +44,7 @@ struct ModelConfig {
 
   // RoPE
   double rope_theta = 10000.0;
+  double rope_local_theta = 0.0;       // theta of sliding-window layers (Gemma 3: 10000); 0: rope_theta
   double partial_rotary_factor = 1.0;  // rotary_dim = head_dim * factor (rounded down to even)
   std::string rope_scaling = "none";   // none | llama3
   double rope_scaling_factor = 8.0;

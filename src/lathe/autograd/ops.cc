@@ -1,0 +1,199 @@
+#include "lathe/autograd/ops.h"
+
+#include "lathe/ops/embedding/embedding.h"
+#include "lathe/ops/linear_cross_entropy/linear_cross_entropy.h"
+#include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/rms_norm/rms_norm.h"
+
+namespace lathe::autograd {
+namespace {
+
+bool fast(const Tape& tape) { return tape.precision() == Precision::fast; }
+
+Tensor new_tensor(const Tape& tape, const Shape& shape) { return Tensor::empty(shape, tape.dtype()); }
+
+void run_matmul(Precision precision, const MatmulArgs& args) {
+  if (precision == Precision::fast)
+    matmul(args);
+  else
+    matmul_reference<double>(args);
+}
+
+// The first use of a gradient that another consumer may also be reading is copied (see add).
+bool needs_grad(const Var& var) { return var->requires_grad; }
+
+}  // namespace
+
+Var embedding(Tape& tape, const Var& table, const Tensor& ids, float scale) {
+  const int64_t tokens = ids.numel(), dim = table->value.dim(1);
+  Var out = make_var(new_tensor(tape, {tokens, dim}), table->requires_grad);
+  EmbeddingArgs args{table->value, ids, out->value, scale};
+  fast(tape) ? lathe::embedding(args) : embedding_reference<double>(args);
+  if (!tape.recording() || !needs_grad(table)) return out;
+  const Precision precision = tape.precision();
+  tape.record([table, ids, out, scale, precision] {
+    Tensor dtable = Tensor::empty(table->value.shape(), table->value.dtype());
+    EmbeddingBackwardArgs args{ids, out->grad, dtable, scale};
+    precision == Precision::fast ? embedding_backward(args) : embedding_backward_reference<double>(args);
+    accumulate_grad(table, dtable, true);
+  });
+  return out;
+}
+
+Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weight_offset) {
+  const int64_t rows = x->value.dim(0), dim = x->value.dim(1);
+  Var out = make_var(new_tensor(tape, {rows, dim}), x->requires_grad || weight->requires_grad);
+  Tensor inv_rms = new_tensor(tape, {rows});  // saved for backward (f32 fast, f64 reference)
+  RmsNormArgs args{x->value, weight->value, out->value, inv_rms, eps, weight_offset};
+  fast(tape) ? lathe::rms_norm(args) : rms_norm_reference<double>(args);
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([x, weight, out, inv_rms, weight_offset, precision] {
+    Tensor dx = Tensor::empty(x->value.shape(), x->value.dtype());
+    Tensor dweight = Tensor::empty(weight->value.shape(), weight->value.dtype());
+    RmsNormBackwardArgs args{x->value, weight->value, inv_rms, out->grad, dx, dweight, weight_offset};
+    precision == Precision::fast ? rms_norm_backward(args) : rms_norm_backward_reference<double>(args);
+    accumulate_grad(x, dx, true);
+    accumulate_grad(weight, dweight, true);
+  });
+  return out;
+}
+
+Var linear(Tape& tape, const Var& x, const Var& weight) {
+  const int64_t rows = x->value.dim(0), out_features = weight->value.dim(0);
+  Var out;
+  MatmulStash* stash = tape.matmul_stash();
+  if (stash && stash->mode == MatmulStash::Mode::replay) {
+    LATHE_ASSERT(!stash->outputs.empty());
+    out = make_var(stash->outputs.front(), true);
+    stash->outputs.pop_front();
+  } else {
+    out = make_var(new_tensor(tape, {rows, out_features}), x->requires_grad || weight->requires_grad);
+    MatmulArgs args;
+    args.a = x->value;
+    args.b = weight->value;
+    args.c = out->value;
+    args.trans_b = true;
+    run_matmul(tape.precision(), args);
+    if (stash && stash->mode == MatmulStash::Mode::record) stash->outputs.push_back(out->value);
+  }
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([x, weight, out, precision] {
+    if (x->requires_grad) {  // dx (rows, in) = g (rows, out) @ weight (out, in)
+      MatmulArgs args;
+      args.a = out->grad;
+      args.b = weight->value;
+      args.c = grad_buffer(x, x->value.dtype(), &args.accumulate);
+      run_matmul(precision, args);
+    }
+    if (weight->requires_grad) {  // dweight (out, in) += g^T (out, rows) @ x (rows, in)
+      MatmulArgs args;
+      args.a = out->grad;
+      args.b = x->value;
+      args.trans_a = true;
+      args.c = grad_buffer(weight, weight->value.dtype(), &args.accumulate);
+      run_matmul(precision, args);
+    }
+  });
+  return out;
+}
+
+Var rope(Tape& tape, const Var& x, const RopeParams& params) {
+  Var out = make_var(new_tensor(tape, x->value.shape()), x->requires_grad);
+  RopeArgs args{x->value, TensorView{}, out->value, params};
+  fast(tape) ? lathe::rope(args) : rope_reference<double>(args);
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([x, out, params, precision] {
+    // The rotation's gradient can overwrite the incoming one in place: nobody else reads it.
+    RopeBackwardArgs args{out->grad, TensorView{}, out->grad, params};
+    precision == Precision::fast ? rope_backward(args) : rope_backward_reference<double>(args);
+    accumulate_grad(x, out->grad, true);
+  });
+  return out;
+}
+
+Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options) {
+  const int64_t batch = q->value.dim(0), seq_q = q->value.dim(1), heads = q->value.dim(2);
+  Var out = make_var(new_tensor(tape, q->value.shape()), q->requires_grad || k->requires_grad || v->requires_grad);
+  Tensor lse = Tensor::empty({batch, heads, seq_q}, fast(tape) ? DType::f32 : DType::f64);
+  FlashAttentionArgs args{q->value, k->value, v->value, out->value, lse, options};
+  fast(tape) ? flash_attention(args) : flash_attention_reference<double>(args);
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([q, k, v, out, lse, options, precision] {
+    const DType dtype = q->value.dtype();
+    Tensor dq = Tensor::empty(q->value.shape(), dtype), dk = Tensor::empty(k->value.shape(), dtype),
+           dv = Tensor::empty(v->value.shape(), dtype);
+    FlashAttentionBackwardArgs args{q->value, k->value, v->value, out->value, lse, out->grad, dq, dk, dv, options};
+    precision == Precision::fast ? flash_attention_backward(args) : flash_attention_backward_reference<double>(args);
+    accumulate_grad(q, dq, true);
+    accumulate_grad(k, dk, true);
+    accumulate_grad(v, dv, true);
+  });
+  return out;
+}
+
+Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation) {
+  Var out = make_var(new_tensor(tape, gate->value.shape()), gate->requires_grad || up->requires_grad);
+  GatedMlpArgs args{gate->value, up->value, out->value, activation};
+  fast(tape) ? gated_mlp(args) : gated_mlp_reference<double>(args);
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([gate, up, out, activation, precision] {
+    const DType dtype = gate->value.dtype();
+    Tensor dgate = Tensor::empty(gate->value.shape(), dtype), dup = Tensor::empty(up->value.shape(), dtype);
+    GatedMlpBackwardArgs args{gate->value, up->value, out->grad, dgate, dup, activation};
+    precision == Precision::fast ? gated_mlp_backward(args) : gated_mlp_backward_reference<double>(args);
+    accumulate_grad(gate, dgate, true);
+    accumulate_grad(up, dup, true);
+  });
+  return out;
+}
+
+Var add(Tape& tape, const Var& a, const Var& b) {
+  Var out = make_var(new_tensor(tape, a->value.shape()), a->requires_grad || b->requires_grad);
+  add_tensors(tape.precision(), a->value, b->value, out->value);
+  if (!tape.recording() || !out->requires_grad) return out;
+  tape.record([a, b, out] {
+    // Both inputs receive the same gradient: one may take the buffer, the other gets a copy.
+    accumulate_grad(a, out->grad, true);
+    accumulate_grad(b, out->grad, false);
+  });
+  return out;
+}
+
+Var reshape(Tape& tape, const Var& x, const Shape& shape) {
+  Var out = make_var(x->value.reshape(shape), x->requires_grad);
+  if (!tape.recording() || !out->requires_grad) return out;
+  tape.record([x, out] { accumulate_grad(x, out->grad.reshape(x->value.shape()), true); });
+  return out;
+}
+
+Var cross_entropy(Tape& tape, const Var& hidden, const Var& weight, const Tensor& targets,
+                  const CrossEntropyOptions& options) {
+  const DType dtype = tape.dtype();
+  Var loss = make_var(Tensor::empty({1}, dtype), hidden->requires_grad || weight->requires_grad);
+  Tensor dhidden = Tensor::empty(hidden->value.shape(), dtype);
+  Tensor dweight = Tensor::empty(weight->value.shape(), dtype);
+  LinearCrossEntropyArgs args;
+  args.hidden = hidden->value;
+  args.weight = weight->value;
+  args.targets = targets;
+  args.loss = loss->value;
+  args.dhidden = dhidden;
+  args.dweight = dweight;
+  args.softcap = options.softcap;
+  args.grad_scale = options.grad_scale;
+  fast(tape) ? linear_cross_entropy(args) : linear_cross_entropy_reference<double>(args);
+  if (!tape.recording() || !loss->requires_grad) return loss;
+  tape.record([hidden, weight, loss, dhidden, dweight] {
+    LATHE_ASSERT(read_element(loss->grad, 0) == 1.0);  // the loss is the root of the graph
+    accumulate_grad(hidden, dhidden, true);
+    accumulate_grad(weight, dweight, true);
+  });
+  return loss;
+}
+
+}  // namespace lathe::autograd

@@ -1,0 +1,41 @@
+// Differentiable ops: each runs a kernel-library op forward (or its float64 reference, per the
+// tape's precision) and records that op's own backward kernel. Shapes follow the library ops;
+// every tensor here is contiguous row-major.
+#pragma once
+
+#include "lathe/autograd/tape.h"
+#include "lathe/ops/flash_attention/flash_attention.h"
+#include "lathe/ops/gated_mlp/gated_mlp.h"
+#include "lathe/ops/rope/rope.h"
+
+namespace lathe::autograd {
+
+// table: (vocab, dim); ids: (tokens) i32 -> (tokens, dim) = table[ids] * scale.
+Var embedding(Tape& tape, const Var& table, const Tensor& ids, float scale);
+// x: (rows, dim); weight: (dim) -> (rows, dim) RMS-normalised (see ops/rms_norm).
+Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weight_offset);
+// x: (rows, in); weight: (out, in) as in torch.nn.Linear -> (rows, out) = x @ weight^T.
+// Under a recording MatmulStash the output is kept for replay instead of being recomputed.
+Var linear(Tape& tape, const Var& x, const Var& weight);
+// x: (batch, seq, heads, head_dim) -> rotated copy (positions 0..seq-1 + params.position_offset).
+Var rope(Tape& tape, const Var& x, const RopeParams& params);
+// q: (batch, seq_q, heads, head_dim); k, v: (batch, seq_k, kv_heads, head_dim) -> like q.
+Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options);
+// gate, up: (rows, ffn) -> act(gate) * up.
+Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation);
+// a, b: the same shape -> a + b.
+Var add(Tape& tape, const Var& a, const Var& b);
+// The same values with another shape (shares storage; gradients reshaped back).
+Var reshape(Tape& tape, const Var& x, const Shape& shape);
+
+struct CrossEntropyOptions {
+  float softcap = 0.0f;     // final-logit soft cap (Gemma 2); 0 off
+  float grad_scale = 1.0f;  // multiplies the gradients (1 / micro-batches), not the loss
+};
+// hidden: (tokens, d_model); weight: (vocab, d_model); targets: (tokens) i32 -> loss (1), the mean
+// cross-entropy of softcap(hidden @ weight^T). The fused kernel computes the gradients during the
+// forward (the logits are never stored); backward hands them on. backward() must be seeded with 1.
+Var cross_entropy(Tape& tape, const Var& hidden, const Var& weight, const Tensor& targets,
+                  const CrossEntropyOptions& options);
+
+}  // namespace lathe::autograd

@@ -1,0 +1,74 @@
+#include "lathe/autograd/tape.h"
+
+#include "lathe/ops/add/add.h"
+
+namespace lathe::autograd {
+
+Var make_var(Tensor value, bool requires_grad) {
+  auto var = std::make_shared<VariableData>();
+  var->value = std::move(value);
+  var->requires_grad = requires_grad;
+  return var;
+}
+
+Var make_parameter(Tensor value, Tensor grad) {
+  LATHE_ASSERT(value.shape() == grad.shape());
+  Var var = make_var(std::move(value), true);
+  var->grad = std::move(grad);
+  var->is_parameter = true;
+  return var;
+}
+
+Tape::Tape(Precision precision, bool recording) : precision_(precision), recording_(recording) {}
+
+void Tape::record(std::function<void()> backward) {
+  if (recording_) nodes_.push_back(std::move(backward));
+}
+
+void Tape::backward(const Var& output, const Tensor& seed) {
+  LATHE_ASSERT(recording_);
+  if (seed.defined()) {
+    output->grad = seed;
+  } else {
+    LATHE_ASSERT(output->value.numel() == 1);
+    output->grad = Tensor::empty(output->value.shape(), output->value.dtype());
+    fill_value(output->grad, 1.0);
+  }
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    nodes_[i]();
+    nodes_[i] = nullptr;  // frees the activations this step saved
+  }
+  nodes_.clear();
+}
+
+void add_tensors(Precision precision, const TensorView& a, const TensorView& b, const TensorView& out, float alpha) {
+  AddArgs args{a, b, out, alpha};
+  if (precision == Precision::fast)
+    add(args);
+  else
+    add_reference<double>(args);
+}
+
+static Precision precision_of(const Tensor& tensor) {
+  return tensor.dtype() == DType::f64 ? Precision::reference_f64 : Precision::fast;
+}
+
+void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive) {
+  if (!var->requires_grad) return;
+  LATHE_ASSERT(gradient.shape() == var->value.shape());
+  if (var->grad.defined()) {
+    add_tensors(precision_of(var->grad), var->grad, gradient, var->grad);
+  } else if (exclusive) {
+    var->grad = gradient;
+  } else {
+    var->grad = convert(gradient, gradient.dtype());
+  }
+}
+
+Tensor& grad_buffer(const Var& var, DType dtype, bool* accumulate) {
+  *accumulate = var->grad.defined();
+  if (!*accumulate) var->grad = Tensor::empty(var->value.shape(), dtype);
+  return var->grad;
+}
+
+}  // namespace lathe::autograd

@@ -1,0 +1,89 @@
+// Reverse-mode automatic differentiation over the kernel library's ops.
+//
+// A Var is a tensor value plus, once the backward pass reaches it, its gradient. Each autograd op
+// (autograd/ops.h) computes its forward with a library op and records on the Tape a closure that
+// runs the op's own backward kernel; Tape::backward() replays the closures in reverse order,
+// releasing each one (and the activations it saved) as soon as it has run.
+//
+// Precision::fast runs the optimized f32 kernels; Precision::reference_f64 runs every op's float64
+// reference instead (values and gradients in f64), the oracle used to check whole models against
+// finite differences and the fast path against the reference path.
+//
+// Gradients: an intermediate Var's grad is allocated by its first contribution and summed over
+// further ones. A parameter's grad is allocated up front, zeroed by the optimizer step and always
+// accumulated into (so gradient accumulation over micro-batches needs no extra buffer).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "lathe/core/tensor.h"
+
+namespace lathe::autograd {
+
+enum class Precision { fast, reference_f64 };
+
+struct VariableData {
+  Tensor value;
+  Tensor grad;  // undefined until the first gradient contribution (parameters: always defined)
+  bool requires_grad = false;
+  bool is_parameter = false;
+};
+using Var = std::shared_ptr<VariableData>;
+
+// A value that needs no gradient (token ids, masks) or one that does (an input being differentiated).
+Var make_var(Tensor value, bool requires_grad = false);
+// A trainable parameter whose gradient accumulates into `grad` (same shape, f32 or f64).
+Var make_parameter(Tensor value, Tensor grad);
+
+// Where the matmul outputs of a rematerialised region are kept (RematPolicy::save_matmuls): the
+// first forward records them, the recomputation in backward replays them instead of recomputing.
+struct MatmulStash {
+  enum class Mode { off, record, replay };
+  Mode mode = Mode::off;
+  std::deque<Tensor> outputs;
+};
+
+class Tape {
+ public:
+  explicit Tape(Precision precision = Precision::fast, bool recording = true);
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+
+  Precision precision() const { return precision_; }
+  DType dtype() const { return precision_ == Precision::fast ? DType::f32 : DType::f64; }
+  // False for inference: ops save nothing and record no backward.
+  bool recording() const { return recording_; }
+
+  // Called by autograd ops: `backward` reads the output's grad and adds to the inputs' grads.
+  void record(std::function<void()> backward);
+  // Seeds output->grad (with `seed`, or 1 for a one-element output when seed is undefined), then
+  // runs and releases every recorded closure in reverse order. The tape is empty afterwards.
+  void backward(const Var& output, const Tensor& seed = {});
+  size_t size() const { return nodes_.size(); }
+
+  MatmulStash* matmul_stash() const { return stash_; }
+  void set_matmul_stash(MatmulStash* stash) { stash_ = stash; }
+
+ private:
+  Precision precision_;
+  bool recording_;
+  std::vector<std::function<void()>> nodes_;
+  MatmulStash* stash_ = nullptr;
+};
+
+// Adds `gradient` to var's grad (no-op when var needs no gradient). The first contribution to an
+// intermediate is taken without a copy when `exclusive` (nobody else will write to that storage),
+// copied otherwise.
+void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive);
+// The buffer an op's backward should write var's gradient contribution into, and whether it must
+// accumulate (true once var already has a gradient). Allocates the grad when it has none yet.
+Tensor& grad_buffer(const Var& var, DType dtype, bool* accumulate);
+
+// out = a + alpha * b with the library op (fast) or the reference loop (f64).
+void add_tensors(Precision precision, const TensorView& a, const TensorView& b, const TensorView& out,
+                 float alpha = 1.0f);
+
+}  // namespace lathe::autograd

@@ -1,0 +1,88 @@
+#include "lathe/models/layers.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace lathe {
+
+using autograd::Tape;
+using autograd::Var;
+
+Var norm(Tape& tape, const BlockContext& context, const Var& x, const Var& weight) {
+  return autograd::rms_norm(tape, x, weight, static_cast<float>(context.config->norm_eps),
+                            context.config->norm_weight_offset);
+}
+
+static RopeParams rope_params(const ModelConfig& config, int64_t layer, int64_t position_offset) {
+  RopeParams params;
+  params.rotary_dim = config.rotary_dim();
+  params.position_offset = position_offset;
+  params.theta = config.layer_is_local(layer) && config.rope_local_theta > 0 ? config.rope_local_theta
+                                                                             : config.rope_theta;
+  if (config.rope_scaling == "llama3") {
+    params.scaling.type = RopeScalingType::llama3;
+    params.scaling.factor = config.rope_scaling_factor;
+    params.scaling.low_freq_factor = config.rope_low_freq_factor;
+    params.scaling.high_freq_factor = config.rope_high_freq_factor;
+    params.scaling.original_max_position_embeddings = static_cast<double>(config.rope_original_max_position);
+  }
+  return params;
+}
+
+// Per-head RMSNorm of (batch, seq, heads, head_dim).
+static Var head_norm(Tape& tape, const BlockContext& context, const Var& x, const Var& weight) {
+  const Shape shape = x->value.shape();
+  Var rows = autograd::reshape(tape, x, {shape[0] * shape[1] * shape[2], shape[3]});
+  return autograd::reshape(tape, norm(tape, context, rows, weight), shape);
+}
+
+// Appends this call's keys and values to the cache and returns views of everything cached so far.
+static void append_to_cache(const BlockContext& context, const Var& k, const Var& v, Var* all_k, Var* all_v) {
+  KvCache& cache = *context.cache;
+  const int64_t seq = k->value.dim(1), end = context.position_offset + seq;
+  LATHE_CHECK(end <= cache.capacity(), "generation: ", end, " tokens exceed the KV cache capacity of ",
+              cache.capacity(), " (model.max_seq_len)");
+  const int64_t row = k->value.dim(2) * k->value.dim(3);
+  Tensor& keys = cache.keys[context.layer];
+  Tensor& values = cache.values[context.layer];
+  std::memcpy(keys.ptr<float>() + context.position_offset * row, k->value.ptr<float>(), seq * row * sizeof(float));
+  std::memcpy(values.ptr<float>() + context.position_offset * row, v->value.ptr<float>(), seq * row * sizeof(float));
+  *all_k = autograd::make_var(keys.share_view(keys.view().slice(1, 0, end)));
+  *all_v = autograd::make_var(values.share_view(values.view().slice(1, 0, end)));
+}
+
+Var self_attention(Tape& tape, const BlockContext& context, const LayerWeights& weights, const Var& x) {
+  const ModelConfig& config = *context.config;
+  const int64_t batch = context.batch, seq = context.seq, head_dim = config.resolved_head_dim();
+  Var q = autograd::reshape(tape, autograd::linear(tape, x, weights.q_proj), {batch, seq, config.n_heads, head_dim});
+  Var k = autograd::reshape(tape, autograd::linear(tape, x, weights.k_proj), {batch, seq, config.n_kv_heads, head_dim});
+  Var v = autograd::reshape(tape, autograd::linear(tape, x, weights.v_proj), {batch, seq, config.n_kv_heads, head_dim});
+  if (weights.q_norm) {
+    q = head_norm(tape, context, q, weights.q_norm);
+    k = head_norm(tape, context, k, weights.k_norm);
+  }
+  const RopeParams rope = rope_params(config, context.layer, context.position_offset);
+  q = autograd::rope(tape, q, rope);
+  k = autograd::rope(tape, k, rope);
+  if (context.cache) append_to_cache(context, k, v, &k, &v);
+
+  FlashAttentionOptions options;
+  options.causal = true;
+  options.scale = config.attention_scale;
+  options.softcap = config.attn_logit_softcap;
+  options.window = config.layer_is_local(context.layer) ? config.sliding_window : 0;
+  Var attended = autograd::attention(tape, q, k, v, options);
+  Var rows = autograd::reshape(tape, attended, {batch * seq, config.n_heads * head_dim});
+  return autograd::linear(tape, rows, weights.o_proj);
+}
+
+Var gated_mlp(Tape& tape, const BlockContext& context, const LayerWeights& weights, const Var& x) {
+  const GatedActivation activation = context.config->ffn_activation == FfnActivation::silu
+                                         ? GatedActivation::silu
+                                         : GatedActivation::gelu_tanh;
+  Var gate = autograd::linear(tape, x, weights.gate_proj);
+  Var up = autograd::linear(tape, x, weights.up_proj);
+  return autograd::linear(tape, autograd::gated_activation(tape, gate, up, activation), weights.down_proj);
+}
+
+}  // namespace lathe

@@ -1,0 +1,140 @@
+#include "lathe/models/transformer.h"
+
+#include <cmath>
+
+#include "lathe/core/rng.h"
+
+namespace lathe {
+
+using autograd::Tape;
+using autograd::Var;
+
+TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precision precision)
+    : config_(config), precision_(precision), family_(&find_model_family(config.family)) {
+  const int64_t d = config.d_model, head_dim = config.resolved_head_dim();
+  embed_tokens_ = add_parameter("model.embed_tokens.weight", ParameterKind::embedding, {config.vocab_size, d});
+  const std::vector<std::string> norm_names = family_->layer_norm_names();
+  for (int64_t layer = 0; layer < config.n_layers; ++layer) {
+    const std::string prefix = str_cat("model.layers.", layer, ".");
+    LayerWeights weights;
+    weights.norm[0] = add_parameter(prefix + norm_names[0] + ".weight", ParameterKind::norm, {d});
+    weights.q_proj = add_parameter(prefix + "self_attn.q_proj.weight", ParameterKind::matrix,
+                                   {config.n_heads * head_dim, d});
+    weights.k_proj = add_parameter(prefix + "self_attn.k_proj.weight", ParameterKind::matrix,
+                                   {config.n_kv_heads * head_dim, d});
+    weights.v_proj = add_parameter(prefix + "self_attn.v_proj.weight", ParameterKind::matrix,
+                                   {config.n_kv_heads * head_dim, d});
+    weights.o_proj = add_parameter(prefix + "self_attn.o_proj.weight", ParameterKind::matrix,
+                                   {d, config.n_heads * head_dim});
+    if (config.qk_norm) {
+      weights.q_norm = add_parameter(prefix + "self_attn.q_norm.weight", ParameterKind::norm, {head_dim});
+      weights.k_norm = add_parameter(prefix + "self_attn.k_norm.weight", ParameterKind::norm, {head_dim});
+    }
+    for (size_t i = 1; i < norm_names.size(); ++i)
+      weights.norm[i] = add_parameter(prefix + norm_names[i] + ".weight", ParameterKind::norm, {d});
+    weights.gate_proj = add_parameter(prefix + "mlp.gate_proj.weight", ParameterKind::matrix, {config.ffn_dim, d});
+    weights.up_proj = add_parameter(prefix + "mlp.up_proj.weight", ParameterKind::matrix, {config.ffn_dim, d});
+    weights.down_proj = add_parameter(prefix + "mlp.down_proj.weight", ParameterKind::matrix, {d, config.ffn_dim});
+    layers_.push_back(weights);
+  }
+  final_norm_ = add_parameter("model.norm.weight", ParameterKind::norm, {d});
+  if (!config.tie_embeddings)
+    lm_head_ = add_parameter("lm_head.weight", ParameterKind::matrix, {config.vocab_size, d});
+}
+
+Var TransformerModel::add_parameter(const std::string& name, ParameterKind kind, const Shape& shape) {
+  const DType dtype = precision_ == autograd::Precision::fast ? DType::f32 : DType::f64;
+  Var var = autograd::make_parameter(Tensor::zeros(shape, dtype), Tensor::zeros(shape, dtype));
+  parameters_.push_back({name, kind, var});
+  return var;
+}
+
+const Parameter* TransformerModel::find_parameter(const std::string& name) const {
+  for (const Parameter& parameter : parameters_)
+    if (parameter.name == name) return &parameter;
+  return nullptr;
+}
+
+int64_t TransformerModel::parameter_count() const {
+  int64_t count = 0;
+  for (const Parameter& parameter : parameters_) count += parameter.var->value.numel();
+  return count;
+}
+
+void TransformerModel::initialize(uint64_t seed) {
+  for (size_t index = 0; index < parameters_.size(); ++index) {
+    const Parameter& parameter = parameters_[index];
+    if (parameter.kind == ParameterKind::norm)
+      fill_value(parameter.var->value, 1.0 - config_.norm_weight_offset);
+    else
+      fill_normal(parameter.var->value, seed, 0.0, config_.init_std, /*stream=*/index);
+  }
+}
+
+void TransformerModel::zero_grads() {
+  for (const Parameter& parameter : parameters_) fill_value(parameter.var->grad, 0.0);
+}
+
+Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, int64_t seq, RematPolicy remat,
+                                 KvCache* cache) const {
+  const float scale = config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(config_.d_model))
+                                                      : config_.embedding_scale;
+  Var h = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), scale);
+  for (int64_t layer = 0; layer < config_.n_layers; ++layer) {
+    BlockContext context{&config_, layer, batch, seq, cache ? cache->length : 0, cache};
+    const LayerWeights* weights = &layers_[layer];
+    const ModelFamily* family = family_;
+    h = autograd::rematerialize(tape, remat, h, [family, context, weights](Tape& inner, const Var& input) {
+      return family->block(inner, context, *weights, input);
+    });
+  }
+  return autograd::rms_norm(tape, h, final_norm_, static_cast<float>(config_.norm_eps), config_.norm_weight_offset);
+}
+
+Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets, RematPolicy remat,
+                           float grad_scale) const {
+  LATHE_CHECK(ids.shape().rank() == 2 && targets.shape() == ids.shape(), "model: ids and targets must both be ",
+              "(batch, seq), got ", ids.shape().to_string(), " and ", targets.shape().to_string());
+  const int64_t batch = ids.dim(0), seq = ids.dim(1);
+  LATHE_CHECK(seq <= config_.max_seq_len, "model: sequence of ", seq, " tokens exceeds model.max_seq_len=",
+              config_.max_seq_len);
+  Var hidden = run_layers(tape, ids, batch, seq, remat, nullptr);
+  autograd::CrossEntropyOptions options;
+  options.softcap = config_.final_logit_softcap;
+  options.grad_scale = grad_scale;
+  return autograd::cross_entropy(tape, hidden, lm_head(), targets.reshape({batch * seq}), options);
+}
+
+KvCache TransformerModel::make_kv_cache(int64_t max_seq) const {
+  return KvCache(config_.n_layers, max_seq, config_.n_kv_heads, config_.resolved_head_dim());
+}
+
+Tensor TransformerModel::next_token_logits(const Tensor& ids, KvCache& cache) const {
+  LATHE_ASSERT(precision_ == autograd::Precision::fast);
+  const int64_t seq = ids.numel();
+  Tape tape(precision_, /*recording=*/false);
+  Var hidden = run_layers(tape, ids, 1, seq, RematPolicy::save_all, &cache);
+  cache.length += seq;
+  // Only the last position's logits are needed: (1, d_model) @ head^T.
+  Var last = autograd::make_var(hidden->value.share_view(hidden->value.view().slice(0, seq - 1, seq)));
+  Var logits = autograd::linear(tape, last, lm_head());
+  Tensor result = logits->value.reshape({config_.vocab_size});
+  if (config_.final_logit_softcap > 0) {
+    float* values = result.ptr<float>();
+    const float cap = config_.final_logit_softcap;
+    for (int64_t i = 0; i < config_.vocab_size; ++i) values[i] = cap * std::tanh(values[i] / cap);
+  }
+  return result;
+}
+
+double TransformerModel::training_flops_per_token(int64_t seq_len) const {
+  double matmul_weights = 0;
+  for (const Parameter& parameter : parameters_)
+    if (parameter.kind == ParameterKind::matrix) matmul_weights += static_cast<double>(parameter.var->value.numel());
+  if (config_.tie_embeddings) matmul_weights += static_cast<double>(config_.vocab_size * config_.d_model);
+  const double attention = 6.0 * static_cast<double>(config_.n_layers * config_.n_heads *
+                                                     config_.resolved_head_dim() * seq_len);
+  return 6.0 * matmul_weights + attention;
+}
+
+}  // namespace lathe

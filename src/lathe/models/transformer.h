@@ -1,0 +1,67 @@
+// A decoder-only transformer assembled from a ModelConfig: token embedding, n_layers blocks of
+// the config's family, final RMSNorm, LM head (tied or not), fused cross-entropy. Parameters carry
+// Hugging Face names (model_config.h) and live in f32 (fast) or f64 (reference precision), each
+// with a gradient buffer of the same shape that backward accumulates into.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lathe/autograd/remat.h"
+#include "lathe/models/family.h"
+#include "lathe/models/kv_cache.h"
+
+namespace lathe {
+
+enum class ParameterKind { matrix, norm, embedding };
+
+struct Parameter {
+  std::string name;     // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  ParameterKind kind;
+  autograd::Var var;    // value and grad
+};
+
+class TransformerModel {
+ public:
+  TransformerModel(const ModelConfig& config, autograd::Precision precision = autograd::Precision::fast);
+
+  const ModelConfig& config() const { return config_; }
+  autograd::Precision precision() const { return precision_; }
+  std::vector<Parameter>& parameters() { return parameters_; }
+  const std::vector<Parameter>& parameters() const { return parameters_; }
+  const Parameter* find_parameter(const std::string& name) const;  // null when absent
+  int64_t parameter_count() const;
+
+  // Random initialisation, identical for every thread count: matrices ~ normal(0, init_std) drawn
+  // from (seed, parameter index); norm weights 1 (0 when stored with a weight offset of 1).
+  void initialize(uint64_t seed);
+  void zero_grads();
+
+  // ids, targets: (batch, seq) i32 -> the mean cross-entropy (1), recorded on the tape.
+  autograd::Var loss(autograd::Tape& tape, const Tensor& ids, const Tensor& targets, RematPolicy remat,
+                     float grad_scale = 1.0f) const;
+  // Inference (no tape): ids (1, seq) are appended to the cache (positions cache.length...);
+  // returns the logits (vocab) f32 of the last token.
+  Tensor next_token_logits(const Tensor& ids, KvCache& cache) const;
+  KvCache make_kv_cache(int64_t max_seq) const;
+
+  // Model FLOPs of one training token (forward + backward) at a sequence length: 6 per matmul
+  // weight (LM head included) plus causal attention 6 * layers * heads * head_dim * seq (half of
+  // the full score matrix, the FlashAttention convention).
+  double training_flops_per_token(int64_t seq_len) const;
+
+ private:
+  autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape);
+  autograd::Var run_layers(autograd::Tape& tape, const Tensor& ids, int64_t batch, int64_t seq,
+                           RematPolicy remat, KvCache* cache) const;
+  const autograd::Var& lm_head() const { return lm_head_ ? lm_head_ : embed_tokens_; }
+
+  ModelConfig config_;
+  autograd::Precision precision_;
+  const ModelFamily* family_;
+  std::vector<Parameter> parameters_;
+  autograd::Var embed_tokens_, final_norm_, lm_head_;
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace lathe
