@@ -1,0 +1,109 @@
+#include "lathe/train/optimizer.h"
+
+#include <cmath>
+#include <map>
+
+#include "lathe/core/parallel.h"
+#include "lathe/ops/adamw/adamw.h"
+
+namespace lathe {
+
+AdamWOptimizer::AdamWOptimizer(std::vector<Parameter>& parameters, const OptimizerSection& config)
+    : parameters_(parameters), config_(config) {
+  for (const Parameter& parameter : parameters_) {
+    LATHE_ASSERT(parameter.var->value.dtype() == DType::f32);
+    exp_avg_.push_back(Tensor::zeros(parameter.var->value.shape(), DType::f32));
+    exp_avg_sq_.push_back(Tensor::zeros(parameter.var->value.shape(), DType::f32));
+  }
+}
+
+bool AdamWOptimizer::decays(const Parameter& parameter) const {
+  switch (parameter.kind) {
+    case ParameterKind::matrix:
+      return true;
+    case ParameterKind::norm:
+      return config_.decay_norms_and_biases;
+    case ParameterKind::embedding:
+      return config_.decay_embeddings;
+  }
+  return true;
+}
+
+double AdamWOptimizer::gradient_norm() const {
+  // Fixed chunks summed in order: the same bits for every thread count.
+  constexpr int64_t kChunk = 1 << 16;
+  double total = 0;
+  for (const Parameter& parameter : parameters_) {
+    const float* grad = parameter.var->grad.ptr<float>();
+    const int64_t n = parameter.var->grad.numel(), chunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> partial(chunks, 0.0);
+    parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t chunk = begin; chunk < end; ++chunk) {
+        double sum = 0;
+        for (int64_t i = chunk * kChunk; i < std::min(n, (chunk + 1) * kChunk); ++i)
+          sum += static_cast<double>(grad[i]) * grad[i];
+        partial[chunk] = sum;
+      }
+    });
+    for (double value : partial) total += value;
+  }
+  return std::sqrt(total);
+}
+
+double AdamWOptimizer::step(int64_t step, double lr) {
+  const double norm = gradient_norm();
+  float scale = 1.0f;
+  if (config_.grad_clip > 0 && norm > config_.grad_clip) scale = static_cast<float>(config_.grad_clip / (norm + 1e-6));
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Parameter& parameter = parameters_[i];
+    const int64_t n = parameter.var->value.numel();
+    AdamWArgs args;
+    args.param = parameter.var->value.view().reshape({n});
+    args.grad = parameter.var->grad.view().reshape({n});
+    args.m = exp_avg_[i].view().reshape({n});
+    args.v = exp_avg_sq_[i].view().reshape({n});
+    args.lr = static_cast<float>(lr);
+    args.beta1 = static_cast<float>(config_.beta1);
+    args.beta2 = static_cast<float>(config_.beta2);
+    args.eps = static_cast<float>(config_.eps);
+    args.weight_decay = decays(parameter) ? static_cast<float>(config_.weight_decay) : 0.0f;
+    args.step = step;
+    args.grad_scale = scale;
+    adamw(args);
+  }
+  return norm;
+}
+
+std::vector<std::pair<std::string, Tensor>> AdamWOptimizer::state() const {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    tensors.emplace_back(parameters_[i].name + ".exp_avg", exp_avg_[i]);
+    tensors.emplace_back(parameters_[i].name + ".exp_avg_sq", exp_avg_sq_[i]);
+  }
+  return tensors;
+}
+
+void AdamWOptimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, tensor] : tensors) by_name[name] = &tensor;
+  auto restore = [&](const std::string& name, const Tensor& into) {
+    auto found = by_name.find(name);
+    LATHE_CHECK(found != by_name.end(), "optimizer state: missing tensor '", name, "'");
+    const Tensor& saved = *found->second;
+    LATHE_CHECK(saved.shape() == into.shape() && saved.dtype() == DType::f32, "optimizer state: tensor '", name,
+                "' is ", saved.view().describe(), ", expected ", into.view().describe());
+    write_from_vector(into, to_vector<float>(saved));
+  };
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    restore(parameters_[i].name + ".exp_avg", exp_avg_[i]);
+    restore(parameters_[i].name + ".exp_avg_sq", exp_avg_sq_[i]);
+  }
+}
+
+int64_t AdamWOptimizer::state_bytes() const {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < exp_avg_.size(); ++i) bytes += 2 * exp_avg_[i].numel() * 4;
+  return bytes;
+}
+
+}  // namespace lathe
