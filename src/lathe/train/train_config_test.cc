@@ -298,6 +298,73 @@ TEST(TrainConfigValidation, LoadValidatesAfterOverrides) {
   EXPECT_EQ(config.train.seq_len, 512);
 }
 
+std::string preset_path(const std::string& name) { return LATHE_SOURCE_DIR "/configs/" + name + ".yaml"; }
+
+TEST(TrainConfigPresets, DefaultYamlIsExactlyTheBuiltInDefaults) {
+  EXPECT_EQ(parse_train_config(preset_path("default"), {}), TrainConfig{});
+}
+
+TEST(TrainConfigPresets, EveryPresetLoadsValidatesAndRoundTrips) {
+  int presets = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(LATHE_SOURCE_DIR "/configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++presets;
+    SCOPED_TRACE(entry.path().string());
+    TrainConfig config = parse_train_config(entry.path().string(), {});
+    // data.path is a machine's file; everything else must be consistent as shipped.
+    EXPECT_EQ(find_train_config_problems(config, /*check_files=*/false), std::vector<std::string>{});
+    EXPECT_EQ(train_config_from_yaml(train_config_to_yaml(config), "resolved"), config);
+  }
+  EXPECT_GE(presets, 5);
+}
+
+// Expected shapes are the published config.json values (see each preset's header).
+TEST(TrainConfigPresets, Llama32OneBillionHasThePublishedShape) {
+  ModelConfig model = parse_train_config(preset_path("llama3.2-1b"), {}).model;
+  EXPECT_EQ(model.vocab_size, 128256);
+  EXPECT_EQ(model.d_model, 2048);
+  EXPECT_EQ(model.n_layers, 16);
+  EXPECT_EQ(model.n_heads, 32);
+  EXPECT_EQ(model.n_kv_heads, 8);
+  EXPECT_EQ(model.resolved_head_dim(), 64);
+  EXPECT_EQ(model.ffn_dim, 8192);
+  EXPECT_EQ(model.rope_theta, 500000.0);
+  EXPECT_EQ(model.rope_scaling, "llama3");
+  EXPECT_EQ(model.rope_scaling_factor, 32.0);
+  EXPECT_EQ(model.rope_low_freq_factor, 1.0);
+  EXPECT_EQ(model.rope_high_freq_factor, 4.0);
+  EXPECT_EQ(model.rope_original_max_position, 8192);
+  EXPECT_EQ(model.norm_eps, 1e-5);
+  EXPECT_EQ(model.max_seq_len, 131072);
+  EXPECT_TRUE(model.tie_embeddings);
+  EXPECT_EQ(model.parameter_count(), 1235814400);  // the published count
+}
+
+TEST(TrainConfigPresets, Qwen3AndGemma3HaveThePublishedShapes) {
+  ModelConfig qwen = parse_train_config(preset_path("qwen3-0.6b"), {}).model;
+  EXPECT_EQ(qwen.family, "qwen3");
+  EXPECT_EQ(qwen.resolved_head_dim(), 128);
+  EXPECT_TRUE(qwen.qk_norm);
+  EXPECT_EQ(qwen.norm_eps, 1e-6);
+  EXPECT_EQ(qwen.max_seq_len, 40960);
+  // By hand: embeddings 151936*1024 = 155,582,464; per layer q 2048*1024 + k, v 1024*1024 each
+  // + o 1024*2048 = 6,291,456, MLP 3*3072*1024 = 9,437,184, norms 2*1024 + 2*128 = 2,304:
+  // 15,730,944 * 28 = 440,466,432; + final norm 1024.
+  EXPECT_EQ(qwen.parameter_count(), 155582464 + 440466432 + 1024);
+
+  ModelConfig gemma = parse_train_config(preset_path("gemma3-270m"), {}).model;
+  EXPECT_EQ(gemma.ffn_activation, FfnActivation::gelu_tanh);
+  EXPECT_EQ(gemma.attention_scale, 0.0625f);  // 256^-0.5
+  EXPECT_EQ(gemma.rope_theta_for_layer(0), 10000.0);
+  EXPECT_EQ(gemma.rope_theta_for_layer(5), 1000000.0);
+  EXPECT_EQ(gemma.embedding_scale, 0.0f);
+  EXPECT_EQ(gemma.norm_weight_offset, 1.0f);
+  // By hand: embeddings 262144*640 = 167,772,160; per layer q 1024*640 + k, v 256*640 each +
+  // o 640*1024 = 1,638,400, MLP 3*2048*640 = 3,932,160, norms 4*640 + 2*256 = 3,072:
+  // 5,573,632 * 18 = 100,325,376; + final norm 640.
+  EXPECT_EQ(gemma.parameter_count(), 167772160 + 100325376 + 640);
+}
+
 TEST(TrainConfig, KeysAreDocumented) {
   auto keys = train_config_keys();
   EXPECT_EQ(keys.front().key, "model.family");
