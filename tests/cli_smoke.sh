@@ -3,6 +3,7 @@
 # (each must print one clear line and exit non-zero, never crash).
 set -uo pipefail
 lathe="$1"
+root="$(cd "$(dirname "$0")/.." && pwd)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -22,7 +23,7 @@ expect() {  # expect EXIT_CODE DESCRIPTION -- command...
 }
 
 export LATHE_TUNING_CACHE="$work/tuning.json"
-for command in info ops bench tune; do
+for command in info ops bench tune config; do
   expect 0 "$command --help" -- "$lathe" "$command" --help
 done
 expect 0 "top-level --help" -- "$lathe" --help
@@ -41,6 +42,21 @@ expect 0 "corrupt cache is a warning" -- "$lathe" ops rms_norm --shape rows=16,d
 grep -q "warning: ignoring tuning cache" "$work/err" || { echo "FAIL: no warning for corrupt cache"; failures=$((failures + 1)); }
 rm -f "$work/tuning.json"
 
+expect 0 "config defaults" -- "$lathe" config
+grep -q "^# parameters: 6.29M" "$work/out" || { echo "FAIL: config printed no parameter count"; failures=$((failures + 1)); }
+cp "$work/out" "$work/resolved.yaml"
+expect 0 "config resolved round trip" -- "$lathe" config "$work/resolved.yaml" --check
+for preset in "$root"/configs/*.yaml; do
+  expect 0 "config $preset" -- "$lathe" config "$preset" --check data.path="$root/README.md"
+done
+expect 0 "config keys" -- "$lathe" config --keys
+expect 0 "config json" -- "$lathe" config --json model.n_layers=2
+python3 -c "import json,sys; c=json.load(sys.stdin); assert c['model']['n_layers']==2" <"$work/out" \
+  || { echo "FAIL: config --json is not the expected JSON"; failures=$((failures + 1)); }
+printf 'model:\n  n_layers: 2\n\td_model: 3\n' >"$work/tab.yaml"
+expect 2 "config tab in indentation" -- "$lathe" config "$work/tab.yaml"
+grep -q "tab.yaml:3:1: tab in indentation" "$work/err" || { echo "FAIL: no line:column for a tab"; failures=$((failures + 1)); }
+
 expect 2 "no command" -- "$lathe"
 expect 2 "unknown command" -- "$lathe" frobnicate
 expect 2 "unknown option" -- "$lathe" info --frobnicate
@@ -55,6 +71,12 @@ expect 2 "malformed pin" -- "$lathe" ops rms_norm --pin "rms_norm:avx2"
 expect 2 "pin outside space" -- "$lathe" bench rms_norm --shape rows=8,dim=8 --quick --isa scalar --pin "rms_norm:scalar:rows_per_task=3"
 expect 2 "unknown peer" -- "$lathe" bench rms_norm --vs nobody
 expect 2 "tune without op" -- "$lathe" tune
+expect 2 "config missing file" -- "$lathe" config "$work/no_such.yaml"
+expect 2 "config unknown key" -- "$lathe" config model.d_modle=3
+expect 2 "config bad value" -- "$lathe" config model.n_layers=two
+expect 2 "config override without value" -- "$lathe" config model.n_layers=
+expect 2 "config inconsistent" -- "$lathe" config train.seq_len=512
+expect 2 "config two files" -- "$lathe" config a.yaml b.yaml
 
 if [ "$failures" -ne 0 ]; then
   echo "cli_smoke: $failures failure(s)"

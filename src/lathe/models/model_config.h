@@ -44,7 +44,7 @@ struct ModelConfig {
 
   // RoPE
   double rope_theta = 10000.0;
-  double rope_local_theta = 0.0;       // theta of sliding-window layers (Gemma 3: 10000); 0: rope_theta
+  double rope_local_theta = 0.0;       // theta for sliding-window layers (Gemma 3: 10000); 0: rope_theta
   double partial_rotary_factor = 1.0;  // rotary_dim = head_dim * factor (rounded down to even)
   std::string rope_scaling = "none";   // none | llama3
   double rope_scaling_factor = 8.0;
@@ -74,6 +74,13 @@ struct ModelConfig {
   int64_t rotary_dim() const;
   bool layer_is_local(int64_t layer) const;
   int64_t parameter_count() const;  // total, counting tied embeddings once
+  double rope_theta_for_layer(int64_t layer) const {
+    return layer_is_local(layer) && rope_local_theta > 0 ? rope_local_theta : rope_theta;
+  }
+
+  bool operator==(const ModelConfig&) const = default;
 };
+
+const char* to_string(FfnActivation activation);
 
 }  // namespace lathe

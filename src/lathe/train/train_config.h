@@ -12,13 +12,16 @@
 //   checkpoint: { every, keep_last, async }
 //   log:        { every, eval_every, eval_batches, tensorboard }
 //   run_dir:    runs/default
-// Overrides use dotted keys: `model.n_layers=2 optimizer.lr=1e-3 run_dir=/tmp/x`.
+// Overrides use dotted keys: `model.n_layers=2 optimizer.lr=1e-3 run_dir=/tmp/x`; the value is read
+// as a YAML value (`data.tokenizer=''` is an empty string). Dotted keys may also be written flat in
+// the YAML file. `lathe config --keys` lists every key with its type, default and meaning.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "lathe/core/json.h"
 #include "lathe/models/model_config.h"
 
 namespace lathe {
@@ -40,6 +43,8 @@ struct TrainSection {
   ComputeDtype dtype = ComputeDtype::f32;
   RematPolicy remat = RematPolicy::save_all;
   int64_t threads = 0;           // 0: all cores
+
+  bool operator==(const TrainSection&) const = default;
 };
 
 struct OptimizerSection {
@@ -55,6 +60,8 @@ struct OptimizerSection {
   LrSchedule schedule = LrSchedule::cosine;
   int64_t warmup_steps = 50;
   double decay_steps_fraction = 0.2;  // wsd: share of steps in the final decay
+
+  bool operator==(const OptimizerSection&) const = default;
 };
 
 struct DataSection {
@@ -62,12 +69,16 @@ struct DataSection {
   std::string tokenizer;         // tokenizer.json to use; empty: train one (vocab = model.vocab_size)
   double val_fraction = 0.02;    // share of documents held out for validation
   std::string cache_dir;         // where token shards are cached; empty: <run_dir>/data
+
+  bool operator==(const DataSection&) const = default;
 };
 
 struct CheckpointSection {
   int64_t every = 200;           // steps between checkpoints; 0: only at the end
   int64_t keep_last = 3;
   bool async = true;
+
+  bool operator==(const CheckpointSection&) const = default;
 };
 
 struct LogSection {
@@ -75,6 +86,8 @@ struct LogSection {
   int64_t eval_every = 100;      // steps between validation losses; 0: only at the end
   int64_t eval_batches = 8;
   bool tensorboard = true;
+
+  bool operator==(const LogSection&) const = default;
 };
 
 struct TrainConfig {
@@ -85,6 +98,39 @@ struct TrainConfig {
   CheckpointSection checkpoint;
   LogSection log;
   std::string run_dir = "runs/default";
+
+  bool operator==(const TrainConfig&) const = default;
 };
+
+// Defaults, then the YAML file (when the path is not empty), then each override in order, then
+// validation. Throws one lathe::Error listing every problem, one per line: syntax errors as
+// "FILE:LINE:COLUMN: ...", unknown keys with a suggestion, wrong types ("model.n_layers: expected an
+// integer, got 'two'"), then inconsistent values (see find_train_config_problems).
+TrainConfig load_train_config(const std::string& yaml_path_or_empty, const std::vector<std::string>& overrides);
+
+// The loading steps without validation, for tools and tests. `source_name` names the text in errors.
+TrainConfig parse_train_config(const std::string& yaml_path_or_empty, const std::vector<std::string>& overrides);
+TrainConfig train_config_from_yaml(const std::string& yaml_text, const std::string& source_name);
+void apply_train_config_override(TrainConfig& config, const std::string& key_equals_value);
+
+// Every inconsistency, one line each ("train.seq_len=512 does not fit model.max_seq_len=256");
+// empty when the config is usable. `check_files`: also require data.path (and data.tokenizer when
+// set) to exist.
+std::vector<std::string> find_train_config_problems(const TrainConfig& config, bool check_files = true);
+void validate_train_config(const TrainConfig& config, bool check_files = true);  // throws the joined lines
+
+// The resolved config: every key, grouped by section with comments; loading it gives `config` back.
+std::string train_config_to_yaml(const TrainConfig& config);
+Json train_config_to_json(const TrainConfig& config);  // {"model": {...}, ..., "run_dir": "..."}
+
+// Documentation of every key, in file order: "model.d_model", "integer", "256", "width of ...".
+struct TrainConfigKey {
+  std::string key, type, default_value, doc;
+};
+std::vector<TrainConfigKey> train_config_keys();
+
+const char* to_string(RematPolicy policy);
+const char* to_string(LrSchedule schedule);
+const char* to_string(ComputeDtype dtype);
 
 }  // namespace lathe

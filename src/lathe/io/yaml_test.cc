@@ -1,0 +1,210 @@
+// The YAML subset parser: structures, scalar resolution, and every error with its line and column.
+#include "lathe/io/yaml.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "lathe/core/error.h"
+
+namespace lathe {
+namespace {
+
+// The error message thrown for `text`, or "" when it parses.
+std::string yaml_error(const std::string& text) {
+  try {
+    parse_yaml(text, "test.yaml");
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(Yaml, NestedBlockMappingsAndSequences) {
+  Json root = parse_yaml(
+      "# a config\n"
+      "model:\n"
+      "  d_model: 256   # width\n"
+      "  name: tiny\n"
+      "\n"
+      "  rope:\n"
+      "    theta: 10000.0\n"
+      "layers:\n"
+      "  - 1\n"
+      "  - two\n"
+      "  -\n"
+      "    nested: true\n"
+      "top: last\n");
+  EXPECT_EQ(root.dump(0),
+            R"({"model":{"d_model":256,"name":"tiny","rope":{"theta":10000}},"layers":[1,"two",{"nested":true}],)"
+            R"("top":"last"})");
+}
+
+TEST(Yaml, SequenceItemsHoldingMappingsAndSameIndentSequences) {
+  Json root = parse_yaml(
+      "runs:\n"
+      "- name: a\n"
+      "  lr: 0.1\n"
+      "- name: b\n"
+      "  tags:\n"
+      "  - x\n"
+      "  - - nested\n"
+      "    - pair\n"
+      "after: 1\n");
+  EXPECT_EQ(root.dump(0), R"({"runs":[{"name":"a","lr":0.1},{"name":"b","tags":["x",["nested","pair"]]}],"after":1})");
+}
+
+TEST(Yaml, FlowCollections) {
+  Json root = parse_yaml("a: [1, 2.5, x, 'q, r', [], {}]\nb: {k: v, n: -3, e: , list: [true]}  # trailing\nc: [a,]\n");
+  EXPECT_EQ(root.dump(0), R"({"a":[1,2.5,"x","q, r",[],{}],"b":{"k":"v","n":-3,"e":null,"list":[true]},"c":["a"]})");
+}
+
+TEST(Yaml, PlainScalarsFollowTheCoreSchema) {
+  Json root = parse_yaml(
+      "int: 42\nneg: -7\nplus: +3\nexp: 1e-3\nlead: .5\nfloat: -2.0\nbig: 1.5E+3\n"
+      "t: true\nf: False\nn: null\ntilde: ~\nempty:\nyes: yes\nver: 1.2.3\nurl: http://x.org/a#b\n"
+      "word: don't stop\ninf: -.inf\nnan: .nan\nhex: 0x10\ncolon: a:b\n");
+  EXPECT_EQ(root.get("int").as_number(), 42);
+  EXPECT_EQ(root.get("neg").as_number(), -7);
+  EXPECT_EQ(root.get("plus").as_number(), 3);
+  EXPECT_EQ(root.get("exp").as_number(), 1e-3);
+  EXPECT_EQ(root.get("lead").as_number(), 0.5);
+  EXPECT_EQ(root.get("float").as_number(), -2.0);
+  EXPECT_EQ(root.get("big").as_number(), 1500.0);
+  EXPECT_TRUE(root.get("t").as_bool());
+  EXPECT_FALSE(root.get("f").as_bool());
+  EXPECT_TRUE(root.get("n").is_null());
+  EXPECT_TRUE(root.get("tilde").is_null());
+  EXPECT_TRUE(root.get("empty").is_null());
+  EXPECT_EQ(root.get("yes").as_string(), "yes");  // YAML 1.2: not a boolean
+  EXPECT_EQ(root.get("ver").as_string(), "1.2.3");
+  EXPECT_EQ(root.get("url").as_string(), "http://x.org/a#b");  // '#' without a blank before it is text
+  EXPECT_EQ(root.get("word").as_string(), "don't stop");
+  EXPECT_EQ(root.get("inf").as_number(), -INFINITY);
+  EXPECT_TRUE(std::isnan(root.get("nan").as_number()));
+  EXPECT_EQ(root.get("hex").as_string(), "0x10");
+  EXPECT_EQ(root.get("colon").as_string(), "a:b");
+}
+
+TEST(Yaml, QuotedScalarsStayStringsAndUnescape) {
+  Json root = parse_yaml(
+      "a: \"123\"\n"
+      "b: 'it''s # not a comment'\n"
+      "c: \"tab\\there\\n\\\"q\\\" \\\\ \\x41\\u00e9\\U0001F600\"\n"
+      "'quoted key': \"\"\n"
+      "\"k: v\": 1\n");
+  EXPECT_EQ(root.get("a").as_string(), "123");
+  EXPECT_EQ(root.get("b").as_string(), "it's # not a comment");
+  EXPECT_EQ(root.get("c").as_string(), "tab\there\n\"q\" \\ A\xC3\xA9\xF0\x9F\x98\x80");
+  EXPECT_EQ(root.get("quoted key").as_string(), "");
+  EXPECT_EQ(root.get("k: v").as_number(), 1);
+}
+
+TEST(Yaml, DocumentsWithOnlyCommentsAreNullAndOneLeadingMarkerIsAllowed) {
+  EXPECT_TRUE(parse_yaml("").is_null());
+  EXPECT_TRUE(parse_yaml("# nothing\n\n   # here\n").is_null());
+  EXPECT_EQ(parse_yaml("---\na: 1\r\n").dump(0), R"({"a":1})");
+  EXPECT_EQ(parse_yaml("\xEF\xBB\xBF"
+                       "a: 1\n")
+                .dump(0),
+            R"({"a":1})");
+  EXPECT_EQ(parse_yaml("  indented: 1\n  root: 2\n").dump(0), R"({"indented":1,"root":2})");
+  EXPECT_EQ(parse_yaml("just a scalar\n").as_string(), "just a scalar");
+}
+
+TEST(Yaml, RecordsWhereEachKeyWasWritten) {
+  YamlKeyPositions positions;
+  parse_yaml("model:\n  d_model: 1\nlist:\n  - {k: 2}\n", "x", &positions);
+  EXPECT_EQ(positions.at("model").line, 1);
+  EXPECT_EQ(positions.at("model.d_model").line, 2);
+  EXPECT_EQ(positions.at("model.d_model").column, 3);
+  EXPECT_EQ(positions.at("list.0.k").line, 4);
+  EXPECT_EQ(positions.at("list.0.k").column, 6);
+}
+
+TEST(Yaml, StructuralErrorsNameLineAndColumn) {
+  EXPECT_EQ(yaml_error("a:\n\tb: 1\n"), "test.yaml:2:1: tab in indentation (YAML indents with spaces)");
+  EXPECT_EQ(yaml_error("a:\n    b: 1\n  c: 2\n"), "test.yaml:3:3: bad indentation: expected 4 or 0 spaces, found 2");
+  EXPECT_EQ(yaml_error("a: 1\n  b: 2\n"), "test.yaml:2:3: bad indentation: expected 0 spaces, found 2");
+  EXPECT_EQ(yaml_error("a:\n  - 1\n   - 2\n"), "test.yaml:3:4: bad indentation: expected 2 or 0 spaces, found 3");
+  EXPECT_EQ(yaml_error("a:\n  b:\n      c: 1\n    d: 2\n"),
+            "test.yaml:4:5: bad indentation: expected 6, 2 or 0 spaces, found 4");
+  EXPECT_EQ(yaml_error("  a: 1\nb: 2\n"), "test.yaml:2:1: bad indentation: expected 2 spaces, found 0");
+  EXPECT_EQ(yaml_error("a: 1\nb: 2\na: 3\n"), "test.yaml:3:1: duplicate key 'a' (first at line 1)");
+  EXPECT_EQ(yaml_error("m: {x: 1, x: 2}\n"), "test.yaml:1:11: duplicate key 'x'");
+  EXPECT_EQ(yaml_error("a: 1\n- b\n"), "test.yaml:2:1: expected 'key: value', found a sequence entry '- '");
+  EXPECT_EQ(yaml_error("a: 1\nplain\n"), "test.yaml:2:1: expected 'key: value'");
+  EXPECT_EQ(yaml_error("a: b: c\n"), "test.yaml:1:5: unexpected ':' after a value (quote values that contain ': ')");
+  EXPECT_EQ(yaml_error("a: - b\n"),
+            "test.yaml:1:4: a block sequence cannot start on the same line as its key; start it on the next line");
+  EXPECT_EQ(yaml_error("a: 'x' y\n"), "test.yaml:1:8: unexpected 'y' after the value");
+}
+
+TEST(Yaml, ScalarAndFlowErrorsNameLineAndColumn) {
+  EXPECT_EQ(yaml_error("a: 1\nb: \"open\n"),
+            "test.yaml:2:4: unterminated double-quoted string (quoted strings must end on the same line)");
+  EXPECT_EQ(yaml_error("b: 'open\n"),
+            "test.yaml:1:4: unterminated single-quoted string (quoted strings must end on the same line)");
+  EXPECT_EQ(yaml_error("b: \"\\q\"\n"), "test.yaml:1:5: unknown escape '\\q' in double-quoted string");
+  EXPECT_EQ(yaml_error("b: \"\\x4\"\n"), "test.yaml:1:5: escape needs 2 hex digits");
+  EXPECT_EQ(yaml_error("b: [1, 2\n"), "test.yaml:1:4: unterminated '[' (flow collections must end on the same line)");
+  EXPECT_EQ(yaml_error("b: [1, , 2]\n"), "test.yaml:1:8: empty entry in flow sequence");
+  EXPECT_EQ(yaml_error("b: [1 2] ]\n"), "test.yaml:1:10: unexpected ']' after the value");
+  EXPECT_EQ(yaml_error("b: {k v}\n"), "test.yaml:1:8: expected ':' after key 'k v' in flow mapping");
+  EXPECT_EQ(yaml_error("b: @x\n"), "test.yaml:1:4: a plain value cannot start with '@'; quote it");
+}
+
+TEST(Yaml, UnsupportedFeaturesAreNamed) {
+  EXPECT_EQ(yaml_error("a: &base 1\n"), "test.yaml:1:4: unsupported YAML feature: anchors (&name)");
+  EXPECT_EQ(yaml_error("a: 1\nb: *base\n"), "test.yaml:2:4: unsupported YAML feature: aliases (*name)");
+  EXPECT_EQ(yaml_error("a: !!str 1\n"), "test.yaml:1:4: unsupported YAML feature: tags (!tag)");
+  EXPECT_EQ(yaml_error("a: |\n  text\n"),
+            "test.yaml:1:4: unsupported YAML feature: block scalars (| and >); use a quoted string");
+  EXPECT_EQ(yaml_error("a: >-\n  text\n"),
+            "test.yaml:1:4: unsupported YAML feature: block scalars (| and >); use a quoted string");
+  EXPECT_EQ(yaml_error("a: 1\n---\nb: 2\n"), "test.yaml:2:1: unsupported YAML feature: multiple documents ('---')");
+  EXPECT_EQ(yaml_error("%YAML 1.2\n---\na: 1\n"), "test.yaml:1:1: unsupported YAML feature: directives (%YAML, %TAG)");
+  EXPECT_EQ(yaml_error("? complex\n: value\n"), "test.yaml:1:1: unsupported YAML feature: complex keys ('? ')");
+  EXPECT_EQ(yaml_error("- &a x\n"), "test.yaml:1:3: unsupported YAML feature: anchors (&name)");
+}
+
+TEST(Yaml, DeepNestingIsAnErrorNotACrash) {
+  std::string text = "v: " + std::string(200, '[') + std::string(200, ']') + "\n";
+  EXPECT_NE(yaml_error(text).find("nesting deeper than"), std::string::npos);
+}
+
+TEST(Yaml, SingleValuesForOverrides) {
+  EXPECT_EQ(parse_yaml_value("1e-3", "override").as_number(), 1e-3);
+  EXPECT_EQ(parse_yaml_value("/tmp/run dir", "override").as_string(), "/tmp/run dir");
+  EXPECT_EQ(parse_yaml_value("''", "override").as_string(), "");
+  EXPECT_EQ(parse_yaml_value("[1, 2]", "override").dump(0), "[1,2]");
+  try {
+    parse_yaml_value("'open", "override 'x='open'");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "override 'x='open': unterminated single-quoted string (quoted strings must end on the same line) "
+                 "(at character 1)");
+  }
+}
+
+TEST(Yaml, FilesReportTheirPathInErrors) {
+  auto path = std::filesystem::temp_directory_path() / ("lathe_yaml_test_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(path) << "a: 1\na: 2\n";
+  try {
+    load_yaml_file(path.string());
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()), path.string() + ":2:1: duplicate key 'a' (first at line 1)");
+  }
+  std::filesystem::remove(path);
+  EXPECT_THROW(load_yaml_file(path.string()), Error);
+  EXPECT_THROW(load_yaml_file(std::filesystem::temp_directory_path().string()), Error);
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,158 @@
+// Validation of a loaded TrainConfig: every inconsistency a run would otherwise hit later (or
+// silently get wrong), one line each, naming the keys and values involved.
+#include <cmath>
+#include <filesystem>
+
+#include "lathe/core/error.h"
+#include "lathe/train/train_config.h"
+
+namespace lathe {
+namespace {
+
+class ProblemList {
+ public:
+  template <class... Parts>
+  void add(const Parts&... parts) {
+    lines.push_back(str_cat(parts...));
+  }
+  template <class Value>
+  void require_positive(const char* key, Value value) {
+    if (!(value > 0)) add(key, "=", value, " must be > 0");
+  }
+  template <class Value>
+  void require_non_negative(const char* key, Value value) {
+    if (!(value >= 0)) add(key, "=", value, " must be >= 0");
+  }
+  // lower <= value < upper, or lower <= value <= upper when `include_upper`.
+  void require_range(const char* key, double value, double lower, double upper, bool include_upper) {
+    bool inside = value >= lower && (include_upper ? value <= upper : value < upper);
+    if (!inside) add(key, "=", value, " must be in [", lower, ", ", upper, include_upper ? "]" : ")");
+  }
+
+  std::vector<std::string> lines;
+};
+
+void check_model(const ModelConfig& model, ProblemList& problems) {
+  if (model.vocab_size < 257)
+    problems.add("model.vocab_size=", model.vocab_size, " is too small: at least 257 (256 byte tokens + EOS)");
+  problems.require_positive("model.d_model", model.d_model);
+  problems.require_positive("model.n_layers", model.n_layers);
+  problems.require_positive("model.n_heads", model.n_heads);
+  problems.require_positive("model.n_kv_heads", model.n_kv_heads);
+  problems.require_non_negative("model.head_dim", model.head_dim);
+  problems.require_positive("model.ffn_dim", model.ffn_dim);
+  problems.require_positive("model.max_seq_len", model.max_seq_len);
+  bool heads_valid = model.d_model > 0 && model.n_heads > 0 && model.n_kv_heads > 0 && model.head_dim >= 0;
+  if (heads_valid && model.head_dim == 0 && model.d_model % model.n_heads != 0) {
+    problems.add("model.n_heads=", model.n_heads, " does not divide model.d_model=", model.d_model,
+                 " (or set model.head_dim)");
+    heads_valid = false;
+  }
+  if (heads_valid && model.n_heads % model.n_kv_heads != 0)
+    problems.add("model.n_kv_heads=", model.n_kv_heads, " does not divide model.n_heads=", model.n_heads);
+
+  if (!(model.partial_rotary_factor > 0 && model.partial_rotary_factor <= 1)) {
+    problems.add("model.partial_rotary_factor=", model.partial_rotary_factor, " must be in (0, 1]");
+  } else if (heads_valid) {
+    int64_t rotary = model.rotary_dim(), head = model.resolved_head_dim();
+    if (rotary < 2 || rotary % 2 != 0 || rotary > head)
+      problems.add("rotary dim ", rotary, " (head_dim ", head, " * model.partial_rotary_factor ",
+                   model.partial_rotary_factor, ") must be even, at least 2 and at most head_dim");
+  }
+  problems.require_positive("model.rope_theta", model.rope_theta);
+  problems.require_non_negative("model.rope_local_theta", model.rope_local_theta);
+  if (model.rope_local_theta > 0 && model.sliding_window == 0)
+    problems.add("model.rope_local_theta=", model.rope_local_theta, " has no effect without model.sliding_window > 0");
+  if (model.rope_scaling == "llama3") {
+    if (model.rope_scaling_factor < 1)
+      problems.add("model.rope_scaling_factor=", model.rope_scaling_factor, " must be >= 1 (it extends the context)");
+    problems.require_positive("model.rope_low_freq_factor", model.rope_low_freq_factor);
+    if (model.rope_high_freq_factor <= model.rope_low_freq_factor)
+      problems.add("model.rope_high_freq_factor=", model.rope_high_freq_factor,
+                   " must be > model.rope_low_freq_factor=", model.rope_low_freq_factor);
+    problems.require_positive("model.rope_original_max_position", model.rope_original_max_position);
+  }
+  problems.require_positive("model.norm_eps", model.norm_eps);
+  problems.require_non_negative("model.embedding_scale", model.embedding_scale);
+  problems.require_non_negative("model.final_logit_softcap", model.final_logit_softcap);
+  problems.require_non_negative("model.attn_logit_softcap", model.attn_logit_softcap);
+  problems.require_non_negative("model.attention_scale", model.attention_scale);
+  problems.require_non_negative("model.sliding_window", model.sliding_window);
+  problems.require_non_negative("model.sliding_window_pattern", model.sliding_window_pattern);
+  if (model.sliding_window_pattern > 0 && model.sliding_window == 0)
+    problems.add("model.sliding_window_pattern=", model.sliding_window_pattern,
+                 " has no effect without model.sliding_window > 0");
+  problems.require_positive("model.init_std", model.init_std);
+}
+
+void check_training(const TrainConfig& config, ProblemList& problems) {
+  const TrainSection& train = config.train;
+  problems.require_positive("train.steps", train.steps);
+  problems.require_positive("train.batch_size", train.batch_size);
+  problems.require_positive("train.seq_len", train.seq_len);
+  problems.require_positive("train.grad_accum", train.grad_accum);
+  problems.require_non_negative("train.threads", train.threads);
+  if (train.seq_len > config.model.max_seq_len && config.model.max_seq_len > 0)
+    problems.add("train.seq_len=", train.seq_len, " does not fit model.max_seq_len=", config.model.max_seq_len);
+
+  const OptimizerSection& optimizer = config.optimizer;
+  problems.require_positive("optimizer.lr", optimizer.lr);
+  problems.require_range("optimizer.min_lr_ratio", optimizer.min_lr_ratio, 0, 1, true);
+  problems.require_range("optimizer.beta1", optimizer.beta1, 0, 1, false);
+  problems.require_range("optimizer.beta2", optimizer.beta2, 0, 1, false);
+  problems.require_positive("optimizer.eps", optimizer.eps);
+  problems.require_non_negative("optimizer.weight_decay", optimizer.weight_decay);
+  problems.require_non_negative("optimizer.grad_clip", optimizer.grad_clip);
+  problems.require_non_negative("optimizer.warmup_steps", optimizer.warmup_steps);
+  if (optimizer.warmup_steps > train.steps && train.steps > 0)
+    problems.add("optimizer.warmup_steps=", optimizer.warmup_steps, " exceeds train.steps=", train.steps);
+  problems.require_range("optimizer.decay_steps_fraction", optimizer.decay_steps_fraction, 0, 1, true);
+  if (optimizer.schedule == LrSchedule::wsd && optimizer.decay_steps_fraction >= 0 &&
+      optimizer.decay_steps_fraction <= 1) {
+    auto decay_steps =
+        static_cast<int64_t>(std::llround(optimizer.decay_steps_fraction * static_cast<double>(train.steps)));
+    if (optimizer.decay_steps_fraction == 0)
+      problems.add("optimizer.decay_steps_fraction=0 leaves the wsd schedule no decay phase");
+    else if (optimizer.warmup_steps >= 0 && optimizer.warmup_steps + decay_steps > train.steps && train.steps > 0)
+      problems.add("optimizer.warmup_steps=", optimizer.warmup_steps, " plus the wsd decay (",
+                   optimizer.decay_steps_fraction, " * train.steps=", decay_steps,
+                   ") exceeds train.steps=", train.steps);
+  }
+}
+
+void check_data_and_outputs(const TrainConfig& config, bool check_files, ProblemList& problems) {
+  const DataSection& data = config.data;
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (data.path.empty()) {
+    problems.add("data.path is empty: expected a text file or a folder of text files");
+  } else if (check_files && !fs::exists(data.path, error)) {
+    problems.add("data.path '", data.path, "' does not exist (expected a text file or a folder of text files)");
+  }
+  if (!data.tokenizer.empty() && check_files && !fs::is_regular_file(data.tokenizer, error))
+    problems.add("data.tokenizer '", data.tokenizer, "' is not a file (expected a tokenizer.json; empty: train one)");
+  if (!(data.val_fraction > 0 && data.val_fraction < 1))
+    problems.add("data.val_fraction=", data.val_fraction, " must be in (0, 1)");
+
+  problems.require_non_negative("checkpoint.every", config.checkpoint.every);
+  if (config.checkpoint.keep_last < 1)
+    problems.add("checkpoint.keep_last=", config.checkpoint.keep_last, " must be >= 1");
+
+  if (config.log.every < 1) problems.add("log.every=", config.log.every, " must be >= 1");
+  problems.require_non_negative("log.eval_every", config.log.eval_every);
+  if (config.log.eval_batches < 1) problems.add("log.eval_batches=", config.log.eval_batches, " must be >= 1");
+
+  if (config.run_dir.empty()) problems.add("run_dir is empty: expected a directory for checkpoints and metrics");
+}
+
+}  // namespace
+
+std::vector<std::string> find_train_config_problems(const TrainConfig& config, bool check_files) {
+  ProblemList problems;
+  check_model(config.model, problems);
+  check_training(config, problems);
+  check_data_and_outputs(config, check_files, problems);
+  return problems.lines;
+}
+
+}  // namespace lathe
