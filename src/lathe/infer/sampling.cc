@@ -49,20 +49,20 @@ int32_t Sampler::scan_logits(const float* logits, int64_t vocab, float* max_logi
   constexpr int kLanes = 8;
   const float infinity = std::numeric_limits<float>::infinity();
   float lane_max[kLanes];
-  bool lane_invalid[kLanes] = {};
+  int32_t lane_invalid[kLanes] = {};  // int, not bool: keeps the loop vectorisable
   std::fill(lane_max, lane_max + kLanes, -infinity);
   const int64_t full = vocab / kLanes * kLanes;
   for (int64_t base = 0; base < full; base += kLanes) {
     for (int lane = 0; lane < kLanes; ++lane) {
       const float value = logits[base + lane];
-      lane_invalid[lane] |= !(value < infinity);  // NaN or +inf
+      lane_invalid[lane] |= static_cast<int32_t>(!(value < infinity));  // NaN or +inf
       lane_max[lane] = value > lane_max[lane] ? value : lane_max[lane];
     }
   }
   bool invalid = false;
   float best_value = -infinity;
   for (int lane = 0; lane < kLanes; ++lane) {
-    invalid |= lane_invalid[lane];
+    invalid |= lane_invalid[lane] != 0;
     best_value = std::max(best_value, lane_max[lane]);
   }
   for (int64_t token = full; token < vocab; ++token) {
