@@ -22,6 +22,7 @@ const Command kCommands[] = {
     {"ops", lathe::cli::run_ops, "list the kernel library's ops, shapes, implementations and config spaces"},
     {"bench", lathe::cli::run_bench, "benchmark ops at real-model shapes: time, GFLOP/s, GB/s, % of roofline, peers"},
     {"tune", lathe::cli::run_tune, "autotune an op's kernel configs for given shapes into the tuning cache"},
+    {"tokenizer", lathe::cli::run_tokenizer, "train, encode and decode with byte-level BPE tokenizers (tokenizer.json)"},
 };
 
 void print_usage(FILE* out) {
