@@ -78,6 +78,29 @@ expect 2 "config override without value" -- "$lathe" config model.n_layers=
 expect 2 "config inconsistent" -- "$lathe" config train.seq_len=512
 expect 2 "config two files" -- "$lathe" config a.yaml b.yaml
 
+# tokenizer: train on a tiny fortune-format corpus, encode, decode back.
+expect 0 "tokenizer --help" -- "$lathe" tokenizer --help
+for action in train encode decode; do
+  expect 0 "tokenizer $action --help" -- "$lathe" tokenizer "$action" --help
+done
+printf 'the cat sat on the mat\n%%\nthe dog sat on the cat\n%%\n' >"$work/corpus.txt"
+expect 0 "tokenizer train" -- "$lathe" tokenizer train --input "$work/corpus.txt" --vocab-size 280 --output "$work/tokenizer.json"
+expect 0 "tokenizer encode" -- "$lathe" tokenizer encode --tokenizer "$work/tokenizer.json" "the cat sat"
+ids=$(cat "$work/out")
+expect 0 "tokenizer decode" -- "$lathe" tokenizer decode --tokenizer "$work/tokenizer.json" $ids
+[ "$(cat "$work/out")" = "the cat sat" ] || { echo "FAIL: tokenizer decode(encode(x)) != x: '$(cat "$work/out")'"; failures=$((failures + 1)); }
+expect 0 "tokenizer encode --count" -- "$lathe" tokenizer encode --tokenizer "$work/tokenizer.json" --file "$work/corpus.txt" --count
+grep -q "MB/s" "$work/out" || { echo "FAIL: tokenizer encode --count printed no speed"; failures=$((failures + 1)); }
+expect 2 "tokenizer without action" -- "$lathe" tokenizer
+expect 2 "tokenizer unknown action" -- "$lathe" tokenizer frobnicate
+expect 2 "tokenizer vocab too small" -- "$lathe" tokenizer train --input "$work/corpus.txt" --vocab-size 100 --output "$work/t.json"
+expect 2 "tokenizer missing input" -- "$lathe" tokenizer train --input "$work/nothing" --output "$work/t.json"
+expect 2 "tokenizer missing file" -- "$lathe" tokenizer encode --tokenizer "$work/nothing.json" hello
+echo '{"model": {"type": "Unigram"}}' >"$work/bad.json"
+expect 2 "tokenizer malformed file" -- "$lathe" tokenizer encode --tokenizer "$work/bad.json" hello
+expect 2 "tokenizer bad id" -- "$lathe" tokenizer decode --tokenizer "$work/tokenizer.json" 12x
+expect 2 "tokenizer id out of range" -- "$lathe" tokenizer decode --tokenizer "$work/tokenizer.json" 99999
+
 if [ "$failures" -ne 0 ]; then
   echo "cli_smoke: $failures failure(s)"
   exit 1

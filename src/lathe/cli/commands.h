@@ -9,5 +9,6 @@ int run_ops(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_tune(int argc, char** argv);
 int run_config(int argc, char** argv);
+int run_tokenizer(int argc, char** argv);
 
 }  // namespace lathe::cli

@@ -1,0 +1,177 @@
+// `lathe tokenizer train|encode|decode`: byte-level BPE tokenizers as tokenizer.json files.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "lathe/cli/command_line.h"
+#include "lathe/cli/commands.h"
+#include "lathe/core/error.h"
+#include "lathe/data/corpus.h"
+#include "lathe/io/bpe_tokenizer.h"
+
+namespace lathe::cli {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int64_t parse_integer(const std::string& text, const std::string& what) {
+  size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  LATHE_CHECK(!text.empty() && used == text.size(), what, " must be an integer, got '", text, "'");
+  return value;
+}
+
+int run_train(int argc, char** argv) {
+  CommandLine command_line("lathe tokenizer train --input PATH --vocab-size N --output FILE",
+                           "Trains a byte-level BPE tokenizer on a text file or a folder of text files (fortune\n"
+                           "files are split into documents at '%' lines) and writes it as tokenizer.json.");
+  command_line.option("input", "PATH", "text file or folder", "/usr/share/games/fortunes");
+  command_line.option("vocab-size", "N", "vocabulary size: 256 bytes + merges + special tokens", "4096");
+  command_line.option("output", "FILE", "tokenizer.json to write");
+  command_line.repeated("special", "TOKEN", "special tokens (default: <|endoftext|>)");
+  if (!command_line.parse(argc, argv)) return 0;
+  LATHE_CHECK(command_line.has("output"), "missing --output FILE (see --help)");
+  int64_t vocab_size = parse_integer(command_line.get("vocab-size"), "--vocab-size");
+  std::vector<std::string> specials = command_line.get_all("special");
+  if (specials.empty()) specials = {kEndOfText};
+  // Checked before the corpus is read, so a typo fails at once.
+  LATHE_CHECK(vocab_size >= 256 + static_cast<int64_t>(specials.size()), "--vocab-size ", vocab_size,
+              " is too small: byte-level BPE needs 256 byte tokens + ", specials.size(), " special token(s)");
+
+  auto start = std::chrono::steady_clock::now();
+  Corpus corpus = read_corpus(command_line.get("input"));
+  std::fprintf(stderr, "tokenizer: read %zu documents (%.2f MB) from %zu files in %.2f s\n", corpus.documents.size(),
+               corpus.bytes / 1e6, corpus.files.size(), seconds_since(start));
+  start = std::chrono::steady_clock::now();
+  std::clock_t cpu_start = std::clock();
+  int last_percent = -10;
+  BpeTokenizer tokenizer =
+      BpeTokenizer::train(corpus.documents, vocab_size, specials, [&](int64_t done, int64_t wanted) {
+        int percent = wanted > 0 ? static_cast<int>(100 * done / wanted) : 100;
+        if (percent / 10 == last_percent / 10) return;
+        last_percent = percent;
+        std::fprintf(stderr, "tokenizer: %lld/%lld merges (%.1f s)\n", static_cast<long long>(done),
+                     static_cast<long long>(wanted), seconds_since(start));
+      });
+  double train_seconds = seconds_since(start);
+  double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  tokenizer.save(command_line.get("output"));
+  std::printf("trained %lld-token tokenizer (%zu merges) in %.2f s (CPU %.2f s) -> %s\n",
+              static_cast<long long>(tokenizer.vocab_size()), tokenizer.merges().size(), train_seconds, cpu_seconds,
+              command_line.get("output").c_str());
+  return 0;
+}
+
+int run_encode(int argc, char** argv) {
+  CommandLine command_line("lathe tokenizer encode --tokenizer FILE (TEXT... | --file F) [--count]",
+                           "Encodes text (the positional arguments joined by spaces, or a file) and prints the token\n"
+                           "ids on one line.");
+  command_line.option("tokenizer", "FILE", "tokenizer.json");
+  command_line.option("file", "F", "encode this file's bytes instead of TEXT");
+  command_line.flag("count", "print only the token count and the encoding speed");
+  command_line.flag("special", "encode special token text (e.g. <|endoftext|>) as the special token");
+  command_line.positionals("TEXT", "text to encode");
+  if (!command_line.parse(argc, argv)) return 0;
+  LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
+  const auto& words = command_line.positional_values();
+  LATHE_CHECK(command_line.has("file") != !words.empty(), "give either TEXT or --file F (see --help)");
+  BpeTokenizer tokenizer = BpeTokenizer::load(command_line.get("tokenizer"));
+  std::string text;
+  if (command_line.has("file")) {
+    std::ifstream in(command_line.get("file"), std::ios::binary);
+    LATHE_CHECK(in, "cannot open ", command_line.get("file"));
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    text = buffer.str();
+  } else {
+    for (size_t i = 0; i < words.size(); ++i) {
+      if (i) text += ' ';
+      text += words[i];
+    }
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::clock_t cpu_start = std::clock();
+  std::vector<int32_t> ids = tokenizer.encode(text, command_line.has("special"));
+  double seconds = seconds_since(start);
+  double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  if (command_line.has("count")) {
+    // CPU time too: on a shared machine the wall clock also counts other processes' turns.
+    std::printf("%zu tokens from %zu bytes (%.2f bytes/token) in %.3f s: %.1f MB/s (CPU %.3f s: %.1f MB/s)\n",
+                ids.size(), text.size(), ids.empty() ? 0.0 : static_cast<double>(text.size()) / ids.size(), seconds,
+                seconds > 0 ? text.size() / seconds / 1e6 : 0.0, cpu_seconds,
+                cpu_seconds > 0 ? text.size() / cpu_seconds / 1e6 : 0.0);
+    return 0;
+  }
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) line += ' ';
+    line += std::to_string(ids[i]);
+  }
+  std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+int run_decode(int argc, char** argv) {
+  CommandLine command_line("lathe tokenizer decode --tokenizer FILE IDS...",
+                           "Decodes token ids (separate arguments or one space/comma-separated list) to text.");
+  command_line.option("tokenizer", "FILE", "tokenizer.json");
+  command_line.positionals("IDS", "token ids");
+  if (!command_line.parse(argc, argv)) return 0;
+  LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
+  std::vector<int32_t> ids;
+  for (const std::string& argument : command_line.positional_values()) {
+    std::string list = argument;
+    for (char& c : list)
+      if (c == ',') c = ' ';
+    std::istringstream in(list);
+    std::string item;
+    while (in >> item) {
+      int64_t id = parse_integer(item, "token id");
+      LATHE_CHECK(id >= 0 && id <= INT32_MAX, "token id ", item, " is out of range");
+      ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  LATHE_CHECK(!ids.empty(), "no token ids given (see --help)");
+  BpeTokenizer tokenizer = BpeTokenizer::load(command_line.get("tokenizer"));
+  std::string text = tokenizer.decode(ids);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+int run_tokenizer(int argc, char** argv) {
+  const char* usage =
+      "usage: lathe tokenizer ACTION [options]\n\n"
+      "Byte-level BPE tokenizers (Hugging Face tokenizer.json format).\n\nactions:\n"
+      "  train    train a tokenizer on a text file or folder\n"
+      "  encode   print the token ids of a text\n"
+      "  decode   print the text of token ids\n\n"
+      "`lathe tokenizer ACTION --help` shows each action's options.\n";
+  if (argc < 1 || !std::strcmp(argv[0], "--help") || !std::strcmp(argv[0], "-h")) {
+    if (argc < 1) {
+      std::fprintf(stderr, "lathe tokenizer: error: missing action (train, encode or decode; see --help)\n");
+      return 2;
+    }
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  std::string action = argv[0];
+  if (action == "train") return run_train(argc - 1, argv + 1);
+  if (action == "encode") return run_encode(argc - 1, argv + 1);
+  if (action == "decode") return run_decode(argc - 1, argv + 1);
+  throw_error("unknown action '", action, "' (train, encode or decode; see --help)");
+}
+
+}  // namespace lathe::cli

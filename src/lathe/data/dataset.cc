@@ -1,0 +1,217 @@
+#include "lathe/data/dataset.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "lathe/core/error.h"
+#include "lathe/core/json.h"
+#include "lathe/data/corpus.h"
+#include "lathe/data/shuffle.h"
+#include "lathe/io/bpe_tokenizer.h"
+#include "lathe/io/checksum.h"
+#include "lathe/io/token_shard.h"
+
+namespace lathe {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Bump when tokenization or the split changes, so old caches are not reused.
+constexpr const char* kDatasetFormat = "lathe-dataset-v1";
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// 1234 -> "1234", 38123 -> "38k", 1923456 -> "1.9M".
+std::string short_count(int64_t count) {
+  char buffer[32];
+  if (count < 10000)
+    std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(count));
+  else if (count < 1000000)
+    std::snprintf(buffer, sizeof buffer, "%.0fk", count / 1e3);
+  else if (count < 1000000000)
+    std::snprintf(buffer, sizeof buffer, "%.1fM", count / 1e6);
+  else
+    std::snprintf(buffer, sizeof buffer, "%.2fB", count / 1e9);
+  return buffer;
+}
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  LATHE_CHECK(in, what, ": cannot open ", path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    LATHE_CHECK(out, "cannot write ", temporary);
+  }
+  std::error_code error;
+  fs::rename(temporary, path, error);
+  LATHE_CHECK(!error, "cannot rename ", temporary, " to ", path, " (", error.message(), ")");
+}
+
+uint64_t hash_value(uint64_t value, uint64_t hash) { return hash_bytes(&value, sizeof value, hash); }
+
+uint64_t dataset_key(const Corpus& corpus, int64_t vocab_size, double val_fraction, uint64_t seed,
+                     const std::string& tokenizer_text) {
+  uint64_t hash = hash_string(kDatasetFormat);
+  hash = hash_value(corpus.documents.size(), hash);
+  for (const std::string& document : corpus.documents) hash = hash_string(document, hash_value(document.size(), hash));
+  hash = hash_value(static_cast<uint64_t>(vocab_size), hash);
+  hash = hash_bytes(&val_fraction, sizeof val_fraction, hash);
+  hash = hash_value(seed, hash);
+  return hash_string(tokenizer_text, hash_value(tokenizer_text.size(), hash));
+}
+
+// Fills `result` from a finished cache folder; false when it is missing or incomplete.
+bool load_cached(PreparedDataset& result) {
+  std::string manifest_path = result.folder + "/dataset.json";
+  if (!fs::exists(manifest_path)) return false;
+  try {
+    Json manifest = Json::parse(read_file(manifest_path, "dataset cache"));
+    TokenShard train = TokenShard::open(result.train_shard_path);
+    TokenShard val = TokenShard::open(result.val_shard_path);
+    result.vocab_size = manifest.get("vocab_size").as_int("vocab_size");
+    result.train_documents = manifest.get("train_documents").as_int("train_documents");
+    result.val_documents = manifest.get("val_documents").as_int("val_documents");
+    result.train_tokens = train.size();
+    result.val_tokens = val.size();
+    return fs::exists(result.tokenizer_path) && train.vocab_size() == result.vocab_size &&
+           val.vocab_size() == result.vocab_size;
+  } catch (const Error&) {
+    return false;  // a damaged cache is rebuilt
+  }
+}
+
+std::vector<int32_t> encode_documents(const BpeTokenizer& tokenizer, const std::vector<std::string>& documents,
+                                      const std::vector<int64_t>& order, size_t begin, size_t end) {
+  std::vector<int32_t> tokens;
+  const int32_t eos = tokenizer.eos_id();
+  for (size_t i = begin; i < end; ++i) {
+    tokenizer.encode_append(documents[static_cast<size_t>(order[i])], tokens);
+    tokens.push_back(eos);
+  }
+  return tokens;
+}
+
+}  // namespace
+
+PreparedDataset prepare_dataset(const DataSection& data, int64_t vocab_size, uint64_t seed,
+                                const std::string& cache_dir, std::FILE* log) {
+  auto start = Clock::now();
+  LATHE_CHECK(!data.path.empty(), "data.path is empty: give a text file or a folder of text files");
+  LATHE_CHECK(data.val_fraction > 0 && data.val_fraction < 1,
+              "data.val_fraction must be between 0 and 1 (exclusive), got ", data.val_fraction);
+  LATHE_CHECK(!cache_dir.empty(), "data.cache_dir is empty");
+  LATHE_CHECK(!data.tokenizer.empty() || vocab_size >= 257, "model.vocab_size ", vocab_size,
+              " is too small to train a tokenizer: byte-level BPE needs 256 byte tokens + <|endoftext|>");
+
+  Corpus corpus = read_corpus(data.path, log ? stderr : nullptr);
+  const int64_t documents = static_cast<int64_t>(corpus.documents.size());
+  LATHE_CHECK(documents >= 2, "data.path ", data.path, " has only ", documents,
+              " document: at least 2 are needed (one for training, one for validation)");
+  int64_t val_documents = std::llround(static_cast<double>(documents) * data.val_fraction);
+  val_documents = std::clamp<int64_t>(val_documents, 1, documents - 1);
+
+  std::string tokenizer_text = data.tokenizer.empty() ? "" : read_file(data.tokenizer, "data.tokenizer");
+  uint64_t key = dataset_key(corpus, vocab_size, data.val_fraction, seed, tokenizer_text);
+  PreparedDataset result;
+  result.folder = (fs::path(cache_dir) / hex64(key)).string();
+  result.tokenizer_path = result.folder + "/tokenizer.json";
+  result.train_shard_path = result.folder + "/train.bin";
+  result.val_shard_path = result.folder + "/val.bin";
+  if (load_cached(result)) {
+    result.from_cache = true;
+    if (log)
+      std::fprintf(log, "data: reusing %s (%lld-token tokenizer; %s train / %s val tokens) in %.2f s\n",
+                   result.folder.c_str(), static_cast<long long>(result.vocab_size),
+                   short_count(result.train_tokens).c_str(), short_count(result.val_tokens).c_str(),
+                   seconds_since(start));
+    return result;
+  }
+  std::error_code error;
+  fs::create_directories(result.folder, error);
+  LATHE_CHECK(!error, "data.cache_dir: cannot create ", result.folder, " (", error.message(), ")");
+
+  // Held-out documents first in the shuffled order; each split keeps that order.
+  std::vector<int64_t> order = shuffled_indices(documents, seed, kDocumentSplitStream);
+  const size_t split = static_cast<size_t>(val_documents);
+  std::string tokenizer_note;
+  auto step_start = Clock::now();
+  BpeTokenizer tokenizer = [&] {
+    if (!data.tokenizer.empty()) {
+      BpeTokenizer loaded = BpeTokenizer::from_json(
+          [&] {
+            try {
+              return Json::parse(tokenizer_text);
+            } catch (const Error& parse_error) {
+              throw parse_error.with_context("data.tokenizer " + data.tokenizer);
+            }
+          }(),
+          data.tokenizer);
+      LATHE_CHECK(loaded.vocab_size() <= vocab_size, "data.tokenizer ", data.tokenizer, " has ", loaded.vocab_size(),
+                  " tokens, more than model.vocab_size ", vocab_size);
+      LATHE_CHECK(loaded.has_eos(), "data.tokenizer ", data.tokenizer, " has no ", kEndOfText,
+                  " token (needed between documents)");
+      tokenizer_note = str_cat("loaded tokenizer ", data.tokenizer, " (", loaded.vocab_size(), " tokens)");
+      return loaded;
+    }
+    std::vector<std::string> train_documents;
+    train_documents.reserve(order.size() - split);
+    for (size_t i = split; i < order.size(); ++i)
+      train_documents.push_back(corpus.documents[static_cast<size_t>(order[i])]);
+    BpeTokenizer trained = BpeTokenizer::train(train_documents, vocab_size);
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f", seconds_since(step_start));
+    tokenizer_note = str_cat("trained tokenizer (", trained.vocab_size(), " tokens) in ", seconds, " s");
+    return trained;
+  }();
+  tokenizer.save(result.tokenizer_path);
+
+  step_start = Clock::now();
+  std::vector<int32_t> val_tokens = encode_documents(tokenizer, corpus.documents, order, 0, split);
+  std::vector<int32_t> train_tokens = encode_documents(tokenizer, corpus.documents, order, split, order.size());
+  double encode_seconds = seconds_since(step_start);
+  write_token_shard(result.train_shard_path, train_tokens, tokenizer.vocab_size());
+  write_token_shard(result.val_shard_path, val_tokens, tokenizer.vocab_size());
+
+  result.vocab_size = tokenizer.vocab_size();
+  result.train_tokens = static_cast<int64_t>(train_tokens.size());
+  result.val_tokens = static_cast<int64_t>(val_tokens.size());
+  result.train_documents = documents - val_documents;
+  result.val_documents = val_documents;
+  Json manifest = Json::object();
+  manifest.set("format", kDatasetFormat);
+  manifest.set("corpus", data.path);
+  manifest.set("corpus_bytes", corpus.bytes);
+  manifest.set("tokenizer_source", data.tokenizer.empty() ? std::string("trained") : data.tokenizer);
+  manifest.set("vocab_size", result.vocab_size);
+  manifest.set("val_fraction", data.val_fraction);
+  manifest.set("seed", std::to_string(seed));
+  manifest.set("train_documents", result.train_documents);
+  manifest.set("val_documents", result.val_documents);
+  manifest.set("train_tokens", result.train_tokens);
+  manifest.set("val_tokens", result.val_tokens);
+  write_file_atomically(result.folder + "/dataset.json", manifest.dump(2) + "\n");  // written last: marks completion
+  if (log)
+    std::fprintf(log, "data: %s; encoded %.2f MB in %.2f s; %s train / %s val tokens (%lld / %lld documents) -> %s\n",
+                 tokenizer_note.c_str(), corpus.bytes / 1e6, encode_seconds, short_count(result.train_tokens).c_str(),
+                 short_count(result.val_tokens).c_str(), static_cast<long long>(result.train_documents),
+                 static_cast<long long>(result.val_documents), result.folder.c_str());
+  return result;
+}
+
+}  // namespace lathe

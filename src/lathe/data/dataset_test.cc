@@ -1,0 +1,145 @@
+// Dataset preparation: the split keeps every document exactly once with EOS after each, is
+// deterministic for the seed, is cached, and reports unusable settings by config key.
+#include "lathe/data/dataset.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "lathe/core/error.h"
+#include "lathe/data/corpus.h"
+#include "lathe/io/bpe_tokenizer.h"
+#include "lathe/io/token_shard.h"
+#include "test_seed.h"
+
+namespace lathe {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DatasetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) / ("lathe_dataset_test_" + std::to_string(::getpid()) + "_" +
+                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    std::string text;
+    for (int d = 0; d < 20; ++d) {
+      documents_.push_back("fortune number " + std::to_string(d) + ": the cat sat on the mat.\n");
+      text += documents_.back() + "%\n";
+    }
+    data_.path = (root_ / "fortunes").string();
+    std::ofstream(data_.path) << text;
+    data_.val_fraction = 0.1;
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // The documents of a shard: its tokens decoded and split at EOS (the last token must be EOS).
+  std::vector<std::string> documents_of(const std::string& shard_path, const BpeTokenizer& tokenizer) {
+    TokenShard shard = TokenShard::open(shard_path);
+    std::vector<int32_t> tokens = shard.tokens(0, shard.size());
+    EXPECT_EQ(tokens.back(), tokenizer.eos_id());
+    std::vector<std::string> documents;
+    std::vector<int32_t> current;
+    for (int32_t token : tokens) {
+      if (token == tokenizer.eos_id()) {
+        documents.push_back(tokenizer.decode(current));
+        current.clear();
+      } else {
+        current.push_back(token);
+      }
+    }
+    return documents;
+  }
+
+  fs::path root_;
+  DataSection data_;
+  std::vector<std::string> documents_;
+};
+
+TEST_F(DatasetTest, SplitHoldsEveryDocumentOnceFollowedByEos) {
+  std::FILE* log = std::tmpfile();
+  PreparedDataset prepared = prepare_dataset(data_, 270, test_seed(), (root_ / "cache").string(), log);
+  EXPECT_FALSE(prepared.from_cache);
+  EXPECT_EQ(prepared.val_documents, 2);  // round(20 * 0.1)
+  EXPECT_EQ(prepared.train_documents, 18);
+  EXPECT_EQ(prepared.vocab_size, 270);
+  BpeTokenizer tokenizer = BpeTokenizer::load(prepared.tokenizer_path);
+  std::vector<std::string> train = documents_of(prepared.train_shard_path, tokenizer);
+  std::vector<std::string> val = documents_of(prepared.val_shard_path, tokenizer);
+  EXPECT_EQ(train.size(), 18u);
+  EXPECT_EQ(val.size(), 2u);
+  std::vector<std::string> all = train;
+  all.insert(all.end(), val.begin(), val.end());
+  std::sort(all.begin(), all.end());
+  std::vector<std::string> expected = documents_;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(all, expected) << "seed " << test_seed();
+  EXPECT_EQ(prepared.train_tokens, TokenShard::open(prepared.train_shard_path).size());
+
+  // The second run reuses the cache; a fresh cache folder gives byte-identical shards.
+  PreparedDataset again = prepare_dataset(data_, 270, test_seed(), (root_ / "cache").string(), log);
+  EXPECT_TRUE(again.from_cache);
+  EXPECT_EQ(again.train_shard_path, prepared.train_shard_path);
+  EXPECT_EQ(again.train_tokens, prepared.train_tokens);
+  EXPECT_EQ(again.val_documents, 2);
+  PreparedDataset fresh = prepare_dataset(data_, 270, test_seed(), (root_ / "other_cache").string(), nullptr);
+  EXPECT_EQ(TokenShard::open(fresh.train_shard_path).checksum(),
+            TokenShard::open(prepared.train_shard_path).checksum());
+  // Another seed is another split (a different key and folder).
+  PreparedDataset reseeded = prepare_dataset(data_, 270, test_seed() + 1, (root_ / "cache").string(), nullptr);
+  EXPECT_NE(reseeded.folder, prepared.folder);
+
+  std::rewind(log);
+  char line[512];
+  ASSERT_NE(std::fgets(line, sizeof line, log), nullptr);
+  EXPECT_EQ(std::string(line).rfind("data: trained tokenizer (270 tokens)", 0), 0u) << line;
+  ASSERT_NE(std::fgets(line, sizeof line, log), nullptr);
+  EXPECT_EQ(std::string(line).rfind("data: reusing ", 0), 0u) << line;
+  std::fclose(log);
+}
+
+TEST_F(DatasetTest, UsesAGivenTokenizer) {
+  std::string tokenizer_path = (root_ / "given.json").string();
+  BpeTokenizer::train({"completely different text"}, 270).save(tokenizer_path);
+  data_.tokenizer = tokenizer_path;
+  PreparedDataset prepared = prepare_dataset(data_, 4096, 1, (root_ / "cache").string(), nullptr);
+  EXPECT_EQ(prepared.vocab_size, 270);
+  EXPECT_EQ(BpeTokenizer::load(prepared.tokenizer_path).to_json().dump(),
+            BpeTokenizer::load(tokenizer_path).to_json().dump());
+  try {
+    prepare_dataset(data_, 260, 1, (root_ / "cache").string(), nullptr);
+    ADD_FAILURE() << "a 270-token tokenizer was accepted for vocab_size 260";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("more than model.vocab_size 260"), std::string::npos) << error.what();
+  }
+}
+
+TEST_F(DatasetTest, UnusableSettingsNameTheKey) {
+  auto error_of = [&](const DataSection& data, int64_t vocab_size) {
+    try {
+      prepare_dataset(data, vocab_size, 1, (root_ / "cache").string(), nullptr);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("(no error)");
+  };
+  DataSection data = data_;
+  data.val_fraction = 0;
+  EXPECT_NE(error_of(data, 300).find("data.val_fraction"), std::string::npos);
+  EXPECT_NE(error_of(data_, 100).find("model.vocab_size"), std::string::npos);
+  data = data_;
+  data.path = (root_ / "one").string();
+  std::ofstream(data.path) << "a single document\n";
+  EXPECT_NE(error_of(data, 300).find("at least 2"), std::string::npos) << error_of(data, 300);
+  data = data_;
+  data.tokenizer = (root_ / "missing.json").string();
+  EXPECT_NE(error_of(data, 300).find("data.tokenizer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lathe
