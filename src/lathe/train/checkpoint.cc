@@ -401,22 +401,21 @@ void CheckpointManager::write_snapshot() {
       files.set(file, std::move(entry));
       total_bytes += digest.bytes;
     };
-    auto pause_for_tests = [&] {
-      if (options_.test_delay_before_each_file.count() > 0)
-        std::this_thread::sleep_for(options_.test_delay_before_each_file);
+    auto pause_for_tests = [&](const char* file) {
+      if (options_.test_hook_before_file) options_.test_hook_before_file(file);
     };
     std::map<std::string, std::string> metadata = {{"format", "pt"}, {"step", std::to_string(snapshot.step)}};
-    pause_for_tests();
+    pause_for_tests(kModelFile);
     record(kModelFile, write_safetensors(join_path(temporary, kModelFile), views_of(snapshot.model), metadata));
-    pause_for_tests();
+    pause_for_tests(kOptimizerFile);
     record(kOptimizerFile,
            write_safetensors(join_path(temporary, kOptimizerFile), views_of(snapshot.optimizer), metadata));
-    pause_for_tests();
+    pause_for_tests(kTrainerStateFile);
     record(kTrainerStateFile,
            write_file_synced(join_path(temporary, kTrainerStateFile), snapshot.trainer_state.dump(2) + "\n"));
-    pause_for_tests();
+    pause_for_tests(kConfigFile);
     record(kConfigFile, write_file_synced(join_path(temporary, kConfigFile), snapshot.config_yaml));
-    pause_for_tests();
+    pause_for_tests(kManifestFile);
     Json manifest = Json::object();
     manifest.set("format", kFormatName);
     manifest.set("format_version", kFormatVersion);

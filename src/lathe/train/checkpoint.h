@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -75,9 +76,10 @@ struct CheckpointSaveStats {
 struct CheckpointManagerOptions {
   int64_t keep_last = 3;  // complete checkpoints kept after each save (>= 0; 0 keeps all)
   bool async = true;      // write in a background thread
-  // Test hook: sleep this long before writing each file, so a test can kill the process while a
-  // checkpoint is half written, or change tensors while a write is in flight.
-  std::chrono::milliseconds test_delay_before_each_file{0};
+  // Test hook, called (on the writing thread) before each file of a checkpoint is written, with
+  // the file's name: a test sleeps there to kill the process while a checkpoint is half written,
+  // or to change tensors while a write is surely in flight.
+  std::function<void(const std::string& file_name)> test_hook_before_file;
   std::ostream* log = &std::cerr;  // one-line notes (stale directories removed, late errors)
 
   static CheckpointManagerOptions from_config(const CheckpointSection& section);
