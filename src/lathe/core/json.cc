@@ -214,7 +214,7 @@ class Parser {
       skip_space();
       if (position_ >= text_.size() || text_[position_] != ':') fail("expected ':'");
       ++position_;
-      if (object.find(key)) fail("duplicate key");
+      if (object.find(key)) throw_error("invalid JSON at byte ", position_, ": duplicate key \"", key, "\"");
       object.set(key, parse_value(depth + 1));
       skip_space();
       if (position_ < text_.size() && text_[position_] == ',') {

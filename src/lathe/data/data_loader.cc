@@ -4,7 +4,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/data/shuffle.h"
-#include "lathe/io/checksum.h"
+#include "lathe/io/hash64.h"
 
 namespace lathe {
 namespace {

@@ -14,7 +14,7 @@
 #include "lathe/data/corpus.h"
 #include "lathe/data/shuffle.h"
 #include "lathe/io/bpe_tokenizer.h"
-#include "lathe/io/checksum.h"
+#include "lathe/io/hash64.h"
 #include "lathe/io/token_shard.h"
 
 namespace lathe {

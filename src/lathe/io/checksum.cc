@@ -1,58 +1,138 @@
 #include "lathe/io/checksum.h"
 
+#include <fcntl.h>
+#include <nmmintrin.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
+
+#include "lathe/core/cpu_features.h"
+#include "lathe/core/error.h"
 
 namespace lathe {
+
 namespace {
 
-constexpr uint64_t kMultiplier1 = 0x9E3779B97F4A7C15ull;
-constexpr uint64_t kMultiplier2 = 0xC2B2AE3D27D4EB4Full;
+constexpr uint32_t kReflectedPolynomial = 0x82F63B78u;  // 0x1EDC6F41 bit-reversed
 
-uint64_t rotate_left(uint64_t x, int bits) { return (x << bits) | (x >> (64 - bits)); }
+// tables[k][b]: the CRC contribution of byte b followed by k zero bytes (slicing-by-8).
+using SliceTables = std::array<std::array<uint32_t, 256>, 8>;
 
-// splitmix64's finaliser: every input bit affects every output bit.
-uint64_t finalize(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+SliceTables make_slice_tables() {
+  SliceTables tables{};
+  for (uint32_t byte = 0; byte < 256; ++byte) {
+    uint32_t crc = byte;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ ((crc & 1u) ? kReflectedPolynomial : 0u);
+    tables[0][byte] = crc;
+  }
+  for (int k = 1; k < 8; ++k)
+    for (int byte = 0; byte < 256; ++byte)
+      tables[k][byte] = (tables[k - 1][byte] >> 8) ^ tables[0][tables[k - 1][byte] & 0xffu];
+  return tables;
+}
+
+const SliceTables& slice_tables() {
+  static const SliceTables tables = make_slice_tables();
+  return tables;
 }
 
 }  // namespace
 
-uint64_t hash_bytes(const void* data, size_t size, uint64_t seed) {
-  const unsigned char* bytes = static_cast<const unsigned char*>(data);
-  // Four independent lanes keep the multiplier pipelines busy (about 4x one serial chain).
-  uint64_t lanes[4] = {seed ^ kMultiplier1, seed + kMultiplier2, seed, seed - kMultiplier1};
-  size_t i = 0;
-  for (; i + 32 <= size; i += 32) {
-    for (int lane = 0; lane < 4; ++lane) {
-      uint64_t word;
-      std::memcpy(&word, bytes + i + 8 * lane, 8);
-      lanes[lane] = rotate_left(lanes[lane] + word * kMultiplier2, 31) * kMultiplier1;
-    }
-  }
-  uint64_t hash = static_cast<uint64_t>(size) * kMultiplier1;
-  for (int lane = 0; lane < 4; ++lane) hash = rotate_left(hash ^ finalize(lanes[lane]), 27) * kMultiplier2;
-  for (; i + 8 <= size; i += 8) {
+uint32_t crc32c_update_table(uint32_t state, const void* data, size_t bytes) {
+  const SliceTables& t = slice_tables();
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (bytes >= 8) {
     uint64_t word;
-    std::memcpy(&word, bytes + i, 8);
-    hash = rotate_left(hash ^ (word * kMultiplier2), 31) * kMultiplier1;
+    std::memcpy(&word, p, 8);  // little-endian: the first byte is the lowest
+    word ^= state;
+    state = t[7][word & 0xff] ^ t[6][(word >> 8) & 0xff] ^ t[5][(word >> 16) & 0xff] ^ t[4][(word >> 24) & 0xff] ^
+            t[3][(word >> 32) & 0xff] ^ t[2][(word >> 40) & 0xff] ^ t[1][(word >> 48) & 0xff] ^ t[0][word >> 56];
+    p += 8;
+    bytes -= 8;
   }
-  if (i < size) {
-    uint64_t word = 0;
-    std::memcpy(&word, bytes + i, size - i);
-    hash = rotate_left(hash ^ (word * kMultiplier2), 31) * kMultiplier1;
-  }
-  return finalize(hash);
+  while (bytes--) state = (state >> 8) ^ t[0][(state ^ *p++) & 0xffu];
+  return state;
 }
 
-std::string hex64(uint64_t value) {
-  char buffer[17];
-  std::snprintf(buffer, sizeof buffer, "%016llx", static_cast<unsigned long long>(value));
-  return buffer;
+// The crc32 instruction implements exactly this polynomial with the same bit order; only the
+// initial value and final xor are left to the caller, as in the table form.
+__attribute__((target("sse4.2"))) uint32_t crc32c_update_hardware(uint32_t state, const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t wide = state;
+  while (bytes >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    wide = _mm_crc32_u64(wide, word);
+    p += 8;
+    bytes -= 8;
+  }
+  state = static_cast<uint32_t>(wide);
+  while (bytes--) state = _mm_crc32_u8(state, *p++);
+  return state;
+}
+
+void Crc32c::update(const void* data, size_t bytes) {
+  static const bool hardware = cpu_features().sse42;
+  state_ = hardware ? crc32c_update_hardware(state_, data, bytes) : crc32c_update_table(state_, data, bytes);
+}
+
+uint32_t crc32c(const void* data, size_t bytes) {
+  Crc32c crc;
+  crc.update(data, bytes);
+  return crc.value();
+}
+
+uint32_t crc32c_of_file(const std::string& path, int64_t* file_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  LATHE_CHECK(fd >= 0, "cannot open ", path, ": ", std::strerror(errno));
+  std::vector<unsigned char> buffer(size_t{4} << 20);
+  Crc32c crc;
+  int64_t total = 0;
+  for (;;) {
+    ssize_t got = ::read(fd, buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      int error = errno;
+      ::close(fd);
+      throw_error("cannot read ", path, ": ", std::strerror(error));
+    }
+    if (got == 0) break;
+    crc.update(buffer.data(), static_cast<size_t>(got));
+    total += got;
+  }
+  ::close(fd);
+  if (file_bytes) *file_bytes = total;
+  return crc.value();
+}
+
+std::string format_crc32c(uint32_t checksum) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", checksum);
+  return text;
+}
+
+uint32_t parse_crc32c(const std::string& text, const std::string& what) {
+  bool valid = text.size() == 10 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+  uint32_t value = 0;
+  for (size_t i = 2; valid && i < text.size(); ++i) {
+    char c = text[i];
+    uint32_t digit = 0;
+    if (c >= '0' && c <= '9')
+      digit = static_cast<uint32_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      digit = static_cast<uint32_t>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F')
+      digit = static_cast<uint32_t>(c - 'A' + 10);
+    else
+      valid = false;
+    value = (value << 4) | digit;
+  }
+  LATHE_CHECK(valid, what, ": expected a CRC-32C as 0x followed by 8 hex digits, found \"", text, "\"");
+  return value;
 }
 
 }  // namespace lathe

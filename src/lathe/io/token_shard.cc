@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "lathe/core/error.h"
-#include "lathe/io/checksum.h"
+#include "lathe/io/hash64.h"
 
 namespace lathe {
 namespace {

@@ -6,7 +6,7 @@
 //   12 u32      bytes per token: 2 (uint16, vocab_size <= 65536) or 4 (uint32)
 //   16 u64      token count
 //   24 u64      vocabulary size (every token is below it)
-//   32 u64      payload checksum (hash_bytes of the payload, io/checksum.h)
+//   32 u64      payload checksum (hash_bytes of the payload, io/hash64.h)
 //   40 u64      header checksum (hash_bytes of bytes 0..40)
 //   48 u8[16]   zero
 //   64 ...      tokens
