@@ -1,0 +1,23 @@
+// TFRecord framing, the container of TensorBoard event files. Each record is
+//   uint64 length (LE) | uint32 masked CRC-32C of those 8 bytes | payload | uint32 masked CRC-32C
+//   of the payload
+// (see io/crc32c.h for the mask). Readers use the CRCs to detect torn or corrupted writes.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lathe {
+
+// The framed bytes of one record.
+std::string frame_tfrecord(std::string_view payload);
+
+// Splits a buffer of concatenated records into payloads. Throws lathe::Error naming `source`,
+// the record index and its byte offset on a CRC mismatch or a truncated record.
+std::vector<std::string> parse_tfrecords(std::string_view data, const std::string& source);
+
+// Reads and parses a whole file; errors name the file.
+std::vector<std::string> read_tfrecord_file(const std::string& path);
+
+}  // namespace lathe
