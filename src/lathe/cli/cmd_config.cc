@@ -6,6 +6,7 @@
 
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
+#include "lathe/cli/config_arguments.h"
 #include "lathe/core/error.h"
 #include "lathe/train/train_config.h"
 
@@ -72,20 +73,11 @@ int run_config(int argc, char** argv) {
     print_keys();
     return 0;
   }
-  std::string path;
-  std::vector<std::string> overrides;
-  for (const auto& argument : command_line.positional_values()) {
-    if (argument.find('=') != std::string::npos) {
-      overrides.push_back(argument);
-    } else {
-      LATHE_CHECK(path.empty(), "unexpected argument '", argument, "': give one config FILE, then KEY=VALUE overrides");
-      LATHE_CHECK(overrides.empty(), "config file '", argument, "' must come before the KEY=VALUE overrides");
-      path = argument;
-    }
-  }
+  const ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
+  const std::string& path = arguments.path;
   TrainConfig config;
   try {
-    config = load_train_config(path, overrides);
+    config = load_config(arguments);
   } catch (const Error& error) {
     return report_problems(error.what());
   }

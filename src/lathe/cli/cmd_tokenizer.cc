@@ -31,7 +31,7 @@ int64_t parse_integer(const std::string& text, const std::string& what) {
   return value;
 }
 
-int run_train(int argc, char** argv) {
+int run_tokenizer_train(int argc, char** argv) {
   CommandLine command_line("lathe tokenizer train --input PATH --vocab-size N --output FILE",
                            "Trains a byte-level BPE tokenizer on a text file or a folder of text files (fortune\n"
                            "files are split into documents at '%' lines) and writes it as tokenizer.json.");
@@ -168,7 +168,7 @@ int run_tokenizer(int argc, char** argv) {
     return 0;
   }
   std::string action = argv[0];
-  if (action == "train") return run_train(argc - 1, argv + 1);
+  if (action == "train") return run_tokenizer_train(argc - 1, argv + 1);
   if (action == "encode") return run_encode(argc - 1, argv + 1);
   if (action == "decode") return run_decode(argc - 1, argv + 1);
   throw_error("unknown action '", action, "' (train, encode or decode; see --help)");

@@ -10,5 +10,7 @@ int run_bench(int argc, char** argv);
 int run_tune(int argc, char** argv);
 int run_config(int argc, char** argv);
 int run_tokenizer(int argc, char** argv);
+int run_train(int argc, char** argv);
+int run_generate(int argc, char** argv);
 
 }  // namespace lathe::cli

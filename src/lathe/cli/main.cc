@@ -18,6 +18,8 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"train", lathe::cli::run_train, "train a decoder LLM from a YAML config (default: a small model on the fortune corpus)"},
+    {"generate", lathe::cli::run_generate, "sample text from a trained checkpoint with a KV cache (greedy, temperature, top-k, top-p)"},
     {"info", lathe::cli::run_info, "CPU features and measured peaks (f32 FMA, bf16 dot, memory bandwidth)"},
     {"ops", lathe::cli::run_ops, "list the kernel library's ops, shapes, implementations and config spaces"},
     {"bench", lathe::cli::run_bench, "benchmark ops at real-model shapes: time, GFLOP/s, GB/s, % of roofline, peers"},
@@ -30,7 +32,7 @@ void print_usage(FILE* out) {
   std::fprintf(out,
                "usage: lathe COMMAND [options]\n\n"
                "lathe: a C++ LLM training stack built around its own CPU kernel library.\n\ncommands:\n");
-  for (const auto& command : kCommands) std::fprintf(out, "  %-8s %s\n", command.name, command.summary);
+  for (const auto& command : kCommands) std::fprintf(out, "  %-10s %s\n", command.name, command.summary);
   std::fprintf(out, "\n`lathe COMMAND --help` shows each command's options.\n");
 }
 
@@ -62,7 +64,14 @@ int main(int argc, char** argv) {
     try {
       return command.run(argc - 2, argv + 2);
     } catch (const lathe::Error& error) {
-      std::fprintf(stderr, "lathe %s: error: %s\n", command.name, error.what());
+      // One line per problem (a config with three bad keys reports three lines).
+      const std::string message = error.what();
+      for (size_t begin = 0; begin <= message.size();) {
+        size_t end = message.find('\n', begin);
+        if (end == std::string::npos) end = message.size();
+        std::fprintf(stderr, "lathe %s: error: %s\n", command.name, message.substr(begin, end - begin).c_str());
+        begin = end + 1;
+      }
       return 2;
     } catch (const std::bad_alloc&) {
       std::fprintf(stderr, "lathe %s: error: out of memory\n", command.name);

@@ -1,0 +1,244 @@
+#include "lathe/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "lathe/bench/machine_peaks.h"
+#include "lathe/core/parallel.h"
+#include "lathe/data/data_loader.h"
+#include "lathe/data/dataset.h"
+#include "lathe/io/tensorboard_writer.h"
+#include "lathe/train/checkpoint.h"
+#include "lathe/train/loss_curve_svg.h"
+#include "lathe/train/metrics_log.h"
+#include "lathe/train/progress.h"
+#include "lathe/train/train_step.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+
+std::atomic<int>& training_stop_signal() {
+  static std::atomic<int> signal_number{0};
+  return signal_number;
+}
+
+namespace {
+
+extern "C" void handle_stop_signal(int signal_number) { training_stop_signal().store(signal_number); }
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  LATHE_CHECK(out.good(), "cannot write ", path);
+}
+
+// A resumed run must train the same model: compare the model sections of the two configs.
+void check_same_model(const TrainConfig& config, const std::string& saved_yaml, const std::string& where) {
+  const Json now = train_config_to_json(config).get("model");
+  const Json saved = train_config_to_json(train_config_from_yaml(saved_yaml, where)).get("model");
+  for (const auto& [key, value] : now.members()) {
+    const Json& before = saved.get(key);
+    LATHE_CHECK(before.dump(0) == value.dump(0), "cannot resume from ", where, ": model.", key, " is ",
+                before.dump(0), " there but ", value.dump(0), " now (use another run_dir to start a new run)");
+  }
+}
+
+// Loss curve from the metrics log; a resumed run may have logged steps twice, the later row wins.
+void write_curve(const std::string& run_dir, const std::string& title) {
+  std::map<int64_t, double> train, validation;
+  for (const Json& row : read_metrics_log(run_dir + "/metrics.jsonl")) {
+    const int64_t step = row.get("step").as_int();
+    if (row.find("loss")) train[step] = row.get("loss").as_number();
+    if (row.find("val_loss")) validation[step] = row.get("val_loss").as_number();
+  }
+  std::vector<LossPoint> train_points, validation_points;
+  for (const auto& [step, loss] : train) train_points.push_back({step, loss});
+  for (const auto& [step, loss] : validation) validation_points.push_back({step, loss});
+  write_loss_curve_svg(run_dir + "/loss_curve.svg", train_points, validation_points, title);
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainConfig& config, const TrainOptions& options) {
+  validate_train_config(config);
+  std::FILE* log = options.log;
+  if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
+  if (config.train.dtype == ComputeDtype::bf16)
+    std::fprintf(log, "note: train.dtype=bf16 is not implemented yet; training in f32\n");
+
+  const std::string run_dir = config.run_dir;
+  fs::create_directories(run_dir);
+  const std::string checkpoints_dir = run_dir + "/checkpoints";
+  const std::string config_yaml = train_config_to_yaml(config);
+
+  // Data: tokenizer + shards (cached), then the loader.
+  const std::string cache_dir = config.data.cache_dir.empty() ? run_dir + "/data" : config.data.cache_dir;
+  PreparedDataset dataset = prepare_dataset(config.data, config.model.vocab_size, config.train.seed, cache_dir, log);
+  fs::copy_file(dataset.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
+  DataLoader loader(dataset.train_shard_path, dataset.val_shard_path, config.train.seq_len, config.train.seed);
+
+  TransformerModel model(config.model);
+  model.initialize(config.train.seed);
+  AdamWOptimizer optimizer(model.parameters(), config.optimizer);
+
+  // Resume from the newest valid checkpoint, if any.
+  TrainSummary summary;
+  summary.run_dir = run_dir;
+  if (auto latest = find_latest_checkpoint(checkpoints_dir)) {
+    LoadedCheckpoint checkpoint = load_checkpoint(*latest);
+    check_same_model(config, checkpoint.config_yaml, *latest);
+    std::map<std::string, const Tensor*> saved;
+    for (const auto& [name, tensor] : checkpoint.model) saved[name] = &tensor;
+    for (Parameter& parameter : model.parameters()) {
+      auto found = saved.find(parameter.name);
+      LATHE_CHECK(found != saved.end(), "checkpoint ", *latest, ": missing tensor '", parameter.name, "'");
+      LATHE_CHECK(found->second->shape() == parameter.var->value.shape(), "checkpoint ", *latest, ": tensor '",
+                  parameter.name, "' has shape ", found->second->shape().to_string(), ", expected ",
+                  parameter.var->value.shape().to_string());
+      write_from_vector(parameter.var->value, to_vector<float>(*found->second));
+    }
+    optimizer.load_state(checkpoint.optimizer);
+    loader.restore(checkpoint.trainer_state.get("data"));
+    summary.first_step = checkpoint.step;
+    std::fprintf(log, "resuming from %s (step %lld)\n", latest->c_str(), static_cast<long long>(checkpoint.step));
+  }
+  write_text_file(run_dir + "/config.yaml", config_yaml);
+
+  const int64_t tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
+  const double flops_per_token = model.training_flops_per_token(config.train.seq_len);
+  const MachinePeaks peaks = measure_machine_peaks(/*quick=*/true);
+  std::fprintf(log,
+               "model: %s, %.2fM parameters, %d threads; %lld tokens/step, %.1f MFLOP/token; f32 peak %.0f GFLOP/s\n",
+               config.model.family.c_str(), static_cast<double>(model.parameter_count()) / 1e6, num_threads(),
+               static_cast<long long>(tokens_per_step), flops_per_token / 1e6, peaks.f32_gflops);
+
+  CheckpointManager checkpoints(checkpoints_dir, CheckpointManagerOptions::from_config(config.checkpoint));
+  MetricsLog metrics(run_dir + "/metrics.jsonl");
+  std::unique_ptr<TensorBoardWriter> tensorboard;
+  if (config.log.tensorboard) {
+    tensorboard = std::make_unique<TensorBoardWriter>(run_dir + "/tensorboard");
+    tensorboard->add_text("config", "```\n" + config_yaml + "```", summary.first_step);
+  }
+
+  auto save_checkpoint = [&](int64_t step) {
+    CheckpointContents contents;
+    contents.step = step;
+    for (const Parameter& parameter : model.parameters()) contents.model.emplace_back(parameter.name, parameter.var->value);
+    for (const auto& [name, tensor] : optimizer.state()) contents.optimizer.emplace_back(name, tensor);
+    contents.trainer_state = Json::object();
+    contents.trainer_state.set("step", step);
+    contents.trainer_state.set("data", loader.state());
+    contents.trainer_state.set("seed", static_cast<int64_t>(config.train.seed));
+    contents.config_yaml = config_yaml;
+    checkpoints.save(contents);
+  };
+  auto validation_loss = [&]() -> double {
+    if (!loader.has_validation()) return NAN;
+    const int64_t batches = std::min(config.log.eval_batches, loader.validation_batch_count(config.train.batch_size));
+    return evaluate_loss(model, config, batches, [&](int64_t k, const TensorView& inputs, const TensorView& targets) {
+      loader.validation_batch(k, inputs, targets);
+    });
+  };
+
+  std::signal(SIGINT, options.install_signal_handlers ? handle_stop_signal : SIG_DFL);
+  std::signal(SIGTERM, options.install_signal_handlers ? handle_stop_signal : SIG_DFL);
+  training_stop_signal().store(0);
+
+  ProgressOptions progress_options;
+  progress_options.total_steps = config.train.steps;
+  progress_options.start_step = summary.first_step;
+  progress_options.stream = log;
+  ProgressPrinter progress(progress_options);
+
+  const auto run_start = std::chrono::steady_clock::now();
+  double window_seconds = 0, window_tokens = 0, total_step_seconds = 0;
+  int64_t step = summary.first_step;
+  StepResult last{};
+  while (step < config.train.steps) {
+    const auto step_start = std::chrono::steady_clock::now();
+    last = train_step(model, optimizer, config, step + 1,
+                      [&](const TensorView& inputs, const TensorView& targets) { loader.next_batch(inputs, targets); });
+    ++step;
+    const double step_seconds = seconds_since(step_start);
+    LATHE_CHECK(std::isfinite(last.loss), "training diverged at step ", step, ": loss is ", last.loss,
+                " (try a lower optimizer.lr); the last checkpoint is kept");
+    window_seconds += step_seconds;
+    total_step_seconds += step_seconds;
+    window_tokens += static_cast<double>(tokens_per_step);
+
+    const bool last_step = step == config.train.steps;
+    if (step % config.log.every == 0 || last_step) {
+      const double tokens_per_second = window_tokens / window_seconds;
+      const double mfu = tokens_per_second * flops_per_token / (peaks.f32_gflops * 1e9);
+      progress.update(step, last.loss, last.lr, tokens_per_second, mfu);
+      Json row = Json::object();
+      row.set("step", step);
+      row.set("loss", last.loss);
+      row.set("lr", last.lr);
+      row.set("grad_norm", last.grad_norm);
+      row.set("tokens_per_second", tokens_per_second);
+      row.set("mfu", mfu);
+      row.set("elapsed_seconds", seconds_since(run_start));
+      metrics.append(row);
+      if (tensorboard) {
+        tensorboard->add_scalar("train/loss", last.loss, step);
+        tensorboard->add_scalar("train/learning_rate", last.lr, step);
+        tensorboard->add_scalar("train/grad_norm", last.grad_norm, step);
+        tensorboard->add_scalar("perf/tokens_per_second", tokens_per_second, step);
+        tensorboard->add_scalar("perf/mfu", mfu, step);
+      }
+      summary.tokens_per_second = tokens_per_second;
+      summary.mfu = mfu;
+      window_seconds = window_tokens = 0;
+    }
+    if ((config.log.eval_every > 0 && step % config.log.eval_every == 0) || last_step) {
+      const double val_loss = validation_loss();
+      if (std::isfinite(val_loss)) {
+        progress.print_line(str_cat("step ", step, ": validation loss ", val_loss));
+        Json row = Json::object();
+        row.set("step", step);
+        row.set("val_loss", val_loss);
+        metrics.append(row);
+        if (tensorboard) tensorboard->add_scalar("val/loss", val_loss, step);
+      }
+      summary.final_val_loss = val_loss;
+    }
+    const bool stop = training_stop_signal().load() != 0 ||
+                      (options.stop_after_step > 0 && step >= options.stop_after_step);
+    if ((config.checkpoint.every > 0 && step % config.checkpoint.every == 0) || last_step || stop) save_checkpoint(step);
+    if (stop) {
+      summary.interrupted = true;
+      break;
+    }
+  }
+  progress.finish();
+  checkpoints.wait();
+  if (tensorboard) tensorboard->close();
+  summary.last_step = step;
+  summary.final_train_loss = last.loss;
+  if (step > summary.first_step)
+    write_curve(run_dir, str_cat(config.model.family, " ", static_cast<double>(model.parameter_count()) / 1e6,
+                                 "M parameters, ", run_dir));
+  const CheckpointSaveStats stats = checkpoints.last_stats();
+  if (summary.interrupted)
+    std::fprintf(log, "stopped at step %lld: checkpoint saved in %s; run the same command again to resume\n",
+                 static_cast<long long>(step), checkpoints_dir.c_str());
+  else
+    std::fprintf(log, "done: %lld steps in %s; last checkpoint %s (%.1f MB, written in %.2f s)\n",
+                 static_cast<long long>(step - summary.first_step), format_duration(seconds_since(run_start)).c_str(),
+                 checkpoint_directory_name(step).c_str(), static_cast<double>(stats.bytes) / 1e6, stats.write_seconds);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  (void)total_step_seconds;
+  return summary;
+}
+
+}  // namespace lathe

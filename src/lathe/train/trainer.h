@@ -1,0 +1,45 @@
+// `lathe train`: a whole training run from a validated TrainConfig.
+//
+// Run directory (config.run_dir), self-describing:
+//   config.yaml          the resolved config of the run
+//   tokenizer.json       the tokenizer the run trained or was given
+//   data/                cached token shards (unless data.cache_dir points elsewhere)
+//   metrics.jsonl        one row per logged step and per validation
+//   tensorboard/         TensorBoard event files (loss, lr, grad norm, tokens/s, MFU, val loss)
+//   checkpoints/         step_XXXXXXXX/ directories (train/checkpoint.h), the newest keep_last
+//   loss_curve.svg       written at the end (and on interruption)
+// A run directory holding a valid checkpoint is resumed from its newest one; the model section of
+// its config must match. SIGINT/SIGTERM finish the current step, save a checkpoint and return.
+#pragma once
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "lathe/train/train_config.h"
+
+namespace lathe {
+
+struct TrainOptions {
+  std::FILE* log = stdout;              // progress and notes
+  bool install_signal_handlers = true;  // SIGINT/SIGTERM -> checkpoint and stop
+  int64_t stop_after_step = 0;          // > 0: behave as if interrupted after this step (tests)
+};
+
+struct TrainSummary {
+  int64_t first_step = 0;   // 0 for a fresh run, the checkpoint's step when resumed
+  int64_t last_step = 0;
+  bool interrupted = false;
+  double final_train_loss = 0;
+  double final_val_loss = 0;  // NaN when the run has no validation data
+  double tokens_per_second = 0;
+  double mfu = 0;  // fraction of the measured f32 FMA peak
+  std::string run_dir;
+};
+
+TrainSummary run_training(const TrainConfig& config, const TrainOptions& options = {});
+
+// Set by the signal handlers (and tests): the run stops after the current step.
+std::atomic<int>& training_stop_signal();
+
+}  // namespace lathe
