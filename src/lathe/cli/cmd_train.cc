@@ -5,6 +5,7 @@
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
 #include "lathe/cli/config_arguments.h"
+#include "lathe/ops/op_profile.h"
 #include "lathe/train/trainer.h"
 
 namespace lathe::cli {
@@ -21,8 +22,10 @@ int run_train(int argc, char** argv) {
   command_line.positionals("[FILE] [KEY=VALUE...]", "config file, then overrides");
   command_line.option("data", "PATH", "text file or folder to train on (same as data.path=PATH)");
   command_line.option("run-dir", "DIR", "where the run lives (same as run_dir=DIR)");
+  command_line.flag("profile", "print the time spent in each library op at the end");
   add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
+  if (command_line.has("profile")) set_op_profiling(true);
   ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
   if (command_line.has("data")) arguments.overrides.push_back("data.path=" + command_line.get("data"));
   if (command_line.has("run-dir")) arguments.overrides.push_back("run_dir=" + command_line.get("run-dir"));

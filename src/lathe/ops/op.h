@@ -11,6 +11,8 @@
 //                       heuristic.
 #pragma once
 
+#include <chrono>
+
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -19,6 +21,7 @@
 #include "lathe/core/cpu_features.h"
 #include "lathe/ops/config.h"
 #include "lathe/ops/dispatch.h"
+#include "lathe/ops/op_profile.h"
 
 namespace lathe {
 
@@ -112,6 +115,14 @@ class Op {
 
   // Validates nothing itself: each op's public entry validates its Args, then calls run.
   void run(const Args& args, const Dispatch& dispatch = {}) const {
+    if (op_profiling_enabled() && !OpProfileScope::nested()) {
+      OpProfileScope scope;  // ops this op calls (e.g. matmul inside cross-entropy) count as its time
+      const auto start = std::chrono::steady_clock::now();
+      const ImplType& impl = select_impl(args, dispatch.impl);
+      impl.run(args, select_config(impl, args, dispatch));
+      record_op_time(name_.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return;
+    }
     const ImplType& impl = select_impl(args, dispatch.impl);
     impl.run(args, select_config(impl, args, dispatch));
   }

@@ -12,6 +12,7 @@
 #include "lathe/data/data_loader.h"
 #include "lathe/data/dataset.h"
 #include "lathe/io/tensorboard_writer.h"
+#include "lathe/ops/op_profile.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/loss_curve_svg.h"
 #include "lathe/train/metrics_log.h"
@@ -143,6 +144,12 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   auto validation_loss = [&]() -> double {
     if (!loader.has_validation()) return NAN;
     const int64_t batches = std::min(config.log.eval_batches, loader.validation_batch_count(config.train.batch_size));
+    const bool profiling = op_profiling_enabled();
+    set_op_profiling(false);  // the profile describes training steps
+    struct Restore {
+      bool on;
+      ~Restore() { set_op_profiling(on); }
+    } restore{profiling};
     return evaluate_loss(model, config, batches, [&](int64_t k, const TensorView& inputs, const TensorView& targets) {
       loader.validation_batch(k, inputs, targets);
     });
@@ -237,7 +244,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
                  checkpoint_directory_name(step).c_str(), static_cast<double>(stats.bytes) / 1e6, stats.write_seconds);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  (void)total_step_seconds;
+  if (op_profiling_enabled())
+    std::fprintf(log, "time by op over %lld steps (%.2f s of steps):\n%s", static_cast<long long>(step - summary.first_step),
+                 total_step_seconds, format_op_profile(op_profile(), total_step_seconds).c_str());
   return summary;
 }
 
