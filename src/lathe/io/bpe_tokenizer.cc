@@ -253,7 +253,7 @@ Json BpeTokenizer::to_json() const {
   decoder.set("use_regex", true);
 
   Json vocab = Json::object();
-  for (int32_t id = 0; id < vocab_size(); ++id) vocab.set(id_to_token(id), id);
+  for (int32_t id = 0; id < vocab_size(); ++id) vocab.append_member(id_to_token(id), id);  // spellings are unique
   Json merges = Json::array();
   for (const Merge& merge : merges_) merges.push(id_to_token(merge.left) + " " + id_to_token(merge.right));
   Json model = Json::object();
