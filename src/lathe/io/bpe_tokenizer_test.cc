@@ -344,7 +344,10 @@ TEST(BpeFile, MalformedFilesGiveClearErrors) {
   expect_error(with_model("vocab", without_byte), "no token has id 97");
   Json shifted = vocab;
   shifted.set("a", 5000);
-  expect_error(with_model("vocab", shifted), "without gaps");
+  expect_error(with_model("vocab", shifted), "has id 5000; ids must be integers from 0 to");
+  Json fractional = vocab;
+  fractional.set("a", 97.5);
+  expect_error(with_model("vocab", fractional), "has id 97.5");
   Json clash = vocab;
   clash.set("b", 97);
   expect_error(with_model("vocab", clash), "id 97 is given to both");
