@@ -118,6 +118,17 @@ TEST(Json, RoundTripsAndRejectsMalformedText) {
   EXPECT_THROW(value.get("a").as_string("a"), Error);
 }
 
+TEST(Json, LargeObjectsKeepEveryKeyAndRejectDuplicates) {
+  std::string text = "{";
+  for (int i = 0; i < 20000; ++i) text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\": " + std::to_string(i);
+  Json value = Json::parse(text + "}");
+  ASSERT_EQ(value.size(), 20000u);
+  EXPECT_EQ(value.members()[12345].first, "k12345");
+  EXPECT_EQ(value.get("k19999").as_int(), 19999);
+  EXPECT_THROW(Json::parse(text + ",\"k7\": 0}"), Error);  // duplicate far past the scan limit
+  EXPECT_THROW(Json::parse(text + ",\"k19999\": 0}"), Error);
+}
+
 TEST(ConfigParams, ParsesAndPrintsAndRejectsGarbage) {
   ConfigParams params = ConfigParams::parse("block_q=64,block_k=128");
   EXPECT_EQ(params.to_string(), "block_q=64,block_k=128");

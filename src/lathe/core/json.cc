@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <unordered_set>
 
 #include "lathe/core/error.h"
 
@@ -70,6 +71,13 @@ const Json& Json::get(const std::string& key) const {
   static const Json null_value;
   const Json* found = find(key);
   return found ? *found : null_value;
+}
+
+Json& Json::append_member(std::string key, Json value) {
+  if (kind_ == Kind::null) kind_ = Kind::object;
+  LATHE_ASSERT(kind_ == Kind::object);
+  object_.emplace_back(std::move(key), std::move(value));
+  return object_.back().second;
 }
 
 Json& Json::push(Json value) {
@@ -207,6 +215,10 @@ class Parser {
       ++position_;
       return object;
     }
+    // Small objects look for duplicate keys by scanning; large ones (a tokenizer's vocabulary has
+    // 10^5 keys) switch to a hash set, keeping parsing linear.
+    std::unordered_set<std::string> keys;
+    constexpr size_t kScanLimit = 16;
     for (;;) {
       skip_space();
       if (position_ >= text_.size() || text_[position_] != '"') fail("expected a string key");
@@ -214,8 +226,16 @@ class Parser {
       skip_space();
       if (position_ >= text_.size() || text_[position_] != ':') fail("expected ':'");
       ++position_;
-      if (object.find(key)) throw_error("invalid JSON at byte ", position_, ": duplicate key \"", key, "\"");
-      object.set(key, parse_value(depth + 1));
+      bool duplicate;
+      if (object.size() < kScanLimit) {
+        duplicate = object.find(key) != nullptr;
+      } else {
+        if (keys.empty())
+          for (const auto& member : object.members()) keys.insert(member.first);
+        duplicate = !keys.insert(key).second;
+      }
+      if (duplicate) throw_error("invalid JSON at byte ", position_, ": duplicate key \"", key, "\"");
+      object.append_member(std::move(key), parse_value(depth + 1));
       skip_space();
       if (position_ < text_.size() && text_[position_] == ',') {
         ++position_;

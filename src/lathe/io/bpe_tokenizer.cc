@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -253,7 +254,7 @@ Json BpeTokenizer::to_json() const {
   decoder.set("use_regex", true);
 
   Json vocab = Json::object();
-  for (int32_t id = 0; id < vocab_size(); ++id) vocab.set(id_to_token(id), id);
+  for (int32_t id = 0; id < vocab_size(); ++id) vocab.append_member(id_to_token(id), id);  // spellings are unique
   Json merges = Json::array();
   for (const Merge& merge : merges_) merges.push(id_to_token(merge.left) + " " + id_to_token(merge.right));
   Json model = Json::object();
@@ -334,34 +335,36 @@ BpeTokenizer BpeTokenizer::from_json(const Json& json, const std::string& source
 
   const Json& vocab = model.get("vocab");
   LATHE_CHECK(vocab.is_object(), source, ": model.vocab must be an object mapping token -> id");
-  std::vector<std::string> spellings;
-  auto place = [&](int64_t id, const std::string& spelling, const std::string& where) {
-    LATHE_CHECK(id >= 0 && id < (1 << 30), source, ": ", where, " has id ", id, ", out of range");
-    if (spellings.size() <= static_cast<size_t>(id)) spellings.resize(static_cast<size_t>(id) + 1);
-    std::string& slot = spellings[static_cast<size_t>(id)];
-    LATHE_CHECK(slot.empty() || slot == spelling, source, ": id ", id, " is given to both '", slot, "' and '", spelling,
-                "'");
-    slot = spelling;
-  };
-  for (const auto& [spelling, id] : vocab.members()) {
-    LATHE_CHECK(id.is_number(), source, ": model.vocab[\"", spelling, "\"] must be an integer id");
-    LATHE_CHECK(!spelling.empty(), source, ": model.vocab has an empty token");
-    place(id.as_int(), spelling, "model.vocab[\"" + spelling + "\"]");
-  }
-  std::vector<bool> special;
   const Json& added = json.get("added_tokens");
   LATHE_CHECK(added.is_null() || added.is_array(), source, ": added_tokens must be an array");
+  // Ids must run from 0 without gaps, so no id can reach the number of entries.
+  const int64_t max_tokens = static_cast<int64_t>(vocab.size() + added.size());
+  std::vector<std::string> spellings;
+  auto place = [&](const Json& id_value, const std::string& spelling, const std::string& where) -> int64_t {
+    double number = id_value.is_number() ? id_value.as_number() : -1;
+    LATHE_CHECK(number >= 0 && number < static_cast<double>(max_tokens) && std::floor(number) == number, source, ": ",
+                where, " has id ", id_value.dump(0), "; ids must be integers from 0 to ", max_tokens - 1);
+    size_t id = static_cast<size_t>(number);
+    if (spellings.size() <= id) spellings.resize(id + 1);
+    LATHE_CHECK(spellings[id].empty() || spellings[id] == spelling, source, ": id ", id, " is given to both '",
+                spellings[id], "' and '", spelling, "'");
+    spellings[id] = spelling;
+    return static_cast<int64_t>(id);
+  };
+  for (const auto& [spelling, id] : vocab.members()) {
+    LATHE_CHECK(!spelling.empty(), source, ": model.vocab has an empty token");
+    place(id, spelling, "model.vocab[\"" + spelling + "\"]");
+  }
   std::vector<int64_t> added_ids;
   if (added.is_array()) {
     for (size_t i = 0; i < added.size(); ++i) {
       const Json& token = added.items()[i];
       std::string where = "added_tokens[" + std::to_string(i) + "]";
-      LATHE_CHECK(token.is_object() && token.get("id").is_number() && token.get("content").is_string(), source, ": ",
-                  where, " must be an object with a numeric 'id' and a string 'content'");
+      LATHE_CHECK(token.is_object() && token.get("content").is_string(), source, ": ", where,
+                  " must be an object with an 'id' and a string 'content'");
       const std::string& content = token.get("content").as_string();
       LATHE_CHECK(!content.empty(), source, ": ", where, " has empty content");
-      place(token.get("id").as_int(), content, where);
-      added_ids.push_back(token.get("id").as_int());
+      added_ids.push_back(place(token.get("id"), content, where));
     }
   }
   BpeTokenizer tokenizer;

@@ -280,7 +280,8 @@ TEST(BpeFile, SaveLoadRoundTrip) {
   BpeTokenizer loaded = BpeTokenizer::load(path);
   std::remove(path.c_str());
   EXPECT_EQ(loaded.to_json().dump(), tokenizer.to_json().dump());
-  EXPECT_EQ(loaded.vocab_size(), 420);
+  EXPECT_EQ(loaded.vocab_size(), tokenizer.vocab_size());
+  EXPECT_GT(loaded.vocab_size(), 300);  // training may run out of pairs before 420
   EXPECT_EQ(loaded.eos_id(), tokenizer.eos_id());
   EXPECT_TRUE(loaded.is_special(loaded.token_to_id("<|pad|>")));
   for (const auto& document : documents) ASSERT_EQ(loaded.encode(document), tokenizer.encode(document));
@@ -344,7 +345,10 @@ TEST(BpeFile, MalformedFilesGiveClearErrors) {
   expect_error(with_model("vocab", without_byte), "no token has id 97");
   Json shifted = vocab;
   shifted.set("a", 5000);
-  expect_error(with_model("vocab", shifted), "without gaps");
+  expect_error(with_model("vocab", shifted), "has id 5000; ids must be integers from 0 to");
+  Json fractional = vocab;
+  fractional.set("a", 97.5);
+  expect_error(with_model("vocab", fractional), "has id 97.5");
   Json clash = vocab;
   clash.set("b", 97);
   expect_error(with_model("vocab", clash), "id 97 is given to both");
