@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# The main job: set up, build, describe the machine, benchmark every op at real-model shapes
-# against the measured roofline and the in-process peers (oneDNN, OpenBLAS).
-# Extra arguments go to `lathe bench` (e.g. `bash scripts/run.sh matmul --json`).
+# The main job: set up, build, then `lathe train` with the built-in default config (a ~6M-parameter
+# Llama-style model on the fortune database, about 10 minutes on 2 cores) and a sample from the
+# trained checkpoint with `lathe generate`. Extra arguments go to `lathe train` (a config file and/or
+# key=value overrides, e.g. `bash scripts/run.sh train.steps=100 run_dir=runs/short`).
+# Running it again resumes the run in runs/default (or finishes at once when it is complete).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-./build/lathe info
+./build/lathe train "$@"
+run_dir=runs/default
+for argument in "$@"; do
+  case "$argument" in run_dir=*) run_dir="${argument#run_dir=}" ;; esac
+done
 echo
-mkdir -p runs
-./build/lathe bench --output runs/bench.json --svg runs/bench.svg "$@"
-echo "report: runs/bench.json, chart: runs/bench.svg"
+echo "== sample: lathe generate $run_dir --prompt 'The' --max-tokens 120"
+./build/lathe generate "$run_dir" --prompt "The" --max-tokens 120 --seed 7
+echo
+echo "run directory: $run_dir (config.yaml, metrics.jsonl, tensorboard/, checkpoints/, loss_curve.svg)"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the whole test suite: the unit and op-contract tests plus the CLI
-# checks (ctest), then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Sets up, builds and runs the whole test suite: the unit, op-contract, model and trainer tests,
+# the CLI checks and the Python oracle checks (PyTorch, TensorBoard, tokenizers) with ctest, then
+# everything that runs lathe code again under AddressSanitizer + UndefinedBehaviorSanitizer.
 # LATHE_SKIP_SANITIZERS=1 skips the second pass (local iteration only; CI runs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/setup_test_deps.sh
 echo "== tests (release build)"
 ctest --test-dir build --output-on-failure -j2
 
@@ -13,5 +15,5 @@ if [ "${LATHE_SKIP_SANITIZERS:-0}" != 1 ]; then
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_SANITIZE=ON >/dev/null
   ninja -C build-sanitize lathe_tests lathe_cli
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-sanitize --output-on-failure -j2
+    ctest --test-dir build-sanitize --output-on-failure -j2 --label-exclude python_only
 fi

@@ -60,7 +60,8 @@ void validate(const LinearCrossEntropyArgs& args);
 // logits matrix. Writes loss, dhidden, dweight and lse (when present).
 template <class T> void linear_cross_entropy_reference(const LinearCrossEntropyArgs& args);
 
-// flops: the executed work, 8 * tokens * vocab * d_model (logits twice, two gradient GEMMs);
+// flops: the executed work, 8 * tokens * vocab * d_model (logits twice, two gradient GEMMs), or
+// 6 * ... when the heuristic's vocabulary tile spans the whole vocabulary (logits computed once);
 // the useful (model) work is 6 * tokens * vocab * d_model (linear_cross_entropy_useful_flops).
 OpCost linear_cross_entropy_cost(const LinearCrossEntropyArgs& args);
 double linear_cross_entropy_useful_flops(const LinearCrossEntropyArgs& args);

@@ -2,7 +2,8 @@
 // For each token chunk:
 //   pass 1: for each vocab tile, logits tile = hidden_chunk @ weight_tile^T (matmul op), then per
 //           row the softcap/scale transform and an online max / sum-of-exp update -> lse;
-//   pass 2: for each vocab tile, recompute the logits tile, turn it in place into dlogits
+//   pass 2: for each vocab tile, recompute the logits tile (unless one tile spans the whole
+//           vocabulary: it still holds pass 1's logits), turn it in place into dlogits
 //           (softmax - onehot, z-loss and softcap chain rule, times grad_scale / n_valid), then
 //           dhidden_chunk += dlogits @ weight_tile and dweight_tile (+)= dlogits^T @ hidden_chunk.
 // Only the tile math is ISA-specific; the GEMMs go through matmul's own dispatch (called from
@@ -96,6 +97,10 @@ void accumulate_row_logsumexp(float* row, int64_t cols, const Problem& p, float&
 
 // Pass 2 on one row of a tile: raw logits -> d loss / d raw, in place.
 //   d = factor * (softmax * (1 + 2 z lse) - onehot) * d logits / d raw
+// Pass 2 on one row: dlogits in place. The row holds raw logits (hidden . weight), or with
+// kFinal the final logits pass 1 left there (scale and softcap applied), which lets a chunk that
+// spans the whole vocabulary skip recomputing its tile.
+template <bool kFinal>
 void row_gradient(float* row, int64_t cols, int64_t target_column, float factor, float lse, const Problem& p) {
   if (factor == 0.0f) {
     std::memset(row, 0, sizeof(float) * cols);
@@ -103,18 +108,20 @@ void row_gradient(float* row, int64_t cols, int64_t target_column, float factor,
   }
   float target_chain = 0.0f;  // d logits / d raw at the target column
   if (target_column >= 0 && target_column < cols) {
-    float capped = p.softcap > 0 ? std::tanh(row[target_column] * (p.scale / p.softcap)) : 0.0f;
+    float capped = 0.0f;
+    if (p.softcap > 0)
+      capped = kFinal ? row[target_column] / p.softcap : std::tanh(row[target_column] * (p.scale / p.softcap));
     target_chain = p.scale * (1.0f - capped * capped);
   }
   const VecF softmax_factor = VecF::broadcast(factor * (1.0f + 2.0f * p.z_loss * lse));
   const VecF lse_vec = VecF::broadcast(lse), scale = VecF::broadcast(p.scale), one = VecF::broadcast(1.0f);
-  auto gradient = [&](VecF raw) {
+  auto gradient = [&](VecF x) {
     if (p.softcap > 0) {
-      VecF capped = simd::tanh(raw * VecF::broadcast(p.scale / p.softcap));
+      VecF capped = kFinal ? x * VecF::broadcast(1.0f / p.softcap) : simd::tanh(x * VecF::broadcast(p.scale / p.softcap));
       VecF probability = simd::exp(capped * VecF::broadcast(p.softcap) - lse_vec);
       return probability * softmax_factor * (scale * simd::fnma(capped, capped, one));
     }
-    return simd::exp(raw * scale - lse_vec) * softmax_factor * scale;
+    return simd::exp((kFinal ? x : x * scale) - lse_vec) * softmax_factor * scale;
   };
   int64_t c = 0;
   for (; c + W <= cols; c += W) gradient(VecF::load(row + c)).store(row + c);
@@ -223,17 +230,24 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
       const int64_t v1 = std::min(p.vocab, v0 + vocab_chunk), cols = v1 - v0;
       TensorView logits = f32_matrix(tile, rows, cols);
       TensorView weight_tile = args.weight.slice(0, v0, v1);
-      MatmulArgs product;
-      product.a = hidden_chunk;
-      product.b = weight_tile;
-      product.c = logits;
-      product.trans_b = true;
-      matmul(product);
+      // One tile covering the whole vocabulary still holds pass 1's final logits: no recompute.
+      const bool reuse_tile = cols == p.vocab;
+      if (!reuse_tile) {
+        MatmulArgs product;
+        product.a = hidden_chunk;
+        product.b = weight_tile;
+        product.c = logits;
+        product.trans_b = true;
+        matmul(product);
+      }
       parallel_for(rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           int64_t target = target_of(args.targets, t0 + r);
           float factor = target == p.ignore_index ? 0.0f : token_factor;
-          row_gradient(tile + r * cols, cols, target - v0, factor, row_lse[r], p);
+          if (reuse_tile)
+            row_gradient<true>(tile + r * cols, cols, target - v0, factor, row_lse[r], p);
+          else
+            row_gradient<false>(tile + r * cols, cols, target - v0, factor, row_lse[r], p);
         }
       });
       TensorView weight_operand = weight_tile;
