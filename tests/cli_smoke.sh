@@ -70,6 +70,13 @@ expect 2 "bad dtype" -- "$lathe" ops rms_norm --shape "rows=3,dim=4,dtype=f8"
 expect 2 "malformed pin" -- "$lathe" ops rms_norm --pin "rms_norm:avx2"
 expect 2 "pin outside space" -- "$lathe" bench rms_norm --shape rows=8,dim=8 --quick --isa scalar --pin "rms_norm:scalar:rows_per_task=3"
 expect 2 "unknown peer" -- "$lathe" bench rms_norm --vs nobody
+expect 0 "bench train --help" -- "$lathe" bench train --help
+expect 0 "bench train tiny" -- "$lathe" bench train model.d_model=32 model.n_layers=1 model.n_heads=2 model.n_kv_heads=2 \
+  model.ffn_dim=64 model.vocab_size=300 train.batch_size=2 train.seq_len=16 --steps 2 --warmup 0 --vs none --json "$work/train.json"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['tokens_per_second'] > 0 and len(r['memory']) == 3" \
+  "$work/train.json" || { echo "FAIL: bench train --json is not the expected JSON"; failures=$((failures + 1)); }
+expect 2 "bench train bad steps" -- "$lathe" bench train --steps 0 --vs none
+expect 2 "bench train bad override" -- "$lathe" bench train model.n_layers=two --vs none
 expect 2 "tune without op" -- "$lathe" tune
 expect 2 "config missing file" -- "$lathe" config "$work/no_such.yaml"
 expect 2 "config unknown key" -- "$lathe" config model.d_modle=3

@@ -27,8 +27,9 @@ static std::vector<std::string> split_commas(const std::string& text) {
 }
 
 int run_bench(int argc, char** argv) {
+  if (argc >= 1 && std::string(argv[0]) == "train") return run_bench_train(argc - 1, argv + 1);
   CommandLine command_line(
-      "lathe bench [OP...] [options]",
+      "lathe bench [OP...] [options]   (the training step: lathe bench train --help)",
       "Times ops at shapes taken from real models (see `lathe ops NAME`) through the same dispatch\n"
       "training uses (pinned > tuned > heuristic). Each row: median, min and p80 time, GFLOP/s, GB/s\n"
       "and % of the roofline from peaks measured at the start of the run; peers (oneDNN, OpenBLAS)\n"

@@ -127,6 +127,20 @@ Tensor TransformerModel::next_token_logits(const Tensor& ids, KvCache& cache) co
   return result;
 }
 
+Tensor TransformerModel::logits(const Tensor& ids) const {
+  LATHE_CHECK(ids.shape().rank() == 2, "model: ids must be (batch, seq), got ", ids.shape().to_string());
+  const int64_t batch = ids.dim(0), seq = ids.dim(1);
+  Tape tape(precision_, /*recording=*/false);
+  Var hidden = run_layers(tape, ids, batch, seq, RematPolicy::save_all, nullptr);
+  Tensor result = autograd::linear(tape, hidden, lm_head())->value.reshape({batch, seq, config_.vocab_size});
+  if (config_.final_logit_softcap > 0) {
+    const double cap = config_.final_logit_softcap;
+    for (int64_t i = 0; i < result.numel(); ++i)
+      write_element(result, i, cap * std::tanh(read_element(result, i) / cap));
+  }
+  return result;
+}
+
 double TransformerModel::training_flops_per_token(int64_t seq_len) const {
   double matmul_weights = 0;
   for (const Parameter& parameter : parameters_)

@@ -43,6 +43,9 @@ class TransformerModel {
   // Inference (no tape): ids (1, seq) are appended to the cache (positions cache.length...);
   // returns the logits (vocab) f32 of the last token.
   Tensor next_token_logits(const Tensor& ids, KvCache& cache) const;
+  // ids: (batch, seq) i32 -> logits (batch, seq, vocab) in the model's dtype, soft-capped as the loss
+  // sees them. No tape; for checks against other implementations (training never builds these).
+  Tensor logits(const Tensor& ids) const;
   KvCache make_kv_cache(int64_t max_seq) const;
 
   // Model FLOPs of one training token (forward + backward) at a sequence length: 6 per matmul

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "lathe/core/rng.h"
@@ -170,6 +171,28 @@ TEST_P(ModelVariants, KvCacheDecodingMatchesFullForward) {
   }
   EXPECT_EQ(cache.length, seq);
   for (size_t i = 0; i < full.size(); ++i) EXPECT_NEAR(incremental[i], full[i], 1e-4) << GetParam() << " " << i;
+}
+
+// logits() is what the fused loss sees: their mean cross-entropy, computed here by log-sum-exp
+// in double, is the loss (float64 reference path, so the two agree to rounding).
+TEST_P(ModelVariants, LogitsGiveTheLoss) {
+  const uint64_t seed = test_seed();
+  TransformerModel model(tiny_config(GetParam()), Precision::reference_f64);
+  model.initialize(seed);
+  const Batch batch = random_batch(model.config(), 2, 5, seed);
+  const Tensor logits = model.logits(batch.ids);
+  const int64_t vocab = model.config().vocab_size, tokens = 2 * 5;
+  ASSERT_EQ(logits.shape(), Shape({2, 5, vocab}));
+  const std::vector<double> values = to_vector<double>(logits);
+  double total = 0;
+  for (int64_t token = 0; token < tokens; ++token) {
+    const double* row = values.data() + token * vocab;
+    double largest = row[0], sum = 0;
+    for (int64_t v = 1; v < vocab; ++v) largest = std::max(largest, row[v]);
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - largest);
+    total += largest + std::log(sum) - row[batch.targets.ptr<int32_t>()[token]];
+  }
+  EXPECT_NEAR(total / static_cast<double>(tokens), loss_value(model, batch), 1e-12) << GetParam() << " seed " << seed;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelVariants, ::testing::Values("llama", "qwen3", "llama3_scaling", "gemma2"));

@@ -21,9 +21,17 @@ struct StepResult {
 // Fills one micro-batch: inputs, targets (batch, seq_len) i32.
 using NextBatch = std::function<void(const TensorView& inputs, const TensorView& targets)>;
 
-// step: 1-based optimizer step (the schedule and AdamW's bias correction use it).
+// Wall-clock seconds of a step's phases, summed over its micro-batches (`lathe bench train`).
+struct StepPhaseSeconds {
+  double forward = 0;    // loss with the tape recording (includes next_batch)
+  double backward = 0;   // tape.backward, remat recomputation included
+  double optimizer = 0;  // clipping + AdamW
+};
+
+// step: 1-based optimizer step (the schedule and AdamW's bias correction use it). `phases`, when
+// given, receives the time of each phase.
 StepResult train_step(TransformerModel& model, AdamWOptimizer& optimizer, const TrainConfig& config, int64_t step,
-                      const NextBatch& next_batch);
+                      const NextBatch& next_batch, StepPhaseSeconds* phases = nullptr);
 
 // The mean loss over `batches` validation batches (no gradients). inputs/targets as NextBatch;
 // fill(k, inputs, targets) provides batch k.

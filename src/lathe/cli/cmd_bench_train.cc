@@ -1,0 +1,257 @@
+// `lathe bench train`: the end-to-end truth of the trainer. Times train_step() (the same step
+// `lathe train` runs) on random tokens, reports tokens/s, model FLOP/s and MFU against the peak
+// measured in the same run, compares with PyTorch (bench/torch_reference/bench_train.py) at the
+// same shape and thread count, and sets the predicted memory of each remat policy beside the
+// measured peak of tensor bytes.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "lathe/bench/machine_peaks.h"
+#include "lathe/bench/timing.h"
+#include "lathe/cli/command_line.h"
+#include "lathe/cli/commands.h"
+#include "lathe/cli/config_arguments.h"
+#include "lathe/core/parallel.h"
+#include "lathe/core/rng.h"
+#include "lathe/models/memory_estimate.h"
+#include "lathe/train/train_step.h"
+
+namespace lathe::cli {
+namespace {
+
+constexpr RematPolicy kRematPolicies[] = {RematPolicy::save_all, RematPolicy::recompute_layer,
+                                          RematPolicy::save_matmuls};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double mebibytes(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// bench/torch_reference/bench_train.py from the working directory or beside the binary's tree.
+std::string find_torch_script(const std::string& given) {
+  if (!given.empty()) {
+    LATHE_CHECK(std::filesystem::exists(given), "--torch-script: no such file '", given, "'");
+    return given;
+  }
+  const std::string relative = "bench/torch_reference/bench_train.py";
+  if (std::filesystem::exists(relative)) return relative;
+  std::error_code error;
+  const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
+  for (std::filesystem::path dir = binary.parent_path(); !error && !dir.empty() && dir != dir.root_path();
+       dir = dir.parent_path())
+    if (std::filesystem::exists(dir / relative)) return (dir / relative).string();
+  return "";
+}
+
+bool torch_importable() { return std::system("python3 -c 'import torch' >/dev/null 2>&1") == 0; }
+
+// Runs the PyTorch peer; returns its JSON line, or null with a note on stderr when it fails.
+Json run_torch(const std::string& script, const TrainConfig& config, int64_t steps, int64_t warmup) {
+  char model_path[] = "/tmp/lathe_bench_train_XXXXXX";
+  const int fd = mkstemp(model_path);
+  LATHE_CHECK(fd >= 0, "bench train: cannot create a temporary file in /tmp");
+  close(fd);
+  {
+    std::ofstream file(model_path);
+    file << train_config_to_json(config).get("model").dump();
+  }
+  const std::string command =
+      str_cat("python3 '", script, "' --config ", model_path, " --batch ", config.train.batch_size, " --seq ",
+              config.train.seq_len, " --steps ", steps, " --warmup ", warmup, " --threads ", num_threads(), " 2>&1");
+  std::string output;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+    const int status = pclose(pipe);
+    std::filesystem::remove(model_path);
+    const size_t line_start = output.rfind('{');
+    if (status == 0 && line_start != std::string::npos) {
+      try {
+        return Json::parse(output.substr(line_start));
+      } catch (const Error&) {
+      }
+    }
+  }
+  std::filesystem::remove(model_path);
+  std::fprintf(stderr, "note: the PyTorch peer failed (%s); no comparison\n", command.c_str());
+  return Json();
+}
+
+struct MemoryRow {
+  RematPolicy policy;
+  TrainingMemoryEstimate predicted;
+  int64_t measured_peak = 0;
+};
+
+}  // namespace
+
+int run_bench_train(int argc, char** argv) {
+  CommandLine command_line(
+      "lathe bench train [FILE] [KEY=VALUE...] [options]",
+      "Times the training step (forward + backward + AdamW, train_step() as `lathe train` runs it) of a\n"
+      "config on random tokens: median step time over --steps after --warmup, tokens/s, model FLOP/s,\n"
+      "MFU against the f32 peak measured in the same run (bf16 configs: the bf16 peak), and the\n"
+      "forward / backward / optimizer split. With --vs torch (the default when python3 can import\n"
+      "torch) PyTorch runs the same model, batch and thread count and the tokens/s ratio is printed.\n"
+      "Memory: the predicted bytes (models/memory_estimate.h) of each remat policy beside the measured\n"
+      "peak of tensor bytes during one step. Without FILE: the built-in default config.");
+  add_runtime_options(command_line);
+  command_line.positionals("[FILE] [KEY=VALUE...]", "config YAML and dotted-key overrides (see `lathe config --keys`)");
+  command_line.option("steps", "N", "timed steps", "5");
+  command_line.option("warmup", "N", "untimed steps before them", "1");
+  command_line.option("vs", "PEER", "torch, none, or auto (torch when importable)", "auto");
+  command_line.option("torch-script", "FILE", "the peer script (default: bench/torch_reference/bench_train.py)");
+  command_line.option("json", "FILE", "also write the report as JSON to FILE");
+  if (!command_line.parse(argc, argv)) return 0;
+  apply_runtime_options(command_line);
+
+  const ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
+  TrainConfig config = parse_train_config(arguments.path, arguments.overrides);
+  validate_train_config(config, /*check_files=*/false);  // random tokens: no data files needed
+  if (config.train.threads > 0 && !command_line.has("threads")) set_num_threads(static_cast<int>(config.train.threads));
+  const int64_t steps = command_line.get_int("steps"), warmup = command_line.get_int("warmup");
+  LATHE_CHECK(steps >= 1, "--steps: expected a positive integer, got ", steps);
+  LATHE_CHECK(warmup >= 0, "--warmup: expected a non-negative integer, got ", warmup);
+  const std::string vs = command_line.get("vs");
+  LATHE_CHECK(vs == "torch" || vs == "none" || vs == "auto", "--vs: unknown peer '", vs,
+              "' (known: torch, none, auto)");
+  std::string torch_script;
+  if (vs != "none") {
+    torch_script = find_torch_script(command_line.get("torch-script"));
+    const bool available = !torch_script.empty() && torch_importable();
+    LATHE_CHECK(available || vs == "auto",
+                "--vs torch: needs python3 with torch and bench/torch_reference/bench_train.py (see --torch-script)");
+    if (!available) torch_script.clear();
+  }
+
+  const bool bf16 = config.train.dtype == ComputeDtype::bf16;
+  const MachinePeaks peaks = measure_machine_peaks();
+  const double peak_gflops = bf16 ? peaks.bf16_gflops : peaks.f32_gflops;
+  const int64_t batch = config.train.batch_size, seq = config.train.seq_len, accum = config.train.grad_accum;
+  const int64_t tokens_per_step = batch * seq * accum;
+
+  TransformerModel model(config.model);
+  model.initialize(config.train.seed);
+  AdamWOptimizer optimizer(model.parameters(), config.optimizer);
+  Tensor tokens = Tensor::empty({batch, seq + 1}, DType::i32);
+  fill_uniform(tokens, config.train.seed + 1, 0.0, static_cast<double>(config.model.vocab_size));
+  const NextBatch next_batch = [&](const TensorView& inputs, const TensorView& targets) {
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < seq; ++t) {
+        inputs.ptr<int32_t>()[b * seq + t] = tokens.ptr<int32_t>()[b * (seq + 1) + t];
+        targets.ptr<int32_t>()[b * seq + t] = tokens.ptr<int32_t>()[b * (seq + 1) + t + 1];
+      }
+  };
+
+  std::printf(
+      "lathe bench train: %s, %.2fM parameters, %d threads, batch %lld x seq %lld x grad_accum %lld, remat %s%s\n",
+      config.model.family.c_str(), static_cast<double>(model.parameter_count()) / 1e6, num_threads(),
+      static_cast<long long>(batch), static_cast<long long>(seq), static_cast<long long>(accum),
+      to_string(config.train.remat), bf16 ? " (train.dtype=bf16 is not implemented yet: the step runs in f32)" : "");
+  std::printf("peaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (MFU against %s)\n", peaks.f32_gflops, peaks.bf16_gflops,
+              bf16 ? "bf16" : "f32");
+  std::fflush(stdout);
+
+  std::vector<double> step_seconds, forward_seconds, backward_seconds, optimizer_seconds;
+  double last_loss = 0;
+  for (int64_t step = 1; step <= warmup + steps; ++step) {
+    StepPhaseSeconds phases;
+    const double start = now_seconds();
+    last_loss = train_step(model, optimizer, config, step, next_batch, &phases).loss;
+    const double elapsed = now_seconds() - start;
+    if (step > warmup) {
+      step_seconds.push_back(elapsed);
+      forward_seconds.push_back(phases.forward);
+      backward_seconds.push_back(phases.backward);
+      optimizer_seconds.push_back(phases.optimizer);
+    }
+  }
+  const double step_time = median(step_seconds);
+  const double tokens_per_second = static_cast<double>(tokens_per_step) / step_time;
+  const double model_gflops = model.training_flops_per_token(seq) * tokens_per_second / 1e9;
+  const double mfu = peak_gflops > 0 ? model_gflops / peak_gflops : 0.0;
+  std::printf("step %.4f s (median of %lld), %.0f tokens/s, %.1f GFLOP/s, MFU %.1f%% (target >= 40%%)\n", step_time,
+              static_cast<long long>(steps), tokens_per_second, model_gflops, 100.0 * mfu);
+  std::printf("phases (medians): forward %.4f s, backward %.4f s, optimizer %.4f s; last loss %.4f\n",
+              median(forward_seconds), median(backward_seconds), median(optimizer_seconds), last_loss);
+  std::fflush(stdout);
+
+  // One step per policy with the peak counter reset just before it: model, gradients and moments
+  // are already allocated, so the peak is everything a step holds at its worst moment.
+  std::vector<MemoryRow> memory;
+  std::printf(
+      "\nmemory per step (MiB)   predicted: params + grads + adam + activations + transient = total   measured peak   "
+      "measured/predicted (target <= 1.3)\n");
+  for (RematPolicy policy : kRematPolicies) {
+    TrainConfig policy_config = config;
+    policy_config.train.remat = policy;
+    reset_tensor_bytes_peak();
+    train_step(model, optimizer, policy_config, warmup + steps + 1, next_batch);
+    MemoryRow row{policy, estimate_training_memory(config.model, batch, seq, policy), tensor_bytes_peak()};
+    std::printf("  %-16s %8.1f + %6.1f + %6.1f + %8.1f + %7.1f = %8.1f   %13.1f   %5.2f\n", to_string(policy),
+                mebibytes(row.predicted.parameter_bytes), mebibytes(row.predicted.gradient_bytes),
+                mebibytes(row.predicted.optimizer_bytes), mebibytes(row.predicted.activation_bytes),
+                mebibytes(row.predicted.transient_bytes), mebibytes(row.predicted.total_bytes()),
+                mebibytes(row.measured_peak),
+                static_cast<double>(row.measured_peak) / static_cast<double>(row.predicted.total_bytes()));
+    memory.push_back(row);
+  }
+  std::fflush(stdout);
+
+  Json torch;
+  if (!torch_script.empty()) {
+    torch = run_torch(torch_script, config, steps, warmup);
+    if (!torch.is_null()) {
+      const double torch_tokens_per_second = torch.get("tokens_per_second").as_number();
+      std::printf("\ntorch %s (%s attention, %s AdamW): %.0f tokens/s; lathe/torch %.2fx (target >= 3x)\n",
+                  torch.get("torch_version").as_string().c_str(), torch.get("attention").as_string().c_str(),
+                  torch.get("optimizer").as_string().c_str(), torch_tokens_per_second,
+                  tokens_per_second / torch_tokens_per_second);
+      if (accum > 1) std::printf("note: torch runs one micro-batch per step; tokens/s compare per token\n");
+    }
+  }
+
+  if (command_line.has("json")) {
+    Json report = Json::object();
+    report.set("config", train_config_to_json(config));
+    report.set("threads", num_threads());
+    report.set("peaks", peaks.to_json());
+    report.set("steps", steps);
+    report.set("warmup", warmup);
+    report.set("step_seconds", step_time);
+    report.set("tokens_per_second", tokens_per_second);
+    report.set("model_gflops", model_gflops);
+    report.set("mfu", mfu);
+    report.set("forward_seconds", median(forward_seconds));
+    report.set("backward_seconds", median(backward_seconds));
+    report.set("optimizer_seconds", median(optimizer_seconds));
+    Json memory_json = Json::array();
+    for (const MemoryRow& row : memory) {
+      Json entry = Json::object();
+      entry.set("remat", to_string(row.policy));
+      entry.set("predicted", row.predicted.to_json());
+      entry.set("measured_peak_bytes", row.measured_peak);
+      memory_json.push(entry);
+    }
+    report.set("memory", memory_json);
+    if (!torch.is_null()) {
+      report.set("torch", torch);
+      report.set("lathe_over_torch", tokens_per_second / torch.get("tokens_per_second").as_number());
+    }
+    std::ofstream file(command_line.get("json"));
+    file << report.dump() << "\n";
+    LATHE_CHECK(file.good(), "--json: cannot write '", command_line.get("json"), "'");
+  }
+  return 0;
+}
+
+}  // namespace lathe::cli
