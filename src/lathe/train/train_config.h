@@ -35,7 +35,7 @@ enum class LrSchedule { constant, cosine, wsd };  // all after a linear warm-up
 enum class ComputeDtype { f32, bf16 };  // bf16: bf16 weights/activations, f32 master weights
 
 struct TrainSection {
-  int64_t steps = 1000;          // optimizer steps
+  int64_t steps = 250;          // optimizer steps
   int64_t batch_size = 16;       // sequences per micro-batch
   int64_t seq_len = 256;         // tokens per sequence (<= model.max_seq_len)
   int64_t grad_accum = 1;        // micro-batches per optimizer step
@@ -58,7 +58,7 @@ struct OptimizerSection {
   bool decay_embeddings = false;
   double grad_clip = 1.0;        // global L2 norm; 0: off
   LrSchedule schedule = LrSchedule::cosine;
-  int64_t warmup_steps = 50;
+  int64_t warmup_steps = 25;
   double decay_steps_fraction = 0.2;  // wsd: share of steps in the final decay
 
   bool operator==(const OptimizerSection&) const = default;
@@ -74,7 +74,7 @@ struct DataSection {
 };
 
 struct CheckpointSection {
-  int64_t every = 200;           // steps between checkpoints; 0: only at the end
+  int64_t every = 50;           // steps between checkpoints; 0: only at the end
   int64_t keep_last = 3;
   bool async = true;
 
@@ -83,7 +83,7 @@ struct CheckpointSection {
 
 struct LogSection {
   int64_t every = 10;            // steps between progress lines / JSONL rows
-  int64_t eval_every = 100;      // steps between validation losses; 0: only at the end
+  int64_t eval_every = 50;      // steps between validation losses; 0: only at the end
   int64_t eval_batches = 8;
   bool tensorboard = true;
 

@@ -245,14 +245,14 @@ TEST(TrainConfigValidation, EachRuleGivesOneClearLine) {
       {[](TrainConfig& c) { c.optimizer.eps = 0; }, "optimizer.eps=0 must be > 0"},
       {[](TrainConfig& c) { c.optimizer.weight_decay = -0.1; }, "optimizer.weight_decay=-0.1 must be >= 0"},
       {[](TrainConfig& c) { c.optimizer.grad_clip = -1; }, "optimizer.grad_clip=-1 must be >= 0"},
-      {[](TrainConfig& c) { c.optimizer.warmup_steps = 2000; }, "optimizer.warmup_steps=2000 exceeds train.steps=1000"},
+      {[](TrainConfig& c) { c.optimizer.warmup_steps = 2000; }, "optimizer.warmup_steps=2000 exceeds train.steps=250"},
       {[](TrainConfig& c) { c.optimizer.decay_steps_fraction = 1.5; },
        "optimizer.decay_steps_fraction=1.5 must be in [0, 1]"},
       {[](TrainConfig& c) {
          c.optimizer.schedule = LrSchedule::wsd;
-         c.optimizer.warmup_steps = 900;
+         c.optimizer.warmup_steps = 220;
        },
-       "optimizer.warmup_steps=900 plus the wsd decay (0.2 * train.steps=200) exceeds train.steps=1000"},
+       "optimizer.warmup_steps=220 plus the wsd decay (0.2 * train.steps=50) exceeds train.steps=250"},
       {[](TrainConfig& c) {
          c.optimizer.schedule = LrSchedule::wsd;
          c.optimizer.decay_steps_fraction = 0;
