@@ -185,5 +185,14 @@ TEST(ProtobufWire, TruncatedOrUnknownInputThrows) {
   EXPECT_EQ(parse_proto_fields("").size(), 0u);
 }
 
+TEST(TfRecord, CrcMaskRoundTripsAndMatchesTheTfRecordFormula) {
+  for (uint32_t crc : {0u, 1u, 0xE3069283u, 0xffffffffu, 0x80000000u}) {
+    uint32_t masked = mask_crc32c(crc);
+    EXPECT_EQ(masked, static_cast<uint32_t>(((crc >> 15) | (crc << 17)) + 0xa282ead8u));
+    EXPECT_EQ(unmask_crc32c(masked), crc);
+  }
+  EXPECT_EQ(mask_crc32c(0), 0xa282ead8u);
+}
+
 }  // namespace
 }  // namespace lathe

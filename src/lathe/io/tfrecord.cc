@@ -4,7 +4,7 @@
 #include <iterator>
 
 #include "lathe/core/error.h"
-#include "lathe/io/crc32c.h"
+#include "lathe/io/checksum.h"
 
 namespace lathe {
 namespace {
@@ -28,7 +28,7 @@ std::string frame_tfrecord(std::string_view payload) {
   append_little_endian(record, payload.size(), 8);
   append_little_endian(record, mask_crc32c(crc32c(record.data(), 8)), 4);
   record.append(payload);
-  append_little_endian(record, mask_crc32c(crc32c(payload)), 4);
+  append_little_endian(record, mask_crc32c(crc32c(payload.data(), payload.size())), 4);
   return record;
 }
 
@@ -47,7 +47,7 @@ std::vector<std::string> parse_tfrecords(std::string_view data, const std::strin
                 ": record ", index, " at byte ", offset, " is truncated (", length, "-byte payload + 4-byte CRC, ",
                 data.size() - payload_offset, " left)");
     std::string_view payload = data.substr(payload_offset, length);
-    LATHE_CHECK(mask_crc32c(crc32c(payload)) == load_little_endian(data, payload_offset + length, 4), source,
+    LATHE_CHECK(mask_crc32c(crc32c(payload.data(), payload.size())) == load_little_endian(data, payload_offset + length, 4), source,
                 ": record ", index, " at byte ", offset, " has a corrupt payload (CRC mismatch)");
     payloads.emplace_back(payload);
     offset = payload_offset + length + 4;
