@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lathe/core/cpu_features.h"
+#include "lathe/io/durable_file.h"
 #include "lathe/core/error.h"
 
 namespace lathe {
@@ -87,24 +88,9 @@ uint32_t crc32c(const void* data, size_t bytes) {
 }
 
 uint32_t crc32c_of_file(const std::string& path, int64_t* file_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  LATHE_CHECK(fd >= 0, "cannot open ", path, ": ", std::strerror(errno));
-  std::vector<unsigned char> buffer(size_t{4} << 20);
   Crc32c crc;
-  int64_t total = 0;
-  for (;;) {
-    ssize_t got = ::read(fd, buffer.data(), buffer.size());
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      int error = errno;
-      ::close(fd);
-      throw_error("cannot read ", path, ": ", std::strerror(error));
-    }
-    if (got == 0) break;
-    crc.update(buffer.data(), static_cast<size_t>(got));
-    total += got;
-  }
-  ::close(fd);
+  const int64_t total =
+      read_file_chunks(path, size_t{4} << 20, [&](const char* data, size_t bytes) { crc.update(data, bytes); });
   if (file_bytes) *file_bytes = total;
   return crc.value();
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "lathe/core/error.h"
 
@@ -62,12 +63,7 @@ FileDigest write_file_synced(const std::string& path, const std::string& content
 FileDigest write_file_atomically(const std::string& path, const std::string& contents) {
   std::string temporary = str_cat(path, ".tmp.", ::getpid());
   FileDigest digest = write_file_synced(temporary, contents);
-  try {
-    rename_durably(temporary, path);
-  } catch (...) {
-    ::unlink(temporary.c_str());
-    throw;
-  }
+  commit_temporary_file(temporary, path);
   return digest;
 }
 
@@ -88,13 +84,14 @@ void sync_directory(const std::string& path) {
   LATHE_CHECK(result == 0, "cannot fsync directory ", path, ": ", std::strerror(error));
 }
 
-std::string read_file_contents(const std::string& path) {
+int64_t read_file_chunks(const std::string& path, size_t chunk_bytes,
+                         const std::function<void(const char* data, size_t bytes)>& consume) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   LATHE_CHECK(fd >= 0, "cannot open ", path, ": ", std::strerror(errno));
-  std::string contents;
-  char buffer[1 << 16];
+  std::vector<char> buffer(chunk_bytes);
+  int64_t total = 0;
   for (;;) {
-    ssize_t got = ::read(fd, buffer, sizeof buffer);
+    ssize_t got = ::read(fd, buffer.data(), buffer.size());
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
       int error = errno;
@@ -102,10 +99,26 @@ std::string read_file_contents(const std::string& path) {
       throw_error("cannot read ", path, ": ", std::strerror(error));
     }
     if (got == 0) break;
-    contents.append(buffer, static_cast<size_t>(got));
+    consume(buffer.data(), static_cast<size_t>(got));
+    total += got;
   }
   ::close(fd);
+  return total;
+}
+
+std::string read_file_contents(const std::string& path) {
+  std::string contents;
+  read_file_chunks(path, size_t{1} << 16, [&](const char* data, size_t bytes) { contents.append(data, bytes); });
   return contents;
+}
+
+void commit_temporary_file(const std::string& temporary, const std::string& path) {
+  try {
+    rename_durably(temporary, path);
+  } catch (...) {
+    ::unlink(temporary.c_str());
+    throw;
+  }
 }
 
 std::string parent_directory(const std::string& path) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "lathe/io/checksum.h"
@@ -49,6 +50,13 @@ void rename_durably(const std::string& from, const std::string& to);
 void sync_directory(const std::string& path);
 // The whole file as a string; throws lathe::Error naming the file when it cannot be read.
 std::string read_file_contents(const std::string& path);
+// Reads a file in chunks of up to chunk_bytes, calling consume(data, bytes) for each; throws
+// lathe::Error naming the file when it cannot be read. Returns the number of bytes read.
+int64_t read_file_chunks(const std::string& path, size_t chunk_bytes,
+                         const std::function<void(const char* data, size_t bytes)>& consume);
+// Renames a fully written temporary file onto its final path (rename_durably); on failure removes
+// the temporary and rethrows.
+void commit_temporary_file(const std::string& temporary, const std::string& path);
 // The directory part of a path ("." when there is none).
 std::string parent_directory(const std::string& path);
 

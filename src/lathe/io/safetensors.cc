@@ -117,12 +117,7 @@ FileDigest write_safetensors(const std::string& path, const NamedTensorViews& te
     }
     digest = writer.finish();
   }
-  try {
-    rename_durably(temporary, path);
-  } catch (...) {
-    ::unlink(temporary.c_str());
-    throw;
-  }
+  commit_temporary_file(temporary, path);
   return digest;
 }
 
