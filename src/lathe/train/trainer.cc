@@ -232,8 +232,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   summary.last_step = step;
   summary.final_train_loss = last.loss;
   if (step > summary.first_step)
-    write_curve(run_dir, str_cat(config.model.family, " ", static_cast<double>(model.parameter_count()) / 1e6,
-                                 "M parameters, ", run_dir));
+    write_curve(run_dir, str_cat(config.model.family, ", ", format_count(static_cast<double>(model.parameter_count())),
+                                 " parameters, ", run_dir));
   const CheckpointSaveStats stats = checkpoints.last_stats();
   if (summary.interrupted)
     std::fprintf(log, "stopped at step %lld: checkpoint saved in %s; run the same command again to resume\n",
