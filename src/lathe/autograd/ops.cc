@@ -19,6 +19,13 @@ void run_matmul(Precision precision, const MatmulArgs& args) {
     matmul_reference<double>(args);
 }
 
+// bf16 matmuls: the weight carries a bf16 copy (see tape.h). Only the fast path has one.
+bool uses_bf16(const Tape& tape, const Var& weight) {
+  if (!weight->value_bf16.defined()) return false;
+  LATHE_ASSERT(tape.precision() == Precision::fast);
+  return true;
+}
+
 // The first use of a gradient that another consumer may also be reading is copied (see add).
 bool needs_grad(const Var& var) { return var->requires_grad; }
 
@@ -61,6 +68,7 @@ Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weigh
 
 Var linear(Tape& tape, const Var& x, const Var& weight) {
   const int64_t rows = x->value.dim(0), out_features = weight->value.dim(0);
+  const bool bf16 = uses_bf16(tape, weight);
   Var out;
   MatmulStash* stash = tape.matmul_stash();
   if (stash && stash->mode == MatmulStash::Mode::replay) {
@@ -70,8 +78,8 @@ Var linear(Tape& tape, const Var& x, const Var& weight) {
   } else {
     out = make_var(new_tensor(tape, {rows, out_features}), x->requires_grad || weight->requires_grad);
     MatmulArgs args;
-    args.a = x->value;
-    args.b = weight->value;
+    args.a = bf16 ? bf16_value(x) : x->value;
+    args.b = bf16 ? weight->value_bf16 : weight->value;
     args.c = out->value;
     args.trans_b = true;
     run_matmul(tape.precision(), args);
@@ -79,18 +87,21 @@ Var linear(Tape& tape, const Var& x, const Var& weight) {
   }
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
-  tape.record([x, weight, out, precision] {
+  tape.record([x, weight, out, precision, bf16] {
+    // bf16: g rounded once, both products read bf16 operands and accumulate in f32 into the f32
+    // gradients. x's bf16 copy is the forward's (or, after a save_matmuls replay, made now).
+    const Tensor grad = bf16 ? convert(out->grad, DType::bf16) : out->grad;
     if (x->requires_grad) {  // dx (rows, in) = g (rows, out) @ weight (out, in)
       MatmulArgs args;
-      args.a = out->grad;
-      args.b = weight->value;
+      args.a = grad;
+      args.b = bf16 ? weight->value_bf16 : weight->value;
       args.c = grad_buffer(x, x->value.dtype(), &args.accumulate);
       run_matmul(precision, args);
     }
     if (weight->requires_grad) {  // dweight (out, in) += g^T (out, rows) @ x (rows, in)
       MatmulArgs args;
-      args.a = out->grad;
-      args.b = x->value;
+      args.a = grad;
+      args.b = bf16 ? bf16_value(x) : x->value;
       args.trans_a = true;
       args.c = grad_buffer(weight, weight->value.dtype(), &args.accumulate);
       run_matmul(precision, args);
@@ -177,9 +188,10 @@ Var cross_entropy(Tape& tape, const Var& hidden, const Var& weight, const Tensor
   Var loss = make_var(Tensor::empty({1}, dtype), hidden->requires_grad || weight->requires_grad);
   Tensor dhidden = Tensor::empty(hidden->value.shape(), dtype);
   Tensor dweight = Tensor::empty(weight->value.shape(), dtype);
+  const bool bf16 = uses_bf16(tape, weight);
   LinearCrossEntropyArgs args;
-  args.hidden = hidden->value;
-  args.weight = weight->value;
+  args.hidden = bf16 ? bf16_value(hidden) : hidden->value;
+  args.weight = bf16 ? weight->value_bf16 : weight->value;
   args.targets = targets;
   args.loss = loss->value;
   args.dhidden = dhidden;

@@ -16,6 +16,8 @@ Var embedding(Tape& tape, const Var& table, const Tensor& ids, float scale);
 Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weight_offset);
 // x: (rows, in); weight: (out, in) as in torch.nn.Linear -> (rows, out) = x @ weight^T.
 // Under a recording MatmulStash the output is kept for replay instead of being recomputed.
+// When weight carries a bf16 copy (tape.h), x and the output gradient are rounded to bf16 and
+// all three products run in bf16 with f32 accumulation; gradients stay f32.
 Var linear(Tape& tape, const Var& x, const Var& weight);
 // x: (batch, seq, heads, head_dim) -> rotated copy (positions 0..seq-1 + params.position_offset).
 Var rope(Tape& tape, const Var& x, const RopeParams& params);
@@ -35,6 +37,7 @@ struct CrossEntropyOptions {
 // hidden: (tokens, d_model); weight: (vocab, d_model); targets: (tokens) i32 -> loss (1), the mean
 // cross-entropy of softcap(hidden @ weight^T). The fused kernel computes the gradients during the
 // forward (the logits are never stored); backward hands them on. backward() must be seeded with 1.
+// When weight carries a bf16 copy, hidden is rounded to bf16 and the logits GEMMs run in bf16.
 Var cross_entropy(Tape& tape, const Var& hidden, const Var& weight, const Tensor& targets,
                   const CrossEntropyOptions& options);
 

@@ -53,6 +53,11 @@ static Precision precision_of(const Tensor& tensor) {
   return tensor.dtype() == DType::f64 ? Precision::reference_f64 : Precision::fast;
 }
 
+const Tensor& bf16_value(const Var& var) {
+  if (!var->value_bf16.defined()) var->value_bf16 = convert(var->value, DType::bf16);
+  return var->value_bf16;
+}
+
 void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive) {
   if (!var->requires_grad) return;
   LATHE_ASSERT(gradient.shape() == var->value.shape());

@@ -9,6 +9,13 @@
 // reference instead (values and gradients in f64), the oracle used to check whole models against
 // finite differences and the fast path against the reference path.
 //
+// bf16 matmuls (mixed precision): a Var may carry value_bf16, its value rounded to bf16. The
+// linear and cross_entropy ops multiply in bf16 (f32 accumulation, f32 outputs and gradients)
+// exactly when their weight carries one; the model gives its matrices these copies in bf16 mode
+// and the optimizer keeps them current, so the mode follows the weights into every tape,
+// rematerialisation replays included. Everything else (norms, attention, RoPE, activations,
+// residual stream, the gradients themselves) stays f32.
+//
 // Gradients: an intermediate Var's grad is allocated by its first contribution and summed over
 // further ones. A parameter's grad is allocated up front, zeroed by the optimizer step and always
 // accumulated into (so gradient accumulation over micro-batches needs no extra buffer).
@@ -28,6 +35,11 @@ enum class Precision { fast, reference_f64 };
 struct VariableData {
   Tensor value;
   Tensor grad;  // undefined until the first gradient contribution (parameters: always defined)
+  // value rounded to bf16 (same shape): for a weight, the switch to bf16 matmuls, kept current by
+  // its owner; for an activation, made once by the first bf16 matmul that reads it and shared by
+  // the others (q/k/v read one copy of x). Values are never written after creation, so an
+  // activation's copy cannot go stale.
+  Tensor value_bf16;
   bool requires_grad = false;
   bool is_parameter = false;
 };
@@ -73,6 +85,9 @@ class Tape {
   std::vector<std::function<void()>> nodes_;
   MatmulStash* stash_ = nullptr;
 };
+
+// var's bf16 copy, converted from value (round to nearest-even) on first use.
+const Tensor& bf16_value(const Var& var);
 
 // Adds `gradient` to var's grad (no-op when var needs no gradient). The first contribution to an
 // intermediate is taken without a copy when `exclusive` (nobody else will write to that storage),

@@ -20,6 +20,7 @@
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/models/memory_estimate.h"
+#include "lathe/train/compute_dtype.h"
 #include "lathe/train/train_step.h"
 
 namespace lathe::cli {
@@ -133,13 +134,17 @@ int run_bench_train(int argc, char** argv) {
     if (!available) torch_script.clear();
   }
 
-  const bool bf16 = config.train.dtype == ComputeDtype::bf16;
+  std::string dtype_note;
+  const ComputeDtype compute_dtype = resolve_compute_dtype(config.train.dtype, &dtype_note);
   const MachinePeaks peaks = measure_machine_peaks();
+  // A forced bf16 run (LATHE_FORCE_BF16) on a CPU without AVX512_BF16 has no bf16 peak.
+  const bool bf16 = compute_dtype == ComputeDtype::bf16 && peaks.bf16_gflops > 0;
   const double peak_gflops = bf16 ? peaks.bf16_gflops : peaks.f32_gflops;
   const int64_t batch = config.train.batch_size, seq = config.train.seq_len, accum = config.train.grad_accum;
   const int64_t tokens_per_step = batch * seq * accum;
 
   TransformerModel model(config.model);
+  model.set_compute_dtype(compute_dtype);
   model.initialize(config.train.seed);
   AdamWOptimizer optimizer(model.parameters(), config.optimizer);
   Tensor tokens = Tensor::empty({batch, seq + 1}, DType::i32);
@@ -153,10 +158,12 @@ int run_bench_train(int argc, char** argv) {
   };
 
   std::printf(
-      "lathe bench train: %s, %.2fM parameters, %d threads, batch %lld x seq %lld x grad_accum %lld, remat %s%s\n",
+      "lathe bench train: %s, %.2fM parameters, %d threads, batch %lld x seq %lld x grad_accum %lld, remat %s, "
+      "%s compute\n",
       config.model.family.c_str(), static_cast<double>(model.parameter_count()) / 1e6, num_threads(),
       static_cast<long long>(batch), static_cast<long long>(seq), static_cast<long long>(accum),
-      to_string(config.train.remat), bf16 ? " (train.dtype=bf16 is not implemented yet: the step runs in f32)" : "");
+      to_string(config.train.remat), to_string(compute_dtype));
+  if (!dtype_note.empty()) std::printf("%s\n", dtype_note.c_str());
   std::printf("peaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (MFU against %s)\n", peaks.f32_gflops, peaks.bf16_gflops,
               bf16 ? "bf16" : "f32");
   std::fflush(stdout);

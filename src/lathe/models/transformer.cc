@@ -61,6 +61,22 @@ int64_t TransformerModel::parameter_count() const {
   return count;
 }
 
+void TransformerModel::set_compute_dtype(ComputeDtype dtype) {
+  LATHE_ASSERT(dtype == ComputeDtype::f32 || precision_ == autograd::Precision::fast);
+  compute_dtype_ = dtype;
+  for (const Parameter& parameter : parameters_) {
+    // The embedding table is only read by a matmul when it doubles as the LM head.
+    const bool read_by_matmul = parameter.kind == ParameterKind::matrix || parameter.var == lm_head();
+    parameter.var->value_bf16 =
+        dtype == ComputeDtype::bf16 && read_by_matmul ? convert(parameter.var->value, DType::bf16) : Tensor{};
+  }
+}
+
+void TransformerModel::refresh_bf16_weights() {
+  for (const Parameter& parameter : parameters_)
+    if (parameter.var->value_bf16.defined()) parameter.var->value_bf16 = convert(parameter.var->value, DType::bf16);
+}
+
 void TransformerModel::initialize(uint64_t seed) {
   for (size_t index = 0; index < parameters_.size(); ++index) {
     const Parameter& parameter = parameters_[index];
@@ -69,6 +85,7 @@ void TransformerModel::initialize(uint64_t seed) {
     else
       fill_normal(parameter.var->value, seed, 0.0, config_.init_std, /*stream=*/index);
   }
+  refresh_bf16_weights();
 }
 
 void TransformerModel::zero_grads() {

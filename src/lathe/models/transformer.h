@@ -32,8 +32,20 @@ class TransformerModel {
   const Parameter* find_parameter(const std::string& name) const;  // null when absent
   int64_t parameter_count() const;
 
+  // bf16 (mixed precision, fast precision only): every weight a matmul reads (the layers'
+  // projections and the LM head, i.e. the embedding table when tied) gets a bf16 copy in
+  // VariableData::value_bf16, and linear / cross_entropy then multiply in bf16 (autograd/tape.h).
+  // Master weights, gradients and optimizer state stay f32; the optimizer refreshes the copies.
+  // f32 drops the copies.
+  void set_compute_dtype(ComputeDtype dtype);
+  ComputeDtype compute_dtype() const { return compute_dtype_; }
+  // Re-rounds the bf16 copies from the f32 master weights; call after writing parameter values
+  // directly (loading a checkpoint). No-op in f32.
+  void refresh_bf16_weights();
+
   // Random initialisation, identical for every thread count: matrices ~ normal(0, init_std) drawn
   // from (seed, parameter index); norm weights 1 (0 when stored with a weight offset of 1).
+  // Refreshes the bf16 copies.
   void initialize(uint64_t seed);
   void zero_grads();
 
@@ -61,6 +73,7 @@ class TransformerModel {
 
   ModelConfig config_;
   autograd::Precision precision_;
+  ComputeDtype compute_dtype_ = ComputeDtype::f32;
   const ModelFamily* family_;
   std::vector<Parameter> parameters_;
   autograd::Var embed_tokens_, final_norm_, lm_head_;

@@ -62,6 +62,7 @@ double AdamWOptimizer::step(int64_t step, double lr) {
     args.grad = parameter.var->grad.view().reshape({n});
     args.m = exp_avg_[i].view().reshape({n});
     args.v = exp_avg_sq_[i].view().reshape({n});
+    if (parameter.var->value_bf16.defined()) args.param_bf16 = parameter.var->value_bf16.view().reshape({n});
     args.lr = static_cast<float>(lr);
     args.beta1 = static_cast<float>(config_.beta1);
     args.beta2 = static_cast<float>(config_.beta2);

@@ -1,7 +1,8 @@
 // AdamW over a model's parameters, with the trainer's surroundings: decoupled weight decay by
 // parameter group (matrices decay; norms/biases and embeddings only when the config says so),
 // global L2-norm gradient clipping, and the moment tensors a checkpoint saves.
-// The update itself is the library's adamw op (f32 master weights).
+// The update itself is the library's adamw op (f32 master weights); a parameter's bf16 copy
+// (bf16 compute, models/transformer.h) is rewritten from the updated weight in the same pass.
 #pragma once
 
 #include <string>

@@ -14,6 +14,7 @@
 #include "lathe/io/tensorboard_writer.h"
 #include "lathe/ops/op_profile.h"
 #include "lathe/train/checkpoint.h"
+#include "lathe/train/compute_dtype.h"
 #include "lathe/train/loss_curve_svg.h"
 #include "lathe/train/metrics_log.h"
 #include "lathe/train/progress.h"
@@ -72,8 +73,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   validate_train_config(config);
   std::FILE* log = options.log;
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
-  if (config.train.dtype == ComputeDtype::bf16)
-    std::fprintf(log, "note: train.dtype=bf16 is not implemented yet; training in f32\n");
+  std::string dtype_note;
+  const ComputeDtype compute_dtype = resolve_compute_dtype(config.train.dtype, &dtype_note);
+  if (!dtype_note.empty()) std::fprintf(log, "%s\n", dtype_note.c_str());
 
   const std::string run_dir = config.run_dir;
   fs::create_directories(run_dir);
@@ -87,6 +89,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   DataLoader loader(dataset.train_shard_path, dataset.val_shard_path, config.train.seq_len, config.train.seed);
 
   TransformerModel model(config.model);
+  model.set_compute_dtype(compute_dtype);
   model.initialize(config.train.seed);
   AdamWOptimizer optimizer(model.parameters(), config.optimizer);
 
@@ -106,6 +109,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
                   parameter.var->value.shape().to_string());
       write_from_vector(parameter.var->value, to_vector<float>(*found->second));
     }
+    model.refresh_bf16_weights();  // the copies the saved step's optimizer wrote, bit for bit
     optimizer.load_state(checkpoint.optimizer);
     loader.restore(checkpoint.trainer_state.get("data"));
     summary.first_step = checkpoint.step;
@@ -116,10 +120,16 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   const int64_t tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   const double flops_per_token = model.training_flops_per_token(config.train.seq_len);
   const MachinePeaks peaks = measure_machine_peaks(/*quick=*/true);
+  // MFU against the peak of the arithmetic the matmuls use (a forced bf16 run on a CPU without
+  // AVX512_BF16 has no bf16 peak and is counted against f32).
+  const bool bf16_peak = compute_dtype == ComputeDtype::bf16 && peaks.bf16_gflops > 0;
+  const double peak_gflops = bf16_peak ? peaks.bf16_gflops : peaks.f32_gflops;
   std::fprintf(log,
-               "model: %s, %.2fM parameters, %d threads; %lld tokens/step, %.1f MFLOP/token; f32 peak %.0f GFLOP/s\n",
+               "model: %s, %.2fM parameters, %d threads; %lld tokens/step, %.1f MFLOP/token; %s compute, %s peak "
+               "%.0f GFLOP/s\n",
                config.model.family.c_str(), static_cast<double>(model.parameter_count()) / 1e6, num_threads(),
-               static_cast<long long>(tokens_per_step), flops_per_token / 1e6, peaks.f32_gflops);
+               static_cast<long long>(tokens_per_step), flops_per_token / 1e6, to_string(compute_dtype),
+               bf16_peak ? "bf16" : "f32", peak_gflops);
 
   CheckpointManager checkpoints(checkpoints_dir, CheckpointManagerOptions::from_config(config.checkpoint));
   MetricsLog metrics(run_dir + "/metrics.jsonl");
@@ -184,7 +194,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     const bool last_step = step == config.train.steps;
     if (step % config.log.every == 0 || last_step) {
       const double tokens_per_second = window_tokens / window_seconds;
-      const double mfu = tokens_per_second * flops_per_token / (peaks.f32_gflops * 1e9);
+      const double mfu = tokens_per_second * flops_per_token / (peak_gflops * 1e9);
       progress.update(step, last.loss, last.lr, tokens_per_second, mfu);
       Json row = Json::object();
       row.set("step", step);

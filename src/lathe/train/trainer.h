@@ -33,7 +33,7 @@ struct TrainSummary {
   double final_train_loss = 0;
   double final_val_loss = 0;  // NaN when the run has no validation data
   double tokens_per_second = 0;
-  double mfu = 0;  // fraction of the measured f32 FMA peak
+  double mfu = 0;  // fraction of the measured f32 FMA peak (bf16 runs: the bf16 dot-product peak)
   std::string run_dir;
 };
 

@@ -1,0 +1,211 @@
+// bf16 compute with f32 master weights (TransformerModel::set_compute_dtype) on tiny models:
+//  - loss and every gradient track the f32 path within bf16's rounding (tolerance below);
+//  - every rematerialisation policy gives bitwise the gradients of saving everything;
+//  - a few AdamW steps lower the loss, and the optimizer keeps the bf16 copies equal to the
+//    rounded master weights;
+//  - a run resumed from (master weights, optimizer state) equals the uninterrupted one bitwise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lathe/core/rng.h"
+#include "lathe/train/train_step.h"
+#include "test_seed.h"
+
+namespace lathe {
+namespace {
+
+using autograd::Tape;
+
+ModelConfig tiny_config(const std::string& variant) {
+  ModelConfig config;
+  config.family = "llama";
+  config.vocab_size = 29;
+  config.d_model = 16;
+  config.n_layers = 2;
+  config.n_heads = 2;
+  config.n_kv_heads = 1;
+  config.head_dim = 8;
+  config.ffn_dim = 24;
+  config.max_seq_len = 16;
+  config.init_std = 0.2;
+  if (variant == "gemma2") {  // tied LM head (the embedding table gets the bf16 copy), soft caps
+    config.family = "gemma2";
+    config.sandwich_norms = true;
+    config.ffn_activation = FfnActivation::gelu_tanh;
+    config.embedding_scale = 0;
+    config.norm_weight_offset = 1;
+    config.final_logit_softcap = 3;
+    config.attn_logit_softcap = 2;
+    config.sliding_window = 3;
+    config.sliding_window_pattern = 2;
+    config.tie_embeddings = true;
+  }
+  return config;
+}
+
+void fill_batch(const ModelConfig& config, uint64_t seed, uint64_t stream, const TensorView& ids,
+                const TensorView& targets) {
+  fill_uniform(ids, seed, 0, static_cast<double>(config.vocab_size), 2 * stream);
+  fill_uniform(targets, seed, 0, static_cast<double>(config.vocab_size), 2 * stream + 1);
+}
+
+double run_backward(TransformerModel& model, const Tensor& ids, const Tensor& targets, RematPolicy remat) {
+  model.zero_grads();
+  Tape tape;
+  autograd::Var loss = model.loss(tape, ids, targets, remat);
+  tape.backward(loss);
+  return read_element(loss->value, 0);
+}
+
+class Bf16Variants : public ::testing::TestWithParam<const char*> {};
+
+// Tolerance: bf16 keeps 8 significant bits, so each rounded operand carries a relative error of
+// at most u = 2^-9 ~ 2e-3. The loss is a mean over tokens, which averages the errors: 4u. A
+// gradient compounds them: layer 0's has passed through every rounded backward product (g, W
+// and x rounded at each), softmax and normalisation backward (differences of nearly equal terms)
+// and, in this tiny model, dot products of only 16-24 terms that average little. Measured over
+// seeds: 5-15u typical, 35u worst (gemma2, layer 0). We allow 64u = 2^-3 relative L2 per
+// gradient; an f32-vs-bf16 mix-up elsewhere (a wrong operand, a stale copy) gives O(1) errors.
+// The loss must differ from f32's at all, so the bf16 path is known to have run.
+TEST_P(Bf16Variants, LossAndGradientsTrackTheF32Path) {
+  const uint64_t seed = test_seed();
+  const double u = std::ldexp(1.0, -9);
+  TransformerModel f32_model(tiny_config(GetParam()));
+  TransformerModel bf16_model(tiny_config(GetParam()));
+  f32_model.initialize(seed);
+  bf16_model.set_compute_dtype(ComputeDtype::bf16);
+  bf16_model.initialize(seed);
+  Tensor ids = Tensor::empty({2, 12}, DType::i32), targets = Tensor::empty({2, 12}, DType::i32);
+  fill_batch(f32_model.config(), seed, 0, ids, targets);
+  const double f32_loss = run_backward(f32_model, ids, targets, RematPolicy::save_all);
+  const double bf16_loss = run_backward(bf16_model, ids, targets, RematPolicy::save_all);
+  EXPECT_NEAR(bf16_loss, f32_loss, 4 * u * f32_loss) << GetParam() << " seed " << seed;
+  EXPECT_NE(bf16_loss, f32_loss) << "the bf16 path left the loss bitwise unchanged; seed " << seed;
+  for (size_t i = 0; i < f32_model.parameters().size(); ++i) {
+    const std::vector<double> want = to_vector<double>(f32_model.parameters()[i].var->grad);
+    const std::vector<double> got = to_vector<double>(bf16_model.parameters()[i].var->grad);
+    double error = 0, norm = 0;
+    for (size_t j = 0; j < want.size(); ++j) {
+      error += (got[j] - want[j]) * (got[j] - want[j]);
+      norm += want[j] * want[j];
+    }
+    EXPECT_LE(std::sqrt(error), 64 * u * std::sqrt(norm))
+        << GetParam() << " " << f32_model.parameters()[i].name << " seed " << seed;
+  }
+}
+
+TEST_P(Bf16Variants, RematerialisationPoliciesGiveIdenticalGradients) {
+  const uint64_t seed = test_seed();
+  TransformerModel model(tiny_config(GetParam()));
+  model.set_compute_dtype(ComputeDtype::bf16);
+  model.initialize(seed);
+  Tensor ids = Tensor::empty({2, 11}, DType::i32), targets = Tensor::empty({2, 11}, DType::i32);
+  fill_batch(model.config(), seed, 0, ids, targets);
+  const double loss = run_backward(model, ids, targets, RematPolicy::save_all);
+  std::vector<std::vector<float>> expected;
+  for (const Parameter& parameter : model.parameters()) expected.push_back(to_vector<float>(parameter.var->grad));
+  for (RematPolicy policy : {RematPolicy::recompute_layer, RematPolicy::save_matmuls}) {
+    EXPECT_EQ(run_backward(model, ids, targets, policy), loss) << to_string(policy);
+    for (size_t i = 0; i < expected.size(); ++i)
+      EXPECT_EQ(to_vector<float>(model.parameters()[i].var->grad), expected[i])
+          << GetParam() << " " << to_string(policy) << " " << model.parameters()[i].name << " seed " << seed;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Bf16Variants, ::testing::Values("llama", "gemma2"));
+
+TrainConfig tiny_train_config() {
+  TrainConfig config;
+  config.model = tiny_config("llama");
+  config.train.batch_size = 2;
+  config.train.seq_len = 12;
+  config.train.steps = 6;
+  config.train.dtype = ComputeDtype::bf16;
+  config.optimizer.lr = 1e-2;
+  config.optimizer.warmup_steps = 0;
+  config.optimizer.schedule = LrSchedule::constant;
+  return config;
+}
+
+// Steps first..last of a run whose step k trains on batch k.
+void train_steps(TransformerModel& model, AdamWOptimizer& optimizer, const TrainConfig& config, int64_t first,
+                 int64_t last, uint64_t seed, std::vector<double>* losses) {
+  for (int64_t step = first; step <= last; ++step) {
+    const StepResult result =
+        train_step(model, optimizer, config, step, [&](const TensorView& ids, const TensorView& targets) {
+          fill_batch(config.model, seed, static_cast<uint64_t>(step), ids, targets);
+        });
+    if (losses) losses->push_back(result.loss);
+  }
+}
+
+void expect_copies_are_rounded_masters(const TransformerModel& model, const char* when) {
+  int copies = 0;
+  for (const Parameter& parameter : model.parameters()) {
+    if (!parameter.var->value_bf16.defined()) continue;
+    ++copies;
+    const Tensor rounded = convert(parameter.var->value, DType::bf16);
+    EXPECT_EQ(to_vector<float>(parameter.var->value_bf16), to_vector<float>(rounded)) << when << " " << parameter.name;
+  }
+  EXPECT_EQ(copies, 7 * model.config().n_layers + 1);  // q k v o gate up down per layer, lm_head
+}
+
+TEST(Bf16Training, LossFallsAndTheCopiesFollowTheMasterWeights) {
+  const uint64_t seed = test_seed();
+  TrainConfig config = tiny_train_config();
+  TransformerModel model(config.model);
+  model.set_compute_dtype(ComputeDtype::bf16);
+  model.initialize(seed);
+  AdamWOptimizer optimizer(model.parameters(), config.optimizer);
+  // One batch over and over: its loss must fall.
+  std::vector<double> losses;
+  for (int64_t step = 1; step <= config.train.steps; ++step)
+    losses.push_back(train_step(model, optimizer, config, step, [&](const TensorView& ids, const TensorView& targets) {
+                       fill_batch(config.model, seed, 0, ids, targets);
+                     }).loss);
+  EXPECT_LT(losses.back(), 0.9 * losses.front()) << "seed " << seed;
+  expect_copies_are_rounded_masters(model, "after training");
+}
+
+TEST(Bf16Training, ResumeFromMasterWeightsAndOptimizerStateIsBitwise) {
+  const uint64_t seed = test_seed();
+  const TrainConfig config = tiny_train_config();
+  TransformerModel uninterrupted(config.model);
+  uninterrupted.set_compute_dtype(ComputeDtype::bf16);
+  uninterrupted.initialize(seed);
+  AdamWOptimizer uninterrupted_optimizer(uninterrupted.parameters(), config.optimizer);
+  std::vector<double> expected_losses;
+  train_steps(uninterrupted, uninterrupted_optimizer, config, 1, 3, seed, nullptr);
+  // What a checkpoint holds: the f32 master weights and the optimizer moments (no bf16 copies).
+  std::vector<std::vector<float>> saved_weights;
+  for (const Parameter& parameter : uninterrupted.parameters())
+    saved_weights.push_back(to_vector<float>(parameter.var->value));
+  std::vector<std::pair<std::string, Tensor>> saved_state;
+  for (const auto& [name, tensor] : uninterrupted_optimizer.state())
+    saved_state.emplace_back(name, convert(tensor, DType::f32));
+  train_steps(uninterrupted, uninterrupted_optimizer, config, 4, 6, seed, &expected_losses);
+
+  // The trainer's load path: a fresh model in bf16 mode, weights written, copies refreshed.
+  TransformerModel resumed(config.model);
+  resumed.set_compute_dtype(ComputeDtype::bf16);
+  resumed.initialize(seed + 1);  // different values, all overwritten below
+  for (size_t i = 0; i < saved_weights.size(); ++i)
+    write_from_vector(resumed.parameters()[i].var->value, saved_weights[i]);
+  resumed.refresh_bf16_weights();
+  AdamWOptimizer resumed_optimizer(resumed.parameters(), config.optimizer);
+  resumed_optimizer.load_state(saved_state);
+  std::vector<double> resumed_losses;
+  train_steps(resumed, resumed_optimizer, config, 4, 6, seed, &resumed_losses);
+
+  EXPECT_EQ(resumed_losses, expected_losses) << "seed " << seed;
+  for (size_t i = 0; i < resumed.parameters().size(); ++i) {
+    const Parameter& parameter = resumed.parameters()[i];
+    EXPECT_EQ(to_vector<float>(parameter.var->value), to_vector<float>(uninterrupted.parameters()[i].var->value))
+        << parameter.name << " seed " << seed;
+  }
+  expect_copies_are_rounded_masters(resumed, "after resuming");
+}
+
+}  // namespace
+}  // namespace lathe
