@@ -40,14 +40,16 @@ class Lathe:
 
     def run(self, *args, env=None, timeout=300):
         """(exit code, stdout, stderr) of `lathe ARGS`."""
-        done = subprocess.run([self.binary, *args], capture_output=True, text=True, timeout=timeout,
-                              env=dict(self.env, **(env or {})))
+        # errors="replace": generated text may hold bytes that are not UTF-8 (bpe_tokenizer.h:
+        # StreamingDecoder passes them through, as a byte-level model can produce them).
+        done = subprocess.run([self.binary, *args], capture_output=True, encoding="utf-8", errors="replace",
+                              timeout=timeout, env=dict(self.env, **(env or {})))
         return done.returncode, done.stdout, done.stderr
 
     def start(self, *args, env=None):
         """A `lathe ARGS` child process, its output going to files in the work directory."""
-        stdout = open(os.path.join(self.work_dir, "child.out"), "w+")
-        stderr = open(os.path.join(self.work_dir, "child.err"), "w+")
+        stdout = open(os.path.join(self.work_dir, "child.out"), "w+", encoding="utf-8", errors="replace")
+        stderr = open(os.path.join(self.work_dir, "child.err"), "w+", encoding="utf-8", errors="replace")
         process = subprocess.Popen([self.binary, *args], stdout=stdout, stderr=stderr,
                                    env=dict(self.env, **(env or {})))
         process.output_files = (stdout, stderr)

@@ -193,6 +193,9 @@ class Suite:
             ("corpus folder without text", [f"data.path={no_text}"], "no_text"),
             ("resume with another model", ["train.steps=8", "model.vocab_size=280"], "model.vocab_size"),
         ]
+        code, _, stderr = self.lathe.run(*self.train_args(os.path.join(self.corpus, "run")))
+        if one_error_line(code, stderr, "run_dir that cannot be created"):
+            check("corpus.txt/run" in stderr, "run_dir that cannot be created: the error names it", stderr)
         for what, extra, named in cases:
             args = self.train_args(run_dir, "train.steps=4", *[e for e in extra if "=" in e])
             files = [e for e in extra if "=" not in e]

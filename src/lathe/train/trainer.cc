@@ -88,7 +88,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     std::fprintf(log, "note: train.dtype=bf16 is not implemented yet; training in f32\n");
 
   const std::string run_dir = config.run_dir;
-  fs::create_directories(run_dir);
+  std::error_code directory_error;
+  fs::create_directories(run_dir, directory_error);
+  LATHE_CHECK(!directory_error, "cannot create run_dir '", run_dir, "': ", directory_error.message());
   const std::string checkpoints_dir = run_dir + "/checkpoints";
   const std::string config_yaml = train_config_to_yaml(config);
 
