@@ -176,6 +176,8 @@ class Suite:
         latin1 = os.path.join(self.work, "latin1.txt")
         with open(latin1, "wb") as file:
             file.write("caf\u00e9 na\u00efve r\u00e9sum\u00e9\n".encode("latin-1") * 200)
+        other_corpus = os.path.join(self.work, "other_corpus.txt")
+        write_corpus(other_corpus, test_seed() + 1)
         no_text = os.path.join(self.work, "no_text")
         os.makedirs(no_text)
         shutil.copy(binary, os.path.join(no_text, "a.txt"))
@@ -192,6 +194,8 @@ class Suite:
             ("non-UTF-8 corpus", [f"data.path={latin1}"], "UTF-8"),
             ("corpus folder without text", [f"data.path={no_text}"], "no_text"),
             ("resume with another model", ["train.steps=8", "model.vocab_size=280"], "model.vocab_size"),
+            ("resume with another train.seq_len", ["train.steps=8", "train.seq_len=16"], "train.seq_len"),
+            ("resume on another corpus", ["train.steps=8", f"data.path={other_corpus}"], "data changed"),
         ]
         code, _, stderr = self.lathe.run(*self.train_args(os.path.join(self.corpus, "run")))
         if one_error_line(code, stderr, "run_dir that cannot be created"):
