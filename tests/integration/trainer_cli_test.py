@@ -239,9 +239,10 @@ class Suite:
 
 def complete_checkpoints(checkpoints):
     """Published checkpoint directories (final names with a manifest), oldest first."""
-    return sorted(os.path.join(checkpoints, name) for name in os.listdir(checkpoints) if os.path.isdir(checkpoints)
-                  and re.fullmatch(r"step_\d+", name) and os.path.exists(os.path.join(checkpoints, name, "manifest.json"))) \
-        if os.path.isdir(checkpoints) else []
+    if not os.path.isdir(checkpoints):
+        return []
+    return sorted(os.path.join(checkpoints, name) for name in os.listdir(checkpoints)
+                  if re.fullmatch(r"step_\d+", name) and os.path.exists(os.path.join(checkpoints, name, "manifest.json")))
 
 
 def truncate_model(directory):
