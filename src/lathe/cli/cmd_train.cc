@@ -18,7 +18,7 @@ int run_train(int argc, char** argv) {
       "KEY=VALUE override, e.g. `lathe train data.path=book.txt train.steps=500 run_dir=runs/book`.\n"
       "`lathe config --keys` lists every key. The run directory gets the resolved config, tokenizer,\n"
       "metrics.jsonl, TensorBoard events, checkpoints and loss_curve.svg. A run directory with a\n"
-      "checkpoint is resumed from its newest valid one. Ctrl-C saves a checkpoint and stops (exit 130).");
+      "checkpoint is resumed from its newest valid one. Ctrl-C saves a checkpoint and stops (exit 130; SIGTERM: 143).");
   command_line.positionals("[FILE] [KEY=VALUE...]", "config file, then overrides");
   command_line.option("data", "PATH", "text file or folder to train on (same as data.path=PATH)");
   command_line.option("run-dir", "DIR", "where the run lives (same as run_dir=DIR)");
@@ -32,7 +32,11 @@ int run_train(int argc, char** argv) {
   const TrainConfig config = load_config(arguments);
   apply_runtime_options(command_line);
   const TrainSummary summary = run_training(config);
-  return summary.interrupted ? 130 : 0;
+  if (!summary.interrupted) return 0;
+  // The shell convention for "stopped by signal N" (130 for SIGINT, 143 for SIGTERM), which
+  // supervisors use to tell a stop request from a failure.
+  const int signal_number = training_stop_signal().load();
+  return signal_number > 0 ? 128 + signal_number : 130;
 }
 
 }  // namespace lathe::cli

@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "lathe/bench/machine_peaks.h"
 #include "lathe/core/parallel.h"
@@ -67,6 +69,17 @@ void write_curve(const std::string& run_dir, const std::string& title) {
   write_loss_curve_svg(run_dir + "/loss_curve.svg", train_points, validation_points, title);
 }
 
+// Test-only (see trainer.h): LATHE_TEST_CHECKPOINT_FILE_DELAY_MS slows every checkpoint file so a
+// test can kill the process while a checkpoint is half written.
+CheckpointManagerOptions checkpoint_manager_options(const CheckpointSection& section) {
+  CheckpointManagerOptions options = CheckpointManagerOptions::from_config(section);
+  if (const char* delay = std::getenv("LATHE_TEST_CHECKPOINT_FILE_DELAY_MS")) {
+    const auto milliseconds = std::chrono::milliseconds(std::atoll(delay));
+    options.test_hook_before_file = [milliseconds](const std::string&) { std::this_thread::sleep_for(milliseconds); };
+  }
+  return options;
+}
+
 }  // namespace
 
 TrainSummary run_training(const TrainConfig& config, const TrainOptions& options) {
@@ -78,14 +91,15 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   if (!dtype_note.empty()) std::fprintf(log, "%s\n", dtype_note.c_str());
 
   const std::string run_dir = config.run_dir;
-  fs::create_directories(run_dir);
+  std::error_code directory_error;
+  fs::create_directories(run_dir, directory_error);
+  LATHE_CHECK(!directory_error, "cannot create run_dir '", run_dir, "': ", directory_error.message());
   const std::string checkpoints_dir = run_dir + "/checkpoints";
   const std::string config_yaml = train_config_to_yaml(config);
 
   // Data: tokenizer + shards (cached), then the loader.
   const std::string cache_dir = config.data.cache_dir.empty() ? run_dir + "/data" : config.data.cache_dir;
   PreparedDataset dataset = prepare_dataset(config.data, config.model.vocab_size, config.train.seed, cache_dir, log);
-  fs::copy_file(dataset.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
   DataLoader loader(dataset.train_shard_path, dataset.val_shard_path, config.train.seq_len, config.train.seed);
 
   TransformerModel model(config.model);
@@ -115,6 +129,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     summary.first_step = checkpoint.step;
     std::fprintf(log, "resuming from %s (step %lld)\n", latest->c_str(), static_cast<long long>(checkpoint.step));
   }
+  // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
+  fs::copy_file(dataset.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
   write_text_file(run_dir + "/config.yaml", config_yaml);
 
   const int64_t tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
@@ -131,7 +147,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
                static_cast<long long>(tokens_per_step), flops_per_token / 1e6, to_string(compute_dtype),
                bf16_peak ? "bf16" : "f32", peak_gflops);
 
-  CheckpointManager checkpoints(checkpoints_dir, CheckpointManagerOptions::from_config(config.checkpoint));
+  CheckpointManager checkpoints(checkpoints_dir, checkpoint_manager_options(config.checkpoint));
   MetricsLog metrics(run_dir + "/metrics.jsonl");
   std::unique_ptr<TensorBoardWriter> tensorboard;
   if (config.log.tensorboard) {

@@ -10,6 +10,10 @@
 //   loss_curve.svg       written at the end (and on interruption)
 // A run directory holding a valid checkpoint is resumed from its newest one; the model section of
 // its config must match. SIGINT/SIGTERM finish the current step, save a checkpoint and return.
+//
+// Test-only: the environment variable LATHE_TEST_CHECKPOINT_FILE_DELAY_MS=N makes the checkpoint
+// writer sleep N ms before each file it writes, so tests/integration can SIGKILL a run while a
+// checkpoint is surely half written. Never set it for real runs.
 #pragma once
 
 #include <atomic>

@@ -1,0 +1,102 @@
+"""Shared helpers of the trainer integration tests: a generated corpus, a tiny model config,
+running `lathe` and checking what a user would see (exit code, one error line, no crash)."""
+import os
+import random
+import re
+import subprocess
+import time
+
+# A model small enough that a 16-step run takes about a second (also under ASan).
+TINY = [
+    "model.n_layers=1", "model.d_model=64", "model.n_heads=2", "model.n_kv_heads=2", "model.ffn_dim=128",
+    "model.vocab_size=300", "model.max_seq_len=64", "train.batch_size=2", "train.seq_len=32",
+    "optimizer.warmup_steps=2", "log.eval_batches=2", "train.threads=1",
+]
+
+CRASH_MARKERS = re.compile(r"terminate called|Segmentation|Aborted|what\(\)|AddressSanitizer|runtime error|^\s*#\d+ 0x",
+                           re.MULTILINE)
+
+
+def test_seed():
+    """Fresh every run, fixed by LATHE_TEST_SEED (as tests/test_seed.h)."""
+    return int(os.environ.get("LATHE_TEST_SEED", str(time.time_ns() % 1000000007)))
+
+
+def write_corpus(path, seed, documents=200):
+    """Fortune-style documents ('%' lines between them) from a small vocabulary."""
+    words = ("the quick brown fox jumps over a lazy dog model learns from text and loss goes down slowly "
+             "every night").split()
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("\n%\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(10, 40))) + "."
+                               for _ in range(documents)) + "\n")
+
+
+class Lathe:
+    def __init__(self, binary, work_dir):
+        self.binary = binary
+        self.work_dir = work_dir
+        self.env = dict(os.environ, LATHE_TUNING_CACHE=os.path.join(work_dir, "tuning.json"))
+
+    def run(self, *args, env=None, timeout=300):
+        """(exit code, stdout, stderr) of `lathe ARGS`."""
+        # errors="replace": generated text may hold bytes that are not UTF-8 (bpe_tokenizer.h:
+        # StreamingDecoder passes them through, as a byte-level model can produce them).
+        done = subprocess.run([self.binary, *args], capture_output=True, encoding="utf-8", errors="replace",
+                              timeout=timeout, env=dict(self.env, **(env or {})))
+        return done.returncode, done.stdout, done.stderr
+
+    def start(self, *args, env=None):
+        """A `lathe ARGS` child process, its output going to files in the work directory."""
+        stdout = open(os.path.join(self.work_dir, "child.out"), "w+", encoding="utf-8", errors="replace")
+        stderr = open(os.path.join(self.work_dir, "child.err"), "w+", encoding="utf-8", errors="replace")
+        process = subprocess.Popen([self.binary, *args], stdout=stdout, stderr=stderr,
+                                   env=dict(self.env, **(env or {})))
+        process.output_files = (stdout, stderr)
+        return process
+
+
+def finish(process, timeout=300):
+    """Waits for a child from Lathe.start: (exit code, stdout, stderr)."""
+    code = process.wait(timeout=timeout)
+    texts = []
+    for file in process.output_files:
+        file.seek(0)
+        texts.append(file.read())
+        file.close()
+    return code, texts[0], texts[1]
+
+
+def wait_for(condition, what, timeout=120):
+    """Polls until condition() is true; raises with `what` when it never is."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.01)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def logged_steps(run_dir):
+    """Steps with a training loss in run_dir/metrics.jsonl (complete lines only)."""
+    import json
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return []
+    steps = []
+    with open(path) as file:
+        for line in file:
+            if line.endswith("\n"):
+                row = json.loads(line)
+                if "loss" in row:
+                    steps.append(row["step"])
+    return steps
+
+
+def checkpoint_dir(run_dir, step):
+    return os.path.join(run_dir, "checkpoints", f"step_{step:08d}")
+
+
+def read_bytes(path):
+    with open(path, "rb") as file:
+        return file.read()
