@@ -76,6 +76,9 @@ int main(int argc, char** argv) {
     } catch (const std::bad_alloc&) {
       std::fprintf(stderr, "lathe %s: error: out of memory\n", command.name);
       return 3;
+    } catch (const std::exception& error) {  // e.g. std::filesystem_error from an unusable path
+      std::fprintf(stderr, "lathe %s: error: %s\n", command.name, error.what());
+      return 2;
     }
   }
   std::string known;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "lathe/bench/machine_peaks.h"
@@ -80,6 +81,19 @@ CheckpointManagerOptions checkpoint_manager_options(const CheckpointSection& sec
   return options;
 }
 
+// Checkpoints exist but none verifies: starting from step 0 would bury them (and keep_last would
+// eventually prune around them), so stop and let the user decide.
+void refuse_to_start_over_damaged_checkpoints(const std::string& checkpoints_dir) {
+  std::error_code error;
+  int damaged = 0;
+  for (const auto& entry : fs::directory_iterator(checkpoints_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind("step_", 0) == 0 && name.find(".tmp") == std::string::npos) ++damaged;
+  }
+  LATHE_CHECK(damaged == 0, "all ", damaged, " checkpoint(s) in ", checkpoints_dir,
+              " are damaged (see the warnings above); move them away to start this run over, or use another run_dir");
+}
+
 }  // namespace
 
 TrainSummary run_training(const TrainConfig& config, const TrainOptions& options) {
@@ -110,7 +124,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   // Resume from the newest valid checkpoint, if any.
   TrainSummary summary;
   summary.run_dir = run_dir;
-  if (auto latest = find_latest_checkpoint(checkpoints_dir)) {
+  std::optional<std::string> latest = find_latest_checkpoint(checkpoints_dir);
+  if (!latest) refuse_to_start_over_damaged_checkpoints(checkpoints_dir);
+  if (latest) {
     LoadedCheckpoint checkpoint = load_checkpoint(*latest);
     check_same_model(config, checkpoint.config_yaml, *latest);
     std::map<std::string, const Tensor*> saved;
@@ -191,6 +207,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   progress_options.stream = log;
   ProgressPrinter progress(progress_options);
 
+  if (summary.first_step >= config.train.steps)
+    std::fprintf(log, "the run is already at step %lld of train.steps=%lld: nothing to train (raise train.steps to continue)\n",
+                 static_cast<long long>(summary.first_step), static_cast<long long>(config.train.steps));
   const auto run_start = std::chrono::steady_clock::now();
   double window_seconds = 0, window_tokens = 0, total_step_seconds = 0;
   int64_t step = summary.first_step;
