@@ -1,0 +1,4 @@
+#include "lathe/bench/suite/suite_problem.h"
+namespace lathe {
+void register_linear_problems(std::vector<SuiteEntry>&) {}
+}  // namespace lathe
