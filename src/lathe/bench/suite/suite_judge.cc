@@ -126,6 +126,7 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
   if (!options.time) return result;
 
   problem.fill_inputs(set_seed(options.seed, 0));
+  result.cost = problem.cost();  // some costs depend on the inputs (context lengths, routing)
   Rotation rotation;
   if (options.cold) rotation = make_rotation(problem, options);
   auto before_each = [&] {
