@@ -388,19 +388,19 @@ void register_attention_problems(std::vector<SuiteEntry>& entries) {
   add_suite_problem<AttentionProblem>(
       entries,
       llm_info("gqa_attention", "causal grouped-query attention (4 query heads per KV head)",
-               "Llama-3-8B (32 query / 8 KV heads x 128) scaled to 8 / 2 heads, 1024 tokens"),
-      AttentionShape{1, 1024, 8, 2, 128, true, 0, 0}, AttentionShape{1, 21, 4, 1, 16, true, 0, 0});
+               "Llama-3-8B (32 query / 8 KV heads x 128) scaled to 8 / 2 heads x 64, 1024 tokens"),
+      AttentionShape{1, 1024, 8, 2, 64, true, 0, 0}, AttentionShape{1, 21, 4, 1, 16, true, 0, 0});
   add_suite_problem<AttentionProblem>(
       entries,
       llm_info("sliding_window_attention", "causal sliding-window attention, GQA",
-               "Mistral-7B (window 4096, 32 / 8 heads x 128) scaled to window 512, 8 / 2 heads, "
-               "2048 tokens"),
-      AttentionShape{1, 2048, 8, 2, 128, true, 512, 0}, AttentionShape{1, 33, 4, 2, 16, true, 8, 0});
+               "Mistral-7B (window 4096, 32 / 8 heads x 128) scaled to window 256, 8 / 2 heads, "
+               "1024 tokens"),
+      AttentionShape{1, 1024, 8, 2, 128, true, 256, 0}, AttentionShape{1, 33, 4, 2, 16, true, 8, 0});
   add_suite_problem<AttentionProblem>(
       entries,
       llm_info("softcap_attention", "causal attention with tanh logit soft-capping (50)",
-               "Gemma-2-2B (8 / 4 heads x 256, softcap 50), 1024 tokens"),
-      AttentionShape{1, 1024, 8, 4, 256, true, 0, 50}, AttentionShape{1, 17, 2, 1, 24, true, 0, 50});
+               "Gemma-2-2B (8 / 4 heads x 256, softcap 50), 512 tokens"),
+      AttentionShape{1, 512, 8, 4, 256, true, 0, 50}, AttentionShape{1, 17, 2, 1, 24, true, 0, 50});
   add_suite_problem<MlaProblem>(
       entries,
       llm_info("mla_attention", "multi-head latent attention (prefill): latent up-projection + attention",

@@ -3,7 +3,9 @@
 // rule of ops/problem.h against the float64 reference (naive baseline: the same reference in
 // float). A problem is correct only if every set passes; the vendor baseline is checked the same
 // way (a wrong baseline would make every ratio meaningless).
-// Timing: warm-up runs, then `blocks` blocks of `runs_per_block` runs, lathe and vendor blocks
+// Timing: the plain reference (in float) is timed during the correctness sets, one run per set
+// (it is slow, and its speedup column needs no finer precision); lathe and the vendor get warm-up
+// runs, then `blocks` blocks of `runs_per_block` runs, lathe and vendor blocks
 // interleaved so both see the same machine; the median of all runs is reported, and the spread of
 // the block medians (relative to the median) is the measured run-to-run noise. Cache-cold mode
 // rotates through copies of the input and output buffers spanning `cold_bytes`.
@@ -27,7 +29,6 @@ struct SuiteOptions {
   int warmup_runs = 2;
   int blocks = 3;
   int runs_per_block = 7;  // blocks * runs_per_block >= 20 for a real measurement
-  int reference_runs = 3;  // the plain reference is slow; its median needs fewer runs
   int64_t cold_bytes = int64_t(256) << 20;
   int max_rotation = 32;
 };

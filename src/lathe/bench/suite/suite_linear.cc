@@ -309,22 +309,22 @@ class RaggedDotProblem : public SuiteProblemWithReference<RaggedDotProblem> {
 void register_linear_problems(std::vector<SuiteEntry>& entries) {
   add_suite_problem<LargeGemmProblem>(
       entries,
-      llm_info("large_gemm", "a large projection GEMM, y = x w^T", "Qwen3-0.6B o_proj (2048 -> 1024), 1024 tokens"),
-      GemmShape{1024, 1024, 2048}, GemmShape{37, 29, 53});
+      llm_info("large_gemm", "a large projection GEMM, y = x w^T", "Qwen3-0.6B q_proj (1024 -> 2048), 512 tokens"),
+      GemmShape{512, 2048, 1024}, GemmShape{37, 29, 53});
   add_suite_problem<SwigluMlpProblem>(entries,
                                       llm_info("swiglu_mlp", "SwiGLU MLP: down(silu(gate(x)) * up(x))",
-                                               "Qwen3-0.6B MLP (1024 -> 3072 -> 1024), 128 tokens"),
-                                      MlpShape{128, 1024, 3072}, MlpShape{7, 24, 40});
+                                               "Qwen3-0.6B MLP (1024 -> 3072 -> 1024), 64 tokens"),
+                                      MlpShape{64, 1024, 3072}, MlpShape{7, 24, 40});
   add_suite_problem<LinearCrossEntropyProblem>(
       entries,
       llm_info("fused_linear_cross_entropy", "LM head + cross-entropy, loss and both gradients",
-               "Llama 3 vocabulary (128256) with d_model scaled 4096 -> 256, 32 tokens"),
-      CrossEntropyShape{32, 256, 128256}, CrossEntropyShape{5, 16, 1000});
+               "Llama 3 vocabulary (128256) with d_model scaled 4096 -> 128, 16 tokens"),
+      CrossEntropyShape{16, 128, 128256}, CrossEntropyShape{5, 16, 1000});
   add_suite_problem<RaggedDotProblem>(
       entries,
       llm_info("ragged_dot", "ragged_dot: row groups of uneven size, one (k, n) weight per group",
-               "Mixtral-8x7B expert up-projection (8 groups, 4096 -> 14336) scaled 1/8 in widths, 1024 rows"),
-      RaggedShape{1024, 512, 1792, 8}, RaggedShape{23, 12, 20, 4});
+               "Mixtral-8x7B expert up-projection (8 groups, 4096 -> 14336) scaled 1/8 in widths, 512 rows"),
+      RaggedShape{512, 512, 1792, 8}, RaggedShape{23, 12, 20, 4});
 }
 
 }  // namespace lathe

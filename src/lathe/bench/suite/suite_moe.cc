@@ -273,8 +273,8 @@ void register_moe_problems(std::vector<SuiteEntry>& entries) {
   add_suite_problem<MoeTop2Problem>(
       entries,
       llm_info("moe_top2", "sparse top-2 MoE layer: router, top-2 softmax weights, 8 SwiGLU experts, combine",
-               "Mixtral-8x7B (d 4096, ffn 14336, 8 experts) scaled 1/8 in widths: d 512, ffn 1792; 128 tokens"),
-      MoeShape{128, 512, 1792, 8}, MoeShape{9, 16, 24, 4});
+               "Mixtral-8x7B (d 4096, ffn 14336, 8 experts) scaled 1/8 in widths: d 512, ffn 1792; 64 tokens"),
+      MoeShape{64, 512, 1792, 8}, MoeShape{9, 16, 24, 4});
   add_suite_problem<GroupedGemmProblem>(
       entries,
       llm_info("grouped_gemm_top8", "grouped GEMM of top-8 routing over 64 experts, Zipf-uneven rows per expert",

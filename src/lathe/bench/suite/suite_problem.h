@@ -10,6 +10,7 @@
 // owns may be kept.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,8 +69,8 @@ class SuiteProblem {
   virtual bool has_vendor() const { return !info_.vendor.empty(); }
   virtual void run_vendor() { throw_error(info_.name, ": no vendor baseline"); }
   // The reference in double (use_double) or float, from the current inputs, one vector per output
-  // (row-major). With `timed_runs` > 0 the loops alone (not the conversions) run that many times
-  // and each run's seconds are appended to `seconds`.
+  // (row-major). The loops run max(1, timed_runs) times; with `seconds`, each run's time (the loops
+  // alone, not the conversions) is appended to it.
   virtual std::vector<std::vector<double>> reference(bool use_double, int timed_runs = 0,
                                                      std::vector<double>* seconds = nullptr) const = 0;
   virtual OpCost cost() const = 0;
@@ -123,8 +124,7 @@ class SuiteProblemWithReference : public SuiteProblem {
     for (const auto& input : inputs()) io.inputs.push_back(to_vector<T>(input.view()));
     for (const auto& spec : output_specs()) io.outputs.emplace_back(static_cast<size_t>(spec.shape.numel()), T(0));
     const Derived& derived = static_cast<const Derived&>(*this);
-    if (timed_runs <= 0) derived.template compute_reference<T>(io);
-    for (int run = 0; run < timed_runs; ++run) {
+    for (int run = 0; run < std::max(1, timed_runs); ++run) {
       double start = now_seconds();
       derived.template compute_reference<T>(io);
       if (seconds) seconds->push_back(now_seconds() - start);

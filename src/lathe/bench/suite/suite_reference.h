@@ -47,21 +47,20 @@ T hardswish(T x) {
 // c (m, n) = a (m, k) @ b, with b (k, n), or b (n, k) read transposed when b_transposed.
 template <class T>
 void matmul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool b_transposed) {
+  std::vector<T> transposed;
+  if (b_transposed) {  // into (k, n), so the inner loop below runs over contiguous rows
+    transposed.resize(static_cast<size_t>(k * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) transposed[p * n + j] = b[j * k + p];
+    b = transposed.data();
+  }
   parallel_for(m, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       T* row = c + i * n;
-      if (b_transposed) {
-        for (int64_t j = 0; j < n; ++j) {
-          T sum = 0;
-          for (int64_t p = 0; p < k; ++p) sum += a[i * k + p] * b[j * k + p];
-          row[j] = sum;
-        }
-      } else {
-        std::fill(row, row + n, T(0));
-        for (int64_t p = 0; p < k; ++p) {
-          T scale = a[i * k + p];
-          for (int64_t j = 0; j < n; ++j) row[j] += scale * b[p * n + j];
-        }
+      std::fill(row, row + n, T(0));
+      for (int64_t p = 0; p < k; ++p) {
+        T scale = a[i * k + p];
+        for (int64_t j = 0; j < n; ++j) row[j] += scale * b[p * n + j];
       }
     }
   });
