@@ -107,20 +107,18 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
     std::string failure = check_path(
         problem, [&] { problem.run_lathe(); }, exact, naive);
     ++result.sets;
-    if (failure.empty()) {
+    if (failure.empty())
       ++result.sets_passed;
-    } else if (result.failure.empty()) {
+    else if (result.failure.empty())
       result.failure = str_cat("set ", set, ": ", failure);
-      lathe_ran = lathe_ran && failure.rfind("threw", 0) != 0;
-    }
+    lathe_ran = lathe_ran && failure.rfind("threw", 0) != 0;  // a path that throws is not timed
     if (vendor) {
       std::string vendor_failure = check_path(
           problem, [&] { problem.run_vendor(); }, exact, naive);
-      if (!vendor_failure.empty() && result.vendor_failure.empty()) {
+      if (!vendor_failure.empty() && result.vendor_failure.empty())
         result.vendor_failure = str_cat("set ", set, ": ", vendor_failure);
-        result.vendor_correct = false;
-        vendor_ran = vendor_ran && vendor_failure.rfind("threw", 0) != 0;
-      }
+      result.vendor_correct = result.vendor_correct && vendor_failure.empty();
+      vendor_ran = vendor_ran && vendor_failure.rfind("threw", 0) != 0;
     }
   }
   result.correct = result.sets > 0 && result.sets_passed == result.sets;

@@ -16,7 +16,7 @@ namespace lathe {
 namespace {
 
 // y = 2 x + 1 over n elements; the lathe path can be made wrong in chosen ways.
-enum class Flaw { none, skips_last_element, off_on_some_seeds, claims_huge_flops };
+enum class Flaw { none, skips_last_element, off_on_some_seeds, claims_huge_flops, throws };
 
 class DoublingProblem : public SuiteProblemWithReference<DoublingProblem> {
  public:
@@ -33,6 +33,7 @@ class DoublingProblem : public SuiteProblemWithReference<DoublingProblem> {
     float* y = out_f32(0);
     ++lathe_runs;
     seen_inputs.insert(x);
+    if (flaw_ == Flaw::throws) throw_error("doubling: no kernel for this shape");
     int64_t count = flaw_ == Flaw::skips_last_element ? 999 : 1000;
     for (int64_t i = 0; i < count; ++i) y[i] = 2 * x[i] + 1;
     // Wrong by far more than rounding when the first input is positive (about half the sets).
@@ -91,6 +92,17 @@ TEST(SuiteJudge, UnwrittenOutputIsCaughtByNanPoisoning) {
   EXPECT_FALSE(result.correct);
   EXPECT_EQ(result.sets_passed, 0);
   EXPECT_NE(result.failure.find("1 NaN"), std::string::npos) << result.failure;
+}
+
+TEST(SuiteJudge, ThrowingPathIsWrongAndNotTimed) {
+  DoublingProblem problem(Flaw::throws);
+  SuiteResult result = judge_problem(problem, test_peaks(), fast_options());
+  EXPECT_FALSE(result.correct);
+  EXPECT_NE(result.failure.find("threw: doubling: no kernel"), std::string::npos) << result.failure;
+  EXPECT_FALSE(result.timed);
+  EXPECT_EQ(result.lathe.runs, 0);
+  EXPECT_EQ(result.vendor.runs, 6);  // the vendor row is still measured
+  EXPECT_EQ(problem.lathe_runs, 5);
 }
 
 TEST(SuiteJudge, OneFailingSetOfFiveMakesTheProblemWrong) {
