@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -135,6 +136,8 @@ int run_bench_suite(const CommandLine& command_line) {
   run.set("timing", str_cat(options.warmup_runs, " warm-up + ", options.blocks, " interleaved blocks x ",
                             options.runs_per_block, " runs (lathe, vendor); reference: one run per input set"));
   run.set("seconds", elapsed);
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  run.set("omp_wait_policy", wait_policy ? wait_policy : "");
   run.set("peaks_start", peaks_start.to_json());
   run.set("peaks_end", peaks_end.to_json());
   Json report = suite_report_json(results, summary, peaks, run);
