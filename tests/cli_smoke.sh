@@ -56,6 +56,19 @@ python3 -c "import json,sys; c=json.load(sys.stdin); assert c['model']['n_layers
 printf 'model:\n  n_layers: 2\n\td_model: 3\n' >"$work/tab.yaml"
 expect 2 "config tab in indentation" -- "$lathe" config "$work/tab.yaml"
 grep -q "tab.yaml:3:1: tab in indentation" "$work/err" || { echo "FAIL: no line:column for a tab"; failures=$((failures + 1)); }
+# The kernel suite: one fast problem end to end, its outputs, and --compare's exit codes.
+expect 0 "suite list" -- "$lathe" bench --suite --list
+expect 0 "suite quick" -- "$lathe" bench --suite gemm_relu_scale --quick --output "$work/suite.json" --html "$work/suite.html" --svg "$work/suite.svg"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['problems'][0]['name']=='gemm_relu_scale' and r['problems'][0]['correct']" "$work/suite.json" \
+  || { echo "FAIL: bench --suite --output is not the expected JSON"; failures=$((failures + 1)); }
+grep -q "<svg" "$work/suite.html" || { echo "FAIL: bench --suite --html wrote no chart"; failures=$((failures + 1)); }
+expect 0 "suite compare with itself" -- "$lathe" bench --suite gemm_relu_scale --quick --compare "$work/suite.json" --noise-floor 9
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); p=r['problems'][0]; p['lathe']['median_seconds']=1e-12; p['lathe']['noise']=0; json.dump(r,open(sys.argv[1],'w'))" "$work/suite.json"
+expect 1 "suite regression exits 1" -- "$lathe" bench --suite gemm_relu_scale --quick --compare "$work/suite.json"
+grep -q "REGRESSED" "$work/out" || { echo "FAIL: regression not reported"; failures=$((failures + 1)); }
+expect 2 "suite unknown problem" -- "$lathe" bench --suite no_such_problem
+expect 2 "suite missing baseline" -- "$lathe" bench --suite gemm_relu_scale --quick --compare "$work/missing.json"
+expect 2 "suite bad sets" -- "$lathe" bench --suite --sets 0
 
 expect 2 "no command" -- "$lathe"
 expect 2 "unknown command" -- "$lathe" frobnicate

@@ -7,6 +7,7 @@
 
 #include "lathe/bench/bench_svg.h"
 #include "lathe/bench/op_bench.h"
+#include "lathe/cli/bench_suite.h"
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
 #include "lathe/core/cpu_features.h"
@@ -29,11 +30,16 @@ static std::vector<std::string> split_commas(const std::string& text) {
 int run_bench(int argc, char** argv) {
   if (argc >= 1 && std::string(argv[0]) == "train") return run_bench_train(argc - 1, argv + 1);
   CommandLine command_line(
-      "lathe bench [OP...] [options]   (the training step: lathe bench train --help)",
+      "lathe bench [OP...] [options]\n       lathe bench train [CONFIG] [KEY=VALUE...] [options]   (see lathe bench train --help)\n"
+      "       lathe bench --suite [PROBLEM...] [--quick] [--cold] [--compare FILE] "
+      "[--html FILE]",
       "Times ops at shapes taken from real models (see `lathe ops NAME`) through the same dispatch\n"
       "training uses (pinned > tuned > heuristic). Each row: median, min and p80 time, GFLOP/s, GB/s\n"
       "and % of the roofline from peaks measured at the start of the run; peers (oneDNN, OpenBLAS)\n"
-      "run on the same inputs in the same process and the ratio is printed. Without OP, every op.");
+      "run on the same inputs in the same process and the ratio is printed. Without OP, every op.\n"
+      "With --suite: the kernel benchmark suite instead (53 problems judged on correctness over 5\n"
+      "input sets, speed against the plain reference and oneDNN/OpenBLAS, rooflines, fast_p and\n"
+      "regressions against a baseline; see docs/bench_suite.md); OP... then filters its problems.");
   add_runtime_options(command_line);
   command_line.positionals("OP...", "ops to benchmark (default: all)");
   command_line.repeated("shape", "K=V,...", "benchmark this shape instead of the op's model shapes");
@@ -44,8 +50,10 @@ int run_bench(int argc, char** argv) {
   command_line.option("svg", "FILE", "also write an SVG chart of % of roofline per row");
   command_line.flag("quick", "first shape per op, fewer runs (a smoke test, not a measurement)");
   command_line.option("min-time", "SECONDS", "minimum timed seconds per row", "0.5");
+  add_suite_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
   apply_runtime_options(command_line);
+  if (command_line.has("suite")) return run_bench_suite(command_line);
 
   std::vector<const OpRegistration*> ops;
   if (command_line.positional_values().empty()) {
@@ -69,9 +77,11 @@ int run_bench(int argc, char** argv) {
   // single low measurement would make every row look better than it is.
   MachinePeaks peaks_before = measure_machine_peaks(quick);
   if (!json_output)
-    std::printf("lathe bench on %s, %d threads, active ISA %s\npeaks (start): f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, copy %.1f GB/s\n\n%s",
-                cpu_features().model.c_str(), num_threads(), isa_name(active_isa()), peaks_before.f32_gflops,
-                peaks_before.bf16_gflops, peaks_before.copy_gbytes, format_bench_header().c_str());
+    std::printf(
+        "lathe bench on %s, %d threads, active ISA %s\npeaks (start): f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, copy %.1f "
+        "GB/s\n\n%s",
+        cpu_features().model.c_str(), num_threads(), isa_name(active_isa()), peaks_before.f32_gflops,
+        peaks_before.bf16_gflops, peaks_before.copy_gbytes, format_bench_header().c_str());
 
   std::vector<BenchRow> rows;
   for (const OpRegistration* op : ops) {
@@ -103,15 +113,18 @@ int run_bench(int argc, char** argv) {
     implausible += row.roofline_percent > kImplausibleRooflinePercent;
   }
   if (!json_output) {
-    std::printf("\npeaks (end): f32 %.1f GFLOP/s, copy %.1f GB/s; %% of roofline above uses the higher of start and end",
-                peaks_after.f32_gflops, peaks_after.copy_gbytes);
-    if (peaks_after.f32_gflops > 1.2 * peaks_before.f32_gflops || peaks_before.f32_gflops > 1.2 * peaks_after.f32_gflops)
+    std::printf(
+        "\npeaks (end): f32 %.1f GFLOP/s, copy %.1f GB/s; %% of roofline above uses the higher of start and end",
+        peaks_after.f32_gflops, peaks_after.copy_gbytes);
+    if (peaks_after.f32_gflops > 1.2 * peaks_before.f32_gflops ||
+        peaks_before.f32_gflops > 1.2 * peaks_after.f32_gflops)
       std::printf(" (they differ by over 20%%: the machine's capacity changed during the run)");
     std::printf(".\nFinal %% of roofline per row: see the JSON report or --svg.\n");
     if (implausible)
-      std::printf("%d row(s) above 100%% of the roofline even so (marked in JSON as beyond_roofline): a cost model "
-                  "counts too little or the peaks were measured low; do not read them as speedups.\n",
-                  implausible);
+      std::printf(
+          "%d row(s) above 100%% of the roofline even so (marked in JSON as beyond_roofline): a cost model "
+          "counts too little or the peaks were measured low; do not read them as speedups.\n",
+          implausible);
   }
   Json report = Json::object();
   report.set("cpu", cpu_features().model);

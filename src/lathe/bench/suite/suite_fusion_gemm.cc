@@ -1,0 +1,812 @@
+// Fusion problems in the style of KernelBench level 2: y = x @ w^T + bias (an nn.Linear), then a
+// chain of two to five elementwise or row-reduction ops. Definitions are ours; shapes are those of
+// transformer layers (GPT-2 small 768/3072, BERT-base 768, Llama-like 1024-4096) at CPU-sized token
+// counts.
+//   lathe: the matmul op with bias and the first activation fused when it is relu / gelu_tanh /
+//          silu, lathe's softmax / layer_norm / rms_norm ops for full-row normalisations, and plain
+//          row loops (parallel over rows) for every other step.
+//   vendor: a oneDNN matmul primitive with bias and the longest prefix of the chain expressible as
+//          post-ops (eltwise, per-column and full-matrix binary add / multiply), then the same
+//          plain row loops for what remains.
+#include <cmath>
+#include <cstring>
+
+#include "lathe/bench/suite/suite_problem.h"
+#include "lathe/bench/suite/suite_reference.h"
+#include "lathe/bench/suite/suite_vendor.h"
+#include "lathe/core/parallel.h"
+#include "lathe/ops/layer_norm/layer_norm.h"
+#include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/rms_norm/rms_norm.h"
+#include "lathe/ops/softmax/softmax.h"
+
+namespace lathe {
+namespace {
+
+enum class Step {
+  scale,            // y = a * y
+  add_constant,     // y = y + a
+  add_row,          // y = y + t, t (n) an input (a second bias)
+  multiply_row,     // y = y * t, t (n) an input (a per-channel scale)
+  add_matrix,       // y = y + r, r (m, n) an input (a residual)
+  multiply_matrix,  // y = y * g, g (m, n) an input (a gate)
+  relu,
+  leaky_relu,  // slope a
+  gelu_tanh,
+  gelu_erf,
+  silu,
+  mish,
+  tanh,
+  sigmoid,
+  hardswish,
+  softplus,
+  hardtanh,    // clamp to [a, b]
+  softmax,     // over the row
+  layer_norm,  // over the row, weight and bias inputs (n), eps 1e-5
+  rms_norm,    // over the row, weight input (n), eps 1e-6
+  group_norm,  // a groups of contiguous channels, weight and bias inputs (n), eps 1e-5
+  logsumexp,   // row -> 1 value
+  row_mean,    // row -> 1 value
+  row_max,     // row -> 1 value
+  row_sum,     // row -> 1 value
+};
+
+struct FusionStep {
+  Step step;
+  double a = 0, b = 0;
+};
+
+struct FusionDefinition {
+  const char* name;
+  const char* summary;
+  const char* model;
+  int64_t m, n, k;
+  std::vector<FusionStep> steps;
+};
+
+int step_inputs(Step step) {
+  switch (step) {
+    case Step::add_row:
+    case Step::multiply_row:
+    case Step::add_matrix:
+    case Step::multiply_matrix:
+    case Step::rms_norm:
+      return 1;
+    case Step::layer_norm:
+    case Step::group_norm:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+bool reduces_row(Step step) {
+  return step == Step::logsumexp || step == Step::row_mean || step == Step::row_max || step == Step::row_sum;
+}
+
+double step_flops_per_element(Step step) {
+  switch (step) {
+    case Step::gelu_tanh:
+    case Step::gelu_erf:
+    case Step::silu:
+    case Step::mish:
+    case Step::tanh:
+    case Step::sigmoid:
+    case Step::softplus:
+    case Step::softmax:
+    case Step::logsumexp:
+      return 8;
+    case Step::layer_norm:
+    case Step::group_norm:
+    case Step::rms_norm:
+      return 6;
+    default:
+      return 1;
+  }
+}
+
+// Applies one step to a row of `width` values (width becomes 1 for reductions). extra[0..1] are the
+// step's inputs: vectors of n, or the (m, n) matrix whose row `row` is used.
+template <class T>
+void apply_step(const FusionStep& s, T* y, int64_t& width, const T* const* extra, int64_t row) {
+  namespace ref = suite_reference;
+  const T a = static_cast<T>(s.a), b = static_cast<T>(s.b);
+  int64_t n = width;
+  switch (s.step) {
+    case Step::scale:
+      for (int64_t j = 0; j < n; ++j) y[j] *= a;
+      break;
+    case Step::add_constant:
+      for (int64_t j = 0; j < n; ++j) y[j] += a;
+      break;
+    case Step::add_row:
+      for (int64_t j = 0; j < n; ++j) y[j] += extra[0][j];
+      break;
+    case Step::multiply_row:
+      for (int64_t j = 0; j < n; ++j) y[j] *= extra[0][j];
+      break;
+    case Step::add_matrix:
+      for (int64_t j = 0; j < n; ++j) y[j] += extra[0][row * n + j];
+      break;
+    case Step::multiply_matrix:
+      for (int64_t j = 0; j < n; ++j) y[j] *= extra[0][row * n + j];
+      break;
+    case Step::relu:
+      for (int64_t j = 0; j < n; ++j) y[j] = std::max(y[j], T(0));
+      break;
+    case Step::leaky_relu:
+      for (int64_t j = 0; j < n; ++j) y[j] = y[j] >= 0 ? y[j] : a * y[j];
+      break;
+    case Step::gelu_tanh:
+      for (int64_t j = 0; j < n; ++j) y[j] = ref::gelu_tanh(y[j]);
+      break;
+    case Step::gelu_erf:
+      for (int64_t j = 0; j < n; ++j) y[j] = ref::gelu_erf(y[j]);
+      break;
+    case Step::silu:
+      for (int64_t j = 0; j < n; ++j) y[j] = ref::silu(y[j]);
+      break;
+    case Step::mish:
+      for (int64_t j = 0; j < n; ++j) y[j] = ref::mish(y[j]);
+      break;
+    case Step::tanh:
+      for (int64_t j = 0; j < n; ++j) y[j] = std::tanh(y[j]);
+      break;
+    case Step::sigmoid:
+      for (int64_t j = 0; j < n; ++j) y[j] = ref::sigmoid(y[j]);
+      break;
+    case Step::hardswish:
+      for (int64_t j = 0; j < n; ++j) y[j] = ref::hardswish(y[j]);
+      break;
+    case Step::softplus:
+      for (int64_t j = 0; j < n; ++j) y[j] = ref::softplus(y[j]);
+      break;
+    case Step::hardtanh:
+      for (int64_t j = 0; j < n; ++j) y[j] = std::clamp(y[j], a, b);
+      break;
+    case Step::softmax: {
+      T max_value = *std::max_element(y, y + n), total = 0;
+      for (int64_t j = 0; j < n; ++j) total += y[j] = std::exp(y[j] - max_value);
+      for (int64_t j = 0; j < n; ++j) y[j] /= total;
+      break;
+    }
+    case Step::layer_norm:
+    case Step::group_norm: {
+      int64_t groups = s.step == Step::group_norm ? static_cast<int64_t>(s.a) : 1, size = n / groups;
+      for (int64_t g = 0; g < groups; ++g) {
+        T* x = y + g * size;
+        T mean = 0, variance = 0;
+        for (int64_t j = 0; j < size; ++j) mean += x[j];
+        mean /= static_cast<T>(size);
+        for (int64_t j = 0; j < size; ++j) variance += (x[j] - mean) * (x[j] - mean);
+        T inv_std = T(1) / std::sqrt(variance / static_cast<T>(size) + T(1e-5));
+        for (int64_t j = 0; j < size; ++j)
+          x[j] = (x[j] - mean) * inv_std * extra[0][g * size + j] + extra[1][g * size + j];
+      }
+      break;
+    }
+    case Step::rms_norm: {
+      T squares = 0;
+      for (int64_t j = 0; j < n; ++j) squares += y[j] * y[j];
+      T inv_rms = T(1) / std::sqrt(squares / static_cast<T>(n) + T(1e-6));
+      for (int64_t j = 0; j < n; ++j) y[j] = y[j] * inv_rms * extra[0][j];
+      break;
+    }
+    case Step::logsumexp: {
+      T max_value = *std::max_element(y, y + n), total = 0;
+      for (int64_t j = 0; j < n; ++j) total += std::exp(y[j] - max_value);
+      y[0] = max_value + std::log(total);
+      width = 1;
+      break;
+    }
+    case Step::row_mean:
+    case Step::row_sum: {
+      T total = 0;
+      for (int64_t j = 0; j < n; ++j) total += y[j];
+      y[0] = s.step == Step::row_mean ? total / static_cast<T>(n) : total;
+      width = 1;
+      break;
+    }
+    case Step::row_max:
+      y[0] = *std::max_element(y, y + n), width = 1;
+      break;
+  }
+}
+
+// Runs steps [first, end) over every row of `from` (m, n) into `to` (m, final width); to may be from.
+template <class T>
+void apply_steps(const std::vector<FusionStep>& steps, size_t first, size_t end,
+                 const std::vector<std::vector<const T*>>& extras, const T* from, T* to, int64_t m, int64_t n,
+                 int64_t* final_width = nullptr) {
+  int64_t out_width = n;
+  for (size_t s = first; s < end; ++s)
+    if (reduces_row(steps[s].step)) out_width = 1;
+  parallel_for(m, 1, [&](int64_t begin, int64_t stop) {
+    std::vector<T> row(static_cast<size_t>(n));
+    for (int64_t i = begin; i < stop; ++i) {
+      std::copy(from + i * n, from + (i + 1) * n, row.begin());
+      int64_t width = n;
+      for (size_t s = first; s < end; ++s) apply_step(steps[s], row.data(), width, extras[s].data(), i);
+      std::copy(row.begin(), row.begin() + width, to + i * out_width);
+    }
+  });
+  if (final_width) *final_width = out_width;
+}
+
+std::string describe_steps(const std::vector<FusionStep>& steps);
+
+class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
+ public:
+  FusionProblem(const FusionDefinition& definition, bool quick)
+      : SuiteProblemWithReference(
+            SuiteInfo{definition.name, "fusion", definition.summary, definition.model, "", ""},
+            quick ? "m=6,n=256,k=40" : str_cat("m=", definition.m, ",n=", definition.n, ",k=", definition.k)),
+        steps_(definition.steps) {
+    m_ = quick ? 6 : definition.m;
+    n_ = quick ? 256 : definition.n;
+    k_ = quick ? 40 : definition.k;
+    double bound = 1.0 / std::sqrt(static_cast<double>(k_));  // nn.Linear's initialisation range
+    add_input("x", {m_, k_});
+    add_input("w", {n_, k_}, DType::f32, -bound, bound);
+    add_input("bias", {n_}, DType::f32, -bound, bound);
+    int64_t width = n_;
+    for (const auto& step : steps_) {
+      std::vector<size_t> indices;
+      switch (step.step) {
+        case Step::add_row:
+          indices.push_back(add_input("bias2", {n_}, DType::f32, -0.5, 0.5));
+          break;
+        case Step::multiply_row:
+          indices.push_back(add_input("channel_scale", {n_}, DType::f32, 0.5, 1.5));
+          break;
+        case Step::add_matrix:
+          indices.push_back(add_input("residual", {m_, n_}));
+          break;
+        case Step::multiply_matrix:
+          indices.push_back(add_input("gate", {m_, n_}, DType::f32, 0, 1));
+          break;
+        case Step::rms_norm:
+          indices.push_back(add_input("norm_weight", {n_}, DType::f32, 0.5, 1.5));
+          break;
+        case Step::layer_norm:
+        case Step::group_norm:
+          indices.push_back(add_input("norm_weight", {n_}, DType::f32, 0.5, 1.5));
+          indices.push_back(add_input("norm_bias", {n_}, DType::f32, -0.5, 0.5));
+          break;
+        default:
+          break;
+      }
+      LATHE_ASSERT(static_cast<int>(indices.size()) == step_inputs(step.step));
+      LATHE_ASSERT(width == n_ || (step_inputs(step.step) == 0 && step.step != Step::softmax));
+      if (step.step == Step::group_norm) LATHE_ASSERT(n_ % static_cast<int64_t>(step.a) == 0);
+      if (reduces_row(step.step)) width = 1;
+      extra_inputs_.push_back(indices);
+    }
+    width_ = width;
+    add_output("y", {m_, width_});
+    scratch_ = Tensor::empty({m_, n_}, DType::f32);
+    scratch_other_ = Tensor::empty({m_, n_}, DType::f32);
+    plan_lathe();
+    plan_vendor();
+    SuiteInfo& info = mutable_info();
+    info.summary = str_cat(definition.summary, ": ", describe_steps(steps_));
+    info.lathe_path = lathe_path_;
+    info.vendor = vendor_path_;
+  }
+
+  OpCost cost() const override {
+    double elements = static_cast<double>(m_ * n_);
+    double flops = 2.0 * m_ * n_ * k_ + elements;
+    for (const auto& step : steps_) flops += elements * step_flops_per_element(step.step);
+    return {flops, io_bytes()};
+  }
+
+  void run_lathe() override {
+    MatmulArgs args;
+    args.a = in(0);
+    args.b = in(1);
+    args.bias = in(2);
+    args.trans_b = true;
+    args.activation = fused_activation_;
+    const TensorView* target = lathe_segments_.empty() ? &out(0) : &scratch_.view();
+    args.c = *target;
+    matmul(args);
+    const float* current = scratch_.ptr<float>();
+    float* other = scratch_other_.ptr<float>();
+    auto extras = extra_pointers();
+    for (size_t s = 0; s < lathe_segments_.size(); ++s) {
+      auto [first, end] = lathe_segments_[s];
+      bool last = s + 1 == lathe_segments_.size();
+      if (end == first + 1 && uses_lathe_op(steps_[first].step)) {
+        float* destination = last ? out_f32(0) : other;
+        run_row_op(first, current, destination);
+        if (!last) other = const_cast<float*>(current), current = destination;
+      } else {
+        float* destination = last ? out_f32(0) : const_cast<float*>(current);
+        apply_steps<float>(steps_, first, end, extras, current, destination, m_, n_);
+      }
+    }
+  }
+
+  void run_vendor() override {
+    if (!vendor_matmul_) vendor_matmul_ = std::make_unique<OnednnFusedMatmul>(m_, n_, k_, true, true, vendor_post_ops_);
+    auto extras = extra_pointers();
+    std::vector<const float*> binary;
+    for (size_t s = 0; s < vendor_prefix_; ++s)
+      if (!extras[s].empty()) binary.push_back(extras[s][0]);
+    bool done = vendor_prefix_ == steps_.size();
+    float* target = done ? out_f32(0) : scratch_.ptr<float>();
+    vendor_matmul_->run(in_f32(0), in_f32(1), in_f32(2), target, binary);
+    if (!done) apply_steps<float>(steps_, vendor_prefix_, steps_.size(), extras, target, out_f32(0), m_, n_);
+  }
+
+  template <class T>
+  void compute_reference(ReferenceIO<T>& io) const {
+    std::vector<T>& y = io.out(0);
+    std::vector<T> full(static_cast<size_t>(m_ * n_));
+    suite_reference::matmul(io.in(0).data(), io.in(1).data(), full.data(), m_, n_, k_, true);
+    const std::vector<T>& bias = io.in(2);
+    for (int64_t i = 0; i < m_; ++i)
+      for (int64_t j = 0; j < n_; ++j) full[i * n_ + j] += bias[j];
+    std::vector<std::vector<const T*>> extras;
+    for (const auto& indices : extra_inputs_) {
+      extras.emplace_back();
+      for (size_t index : indices) extras.back().push_back(io.in(index).data());
+    }
+    apply_steps<T>(steps_, 0, steps_.size(), extras, full.data(), y.data(), m_, n_);
+  }
+
+ private:
+  static bool uses_lathe_op(Step step) {
+    return step == Step::softmax || step == Step::layer_norm || step == Step::rms_norm;
+  }
+
+  // Lathe: fuse the first activation into the matmul when it can, then split the rest into runs of
+  // row-loop steps and single lathe-op steps.
+  void plan_lathe() {
+    size_t first = 0;
+    if (!steps_.empty()) {
+      Step step = steps_[0].step;
+      if (step == Step::relu) fused_activation_ = Activation::relu;
+      if (step == Step::gelu_tanh) fused_activation_ = Activation::gelu_tanh;
+      if (step == Step::silu) fused_activation_ = Activation::silu;
+      if (fused_activation_ != Activation::none) first = 1;
+    }
+    lathe_path_ =
+        str_cat("matmul(bias",
+                fused_activation_ != Activation::none ? str_cat(", ", activation_name(fused_activation_)) : "", ")");
+    size_t start = first;
+    for (size_t s = first; s <= steps_.size(); ++s) {
+      bool boundary = s == steps_.size() || uses_lathe_op(steps_[s].step);
+      if (boundary && s > start) {
+        lathe_segments_.push_back({start, s});
+        lathe_path_ += " + row loops";
+      }
+      if (s < steps_.size() && uses_lathe_op(steps_[s].step)) {
+        lathe_segments_.push_back({s, s + 1});
+        lathe_path_ += str_cat(" + ", steps_[s].step == Step::softmax      ? "softmax"
+                                      : steps_[s].step == Step::layer_norm ? "layer_norm"
+                                                                           : "rms_norm");
+        start = s + 1;
+      }
+    }
+  }
+
+  void plan_vendor() {
+    if (!onednn_available()) return;
+    using Kind = OnednnPostOp::Kind;
+    for (const auto& s : steps_) {
+      OnednnPostOp op;
+      float a = static_cast<float>(s.a), b = static_cast<float>(s.b);
+      switch (s.step) {
+        case Step::scale:
+          op = {Kind::eltwise, "linear", a, 0};
+          break;
+        case Step::add_constant:
+          op = {Kind::eltwise, "linear", 1, a};
+          break;
+        case Step::add_row:
+          op = {Kind::add_row, ""};
+          break;
+        case Step::multiply_row:
+          op = {Kind::multiply_row, ""};
+          break;
+        case Step::add_matrix:
+          op = {Kind::add_matrix, ""};
+          break;
+        case Step::multiply_matrix:
+          op = {Kind::multiply_matrix, ""};
+          break;
+        case Step::relu:
+          op = {Kind::eltwise, "relu", 0, 0};
+          break;
+        case Step::leaky_relu:
+          op = {Kind::eltwise, "relu", a, 0};
+          break;
+        case Step::gelu_tanh:
+          op = {Kind::eltwise, "gelu_tanh"};
+          break;
+        case Step::gelu_erf:
+          op = {Kind::eltwise, "gelu_erf"};
+          break;
+        case Step::silu:
+          op = {Kind::eltwise, "swish", 1, 0};
+          break;
+        case Step::mish:
+          op = {Kind::eltwise, "mish"};
+          break;
+        case Step::tanh:
+          op = {Kind::eltwise, "tanh"};
+          break;
+        case Step::sigmoid:
+          op = {Kind::eltwise, "logistic"};
+          break;
+        case Step::hardswish:
+          op = {Kind::eltwise, "hardswish", 1.0f / 6, 0.5f};
+          break;
+        case Step::softplus:
+          op = {Kind::eltwise, "soft_relu", 1, 0};
+          break;
+        case Step::hardtanh:
+          op = {Kind::eltwise, "clip", a, b};
+          break;
+        default:
+          goto done;
+      }
+      vendor_post_ops_.push_back(op);
+      ++vendor_prefix_;
+    }
+  done:
+    vendor_path_ = str_cat("oneDNN matmul(bias", vendor_prefix_ ? str_cat(" + ", vendor_prefix_, " post-op(s)") : "",
+                           ")", vendor_prefix_ < steps_.size() ? " + row loops" : "");
+  }
+
+  void run_row_op(size_t step_index, const float* from, float* to) {
+    const FusionStep& s = steps_[step_index];
+    TensorView x = scratch_.view(), y = scratch_.view();
+    x.data = const_cast<float*>(from);
+    y.data = to;
+    if (s.step == Step::softmax) {
+      SoftmaxArgs args;
+      args.x = x, args.y = y;
+      softmax(args);
+    } else if (s.step == Step::layer_norm) {
+      LayerNormArgs args;
+      args.x = x, args.y = y;
+      args.weight = in(extra_inputs_[step_index][0]);
+      args.bias = in(extra_inputs_[step_index][1]);
+      args.eps = 1e-5f;
+      layer_norm(args);
+    } else {
+      RmsNormArgs args;
+      args.x = x, args.y = y;
+      args.weight = in(extra_inputs_[step_index][0]);
+      args.eps = 1e-6f;
+      rms_norm(args);
+    }
+  }
+
+  std::vector<std::vector<const float*>> extra_pointers() const {
+    std::vector<std::vector<const float*>> extras;
+    for (const auto& indices : extra_inputs_) {
+      extras.emplace_back();
+      for (size_t index : indices) extras.back().push_back(in_f32(index));
+    }
+    return extras;
+  }
+
+  std::vector<FusionStep> steps_;
+  int64_t m_ = 0, n_ = 0, k_ = 0, width_ = 0;
+  std::vector<std::vector<size_t>> extra_inputs_;
+  Tensor scratch_, scratch_other_;
+  Activation fused_activation_ = Activation::none;
+  std::vector<std::pair<size_t, size_t>> lathe_segments_;
+  std::string lathe_path_, vendor_path_;
+  std::vector<OnednnPostOp> vendor_post_ops_;
+  size_t vendor_prefix_ = 0;
+  std::unique_ptr<OnednnFusedMatmul> vendor_matmul_;
+};
+
+std::string step_name(const FusionStep& s) {
+  switch (s.step) {
+    case Step::scale:
+      return str_cat("scale(", s.a, ")");
+    case Step::add_constant:
+      return str_cat("add(", s.a, ")");
+    case Step::add_row:
+      return "add_bias2";
+    case Step::multiply_row:
+      return "multiply_channel_scale";
+    case Step::add_matrix:
+      return "add_residual";
+    case Step::multiply_matrix:
+      return "multiply_gate";
+    case Step::relu:
+      return "relu";
+    case Step::leaky_relu:
+      return str_cat("leaky_relu(", s.a, ")");
+    case Step::gelu_tanh:
+      return "gelu_tanh";
+    case Step::gelu_erf:
+      return "gelu";
+    case Step::silu:
+      return "swish";
+    case Step::mish:
+      return "mish";
+    case Step::tanh:
+      return "tanh";
+    case Step::sigmoid:
+      return "sigmoid";
+    case Step::hardswish:
+      return "hardswish";
+    case Step::softplus:
+      return "softplus";
+    case Step::hardtanh:
+      return str_cat("hardtanh(", s.a, ",", s.b, ")");
+    case Step::softmax:
+      return "softmax";
+    case Step::layer_norm:
+      return "layer_norm";
+    case Step::rms_norm:
+      return "rms_norm";
+    case Step::group_norm:
+      return str_cat("group_norm(", s.a, " groups)");
+    case Step::logsumexp:
+      return "logsumexp";
+    case Step::row_mean:
+      return "mean";
+    case Step::row_max:
+      return "max";
+    case Step::row_sum:
+      return "sum";
+  }
+  return "?";
+}
+
+std::string describe_steps(const std::vector<FusionStep>& steps) {
+  std::string text = "linear";
+  for (const auto& step : steps) text += " -> " + step_name(step);
+  return text;
+}
+
+using S = Step;
+// name, summary, model, m, n, k, steps
+const std::vector<FusionDefinition>& fusion_definitions() {
+  static const std::vector<FusionDefinition> definitions = {
+      {"gemm_relu_scale",
+       "ReLU MLP with output scaling",
+       "1024-wide MLP, 256 tokens",
+       256,
+       1024,
+       1024,
+       {{S::relu}, {S::scale, 0.5}}},
+      {"gemm_gelu_tanh_residual",
+       "GPT-2 MLP up-projection + residual",
+       "GPT-2 small c_fc (768 -> 3072), 128 tokens",
+       128,
+       3072,
+       768,
+       {{S::gelu_tanh}, {S::add_matrix}}},
+      {"gemm_swish_scale",
+       "Swish then scaling",
+       "1024-wide MLP, 256 tokens",
+       256,
+       1024,
+       1024,
+       {{S::silu}, {S::scale, 2.0}}},
+      {"gemm_mish_mish", "Mish twice", "1024-wide MLP, 256 tokens", 256, 1024, 1024, {{S::mish}, {S::mish}}},
+      {"gemm_scale_hardtanh_gelu",
+       "scaling, hardtanh, GELU",
+       "1024-wide MLP, 256 tokens",
+       256,
+       1024,
+       1024,
+       {{S::scale, 0.5}, {S::hardtanh, -2, 2}, {S::gelu_erf}}},
+      {"gemm_relu_divide_residual",
+       "ReLU, divide, residual add",
+       "768-wide (BERT-base), 256 tokens",
+       256,
+       768,
+       768,
+       {{S::relu}, {S::scale, 0.5}, {S::add_matrix}}},
+      {"gemm_sigmoid_gate",
+       "sigmoid gate times a second stream (GLU-style)",
+       "1024-wide, 256 tokens",
+       256,
+       1024,
+       1024,
+       {{S::sigmoid}, {S::multiply_matrix}}},
+      {"gemm_leaky_leaky_gelu",
+       "two LeakyReLUs then GELU",
+       "1024-wide MLP, 256 tokens",
+       256,
+       1024,
+       1024,
+       {{S::leaky_relu, 0.01}, {S::leaky_relu, 0.01}, {S::gelu_erf}}},
+      {"gemm_softmax",
+       "linear classifier + softmax",
+       "1000-class head on 1024 features, 256 rows",
+       256,
+       1000,
+       1024,
+       {{S::softmax}}},
+      {"gemm_gelu_softmax", "GELU then softmax", "1024-wide, 256 rows", 256, 1024, 1024, {{S::gelu_erf}, {S::softmax}}},
+      {"gemm_scale_softmax_residual",
+       "scaled softmax then residual add",
+       "1024-wide, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::scale, 0.125}, {S::softmax}, {S::add_matrix}}},
+      {"gemm_logsumexp",
+       "row logsumexp of a linear layer",
+       "2048-wide logits, 256 rows",
+       256,
+       2048,
+       1024,
+       {{S::logsumexp}}},
+      {"gemm_sigmoid_logsumexp",
+       "sigmoid then logsumexp",
+       "2048-wide, 256 rows",
+       256,
+       2048,
+       1024,
+       {{S::sigmoid}, {S::logsumexp}}},
+      {"gemm_logsumexp_leaky_gelu",
+       "logsumexp, LeakyReLU, GELU",
+       "1024-wide, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::logsumexp}, {S::leaky_relu, 0.01}, {S::gelu_erf}}},
+      {"gemm_layernorm",
+       "linear then LayerNorm",
+       "BERT-base hidden (768), 256 tokens",
+       256,
+       768,
+       768,
+       {{S::layer_norm}}},
+      {"gemm_residual_layernorm",
+       "post-norm attention output: residual + LayerNorm",
+       "BERT-base attention output dense (768), 256 tokens",
+       256,
+       768,
+       768,
+       {{S::add_matrix}, {S::layer_norm}}},
+      {"gemm_gelu_layernorm",
+       "MLM head transform: GELU + LayerNorm",
+       "BERT-base MLM transform (768), 256 tokens",
+       256,
+       768,
+       768,
+       {{S::gelu_erf}, {S::layer_norm}}},
+      {"gemm_rmsnorm", "linear then RMSNorm", "Qwen3-0.6B hidden (1024), 256 tokens", 256, 1024, 1024, {{S::rms_norm}}},
+      {"gemm_residual_rmsnorm",
+       "o_proj + residual + RMSNorm (the next layer's input norm)",
+       "Llama-3.2-1B o_proj (2048), 128 tokens",
+       128,
+       2048,
+       2048,
+       {{S::add_matrix}, {S::rms_norm}}},
+      {"gemm_groupnorm_swish",
+       "GroupNorm then Swish",
+       "1024 channels, 32 groups, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::group_norm, 32}, {S::silu}}},
+      {"gemm_groupnorm_swish_multiply_swish",
+       "GroupNorm, Swish, channel scale, Swish",
+       "1024 channels, 16 groups, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::group_norm, 16}, {S::silu}, {S::multiply_row}, {S::silu}}},
+      {"gemm_groupnorm_hardtanh",
+       "GroupNorm then hardtanh",
+       "512 channels, 8 groups, 512 rows",
+       512,
+       512,
+       1024,
+       {{S::group_norm, 8}, {S::hardtanh, -2, 2}}},
+      {"gemm_tanh_scale_bias",
+       "tanh, scaling, second bias",
+       "1024-wide, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::tanh}, {S::scale, 2.0}, {S::add_row}}},
+      {"gemm_hardtanh_mean",
+       "clamp then row mean",
+       "1024-wide, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::hardtanh, -0.5, 0.5}, {S::row_mean}}},
+      {"gemm_max_gelu", "row max then GELU", "1024-wide, 256 rows", 256, 1024, 1024, {{S::row_max}, {S::gelu_erf}}},
+      {"gemm_hardswish_relu",
+       "HardSwish then ReLU",
+       "MobileNet-style 1280-wide head, 256 rows",
+       256,
+       1280,
+       1024,
+       {{S::hardswish}, {S::relu}}},
+      {"gemm_softplus_tanh",
+       "softplus then tanh (Mish's inner part)",
+       "1024-wide, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::softplus}, {S::tanh}}},
+      {"gemm_scale_residual_relu",
+       "scaled residual branch + ReLU (ResNet-style)",
+       "1024-wide, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::scale, 0.7}, {S::add_matrix}, {S::relu}}},
+      {"gemm_swish_bias_groupnorm",
+       "Swish, second bias, GroupNorm",
+       "1024 channels, 32 groups, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::silu}, {S::add_row}, {S::group_norm, 32}}},
+      {"gemm_relu_residual_layernorm_gelu",
+       "ReLU, residual, LayerNorm, GELU",
+       "768-wide (BERT-base), 256 tokens",
+       256,
+       768,
+       768,
+       {{S::relu}, {S::add_matrix}, {S::layer_norm}, {S::gelu_tanh}}},
+      {"gemm_gelu_scale_clamp_channel_scale",
+       "GELU, scaling, clamp, per-channel scale",
+       "GPT-2 small c_fc (768 -> 3072), 128 tokens",
+       128,
+       3072,
+       768,
+       {{S::gelu_tanh}, {S::scale, 1.5}, {S::hardtanh, -1, 1}, {S::multiply_row}}},
+      {"gemm_sigmoid_sum",
+       "sigmoid then row sum",
+       "1024-wide, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::sigmoid}, {S::row_sum}}},
+      {"gemm_swish_tanh_gelu_hardtanh",
+       "Swish, tanh, GELU, hardtanh",
+       "1024-wide, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::silu}, {S::tanh}, {S::gelu_erf}, {S::hardtanh, -1, 1}}},
+      {"gemm_shift_relu_softmax",
+       "shift, ReLU, softmax",
+       "1024-wide, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::add_constant, -0.1}, {S::relu}, {S::softmax}}},
+      {"gemm_mish_bias_hardtanh_scale",
+       "Mish, second bias, hardtanh, scaling",
+       "1024-wide, 256 rows",
+       256,
+       1024,
+       1024,
+       {{S::mish}, {S::add_row}, {S::hardtanh, -1, 1}, {S::scale, 2.0}}},
+  };
+  return definitions;
+}
+
+}  // namespace
+
+void register_fusion_problems(std::vector<SuiteEntry>& entries) {
+  for (const auto& definition : fusion_definitions()) {
+    const FusionDefinition* pointer = &definition;
+    entries.push_back({definition.name, "fusion", [pointer](bool quick) -> std::unique_ptr<SuiteProblem> {
+                         return std::make_unique<FusionProblem>(*pointer, quick);
+                       }});
+  }
+}
+
+}  // namespace lathe

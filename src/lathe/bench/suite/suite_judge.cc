@@ -1,0 +1,226 @@
+#include "lathe/bench/suite/suite_judge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+namespace lathe {
+
+namespace {
+
+uint64_t set_seed(uint64_t seed, int set) { return seed * 1000003ull + 0x9e3779b97f4a7c15ull * (set + 1); }
+
+Tensor tensor_from(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  Tensor tensor = Tensor::empty(shape, dtype);
+  write_from_vector(tensor.view(), values);
+  return tensor;
+}
+
+// Poisons the outputs, runs one path, compares every output; returns "" or the first failure.
+std::string check_path(SuiteProblem& problem, const std::function<void()>& run,
+                       const std::vector<std::vector<double>>& exact, const std::vector<std::vector<double>>& naive) {
+  for (auto& output : problem.outputs()) poison(output.view());
+  problem.prepare();
+  try {
+    run();
+  } catch (const std::exception& error) {
+    return str_cat("threw: ", error.what());
+  }
+  const auto& specs = problem.output_specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Tensor exact_tensor = tensor_from(exact[i], specs[i].shape, DType::f64);
+    Tensor naive_tensor = tensor_from(naive[i], specs[i].shape, specs[i].dtype);
+    OutputCheck check = compare_output(specs[i].name, problem.outputs()[i].view(), exact_tensor.view(),
+                                       naive_tensor.view(), problem.tolerance());
+    if (!check.passed)
+      return str_cat("output ", specs[i].name, ": max_error ", check.max_error, " allowed ", check.allowed,
+                     check.allowed_relative_norm > 0
+                         ? str_cat(", rel_norm ", check.relative_norm, " allowed ", check.allowed_relative_norm)
+                         : std::string(),
+                     check.nan_count ? str_cat(", ", check.nan_count, " NaN") : std::string(), ", worst index ",
+                     check.worst_index);
+  }
+  return "";
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0 : values[values.size() / 2];
+}
+
+struct TimedPath {
+  std::function<void()> run;
+  std::vector<double> samples, block_medians;
+};
+
+SuiteTiming summarize_samples(const TimedPath& path) {
+  SuiteTiming timing;
+  timing.runs = static_cast<int>(path.samples.size());
+  timing.median = median_of(path.samples);
+  timing.min = *std::min_element(path.samples.begin(), path.samples.end());
+  if (path.block_medians.size() > 1 && timing.median > 0) {
+    auto [low, high] = std::minmax_element(path.block_medians.begin(), path.block_medians.end());
+    timing.noise = (*high - *low) / timing.median;
+  }
+  return timing;
+}
+
+// Copies of the buffers spanning options.cold_bytes, so each timed run starts with cold caches.
+struct Rotation {
+  std::vector<std::vector<Tensor>> inputs, outputs;
+  size_t next = 0;
+};
+
+Rotation make_rotation(SuiteProblem& problem, const SuiteOptions& options) {
+  Rotation rotation;
+  int64_t bytes = std::max<int64_t>(1, problem.buffer_bytes());
+  int64_t copies = std::clamp<int64_t>((options.cold_bytes + bytes - 1) / bytes, 2, options.max_rotation);
+  std::vector<Tensor> original_inputs = problem.inputs(), original_outputs = problem.outputs();
+  for (int64_t copy = 0; copy < copies; ++copy) {
+    problem.allocate_inputs();
+    problem.allocate_outputs();
+    problem.fill_inputs(set_seed(options.seed, 1000 + static_cast<int>(copy)));
+    rotation.inputs.push_back(problem.inputs());
+    rotation.outputs.push_back(problem.outputs());
+  }
+  problem.inputs() = original_inputs;
+  problem.outputs() = original_outputs;
+  return rotation;
+}
+
+}  // namespace
+
+SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, const SuiteOptions& options) {
+  SuiteResult result;
+  result.info = problem.info();
+  result.shape = problem.shape_text();
+  result.cost = problem.cost();
+  result.cache_mode = options.cold ? "cold" : "warm";
+  bool vendor = problem.has_vendor();
+  bool lathe_ran = true, vendor_ran = vendor;
+  result.vendor_correct = vendor;
+  std::vector<double> reference_seconds;
+  for (int set = 0; set < options.correctness_sets; ++set) {
+    problem.fill_inputs(set_seed(options.seed, set));
+    auto exact = problem.reference(true);
+    auto naive = problem.reference(false, 1, &reference_seconds);  // the naive reference doubles as the timed one
+    std::string failure = check_path(
+        problem, [&] { problem.run_lathe(); }, exact, naive);
+    ++result.sets;
+    if (failure.empty())
+      ++result.sets_passed;
+    else if (result.failure.empty())
+      result.failure = str_cat("set ", set, ": ", failure);
+    lathe_ran = lathe_ran && failure.rfind("threw", 0) != 0;  // a path that throws is not timed
+    if (vendor) {
+      std::string vendor_failure = check_path(
+          problem, [&] { problem.run_vendor(); }, exact, naive);
+      if (!vendor_failure.empty() && result.vendor_failure.empty())
+        result.vendor_failure = str_cat("set ", set, ": ", vendor_failure);
+      result.vendor_correct = result.vendor_correct && vendor_failure.empty();
+      vendor_ran = vendor_ran && vendor_failure.rfind("threw", 0) != 0;
+    }
+  }
+  result.correct = result.sets > 0 && result.sets_passed == result.sets;
+  if (!options.time) return result;
+
+  problem.fill_inputs(set_seed(options.seed, 0));
+  result.cost = problem.cost();  // some costs depend on the inputs (context lengths, routing)
+  Rotation rotation;
+  if (options.cold) rotation = make_rotation(problem, options);
+  auto before_each = [&] {
+    if (options.cold) {
+      problem.inputs() = rotation.inputs[rotation.next];
+      problem.outputs() = rotation.outputs[rotation.next];
+      rotation.next = (rotation.next + 1) % rotation.inputs.size();
+    }
+    problem.prepare();
+  };
+  std::vector<TimedPath> paths;
+  if (lathe_ran) paths.push_back({[&] { problem.run_lathe(); }, {}, {}});
+  if (vendor_ran) paths.push_back({[&] { problem.run_vendor(); }, {}, {}});
+  for (auto& path : paths) {
+    for (int i = 0; i < options.warmup_runs; ++i) {
+      before_each();
+      path.run();
+    }
+  }
+  for (int block = 0; block < options.blocks; ++block) {
+    for (auto& path : paths) {
+      std::vector<double> block_samples;
+      for (int run = 0; run < options.runs_per_block; ++run) {
+        before_each();
+        double start = now_seconds();
+        path.run();
+        block_samples.push_back(now_seconds() - start);
+      }
+      path.block_medians.push_back(median_of(block_samples));
+      path.samples.insert(path.samples.end(), block_samples.begin(), block_samples.end());
+    }
+  }
+  if (lathe_ran) result.lathe = summarize_samples(paths[0]);
+  if (vendor_ran) result.vendor = summarize_samples(paths.back());
+  result.reference.runs = static_cast<int>(reference_seconds.size());
+  result.reference.median = median_of(reference_seconds);
+  result.reference.min = *std::min_element(reference_seconds.begin(), reference_seconds.end());
+  result.timed = lathe_ran;
+  apply_suite_peaks(result, peaks);
+  return result;
+}
+
+void apply_suite_peaks(SuiteResult& result, const MachinePeaks& peaks) {
+  if (!result.timed || result.lathe.median <= 0) return;
+  double compute_floor = peaks.floor_seconds(result.cost.flops, 0);
+  double memory_floor = peaks.floor_seconds(0, result.cost.bytes);
+  result.floor_seconds = std::max(compute_floor, memory_floor);
+  result.bound = compute_floor >= memory_floor ? "compute" : "memory";
+  double seconds = result.lathe.median;
+  result.gflops = result.cost.flops / seconds / 1e9;
+  result.gbytes = result.cost.bytes / seconds / 1e9;
+  result.roofline_percent = 100.0 * result.floor_seconds / seconds;
+  result.beyond_roofline = result.roofline_percent > 100.0;
+  // Never credit more speed than the roofline allows.
+  double credited = std::max(seconds, result.floor_seconds);
+  result.speedup_vs_reference = result.reference.median > 0 ? result.reference.median / credited : 0;
+  result.speedup_vs_vendor = result.has_vendor() ? result.vendor.median / credited : 0;
+}
+
+SuiteSummary summarize_suite(const std::vector<SuiteResult>& results) {
+  SuiteSummary summary;
+  bool timing_run = std::any_of(results.begin(), results.end(), [](const SuiteResult& r) { return r.timed; });
+  double log_reference = 0, log_reference_correct = 0, log_vendor = 0;
+  int reference_count = 0, reference_correct_count = 0, vendor_count = 0;
+  for (const auto& result : results) {
+    ++summary.problems;
+    summary.correct += result.correct;
+    summary.flagged += result.beyond_roofline;
+    summary.timed += result.timed;
+    bool has_vendor = !result.info.vendor.empty();
+    summary.with_vendor += has_vendor;
+    if (!timing_run) continue;
+    if (!result.correct) {  // wrong or crashed: the penalty, in both means
+      log_reference += std::log(kFailurePenaltySpeedup), ++reference_count;
+      if (has_vendor) log_vendor += std::log(kFailurePenaltySpeedup), ++vendor_count;
+      continue;
+    }
+    if (result.speedup_vs_reference > 0) {
+      log_reference += std::log(result.speedup_vs_reference), ++reference_count;
+      log_reference_correct += std::log(result.speedup_vs_reference), ++reference_correct_count;
+    }
+    if (has_vendor && result.speedup_vs_vendor > 0) {
+      log_vendor += std::log(result.speedup_vs_vendor), ++vendor_count;
+      bool usable = !result.beyond_roofline;
+      summary.fast_1 += usable && result.speedup_vs_vendor > 1.0;
+      summary.fast_1_5 += usable && result.speedup_vs_vendor > 1.5;
+      summary.fast_2 += usable && result.speedup_vs_vendor > 2.0;
+    }
+  }
+  if (summary.problems) summary.correct_percent = 100.0 * summary.correct / summary.problems;
+  if (reference_count) summary.geomean_vs_reference = std::exp(log_reference / reference_count);
+  if (reference_correct_count)
+    summary.geomean_vs_reference_correct = std::exp(log_reference_correct / reference_correct_count);
+  if (vendor_count) summary.geomean_vs_vendor = std::exp(log_vendor / vendor_count);
+  return summary;
+}
+
+}  // namespace lathe

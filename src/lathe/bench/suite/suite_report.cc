@@ -1,0 +1,260 @@
+#include "lathe/bench/suite/suite_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace lathe {
+
+namespace {
+
+std::string milliseconds(const SuiteTiming& timing) {
+  if (timing.runs == 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", timing.median * 1e3);
+  return text;
+}
+
+std::string ratio(double value) {
+  if (value <= 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2fx", value);
+  return text;
+}
+
+std::string escape_xml(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+Json timing_to_json(const SuiteTiming& timing) {
+  Json json = Json::object();
+  json.set("median_seconds", timing.median);
+  json.set("min_seconds", timing.min);
+  json.set("noise", timing.noise);
+  json.set("runs", timing.runs);
+  return json;
+}
+
+}  // namespace
+
+std::string format_suite_header() {
+  char line[512];
+  std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s %8s %8s %8s %7s %6s  %s\n", "problem", "family",
+                "correct", "lathe ms", "noise", "vendor ms", "ref ms", "x ref", "x vendor", "GFLOP/s", "GB/s", "%roof",
+                "flags");
+  return line;
+}
+
+std::string format_suite_row(const SuiteResult& result) {
+  char line[1024];
+  std::string correct = str_cat(result.sets_passed, "/", result.sets);
+  std::string flags;
+  if (!result.correct) flags += "WRONG ";
+  if (!result.info.vendor.empty() && !result.vendor_correct) flags += "vendor-wrong ";
+  if (result.beyond_roofline) flags += "beyond-roofline(speedups capped) ";
+  if (result.timed && !result.bound.empty()) flags += result.bound;
+  char noise[16] = "-";
+  if (result.lathe.runs > 0) std::snprintf(noise, sizeof noise, "%.1f%%", 100.0 * result.lathe.noise);
+  std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s %8s %8s %8.1f %7.1f %5.1f%%  %s\n",
+                result.info.name.c_str(), result.info.family.c_str(), correct.c_str(),
+                milliseconds(result.lathe).c_str(), noise, milliseconds(result.vendor).c_str(),
+                milliseconds(result.reference).c_str(), ratio(result.speedup_vs_reference).c_str(),
+                ratio(result.speedup_vs_vendor).c_str(), result.gflops, result.gbytes, result.roofline_percent,
+                flags.c_str());
+  std::string out = line;
+  if (!result.failure.empty()) out += "    lathe failure: " + result.failure + "\n";
+  if (!result.vendor_failure.empty()) out += "    vendor failure: " + result.vendor_failure + "\n";
+  return out;
+}
+
+std::string format_suite_summary(const SuiteSummary& summary) {
+  char text[2048];
+  std::snprintf(text, sizeof text,
+                "correct: %d/%d (%.1f%%)\n"
+                "geomean speedup vs the plain reference: %.2fx over %d timed problems (a wrong problem counts as "
+                "%.1fx; correct only: %.2fx)\n"
+                "geomean speedup vs the vendor baseline: %.2fx over %d problems with one\n"
+                "fast_1 / fast_1.5 / fast_2 vs the vendor baseline: %d / %d / %d of %d problems with one "
+                "(%.1f%% / %.1f%% / %.1f%%; of all %d problems: %.1f%% / %.1f%% / %.1f%%)\n"
+                "flagged beyond the roofline: %d\n",
+                summary.correct, summary.problems, summary.correct_percent, summary.geomean_vs_reference,
+                summary.problems, kFailurePenaltySpeedup, summary.geomean_vs_reference_correct,
+                summary.geomean_vs_vendor, summary.with_vendor, summary.fast_1, summary.fast_1_5, summary.fast_2,
+                summary.with_vendor, summary.with_vendor ? 100.0 * summary.fast_1 / summary.with_vendor : 0.0,
+                summary.with_vendor ? 100.0 * summary.fast_1_5 / summary.with_vendor : 0.0,
+                summary.with_vendor ? 100.0 * summary.fast_2 / summary.with_vendor : 0.0, summary.problems,
+                summary.problems ? 100.0 * summary.fast_1 / summary.problems : 0.0,
+                summary.problems ? 100.0 * summary.fast_1_5 / summary.problems : 0.0,
+                summary.problems ? 100.0 * summary.fast_2 / summary.problems : 0.0, summary.flagged);
+  return text;
+}
+
+std::vector<const SuiteResult*> furthest_from_roofline(const std::vector<SuiteResult>& results, size_t count) {
+  std::vector<const SuiteResult*> timed;
+  for (const auto& result : results)
+    if (result.correct && result.timed) timed.push_back(&result);
+  std::sort(timed.begin(), timed.end(),
+            [](const SuiteResult* a, const SuiteResult* b) { return a->roofline_percent < b->roofline_percent; });
+  if (timed.size() > count) timed.resize(count);
+  return timed;
+}
+
+Json suite_result_to_json(const SuiteResult& result) {
+  Json json = Json::object();
+  json.set("name", result.info.name);
+  json.set("family", result.info.family);
+  json.set("summary", result.info.summary);
+  json.set("model", result.info.model);
+  json.set("shape", result.shape);
+  json.set("lathe_path", result.info.lathe_path);
+  json.set("vendor", result.info.vendor);
+  json.set("correct", result.correct);
+  json.set("sets_passed", result.sets_passed);
+  json.set("sets", result.sets);
+  json.set("failure", result.failure);
+  json.set("vendor_correct", result.vendor_correct);
+  json.set("vendor_failure", result.vendor_failure);
+  json.set("timed", result.timed);
+  json.set("cache_mode", result.cache_mode);
+  json.set("lathe", timing_to_json(result.lathe));
+  json.set("vendor_timing", timing_to_json(result.vendor));
+  json.set("reference", timing_to_json(result.reference));
+  json.set("flops", result.cost.flops);
+  json.set("bytes", result.cost.bytes);
+  json.set("floor_seconds", result.floor_seconds);
+  json.set("gflops_per_second", result.gflops);
+  json.set("gbytes_per_second", result.gbytes);
+  json.set("roofline_percent", result.roofline_percent);
+  json.set("bound", result.bound);
+  json.set("beyond_roofline", result.beyond_roofline);
+  json.set("speedup_vs_reference", result.speedup_vs_reference);
+  json.set("speedup_vs_vendor", result.speedup_vs_vendor);
+  return json;
+}
+
+Json suite_summary_to_json(const SuiteSummary& summary) {
+  Json json = Json::object();
+  json.set("problems", summary.problems);
+  json.set("correct", summary.correct);
+  json.set("correct_percent", summary.correct_percent);
+  json.set("geomean_speedup_vs_reference", summary.geomean_vs_reference);
+  json.set("geomean_speedup_vs_reference_correct_only", summary.geomean_vs_reference_correct);
+  json.set("failure_counts_as_speedup", kFailurePenaltySpeedup);
+  json.set("geomean_speedup_vs_vendor", summary.geomean_vs_vendor);
+  json.set("problems_with_vendor", summary.with_vendor);
+  json.set("fast_1", summary.fast_1);
+  json.set("fast_1_5", summary.fast_1_5);
+  json.set("fast_2", summary.fast_2);
+  json.set("flagged_beyond_roofline", summary.flagged);
+  return json;
+}
+
+Json suite_report_json(const std::vector<SuiteResult>& results, const SuiteSummary& summary, const MachinePeaks& peaks,
+                       const Json& run_description) {
+  Json json = Json::object();
+  json.set("run", run_description);
+  json.set("peaks", peaks.to_json());
+  json.set("summary", suite_summary_to_json(summary));
+  Json furthest = Json::array();
+  for (const SuiteResult* result : furthest_from_roofline(results, 5)) furthest.push(result->info.name);
+  json.set("furthest_from_roofline", furthest);
+  Json problems = Json::array();
+  for (const auto& result : results) problems.push(suite_result_to_json(result));
+  json.set("problems", problems);
+  return json;
+}
+
+std::string suite_to_svg(const std::vector<SuiteResult>& results, const std::string& title) {
+  const int row_height = 20, label_width = 330, bar_width = 400, top = 56;
+  const int width = label_width + bar_width + 330;
+  const int height = top + row_height * static_cast<int>(results.size()) + 40;
+  std::string svg;
+  char buffer[1536];
+  std::snprintf(buffer, sizeof buffer,
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"monospace\" "
+                "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+                "<text x=\"10\" y=\"22\" font-size=\"15\">%s</text>\n"
+                "<text x=\"10\" y=\"42\" fill=\"#555\">%% of roofline per problem (blue: compute-bound, orange: "
+                "memory-bound, red: wrong, hatched grey: beyond the roofline); right: speedup vs vendor, vs "
+                "reference</text>\n",
+                width, height, escape_xml(title).c_str());
+  svg += buffer;
+  for (int tick = 0; tick <= 100; tick += 25) {
+    int x = label_width + bar_width * tick / 100;
+    std::snprintf(buffer, sizeof buffer,
+                  "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%d\" "
+                  "fill=\"#777\">%d%%</text>\n",
+                  x, top - 4, x, height - 30, x - 10, height - 14, tick);
+    svg += buffer;
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    const SuiteResult& result = results[i];
+    int y = top + row_height * static_cast<int>(i);
+    double percent = std::clamp(result.roofline_percent, 0.0, 100.0);
+    const char* colour = !result.correct            ? "#d83b3b"
+                         : result.beyond_roofline   ? "#999999"
+                         : result.bound == "memory" ? "#e8912d"
+                                                    : "#3b7dd8";
+    std::string right = str_cat(result.correct ? "" : "WRONG ", ratio(result.speedup_vs_vendor), " vendor, ",
+                                ratio(result.speedup_vs_reference), " ref");
+    std::snprintf(buffer, sizeof buffer,
+                  "<text x=\"10\" y=\"%d\">%s</text>\n<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
+                  "fill=\"%s\"><title>%s</title></rect>\n<text x=\"%d\" y=\"%d\">%.1f%%  %s</text>\n",
+                  y + 14, escape_xml(result.info.name).c_str(), label_width, y + 3, bar_width * percent / 100.0,
+                  row_height - 6, colour, escape_xml(result.info.summary + " | " + result.shape).c_str(),
+                  label_width + bar_width + 8, y + 14, result.roofline_percent, escape_xml(right).c_str());
+    svg += buffer;
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+std::string suite_to_html(const std::vector<SuiteResult>& results, const SuiteSummary& summary,
+                          const std::string& title) {
+  std::string html = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + escape_xml(title) +
+                     "</title>\n<style>body{font-family:sans-serif;margin:20px}table{border-collapse:collapse;"
+                     "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+                     "td:first-child,th:first-child{text-align:left}.wrong{background:#fdd}</style></head><body>\n";
+  html += "<h2>" + escape_xml(title) + "</h2>\n<pre>" + escape_xml(format_suite_summary(summary)) + "</pre>\n";
+  html += suite_to_svg(results, title);
+  html +=
+      "<table><tr><th>problem</th><th>family</th><th>correct</th><th>lathe ms</th><th>noise</th><th>vendor "
+      "ms</th><th>reference ms</th><th>x ref</th><th>x vendor</th><th>GFLOP/s</th><th>GB/s</th><th>% "
+      "roofline</th><th>shape</th><th>model</th><th>lathe path</th><th>vendor</th></tr>\n";
+  char buffer[256];
+  for (const auto& result : results) {
+    std::snprintf(buffer, sizeof buffer, "%.1f%%", 100.0 * result.lathe.noise);
+    std::string noise = buffer;
+    std::snprintf(buffer, sizeof buffer, "%.1f</td><td>%.1f</td><td>%.1f%%", result.gflops, result.gbytes,
+                  result.roofline_percent);
+    html += str_cat("<tr", result.correct ? "" : " class=\"wrong\"", "><td>", escape_xml(result.info.name), "</td><td>",
+                    result.info.family, "</td><td>", result.sets_passed, "/", result.sets, "</td><td>",
+                    milliseconds(result.lathe), "</td><td>", noise, "</td><td>", milliseconds(result.vendor),
+                    "</td><td>", milliseconds(result.reference), "</td><td>", ratio(result.speedup_vs_reference),
+                    "</td><td>", ratio(result.speedup_vs_vendor), "</td><td>", buffer, "</td><td>",
+                    escape_xml(result.shape), "</td><td>", escape_xml(result.info.model), "</td><td>",
+                    escape_xml(result.info.lathe_path), "</td><td>", escape_xml(result.info.vendor), "</td></tr>\n");
+  }
+  html += "</table>\n</body></html>\n";
+  return html;
+}
+
+}  // namespace lathe
