@@ -1,23 +1,10 @@
 #include "lathe/bench/bench_svg.h"
+#include "lathe/core/xml_escape.h"
 
 #include <algorithm>
 #include <cstdio>
 
 namespace lathe {
-
-static std::string escape_xml(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string bench_rows_to_svg(const std::vector<BenchRow>& rows, const std::string& title) {
   const int row_height = 22, label_width = 560, bar_width = 420, top = 50;

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "lathe/core/error.h"
+#include "lathe/core/xml_escape.h"
 
 namespace lathe {
 namespace {
@@ -17,29 +18,6 @@ constexpr double kLeft = 80, kRight = 30, kTop = 66, kBottom = 56;
 constexpr double kPlotWidth = kWidth - kLeft - kRight, kPlotHeight = kHeight - kTop - kBottom;
 constexpr const char* kTrainColour = "#3b7dd8";
 constexpr const char* kValidationColour = "#e8912d";
-
-std::string escape_xml(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 template <class... Args>
 std::string format(const char* pattern, Args... args) {

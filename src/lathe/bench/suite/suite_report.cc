@@ -1,4 +1,5 @@
 #include "lathe/bench/suite/suite_report.h"
+#include "lathe/core/xml_escape.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -19,29 +20,6 @@ std::string ratio(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2fx", value);
   return text;
-}
-
-std::string escape_xml(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 Json timing_to_json(const SuiteTiming& timing) {
