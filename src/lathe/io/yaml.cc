@@ -136,7 +136,7 @@ class YamlParser {
       size_t tab = raw.find('\t');
       if (tab < first) fail(line, tab, "tab in indentation (YAML indents with spaces)");
       line.start = first;
-      bool marker_ends = raw.size() == 3 || is_blank(raw[3]);
+      bool marker_ends = raw.size() == 3 || (raw.size() > 3 && is_blank(raw[3]));
       if (raw.compare(0, 3, "---") == 0 && marker_ends) {
         size_t after = raw.find_first_not_of(" \t", 3);
         if (seen_document_start || !lines_.empty()) fail_unsupported(line, 0, "multiple documents ('---')");

@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "lathe/core/error.h"
+#include "test_seed.h"
 
 namespace lathe {
 namespace {
@@ -175,6 +177,42 @@ TEST(Yaml, UnsupportedFeaturesAreNamed) {
 TEST(Yaml, DeepNestingIsAnErrorNotACrash) {
   std::string text = "v: " + std::string(200, '[') + std::string(200, ']') + "\n";
   EXPECT_NE(yaml_error(text).find("nesting deeper than"), std::string::npos);
+}
+
+// User files never crash the parser: random edits of a real config parse or throw lathe::Error.
+TEST(Yaml, MutatedInputGivesValuesOrErrorsNeverCrashes) {
+  const std::string original =
+      "model:\n  d_model: 256   # width\n  list: [1, 'two', {k: \"v\\n\"}]\nseq:\n- x\n- - y: 1\n    z: [2]\nrun: "
+      "\"a\"\n";
+  const std::string alphabet = " \t\n:-#'\"[]{},&*!|>?%\\xu0e.";
+  std::mt19937_64 random(test_seed());
+  int parsed = 0, rejected = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text = original;
+    for (int edit = 0; edit < 4; ++edit) {
+      size_t at = random() % (text.size() + 1);
+      char c = alphabet[random() % alphabet.size()];
+      switch (random() % 3) {
+        case 0:
+          text.insert(at, 1, c);
+          break;
+        case 1:
+          if (at < text.size()) text.erase(at, 1);
+          break;
+        default:
+          if (at < text.size()) text[at] = c;
+      }
+    }
+    try {
+      parse_yaml(text, "fuzz");
+      ++parsed;
+    } catch (const Error&) {
+      ++rejected;
+    }
+  }
+  parse_yaml(original, "original");
+  EXPECT_GT(parsed, 0) << "seed " << test_seed();  // the edits exercise both outcomes
+  EXPECT_GT(rejected, 0) << "seed " << test_seed();
 }
 
 TEST(Yaml, SingleValuesForOverrides) {
