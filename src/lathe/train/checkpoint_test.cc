@@ -364,7 +364,8 @@ TEST(CheckpointCrashHelper, SavesSlowlyUntilKilled) {
     if (file != "model.safetensors") std::this_thread::sleep_for(std::chrono::minutes(10));
   };
   CheckpointManager manager(dir, options);
-  CheckpointContents contents = FakeTrainer(1).contents(200);
+  FakeTrainer trainer(1);
+  CheckpointContents contents = trainer.contents(200);
   manager.save(contents);
 }
 
