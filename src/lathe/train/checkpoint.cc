@@ -312,8 +312,11 @@ void CheckpointManager::save(const CheckpointContents& contents) {
   LATHE_CHECK(contents.step >= 0, "checkpoint step must be >= 0, got ", contents.step);
   for (const NamedTensorViews* list : {&contents.model, &contents.optimizer}) {
     std::set<std::string> names;
-    for (const auto& [name, view] : *list)
+    for (const auto& [name, view] : *list) {
+      LATHE_CHECK(!name.empty() && name != "__metadata__", "checkpoint step ", contents.step,
+                  ": invalid tensor name \"", name, "\"");
       LATHE_CHECK(names.insert(name).second, "checkpoint step ", contents.step, ": tensor \"", name, "\" given twice");
+    }
   }
 
   Clock::time_point snapshot_start = Clock::now();

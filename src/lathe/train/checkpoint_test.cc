@@ -345,6 +345,9 @@ TEST(CheckpointManager, RejectsBadOptionsAndDuplicateNames) {
   contents.optimizer.push_back(contents.optimizer.front());
   CheckpointManager manager(scratch.file("b"), sync_options());
   EXPECT_THROW(manager.save(contents), Error);
+  contents = trainer.contents(1);
+  contents.model.front().first = "";
+  EXPECT_THROW(manager.save(contents), Error);
   CheckpointSection section;
   section.keep_last = 5;
   section.async = false;
