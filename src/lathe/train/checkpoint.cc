@@ -66,10 +66,13 @@ std::optional<long> parse_temporary_writer(const std::string& name) {
 // Final checkpoint directories under `directory`, oldest step first.
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& directory) {
   std::vector<std::pair<int64_t, std::string>> found;
-  for (const auto& entry : fs::directory_iterator(directory)) {
-    std::string name = entry.path().filename().string();
-    if (auto step = parse_checkpoint_step(name); step && entry.is_directory()) found.emplace_back(*step, name);
+  std::error_code error;
+  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    std::string name = it->path().filename().string();
+    std::error_code ignored;
+    if (auto step = parse_checkpoint_step(name); step && it->is_directory(ignored)) found.emplace_back(*step, name);
   }
+  LATHE_CHECK(!error, "cannot list checkpoint directory ", directory, ": ", error.message());
   std::sort(found.begin(), found.end());
   return found;
 }
@@ -89,7 +92,11 @@ bool is_plain_file_name(const std::string& name) {
 // verify. expected_step < 0: any step.
 int64_t verify_checkpoint_files(const std::string& directory, int64_t expected_step) {
   std::string manifest_path = join_path(directory, kManifestFile);
-  LATHE_CHECK(fs::exists(manifest_path), "missing ", kManifestFile, " (incomplete write?)");
+  std::error_code error;
+  auto manifest_bytes = fs::file_size(manifest_path, error);
+  LATHE_CHECK(!error, "missing ", kManifestFile, " (incomplete write?)");
+  // A manifest lists a handful of files; anything large is not one (and is not read into memory).
+  LATHE_CHECK(manifest_bytes <= (1u << 20), kManifestFile, " is ", manifest_bytes, " bytes, too large for a manifest");
   Json manifest;
   try {
     manifest = Json::parse(read_file_contents(manifest_path));
@@ -121,7 +128,6 @@ int64_t verify_checkpoint_files(const std::string& directory, int64_t expected_s
     LATHE_CHECK(crc.is_string(), kManifestFile, ": ", name, " crc32c must be a string");
     checksums.emplace_back(name, parse_crc32c(crc.as_string(), str_cat(kManifestFile, ": ", name, " crc32c")));
     std::string path = join_path(directory, name);
-    std::error_code error;
     auto size = fs::file_size(path, error);
     LATHE_CHECK(!error, name, " is missing");
     LATHE_CHECK(static_cast<int64_t>(size) == bytes, name, " is ", size, " bytes, the manifest says ", bytes,
@@ -253,26 +259,31 @@ CheckpointManager::CheckpointManager(std::string checkpoints_dir, CheckpointMana
     : directory_(std::move(checkpoints_dir)), options_(options), snapshot_(std::make_unique<Snapshot>()) {
   LATHE_CHECK(options_.keep_last >= 0, "checkpoint keep_last must be >= 0 (0 keeps all), got ", options_.keep_last);
   LATHE_CHECK(options_.log != nullptr, "checkpoint manager needs a log stream");
-  std::error_code error;
-  fs::create_directories(directory_, error);
-  LATHE_CHECK(fs::is_directory(directory_), "cannot create checkpoint directory ", directory_, ": ",
-              error ? error.message() : "a file of that name exists");
+  std::error_code create_error, check_error, error;
+  fs::create_directories(directory_, create_error);
+  LATHE_CHECK(fs::is_directory(directory_, check_error), "cannot create checkpoint directory ", directory_, ": ",
+              create_error ? create_error.message() : "a file of that name exists");
   // A temporary directory whose writer is gone can never complete: remove it. One whose writer
   // is alive belongs to another process's write in flight. (Our own pid: a previous manager in
   // this process that was destroyed, since one manager owns a directory at a time.)
-  for (const auto& entry : fs::directory_iterator(directory_)) {
-    std::string name = entry.path().filename().string();
-    std::optional<long> pid = parse_temporary_writer(name);
-    if (!pid || !entry.is_directory()) continue;
+  std::vector<fs::path> temporaries;
+  for (fs::directory_iterator it(directory_, error), end; !error && it != end; it.increment(error)) {
+    std::error_code ignored;
+    if (parse_temporary_writer(it->path().filename().string()) && it->is_directory(ignored))
+      temporaries.push_back(it->path());
+  }
+  LATHE_CHECK(!error, "cannot list checkpoint directory ", directory_, ": ", error.message());
+  for (const fs::path& path : temporaries) {
+    std::optional<long> pid = parse_temporary_writer(path.filename().string());
     bool alive = *pid != ::getpid() && (::kill(static_cast<pid_t>(*pid), 0) == 0 || errno == EPERM);
     if (alive) continue;
-    fs::remove_all(entry.path(), error);
+    fs::remove_all(path, error);
     if (error)
-      *options_.log << "warning: cannot remove stale checkpoint directory " << entry.path().string() << ": "
-                    << error.message() << "\n";
+      *options_.log << "warning: cannot remove stale checkpoint directory " << path.string() << ": " << error.message()
+                    << "\n";
     else
-      *options_.log << "note: removed stale checkpoint directory " << entry.path().string() << " (writer process "
-                    << *pid << " is gone)\n";
+      *options_.log << "note: removed stale checkpoint directory " << path.string() << " (writer process " << *pid
+                    << " is gone)\n";
   }
 }
 
@@ -301,8 +312,11 @@ void CheckpointManager::save(const CheckpointContents& contents) {
   LATHE_CHECK(contents.step >= 0, "checkpoint step must be >= 0, got ", contents.step);
   for (const NamedTensorViews* list : {&contents.model, &contents.optimizer}) {
     std::set<std::string> names;
-    for (const auto& [name, view] : *list)
+    for (const auto& [name, view] : *list) {
+      LATHE_CHECK(!name.empty() && name != "__metadata__", "checkpoint step ", contents.step,
+                  ": invalid tensor name \"", name, "\"");
       LATHE_CHECK(names.insert(name).second, "checkpoint step ", contents.step, ": tensor \"", name, "\" given twice");
+    }
   }
 
   Clock::time_point snapshot_start = Clock::now();

@@ -345,6 +345,9 @@ TEST(CheckpointManager, RejectsBadOptionsAndDuplicateNames) {
   contents.optimizer.push_back(contents.optimizer.front());
   CheckpointManager manager(scratch.file("b"), sync_options());
   EXPECT_THROW(manager.save(contents), Error);
+  contents = trainer.contents(1);
+  contents.model.front().first = "";
+  EXPECT_THROW(manager.save(contents), Error);
   CheckpointSection section;
   section.keep_last = 5;
   section.async = false;
@@ -364,7 +367,8 @@ TEST(CheckpointCrashHelper, SavesSlowlyUntilKilled) {
     if (file != "model.safetensors") std::this_thread::sleep_for(std::chrono::minutes(10));
   };
   CheckpointManager manager(dir, options);
-  CheckpointContents contents = FakeTrainer(1).contents(200);
+  FakeTrainer trainer(1);
+  CheckpointContents contents = trainer.contents(200);
   manager.save(contents);
 }
 
@@ -423,6 +427,81 @@ TEST(CheckpointCrash, SigkillMidWriteLeavesThePreviousCheckpointAndAStaleDirecto
   EXPECT_FALSE(fs::exists(temporary));
   later.save(trainer.contents(200));
   EXPECT_EQ(find_latest_checkpoint(dir), dir + "/step_00000200");
+}
+
+}  // namespace
+}  // namespace lathe
+
+namespace lathe {
+namespace {
+
+// Throughput of a ~100 MB checkpoint (a measurement, not a check; disabled by default):
+//   ./build/lathe_tests --gtest_also_run_disabled_tests --gtest_filter='*CheckpointThroughput*'
+TEST(CheckpointThroughput, DISABLED_Saves100MegabytesAndLoadsThem) {
+  ScratchDirectory scratch;
+  std::string dir = scratch.file("checkpoints");
+  // 8.4M f32 parameters in 32 tensors + two AdamW moments each: 100 MB on disk.
+  NamedTensors weights, moments;
+  for (int layer = 0; layer < 32; ++layer) {
+    std::string name = "model.layers." + std::to_string(layer) + ".mlp.up_proj.weight";
+    weights.emplace_back(name, Tensor::empty(Shape{512, 512}, DType::f32));
+    fill_normal(weights.back().second, 1, 0, 0.02, layer);
+    for (const char* moment : {".exp_avg", ".exp_avg_sq"}) {
+      moments.emplace_back(name + moment, Tensor::empty(Shape{512, 512}, DType::f32));
+      fill_uniform(moments.back().second, 2, 0, 1e-3, layer);
+    }
+  }
+  CheckpointContents contents;
+  for (const auto& [name, tensor] : weights) contents.model.emplace_back(name, tensor.view());
+  for (const auto& [name, tensor] : moments) contents.optimizer.emplace_back(name, tensor.view());
+  contents.trainer_state.set("step", 1);
+  contents.config_yaml = "x: 1\n";
+  auto seconds = [](auto start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  {  // the floor for the snapshot: one memcpy of every tensor into warm buffers
+    std::vector<char> warm(static_cast<size_t>(96) << 20, 1);
+    for (int trial = 0; trial < 3; ++trial) {
+      auto start = std::chrono::steady_clock::now();
+      size_t offset = 0;
+      for (const NamedTensors* list : {&weights, &moments})
+        for (const auto& [name, tensor] : *list) {
+          std::memcpy(warm.data() + offset, tensor.view().data, static_cast<size_t>(tensor_byte_size(tensor)));
+          offset += static_cast<size_t>(tensor_byte_size(tensor));
+        }
+      std::printf("single-thread memcpy of the same %.1f MB into warm buffers: %.3f s\n", offset / 1e6, seconds(start));
+    }
+  }
+  for (bool async : {false, true}) {
+    CheckpointManagerOptions options;
+    options.keep_last = 2;
+    options.async = async;
+    CheckpointManager manager(dir, options);
+    for (int64_t step = 1; step <= 3; ++step) {
+      contents.step = step + (async ? 10 : 0);
+      auto start = std::chrono::steady_clock::now();
+      manager.save(contents);
+      double returned = seconds(start);
+      manager.wait();
+      CheckpointSaveStats stats = manager.last_stats();
+      double megabytes = stats.bytes / 1e6;
+      std::printf(
+          "%s save %d: %.1f MB, save() returned after %.3f s (snapshot %.3f s = %.0f MB/s), write %.3f s "
+          "(%.0f MB/s)\n",
+          async ? "async" : "sync ", static_cast<int>(step), megabytes, returned, stats.snapshot_seconds,
+          megabytes / stats.snapshot_seconds, stats.write_seconds, megabytes / stats.write_seconds);
+    }
+  }
+  for (int trial = 0; trial < 3; ++trial) {
+    auto start = std::chrono::steady_clock::now();
+    std::optional<std::string> latest = find_latest_checkpoint(dir);
+    double find_seconds = seconds(start);
+    start = std::chrono::steady_clock::now();
+    LoadedCheckpoint loaded = load_checkpoint(*latest);
+    double load_seconds = seconds(start);
+    std::printf("find_latest_checkpoint (verify 100 MB) %.3f s (%.0f MB/s), load_checkpoint %.3f s (%.0f MB/s)\n",
+                find_seconds, 100.7 / find_seconds, load_seconds, 100.7 / load_seconds);
+  }
 }
 
 }  // namespace
