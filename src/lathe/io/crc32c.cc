@@ -1,6 +1,7 @@
 #include "lathe/io/crc32c.h"
 
 #include <array>
+#include <bit>
 #include <cstring>
 
 namespace lathe {
@@ -25,6 +26,8 @@ constexpr SliceTables make_tables() {
 }
 
 constexpr SliceTables kTables = make_tables();
+
+static_assert(std::endian::native == std::endian::little, "the 8-byte loop loads words little-endian");
 
 }  // namespace
 
