@@ -65,11 +65,8 @@ Json run_torch(const std::string& script, const TrainConfig& config, int64_t ste
     std::ofstream file(model_path);
     file << train_config_to_json(config).get("model").dump();
   }
-  // PyTorch runs as its users run it: with OpenMP's default wait policy, not the one `lathe bench`
-  // set for its in-process peers.
-  const char* restore_policy = std::getenv("LATHE_OMP_WAIT_POLICY_SET") ? "env -u OMP_WAIT_POLICY " : "";
   const std::string command =
-      str_cat(restore_policy, "python3 '", script, "' --config ", model_path, " --batch ", config.train.batch_size, " --seq ",
+      str_cat("python3 '", script, "' --config ", model_path, " --batch ", config.train.batch_size, " --seq ",
               config.train.seq_len, " --steps ", steps, " --warmup ", warmup, " --threads ", num_threads(), " 2>&1");
   std::string output;
   if (FILE* pipe = popen(command.c_str(), "r")) {

@@ -52,7 +52,6 @@ void restart_for_fair_peers(char** argv) {
   }
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    setenv("LATHE_OMP_WAIT_POLICY_SET", "1", 1);  // peers in other processes get the user's default back
     restart = true;
   }
   if (restart) execv("/proc/self/exe", argv);  // returns only on failure; then continue as we are
