@@ -38,19 +38,20 @@ void print_usage(FILE* out) {
 
 // OpenBLAS reads OPENBLAS_CORETYPE when the library loads, before main. Some machines set it to an
 // older core type for numpy's sake; for a fair peer measurement `lathe bench` restarts itself once
-// without it (and OPENBLAS_L2_SIZE, which goes with it). Benchmarks interleave oneDNN's OpenMP
-// threads with lathe's pool; OpenMP's default spin-wait after each call then competes with lathe's
-// threads on a small machine (oneDNN measured up to 3x slower on 2 vCPUs), so `lathe bench` (op
-// rows, the suite, the training step) also restarts with OMP_WAIT_POLICY=PASSIVE unless the user
-// chose a policy.
-void restart_for_fair_peers(char** argv) {
+// without it (and OPENBLAS_L2_SIZE, which goes with it). The kernel suite (`bench --suite`)
+// interleaves oneDNN's OpenMP threads with lathe's pool; OpenMP's default spin-wait after each call
+// then competes with lathe's threads on a small machine (oneDNN measured up to 3x slower on 2
+// vCPUs), so the suite also restarts with OMP_WAIT_POLICY=PASSIVE unless the user chose a policy.
+void restart_for_fair_peers(int argc, char** argv) {
   bool restart = false;
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv("OPENBLAS_L2_SIZE");
     restart = true;
   }
-  if (!std::getenv("OMP_WAIT_POLICY")) {
+  bool suite = false;
+  for (int i = 2; i < argc; ++i) suite = suite || !std::strcmp(argv[i], "--suite");
+  if (suite && !std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     restart = true;
   }
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
   std::string name = argv[1];
   for (const auto& command : kCommands) {
     if (name != command.name) continue;
-    if (name == "bench") restart_for_fair_peers(argv);
+    if (name == "bench") restart_for_fair_peers(argc, argv);
     try {
       return command.run(argc - 2, argv + 2);
     } catch (const lathe::Error& error) {
