@@ -233,5 +233,4 @@ const std::vector<FusionDefinition>& fusion_definitions() {
   return definitions;
 }
 
-
 }  // namespace lathe::suite_fusion
