@@ -1,4 +1,6 @@
 #include "lathe/bench/suite/suite_report.h"
+
+#include "lathe/bench/bench_svg.h"
 #include "lathe/core/xml_escape.h"
 
 #include <algorithm>
@@ -161,48 +163,29 @@ Json suite_report_json(const std::vector<SuiteResult>& results, const SuiteSumma
 }
 
 std::string suite_to_svg(const std::vector<SuiteResult>& results, const std::string& title) {
-  const int row_height = 20, label_width = 330, bar_width = 400, top = 56;
-  const int width = label_width + bar_width + 330;
-  const int height = top + row_height * static_cast<int>(results.size()) + 40;
-  std::string svg;
-  char buffer[1536];
-  std::snprintf(buffer, sizeof buffer,
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"monospace\" "
-                "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-                "<text x=\"10\" y=\"22\" font-size=\"15\">%s</text>\n"
-                "<text x=\"10\" y=\"42\" fill=\"#555\">%% of roofline per problem (blue: compute-bound, orange: "
-                "memory-bound, red: wrong, hatched grey: beyond the roofline); right: speedup vs vendor, vs "
-                "reference</text>\n",
-                width, height, escape_xml(title).c_str());
-  svg += buffer;
-  for (int tick = 0; tick <= 100; tick += 25) {
-    int x = label_width + bar_width * tick / 100;
-    std::snprintf(buffer, sizeof buffer,
-                  "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%d\" "
-                  "fill=\"#777\">%d%%</text>\n",
-                  x, top - 4, x, height - 30, x - 10, height - 14, tick);
-    svg += buffer;
+  std::vector<RooflineBar> bars;
+  for (const SuiteResult& result : results) {
+    RooflineBar bar;
+    bar.label = result.info.name;
+    bar.percent = result.roofline_percent;
+    bar.colour = !result.correct            ? "#d83b3b"
+                 : result.beyond_roofline   ? "#999999"
+                 : result.bound == "memory" ? "#e8912d"
+                                            : "#3b7dd8";
+    bar.right = str_cat(result.correct ? "" : "WRONG ", ratio(result.speedup_vs_vendor), " vendor, ",
+                        ratio(result.speedup_vs_reference), " ref");
+    bar.tooltip = result.info.summary + " | " + result.shape;
+    bars.push_back(bar);
   }
-  for (size_t i = 0; i < results.size(); ++i) {
-    const SuiteResult& result = results[i];
-    int y = top + row_height * static_cast<int>(i);
-    double percent = std::clamp(result.roofline_percent, 0.0, 100.0);
-    const char* colour = !result.correct            ? "#d83b3b"
-                         : result.beyond_roofline   ? "#999999"
-                         : result.bound == "memory" ? "#e8912d"
-                                                    : "#3b7dd8";
-    std::string right = str_cat(result.correct ? "" : "WRONG ", ratio(result.speedup_vs_vendor), " vendor, ",
-                                ratio(result.speedup_vs_reference), " ref");
-    std::snprintf(buffer, sizeof buffer,
-                  "<text x=\"10\" y=\"%d\">%s</text>\n<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
-                  "fill=\"%s\"><title>%s</title></rect>\n<text x=\"%d\" y=\"%d\">%.1f%%  %s</text>\n",
-                  y + 14, escape_xml(result.info.name).c_str(), label_width, y + 3, bar_width * percent / 100.0,
-                  row_height - 6, colour, escape_xml(result.info.summary + " | " + result.shape).c_str(),
-                  label_width + bar_width + 8, y + 14, result.roofline_percent, escape_xml(right).c_str());
-    svg += buffer;
-  }
-  svg += "</svg>\n";
-  return svg;
+  RooflineChartLayout layout;
+  layout.row_height = 20;
+  layout.label_width = 330;
+  layout.bar_width = 400;
+  layout.right_width = 330;
+  return roofline_bar_chart_svg(bars, title,
+                                "% of roofline per problem (blue: compute-bound, orange: memory-bound, red: wrong, "
+                                "grey: beyond the roofline); right: speedup vs vendor, vs reference",
+                                layout);
 }
 
 std::string suite_to_html(const std::vector<SuiteResult>& results, const SuiteSummary& summary,
