@@ -11,6 +11,9 @@ using autograd::Var;
 
 TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precision precision)
     : config_(config), precision_(precision), family_(&find_model_family(config.family)) {
+  LATHE_CHECK(config.sandwich_norms == family_has_sandwich_norms(config.family), "model: sandwich_norms=",
+              config.sandwich_norms, " does not match family '", config.family,
+              "' (the family's block decides the norms; parameter counts and memory estimates read the flag)");
   const int64_t d = config.d_model, head_dim = config.resolved_head_dim();
   embed_tokens_ = add_parameter("model.embed_tokens.weight", ParameterKind::embedding, {config.vocab_size, d});
   const std::vector<std::string> norm_names = family_->layer_norm_names();

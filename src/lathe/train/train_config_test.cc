@@ -238,6 +238,9 @@ TEST(TrainConfigValidation, EachRuleGivesOneClearLine) {
       {[](TrainConfig& c) { c.train.grad_accum = 0; }, "train.grad_accum=0 must be > 0"},
       {[](TrainConfig& c) { c.train.threads = -2; }, "train.threads=-2 must be >= 0"},
       {[](TrainConfig& c) { c.train.seq_len = 512; }, "train.seq_len=512 does not fit model.max_seq_len=256"},
+      {[](TrainConfig& c) { c.model.sandwich_norms = true; },
+       "model.sandwich_norms=true does not match model.family=llama (sandwich norms are the gemma2/gemma3 block's "
+       "wiring)"},
       {[](TrainConfig& c) { c.optimizer.lr = 0; }, "optimizer.lr=0 must be > 0"},
       {[](TrainConfig& c) { c.optimizer.min_lr_ratio = 2; }, "optimizer.min_lr_ratio=2 must be in [0, 1]"},
       {[](TrainConfig& c) { c.optimizer.beta1 = 1; }, "optimizer.beta1=1 must be in [0, 1)"},

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "lathe/core/error.h"
+#include "lathe/models/family.h"
 #include "lathe/train/train_config.h"
 
 namespace lathe {
@@ -42,6 +43,9 @@ void check_model(const ModelConfig& model, ProblemList& problems) {
   problems.require_non_negative("model.head_dim", model.head_dim);
   problems.require_positive("model.ffn_dim", model.ffn_dim);
   problems.require_positive("model.max_seq_len", model.max_seq_len);
+  if (model.sandwich_norms != family_has_sandwich_norms(model.family))
+    problems.add("model.sandwich_norms=", model.sandwich_norms ? "true" : "false", " does not match model.family=",
+                 model.family, " (sandwich norms are the gemma2/gemma3 block's wiring)");
   bool heads_valid = model.d_model > 0 && model.n_heads > 0 && model.n_kv_heads > 0 && model.head_dim >= 0;
   if (heads_valid && model.head_dim == 0 && model.d_model % model.n_heads != 0) {
     problems.add("model.n_heads=", model.n_heads, " does not divide model.d_model=", model.d_model,
