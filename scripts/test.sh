@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite: the unit, op-contract, model and trainer tests,
 # the CLI checks and the Python oracle checks (PyTorch, TensorBoard, tokenizers) with ctest, then
-# everything that runs lathe code again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# everything that runs lathe code again under AddressSanitizer + UndefinedBehaviorSanitizer
+# (except tests labelled python_only, which check Python code, and release_only: multi-process
+# runs too slow under the sanitizers).
 # LATHE_SKIP_SANITIZERS=1 skips the second pass (local iteration only; CI runs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
