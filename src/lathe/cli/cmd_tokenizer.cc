@@ -11,6 +11,7 @@
 #include "lathe/core/error.h"
 #include "lathe/data/corpus.h"
 #include "lathe/io/bpe_tokenizer.h"
+#include "lathe/io/hf_tokenizer.h"
 
 namespace lathe::cli {
 namespace {
@@ -80,12 +81,14 @@ int run_encode(int argc, char** argv) {
   command_line.option("file", "F", "encode this file's bytes instead of TEXT");
   command_line.flag("count", "print only the token count and the encoding speed");
   command_line.flag("special", "encode special token text (e.g. <|endoftext|>) as the special token");
+  command_line.flag("hf", "use the general Hugging Face pipeline (any supported tokenizer.json, e.g. Llama 2/3, Qwen,\n"
+                          "GPT-2, Mistral, Gemma); added tokens are always matched, as `tokenizers` does");
+  command_line.flag("add-special-tokens", "with --hf: apply the post-processor (e.g. add BOS)");
   command_line.positionals("TEXT", "text to encode");
   if (!command_line.parse(argc, argv)) return 0;
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
   const auto& words = command_line.positional_values();
   LATHE_CHECK(command_line.has("file") != !words.empty(), "give either TEXT or --file F (see --help)");
-  BpeTokenizer tokenizer = BpeTokenizer::load(command_line.get("tokenizer"));
   std::string text;
   if (command_line.has("file")) {
     std::ifstream in(command_line.get("file"), std::ios::binary);
@@ -101,7 +104,18 @@ int run_encode(int argc, char** argv) {
   }
   auto start = std::chrono::steady_clock::now();
   std::clock_t cpu_start = std::clock();
-  std::vector<int32_t> ids = tokenizer.encode(text, command_line.has("special"));
+  std::vector<int32_t> ids;
+  if (command_line.has("hf")) {
+    HfTokenizer tokenizer = HfTokenizer::load(command_line.get("tokenizer"));
+    start = std::chrono::steady_clock::now();
+    cpu_start = std::clock();
+    ids = tokenizer.encode(text, command_line.has("add-special-tokens"));
+  } else {
+    BpeTokenizer tokenizer = BpeTokenizer::load(command_line.get("tokenizer"));
+    start = std::chrono::steady_clock::now();
+    cpu_start = std::clock();
+    ids = tokenizer.encode(text, command_line.has("special"));
+  }
   double seconds = seconds_since(start);
   double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   if (command_line.has("count")) {
@@ -125,6 +139,9 @@ int run_decode(int argc, char** argv) {
   CommandLine command_line("lathe tokenizer decode --tokenizer FILE IDS...",
                            "Decodes token ids (separate arguments or one space/comma-separated list) to text.");
   command_line.option("tokenizer", "FILE", "tokenizer.json");
+  command_line.flag("hf", "use the general Hugging Face pipeline and its decoder (see encode --help)");
+  command_line.flag("skip-special-tokens", "with --hf: leave out added tokens marked special");
+  command_line.flag("no-newline", "do not end the output with a newline");
   command_line.positionals("IDS", "token ids");
   if (!command_line.parse(argc, argv)) return 0;
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
@@ -141,11 +158,13 @@ int run_decode(int argc, char** argv) {
       ids.push_back(static_cast<int32_t>(id));
     }
   }
-  LATHE_CHECK(!ids.empty(), "no token ids given (see --help)");
-  BpeTokenizer tokenizer = BpeTokenizer::load(command_line.get("tokenizer"));
-  std::string text = tokenizer.decode(ids);
+  LATHE_CHECK(!ids.empty() || command_line.has("hf"), "no token ids given (see --help)");
+  std::string text = command_line.has("hf")
+                         ? HfTokenizer::load(command_line.get("tokenizer"))
+                               .decode(ids, command_line.has("skip-special-tokens"))
+                         : BpeTokenizer::load(command_line.get("tokenizer")).decode(ids);
   std::fwrite(text.data(), 1, text.size(), stdout);
-  std::printf("\n");
+  if (!command_line.has("no-newline")) std::printf("\n");
   return 0;
 }
 
