@@ -10,6 +10,7 @@ usage: tokenizer_hf_compat_check.py LATHE_BINARY [--keep DIR]   (exit 77 = skipp
 """
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -54,7 +55,20 @@ TEXTS = [
     "repeated aaaaaaaaaaaaaaaa bbbbbbbbbb ............ !!!!!!",
 ]
 
-CORPUS = TEXTS * 3 + [
+
+
+def random_texts(count, seed=1234):
+    """Seeded random mixtures of the pieces the split patterns care about."""
+    rng = random.Random(seed)
+    pieces = ["a", "B", "the", " ", "  ", "\t", "\n", "\r\n", "'s", "'LL", "'t", "'", "1", "23", "4567", ".", ",!",
+              "é", "e\u0301", "ß", "中", "語", "🙂", "👍🏽", "‍", "\u00a0", "\u3000", "٣", "½", "_", "-", "((", "<s>",
+              "<|endoftext|>", "<tool>", "hello world", "▁", "\u017f", "Ω", "\u0300", "\u0e01\u0e34", "$", "€"]
+    return ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(count)]
+
+
+TEXTS += random_texts(300)
+
+CORPUS = TEXTS[:40] * 3 + [
     " ".join(["the quick brown fox jumps over the lazy dog"] * 3),
     "In the beginning the tokenizer learned the common words of the corpus, and then the rarer ones.",
     "Numbers like 2024, 1999 and 42 appear; so do words like don't and it's.",
@@ -142,27 +156,32 @@ def build_all():
     }
 
 
-def lathe_encode(lathe, path, text, work, add_special):
-    text_path = os.path.join(work, "text.txt")
-    with open(text_path, "wb") as out:
-        out.write(text.encode("utf-8"))
-    command = [lathe, "tokenizer", "encode", "--hf", "--tokenizer", path, "--file", text_path]
-    if add_special:
-        command.append("--add-special-tokens")
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"lathe encode failed: {result.stderr.strip()}")
-    return [int(token) for token in result.stdout.split()]
-
-
-def lathe_decode(lathe, path, ids, skip_special):
-    command = [lathe, "tokenizer", "decode", "--hf", "--no-newline", "--tokenizer", path, " ".join(map(str, ids))]
-    if skip_special:
-        command.append("--skip-special-tokens")
+def run_lathe(command):
     result = subprocess.run(command, capture_output=True)
     if result.returncode != 0:
-        raise RuntimeError(f"lathe decode failed: {result.stderr.decode().strip()}")
-    return result.stdout.decode("utf-8")
+        raise RuntimeError(f"{' '.join(command[1:4])} failed: {result.stderr.decode().strip()}")
+    return result.stdout.decode("utf-8").split("\n")[:-1]
+
+
+def lathe_encode(lathe, path, work, add_special):
+    """Ids of every text in TEXTS, in one call (one JSON string per line)."""
+    lines_path = os.path.join(work, "texts.jsonl")
+    with open(lines_path, "w", encoding="utf-8") as out:
+        out.writelines(json.dumps(text, ensure_ascii=False) + "\n" for text in TEXTS)
+    command = [lathe, "tokenizer", "encode", "--hf", "--tokenizer", path, "--json-lines", lines_path]
+    if add_special:
+        command.append("--add-special-tokens")
+    return [[int(token) for token in line.split()] for line in run_lathe(command)]
+
+
+def lathe_decode(lathe, path, work, id_lists, skip_special):
+    lines_path = os.path.join(work, "ids.jsonl")
+    with open(lines_path, "w", encoding="utf-8") as out:
+        out.writelines(json.dumps(ids) + "\n" for ids in id_lists)
+    command = [lathe, "tokenizer", "decode", "--hf", "--tokenizer", path, "--json-lines", lines_path]
+    if skip_special:
+        command.append("--skip-special-tokens")
+    return [json.loads(line) for line in run_lathe(command)]
 
 
 def main():
@@ -176,26 +195,24 @@ def main():
         for name, tokenizer in build_all().items():
             path = os.path.join(directory, f"{name}.json")
             tokenizer.save(path)
-            for text in TEXTS:
-                for add_special in (False, True):
-                    theirs = tokenizer.encode(text, add_special_tokens=add_special).ids
-                    ours = lathe_encode(lathe, path, text, work, add_special)
+            for add_special in (False, True):
+                theirs = [tokenizer.encode(text, add_special_tokens=add_special).ids for text in TEXTS]
+                ours = lathe_encode(lathe, path, work, add_special)
+                for text, our_ids, their_ids in zip(TEXTS, ours, theirs):
                     checks += 1
-                    if ours != theirs:
+                    if our_ids != their_ids:
                         failures += 1
-                        print(f"FAIL {name} encode(add_special={add_special}) {text!r}:\n  lathe      {ours}\n"
-                              f"  tokenizers {theirs}\n  tokens     {[tokenizer.id_to_token(i) for i in theirs]}")
-                        continue
-                    if not theirs:
-                        continue
-                    for skip in (False, True):
-                        expected = tokenizer.decode(theirs, skip_special_tokens=skip)
-                        got = lathe_decode(lathe, path, theirs, skip)
+                        print(f"FAIL {name} encode(add_special={add_special}) {text!r}:\n  lathe      {our_ids}\n"
+                              f"  tokenizers {their_ids}\n  tokens     {[tokenizer.id_to_token(i) for i in their_ids]}")
+                for skip in (False, True):
+                    expected = [tokenizer.decode(ids, skip_special_tokens=skip) for ids in theirs]
+                    got = lathe_decode(lathe, path, work, theirs, skip)
+                    for text, our_text, their_text in zip(TEXTS, got, expected):
                         checks += 1
-                        if got != expected:
+                        if our_text != their_text:
                             failures += 1
-                            print(f"FAIL {name} decode(skip_special={skip}) of {text!r}:\n  lathe      {got!r}\n"
-                                  f"  tokenizers {expected!r}")
+                            print(f"FAIL {name} decode(skip_special={skip}) of {text!r}:\n  lathe      {our_text!r}\n"
+                                  f"  tokenizers {their_text!r}")
     import tokenizers
     print(f"tokenizer_hf_compat_check: {checks - failures}/{checks} checks identical to tokenizers "
           f"{tokenizers.__version__}")
