@@ -40,10 +40,17 @@ size_t start_before(std::string_view text, size_t end) {
 }
 uint32_t code_point_before(std::string_view text, size_t end) { return code_point_at(text, start_before(text, end)); }
 
+// Regex \w as the `regex` crate defines it (Alphabetic, marks, decimal digits, connector
+// punctuation, joiners): single_word added tokens need a non-word character on both sides.
 bool is_word_character(uint32_t c) {
-  if (c == '_') return true;
-  char major = unicode_category(c).major;
-  return major == 'L' || major == 'N';
+  if (c == 0x200C || c == 0x200D) return true;
+  if ((c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) || (c >= 0x1F150 && c <= 0x1F169) ||
+      (c >= 0x1F170 && c <= 0x1F189))
+    return true;  // circled and squared letters: symbols that are Other_Alphabetic
+  UnicodeCategory category = unicode_category(c);
+  return category.major == 'L' || category.major == 'M' ||
+         (category.major == 'N' && (category.minor == 'd' || category.minor == 'l')) ||
+         (category.major == 'P' && category.minor == 'c');
 }
 
 // Cuts the added tokens with the given `normalized` flag out of text: leftmost match first, the
@@ -69,16 +76,21 @@ void split_added_tokens(const std::vector<HfAddedToken>& tokens, bool normalized
   while (i < text.size()) {
     const HfAddedToken* found = nullptr;
     for (const HfAddedToken* token : candidates) {
-      if (text.compare(i, token->content.size(), token->content) != 0) continue;
-      size_t end = i + token->content.size();
-      if (token->single_word && ((i > 0 && is_word_character(code_point_before(text, i))) ||
-                                 (end < text.size() && is_word_character(code_point_at(text, end)))))
-        continue;
-      found = token;
-      break;
+      if (text.compare(i, token->content.size(), token->content) == 0) {
+        found = token;
+        break;
+      }
     }
     if (!found) {
       i += utf8_length_at(text, i);
+      continue;
+    }
+    size_t end = i + found->content.size();
+    // A rejected single_word match is consumed all the same (tokenizers filters its automaton's
+    // non-overlapping matches afterwards), so nothing else matches inside it.
+    if (found->single_word && ((i > 0 && is_word_character(code_point_before(text, i))) ||
+                               (end < text.size() && is_word_character(code_point_at(text, end))))) {
+      i = end;
       continue;
     }
     size_t match_start = i, match_end = i + found->content.size();

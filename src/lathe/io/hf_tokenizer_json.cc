@@ -371,6 +371,14 @@ HfTokenizer HfTokenizer::from_json(const Json& json, const std::string& source) 
     read_decoder(reader, json.get("decoder"), "decoder", parts->decoder);
   }
   read_post_processor(reader, json.get("post_processor"), "post_processor", *parts);
+  // tokenizers matches and names a normalized added token by its normalized text (with the Llama 2
+  // normalizer "hello world" becomes "▁hello▁world").
+  for (HfAddedToken& token : parts->added_tokens) {
+    if (!token.normalized || parts->normalizer.empty()) continue;
+    token.content = apply_hf_normalizer(parts->normalizer, token.content);
+    if (token.content.empty()) reader.fail("added_tokens", "has a token that normalizes to nothing");
+    parts->id_to_token[static_cast<size_t>(token.id)] = token.content;
+  }
   for (int32_t id : parts->template_before)
     if (id >= static_cast<int64_t>(parts->id_kind.size()) || parts->id_kind[static_cast<size_t>(id)] == 0)
       reader.fail("post_processor", "adds id " + std::to_string(id) + ", which is no token");
