@@ -66,7 +66,7 @@ def random_texts(count, seed=1234):
     return ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(count)]
 
 
-TEXTS += random_texts(300)
+TEXTS += random_texts(int(os.environ.get("LATHE_TOKENIZER_RANDOM_TEXTS", "300")))
 
 CORPUS = TEXTS[:40] * 3 + [
     " ".join(["the quick brown fox jumps over the lazy dog"] * 3),

@@ -110,10 +110,12 @@ int run_encode(int argc, char** argv) {
   command_line.option("file", "F", "encode this file's bytes instead of TEXT");
   command_line.flag("count", "print only the token count and the encoding speed");
   command_line.flag("special", "encode special token text (e.g. <|endoftext|>) as the special token");
-  command_line.flag("hf", "use the general Hugging Face pipeline (any supported tokenizer.json, e.g. Llama 2/3, Qwen,\n"
-                          "GPT-2, Mistral, Gemma); added tokens are always matched, as `tokenizers` does");
+  command_line.flag("hf",
+                    "use the general Hugging Face pipeline (any supported tokenizer.json, e.g. Llama 2/3, Qwen,\n"
+                    "GPT-2, Mistral, Gemma); added tokens are always matched, as `tokenizers` does");
   command_line.flag("add-special-tokens", "with --hf: apply the post-processor (e.g. add BOS)");
-  command_line.option("json-lines", "F", "with --hf: encode each line of F (a JSON string); print one line of ids each");
+  command_line.option("json-lines", "F",
+                      "with --hf: encode each line of F (a JSON string); print one line of ids each");
   command_line.positionals("TEXT", "text to encode");
   if (!command_line.parse(argc, argv)) return 0;
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
@@ -177,8 +179,9 @@ int run_decode(int argc, char** argv) {
   command_line.flag("hf", "use the general Hugging Face pipeline and its decoder (see encode --help)");
   command_line.flag("skip-special-tokens", "with --hf: leave out added tokens marked special");
   command_line.flag("no-newline", "do not end the output with a newline");
-  command_line.option("json-lines", "F", "with --hf: decode each line of F (a JSON array of ids); print each text\n"
-                                         "as one line holding a JSON string");
+  command_line.option("json-lines", "F",
+                      "with --hf: decode each line of F (a JSON array of ids); print each text\n"
+                      "as one line holding a JSON string");
   command_line.positionals("IDS", "token ids");
   if (!command_line.parse(argc, argv)) return 0;
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
@@ -212,10 +215,10 @@ int run_decode(int argc, char** argv) {
     }
   }
   LATHE_CHECK(!ids.empty() || command_line.has("hf"), "no token ids given (see --help)");
-  std::string text = command_line.has("hf")
-                         ? HfTokenizer::load(command_line.get("tokenizer"))
-                               .decode(ids, command_line.has("skip-special-tokens"))
-                         : BpeTokenizer::load(command_line.get("tokenizer")).decode(ids);
+  std::string text =
+      command_line.has("hf")
+          ? HfTokenizer::load(command_line.get("tokenizer")).decode(ids, command_line.has("skip-special-tokens"))
+          : BpeTokenizer::load(command_line.get("tokenizer")).decode(ids);
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!command_line.has("no-newline")) std::printf("\n");
   return 0;

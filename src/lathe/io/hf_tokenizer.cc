@@ -66,9 +66,8 @@ void split_added_tokens(const std::vector<HfAddedToken>& tokens, bool normalized
     if (!text.empty()) out.push_back(input);
     return;
   }
-  std::stable_sort(candidates.begin(), candidates.end(), [](const HfAddedToken* a, const HfAddedToken* b) {
-    return a->content.size() > b->content.size();
-  });
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const HfAddedToken* a, const HfAddedToken* b) { return a->content.size() > b->content.size(); });
   size_t piece_start = 0, i = 0;
   auto emit_text = [&](size_t begin, size_t end) {
     if (end > begin) out.push_back({std::string(text.substr(begin, end - begin)), -1, input.at_start && begin == 0});
@@ -122,8 +121,8 @@ std::string replace_all(std::string_view text, std::string_view from, std::strin
 }
 
 // Splits one piece at the matches (byte ranges) as a Split pre-tokenizer with `behavior` does.
-void split_piece(const Segment& piece, const std::vector<std::pair<size_t, size_t>>& matches,
-                 HfSplitBehavior behavior, bool invert, std::vector<Segment>& out) {
+void split_piece(const Segment& piece, const std::vector<std::pair<size_t, size_t>>& matches, HfSplitBehavior behavior,
+                 bool invert, std::vector<Segment>& out) {
   struct Span {
     size_t begin, end;
     bool is_match;
@@ -195,7 +194,8 @@ std::vector<std::pair<size_t, size_t>> regex_matches(const SplitRegex& regex, co
 
 std::vector<std::pair<size_t, size_t>> literal_matches(const std::string& literal, const std::string& text) {
   std::vector<std::pair<size_t, size_t>> matches;
-  for (size_t found = text.find(literal); found != std::string::npos; found = text.find(literal, found + literal.size()))
+  for (size_t found = text.find(literal); found != std::string::npos;
+       found = text.find(literal, found + literal.size()))
     matches.emplace_back(found, found + literal.size());
   return matches;
 }
@@ -205,7 +205,8 @@ void apply_pre_tokenizer_step(const HfPreTokenizerStep& step, std::vector<Segmen
   for (Segment& piece : pieces) {
     switch (step.kind) {
       case HfPreTokenizerStep::Kind::split:
-        split_piece(piece, step.regex ? regex_matches(*step.regex, piece.text) : literal_matches(step.literal, piece.text),
+        split_piece(piece,
+                    step.regex ? regex_matches(*step.regex, piece.text) : literal_matches(step.literal, piece.text),
                     step.behavior, step.invert, out);
         break;
       case HfPreTokenizerStep::Kind::byte_level: {
@@ -303,8 +304,8 @@ void encode_word(const HfBpeModel& model, const std::string& word, std::vector<i
   }
   std::vector<bool> alive(count, true);
   auto lookup = [&](int32_t left, int32_t right) -> const HfBpeModel::Merge* {
-    auto found = model.merges.find((static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-                                   static_cast<uint32_t>(right));
+    auto found =
+        model.merges.find((static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right));
     return found == model.merges.end() ? nullptr : &found->second;
   };
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
@@ -368,7 +369,10 @@ int parse_byte_token(const std::string& token) {
   int value = 0;
   for (int k = 3; k < 5; ++k) {
     char c = token[static_cast<size_t>(k)];
-    int digit = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+    int digit = (c >= '0' && c <= '9')   ? c - '0'
+                : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                         : -1;
     if (digit < 0) return -1;
     value = value * 16 + digit;
   }

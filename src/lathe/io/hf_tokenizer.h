@@ -40,9 +40,9 @@ class HfTokenizer {
   // that is no token.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
 
-  int64_t vocab_size() const;                          // largest id + 1
+  int64_t vocab_size() const;                         // largest id + 1
   int32_t token_to_id(std::string_view token) const;  // -1 when absent
-  std::string id_to_token(int32_t id) const;           // throws when id is no token
+  std::string id_to_token(int32_t id) const;          // throws when id is no token
 
   HfTokenizer(HfTokenizer&&) noexcept;
   HfTokenizer& operator=(HfTokenizer&&) noexcept;

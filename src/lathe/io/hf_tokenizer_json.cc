@@ -101,8 +101,7 @@ void read_normalizer(const Reader& reader, const Json& value, const std::string&
     if (regex) reader.fail(where + ".pattern", "Regex is not supported in a Replace normalizer (only String)");
     steps.push_back({HfNormalizerStep::Kind::replace, literal, reader.string(value, "content", where)});
   } else {
-    reader.fail(where, "has unsupported normalizer type \"" + type +
-                           "\" (supported: Sequence, NFC, Prepend, Replace)");
+    reader.fail(where, "has unsupported normalizer type \"" + type + "\" (supported: Sequence, NFC, Prepend, Replace)");
   }
 }
 
@@ -115,8 +114,7 @@ HfSplitBehavior read_behavior(const Reader& reader, const Json& value, const std
   if (name == "MergedWithNext") return HfSplitBehavior::merged_with_next;
   if (name == "Contiguous") return HfSplitBehavior::contiguous;
   reader.fail(where + ".behavior",
-              "must be Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous, found " +
-                  behavior.dump(0));
+              "must be Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous, found " + behavior.dump(0));
 }
 
 HfPreTokenizerStep::PrependScheme read_prepend_scheme(const Reader& reader, const Json& value,
@@ -124,7 +122,7 @@ HfPreTokenizerStep::PrependScheme read_prepend_scheme(const Reader& reader, cons
   const Json& scheme = value.get("prepend_scheme");
   if (scheme.is_null()) {  // files before tokenizers 0.14: add_prefix_space
     return reader.boolean(value, "add_prefix_space", true, where) ? HfPreTokenizerStep::PrependScheme::always
-                                                                   : HfPreTokenizerStep::PrependScheme::never;
+                                                                  : HfPreTokenizerStep::PrependScheme::never;
   }
   std::string name = scheme.is_string() ? scheme.as_string() : "";
   if (name == "always") return HfPreTokenizerStep::PrependScheme::always;
@@ -206,8 +204,7 @@ void read_decoder(const Reader& reader, const Json& value, const std::string& wh
   steps.push_back(std::move(step));
 }
 
-void read_post_processor(const Reader& reader, const Json& value, const std::string& where,
-                         HfTokenizer::Parts& parts) {
+void read_post_processor(const Reader& reader, const Json& value, const std::string& where, HfTokenizer::Parts& parts) {
   if (value.is_null()) return;
   std::string type = reader.type_of(value, where);
   if (type == "Sequence") {
@@ -328,8 +325,8 @@ void read_model(const Reader& reader, const Json& json, HfTokenizer::Parts& part
       joined = left + right.substr(bpe.continuing_subword_prefix.size());
     auto result = bpe.vocab.find(joined);
     if (result == bpe.vocab.end()) reader.fail(where, "makes \"" + joined + "\", which is not in model.vocab");
-    uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(left_id->second)) << 32) |
-                   static_cast<uint32_t>(right_id->second);
+    uint64_t key =
+        (static_cast<uint64_t>(static_cast<uint32_t>(left_id->second)) << 32) | static_cast<uint32_t>(right_id->second);
     // A repeated merge keeps its last rank, as the map tokenizers builds from the list does.
     bpe.merges[key] = HfBpeModel::Merge{static_cast<int32_t>(rank), result->second};
   }

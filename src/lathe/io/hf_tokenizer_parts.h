@@ -72,8 +72,8 @@ struct HfTokenizer::Parts {
   bool has_decoder = false;
   std::vector<HfDecoderStep> decoder;
   std::vector<int32_t> template_before, template_after;  // TemplateProcessing "single" around $A
-  std::vector<std::string> id_to_token;                    // "" where no token has the id
-  std::vector<int8_t> id_kind;                             // 0 none, 1 model token, 2 added, 3 added special
+  std::vector<std::string> id_to_token;                  // "" where no token has the id
+  std::vector<int8_t> id_kind;                           // 0 none, 1 model token, 2 added, 3 added special
 };
 
 // Applies the normalizer steps to text (used for normalized added tokens too).

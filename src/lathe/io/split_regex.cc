@@ -32,9 +32,8 @@ class Continuation {
  public:
   template <class Callable>
   Continuation(const Callable& callable)  // NOLINT: implicit by design
-      : object_(&callable), call_([](const void* object, size_t position) {
-          return (*static_cast<const Callable*>(object))(position);
-        }) {}
+      : object_(&callable),
+        call_([](const void* object, size_t position) { return (*static_cast<const Callable*>(object))(position); }) {}
   bool operator()(size_t position) const { return call_(object_, position); }
 
  private:
@@ -271,11 +270,21 @@ class Parser {
     if (at_end()) fail("pattern ends with '\\'");
     uint32_t escape = text_[position_++];
     switch (escape) {
-      case 'r': item.low = item.high = '\r'; return item;
-      case 'n': item.low = item.high = '\n'; return item;
-      case 't': item.low = item.high = '\t'; return item;
-      case 'f': item.low = item.high = '\f'; return item;
-      case 'v': item.low = item.high = '\v'; return item;
+      case 'r':
+        item.low = item.high = '\r';
+        return item;
+      case 'n':
+        item.low = item.high = '\n';
+        return item;
+      case 't':
+        item.low = item.high = '\t';
+        return item;
+      case 'f':
+        item.low = item.high = '\f';
+        return item;
+      case 'v':
+        item.low = item.high = '\v';
+        return item;
       case 's':
       case 'S':
         item.kind = Node::Item::Kind::white_space;
@@ -332,9 +341,7 @@ class Parser {
         return std::stoi(digits);
       };
       min = number(body.substr(0, comma));
-      max = comma == std::string::npos ? min
-            : comma + 1 == body.size() ? INT_MAX
-                                       : number(body.substr(comma + 1));
+      max = comma == std::string::npos ? min : comma + 1 == body.size() ? INT_MAX : number(body.substr(comma + 1));
       if (max < min) fail("bad quantifier {" + body + "}");
       position_ = close;
     } else {

@@ -24,10 +24,9 @@ void decompose(uint32_t code_point, std::vector<uint32_t>& out) {
     return;
   }
   const auto* end = tables::kDecompositions + tables::kDecompositionCount;
-  const auto* found = std::lower_bound(tables::kDecompositions, end, code_point,
-                                       [](const tables::Decomposition& entry, uint32_t value) {
-                                         return entry.code_point < value;
-                                       });
+  const auto* found =
+      std::lower_bound(tables::kDecompositions, end, code_point,
+                       [](const tables::Decomposition& entry, uint32_t value) { return entry.code_point < value; });
   if (found == end || found->code_point != code_point) {
     out.push_back(code_point);
     return;
@@ -56,10 +55,9 @@ uint32_t compose(uint32_t first, uint32_t second) {
 UnicodeCategory unicode_category(uint32_t code_point) {
   if (code_point >= 0x110000) return {'C', 'n'};
   const auto* end = tables::kCategoryRanges + tables::kCategoryRangeCount;
-  const auto* after = std::upper_bound(tables::kCategoryRanges, end, code_point,
-                                       [](uint32_t value, const tables::CategoryRange& range) {
-                                         return value < range.first;
-                                       });
+  const auto* after =
+      std::upper_bound(tables::kCategoryRanges, end, code_point,
+                       [](uint32_t value, const tables::CategoryRange& range) { return value < range.first; });
   LATHE_ASSERT(after != tables::kCategoryRanges);
   return {after[-1].major, after[-1].minor};
 }
@@ -74,10 +72,9 @@ bool is_unicode_white_space(uint32_t code_point) {
 uint8_t canonical_combining_class(uint32_t code_point) {
   if (code_point < 0x300) return 0;
   const auto* end = tables::kCombiningClassRanges + tables::kCombiningClassRangeCount;
-  const auto* found = std::lower_bound(tables::kCombiningClassRanges, end, code_point,
-                                       [](const tables::CombiningClassRange& range, uint32_t value) {
-                                         return range.last < value;
-                                       });
+  const auto* found =
+      std::lower_bound(tables::kCombiningClassRanges, end, code_point,
+                       [](const tables::CombiningClassRange& range, uint32_t value) { return range.last < value; });
   return (found != end && found->first <= code_point) ? found->combining_class : 0;
 }
 
@@ -123,10 +120,9 @@ std::string normalize_nfc(std::string_view text) {
     }
     size_t end = i;
     while (end < decomposed.size() && canonical_combining_class(decomposed[end]) != 0) ++end;
-    std::stable_sort(decomposed.begin() + static_cast<std::ptrdiff_t>(i),
-                     decomposed.begin() + static_cast<std::ptrdiff_t>(end), [](uint32_t a, uint32_t b) {
-                       return canonical_combining_class(a) < canonical_combining_class(b);
-                     });
+    std::stable_sort(
+        decomposed.begin() + static_cast<std::ptrdiff_t>(i), decomposed.begin() + static_cast<std::ptrdiff_t>(end),
+        [](uint32_t a, uint32_t b) { return canonical_combining_class(a) < canonical_combining_class(b); });
     i = end;
   }
   // Canonical composition: each character joins the last starter unless a character of the same or
@@ -138,7 +134,8 @@ std::string normalize_nfc(std::string_view text) {
   for (uint32_t code_point : decomposed) {
     int current_class = canonical_combining_class(code_point);
     if (starter != SIZE_MAX) {
-      bool blocked = last_class != -1 && (last_class == 0 ? composed.size() - 1 != starter : last_class >= current_class);
+      bool blocked =
+          last_class != -1 && (last_class == 0 ? composed.size() - 1 != starter : last_class >= current_class);
       uint32_t composite = blocked ? 0 : compose(composed[starter], code_point);
       if (composite) {
         composed[starter] = composite;
