@@ -2,9 +2,11 @@
 """lathe's Hugging Face tokenizer.json pipeline (`lathe tokenizer encode/decode --hf`) gives the same
 ids and the same decoded text as the `tokenizers` library, for small tokenizers of every supported
 kind trained here offline: GPT-2 (ByteLevel regex, with and without add_prefix_space), Llama 3
-(Split with its pattern + ByteLevel, ignore_merges, BOS template), Qwen 2 (NFC + its pattern),
-SentencePiece BPE with byte fallback (Llama 2: Prepend + Replace normalizer; Mistral-like Metaspace
-first/always with split on and off), each with special and added tokens.
+(Split with its pattern + ByteLevel, ignore_merges, BOS template), Qwen 2 (NFC + its pattern), the
+o200k pattern, every Split behavior and invert, SentencePiece BPE with byte fallback (Llama 2:
+Prepend + Replace normalizer; Gemma: Replace only; Metaspace first/always/never with split on and
+off), each with special and added tokens (lstrip/rstrip/single_word/normalized). Texts: a fixed
+varied set plus seeded random mixtures (LATHE_TOKENIZER_RANDOM_TEXTS, default 300).
 
 usage: tokenizer_hf_compat_check.py LATHE_BINARY [--keep DIR]   (exit 77 = skipped: no `tokenizers`)
 """
@@ -24,6 +26,10 @@ except ImportError:
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                   r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# GPT-4o's o200k split (upper/lower case runs with optional contraction suffix), as used by Phi-4.
+O200K_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                 r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                 r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -62,7 +68,7 @@ def random_texts(count, seed=1234):
     rng = random.Random(seed)
     pieces = ["a", "B", "the", " ", "  ", "\t", "\n", "\r\n", "'s", "'LL", "'t", "'", "1", "23", "4567", ".", ",!",
               "é", "e\u0301", "ß", "中", "語", "🙂", "👍🏽", "‍", "\u00a0", "\u3000", "٣", "½", "_", "-", "((", "<s>",
-              "<|endoftext|>", "<tool>", "hello world", "▁", "\u017f", "Ω", "\u0300", "\u0e01\u0e34", "$", "€"]
+              "<|endoftext|>", "<tool>", "hello world", "[MASK]", "<|mäd|>", "HeLLo", "x/y", "▁", "\u017f", "Ω", "\u0300", "\u0e01\u0e34", "$", "€"]
     return ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(count)]
 
 
@@ -84,14 +90,20 @@ BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 def extra_added_tokens(tokenizer):
     tokenizer.add_tokens([AddedToken("<tool>", lstrip=True, rstrip=True, normalized=False),
                           AddedToken("hello world", single_word=True, normalized=True)])
+    # Special tokens outside the byte-level alphabet, one swallowing the whitespace before it.
+    tokenizer.add_special_tokens([AddedToken("[MASK]", lstrip=True, special=True),
+                                  AddedToken("<|mäd|>", special=True)])
 
 
 def byte_level(add_prefix_space=False, split_pattern=None, nfc=False, ignore_merges=False, specials=SPECIALS_GPT,
-               bos=None):
+               bos=None, splits=None):
     tokenizer = Tokenizer(models.BPE(ignore_merges=ignore_merges))
     if nfc:
         tokenizer.normalizer = normalizers.NFC()
-    if split_pattern:
+    if splits:
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            splits + [pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, use_regex=False)])
+    elif split_pattern:
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(split_pattern), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, use_regex=False)])
@@ -145,6 +157,20 @@ def build_all():
         "llama3": byte_level(split_pattern=LLAMA3_PATTERN, ignore_merges=True, specials=SPECIALS_LLAMA3,
                              bos="<|begin_of_text|>"),
         "qwen2": byte_level(split_pattern=QWEN2_PATTERN, nfc=True, specials=SPECIALS_QWEN),
+        "o200k": byte_level(split_pattern=O200K_PATTERN, specials=SPECIALS_GPT),
+        "split_behaviors": byte_level(splits=[
+            pre_tokenizers.Split(" ", behavior="merged_with_next"),
+            pre_tokenizers.Split(Regex(r"\p{N}"), behavior="contiguous"),
+            pre_tokenizers.Split(Regex(r"[.,!?]"), behavior="merged_with_previous"),
+            pre_tokenizers.Split(Regex(r"\t"), behavior="removed"),
+            pre_tokenizers.Split(Regex(r"\p{L}+"), behavior="isolated", invert=True)]),
+        "gemma_replace": sentencepiece(normalizers.Replace(" ", "▁"), None,
+                                       decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                                          decoders.Fuse()])),
+        "metaspace_never": sentencepiece(None, pre_tokenizers.Metaspace("▁", "never", split=True),
+                                         decoders.Sequence([decoders.ByteFallback(),
+                                                            decoders.Metaspace("▁", "never", split=True),
+                                                            decoders.Fuse()])),
         "llama2_sp": sentencepiece(normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]),
                                    None, sp_decoder()),
         "mistral_metaspace_first": sentencepiece(None, pre_tokenizers.Metaspace("▁", "first", split=False),

@@ -43,6 +43,7 @@ TEST(TokenizerHfUnicode, CategoriesAndWhiteSpace) {
   EXPECT_EQ(unicode_category(0x4E2D).major, 'L');
   EXPECT_EQ(unicode_category(0x1F600).major, 'S');
   EXPECT_EQ(unicode_category(0x10FFFF).minor, 'n');
+  EXPECT_EQ(unicode_category(0x11F04).major, 'L');  // KAWI LETTER A, new in Unicode 15.0 (tables: 15.1)
   EXPECT_TRUE(is_unicode_white_space(0x3000));
   EXPECT_TRUE(is_unicode_white_space(0x85));
   EXPECT_FALSE(is_unicode_white_space(0x200B));  // ZERO WIDTH SPACE is not White_Space
