@@ -13,6 +13,11 @@
 namespace lathe {
 namespace {
 
+// Past this many distinct words the cache stops growing; long words (a whole SentencePiece text
+// without a pre-tokenizer) are not worth keeping.
+constexpr size_t kMaxCachedWords = 1 << 20;
+constexpr size_t kMaxCachedWordBytes = 256;
+
 // A stretch of text on its way through the pipeline, or an added token already recognised.
 struct Segment {
   std::string text;
@@ -514,8 +519,23 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special
     }
     std::vector<Segment> words{std::move(segment)};
     for (const HfPreTokenizerStep& step : parts.pre_tokenizer) apply_pre_tokenizer_step(step, words);
-    for (const Segment& word : words)
-      if (!word.text.empty()) encode_word(parts.model, word.text, ids);
+    for (const Segment& word : words) {
+      if (word.text.empty()) continue;
+      {
+        std::lock_guard<std::mutex> lock(parts.cache->mutex);
+        auto found = parts.cache->words.find(word.text);
+        if (found != parts.cache->words.end()) {
+          ids.insert(ids.end(), found->second.begin(), found->second.end());
+          continue;
+        }
+      }
+      size_t first = ids.size();
+      encode_word(parts.model, word.text, ids);
+      std::lock_guard<std::mutex> lock(parts.cache->mutex);
+      if (parts.cache->words.size() < kMaxCachedWords && word.text.size() <= kMaxCachedWordBytes)
+        parts.cache->words.emplace(word.text,
+                                   std::vector<int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end()));
+    }
   }
   if (add_special_tokens) ids.insert(ids.end(), parts.template_after.begin(), parts.template_after.end());
   return ids;

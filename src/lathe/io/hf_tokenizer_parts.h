@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -64,6 +65,12 @@ struct HfBpeModel {
   std::string continuing_subword_prefix, end_of_word_suffix;
 };
 
+// Word -> ids, so that repeated words skip BPE; stops growing past a limit (only speed changes).
+struct HfWordCache {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::vector<int32_t>, HfBpeModel::StringHash, std::equal_to<>> words;
+};
+
 struct HfTokenizer::Parts {
   std::vector<HfAddedToken> added_tokens;
   std::vector<HfNormalizerStep> normalizer;
@@ -74,6 +81,7 @@ struct HfTokenizer::Parts {
   std::vector<int32_t> template_before, template_after;  // TemplateProcessing "single" around $A
   std::vector<std::string> id_to_token;                  // "" where no token has the id
   std::vector<int8_t> id_kind;                           // 0 none, 1 model token, 2 added, 3 added special
+  std::unique_ptr<HfWordCache> cache = std::make_unique<HfWordCache>();
 };
 
 // Applies the normalizer steps to text (used for normalized added tokens too).

@@ -52,14 +52,36 @@ uint32_t compose(uint32_t first, uint32_t second) {
 
 }  // namespace
 
-UnicodeCategory unicode_category(uint32_t code_point) {
-  if (code_point >= 0x110000) return {'C', 'n'};
+namespace {
+
+// ASCII dominates most text: a direct table for it, filled once from the ranges.
+struct AsciiCategories {
+  UnicodeCategory category[128];
+  AsciiCategories();
+};
+
+UnicodeCategory lookup_category(uint32_t code_point) {
   const auto* end = tables::kCategoryRanges + tables::kCategoryRangeCount;
   const auto* after =
       std::upper_bound(tables::kCategoryRanges, end, code_point,
                        [](uint32_t value, const tables::CategoryRange& range) { return value < range.first; });
   LATHE_ASSERT(after != tables::kCategoryRanges);
   return {after[-1].major, after[-1].minor};
+}
+
+AsciiCategories::AsciiCategories() {
+  for (uint32_t c = 0; c < 128; ++c) category[c] = lookup_category(c);
+}
+
+}  // namespace
+
+UnicodeCategory unicode_category(uint32_t code_point) {
+  if (code_point < 128) {
+    static const AsciiCategories ascii;
+    return ascii.category[code_point];
+  }
+  if (code_point >= 0x110000) return {'C', 'n'};
+  return lookup_category(code_point);
 }
 
 bool is_unicode_white_space(uint32_t code_point) {
