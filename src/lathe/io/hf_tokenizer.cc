@@ -58,28 +58,19 @@ bool is_word_character(uint32_t c) {
          (category.major == 'P' && category.minor == 'c');
 }
 
-// Cuts the added tokens with the given `normalized` flag out of text: leftmost match first, the
+// Cuts added tokens (those of one `normalized` kind, indexed by first byte) out of text: leftmost match first, the
 // longest at equal starts; lstrip / rstrip swallow the whitespace beside a match; single_word
 // tokens only match between non-word characters.
-void split_added_tokens(const std::vector<HfAddedToken>& tokens, bool normalized, const Segment& input,
+void split_added_tokens(const std::array<std::vector<const HfAddedToken*>, 256>& index, const Segment& input,
                         std::vector<Segment>& out) {
-  std::vector<const HfAddedToken*> candidates;
-  for (const HfAddedToken& token : tokens)
-    if (token.normalized == normalized) candidates.push_back(&token);
   std::string_view text = input.text;
-  if (candidates.empty() || text.empty()) {
-    if (!text.empty()) out.push_back(input);
-    return;
-  }
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const HfAddedToken* a, const HfAddedToken* b) { return a->content.size() > b->content.size(); });
   size_t piece_start = 0, i = 0;
   auto emit_text = [&](size_t begin, size_t end) {
     if (end > begin) out.push_back({std::string(text.substr(begin, end - begin)), -1, input.at_start && begin == 0});
   };
   while (i < text.size()) {
     const HfAddedToken* found = nullptr;
-    for (const HfAddedToken* token : candidates) {
+    for (const HfAddedToken* token : index[static_cast<unsigned char>(text[i])]) {
       if (text.compare(i, token->content.size(), token->content) == 0) {
         found = token;
         break;
@@ -460,6 +451,18 @@ void apply_decoder_step(const HfDecoderStep& step, std::vector<std::string>& tok
 
 }  // namespace
 
+void index_hf_added_tokens(HfTokenizer::Parts& parts) {
+  for (auto& index : parts.added_index)
+    for (auto& bucket : index) bucket.clear();
+  for (const HfAddedToken& token : parts.added_tokens)
+    parts.added_index[token.normalized ? 1 : 0][static_cast<unsigned char>(token.content[0])].push_back(&token);
+  for (auto& index : parts.added_index)
+    for (auto& bucket : index)
+      std::stable_sort(bucket.begin(), bucket.end(), [](const HfAddedToken* a, const HfAddedToken* b) {
+        return a->content.size() > b->content.size();
+      });
+}
+
 std::string apply_hf_normalizer(const std::vector<HfNormalizerStep>& steps, std::string text) {
   for (const HfNormalizerStep& step : steps) {
     switch (step.kind) {
@@ -502,14 +505,14 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special
               find_invalid_utf8(text), ")");
   const Parts& parts = *parts_;
   std::vector<Segment> raw_segments, segments;
-  split_added_tokens(parts.added_tokens, false, Segment{std::string(text), -1, true}, raw_segments);
+  split_added_tokens(parts.added_index[0], Segment{std::string(text), -1, true}, raw_segments);
   for (Segment& segment : raw_segments) {
     if (segment.added_id >= 0) {
       segments.push_back(std::move(segment));
       continue;
     }
     segment.text = apply_hf_normalizer(parts.normalizer, std::move(segment.text));
-    split_added_tokens(parts.added_tokens, true, segment, segments);
+    split_added_tokens(parts.added_index[1], segment, segments);
   }
   std::vector<int32_t> ids = add_special_tokens ? parts.template_before : std::vector<int32_t>{};
   for (Segment& segment : segments) {

@@ -376,6 +376,7 @@ HfTokenizer HfTokenizer::from_json(const Json& json, const std::string& source) 
     if (token.content.empty()) reader.fail("added_tokens", "has a token that normalizes to nothing");
     parts->id_to_token[static_cast<size_t>(token.id)] = token.content;
   }
+  index_hf_added_tokens(*parts);
   for (int32_t id : parts->template_before)
     if (id >= static_cast<int64_t>(parts->id_kind.size()) || parts->id_kind[static_cast<size_t>(id)] == 0)
       reader.fail("post_processor", "adds id " + std::to_string(id) + ", which is no token");

@@ -2,6 +2,7 @@
 // the encoder/decoder (hf_tokenizer.cc). Internal to io/.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -82,7 +83,12 @@ struct HfTokenizer::Parts {
   std::vector<std::string> id_to_token;                  // "" where no token has the id
   std::vector<int8_t> id_kind;                           // 0 none, 1 model token, 2 added, 3 added special
   std::unique_ptr<HfWordCache> cache = std::make_unique<HfWordCache>();
+  // added_index[normalized][first byte]: the added tokens to try there, longest first.
+  std::array<std::vector<const HfAddedToken*>, 256> added_index[2];
 };
+
+// Builds Parts::added_index once added_tokens is final.
+void index_hf_added_tokens(HfTokenizer::Parts& parts);
 
 // Applies the normalizer steps to text (used for normalized added tokens too).
 std::string apply_hf_normalizer(const std::vector<HfNormalizerStep>& steps, std::string text);
