@@ -27,8 +27,10 @@ except ImportError:
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                   r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 # GPT-4o's o200k split (upper/lower case runs with optional contraction suffix), as used by Phi-4.
-O200K_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-                 r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+O200K_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+                 r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                 r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+                 r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
                  r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -68,7 +70,8 @@ def random_texts(count, seed=1234):
     rng = random.Random(seed)
     pieces = ["a", "B", "the", " ", "  ", "\t", "\n", "\r\n", "'s", "'LL", "'t", "'", "1", "23", "4567", ".", ",!",
               "é", "e\u0301", "ß", "中", "語", "🙂", "👍🏽", "‍", "\u00a0", "\u3000", "٣", "½", "_", "-", "((", "<s>",
-              "<|endoftext|>", "<tool>", "hello world", "[MASK]", "<|mäd|>", "HeLLo", "x/y", "▁", "\u017f", "Ω", "\u0300", "\u0e01\u0e34", "$", "€"]
+              "<|endoftext|>", "<tool>", "hello world", "[MASK]", "<|mäd|>", "HeLLo", "x/y", "▁", "\u017f", "Ω",
+              "\u0300", "\u0e01\u0e34", "$", "€"]
     return ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(count)]
 
 

@@ -58,9 +58,9 @@ bool is_word_character(uint32_t c) {
          (category.major == 'P' && category.minor == 'c');
 }
 
-// Cuts added tokens (those of one `normalized` kind, indexed by first byte) out of text: leftmost match first, the
-// longest at equal starts; lstrip / rstrip swallow the whitespace beside a match; single_word
-// tokens only match between non-word characters.
+// Cuts added tokens (those of one `normalized` kind, indexed by first byte) out of text: leftmost
+// match first, the longest at equal starts; lstrip / rstrip swallow the whitespace beside a match;
+// single_word tokens only match between non-word characters.
 void split_added_tokens(const std::array<std::vector<const HfAddedToken*>, 256>& index, const Segment& input,
                         std::vector<Segment>& out) {
   std::string_view text = input.text;
