@@ -126,6 +126,8 @@ expect 0 "tokenizer encode --hf" -- "$lathe" tokenizer encode --hf --tokenizer "
 expect 0 "tokenizer decode --hf" -- "$lathe" tokenizer decode --hf --tokenizer "$work/tokenizer.json" $ids
 [ "$(cat "$work/out")" = "the cat sat" ] || { echo "FAIL: tokenizer decode --hf: '$(cat "$work/out")'"; failures=$((failures + 1)); }
 echo '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}}' >"$work/bad_merge.json"
+printf 'bad \377 byte' >"$work/not_utf8.txt"
+expect 2 "tokenizer --hf text not UTF-8" -- "$lathe" tokenizer encode --hf --tokenizer "$work/tokenizer.json" --file "$work/not_utf8.txt"
 expect 2 "tokenizer --hf merge of unknown token" -- "$lathe" tokenizer encode --hf --tokenizer "$work/bad_merge.json" hello
 
 if [ "$failures" -ne 0 ]; then

@@ -3,7 +3,7 @@
 ids and the same decoded text as the `tokenizers` library, for small tokenizers of every supported
 kind trained here offline: GPT-2 (ByteLevel regex, with and without add_prefix_space), Llama 3
 (Split with its pattern + ByteLevel, ignore_merges, BOS template), Qwen 2 (NFC + its pattern), the
-o200k pattern, every Split behavior and invert, SentencePiece BPE with byte fallback (Llama 2:
+o200k pattern, every Split behavior and invert, Digits, SentencePiece BPE with byte fallback (Llama 2:
 Prepend + Replace normalizer; Gemma: Replace only; Metaspace first/always/never with split on and
 off), each with special and added tokens (lstrip/rstrip/single_word/normalized). Texts: a fixed
 varied set plus seeded random mixtures (LATHE_TOKENIZER_RANDOM_TEXTS, default 300).
@@ -167,6 +167,9 @@ def build_all():
             pre_tokenizers.Split(Regex(r"[.,!?]"), behavior="merged_with_previous"),
             pre_tokenizers.Split(Regex(r"\t"), behavior="removed"),
             pre_tokenizers.Split(Regex(r"\p{L}+"), behavior="isolated", invert=True)]),
+        "digits": byte_level(splits=[pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated"),
+                                     pre_tokenizers.Digits(individual_digits=True)]),
+        "digits_contiguous": byte_level(splits=[pre_tokenizers.Digits(individual_digits=False)]),
         "gemma_replace": sentencepiece(normalizers.Replace(" ", "▁"), None,
                                        decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
                                                           decoders.Fuse()])),

@@ -120,6 +120,8 @@ int run_encode(int argc, char** argv) {
   if (!command_line.parse(argc, argv)) return 0;
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
   const auto& words = command_line.positional_values();
+  LATHE_CHECK(command_line.has("hf") || !command_line.has("add-special-tokens"),
+              "--add-special-tokens needs --hf (see --help)");
   if (command_line.has("json-lines")) {
     LATHE_CHECK(command_line.has("hf"), "--json-lines needs --hf (see --help)");
     HfTokenizer tokenizer = HfTokenizer::load(command_line.get("tokenizer"));

@@ -151,6 +151,12 @@ void read_pre_tokenizer(const Reader& reader, const Json& value, const std::stri
     step.add_prefix_space = reader.boolean(value, "add_prefix_space", true, where);
     step.use_regex = reader.boolean(value, "use_regex", true, where);
     if (step.use_regex) step.regex = std::make_shared<SplitRegex>(kGpt2SplitPattern);
+  } else if (type == "Digits") {
+    // Rust's char::is_numeric (Nd, Nl, No) runs, each digit alone or contiguous.
+    step.kind = HfPreTokenizerStep::Kind::split;
+    step.regex = std::make_shared<SplitRegex>("\\p{N}");
+    step.behavior = reader.boolean(value, "individual_digits", false, where) ? HfSplitBehavior::isolated
+                                                                             : HfSplitBehavior::contiguous;
   } else if (type == "Metaspace") {
     step.kind = HfPreTokenizerStep::Kind::metaspace;
     step.replacement = reader.string(value, "replacement", where);
@@ -162,7 +168,7 @@ void read_pre_tokenizer(const Reader& reader, const Json& value, const std::stri
     step.split = reader.boolean(value, "split", true, where);
   } else {
     reader.fail(where, "has unsupported pre-tokenizer type \"" + type +
-                           "\" (supported: Sequence, Split, ByteLevel, Metaspace)");
+                           "\" (supported: Sequence, Split, ByteLevel, Metaspace, Digits)");
   }
   steps.push_back(std::move(step));
 }
