@@ -6,7 +6,9 @@ kind trained here offline: GPT-2 (ByteLevel regex, with and without add_prefix_s
 o200k pattern, every Split behavior and invert, Digits, SentencePiece BPE with byte fallback (Llama 2:
 Prepend + Replace normalizer; Gemma: Replace only; Metaspace first/always/never with split on and
 off), each with special and added tokens (lstrip/rstrip/single_word/normalized). Texts: a fixed
-varied set plus seeded random mixtures (LATHE_TOKENIZER_RANDOM_TEXTS, default 300).
+varied set plus seeded random mixtures (LATHE_TOKENIZER_RANDOM_TEXTS, default 300). A tokenizer
+trained by `lathe tokenizer train` is checked both ways: lathe's BpeTokenizer and HfTokenizer
+against `tokenizers`.
 
 usage: tokenizer_hf_compat_check.py LATHE_BINARY [--keep DIR]   (exit 77 = skipped: no `tokenizers`)
 """
@@ -206,6 +208,25 @@ def lathe_encode(lathe, path, work, add_special):
     return [[int(token) for token in line.split()] for line in run_lathe(command)]
 
 
+def lathe_own_encode(lathe, path, work):
+    """Ids from lathe's own BpeTokenizer (the trainer's class), special tokens matched."""
+    lines_path = os.path.join(work, "texts.jsonl")
+    with open(lines_path, "w", encoding="utf-8") as out:
+        out.writelines(json.dumps(text, ensure_ascii=False) + "\n" for text in TEXTS)
+    command = [lathe, "tokenizer", "encode", "--special", "--tokenizer", path, "--json-lines", lines_path]
+    return [[int(token) for token in line.split()] for line in run_lathe(command)]
+
+
+def lathe_trained(lathe, work):
+    """A tokenizer trained by `lathe tokenizer train`: its split pattern must describe lathe's own split."""
+    corpus_path = os.path.join(work, "corpus.txt")
+    with open(corpus_path, "w", encoding="utf-8") as out:
+        out.write("\n%\n".join(CORPUS))
+    path = os.path.join(work, "lathe_trained.json")
+    run_lathe([lathe, "tokenizer", "train", "--input", corpus_path, "--vocab-size", "600", "--output", path])
+    return path
+
+
 def lathe_decode(lathe, path, work, id_lists, skip_special):
     lines_path = os.path.join(work, "ids.jsonl")
     with open(lines_path, "w", encoding="utf-8") as out:
@@ -224,7 +245,18 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         directory = keep or work
         os.makedirs(directory, exist_ok=True)
-        for name, tokenizer in build_all().items():
+        own_path = lathe_trained(lathe, work)
+        own = Tokenizer.from_file(own_path)
+        for text, our_ids in zip(TEXTS, lathe_own_encode(lathe, own_path, work)):
+            checks += 1
+            their_ids = own.encode(text, add_special_tokens=False).ids
+            if our_ids != their_ids:
+                failures += 1
+                print(f"FAIL lathe-trained BpeTokenizer encode {text!r}:\n  lathe      {our_ids}\n"
+                      f"  tokenizers {their_ids}")
+        tokenizers_built = build_all()
+        tokenizers_built["lathe_trained"] = own
+        for name, tokenizer in tokenizers_built.items():
             path = os.path.join(directory, f"{name}.json")
             tokenizer.save(path)
             for add_special in (False, True):

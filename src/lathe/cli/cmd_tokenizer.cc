@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "lathe/cli/command_line.h"
@@ -114,8 +115,7 @@ int run_encode(int argc, char** argv) {
                     "use the general Hugging Face pipeline (any supported tokenizer.json, e.g. Llama 2/3, Qwen,\n"
                     "GPT-2, Mistral, Gemma); added tokens are always matched, as `tokenizers` does");
   command_line.flag("add-special-tokens", "with --hf: apply the post-processor (e.g. add BOS)");
-  command_line.option("json-lines", "F",
-                      "with --hf: encode each line of F (a JSON string); print one line of ids each");
+  command_line.option("json-lines", "F", "encode each line of F (a JSON string); print one line of ids each");
   command_line.positionals("TEXT", "text to encode");
   if (!command_line.parse(argc, argv)) return 0;
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
@@ -123,11 +123,16 @@ int run_encode(int argc, char** argv) {
   LATHE_CHECK(command_line.has("hf") || !command_line.has("add-special-tokens"),
               "--add-special-tokens needs --hf (see --help)");
   if (command_line.has("json-lines")) {
-    LATHE_CHECK(command_line.has("hf"), "--json-lines needs --hf (see --help)");
-    HfTokenizer tokenizer = HfTokenizer::load(command_line.get("tokenizer"));
+    std::unique_ptr<HfTokenizer> hf;
+    std::unique_ptr<BpeTokenizer> own;
+    if (command_line.has("hf"))
+      hf = std::make_unique<HfTokenizer>(HfTokenizer::load(command_line.get("tokenizer")));
+    else
+      own = std::make_unique<BpeTokenizer>(BpeTokenizer::load(command_line.get("tokenizer")));
     for_each_json_line(command_line.get("json-lines"), [&](const Json& value, const std::string& where) {
       LATHE_CHECK(value.is_string(), where, ": expected a JSON string");
-      std::vector<int32_t> ids = tokenizer.encode(value.as_string(), command_line.has("add-special-tokens"));
+      std::vector<int32_t> ids = hf ? hf->encode(value.as_string(), command_line.has("add-special-tokens"))
+                                    : own->encode(value.as_string(), command_line.has("special"));
       std::printf("%s\n", join_ids(ids).c_str());
     });
     return 0;

@@ -109,12 +109,15 @@ TEST(TokenizerHfSentencePiece, ByteFallbackUnkAndDecoders) {
   EXPECT_THROW(tokenizer.decode({99}), Error);
 }
 
-TEST(TokenizerHfByteLevel, MatchesLatheOwnTokenizerOnAscii) {
+// lathe's files carry a split pattern that describes BpeTokenizer's hand-written split exactly,
+// non-ASCII text included.
+TEST(TokenizerHfByteLevel, MatchesLatheOwnTokenizer) {
   std::vector<std::string> documents = {"the cat sat on the mat", "don't stop; it's 12345 o'clock!",
-                                        "  indented\n\tcode(x) + 42\n\n", "the end"};
-  BpeTokenizer own = BpeTokenizer::train(documents, 320);
+                                        "  indented\n\tcode(x) + 42\n\n", "the end", "\u20acuro caf\u00e9 \u20acuro"};
+  BpeTokenizer own = BpeTokenizer::train(documents, 330);
   HfTokenizer hf = HfTokenizer::from_json(own.to_json(), "own.json");
-  for (const char* text : {"the cat's 123456 mat\n\n  x", "<|endoftext|>the<|endoftext|>", "", "  \t "}) {
+  for (const char* text : {"the cat's 123456 mat\n\n  x", "<|endoftext|>the<|endoftext|>", "", "  \t ",
+                           "\u20acuro\u2014ok caf\u00e9 'S '\u017f \u00a0 x\u3000y \u0663\u0664", "\v\f \x0b!"}) {
     EXPECT_EQ(hf.encode(text), own.encode(text, true)) << text;
     EXPECT_EQ(hf.decode(own.encode(text, true)), text);
   }

@@ -285,6 +285,27 @@ class Parser {
       case 'v':
         item.low = item.high = '\v';
         return item;
+      case 'x': {  // \xHH or \x{H...}
+        bool braced = !at_end() && peek() == '{';
+        if (braced) ++position_;
+        uint32_t value = 0;
+        int digits = 0;
+        while (!at_end() && (braced ? peek() != '}' : digits < 2)) {
+          uint32_t c = peek();
+          int digit = (c >= '0' && c <= '9')   ? static_cast<int>(c - '0')
+                      : (c >= 'a' && c <= 'f') ? static_cast<int>(c - 'a' + 10)
+                      : (c >= 'A' && c <= 'F') ? static_cast<int>(c - 'A' + 10)
+                                               : -1;
+          if (digit < 0 || digits == 6) fail("bad \\x escape");
+          value = value * 16 + static_cast<uint32_t>(digit);
+          ++digits;
+          ++position_;
+        }
+        if (digits == 0 || value > 0x10FFFF || (braced && at_end())) fail("bad \\x escape");
+        if (braced) ++position_;
+        item.low = item.high = value;
+        return item;
+      }
       case 's':
       case 'S':
         item.kind = Node::Item::Kind::white_space;

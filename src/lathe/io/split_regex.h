@@ -3,7 +3,7 @@
 // quantifiers that backtrack) by a small backtracking matcher over code points.
 //
 // Supported syntax, enough for the published split patterns: literals and escaped punctuation,
-// \r \n \t \f \v, \s \S, \p{X} \P{X} (general category: L, N, Lu, Nd, ...), classes [...] and
+// \r \n \t \f \v, \xHH, \x{H..}, \s \S, \p{X} \P{X} (general category: L, N, Lu, Nd, ...), classes [...] and
 // [^...] with ranges, groups (...) (?:...) (?i:...), negative/positive lookahead (?!...) (?=...),
 // alternation |, quantifiers ? * + {m} {m,} {m,n}. Anything else (lazy or possessive quantifiers,
 // anchors, backreferences, \d, \w, '.') is rejected with a lathe::Error naming the construct, so an
