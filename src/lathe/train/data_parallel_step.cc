@@ -68,6 +68,17 @@ void DataParallelStep::add_optimizer_state(CheckpointContents& contents, const s
   contents.staged_files = sharded_optimizer_->write_shards(staging_dir, step);
 }
 
+std::string DataParallelStep::describe_communication() const {
+  if (steps_run_ == 0) return "gradient all-reduce: no steps run";
+  const double steps = static_cast<double>(steps_run_);
+  const GradientReductionStats& total = reduction_totals_;
+  return str_cat("gradient all-reduce: ", total.buckets / steps_run_, " bucket(s) (",
+                 static_cast<double>(total.bytes / steps_run_ / 10000) / 100.0, " MB) per step, ",
+                 static_cast<int64_t>(total.communication_seconds / steps * 1e4) / 10.0, " ms per step of which ",
+                 static_cast<int64_t>(total.exposed_seconds / steps * 1e4) / 10.0, " ms exposed after backward (",
+                 static_cast<int64_t>(100 * total.overlap_fraction()), "% overlapped)");
+}
+
 std::string DataParallelStep::describe_memory() const {
   auto megabytes = [](int64_t bytes) { return str_cat(static_cast<double>(bytes / 10000) / 100.0, " MB"); };
   const int64_t weights = model_.parameter_count() * 4, whole_state = 2 * weights;
@@ -110,6 +121,12 @@ StepResult DataParallelStep::run(int64_t step, DataLoader& loader, StepPhaseSeco
   }
   const double reduce_start = seconds_now();
   reducer_.finish();
+  const GradientReductionStats& reduction = reducer_.last_stats();
+  ++steps_run_;
+  reduction_totals_.buckets += reduction.buckets;
+  reduction_totals_.bytes += reduction.bytes;
+  reduction_totals_.communication_seconds += reduction.communication_seconds;
+  reduction_totals_.exposed_seconds += reduction.exposed_seconds;
   communicator_.all_reduce_sum(&weighted_loss, 1);
   phases->backward += seconds_now() - reduce_start;
 

@@ -69,6 +69,10 @@ class DataParallelStep {
   // gradients 0.6 MB + moments 0.6 MB + all-gather buffer 0.6 MB"
   std::string describe_memory() const;
 
+  // "gradient all-reduce: 12 buckets (23.4 MB) per step, 31.0 ms per step of which 4.1 ms exposed
+  // after backward (87% overlapped)", over the steps run so far.
+  std::string describe_communication() const;
+
   const DataParallelShare& share() const { return share_; }
   const GradientReductionStats& reduction_stats() const { return reducer_.last_stats(); }
 
@@ -81,7 +85,10 @@ class DataParallelStep {
   Communicator& communicator_;
   DataParallelShare share_;
   GradientReducer reducer_;
-  Tensor inputs_, targets_;  // (rows, seq_len) i32: this rank's rows of the global batch
+  Tensor inputs_, targets_;
+  int64_t steps_run_ = 0;
+  GradientReductionStats
+      reduction_totals_;  // summed over the steps run  // (rows, seq_len) i32: this rank's rows of the global batch
 };
 
 }  // namespace lathe

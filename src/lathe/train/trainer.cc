@@ -323,6 +323,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
                  checkpoint_directory_name(step).c_str(), static_cast<double>(stats.bytes) / 1e6, stats.write_seconds);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  if (data_parallel) std::fprintf(log, "%s\n", data_parallel->describe_communication().c_str());
   if (op_profiling_enabled())
     std::fprintf(log, "time by op over %lld steps (%.2f s of steps):\n%s", static_cast<long long>(step - summary.first_step),
                  total_step_seconds, format_op_profile(op_profile(), total_step_seconds).c_str());
