@@ -42,6 +42,7 @@ class Runner:
         self.env = dict(os.environ, LATHE_TUNING_CACHE=os.path.join(work, "tuning.json"), OMPI_ALLOW_RUN_AS_ROOT="1",
                         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
         self.env.pop("LATHE_NUM_THREADS", None)
+        self.env.pop("LATHE_FORCE_BF16", None)
 
     def args(self, run_dir, *extra):
         return ["train", *TINY, f"data.path={self.corpus}", f"data.cache_dir={self.work}/cache",
@@ -120,6 +121,17 @@ def main():
         replicated = os.path.join(work, "two_replicated")
         if ran(*runner.train(replicated, "dist.shard_optimizer=false", ranks=2), "2 ranks, optimizer replicated"):
             check(final_weights(replicated) == reference, "2 ranks with replicated optimizer: bitwise equal")
+
+        # bf16 compute (forced where the CPU lacks AVX512_BF16): the all-gather re-rounds the bf16
+        # weight copies as the adamw op does, so ZeRO stays bitwise equal to one process.
+        bf16 = ["train.dtype=bf16"]
+        runner.env["LATHE_FORCE_BF16"] = "1"
+        single_bf16, two_bf16 = os.path.join(work, "single_bf16"), os.path.join(work, "two_bf16")
+        if ran(*runner.train(single_bf16, *bf16), "bf16, single process") and \
+                ran(*runner.train(two_bf16, *bf16, ranks=2), "bf16, 2 ranks"):
+            check(final_weights(two_bf16) == final_weights(single_bf16), "bf16, 2 ranks: bitwise equal to one process")
+            check(final_weights(two_bf16) != reference, "bf16 run differs from the f32 one (bf16 was used)")
+        del runner.env["LATHE_FORCE_BF16"]
 
         # Re-sharding on resume: 2 -> 1 and 1 -> 2, from the step-3 checkpoints.
         if os.path.isdir(two):
