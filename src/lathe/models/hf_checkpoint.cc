@@ -125,7 +125,7 @@ void save_hf_model(const TransformerModel& model, const std::string& hf_dir, con
     }
   }
   write_safetensors_checkpoint(hf_dir, tensors, options.max_shard_bytes);
-  write_file_atomically((fs::path(hf_dir) / "config.json").string(), config.dump(2) + "\n");
+  write_file_atomically((fs::path(hf_dir) / "config.json").string(), hf_config_text(config));
   Json generation = Json::object();
   generation.set("_from_model_config", true);
   write_file_atomically((fs::path(hf_dir) / "generation_config.json").string(), generation.dump(2) + "\n");

@@ -421,6 +421,34 @@ Json hf_json_from_model_config(const ModelConfig& config) {
   return json;
 }
 
+std::string hf_config_text(const Json& json) {
+  static const char* const kFloatKeys[] = {
+      "rope_theta", "rms_norm_eps",    "initializer_range", "final_logit_softcapping", "attn_logit_softcapping",
+      "factor",     "low_freq_factor", "high_freq_factor",  "rope_local_base_freq"};
+  const std::string text = json.dump(2);
+  std::string out;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(begin, end - begin);
+    for (const char* key : kFloatKeys) {
+      const std::string prefix = str_cat("\"", key, "\": ");
+      const size_t at = line.find(prefix);
+      if (at == std::string::npos) continue;
+      const size_t value = at + prefix.size();
+      size_t value_end = line.find(',', value);
+      if (value_end == std::string::npos) value_end = line.size();
+      const std::string number = line.substr(value, value_end - value);
+      if (!number.empty() && number.find_first_not_of("-0123456789") == std::string::npos) line.insert(value_end, ".0");
+    }
+    out += line;
+    out += '\n';
+    begin = end + 1;
+  }
+  return out;
+}
+
 std::string lathe_name_from_hf(const std::string& hf_name, HfWeightLayout layout) {
   if (layout == HfWeightLayout::causal_lm) return hf_name;
   auto starts_with = [&](const std::string& prefix) { return hf_name.compare(0, prefix.size(), prefix) == 0; };

@@ -38,6 +38,10 @@ HfModelDescription model_config_from_hf_json(const Json& config, const std::stri
 // (e.g. a llama family model with q/k norms).
 Json hf_json_from_model_config(const ModelConfig& config);
 
+// json.dump(2) with the keys transformers 5.x types as float written as floats ("30.0", not "30"):
+// its strict config classes reject an integer there.
+std::string hf_config_text(const Json& json);
+
 // The HF architecture name of a lathe family ("llama" -> "LlamaForCausalLM").
 std::string hf_architecture_for_family(const std::string& family);
 

@@ -220,6 +220,14 @@ TEST_P(HfConfigRoundTrip, ExportThenImportIsTheSameConfig) {
 INSTANTIATE_TEST_SUITE_P(Families, HfConfigRoundTrip,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"));
 
+TEST(HfConfig, ConfigTextWritesFloatKeysAsFloats) {
+  const std::string text = hf_config_text(hf_json_from_model_config(exportable("gemma2")));
+  EXPECT_NE(text.find("\"final_logit_softcapping\": 30.0,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"rope_theta\": 50000.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"num_hidden_layers\": 7,"), std::string::npos) << text;
+  EXPECT_EQ(model_config_from_hf_json(Json::parse(text), "text").config, exportable("gemma2"));
+}
+
 TEST(HfConfig, ExportRefusesWhatTheArchitectureCannotExpress) {
   ModelConfig config = exportable("llama");
   config.qk_norm = true;
