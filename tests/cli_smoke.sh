@@ -133,6 +133,15 @@ printf 'bad \377 byte' >"$work/not_utf8.txt"
 expect 2 "tokenizer --hf text not UTF-8" -- "$lathe" tokenizer encode --hf --tokenizer "$work/tokenizer.json" --file "$work/not_utf8.txt"
 expect 2 "tokenizer --hf merge of unknown token" -- "$lathe" tokenizer encode --hf --tokenizer "$work/bad_merge.json" hello
 
+# convert: Hugging Face <-> lathe (the round trip itself: tests/python/hf_convert_check.py).
+expect 0 "convert --help" -- "$lathe" convert --help
+expect 2 "convert without --to" -- "$lathe" convert --from hf "$work"
+expect 2 "convert missing hf dir" -- "$lathe" convert --from hf "$work/nothing" --to "$work/converted"
+mkdir -p "$work/hf_falcon"
+echo '{"architectures": ["FalconForCausalLM"], "model_type": "falcon"}' >"$work/hf_falcon/config.json"
+expect 2 "convert unsupported architecture" -- "$lathe" convert --from hf "$work/hf_falcon" --to "$work/converted"
+expect 2 "convert bad shard size" -- "$lathe" convert --from "$work/nothing" --to hf "$work/out" --max-shard-size 2XB
+
 if [ "$failures" -ne 0 ]; then
   echo "cli_smoke: $failures failure(s)"
   exit 1

@@ -28,6 +28,7 @@ int64_t save_all_elements(const ModelConfig& config) {
   elements += w.d + 2 * w.d;       // o_proj, two residual adds
   elements += 3 * w.ffn + w.d;     // gate, up, activation, down
   if (config.qk_norm) elements += w.q + w.k + w.heads + w.kv_heads;
+  if (config.attention_bias) elements += w.q + 2 * w.k;  // q, k, v after their biases
   if (config.sandwich_norms) elements += 2 * w.d + 2;  // post-attention and post-MLP norms
   return elements;
 }

@@ -24,6 +24,9 @@ TrainConfig tiny_config(const std::string& variant, RematPolicy policy) {
     config.model.family = "qwen3";
     config.model.qk_norm = true;
     config.model.head_dim = 12;
+  } else if (variant == "qwen2") {
+    config.model.family = "qwen2";
+    config.model.attention_bias = true;
   } else if (variant == "gemma2") {
     config.model.family = "gemma2";
     config.model.sandwich_norms = true;
@@ -77,7 +80,7 @@ TEST_P(MemoryEstimate, MatchesTheBytesTheStepHolds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, MemoryEstimate,
-                         ::testing::Combine(::testing::Values("llama", "qwen3", "gemma2"),
+                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gemma2"),
                                             ::testing::Values(RematPolicy::save_all, RematPolicy::recompute_layer,
                                                               RematPolicy::save_matmuls)));
 

@@ -22,6 +22,7 @@ bool parameter_decays(const Parameter& parameter, const OptimizerSection& config
     case ParameterKind::matrix:
       return true;
     case ParameterKind::norm:
+    case ParameterKind::bias:
       return config.decay_norms_and_biases;
     case ParameterKind::embedding:
       return config.decay_embeddings;

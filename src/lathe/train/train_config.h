@@ -13,6 +13,7 @@
 //   log:        { every, eval_every, eval_batches, tensorboard }
 //   dist:       { bucket_mb, overlap, shard_optimizer }   data parallelism (mpirun), see
 //               train/data_parallel_step.h
+//   load_from:  hf:DIR   start from a Hugging Face model (train/load_from.h); '' : random init
 //   run_dir:    runs/default
 // Overrides use dotted keys: `model.n_layers=2 optimizer.lr=1e-3 run_dir=/tmp/x`; the value is read
 // as a YAML value (`data.tokenizer=''` is an empty string). Dotted keys may also be written flat in
@@ -109,6 +110,7 @@ struct TrainConfig {
   CheckpointSection checkpoint;
   LogSection log;
   DistSection dist;
+  std::string load_from;  // "hf:DIR": initial weights and model section from an HF directory
   std::string run_dir = "runs/default";
 
   bool operator==(const TrainConfig&) const = default;

@@ -1,0 +1,87 @@
+"""`lathe convert` against the live transformers library, for every supported architecture.
+
+For each one: transformers builds a tiny random model (every weight random, norms and biases too,
+so a swapped or dropped tensor changes the logits) and saves it sharded; lathe converts it to a
+lathe checkpoint and back to a Hugging Face directory (f32 and bf16); transformers'
+from_pretrained loads the result, which must give the original logits (f32: bit for bit, the
+weights are copied exactly; bf16: those of the original with its weights rounded to bf16).
+Usage: hf_convert_check.py LATHE_BINARY   (exit 77 without torch/transformers)
+"""
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+try:
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+except ImportError:
+    print("skipped: torch/transformers not installed")
+    sys.exit(77)
+
+LATHE = sys.argv[1]
+COMMON = dict(vocab_size=96, hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
+              head_dim=8, max_position_embeddings=128, rms_norm_eps=1e-6)
+ARCHITECTURES = {
+    "llama": (transformers.LlamaConfig, dict(num_hidden_layers=2, rope_scaling={
+        "rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 32}, rope_theta=5e5)),
+    "mistral": (transformers.MistralConfig, dict(num_hidden_layers=2, sliding_window=5)),
+    "qwen2": (transformers.Qwen2Config, dict(num_hidden_layers=2, tie_word_embeddings=True)),
+    "qwen3": (transformers.Qwen3Config, dict(num_hidden_layers=2)),
+    "gemma2": (transformers.Gemma2Config, dict(num_hidden_layers=3, sliding_window=4, query_pre_attn_scalar=24)),
+    "gemma3": (transformers.Gemma3TextConfig, dict(num_hidden_layers=4, sliding_window=4, sliding_window_pattern=2,
+                                                    query_pre_attn_scalar=16, rope_local_base_freq=100.0)),
+}
+
+
+def lathe(*args):
+    result = subprocess.run([LATHE, *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"lathe {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout
+
+
+def logits(model, ids):
+    with torch.no_grad():
+        return model(ids).logits.float()
+
+
+def main():
+    failures = []
+    ids = torch.randint(0, COMMON["vocab_size"], (2, 11), generator=torch.Generator().manual_seed(1))
+    for name, (config_class, extra) in ARCHITECTURES.items():
+        torch.manual_seed(0)
+        config = config_class(**COMMON, **extra)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.normal_(0.0, 0.3)
+        expected = logits(model, ids)
+        with tempfile.TemporaryDirectory() as scratch:
+            source, run, out, out_bf16 = (str(Path(scratch) / part) for part in ("hf", "run", "out", "out_bf16"))
+            model.save_pretrained(source, max_shard_size="20KB")  # several shards + index
+            assert (Path(source) / "model.safetensors.index.json").exists(), "transformers did not shard"
+            lathe("convert", "--from", "hf", source, "--to", run)
+            lathe("convert", "--from", run, "--to", "hf", out, "--max-shard-size", "16KB")
+            lathe("convert", "--from", run, "--to", "hf", out_bf16, "--dtype", "bf16")
+            reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+            difference = (logits(reloaded, ids) - expected).abs().max().item()
+            if type(reloaded) is not type(model) or difference != 0.0:
+                failures.append(f"{name}: {type(reloaded).__name__}, f32 max |logit diff| {difference}")
+            # bf16: the original with bf16-rounded weights, both computed in f32.
+            rounded = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+            rounded.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in model.state_dict().items()})
+            reloaded_bf16 = AutoModelForCausalLM.from_pretrained(out_bf16, dtype=torch.float32).eval()
+            difference_bf16 = (logits(reloaded_bf16, ids) - logits(rounded, ids)).abs().max().item()
+            if difference_bf16 != 0.0:
+                failures.append(f"{name}: bf16 export max |logit diff| {difference_bf16}")
+            print(f"{name}: {type(model).__name__} round trip f32 diff {difference}, bf16 diff {difference_bf16}")
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print(f"ok: {len(ARCHITECTURES)} architectures, transformers {transformers.__version__}")
+
+
+main()
