@@ -138,7 +138,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   // Resume from the newest valid checkpoint, if any.
   TrainSummary summary;
   summary.run_dir = run_dir;
-  std::optional<std::string> latest = find_latest_checkpoint(checkpoints_dir);
+  std::optional<std::string> latest = find_latest_checkpoint(checkpoints_dir, lead ? std::cerr : discarded_stream());
   if (!latest) refuse_to_start_over_damaged_checkpoints(checkpoints_dir);
   if (latest) {
     LoadedCheckpoint checkpoint = load_checkpoint(*latest);
