@@ -250,8 +250,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     if (data_parallel)
       last = data_parallel->run(step + 1, loader);
     else
-      last = train_step(model, *optimizer, config, step + 1,
-                        [&](const TensorView& inputs, const TensorView& targets) { loader.next_batch(inputs, targets); });
+      last = train_step(model, *optimizer, config, step + 1, [&](const TensorView& inputs, const TensorView& targets) {
+        loader.next_batch(inputs, targets);
+      });
     ++step;
     const double step_seconds = seconds_since(step_start);
     LATHE_CHECK(std::isfinite(last.loss), "training diverged at step ", step, ": loss is ", last.loss,
