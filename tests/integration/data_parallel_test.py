@@ -9,6 +9,7 @@ Claims checked (train/data_parallel_step.h):
     another world size: a 2-rank checkpoint
     continued by 1 process, and a 1-process checkpoint continued by 2 ranks, end bitwise where the
     uninterrupted single-process run ends;
+  - with 2 micro-batches per rank the sums are ordered differently: losses within 1e-4 relative;
   - a world size that does not divide the global batch, and a resume with another model, are one
     error line each (plus mpirun's own notice), non-zero exit.
 Exits 77 (skipped) when mpirun is missing.
@@ -130,6 +131,17 @@ def main():
         replicated = os.path.join(work, "two_replicated")
         if ran(*runner.train(replicated, "dist.shard_optimizer=false", ranks=2), "2 ranks, optimizer replicated"):
             check(final_weights(replicated) == reference, "2 ranks with replicated optimizer: bitwise equal")
+
+        # 2 micro-batches per rank (batch_size 1, global batch 4): rank sums (g0 + g1) + (g2 + g3)
+        # instead of the single process's ((g0 + g1) + g2) + g3, so equal within f32 rounding only.
+        accumulate = ["train.batch_size=1", "train.grad_accum=4"]
+        single_micro, two_micro = os.path.join(work, "single_micro"), os.path.join(work, "two_micro")
+        if ran(*runner.train(single_micro, *accumulate), "batch 1 x 4, single process") and \
+                ran(*runner.train(two_micro, *accumulate, ranks=2), "batch 1 x 4, 2 ranks"):
+            ours, theirs = losses(two_micro), losses(single_micro)
+            worst = max(abs(ours[key] - theirs[key]) / abs(theirs[key]) for key in theirs)
+            check(ours.keys() == theirs.keys() and worst < 1e-4,
+                  f"batch 1 x 4, 2 ranks: losses and grad norms within 1e-4 relative (worst {worst:.1e})")
 
         # bf16 compute (forced where the CPU lacks AVX512_BF16): the all-gather re-rounds the bf16
         # weight copies as the adamw op does, so ZeRO stays bitwise equal to one process.
