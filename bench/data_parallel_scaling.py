@@ -42,7 +42,7 @@ def main():
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("overrides", nargs="*", default=DEFAULT_OVERRIDES)
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()
     cores = os.cpu_count()
     work = tempfile.mkdtemp(prefix="lathe_dp_bench_")
     try:

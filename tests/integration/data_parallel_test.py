@@ -9,12 +9,14 @@ Claims checked (train/data_parallel_step.h):
     another world size: a 2-rank checkpoint
     continued by 1 process, and a 1-process checkpoint continued by 2 ranks, end bitwise where the
     uninterrupted single-process run ends;
+  - with 2 micro-batches per rank the sums are ordered differently: losses within 1e-4 relative;
   - a world size that does not divide the global batch, and a resume with another model, are one
     error line each (plus mpirun's own notice), non-zero exit.
 Exits 77 (skipped) when mpirun is missing.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -115,12 +117,31 @@ def main():
                   "2 ranks: no staging directory left", str(os.listdir(os.path.join(two, "checkpoints"))))
 
         serial = os.path.join(work, "two_no_overlap")
-        if ran(*runner.train(serial, "dist.overlap=false", ranks=2), "2 ranks, all-reduce after backward"):
-            check(final_weights(serial) == reference, "2 ranks without overlap: bitwise equal to one process")
+        # 50 kB buckets: several gradient buckets and 7 all-gather chunks per step instead of one.
+        if ran(*runner.train(serial, "dist.overlap=false", "dist.bucket_mb=0.05", ranks=2),
+               "2 ranks, all-reduce after backward, small buckets"):
+            check(final_weights(serial) == reference, "2 ranks without overlap, small buckets: bitwise equal")
+        small = os.path.join(work, "two_small_buckets")
+        code, stdout, stderr = runner.train(small, "dist.bucket_mb=0.05", ranks=2)
+        if ran(code, stdout, stderr, "2 ranks, overlap, small buckets"):
+            check(final_weights(small) == reference, "2 ranks with overlap, small buckets: bitwise equal")
+            buckets = re.search(r"gradient all-reduce: (\d+) bucket", stdout)
+            check(buckets is not None and int(buckets.group(1)) > 1, "small buckets: several buckets per step", stdout)
 
         replicated = os.path.join(work, "two_replicated")
         if ran(*runner.train(replicated, "dist.shard_optimizer=false", ranks=2), "2 ranks, optimizer replicated"):
             check(final_weights(replicated) == reference, "2 ranks with replicated optimizer: bitwise equal")
+
+        # 2 micro-batches per rank (batch_size 1, global batch 4): rank sums (g0 + g1) + (g2 + g3)
+        # instead of the single process's ((g0 + g1) + g2) + g3, so equal within f32 rounding only.
+        accumulate = ["train.batch_size=1", "train.grad_accum=4"]
+        single_micro, two_micro = os.path.join(work, "single_micro"), os.path.join(work, "two_micro")
+        if ran(*runner.train(single_micro, *accumulate), "batch 1 x 4, single process") and \
+                ran(*runner.train(two_micro, *accumulate, ranks=2), "batch 1 x 4, 2 ranks"):
+            ours, theirs = losses(two_micro), losses(single_micro)
+            worst = max(abs(ours[key] - theirs[key]) / abs(theirs[key]) for key in theirs)
+            check(ours.keys() == theirs.keys() and worst < 1e-4,
+                  f"batch 1 x 4, 2 ranks: losses and grad norms within 1e-4 relative (worst {worst:.1e})")
 
         # bf16 compute (forced where the CPU lacks AVX512_BF16): the all-gather re-rounds the bf16
         # weight copies as the adamw op does, so ZeRO stays bitwise equal to one process.

@@ -13,6 +13,11 @@ std::FILE* discarded_output() {
   return sink;
 }
 
+std::ostream& discarded_stream() {
+  static std::ostream sink(nullptr);  // no buffer: every write fails silently
+  return sink;
+}
+
 int threads_per_rank(const Communicator& communicator) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, communicator.local_world_size()));

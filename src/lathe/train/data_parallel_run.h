@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <ostream>
 #include <string>
 
 #include "lathe/bench/machine_peaks.h"
@@ -13,8 +14,9 @@
 
 namespace lathe {
 
-// A stream that swallows everything (the progress log of ranks other than 0).
+// Streams that swallow everything (the progress log and warnings of ranks other than 0).
 std::FILE* discarded_output();
+std::ostream& discarded_stream();
 
 // Worker threads for one rank when train.threads is 0: the machine's cores shared by the ranks
 // on it (at least 1).

@@ -172,7 +172,7 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("log.tensorboard", log.tensorboard, "also write TensorBoard event files");
 
   DistSection& dist = config.dist;
-  field("dist.bucket_mb", dist.bucket_mb, "gradient all-reduce bucket size in MB");
+  field("dist.bucket_mb", dist.bucket_mb, "gradient all-reduce bucket and ZeRO all-gather chunk, MB");
   field("dist.overlap", dist.overlap, "all-reduce gradient buckets while backward still runs");
   field("dist.shard_optimizer", dist.shard_optimizer, "ZeRO-1: each rank keeps 1/N of the optimizer state");
 

@@ -95,7 +95,7 @@ struct LogSection {
 
 // Data-parallel runs (`mpirun -np N lathe train`); ignored by a single process.
 struct DistSection {
-  double bucket_mb = 4;         // gradient all-reduce bucket size (MB)
+  double bucket_mb = 4;         // gradient all-reduce bucket and ZeRO all-gather chunk (MB)
   bool overlap = true;          // all-reduce buckets while backward still runs
   bool shard_optimizer = true;  // ZeRO-1: each rank keeps 1/N of the AdamW moments
 

@@ -139,7 +139,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   // Resume from the newest valid checkpoint, if any.
   TrainSummary summary;
   summary.run_dir = run_dir;
-  std::optional<std::string> latest = find_latest_checkpoint(checkpoints_dir);
+  std::optional<std::string> latest = find_latest_checkpoint(checkpoints_dir, lead ? std::cerr : discarded_stream());
   if (!latest) refuse_to_start_over_damaged_checkpoints(checkpoints_dir);
   if (!latest) load_pretrained_weights(config, model, log);
   if (latest) {
@@ -252,8 +252,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     if (data_parallel)
       last = data_parallel->run(step + 1, loader);
     else
-      last = train_step(model, *optimizer, config, step + 1,
-                        [&](const TensorView& inputs, const TensorView& targets) { loader.next_batch(inputs, targets); });
+      last = train_step(model, *optimizer, config, step + 1, [&](const TensorView& inputs, const TensorView& targets) {
+        loader.next_batch(inputs, targets);
+      });
     ++step;
     const double step_seconds = seconds_since(step_start);
     LATHE_CHECK(std::isfinite(last.loss), "training diverged at step ", step, ": loss is ", last.loss,
