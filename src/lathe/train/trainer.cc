@@ -18,6 +18,7 @@
 #include "lathe/ops/op_profile.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/compute_dtype.h"
+#include "lathe/train/goodput_events.h"
 #include "lathe/train/loss_curve_svg.h"
 #include "lathe/train/metrics_log.h"
 #include "lathe/train/progress.h"
@@ -109,6 +110,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   fs::create_directories(run_dir, directory_error);
   LATHE_CHECK(!directory_error, "cannot create run_dir '", run_dir, "': ", directory_error.message());
   const std::string checkpoints_dir = run_dir + "/checkpoints";
+  TrainingEvents events(run_dir);  // goodput event log and supervisor heartbeat
   const std::string config_yaml = train_config_to_yaml(config);
 
   // Data: tokenizer + shards (cached), then the loader.
@@ -127,6 +129,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   std::optional<std::string> latest = find_latest_checkpoint(checkpoints_dir);
   if (!latest) refuse_to_start_over_damaged_checkpoints(checkpoints_dir);
   if (latest) {
+    const double restore_start = events.now();
     LoadedCheckpoint checkpoint = load_checkpoint(*latest);
     check_same_model(config, checkpoint.config_yaml, *latest);
     std::map<std::string, const Tensor*> saved;
@@ -143,6 +146,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     optimizer.load_state(checkpoint.optimizer);
     loader.restore(checkpoint.trainer_state.get("data"));
     summary.first_step = checkpoint.step;
+    events.restored(restore_start, checkpoint.step);
     std::fprintf(log, "resuming from %s (step %lld)\n", latest->c_str(), static_cast<long long>(checkpoint.step));
   }
   // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
@@ -151,7 +155,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   const int64_t tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   const double flops_per_token = model.training_flops_per_token(config.train.seq_len);
+  const double startup_start = events.now();
   const MachinePeaks peaks = measure_machine_peaks(/*quick=*/true);
+  events.startup(startup_start);
   // MFU against the peak of the arithmetic the matmuls use (a forced bf16 run on a CPU without
   // AVX512_BF16 has no bf16 peak and is counted against f32).
   const bool bf16_peak = compute_dtype == ComputeDtype::bf16 && peaks.bf16_gflops > 0;
@@ -181,7 +187,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     contents.trainer_state.set("data", loader.state());
     contents.trainer_state.set("seed", static_cast<int64_t>(config.train.seed));
     contents.config_yaml = config_yaml;
+    const double save_start = events.now();
     checkpoints.save(contents);
+    events.checkpoint(save_start, step);
   };
   auto validation_loss = [&]() -> double {
     if (!loader.has_validation()) return NAN;
@@ -211,13 +219,19 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     std::fprintf(log, "the run is already at step %lld of train.steps=%lld: nothing to train (raise train.steps to continue)\n",
                  static_cast<long long>(summary.first_step), static_cast<long long>(config.train.steps));
   const auto run_start = std::chrono::steady_clock::now();
+  events.training_begins();
   double window_seconds = 0, window_tokens = 0, total_step_seconds = 0;
   int64_t step = summary.first_step;
   StepResult last{};
   while (step < config.train.steps) {
     const auto step_start = std::chrono::steady_clock::now();
-    last = train_step(model, optimizer, config, step + 1,
-                      [&](const TensorView& inputs, const TensorView& targets) { loader.next_batch(inputs, targets); });
+    const double step_event_start = events.now();
+    const int64_t first_sample = loader.epoch() * loader.samples_per_epoch() + loader.index_in_epoch();
+    last = train_step(model, optimizer, config, step + 1, [&](const TensorView& inputs, const TensorView& targets) {
+      const double data_start = events.now();
+      loader.next_batch(inputs, targets);
+      events.add_data_seconds(events.now() - data_start);
+    });
     ++step;
     const double step_seconds = seconds_since(step_start);
     LATHE_CHECK(std::isfinite(last.loss), "training diverged at step ", step, ": loss is ", last.loss,
@@ -252,7 +266,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       window_seconds = window_tokens = 0;
     }
     if ((config.log.eval_every > 0 && step % config.log.eval_every == 0) || last_step) {
+      const double evaluation_start = events.now();
       const double val_loss = validation_loss();
+      events.evaluation(evaluation_start);
       if (std::isfinite(val_loss)) {
         progress.print_line(str_cat("step ", step, ": validation loss ", val_loss));
         Json row = Json::object();
@@ -266,13 +282,16 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     const bool stop = training_stop_signal().load() != 0 ||
                       (options.stop_after_step > 0 && step >= options.stop_after_step);
     if ((config.checkpoint.every > 0 && step % config.checkpoint.every == 0) || last_step || stop) save_checkpoint(step);
+    events.step_done(step_event_start, step, first_sample);  // the whole iteration: logging included
     if (stop) {
       summary.interrupted = true;
       break;
     }
   }
   progress.finish();
+  const double final_save_start = events.now();
   checkpoints.wait();
+  events.checkpoint(final_save_start, step);
   if (tensorboard) tensorboard->close();
   summary.last_step = step;
   summary.final_train_loss = last.loss;
@@ -289,6 +308,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
                  checkpoint_directory_name(step).c_str(), static_cast<double>(stats.bytes) / 1e6, stats.write_seconds);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  events.finished(summary.interrupted);
   if (op_profiling_enabled())
     std::fprintf(log, "time by op over %lld steps (%.2f s of steps):\n%s", static_cast<long long>(step - summary.first_step),
                  total_step_seconds, format_op_profile(op_profile(), total_step_seconds).c_str());
