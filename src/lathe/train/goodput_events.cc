@@ -153,15 +153,18 @@ void TrainingEvents::finished(bool interrupted) {
   log_->record_point("job_end", now(), extra);
 }
 
-// The supervisor reads the file's modification time (and the step, for its log); rewriting a few
-// bytes in place keeps that one syscall-cheap and never leaves the file missing.
+// The supervisor reads the file's modification time and the step in it; writing a temporary file
+// and renaming it over the old one means a reader never sees a half-written number (a worker can
+// be stopped between any two syscalls).
 void TrainingEvents::touch_heartbeat(int64_t step) {
   if (heartbeat_path_.empty()) return;
-  const int descriptor = ::open(heartbeat_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const std::string temporary = heartbeat_path_ + ".tmp";
+  const int descriptor = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (descriptor < 0) return;  // the supervisor then sees a stale heartbeat: a clear failure there
   const std::string text = std::to_string(step) + "\n";
-  [[maybe_unused]] const ssize_t written = ::write(descriptor, text.data(), text.size());
+  const bool written = ::write(descriptor, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(descriptor);
+  if (written) ::rename(temporary.c_str(), heartbeat_path_.c_str());
 }
 
 std::vector<Json> read_goodput_events(const std::string& run_dir) {

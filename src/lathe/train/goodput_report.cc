@@ -266,8 +266,9 @@ std::string format_goodput_table(const GoodputReport& report) {
 
 Json goodput_report_to_json(const GoodputReport& report) {
   Json json = Json::object();
-  json.set("start", report.start);
-  json.set("end", report.end);
+  char unix_time[32];
+  std::snprintf(unix_time, sizeof unix_time, "%.6f", report.start);
+  json.set("start_unix_seconds", std::string(unix_time));  // a string: a JSON number here keeps 9 digits
   json.set("total_seconds", report.total_seconds);
   json.set("goodput_percent", 100.0 * report.goodput_fraction);
   Json seconds = Json::object(), percent = Json::object();

@@ -74,7 +74,7 @@ GoodputReport analyze_goodput(const std::vector<Json>& events);
 
 // A table for people: total, goodput %, one row per badput category, disruptions, MTTI, MTTR.
 std::string format_goodput_table(const GoodputReport& report);
-// {"total_seconds", "goodput_percent", "seconds": {category: s}, "percent": {...}, "disruptions",
+// {"start_unix_seconds", "total_seconds", "goodput_percent", "seconds": {category: s}, "percent": {...}, "disruptions",
 //  "mtti_seconds", "mttr_seconds", "mttr_after_detection_seconds", "events": [...]} (NaN: null).
 Json goodput_report_to_json(const GoodputReport& report);
 // One bar per category: its share of the job's wall-clock time.
