@@ -313,7 +313,7 @@ std::string goodput_report_svg(const GoodputReport& report, const std::string& t
               report.disruptions.size(), " disruption(s), MTTR ", seconds_text(report.mttr_seconds));
   RooflineChartLayout layout;
   layout.label_width = 170;
-  layout.right_width = 110;
+  layout.right_width = 140;
   return roofline_bar_chart_svg(bars, title, legend, layout);
 }
 
