@@ -15,5 +15,5 @@ if [ "${LATHE_SKIP_SANITIZERS:-0}" != 1 ]; then
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_SANITIZE=ON >/dev/null
   ninja -C build-sanitize
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-sanitize --output-on-failure -j2 --label-exclude python_only
+    ctest --test-dir build-sanitize --output-on-failure -j2 --label-exclude "python_only|release_only"
 fi

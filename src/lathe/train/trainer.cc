@@ -18,6 +18,7 @@
 #include "lathe/ops/op_profile.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/compute_dtype.h"
+#include "lathe/train/data_parallel_run.h"
 #include "lathe/train/goodput_events.h"
 #include "lathe/train/loss_curve_svg.h"
 #include "lathe/train/metrics_log.h"
@@ -99,8 +100,13 @@ void refuse_to_start_over_damaged_checkpoints(const std::string& checkpoints_dir
 
 TrainSummary run_training(const TrainConfig& config, const TrainOptions& options) {
   validate_train_config(config);
-  std::FILE* log = options.log;
+  SingleProcessCommunicator single_process;
+  Communicator& communicator = options.communicator ? *options.communicator : single_process;
+  const bool distributed = communicator.world_size() > 1, lead = communicator.rank() == 0;
+  if (distributed) plan_data_parallel_share(config.train, communicator.rank(), communicator.world_size());
+  std::FILE* log = lead ? options.log : discarded_output();
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
+  if (config.train.threads == 0 && distributed) set_num_threads(threads_per_rank(communicator));
   std::string dtype_note;
   const ComputeDtype compute_dtype = resolve_compute_dtype(config.train.dtype, &dtype_note);
   if (!dtype_note.empty()) std::fprintf(log, "%s\n", dtype_note.c_str());
@@ -115,7 +121,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   // Data: tokenizer + shards (cached), then the loader.
   const std::string cache_dir = config.data.cache_dir.empty() ? run_dir + "/data" : config.data.cache_dir;
-  PreparedDataset dataset = prepare_dataset(config.data, config.model.vocab_size, config.train.seed, cache_dir, log);
+  PreparedDataset dataset;  // rank 0 builds the cache, the other ranks read it
+  run_on_rank_0_first(communicator, [&] {
+    dataset = prepare_dataset(config.data, config.model.vocab_size, config.train.seed, cache_dir, lead ? log : nullptr);
+  });
   DataLoader loader(dataset.train_shard_path, dataset.val_shard_path, config.train.seq_len, config.train.seed);
 
   TransformerModel model(config.model);
@@ -150,13 +159,20 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     std::fprintf(log, "resuming from %s (step %lld)\n", latest->c_str(), static_cast<long long>(checkpoint.step));
   }
   // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
-  fs::copy_file(dataset.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
-  write_text_file(run_dir + "/config.yaml", config_yaml);
+  if (lead) {
+    fs::copy_file(dataset.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
+    write_text_file(run_dir + "/config.yaml", config_yaml);
+  }
+  std::unique_ptr<DataParallelStep> data_parallel;
+  if (distributed) {
+    data_parallel = std::make_unique<DataParallelStep>(model, optimizer, config, communicator);
+    std::fprintf(log, "%s\n", describe_data_parallel_run(*data_parallel, communicator, config).c_str());
+  }
 
   const int64_t tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   const double flops_per_token = model.training_flops_per_token(config.train.seq_len);
   const double startup_start = events.now();
-  const MachinePeaks peaks = measure_machine_peaks(/*quick=*/true);
+  const MachinePeaks peaks = measure_machine_peaks_once(communicator);
   events.startup(startup_start);
   // MFU against the peak of the arithmetic the matmuls use (a forced bf16 run on a CPU without
   // AVX512_BF16 has no bf16 peak and is counted against f32).
@@ -169,15 +185,20 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
                static_cast<long long>(tokens_per_step), flops_per_token / 1e6, to_string(compute_dtype),
                bf16_peak ? "bf16" : "f32", peak_gflops);
 
-  CheckpointManager checkpoints(checkpoints_dir, checkpoint_manager_options(config.checkpoint));
-  MetricsLog metrics(run_dir + "/metrics.jsonl");
+  std::unique_ptr<CheckpointManager> checkpoints;  // rank 0 writes the run directory
+  std::unique_ptr<MetricsLog> metrics;
+  if (lead) {
+    checkpoints = std::make_unique<CheckpointManager>(checkpoints_dir, checkpoint_manager_options(config.checkpoint));
+    metrics = std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl");
+  }
   std::unique_ptr<TensorBoardWriter> tensorboard;
-  if (config.log.tensorboard) {
+  if (config.log.tensorboard && lead) {
     tensorboard = std::make_unique<TensorBoardWriter>(run_dir + "/tensorboard");
     tensorboard->add_text("config", "```\n" + config_yaml + "```", summary.first_step);
   }
 
   auto save_checkpoint = [&](int64_t step) {
+    if (!lead) return;
     CheckpointContents contents;
     contents.step = step;
     for (const Parameter& parameter : model.parameters()) contents.model.emplace_back(parameter.name, parameter.var->value);
@@ -188,7 +209,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     contents.trainer_state.set("seed", static_cast<int64_t>(config.train.seed));
     contents.config_yaml = config_yaml;
     const double save_start = events.now();
-    checkpoints.save(contents);
+    checkpoints->save(contents);
     events.checkpoint(save_start, step);
   };
   auto validation_loss = [&]() -> double {
@@ -200,6 +221,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       bool on;
       ~Restore() { set_op_profiling(on); }
     } restore{profiling};
+    if (data_parallel) return data_parallel->validation_loss(loader, batches);
     return evaluate_loss(model, config, batches, [&](int64_t k, const TensorView& inputs, const TensorView& targets) {
       loader.validation_batch(k, inputs, targets);
     });
@@ -227,11 +249,14 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     const auto step_start = std::chrono::steady_clock::now();
     const double step_event_start = events.now();
     const int64_t first_sample = loader.epoch() * loader.samples_per_epoch() + loader.index_in_epoch();
-    last = train_step(model, optimizer, config, step + 1, [&](const TensorView& inputs, const TensorView& targets) {
-      const double data_start = events.now();
-      loader.next_batch(inputs, targets);
-      events.add_data_seconds(events.now() - data_start);
-    });
+    if (data_parallel)
+      last = data_parallel->run(step + 1, loader);
+    else
+      last = train_step(model, optimizer, config, step + 1, [&](const TensorView& inputs, const TensorView& targets) {
+        const double data_start = events.now();
+        loader.next_batch(inputs, targets);
+        events.add_data_seconds(events.now() - data_start);
+      });
     ++step;
     const double step_seconds = seconds_since(step_start);
     LATHE_CHECK(std::isfinite(last.loss), "training diverged at step ", step, ": loss is ", last.loss,
@@ -253,7 +278,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       row.set("tokens_per_second", tokens_per_second);
       row.set("mfu", mfu);
       row.set("elapsed_seconds", seconds_since(run_start));
-      metrics.append(row);
+      if (metrics) metrics->append(row);
       if (tensorboard) {
         tensorboard->add_scalar("train/loss", last.loss, step);
         tensorboard->add_scalar("train/learning_rate", last.lr, step);
@@ -274,13 +299,13 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
         Json row = Json::object();
         row.set("step", step);
         row.set("val_loss", val_loss);
-        metrics.append(row);
+        if (metrics) metrics->append(row);
         if (tensorboard) tensorboard->add_scalar("val/loss", val_loss, step);
       }
       summary.final_val_loss = val_loss;
     }
-    const bool stop = training_stop_signal().load() != 0 ||
-                      (options.stop_after_step > 0 && step >= options.stop_after_step);
+    bool stop = training_stop_signal().load() != 0 || (options.stop_after_step > 0 && step >= options.stop_after_step);
+    if (distributed) stop = any_rank_true(communicator, stop);  // a signal may reach the ranks at different steps
     if ((config.checkpoint.every > 0 && step % config.checkpoint.every == 0) || last_step || stop) save_checkpoint(step);
     events.step_done(step_event_start, step, first_sample);  // the whole iteration: logging included
     if (stop) {
@@ -290,15 +315,15 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   }
   progress.finish();
   const double final_save_start = events.now();
-  checkpoints.wait();
+  if (checkpoints) checkpoints->wait();
   events.checkpoint(final_save_start, step);
   if (tensorboard) tensorboard->close();
   summary.last_step = step;
   summary.final_train_loss = last.loss;
-  if (step > summary.first_step)
+  if (step > summary.first_step && lead)
     write_curve(run_dir, str_cat(config.model.family, ", ", format_count(static_cast<double>(model.parameter_count())),
                                  " parameters, ", run_dir));
-  const CheckpointSaveStats stats = checkpoints.last_stats();
+  const CheckpointSaveStats stats = checkpoints ? checkpoints->last_stats() : CheckpointSaveStats{};
   if (summary.interrupted)
     std::fprintf(log, "stopped at step %lld: checkpoint saved in %s; run the same command again to resume\n",
                  static_cast<long long>(step), checkpoints_dir.c_str());
