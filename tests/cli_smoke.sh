@@ -103,6 +103,7 @@ expect 0 "launch --help" -- "$lathe" launch --help
 expect 0 "goodput --help" -- "$lathe" goodput --help
 expect 2 "launch min above max" -- "$lathe" launch --nproc 2 --min-nproc 3 --max-nproc 2 -- train.steps=1
 expect 2 "launch bad train key" -- "$lathe" launch -- model.d_modle=64
+expect 2 "launch missing mpirun" -- "$lathe" launch --nproc 2 --mpirun "$work/no_mpirun" -- run_dir="$work/launch_run"
 expect 2 "goodput missing run dir" -- "$lathe" goodput "$work/no_such_run"
 mkdir -p "$work/empty_run"
 expect 2 "goodput without events" -- "$lathe" goodput "$work/empty_run"

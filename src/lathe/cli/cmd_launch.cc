@@ -87,7 +87,16 @@ int run_launch(int argc, char** argv) {
               command_line.get("heartbeat-timeout"));
   LATHE_CHECK(options.max_restarts >= 0, "--max-restarts must be >= 0, got ", options.max_restarts);
   if (command_line.has("capacity-file")) options.capacity_file = command_line.get("capacity-file");
-  if (command_line.has("mpirun")) options.mpirun = command_line.get("mpirun");
+  // mpirun is needed as soon as a group may have two workers: a missing one is an error now, not
+  // after the first failure.
+  if (options.limits.max_nproc > 1) {
+    options.mpirun = command_line.has("mpirun") ? command_line.get("mpirun") : find_program_on_path("mpirun");
+    LATHE_CHECK(!options.mpirun.empty() && ::access(options.mpirun.c_str(), X_OK) == 0,
+                command_line.has("mpirun") ? "--mpirun " + options.mpirun + " is not an executable file"
+                                           : std::string("mpirun was not found on PATH"),
+                " (--max-nproc ", options.limits.max_nproc,
+                " needs Open MPI: apt-get install openmpi-bin libopenmpi-dev; or use --max-nproc 1)");
+  }
 
   // The config is checked here, once, so a bad key is one error line rather than one per worker.
   const TrainConfig config = config_of_train_arguments(train_arguments);

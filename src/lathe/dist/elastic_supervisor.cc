@@ -89,6 +89,14 @@ void kill_group(WorkerGroup& group) {
   }
 }
 
+// Whether any rank of the group has written its heartbeat (its trainer is running).
+bool any_heartbeat(const WorkerGroup& group) {
+  std::error_code error;
+  for (int rank = 0; rank < group.world; ++rank)
+    if (fs::exists(heartbeat_file(group.heartbeat_dir, rank), error)) return true;
+  return false;
+}
+
 int64_t newest_complete_checkpoint(const std::string& run_dir) {
   int64_t newest = -1;
   std::error_code error;
@@ -146,9 +154,9 @@ WorkerGroup Supervisor::start_group(const BatchPlan& plan) {
   std::vector<std::string> arguments;
   if (plan.world > 1) {
     const std::string mpirun = options_.mpirun.empty() ? find_program_on_path("mpirun") : options_.mpirun;
-    LATHE_CHECK(!mpirun.empty() && ::access(mpirun.c_str(), X_OK) == 0, "cannot run ", plan.world,
-                " workers: mpirun was not found on PATH (install Open MPI: apt-get install openmpi-bin "
-                "libopenmpi-dev, or run with --max-nproc 1)");
+    LATHE_CHECK(!mpirun.empty() && ::access(mpirun.c_str(), X_OK) == 0, "cannot run ", plan.world, " workers: mpirun ",
+                mpirun.empty() ? "was not found on PATH" : "'" + mpirun + "' is not executable",
+                " (install Open MPI: apt-get install openmpi-bin libopenmpi-dev, or run with --max-nproc 1)");
     arguments = {mpirun, "--oversubscribe", "-np", std::to_string(plan.world),
                  "-x",   "LATHE_ATTEMPT",   "-x",  "LATHE_HEARTBEAT_DIR"};
     if (::geteuid() == 0) arguments.insert(arguments.begin() + 1, "--allow-run-as-root");
@@ -162,6 +170,10 @@ WorkerGroup Supervisor::start_group(const BatchPlan& plan) {
   // A close-on-exec pipe tells a failed exec (the child writes its errno) from a started worker.
   int exec_pipe[2];
   LATHE_CHECK(::pipe2(exec_pipe, O_CLOEXEC) == 0, "cannot create a pipe: ", std::strerror(errno));
+  // Open MPI reads an absolute argv[0] as its installation prefix (/bin/mpirun -> "/", an error):
+  // name it plainly and execute the path.
+  const std::string executable = arguments[0];
+  if (plan.world > 1) arguments[0] = "mpirun";
   std::vector<char*> argv;
   for (std::string& argument : arguments) argv.push_back(argument.data());
   argv.push_back(nullptr);
@@ -174,7 +186,7 @@ WorkerGroup Supervisor::start_group(const BatchPlan& plan) {
     ::setenv("LATHE_HEARTBEAT_DIR", group.heartbeat_dir.c_str(), 1);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
-    ::execv(argv[0], argv.data());
+    ::execv(executable.c_str(), argv.data());
     const int error = errno;
     [[maybe_unused]] const ssize_t written = ::write(exec_pipe[1], &error, sizeof error);
     ::_exit(127);
@@ -185,7 +197,7 @@ WorkerGroup Supervisor::start_group(const BatchPlan& plan) {
   ::close(exec_pipe[0]);
   if (got == static_cast<ssize_t>(sizeof exec_error)) {
     ::waitpid(pid, nullptr, 0);
-    throw Error(str_cat("a worker cannot start: ", arguments[0], ": ", std::strerror(exec_error)));
+    throw Error(str_cat("a worker cannot start: ", executable, ": ", std::strerror(exec_error)));
   }
   group.leader = pid;
   group.started = goodput_clock();
@@ -284,6 +296,7 @@ int Supervisor::run() {
     double failure_time = 0;
     const Outcome outcome = watch(group, reason, failure_time);
     const double detected = goodput_clock();
+    const bool trainers_started = any_heartbeat(group);
     if (outcome == Outcome::completed) {
       Json extra = Json::object();
       extra.set("ok", true);
@@ -323,6 +336,9 @@ int Supervisor::run() {
     }
     extra.set("detected", events_.relative(detected));
     events_.record_point("failure", failure_time, extra);
+    // The very first group never reached its trainers' first event: nothing will start it later.
+    LATHE_CHECK(attempts_ > 1 || trainers_started, "the workers cannot start (", reason,
+                ", before any rank began; see the output above); not restarting");
     // Exit code 2 is lathe's user error (bad config, diverged loss): a restart would fail the same way.
     LATHE_CHECK(reason != "worker group exited with code 2",
                 "the workers stopped with an error (exit code 2, printed above); not restarting");
