@@ -135,10 +135,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   // Resume from the newest valid checkpoint, if any.
   TrainSummary summary;
   summary.run_dir = run_dir;
+  const double restore_start = events.now();  // finding (verifying) the checkpoint is part of restoring
   std::optional<std::string> latest = find_latest_checkpoint(checkpoints_dir);
   if (!latest) refuse_to_start_over_damaged_checkpoints(checkpoints_dir);
   if (latest) {
-    const double restore_start = events.now();
     LoadedCheckpoint checkpoint = load_checkpoint(*latest);
     check_same_model(config, checkpoint.config_yaml, *latest);
     std::map<std::string, const Tensor*> saved;
