@@ -3,13 +3,23 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "lathe/train/goodput_events.h"
 #include "scratch_directory.h"
 
 namespace lathe {
 namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
 
 Json point(const std::string& file, const std::string& kind, double time) {
   Json event = Json::object();
@@ -146,6 +156,36 @@ TEST(GoodputEvents, WrittenEventsReadBackWithAbsoluteTimesAndATornLineIgnored) {
 TEST(GoodputEvents, NoEventsDirectoryIsAnEmptyLog) {
   ScratchDirectory scratch;
   EXPECT_TRUE(read_goodput_events(scratch.path()).empty());
+}
+
+TEST(TrainingEvents, HooksWriteIntervalsAndTheHeartbeatHoldsTheLastStep) {
+  ScratchDirectory scratch;
+  const std::string heartbeats = scratch.file("heartbeats");
+  std::filesystem::create_directories(heartbeats);
+  ::setenv("LATHE_HEARTBEAT_DIR", heartbeats.c_str(), 1);
+  ::setenv("LATHE_ATTEMPT", "test-attempt", 1);
+  {
+    TrainingEvents events(scratch.path());
+    EXPECT_EQ(read_text(heartbeat_file(heartbeats, 0)), "-1\n");  // alive, not training yet
+    events.training_begins();
+    const double start = events.now();
+    events.add_data_seconds(0.5);
+    events.step_done(start, 1, 0);
+    events.step_done(events.now(), 2, 4);
+    EXPECT_EQ(read_text(heartbeat_file(heartbeats, 0)), "2\n");
+    events.finished(false);
+  }
+  ::unsetenv("LATHE_HEARTBEAT_DIR");
+  ::unsetenv("LATHE_ATTEMPT");
+  std::vector<std::string> kinds;
+  for (const Json& event : read_goodput_events(scratch.path())) kinds.push_back(event.get("kind").as_string());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"process", "initialization", "step", "step", "job_end"}));
+  const std::vector<Json> events = read_goodput_events(scratch.path());
+  EXPECT_EQ(events[0].get("attempt").as_string(), "test-attempt");
+  EXPECT_LE(events[1].get("start").as_number(), events[0].get("time").as_number());  // from process start
+  EXPECT_EQ(events[2].get("data_seconds").as_number(), 0.5);
+  EXPECT_EQ(events[3].get("data_seconds").as_number(), 0);  // per step, reset after each
+  EXPECT_EQ(events[3].get("first_sample").as_int(), 4);
 }
 
 }  // namespace
