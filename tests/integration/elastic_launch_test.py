@@ -135,10 +135,13 @@ class Suite:
         seconds = report["seconds"]
         check(len(report["disruptions"]) == disruptions and report["mttr_seconds"] is not None,
               f"{name}: goodput counts {disruptions} disruption(s) with an MTTR", text)
-        # Recovery (failure -> restart) is one poll of the supervisor plus --cooldown; it may round to 0.
-        check(abs(sum(seconds.values()) - report["total_seconds"]) < 1e-6 and seconds["progress_lost"] > 0 and
-              report["lost_steps"] >= 0 and report["mttr_seconds"] > 0,
-              f"{name}: goodput accounts the lost time (progress lost, MTTR)", text)
+        # Lost time: steps redone (none when the failure came right after a checkpoint), work cut short,
+        # and recovery (failure -> restart: one supervisor poll plus --cooldown; for a hang the
+        # heartbeat timeout).
+        check(abs(sum(seconds.values()) - report["total_seconds"]) < 1e-6 and
+              seconds["progress_lost"] + seconds["recovery"] > 0 and
+              (report["lost_steps"] == 0 or seconds["progress_lost"] > 0) and report["mttr_seconds"] > 0,
+              f"{name}: goodput accounts the lost time (progress lost, recovery, MTTR)", text)
         return report
 
     def kill_at_random_step(self):

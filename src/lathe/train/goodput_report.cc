@@ -114,7 +114,11 @@ GoodputReport analyze_goodput(const std::vector<Json>& events) {
   std::map<std::string, bool> file_saw_first_step;
   // Productive steps per (attempt, step): ranks of one attempt count once.
   std::set<std::pair<std::string, int64_t>> productive_executions, lost_executions;
-  std::vector<std::pair<double, double>> productive_steps;  // (start, end), for MTTR
+  struct ProductiveStep {
+    double start, end;
+    std::string attempt;
+  };
+  std::vector<ProductiveStep> productive_steps;  // for MTTR
   for (const Json& event : events) {
     const std::string& kind = event.get("kind").as_string();
     if (!is_interval(kind)) continue;
@@ -139,7 +143,7 @@ GoodputReport analyze_goodput(const std::vector<Json>& events) {
       continue;
     }
     productive_executions.insert({attempt, step});
-    productive_steps.push_back({first, last});
+    productive_steps.push_back({first, last, attempt});
     intervals.push_back({first, last, category_index("productive")});
     const Json* data = event.find("data_seconds");
     if (data && data->is_number() && data->as_number() > 0)
@@ -161,13 +165,15 @@ GoodputReport analyze_goodput(const std::vector<Json>& events) {
     disruption.reason = string_field(event, "reason");
     disruption.time = number_field(event, "time");
     disruption.detected = event.find("detected") ? number_field(event, "detected") : disruption.time;
+    // Recovered by a later attempt: the stopped group's other ranks (or a hung rank that recorded
+    // a step but not its heartbeat) may still log steps after a hang's failure time.
+    const std::string attempt = string_field(event, "attempt");
     double recovered = std::numeric_limits<double>::infinity();
-    for (const auto& [step_start, step_end] : productive_steps)
-      if (step_start >= disruption.time) recovered = std::min(recovered, step_end);
+    for (const ProductiveStep& step : productive_steps)
+      if (step.start >= disruption.time && step.attempt != attempt) recovered = std::min(recovered, step.end);
     disruption.recovered = std::isfinite(recovered) ? recovered : 0;
     report.disruptions.push_back(disruption);
     // The failed attempt's unrecorded tail: work cut short by the failure.
-    const std::string attempt = string_field(event, "attempt");
     if (kind == "failure" && attempt_last_end.count(attempt) && attempt_last_end[attempt] < disruption.time)
       intervals.push_back({attempt_last_end[attempt], disruption.time, category_index("progress_lost")});
   }

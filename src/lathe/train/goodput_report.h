@@ -26,8 +26,8 @@
 //   goodput = productive / total; badput = every other category.
 // Disruptions: every failure and every resize the supervisor recorded.
 //   MTTI (mean time between interruptions) = total time / disruptions (none: not reported).
-//   MTTR = mean over disruptions of (end of the first productive step that started after the
-//   disruption - the disruption's time). For a hang the failure time is the last heartbeat, so
+//   MTTR = mean over disruptions of (end of the first productive step of a later attempt that
+//   started after the disruption - the disruption's time). For a hang the failure time is the last heartbeat, so
 //   MTTR includes the heartbeat timeout; mttr_after_detection_seconds starts the clock when the
 //   supervisor noticed instead.
 // Errors: a malformed event (missing time fields) throws lathe::Error naming its file.

@@ -119,6 +119,24 @@ TEST(GoodputReport, FailureCountsRedoneStepsAndRecovery) {
   EXPECT_NE(goodput_report_svg(report, "t").find("<svg"), std::string::npos);
 }
 
+TEST(GoodputReport, MttrWaitsForALaterAttemptAfterAHang) {
+  // A hang: the failure time is rank 1's last heartbeat (2), rank 0 of the same attempt still
+  // logged step 2 after it; detection came 3 s later; attempt B redid step 2 from 6 to 7.
+  std::vector<Json> events = {process("launcher-1.jsonl", "launcher", 0), process("rank0-2.jsonl", "A", 0),
+                              process("rank0-3.jsonl", "B", 5.5)};
+  events.push_back(step("rank0-2.jsonl", 1, 1, 2));
+  events.push_back(step("rank0-2.jsonl", 2, 2.1, 2.5));
+  Json failure = point("launcher-1.jsonl", "failure", 2);
+  failure.set("attempt", "A");
+  failure.set("detected", 5);
+  events.push_back(failure);
+  events.push_back(step("rank0-3.jsonl", 2, 6, 7));
+  const GoodputReport report = analyze_goodput(events);
+  EXPECT_NEAR(report.mttr_seconds, 7 - 2, 1e-9);
+  EXPECT_NEAR(report.mttr_after_detection_seconds, 7 - 5, 1e-9);
+  EXPECT_EQ(report.lost_steps, 1);
+}
+
 TEST(GoodputReport, RanksOfOneAttemptCountTheWallClockOnce) {
   std::vector<Json> events = {process("rank0-1.jsonl", "A", 0), process("rank1-2.jsonl", "A", 0)};
   for (const std::string file : {"rank0-1.jsonl", "rank1-2.jsonl"}) {
