@@ -5,10 +5,12 @@ Claims checked (train/data_parallel_step.h):
     micro-batches: the final weights are bitwise identical to `lathe train` with the same config
     (threads=1 everywhere, so each micro-batch is computed the same way), and so is every logged loss,
     with the all-reduce overlapped with backward and without;
-  - checkpoints resume in another world size: a 2-rank checkpoint
+  - ZeRO-1 checkpoints (per-rank optimizer shards + index, no staging left behind) resume in
+    another world size: a 2-rank checkpoint
     continued by 1 process, and a 1-process checkpoint continued by 2 ranks, end bitwise where the
     uninterrupted single-process run ends;
-  - a world size that does not divide the global batch is one error line, exit 2.
+  - a world size that does not divide the global batch, and a resume with another model, are one
+    error line each (plus mpirun's own notice), non-zero exit.
 Exits 77 (skipped) when mpirun is missing.
 """
 import json
@@ -40,6 +42,7 @@ class Runner:
         self.env = dict(os.environ, LATHE_TUNING_CACHE=os.path.join(work, "tuning.json"), OMPI_ALLOW_RUN_AS_ROOT="1",
                         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
         self.env.pop("LATHE_NUM_THREADS", None)
+        self.env.pop("LATHE_FORCE_BF16", None)
 
     def args(self, run_dir, *extra):
         return ["train", *TINY, f"data.path={self.corpus}", f"data.cache_dir={self.work}/cache",
@@ -102,6 +105,14 @@ def main():
             check(losses(two) == losses(single), "2 ranks: every logged loss and grad norm equals one process's",
                   f"{losses(two)}\n{losses(single)}")
             check(stdout.count("done:") == 1, "2 ranks: one rank prints", stdout)
+            check("ZeRO-1: optimizer state" in stdout, "2 ranks: memory per rank reported", stdout)
+            step_3 = os.path.join(two, "checkpoints", "step_00000003")
+            check(sorted(name for name in os.listdir(step_3) if name.startswith("optimizer.")) ==
+                  ["optimizer.index.json", "optimizer.safetensors", "optimizer.shard_00000_of_00002.safetensors",
+                   "optimizer.shard_00001_of_00002.safetensors"], "2 ranks: checkpoint holds shards + index",
+                  str(os.listdir(step_3)))
+            check(sorted(os.listdir(os.path.join(two, "checkpoints"))) == ["step_00000003", "step_00000006"],
+                  "2 ranks: no staging directory left", str(os.listdir(os.path.join(two, "checkpoints"))))
 
         serial = os.path.join(work, "two_no_overlap")
         if ran(*runner.train(serial, "dist.overlap=false", ranks=2), "2 ranks, all-reduce after backward"):
@@ -110,6 +121,17 @@ def main():
         replicated = os.path.join(work, "two_replicated")
         if ran(*runner.train(replicated, "dist.shard_optimizer=false", ranks=2), "2 ranks, optimizer replicated"):
             check(final_weights(replicated) == reference, "2 ranks with replicated optimizer: bitwise equal")
+
+        # bf16 compute (forced where the CPU lacks AVX512_BF16): the all-gather re-rounds the bf16
+        # weight copies as the adamw op does, so ZeRO stays bitwise equal to one process.
+        bf16 = ["train.dtype=bf16"]
+        runner.env["LATHE_FORCE_BF16"] = "1"
+        single_bf16, two_bf16 = os.path.join(work, "single_bf16"), os.path.join(work, "two_bf16")
+        if ran(*runner.train(single_bf16, *bf16), "bf16, single process") and \
+                ran(*runner.train(two_bf16, *bf16, ranks=2), "bf16, 2 ranks"):
+            check(final_weights(two_bf16) == final_weights(single_bf16), "bf16, 2 ranks: bitwise equal to one process")
+            check(final_weights(two_bf16) != reference, "bf16 run differs from the f32 one (bf16 was used)")
+        del runner.env["LATHE_FORCE_BF16"]
 
         # Re-sharding on resume: 2 -> 1 and 1 -> 2, from the step-3 checkpoints.
         if os.path.isdir(two):
@@ -123,6 +145,13 @@ def main():
         if ran(code, stdout, stderr, "resume a 1-process checkpoint on 2 ranks"):
             check("resuming from" in stdout, "1 -> 2: resumed", stdout)
             check(final_weights(grow) == reference, "1 -> 2: final weights bitwise equal to the uninterrupted run")
+
+        # Bad input: another model cannot resume from these checkpoints.
+        if os.path.isdir(two):
+            code, stdout, stderr = runner.train(two, "model.d_model=32", "train.steps=8", ranks=2)
+            errors = [line for line in (stdout + stderr).splitlines() if "error:" in line]
+            check(code != 0 and len(errors) == 1 and "model.d_model" in errors[0] and not CRASH_MARKERS.search(stderr),
+                  "2 ranks, incompatible checkpoint: one error line", stdout + stderr)
 
         # Bad input: 3 ranks cannot split a global batch of 4.
         code, stdout, stderr = runner.train(os.path.join(work, "three"), ranks=3)

@@ -1,6 +1,7 @@
 // `lathe launch [options] -- [train arguments]`: the elastic supervisor (dist/elastic_supervisor.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -101,9 +102,10 @@ int run_launch(int argc, char** argv) {
   // The config is checked here, once, so a bad key is one error line rather than one per worker.
   const TrainConfig config = config_of_train_arguments(train_arguments);
   options.global_batch = config.train.batch_size * config.train.grad_accum;
-  LATHE_CHECK(config.train.batch_size % options.limits.nproc == 0, "train.batch_size=", config.train.batch_size,
-              " does not split across --nproc ", options.limits.nproc, " workers (each rank takes an equal share)");
-  options.rows_per_rank = config.train.batch_size / options.limits.nproc;
+  LATHE_CHECK(options.global_batch % options.limits.nproc == 0, "the global batch train.batch_size * train.grad_accum = ",
+              options.global_batch, " does not split across --nproc ", options.limits.nproc,
+              " workers (each rank trains an equal share)");
+  options.rows_per_rank = std::max<int64_t>(1, config.train.batch_size / options.limits.nproc);
   LATHE_CHECK(plan_batch(options.global_batch, options.rows_per_rank, options.limits.nproc).has_value(),
               "the global batch ", options.global_batch, " cannot be split across ", options.limits.nproc, " workers");
   options.run_dir = config.run_dir;

@@ -2,12 +2,13 @@
 // processes: how many workers to run with the capacity at hand, and the batch settings that keep
 // the global batch (samples per optimizer step) identical at every world size.
 //
-// Batch: the global batch is train.batch_size * train.grad_accum, split by rows across the ranks
-// of a data-parallel group (each rank gets batch_size / world rows of every micro-batch). The
-// supervisor keeps the rows per rank of the first launch (its memory footprint) and changes
-// grad_accum: world W runs batch_size = rows * W and grad_accum = global / batch_size. When that
-// does not divide, it picks the batch_size nearest to rows * W that is a multiple of W and divides
-// the global batch; a world size with none is not used.
+// Batch: the global batch is train.batch_size * train.grad_accum in every world size
+// (train/data_parallel_step.h: rank r trains its global/world rows in micro-batches of at most
+// batch_size). The supervisor keeps the global batch and the rows per rank of each micro-batch of
+// the first launch (its activation memory) and changes grad_accum: world W runs batch_size =
+// rows * W and grad_accum = global / batch_size, so each rank still takes `rows` rows per
+// micro-batch. When that does not divide, it picks the batch_size nearest to rows * W that is a
+// multiple of W and divides the global batch; a world size with none is not used.
 //
 // Capacity (simulated on one machine): max_nproc slots, less the slots that failed within the
 // last `cooldown_seconds` (a failed slot is unavailable for that long, as a replaced machine would

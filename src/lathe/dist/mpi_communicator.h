@@ -2,9 +2,9 @@
 //
 // Initialises MPI with MPI_Init_thread asking for MPI_THREAD_MULTIPLE and requires at least
 // MPI_THREAD_SERIALIZED: the gradient reducer's thread and the trainer thread both call MPI, never
-// at the same time. Waits in collectives are polite: a non-blocking collective is polled with short
-// sleeps, so a rank that waits for its peers leaves the core to them (ranks usually share the
-// machine's cores with their compute threads; a spinning MPI wait would steal them).
+// at the same time. Waits in collectives are polite: a non-blocking collective is polled with
+// sched_yield() between tests, so a rank that waits for its peers leaves the core to runnable
+// compute threads (ranks usually share the machine's cores with them).
 #pragma once
 
 #ifdef LATHE_HAVE_MPI

@@ -1,5 +1,7 @@
 #include "lathe/train/data_parallel_step.h"
 
+#include <unistd.h>
+
 #include <chrono>
 
 #include "lathe/train/lr_schedule.h"
@@ -27,10 +29,8 @@ DataParallelShare plan_data_parallel_share(const TrainSection& train, int rank, 
   return share;
 }
 
-DataParallelStep::DataParallelStep(TransformerModel& model, AdamWOptimizer& optimizer, const TrainConfig& config,
-                                   Communicator& communicator)
+DataParallelStep::DataParallelStep(TransformerModel& model, const TrainConfig& config, Communicator& communicator)
     : model_(model),
-      optimizer_(optimizer),
       config_(config),
       communicator_(communicator),
       share_(plan_data_parallel_share(config.train, communicator.rank(), communicator.world_size())),
@@ -38,6 +38,58 @@ DataParallelStep::DataParallelStep(TransformerModel& model, AdamWOptimizer& opti
                GradientReducerOptions{static_cast<int64_t>(config.dist.bucket_mb * 1e6), config.dist.overlap}) {
   inputs_ = Tensor::empty({share_.rows, config.train.seq_len}, DType::i32);
   targets_ = Tensor::empty({share_.rows, config.train.seq_len}, DType::i32);
+  if (config.dist.shard_optimizer)
+    sharded_optimizer_ = std::make_unique<ShardedAdamW>(model.parameters(), config.optimizer, communicator);
+  else
+    whole_optimizer_ = std::make_unique<AdamWOptimizer>(model.parameters(), config.optimizer);
+  // The staging directory of sharded checkpoints carries rank 0's pid, so a later run's
+  // CheckpointManager removes it when a crash left it behind (train/checkpoint.h).
+  double process_id = communicator.rank() == 0 ? static_cast<double>(::getpid()) : 0.0;
+  communicator.all_reduce_sum(&process_id, 1);
+  rank_0_process_id_ = static_cast<int64_t>(process_id);
+}
+
+void DataParallelStep::load_optimizer_state(const LoadedCheckpoint& checkpoint) {
+  if (sharded_optimizer_)
+    sharded_optimizer_->load(checkpoint);
+  else
+    whole_optimizer_->load_state(whole_optimizer_state(checkpoint, model_.parameters()));
+}
+
+void DataParallelStep::add_optimizer_state(CheckpointContents& contents, const std::string& checkpoints_dir,
+                                           int64_t step) {
+  if (whole_optimizer_) {
+    if (communicator_.rank() == 0)
+      for (const auto& [name, tensor] : whole_optimizer_->state()) contents.optimizer.emplace_back(name, tensor);
+    return;
+  }
+  const std::string staging_dir =
+      str_cat(checkpoints_dir, "/", checkpoint_directory_name(step), ".shards.tmp.", rank_0_process_id_);
+  contents.staged_files = sharded_optimizer_->write_shards(staging_dir, step);
+}
+
+std::string DataParallelStep::describe_communication() const {
+  if (steps_run_ == 0) return "gradient all-reduce: no steps run";
+  const double steps = static_cast<double>(steps_run_);
+  const GradientReductionStats& total = reduction_totals_;
+  return str_cat("gradient all-reduce: ", total.buckets / steps_run_, " bucket(s) (",
+                 static_cast<double>(total.bytes / steps_run_ / 10000) / 100.0, " MB) per step, ",
+                 static_cast<int64_t>(total.communication_seconds / steps * 1e4) / 10.0, " ms per step of which ",
+                 static_cast<int64_t>(total.exposed_seconds / steps * 1e4) / 10.0, " ms exposed after backward (",
+                 static_cast<int64_t>(100 * total.overlap_fraction()), "% overlapped)");
+}
+
+std::string DataParallelStep::describe_memory() const {
+  auto megabytes = [](int64_t bytes) { return str_cat(static_cast<double>(bytes / 10000) / 100.0, " MB"); };
+  const int64_t weights = model_.parameter_count() * 4, whole_state = 2 * weights;
+  if (!sharded_optimizer_)
+    return str_cat("optimizer state replicated: ", megabytes(whole_state), " per rank (dist.shard_optimizer=false)");
+  return str_cat("ZeRO-1: optimizer state ", megabytes(sharded_optimizer_->state_bytes()), " on this rank (1/",
+                 communicator_.world_size(), " of ", megabytes(whole_state), "); per rank: weights ",
+                 megabytes(weights), " + gradients ", megabytes(weights), " + moments ",
+                 megabytes(sharded_optimizer_->state_bytes()), " + all-gather buffer ",
+                 megabytes(sharded_optimizer_->gather_buffer_bytes()), " (a single process: weights + gradients + ",
+                 megabytes(whole_state), " of moments)");
 }
 
 StepResult DataParallelStep::run(int64_t step, DataLoader& loader, StepPhaseSeconds* phases) {
@@ -69,6 +121,12 @@ StepResult DataParallelStep::run(int64_t step, DataLoader& loader, StepPhaseSeco
   }
   const double reduce_start = seconds_now();
   reducer_.finish();
+  const GradientReductionStats& reduction = reducer_.last_stats();
+  ++steps_run_;
+  reduction_totals_.buckets += reduction.buckets;
+  reduction_totals_.bytes += reduction.bytes;
+  reduction_totals_.communication_seconds += reduction.communication_seconds;
+  reduction_totals_.exposed_seconds += reduction.exposed_seconds;
   communicator_.all_reduce_sum(&weighted_loss, 1);
   phases->backward += seconds_now() - reduce_start;
 
@@ -76,7 +134,8 @@ StepResult DataParallelStep::run(int64_t step, DataLoader& loader, StepPhaseSeco
   StepResult result;
   result.loss = weighted_loss;
   result.lr = learning_rate(config_.optimizer, config_.train.steps, step);
-  result.grad_norm = optimizer_.step(step, result.lr);
+  result.grad_norm =
+      sharded_optimizer_ ? sharded_optimizer_->step(step, result.lr) : whole_optimizer_->step(step, result.lr);
   phases->optimizer = seconds_now() - optimizer_start;
   return result;
 }

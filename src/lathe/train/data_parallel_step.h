@@ -17,6 +17,10 @@
 // ordered differently and the result agrees within float32 rounding.
 //
 // The loss, and the validation loss, are reduced over ranks; the caller writes logs on rank 0 only.
+//
+// The optimizer: with dist.shard_optimizer (default) a ShardedAdamW (ZeRO-1,
+// train/sharded_optimizer.h), each rank holding 1/N of the moments; otherwise a whole
+// AdamWOptimizer on every rank. Either way the weights stay identical on all ranks.
 #pragma once
 
 #include <memory>
@@ -25,6 +29,7 @@
 #include "lathe/dist/communicator.h"
 #include "lathe/train/gradient_reducer.h"
 #include "lathe/train/optimizer.h"
+#include "lathe/train/sharded_optimizer.h"
 #include "lathe/train/train_step.h"
 
 namespace lathe {
@@ -43,8 +48,8 @@ DataParallelShare plan_data_parallel_share(const TrainSection& train, int rank, 
 
 class DataParallelStep {
  public:
-  DataParallelStep(TransformerModel& model, AdamWOptimizer& optimizer, const TrainConfig& config,
-                   Communicator& communicator);
+  // Collective (rank 0's process id is shared for checkpoint staging).
+  DataParallelStep(TransformerModel& model, const TrainConfig& config, Communicator& communicator);
 
   // Takes the next global batch from `loader` (every rank's loader advances by the whole batch),
   // trains this rank's rows, all-reduces the gradients and applies the optimizer. The result's
@@ -54,17 +59,36 @@ class DataParallelStep {
   // The mean loss over validation batches 0 .. batches-1, each rank evaluating every N-th batch.
   double validation_loss(const DataLoader& loader, int64_t batches);
 
+  // Restores the optimizer from a checkpoint of any world size, sharded or not.
+  void load_optimizer_state(const LoadedCheckpoint& checkpoint);
+  // Collective: puts the optimizer state into `contents` (on rank 0): the whole state, or the
+  // shards every rank writes into a staging directory under checkpoints_dir.
+  void add_optimizer_state(CheckpointContents& contents, const std::string& checkpoints_dir, int64_t step);
+
+  // "ZeRO-1: optimizer state 0.6 MB per rank (1/2 of 1.2 MB); per rank: weights 0.6 MB +
+  // gradients 0.6 MB + moments 0.6 MB + all-gather buffer 0.6 MB"
+  std::string describe_memory() const;
+
+  // "gradient all-reduce: 12 buckets (23.4 MB) per step, 31.0 ms per step of which 4.1 ms exposed
+  // after backward (87% overlapped)", over the steps run so far.
+  std::string describe_communication() const;
+
   const DataParallelShare& share() const { return share_; }
   const GradientReductionStats& reduction_stats() const { return reducer_.last_stats(); }
 
  private:
   TransformerModel& model_;
-  AdamWOptimizer& optimizer_;
+  std::unique_ptr<AdamWOptimizer> whole_optimizer_;  // one of these two
+  std::unique_ptr<ShardedAdamW> sharded_optimizer_;
+  int64_t rank_0_process_id_ = 0;
   const TrainConfig& config_;
   Communicator& communicator_;
   DataParallelShare share_;
   GradientReducer reducer_;
-  Tensor inputs_, targets_;  // (rows, seq_len) i32: this rank's rows of the global batch
+  Tensor inputs_, targets_;
+  int64_t steps_run_ = 0;
+  GradientReductionStats
+      reduction_totals_;  // summed over the steps run  // (rows, seq_len) i32: this rank's rows of the global batch
 };
 
 }  // namespace lathe

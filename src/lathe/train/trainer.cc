@@ -130,7 +130,12 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   TransformerModel model(config.model);
   model.set_compute_dtype(compute_dtype);
   model.initialize(config.train.seed);
-  AdamWOptimizer optimizer(model.parameters(), config.optimizer);
+  std::unique_ptr<AdamWOptimizer> optimizer;  // data-parallel runs keep theirs (perhaps sharded)
+  std::unique_ptr<DataParallelStep> data_parallel;
+  if (distributed)
+    data_parallel = std::make_unique<DataParallelStep>(model, config, communicator);
+  else
+    optimizer = std::make_unique<AdamWOptimizer>(model.parameters(), config.optimizer);
 
   // Resume from the newest valid checkpoint, if any.
   TrainSummary summary;
@@ -152,7 +157,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       write_from_vector(parameter.var->value, to_vector<float>(*found->second));
     }
     model.refresh_bf16_weights();  // the copies the saved step's optimizer wrote, bit for bit
-    optimizer.load_state(checkpoint.optimizer);
+    if (data_parallel)
+      data_parallel->load_optimizer_state(checkpoint);
+    else
+      optimizer->load_state(whole_optimizer_state(checkpoint, model.parameters()));
     loader.restore(checkpoint.trainer_state.get("data"));
     summary.first_step = checkpoint.step;
     events.restored(restore_start, checkpoint.step);
@@ -163,11 +171,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     fs::copy_file(dataset.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
     write_text_file(run_dir + "/config.yaml", config_yaml);
   }
-  std::unique_ptr<DataParallelStep> data_parallel;
-  if (distributed) {
-    data_parallel = std::make_unique<DataParallelStep>(model, optimizer, config, communicator);
-    std::fprintf(log, "%s\n", describe_data_parallel_run(*data_parallel, communicator, config).c_str());
-  }
+  if (data_parallel)
+    std::fprintf(log, "%s\n%s\n", describe_data_parallel_run(*data_parallel, communicator, config).c_str(),
+                 data_parallel->describe_memory().c_str());
 
   const int64_t tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   const double flops_per_token = model.training_flops_per_token(config.train.seq_len);
@@ -198,11 +204,14 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   }
 
   auto save_checkpoint = [&](int64_t step) {
-    if (!lead) return;
     CheckpointContents contents;
     contents.step = step;
     for (const Parameter& parameter : model.parameters()) contents.model.emplace_back(parameter.name, parameter.var->value);
-    for (const auto& [name, tensor] : optimizer.state()) contents.optimizer.emplace_back(name, tensor);
+    if (data_parallel)
+      data_parallel->add_optimizer_state(contents, checkpoints_dir, step);  // collective
+    else
+      for (const auto& [name, tensor] : optimizer->state()) contents.optimizer.emplace_back(name, tensor);
+    if (!lead) return;
     contents.trainer_state = Json::object();
     contents.trainer_state.set("step", step);
     contents.trainer_state.set("data", loader.state());
@@ -252,7 +261,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     if (data_parallel)
       last = data_parallel->run(step + 1, loader);
     else
-      last = train_step(model, optimizer, config, step + 1, [&](const TensorView& inputs, const TensorView& targets) {
+      last = train_step(model, *optimizer, config, step + 1, [&](const TensorView& inputs, const TensorView& targets) {
         const double data_start = events.now();
         loader.next_batch(inputs, targets);
         events.add_data_seconds(events.now() - data_start);
@@ -333,6 +342,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
                  checkpoint_directory_name(step).c_str(), static_cast<double>(stats.bytes) / 1e6, stats.write_seconds);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  if (data_parallel) std::fprintf(log, "%s\n", data_parallel->describe_communication().c_str());
   events.finished(summary.interrupted);
   if (op_profiling_enabled())
     std::fprintf(log, "time by op over %lld steps (%.2f s of steps):\n%s", static_cast<long long>(step - summary.first_step),
