@@ -89,11 +89,11 @@ class Suite:
         self.rng = random.Random(test_seed())
         self.corpus = os.path.join(work, "corpus.txt")
         write_corpus(self.corpus, test_seed())
-        self.global_batch = 4  # 2 rows per rank with 2 workers
+        self.global_batch = 4  # batch_size 2 x grad_accum 2: 2 workers take 2 rows each, 1 worker 2 x 2
 
     def train_args(self, run_dir):
         args = [a for a in TINY if not a.startswith("train.batch_size")]
-        return [*args, f"train.batch_size={self.global_batch}", f"train.steps={STEPS}", "checkpoint.every=4",
+        return [*args, "train.batch_size=2", "train.grad_accum=2", f"train.steps={STEPS}", "checkpoint.every=4",
                 "log.every=1", "log.eval_every=0", f"data.path={self.corpus}", f"run_dir={run_dir}"]
 
     def baseline(self):
@@ -205,9 +205,10 @@ class Suite:
         launches = [event for _, event in events_of(run_dir) if event["kind"] == "launch"]
         worlds = [event["world"] for event in launches]
         check(worlds == [self.workers, self.workers - 1, self.workers] and
-              all(event["batch_size"] * event["grad_accum"] == self.global_batch for event in launches),
-              f"resize: worlds {self.workers} -> {self.workers - 1} -> {self.workers}, global batch kept",
-              json.dumps(launches))
+              all(event["batch_size"] * event["grad_accum"] == self.global_batch and
+                  event["micro_batches_per_rank"] * event["world"] * 2 == self.global_batch for event in launches),
+              f"resize: worlds {self.workers} -> {self.workers - 1} -> {self.workers}, global batch kept, "
+              "each rank's accumulation adapted", json.dumps(launches))
         if report:
             check(report["seconds"]["resize"] > 0, "resize: goodput has the resize time", json.dumps(report["seconds"]))
 

@@ -47,7 +47,7 @@ int run_launch(int argc, char** argv) {
       "(exit codes, signals, and a heartbeat file each rank rewrites after every step) and, when one fails,\n"
       "stops the whole group and restarts it from the newest complete checkpoint with the workers available\n"
       "between --min-nproc and --max-nproc. The global batch (train.batch_size * train.grad_accum) stays the\n"
-      "same at every world size: the supervisor changes train.grad_accum (and the batch split). A failed\n"
+      "same at every world size: each rank's gradient accumulation (micro-batches per step) adapts. A failed\n"
       "slot is unavailable for --cooldown seconds (or see --capacity-file); when capacity returns the group\n"
       "is stopped after its next checkpoint and restarted larger. Events for `lathe goodput` go to\n"
       "RUN_DIR/events/. Example: lathe launch --nproc 2 --min-nproc 1 -- train.steps=500 run_dir=runs/x");
@@ -101,13 +101,11 @@ int run_launch(int argc, char** argv) {
 
   // The config is checked here, once, so a bad key is one error line rather than one per worker.
   const TrainConfig config = config_of_train_arguments(train_arguments);
-  options.global_batch = config.train.batch_size * config.train.grad_accum;
-  LATHE_CHECK(options.global_batch % options.limits.nproc == 0, "the global batch train.batch_size * train.grad_accum = ",
-              options.global_batch, " does not split across --nproc ", options.limits.nproc,
-              " workers (each rank trains an equal share)");
-  options.rows_per_rank = std::max<int64_t>(1, config.train.batch_size / options.limits.nproc);
-  LATHE_CHECK(plan_batch(options.global_batch, options.rows_per_rank, options.limits.nproc).has_value(),
-              "the global batch ", options.global_batch, " cannot be split across ", options.limits.nproc, " workers");
+  options.batch_size = config.train.batch_size;
+  options.grad_accum = config.train.grad_accum;
+  LATHE_CHECK(plan_batch(options.batch_size, options.grad_accum, options.limits.nproc).has_value(),
+              "the global batch train.batch_size * train.grad_accum = ", options.batch_size * options.grad_accum,
+              " does not split across --nproc ", options.limits.nproc, " workers (each rank trains an equal share)");
   options.run_dir = config.run_dir;
   std::filesystem::create_directories(options.run_dir);
   options.lathe_binary = std::filesystem::read_symlink("/proc/self/exe").string();

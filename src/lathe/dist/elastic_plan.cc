@@ -16,23 +16,18 @@ void validate_elastic_limits(const ElasticLimits& limits) {
               " is outside --min-nproc ", limits.min_nproc, " .. --max-nproc ", limits.max_nproc);
 }
 
-std::optional<BatchPlan> plan_batch(int64_t global_batch, int64_t rows_per_rank, int world) {
-  LATHE_ASSERT(global_batch >= 1 && rows_per_rank >= 1 && world >= 1);
-  const int64_t wanted = rows_per_rank * world;
-  std::optional<BatchPlan> best;
-  for (int64_t batch_size = world; batch_size <= global_batch; batch_size += world) {
-    if (global_batch % batch_size != 0) continue;
-    const auto distance = [&](int64_t candidate) { return std::abs(candidate - wanted); };
-    if (!best || distance(batch_size) < distance(best->batch_size))
-      best = BatchPlan{world, batch_size, global_batch / batch_size};
-  }
-  return best;
+std::optional<BatchPlan> plan_batch(int64_t batch_size, int64_t grad_accum, int world) {
+  LATHE_ASSERT(batch_size >= 1 && grad_accum >= 1 && world >= 1);
+  const int64_t global_batch = batch_size * grad_accum;
+  if (global_batch % world != 0) return std::nullopt;
+  const int64_t rows = global_batch / world;
+  return BatchPlan{world, batch_size, grad_accum, (rows + batch_size - 1) / batch_size};
 }
 
-std::optional<BatchPlan> plan_world(const ElasticLimits& limits, int available, int64_t global_batch,
-                                    int64_t rows_per_rank) {
+std::optional<BatchPlan> plan_world(const ElasticLimits& limits, int available, int64_t batch_size,
+                                    int64_t grad_accum) {
   for (int world = std::min(available, limits.max_nproc); world >= limits.min_nproc; --world)
-    if (auto plan = plan_batch(global_batch, rows_per_rank, world)) return plan;
+    if (auto plan = plan_batch(batch_size, grad_accum, world)) return plan;
   return std::nullopt;
 }
 

@@ -2,14 +2,13 @@
 // processes: how many workers to run with the capacity at hand, and the batch settings that keep
 // the global batch (samples per optimizer step) identical at every world size.
 //
-// Batch: the global batch is train.batch_size * train.grad_accum in every world size
-// (train/data_parallel_step.h: rank r trains its global/world rows in micro-batches of at most
-// batch_size). The supervisor keeps the global batch and the rows per rank of each micro-batch of
-// the first launch (its activation memory) and changes grad_accum: world W runs batch_size =
-// rows * W and grad_accum = global / batch_size, so each rank still takes `rows` rows per
-// micro-batch. When that does not divide, it picks the batch_size nearest to rows * W that is a
-// multiple of W and divides the global batch; a world size with none is not used.
-//
+// Batch: lathe's data parallelism (train/data_parallel_step.h) keeps the global batch
+// G = train.batch_size * train.grad_accum in every world size: rank r trains G / W rows of each
+// step in micro-batches of at most train.batch_size rows. So the supervisor passes the same
+// train.batch_size and train.grad_accum to every group, and the gradient accumulation a rank does
+// (its micro-batches per step, ceil(G / W / batch_size)) grows when the group shrinks and shrinks
+// when it grows; activation memory per rank stays bounded by batch_size rows. A world size W is
+// usable when it divides G.
 // Capacity (simulated on one machine): max_nproc slots, less the slots that failed within the
 // last `cooldown_seconds` (a failed slot is unavailable for that long, as a replaced machine would
 // be), less what a capacity file says is missing (an integer: slots available now; absent or
@@ -34,18 +33,16 @@ void validate_elastic_limits(const ElasticLimits& limits);
 
 struct BatchPlan {
   int world = 1;
-  int64_t batch_size = 1;  // train.batch_size for this world (all ranks together)
-  int64_t grad_accum = 1;  // train.grad_accum
+  int64_t batch_size = 1;              // train.batch_size (micro-batch rows per rank, at most)
+  int64_t grad_accum = 1;              // train.grad_accum (batch_size * grad_accum = global batch)
+  int64_t micro_batches_per_rank = 1;  // gradient accumulation steps of each rank
 };
 
-// The batch settings for `world` workers that keep global_batch = batch_size * grad_accum, or
-// nullopt when no batch_size divisible by world divides global_batch. rows_per_rank: of the first
-// launch (>= 1).
-std::optional<BatchPlan> plan_batch(int64_t global_batch, int64_t rows_per_rank, int world);
+// The batch settings for `world` workers, or nullopt when world does not divide the global batch.
+std::optional<BatchPlan> plan_batch(int64_t batch_size, int64_t grad_accum, int world);
 
 // The largest usable world in [min_nproc, min(available, max_nproc)], or nullopt (wait).
-std::optional<BatchPlan> plan_world(const ElasticLimits& limits, int available, int64_t global_batch,
-                                    int64_t rows_per_rank);
+std::optional<BatchPlan> plan_world(const ElasticLimits& limits, int available, int64_t batch_size, int64_t grad_accum);
 
 // Slots that are available at `now` (seconds on any clock the failure times share).
 class ElasticCapacity {

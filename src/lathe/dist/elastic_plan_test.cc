@@ -10,38 +10,28 @@
 namespace lathe {
 namespace {
 
-TEST(ElasticPlan, GlobalBatchKeptByGradAccum) {
-  // Global batch 8, 2 rows per rank: 2 workers run 4 x 2, one worker 2 x 4, four workers 8 x 1.
-  auto two = plan_batch(8, 2, 2), one = plan_batch(8, 2, 1), four = plan_batch(8, 2, 4);
-  ASSERT_TRUE(two && one && four);
-  EXPECT_EQ(two->batch_size, 4);
-  EXPECT_EQ(two->grad_accum, 2);
-  EXPECT_EQ(one->batch_size, 2);
-  EXPECT_EQ(one->grad_accum, 4);
-  EXPECT_EQ(four->batch_size, 8);
-  EXPECT_EQ(four->grad_accum, 1);
-  for (const auto& plan : {*two, *one, *four}) EXPECT_EQ(plan.batch_size * plan.grad_accum, 8);
-}
-
-TEST(ElasticPlan, NearestDivisorWhenRowsTimesWorldDoesNotDivide) {
-  auto plan = plan_batch(12, 2, 3);  // 6 divides 12: 6 x 2
-  ASSERT_TRUE(plan);
-  EXPECT_EQ(plan->batch_size, 6);
-  plan = plan_batch(12, 4, 2);  // 8 does not divide 12: 6 (distance 2) beats 12 (distance 4)
-  ASSERT_TRUE(plan);
-  EXPECT_EQ(plan->batch_size, 6);
-  EXPECT_EQ(plan->grad_accum, 2);
-  EXPECT_FALSE(plan_batch(6, 2, 4));  // no multiple of 4 divides 6
+TEST(ElasticPlan, GlobalBatchKeptAndEachRanksAccumulationAdapts) {
+  // batch_size 2 x grad_accum 4 = 8 sequences per step: 1 worker accumulates 4 micro-batches of 2,
+  // 2 workers 2 each, 4 workers 1 each, 8 workers 1 of a single row.
+  for (const auto& [world, micro_batches] : {std::pair{1, 4}, {2, 2}, {4, 1}, {8, 1}}) {
+    const auto plan = plan_batch(2, 4, world);
+    ASSERT_TRUE(plan) << world;
+    EXPECT_EQ(plan->batch_size * plan->grad_accum, 8);
+    EXPECT_EQ(plan->micro_batches_per_rank, micro_batches) << world;
+  }
+  EXPECT_EQ(plan_batch(3, 2, 2)->micro_batches_per_rank, 1);  // 3 rows per rank fit one micro-batch
+  EXPECT_EQ(plan_batch(2, 3, 2)->micro_batches_per_rank, 2);  // 3 rows per rank: 2 + 1
+  EXPECT_FALSE(plan_batch(2, 3, 4));                          // 4 does not divide 6
 }
 
 TEST(ElasticPlan, WorldIsTheLargestUsableWithinLimits) {
   const ElasticLimits limits{2, 1, 3};
-  EXPECT_EQ(plan_world(limits, 3, 12, 2)->world, 3);
-  EXPECT_EQ(plan_world(limits, 5, 12, 2)->world, 3);  // never beyond max
-  EXPECT_EQ(plan_world(limits, 1, 12, 2)->world, 1);
-  EXPECT_FALSE(plan_world(limits, 0, 12, 2));
-  EXPECT_EQ(plan_world(limits, 3, 4, 2)->world, 2);           // 3 cannot split 4: the next smaller world
-  EXPECT_FALSE(plan_world(ElasticLimits{2, 2, 2}, 1, 4, 2));  // below min: wait
+  EXPECT_EQ(plan_world(limits, 3, 6, 2)->world, 3);
+  EXPECT_EQ(plan_world(limits, 5, 6, 2)->world, 3);  // never beyond max
+  EXPECT_EQ(plan_world(limits, 1, 6, 2)->world, 1);
+  EXPECT_FALSE(plan_world(limits, 0, 6, 2));
+  EXPECT_EQ(plan_world(limits, 3, 2, 2)->world, 2);           // 3 cannot split 4: the next smaller world
+  EXPECT_FALSE(plan_world(ElasticLimits{2, 2, 2}, 1, 2, 2));  // below min: wait
 }
 
 TEST(ElasticPlan, LimitsAreValidated) {

@@ -206,9 +206,11 @@ WorkerGroup Supervisor::start_group(const BatchPlan& plan) {
   extra.set("world", plan.world);
   extra.set("batch_size", plan.batch_size);
   extra.set("grad_accum", plan.grad_accum);
+  extra.set("micro_batches_per_rank", plan.micro_batches_per_rank);
   events_.record_point("launch", group.started, extra);
-  note(str_cat("attempt ", attempts_, ": ", plan.world, " worker(s), train.batch_size=", plan.batch_size,
-               " train.grad_accum=", plan.grad_accum, " (global batch ", options_.global_batch, ")"));
+  note(str_cat("attempt ", attempts_, ": ", plan.world, " worker(s); global batch ", plan.batch_size * plan.grad_accum,
+               " = ", plan.world, " x ", plan.micro_batches_per_rank, " micro-batch(es) of up to ", plan.batch_size,
+               " per rank"));
   return group;
 }
 
@@ -252,8 +254,7 @@ Supervisor::Outcome Supervisor::watch(WorkerGroup& group, std::string& reason, d
       failure_time = last_heartbeat;
       return Outcome::failed;
     }
-    const auto better =
-        plan_world(options_.limits, capacity_.available(now), options_.global_batch, options_.rows_per_rank);
+    const auto better = plan_world(options_.limits, capacity_.available(now), options_.batch_size, options_.grad_accum);
     if (better && better->world > group.world &&
         newest_complete_checkpoint(options_.run_dir) > group.checkpoint_at_start) {
       reason = str_cat("capacity for ", better->world, " workers (running ", group.world, ")");
@@ -273,8 +274,7 @@ int Supervisor::run() {
   bool waiting_noted = false;
   for (;;) {
     const double now = goodput_clock();
-    const auto plan =
-        plan_world(options_.limits, capacity_.available(now), options_.global_batch, options_.rows_per_rank);
+    const auto plan = plan_world(options_.limits, capacity_.available(now), options_.batch_size, options_.grad_accum);
     if (!plan) {
       if (supervisor_stop_signal.load() != 0) return 128 + supervisor_stop_signal.load();
       if (!waiting_noted)

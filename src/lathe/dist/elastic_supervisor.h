@@ -5,7 +5,8 @@
 //
 // Worker group: world 1 runs `lathe train ARGS...` directly; world W > 1 runs `mpirun -np W
 // lathe train ARGS...` (Open MPI; as root with --allow-run-as-root; --oversubscribe). ARGS get
-// train.batch_size=B train.grad_accum=A appended to keep the global batch. The group runs in its
+// train.batch_size=B train.grad_accum=A appended (the run's own: the global batch is the same in
+// every world size, each rank's gradient accumulation adapts, dist/elastic_plan.h). The group runs in its
 // own session (setsid): Open MPI puts each rank in its own process group, so stopping the group
 // means SIGKILL to every process of that session.
 // Environment of the workers: LATHE_ATTEMPT (goodput attempt id), LATHE_HEARTBEAT_DIR (each rank
@@ -50,8 +51,8 @@ struct ElasticOptions {
   std::string mpirun;                        // empty: search PATH (needed only for world > 1)
   std::vector<std::string> train_arguments;  // `lathe train` arguments (config file, overrides)
   std::string run_dir;                       // the run's directory (events, checkpoints)
-  int64_t global_batch = 1;                  // samples per optimizer step, kept at every world
-  int64_t rows_per_rank = 1;                 // micro-batch rows per rank of the first launch
+  int64_t batch_size = 1;                    // train.batch_size of the run (elastic_plan.h)
+  int64_t grad_accum = 1;                    // train.grad_accum of the run
   std::FILE* log = stderr;
 };
 
