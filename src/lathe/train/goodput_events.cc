@@ -104,27 +104,36 @@ std::string heartbeat_file(const std::string& heartbeat_dir, int rank) {
 int process_rank_from_environment() { return environment_int("OMPI_COMM_WORLD_RANK", 0); }
 int process_world_from_environment() { return environment_int("OMPI_COMM_WORLD_SIZE", 1); }
 
-TrainingEvents::TrainingEvents(const std::string& run_dir) : process_start_(process_start_time()) {
-  const int rank = process_rank_from_environment();
-  log_ = std::make_unique<GoodputEventLog>(run_dir, "rank" + std::to_string(rank), attempt_from_environment(), rank,
-                                           process_world_from_environment());
+TrainingEvents::TrainingEvents(const std::string& run_dir)
+    : run_dir_(run_dir), rank_(process_rank_from_environment()), process_start_(process_start_time()) {
   if (const char* directory = std::getenv("LATHE_HEARTBEAT_DIR"); directory && *directory) {
-    heartbeat_path_ = heartbeat_file(directory, rank);
+    heartbeat_path_ = heartbeat_file(directory, rank_);
     touch_heartbeat(-1);  // alive, not yet training
   }
 }
 
 TrainingEvents::~TrainingEvents() = default;
 
+void TrainingEvents::record(const std::string& kind, double start, double end, const Json& extra) {
+  if (log_)
+    log_->record_interval(kind, start, end, extra);
+  else
+    pending_.push_back({kind, start, end, extra});
+}
+
 void TrainingEvents::restored(double start, int64_t step) {
   Json extra = Json::object();
   extra.set("step", step);
-  log_->record_interval("restore", start, now(), extra);
+  record("restore", start, now(), extra);
 }
 
-void TrainingEvents::startup(double start) { log_->record_interval("startup", start, now()); }
+void TrainingEvents::startup(double start) { record("startup", start, now()); }
 
 void TrainingEvents::training_begins() {
+  log_ = std::make_unique<GoodputEventLog>(run_dir_, "rank" + std::to_string(rank_), attempt_from_environment(), rank_,
+                                           process_world_from_environment());
+  for (const Pending& event : pending_) log_->record_interval(event.kind, event.start, event.end, event.extra);
+  pending_.clear();
   log_->record_interval("initialization", process_start_, now());
   data_seconds_ = 0;
 }
@@ -134,23 +143,23 @@ void TrainingEvents::step_done(double start, int64_t step, int64_t first_sample)
   extra.set("step", step);
   extra.set("first_sample", first_sample);
   extra.set("data_seconds", data_seconds_);
-  log_->record_interval("step", start, now(), extra);
+  record("step", start, now(), extra);
   data_seconds_ = 0;
   touch_heartbeat(step);
 }
 
-void TrainingEvents::evaluation(double start) { log_->record_interval("evaluation", start, now()); }
+void TrainingEvents::evaluation(double start) { record("evaluation", start, now()); }
 
 void TrainingEvents::checkpoint(double start, int64_t step) {
   Json extra = Json::object();
   extra.set("step", step);
-  log_->record_interval("checkpoint", start, now(), extra);
+  record("checkpoint", start, now(), extra);
 }
 
 void TrainingEvents::finished(bool interrupted) {
   Json extra = Json::object();
   extra.set("interrupted", interrupted);
-  log_->record_point("job_end", now(), extra);
+  if (log_) log_->record_point("job_end", now(), extra);
 }
 
 // The supervisor reads the file's modification time and the step in it; writing a temporary file

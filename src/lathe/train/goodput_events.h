@@ -69,7 +69,9 @@ class GoodputEventLog {
 // The trainer's hooks: the event log of this rank plus the heartbeat file the supervisor watches.
 // Rank and world come from Open MPI's environment (OMPI_COMM_WORLD_RANK / _SIZE; 0 and 1
 // without), the attempt from LATHE_ATTEMPT, the heartbeat directory from LATHE_HEARTBEAT_DIR
-// (none when unset). Every hook is cheap next to a training step (one flushed line).
+// (none when unset). Every hook is cheap next to a training step (one flushed line). The event
+// file is created by training_begins(): a run refused before training (bad config, another
+// model's checkpoint) leaves the run directory untouched; earlier events wait in memory.
 class TrainingEvents {
  public:
   explicit TrainingEvents(const std::string& run_dir);  // records when the process started
@@ -89,8 +91,17 @@ class TrainingEvents {
 
  private:
   void touch_heartbeat(int64_t step);
+  void record(const std::string& kind, double start, double end, const Json& extra = Json());
 
-  std::unique_ptr<GoodputEventLog> log_;
+  struct Pending {
+    std::string kind;
+    double start, end;
+    Json extra;
+  };
+  std::string run_dir_;
+  int rank_;
+  std::unique_ptr<GoodputEventLog> log_;  // from training_begins()
+  std::vector<Pending> pending_;
   double process_start_;
   double data_seconds_ = 0;
   std::string heartbeat_path_;

@@ -204,6 +204,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   }
 
   auto save_checkpoint = [&](int64_t step) {
+    const double save_start = events.now();  // the sharded optimizer state is written synchronously
     CheckpointContents contents;
     contents.step = step;
     for (const Parameter& parameter : model.parameters()) contents.model.emplace_back(parameter.name, parameter.var->value);
@@ -211,13 +212,15 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       data_parallel->add_optimizer_state(contents, checkpoints_dir, step);  // collective
     else
       for (const auto& [name, tensor] : optimizer->state()) contents.optimizer.emplace_back(name, tensor);
-    if (!lead) return;
+    if (!lead) {
+      events.checkpoint(save_start, step);
+      return;
+    }
     contents.trainer_state = Json::object();
     contents.trainer_state.set("step", step);
     contents.trainer_state.set("data", loader.state());
     contents.trainer_state.set("seed", static_cast<int64_t>(config.train.seed));
     contents.config_yaml = config_yaml;
-    const double save_start = events.now();
     checkpoints->save(contents);
     events.checkpoint(save_start, step);
   };
