@@ -148,7 +148,7 @@ class Suite:
         run_dir = os.path.join(self.work, "kill")
         target = self.rng.randint(3, STEPS - 8)
         # The failed slot stays away for the rest of the run: the group finishes one worker smaller.
-        child = self.launch(run_dir, cooldown=600 if self.workers > 1 else 0, env={"LATHE_TEST_CHECKPOINT_FILE_DELAY_MS": "20"})
+        child = self.launch(run_dir, cooldown=600 if self.workers > 1 else 0, env={"LATHE_TEST_CHECKPOINT_FILE_DELAY_MS": "40"})
         wait_for(lambda: steps_done(run_dir) >= target or child.poll() is not None, f"step {target}")
         pids = worker_pids(run_dir, 1)
         rank = self.rng.randrange(len(pids)) if pids else 0
@@ -181,7 +181,7 @@ class Suite:
     def hang(self):
         run_dir = os.path.join(self.work, "hang")
         target = self.rng.randint(3, STEPS - 8)
-        child = self.launch(run_dir, cooldown=0, env={"LATHE_TEST_CHECKPOINT_FILE_DELAY_MS": "20"})
+        child = self.launch(run_dir, cooldown=0, env={"LATHE_TEST_CHECKPOINT_FILE_DELAY_MS": "40"})
         wait_for(lambda: steps_done(run_dir) >= target or child.poll() is not None, f"step {target}")
         pids = worker_pids(run_dir, 1)
         if pids:

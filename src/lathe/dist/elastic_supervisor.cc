@@ -355,11 +355,17 @@ int Supervisor::run() {
 
 int run_elastic_supervisor(const ElasticOptions& options) {
   validate_elastic_limits(options.limits);
+  struct Cleanup {
+    std::string launch_dir;
+    ~Cleanup() {
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
+      std::error_code ignored;
+      fs::remove(launch_dir, ignored);  // the heartbeat directories' parent, when empty
+    }
+  } cleanup{options.run_dir + "/launch"};
   Supervisor supervisor(options);
-  const int code = supervisor.run();
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-  return code;
+  return supervisor.run();
 }
 
 }  // namespace lathe
