@@ -15,6 +15,7 @@ Exits 77 (skipped) when mpirun is missing.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -115,8 +116,16 @@ def main():
                   "2 ranks: no staging directory left", str(os.listdir(os.path.join(two, "checkpoints"))))
 
         serial = os.path.join(work, "two_no_overlap")
-        if ran(*runner.train(serial, "dist.overlap=false", ranks=2), "2 ranks, all-reduce after backward"):
-            check(final_weights(serial) == reference, "2 ranks without overlap: bitwise equal to one process")
+        # 50 kB buckets: several gradient buckets and 7 all-gather chunks per step instead of one.
+        if ran(*runner.train(serial, "dist.overlap=false", "dist.bucket_mb=0.05", ranks=2),
+               "2 ranks, all-reduce after backward, small buckets"):
+            check(final_weights(serial) == reference, "2 ranks without overlap, small buckets: bitwise equal")
+        small = os.path.join(work, "two_small_buckets")
+        code, stdout, stderr = runner.train(small, "dist.bucket_mb=0.05", ranks=2)
+        if ran(code, stdout, stderr, "2 ranks, overlap, small buckets"):
+            check(final_weights(small) == reference, "2 ranks with overlap, small buckets: bitwise equal")
+            buckets = re.search(r"gradient all-reduce: (\d+) bucket", stdout)
+            check(buckets is not None and int(buckets.group(1)) > 1, "small buckets: several buckets per step", stdout)
 
         replicated = os.path.join(work, "two_replicated")
         if ran(*runner.train(replicated, "dist.shard_optimizer=false", ranks=2), "2 ranks, optimizer replicated"):

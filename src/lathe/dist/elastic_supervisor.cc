@@ -157,8 +157,15 @@ WorkerGroup Supervisor::start_group(const BatchPlan& plan) {
     LATHE_CHECK(!mpirun.empty() && ::access(mpirun.c_str(), X_OK) == 0, "cannot run ", plan.world, " workers: mpirun ",
                 mpirun.empty() ? "was not found on PATH" : "'" + mpirun + "' is not executable",
                 " (install Open MPI: apt-get install openmpi-bin libopenmpi-dev, or run with --max-nproc 1)");
-    arguments = {mpirun, "--oversubscribe", "-np", std::to_string(plan.world),
-                 "-x",   "LATHE_ATTEMPT",   "-x",  "LATHE_HEARTBEAT_DIR"};
+    // mpirun forwards SIGTERM to the ranks and SIGKILLs them 1 s later by default: give them the
+    // grace period to save their checkpoint on a planned stop.
+    const std::string sigkill_timeout = std::to_string(static_cast<int>(options_.stop_grace_seconds));
+    arguments = {mpirun, "--oversubscribe",         "--mca", "odls_base_sigkill_timeout", sigkill_timeout,
+                 "-np",  std::to_string(plan.world)};
+    for (const char* variable : {"LATHE_ATTEMPT", "LATHE_HEARTBEAT_DIR"}) {
+      arguments.push_back("-x");
+      arguments.push_back(variable);
+    }
     if (::geteuid() == 0) arguments.insert(arguments.begin() + 1, "--allow-run-as-root");
   }
   arguments.push_back(options_.lathe_binary);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "lathe/models/memory_estimate.h"
 #include "lathe/train/lr_schedule.h"
 
 namespace lathe {
@@ -39,7 +40,8 @@ DataParallelStep::DataParallelStep(TransformerModel& model, const TrainConfig& c
   inputs_ = Tensor::empty({share_.rows, config.train.seq_len}, DType::i32);
   targets_ = Tensor::empty({share_.rows, config.train.seq_len}, DType::i32);
   if (config.dist.shard_optimizer)
-    sharded_optimizer_ = std::make_unique<ShardedAdamW>(model.parameters(), config.optimizer, communicator);
+    sharded_optimizer_ = std::make_unique<ShardedAdamW>(model.parameters(), config.optimizer, communicator,
+                                                        static_cast<int64_t>(config.dist.bucket_mb * 1e6));
   else
     whole_optimizer_ = std::make_unique<AdamWOptimizer>(model.parameters(), config.optimizer);
   // The staging directory of sharded checkpoints carries rank 0's pid, so a later run's
@@ -81,15 +83,23 @@ std::string DataParallelStep::describe_communication() const {
 
 std::string DataParallelStep::describe_memory() const {
   auto megabytes = [](int64_t bytes) { return str_cat(static_cast<double>(bytes / 10000) / 100.0, " MB"); };
-  const int64_t weights = model_.parameter_count() * 4, whole_state = 2 * weights;
+  // The single-process prediction (models/memory_estimate.h) at this rank's micro-batch, with
+  // the moments sharded and the all-gather buffer added.
+  const TrainingMemoryEstimate single =
+      estimate_training_memory(config_.model, share_.micro_batch_rows, config_.train.seq_len, config_.train.remat);
   if (!sharded_optimizer_)
-    return str_cat("optimizer state replicated: ", megabytes(whole_state), " per rank (dist.shard_optimizer=false)");
-  return str_cat("ZeRO-1: optimizer state ", megabytes(sharded_optimizer_->state_bytes()), " on this rank (1/",
-                 communicator_.world_size(), " of ", megabytes(whole_state), "); per rank: weights ",
-                 megabytes(weights), " + gradients ", megabytes(weights), " + moments ",
-                 megabytes(sharded_optimizer_->state_bytes()), " + all-gather buffer ",
-                 megabytes(sharded_optimizer_->gather_buffer_bytes()), " (a single process: weights + gradients + ",
-                 megabytes(whole_state), " of moments)");
+    return str_cat("optimizer state replicated (dist.shard_optimizer=false): ", megabytes(single.optimizer_bytes),
+                   " per rank; tensor memory estimate per rank ", megabytes(single.total_bytes()));
+  TrainingMemoryEstimate rank = single;
+  rank.optimizer_bytes = sharded_optimizer_->state_bytes();
+  const int64_t per_rank = rank.total_bytes() + sharded_optimizer_->gather_buffer_bytes();
+  return str_cat(
+      "ZeRO-1: optimizer state ", megabytes(sharded_optimizer_->state_bytes()), " on this rank (1/",
+      communicator_.world_size(), " of ", megabytes(single.optimizer_bytes), "); tensor memory estimate per rank ",
+      megabytes(per_rank), " (weights ", megabytes(rank.parameter_bytes), " + gradients ",
+      megabytes(rank.gradient_bytes), " + moments ", megabytes(rank.optimizer_bytes), " + all-gather buffer ",
+      megabytes(sharded_optimizer_->gather_buffer_bytes()), " + activations and scratch ",
+      megabytes(rank.activation_bytes + rank.transient_bytes), "; unsharded: ", megabytes(single.total_bytes()), ")");
 }
 
 StepResult DataParallelStep::run(int64_t step, DataLoader& loader, StepPhaseSeconds* phases) {

@@ -65,8 +65,9 @@ class DataParallelStep {
   // shards every rank writes into a staging directory under checkpoints_dir.
   void add_optimizer_state(CheckpointContents& contents, const std::string& checkpoints_dir, int64_t step);
 
-  // "ZeRO-1: optimizer state 0.6 MB per rank (1/2 of 1.2 MB); per rank: weights 0.6 MB +
-  // gradients 0.6 MB + moments 0.6 MB + all-gather buffer 0.6 MB"
+  // "ZeRO-1: optimizer state 25.1 MB on this rank (1/2 of 50.3 MB); tensor memory estimate per
+  // rank 170.2 MB (weights 25.1 MB + gradients 25.1 MB + moments 25.1 MB + all-gather buffer
+  // 25.1 MB + activations and scratch 69.5 MB; unsharded: 170.2 MB)" (models/memory_estimate.h)
   std::string describe_memory() const;
 
   // "gradient all-reduce: 12 buckets (23.4 MB) per step, 31.0 ms per step of which 4.1 ms exposed

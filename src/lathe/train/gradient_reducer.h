@@ -20,6 +20,7 @@
 // every step, and the summed gradients are bitwise reproducible for a given world size.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -45,8 +46,12 @@ struct GradientReductionStats {
   int64_t bytes = 0;                    // gradient bytes all-reduced per rank
   double communication_seconds = 0;     // packing + all-reduce + unpacking, summed over buckets
   double exposed_seconds = 0;           // of which the trainer waited for in finish()
-  double overlap_fraction() const {     // share of the communication hidden behind backward
-    return communication_seconds > 0 ? 1.0 - exposed_seconds / communication_seconds : 0.0;
+  // Share of the communication hidden behind backward, in [0, 1]. The exposed time also counts
+  // waiting for the reducer thread to be scheduled and for slower ranks, so it can exceed the
+  // communication itself (then 0).
+  double overlap_fraction() const {
+    if (communication_seconds <= 0) return 0.0;
+    return std::clamp(1.0 - exposed_seconds / communication_seconds, 0.0, 1.0);
   }
 };
 

@@ -136,14 +136,12 @@ NamedTensors whole_optimizer_state(const LoadedCheckpoint& checkpoint, const std
 }
 
 ShardedAdamW::ShardedAdamW(std::vector<Parameter>& parameters, const OptimizerSection& config,
-                           Communicator& communicator)
+                           Communicator& communicator, int64_t gather_chunk_bytes)
     : parameters_(parameters), config_(config), communicator_(communicator) {
   const int world = communicator.world_size(), rank = communicator.rank();
   total_ = flat_size(parameters);
   begin_ = shard_begin(total_, rank, world);
   end_ = shard_begin(total_, rank + 1, world);
-  for (int r = 0; r < world; ++r)
-    rank_counts_.push_back(shard_begin(total_, r + 1, world) - shard_begin(total_, r, world));
   int64_t parameter_begin = 0;
   for (size_t i = 0; i < parameters.size(); ++i) {
     LATHE_ASSERT(parameters[i].var->value.dtype() == DType::f32);
@@ -154,7 +152,8 @@ ShardedAdamW::ShardedAdamW(std::vector<Parameter>& parameters, const OptimizerSe
   }
   exp_avg_ = Tensor::zeros({end_ - begin_}, DType::f32);
   exp_avg_sq_ = Tensor::zeros({end_ - begin_}, DType::f32);
-  gather_buffer_.resize(static_cast<size_t>(total_));
+  LATHE_ASSERT(gather_chunk_bytes >= 4);
+  gather_buffer_.resize(static_cast<size_t>(std::max<int64_t>(1, std::min(total_, gather_chunk_bytes / 4))));
 }
 
 double ShardedAdamW::step(int64_t step, double lr) {
@@ -187,27 +186,47 @@ double ShardedAdamW::step(int64_t step, double lr) {
 }
 
 void ShardedAdamW::gather_parameters() {
-  for (const Piece& piece : pieces_)
-    std::memcpy(gather_buffer_.data() + piece.flat_offset,
-                parameters_[piece.parameter].var->value.ptr<float>() + piece.offset,
-                static_cast<size_t>(piece.length) * 4);
-  communicator_.all_gather(gather_buffer_.data(), rank_counts_);
-  // Copy back the other ranks' elements (ours are already in place) and round their bf16 copies
-  // as the adamw op rounds ours (nearest-even).
-  int64_t parameter_begin = 0;
-  for (const Parameter& parameter : parameters_) {
-    const int64_t numel = parameter.var->value.numel();
-    float* values = parameter.var->value.ptr<float>();
-    bf16* copy = parameter.var->value_bf16.defined() ? parameter.var->value_bf16.ptr<bf16>() : nullptr;
-    auto restore = [&](int64_t from, int64_t to) {  // flat positions, inside this parameter
-      if (from >= to) return;
-      std::memcpy(values + (from - parameter_begin), gather_buffer_.data() + from, static_cast<size_t>(to - from) * 4);
-      if (copy)
-        for (int64_t i = from; i < to; ++i) copy[i - parameter_begin] = float_to_bf16(gather_buffer_[i]);
+  // The flat vector in chunks of at most gather_buffer_ elements: inside a chunk every rank's part
+  // is contiguous and in rank order, so one all-gather per chunk fills it.
+  const int world = communicator_.world_size();
+  const int64_t chunk_elements = static_cast<int64_t>(gather_buffer_.size());
+  std::vector<int64_t> counts(static_cast<size_t>(world));
+  for (int64_t chunk_begin = 0; chunk_begin < total_; chunk_begin += chunk_elements) {
+    const int64_t chunk_end = std::min(total_, chunk_begin + chunk_elements);
+    for (int r = 0; r < world; ++r) {
+      const int64_t from = std::max(chunk_begin, shard_begin(total_, r, world));
+      const int64_t to = std::min(chunk_end, shard_begin(total_, r + 1, world));
+      counts[r] = std::max<int64_t>(0, to - from);
+    }
+    // Copy this rank's elements of the chunk in, gather, copy the others' out (and round their
+    // bf16 copies as the adamw op rounds ours: nearest-even).
+    auto visit = [&](int64_t from, int64_t to, bool into_buffer) {
+      int64_t parameter_begin = 0;
+      for (const Parameter& parameter : parameters_) {
+        const int64_t numel = parameter.var->value.numel();
+        const int64_t lo = std::max(from, parameter_begin), hi = std::min(to, parameter_begin + numel);
+        if (lo < hi) {
+          float* values = parameter.var->value.ptr<float>() + (lo - parameter_begin);
+          float* buffer = gather_buffer_.data() + (lo - chunk_begin);
+          const size_t bytes = static_cast<size_t>(hi - lo) * 4;
+          if (into_buffer) {
+            std::memcpy(buffer, values, bytes);
+          } else {
+            std::memcpy(values, buffer, bytes);
+            if (parameter.var->value_bf16.defined()) {
+              bf16* copy = parameter.var->value_bf16.ptr<bf16>() + (lo - parameter_begin);
+              for (int64_t i = 0; i < hi - lo; ++i) copy[i] = float_to_bf16(buffer[i]);
+            }
+          }
+        }
+        parameter_begin += numel;
+      }
     };
-    restore(parameter_begin, std::min(parameter_begin + numel, std::max(parameter_begin, begin_)));
-    restore(std::max(parameter_begin, std::min(parameter_begin + numel, end_)), parameter_begin + numel);
-    parameter_begin += numel;
+    const int64_t mine_from = std::max(chunk_begin, begin_), mine_to = std::min(chunk_end, end_);
+    if (mine_from < mine_to) visit(mine_from, mine_to, /*into_buffer=*/true);
+    communicator_.all_gather(gather_buffer_.data(), counts);
+    visit(chunk_begin, std::min(chunk_end, std::max(chunk_begin, begin_)), /*into_buffer=*/false);
+    visit(std::max(chunk_begin, std::min(chunk_end, end_)), chunk_end, /*into_buffer=*/false);
   }
 }
 

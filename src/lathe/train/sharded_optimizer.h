@@ -5,7 +5,8 @@
 // instead of 8N). A step, after the gradients were all-reduced (every rank holds the sum): the
 // global gradient norm from the full gradients (the same on every rank and the same as one
 // process computes), clipping, the adamw op on this rank's elements only, then an all-gather of
-// the parameters so every rank holds all the updated weights (and their bf16 copies). AdamW is
+// the parameters (in chunks of gather_chunk_bytes, so the buffer stays small) so every rank holds
+// all the updated weights (and their bf16 copies). AdamW is
 // element-wise, so the weights equal the unsharded optimizer's bit for bit.
 //
 // Checkpoints (written collectively into a staging directory, then taken over by rank 0's
@@ -42,7 +43,8 @@ NamedTensors whole_optimizer_state(const LoadedCheckpoint& checkpoint, const std
 
 class ShardedAdamW {
  public:
-  ShardedAdamW(std::vector<Parameter>& parameters, const OptimizerSection& config, Communicator& communicator);
+  ShardedAdamW(std::vector<Parameter>& parameters, const OptimizerSection& config, Communicator& communicator,
+               int64_t gather_chunk_bytes = 4 << 20);
 
   // Clips by the global norm, updates this rank's elements, all-gathers the parameters
   // (collective). Returns the norm before clipping.
@@ -58,7 +60,7 @@ class ShardedAdamW {
   int64_t end() const { return end_; }
   int64_t elements() const { return total_; }  // N
   int64_t state_bytes() const { return 2 * (end_ - begin_) * 4; }
-  int64_t gather_buffer_bytes() const { return total_ * 4; }
+  int64_t gather_buffer_bytes() const { return static_cast<int64_t>(gather_buffer_.size()) * 4; }
 
  private:
   // The part of one parameter inside this rank's range.
@@ -74,10 +76,9 @@ class ShardedAdamW {
   OptimizerSection config_;
   Communicator& communicator_;
   int64_t total_ = 0, begin_ = 0, end_ = 0;
-  std::vector<int64_t> rank_counts_;  // elements owned by each rank
   std::vector<Piece> pieces_;
-  Tensor exp_avg_, exp_avg_sq_;  // (end - begin) f32
-  std::vector<float> gather_buffer_;
+  Tensor exp_avg_, exp_avg_sq_;       // (end - begin) f32
+  std::vector<float> gather_buffer_;  // one chunk of the flat vector
 };
 
 }  // namespace lathe

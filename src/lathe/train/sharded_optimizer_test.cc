@@ -26,13 +26,16 @@ class SimulatedRank final : public Communicator {
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}
   void broadcast(void*, int64_t, int) override {}
+  // Chunks arrive in order, so a cursor knows where in the flat vector this one starts.
   void all_gather(float* data, const std::vector<int64_t>& counts) override {
     int64_t offset = 0;
     for (int r = 0; r < world_size_; ++r) {
       if (r != rank_ && peer_values_)
-        for (int64_t i = offset; i < offset + counts[r]; ++i) data[i] = (*peer_values_)[i];
+        for (int64_t i = offset; i < offset + counts[r]; ++i) data[i] = (*peer_values_)[cursor_ + i];
       offset += counts[r];
     }
+    cursor_ += offset;
+    if (peer_values_ && cursor_ == static_cast<int64_t>(peer_values_->size())) cursor_ = 0;
   }
   void barrier() override {}
   [[noreturn]] void abort(int) override { std::abort(); }
@@ -40,6 +43,7 @@ class SimulatedRank final : public Communicator {
  private:
   int rank_, world_size_;
   const std::vector<float>* peer_values_;
+  int64_t cursor_ = 0;
 };
 
 ModelConfig tiny_model() {
@@ -107,7 +111,9 @@ TEST(ShardedAdamW, EachRankUpdatesItsRangeLikeTheWholeOptimizerAndShardsReshard)
   for (int rank = 0; rank < 2; ++rank) {
     auto model = model_with_gradients(seed);
     SimulatedRank communicator(rank, 2, &expected);
-    ShardedAdamW sharded(model->parameters(), config, communicator);
+    // Rank 0 gathers in one chunk, rank 1 in 1000-byte chunks (13 of them).
+    ShardedAdamW sharded(model->parameters(), config, communicator, rank == 0 ? int64_t{4} << 20 : 1000);
+    EXPECT_EQ(sharded.gather_buffer_bytes(), rank == 0 ? total * 4 : 1000);
     EXPECT_EQ(sharded.begin(), rank * total / 2);
     EXPECT_EQ(sharded.end(), (rank + 1) * total / 2);
     EXPECT_EQ(sharded.state_bytes(), (sharded.end() - sharded.begin()) * 8);
