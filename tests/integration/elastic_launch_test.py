@@ -184,14 +184,15 @@ class Suite:
         child = self.launch(run_dir, cooldown=0, env={"LATHE_TEST_CHECKPOINT_FILE_DELAY_MS": "40"})
         wait_for(lambda: steps_done(run_dir) >= target or child.poll() is not None, f"step {target}")
         pids = worker_pids(run_dir, 1)
+        stopped = len(pids) - 1
         if pids:
-            os.kill(pids[len(pids) - 1], signal.SIGSTOP)
+            os.kill(pids[stopped], signal.SIGSTOP)
         report = self.check_run("SIGSTOP (hang)", run_dir, child, disruptions=1)
         if report:
             disruption = report["disruptions"][0]
-            check("heartbeat" in disruption["reason"] and report["mttr_seconds"] > 3 and
+            check(f"rank {stopped} sent no heartbeat" in disruption["reason"] and report["mttr_seconds"] > 3 and
                   report["mttr_after_detection_seconds"] < report["mttr_seconds"],
-                  "hang: found by the heartbeat timeout; MTTR includes it, MTTR after detection does not",
+                  f"hang: rank {stopped} found by the heartbeat timeout; MTTR includes it, MTTR after detection does not",
                   json.dumps(disruption))
 
     def scale_back_up(self):

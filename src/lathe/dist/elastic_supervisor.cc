@@ -221,26 +221,29 @@ WorkerGroup Supervisor::start_group(const BatchPlan& plan) {
   return group;
 }
 
+// The stale rank with the oldest heartbeat: when one rank hangs the others soon wait for it in a
+// collective and go stale too, so the oldest one is the likely culprit and its heartbeat is the
+// failure time.
 std::optional<std::string> Supervisor::hang_in(const WorkerGroup& group, double now, double& last_heartbeat) const {
+  std::optional<std::string> hang;
   for (int rank = 0; rank < group.world; ++rank) {
     const std::string path = heartbeat_file(group.heartbeat_dir, rank);
     struct stat info {};
-    if (::stat(path.c_str(), &info) != 0) {
-      last_heartbeat = group.started;
-      if (now - group.started > options_.startup_timeout_seconds)
-        return str_cat("rank ", rank, " did not start within ", options_.startup_timeout_seconds, " s");
-      continue;
+    double heartbeat = group.started;
+    long long step = -2;  // -2: no heartbeat yet, -1: alive but not training
+    if (::stat(path.c_str(), &info) == 0) {
+      heartbeat = static_cast<double>(info.st_mtim.tv_sec) + static_cast<double>(info.st_mtim.tv_nsec) * 1e-9;
+      std::ifstream file(path);
+      if (!(file >> step)) step = -1;
     }
-    last_heartbeat = static_cast<double>(info.st_mtim.tv_sec) + static_cast<double>(info.st_mtim.tv_nsec) * 1e-9;
-    std::ifstream file(path);
-    long long step = -1;
-    file >> step;
     const double limit = step < 0 ? options_.startup_timeout_seconds : options_.heartbeat_timeout_seconds;
-    if (now - last_heartbeat > limit)
-      return step < 0 ? str_cat("rank ", rank, " did not begin training within ", limit, " s")
-                      : str_cat("rank ", rank, " sent no heartbeat for ", limit, " s after step ", step, " (hang)");
+    if (now - heartbeat <= limit || (hang && heartbeat >= last_heartbeat)) continue;
+    last_heartbeat = heartbeat;
+    hang = step == -2   ? str_cat("rank ", rank, " did not start within ", limit, " s")
+           : step == -1 ? str_cat("rank ", rank, " did not begin training within ", limit, " s")
+                        : str_cat("rank ", rank, " sent no heartbeat for ", limit, " s after step ", step, " (hang)");
   }
-  return std::nullopt;
+  return hang;
 }
 
 Supervisor::Outcome Supervisor::watch(WorkerGroup& group, std::string& reason, double& failure_time) {
