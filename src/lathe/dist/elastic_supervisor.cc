@@ -221,11 +221,11 @@ WorkerGroup Supervisor::start_group(const BatchPlan& plan) {
   return group;
 }
 
-// The stale rank with the oldest heartbeat: when one rank hangs the others soon wait for it in a
-// collective and go stale too, so the oldest one is the likely culprit and its heartbeat is the
-// failure time.
+// A hang: some rank's heartbeat is older than its timeout. Which rank hung cannot be told from
+// heartbeats (the others soon wait for it in a collective and go stale too, each within a step of
+// the others), so the reason lists every stale rank and the failure time is the oldest heartbeat.
 std::optional<std::string> Supervisor::hang_in(const WorkerGroup& group, double now, double& last_heartbeat) const {
-  std::optional<std::string> hang;
+  std::string stale_ranks, what;
   for (int rank = 0; rank < group.world; ++rank) {
     const std::string path = heartbeat_file(group.heartbeat_dir, rank);
     struct stat info {};
@@ -237,13 +237,17 @@ std::optional<std::string> Supervisor::hang_in(const WorkerGroup& group, double 
       if (!(file >> step)) step = -1;
     }
     const double limit = step < 0 ? options_.startup_timeout_seconds : options_.heartbeat_timeout_seconds;
-    if (now - heartbeat <= limit || (hang && heartbeat >= last_heartbeat)) continue;
-    last_heartbeat = heartbeat;
-    hang = step == -2   ? str_cat("rank ", rank, " did not start within ", limit, " s")
-           : step == -1 ? str_cat("rank ", rank, " did not begin training within ", limit, " s")
-                        : str_cat("rank ", rank, " sent no heartbeat for ", limit, " s after step ", step, " (hang)");
+    if (now - heartbeat <= limit) continue;
+    if (stale_ranks.empty() || heartbeat < last_heartbeat) {
+      last_heartbeat = heartbeat;
+      what = step == -2   ? str_cat("did not start within ", limit, " s")
+             : step == -1 ? str_cat("did not begin training within ", limit, " s")
+                          : str_cat("sent no heartbeat for ", limit, " s after step ", step, " (hang)");
+    }
+    stale_ranks += (stale_ranks.empty() ? "" : ", ") + std::to_string(rank);
   }
-  return hang;
+  if (stale_ranks.empty()) return std::nullopt;
+  return str_cat(stale_ranks.find(',') == std::string::npos ? "rank " : "ranks ", stale_ranks, " ", what);
 }
 
 Supervisor::Outcome Supervisor::watch(WorkerGroup& group, std::string& reason, double& failure_time) {
