@@ -101,6 +101,16 @@ expect 2 "config override without value" -- "$lathe" config model.n_layers=
 expect 2 "config inconsistent" -- "$lathe" config train.seq_len=512
 expect 2 "config two files" -- "$lathe" config a.yaml b.yaml
 
+# launch and goodput: help, bad limits, a run directory without events.
+expect 0 "launch --help" -- "$lathe" launch --help
+expect 0 "goodput --help" -- "$lathe" goodput --help
+expect 2 "launch min above max" -- "$lathe" launch --nproc 2 --min-nproc 3 --max-nproc 2 -- train.steps=1
+expect 2 "launch bad train key" -- "$lathe" launch -- model.d_modle=64
+expect 2 "launch missing mpirun" -- "$lathe" launch --nproc 2 --mpirun "$work/no_mpirun" -- run_dir="$work/launch_run"
+expect 2 "goodput missing run dir" -- "$lathe" goodput "$work/no_such_run"
+mkdir -p "$work/empty_run"
+expect 2 "goodput without events" -- "$lathe" goodput "$work/empty_run"
+
 # tokenizer: train on a tiny fortune-format corpus, encode, decode back.
 expect 0 "tokenizer --help" -- "$lathe" tokenizer --help
 for action in train encode decode; do

@@ -14,5 +14,7 @@ int run_tokenizer(int argc, char** argv);
 int run_train(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_convert(int argc, char** argv);
+int run_launch(int argc, char** argv);
+int run_goodput(int argc, char** argv);
 
 }  // namespace lathe::cli

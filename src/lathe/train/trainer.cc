@@ -20,6 +20,7 @@
 #include "lathe/train/compute_dtype.h"
 #include "lathe/train/data_parallel_run.h"
 #include "lathe/train/load_from.h"
+#include "lathe/train/goodput_events.h"
 #include "lathe/train/loss_curve_svg.h"
 #include "lathe/train/metrics_log.h"
 #include "lathe/train/progress.h"
@@ -116,6 +117,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   fs::create_directories(run_dir, directory_error);
   LATHE_CHECK(!directory_error, "cannot create run_dir '", run_dir, "': ", directory_error.message());
   const std::string checkpoints_dir = run_dir + "/checkpoints";
+  TrainingEvents events(run_dir);  // goodput event log and supervisor heartbeat
   const std::string config_yaml = train_config_to_yaml(config);
 
   // Data: tokenizer + shards (cached), then the loader.
@@ -139,6 +141,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   // Resume from the newest valid checkpoint, if any.
   TrainSummary summary;
   summary.run_dir = run_dir;
+  const double restore_start = events.now();  // finding (verifying) the checkpoint is part of restoring
   std::optional<std::string> latest = find_latest_checkpoint(checkpoints_dir, lead ? std::cerr : discarded_stream());
   if (!latest) refuse_to_start_over_damaged_checkpoints(checkpoints_dir);
   if (!latest) load_pretrained_weights(config, model, log);
@@ -162,6 +165,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       optimizer->load_state(whole_optimizer_state(checkpoint, model.parameters()));
     loader.restore(checkpoint.trainer_state.get("data"));
     summary.first_step = checkpoint.step;
+    events.restored(restore_start, checkpoint.step);
     std::fprintf(log, "resuming from %s (step %lld)\n", latest->c_str(), static_cast<long long>(checkpoint.step));
   }
   // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
@@ -175,7 +179,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   const int64_t tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   const double flops_per_token = model.training_flops_per_token(config.train.seq_len);
+  const double startup_start = events.now();
   const MachinePeaks peaks = measure_machine_peaks_once(communicator);
+  events.startup(startup_start);
   // MFU against the peak of the arithmetic the matmuls use (a forced bf16 run on a CPU without
   // AVX512_BF16 has no bf16 peak and is counted against f32).
   const bool bf16_peak = compute_dtype == ComputeDtype::bf16 && peaks.bf16_gflops > 0;
@@ -200,6 +206,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   }
 
   auto save_checkpoint = [&](int64_t step) {
+    const double save_start = events.now();  // the sharded optimizer state is written synchronously
     CheckpointContents contents;
     contents.step = step;
     for (const Parameter& parameter : model.parameters()) contents.model.emplace_back(parameter.name, parameter.var->value);
@@ -207,13 +214,17 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       data_parallel->add_optimizer_state(contents, checkpoints_dir, step);  // collective
     else
       for (const auto& [name, tensor] : optimizer->state()) contents.optimizer.emplace_back(name, tensor);
-    if (!lead) return;
+    if (!lead) {
+      events.checkpoint(save_start, step);
+      return;
+    }
     contents.trainer_state = Json::object();
     contents.trainer_state.set("step", step);
     contents.trainer_state.set("data", loader.state());
     contents.trainer_state.set("seed", static_cast<int64_t>(config.train.seed));
     contents.config_yaml = config_yaml;
     checkpoints->save(contents);
+    events.checkpoint(save_start, step);
   };
   auto validation_loss = [&]() -> double {
     if (!loader.has_validation()) return NAN;
@@ -244,16 +255,21 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     std::fprintf(log, "the run is already at step %lld of train.steps=%lld: nothing to train (raise train.steps to continue)\n",
                  static_cast<long long>(summary.first_step), static_cast<long long>(config.train.steps));
   const auto run_start = std::chrono::steady_clock::now();
+  events.training_begins();
   double window_seconds = 0, window_tokens = 0, total_step_seconds = 0;
   int64_t step = summary.first_step;
   StepResult last{};
   while (step < config.train.steps) {
     const auto step_start = std::chrono::steady_clock::now();
+    const double step_event_start = events.now();
+    const int64_t first_sample = loader.epoch() * loader.samples_per_epoch() + loader.index_in_epoch();
     if (data_parallel)
       last = data_parallel->run(step + 1, loader);
     else
       last = train_step(model, *optimizer, config, step + 1, [&](const TensorView& inputs, const TensorView& targets) {
+        const double data_start = events.now();
         loader.next_batch(inputs, targets);
+        events.add_data_seconds(events.now() - data_start);
       });
     ++step;
     const double step_seconds = seconds_since(step_start);
@@ -289,7 +305,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       window_seconds = window_tokens = 0;
     }
     if ((config.log.eval_every > 0 && step % config.log.eval_every == 0) || last_step) {
+      const double evaluation_start = events.now();
       const double val_loss = validation_loss();
+      events.evaluation(evaluation_start);
       if (std::isfinite(val_loss)) {
         progress.print_line(str_cat("step ", step, ": validation loss ", val_loss));
         Json row = Json::object();
@@ -303,13 +321,16 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     bool stop = training_stop_signal().load() != 0 || (options.stop_after_step > 0 && step >= options.stop_after_step);
     if (distributed) stop = any_rank_true(communicator, stop);  // a signal may reach the ranks at different steps
     if ((config.checkpoint.every > 0 && step % config.checkpoint.every == 0) || last_step || stop) save_checkpoint(step);
+    events.step_done(step_event_start, step, first_sample);  // the whole iteration: logging included
     if (stop) {
       summary.interrupted = true;
       break;
     }
   }
   progress.finish();
+  const double final_save_start = events.now();
   if (checkpoints) checkpoints->wait();
+  events.checkpoint(final_save_start, step);
   if (tensorboard) tensorboard->close();
   summary.last_step = step;
   summary.final_train_loss = last.loss;
@@ -327,6 +348,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   if (data_parallel) std::fprintf(log, "%s\n", data_parallel->describe_communication().c_str());
+  events.finished(summary.interrupted);
   if (op_profiling_enabled())
     std::fprintf(log, "time by op over %lld steps (%.2f s of steps):\n%s", static_cast<long long>(step - summary.first_step),
                  total_step_seconds, format_op_profile(op_profile(), total_step_seconds).c_str());
