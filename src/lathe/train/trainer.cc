@@ -12,8 +12,7 @@
 
 #include "lathe/bench/machine_peaks.h"
 #include "lathe/core/parallel.h"
-#include "lathe/data/data_loader.h"
-#include "lathe/data/dataset.h"
+#include "lathe/data/batch_source.h"
 #include "lathe/io/tensorboard_writer.h"
 #include "lathe/ops/op_profile.h"
 #include "lathe/train/checkpoint.h"
@@ -113,8 +112,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   // Data: tokenizer + shards (cached), then the loader.
   const std::string cache_dir = config.data.cache_dir.empty() ? run_dir + "/data" : config.data.cache_dir;
-  PreparedDataset dataset = prepare_dataset(config.data, config.model.vocab_size, config.train.seed, cache_dir, log);
-  DataLoader loader(dataset.train_shard_path, dataset.val_shard_path, config.train.seq_len, config.train.seed);
+  TrainingData data = open_training_data(config, cache_dir, log);  // data.format: text or sft
+  BatchSource& loader = *data.batches;
 
   TransformerModel model(config.model);
   model.set_compute_dtype(compute_dtype);
@@ -146,7 +145,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     std::fprintf(log, "resuming from %s (step %lld)\n", latest->c_str(), static_cast<long long>(checkpoint.step));
   }
   // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
-  fs::copy_file(dataset.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(data.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
   write_text_file(run_dir + "/config.yaml", config_yaml);
 
   const int64_t tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
