@@ -95,21 +95,71 @@ TextEncoder text_encoder_for(const BpeTokenizer& tokenizer) {
   return encoder;
 }
 
+namespace {
+
+struct TextSegment {
+  std::string text;
+  bool trainable;
+};
+
+// Encodes a run of text (no special token inside), in segments of alternating trainable flag. The
+// joined text is encoded once; when the ids of every prefix of segments are a prefix of those ids,
+// the mask boundaries fall on them and the result is exactly the joined encoding. Otherwise (a
+// merge or a pre-token spans a boundary) each segment is encoded on its own.
+void encode_text_run(const std::vector<TextSegment>& run, const TextEncoder& encoder, TokenizedExample& example) {
+  std::string joined;
+  for (const TextSegment& segment : run) joined += segment.text;
+  std::vector<int32_t> joined_ids;
+  encoder.encode_text(joined, joined_ids);
+  std::vector<size_t> ends;  // the ids of segments 0..k end at ends[k]
+  std::string prefix;
+  for (size_t k = 0; k + 1 < run.size(); ++k) {
+    prefix += run[k].text;
+    std::vector<int32_t> prefix_ids;
+    encoder.encode_text(prefix, prefix_ids);
+    const bool clean = prefix_ids.size() <= joined_ids.size() &&
+                       std::equal(prefix_ids.begin(), prefix_ids.end(), joined_ids.begin()) &&
+                       (ends.empty() || prefix_ids.size() >= ends.back());
+    if (!clean) {
+      for (const TextSegment& segment : run) {
+        encoder.encode_text(segment.text, example.ids);
+        example.trainable.resize(example.ids.size(), segment.trainable ? 1 : 0);
+      }
+      return;
+    }
+    ends.push_back(prefix_ids.size());
+  }
+  ends.push_back(joined_ids.size());
+  size_t begin = 0;
+  for (size_t k = 0; k < run.size(); ++k) {
+    example.ids.insert(example.ids.end(), joined_ids.begin() + static_cast<std::ptrdiff_t>(begin),
+                       joined_ids.begin() + static_cast<std::ptrdiff_t>(ends[k]));
+    example.trainable.resize(example.ids.size(), run[k].trainable ? 1 : 0);
+    begin = ends[k];
+  }
+}
+
+}  // namespace
+
 TokenizedExample tokenize_pieces(const std::vector<ChatPiece>& pieces, const TextEncoder& encoder) {
   TokenizedExample example;
+  std::vector<TextSegment> run;
   for (const ChatPiece& piece : pieces) {
-    const size_t before = example.ids.size();
-    if (piece.special) {
-      const int32_t id = encoder.special_token_id(piece.text);
-      LATHE_ASSERT(id >= 0);  // format_chat checked the tokenizer has it
-      example.ids.push_back(id);
-    } else {
-      encoder.encode_text(piece.text, example.ids);
+    if (!piece.special) {
+      if (!run.empty() && run.back().trainable == piece.trainable)
+        run.back().text += piece.text;
+      else
+        run.push_back({piece.text, piece.trainable});
+      continue;
     }
-    example.trainable.resize(example.ids.size(), 0);
-    std::fill(example.trainable.begin() + static_cast<std::ptrdiff_t>(before), example.trainable.end(),
-              piece.trainable ? 1 : 0);
+    if (!run.empty()) encode_text_run(run, encoder, example);
+    run.clear();
+    const int32_t id = encoder.special_token_id(piece.text);
+    LATHE_ASSERT(id >= 0);  // format_chat checked the tokenizer has it
+    example.ids.push_back(id);
+    example.trainable.push_back(piece.trainable ? 1 : 0);
   }
+  if (!run.empty()) encode_text_run(run, encoder, example);
   return example;
 }
 

@@ -7,10 +7,11 @@
 // A conversation needs at least one assistant message. A bad line throws lathe::Error
 // "FILE:LINE: what is wrong".
 //
-// Tokenization: the template's pieces (data/chat_template.h) are encoded one at a time, text with
-// special tokens NOT recognised (a message cannot inject "<|im_end|>"), special pieces as their one
-// id. Encoding piece by piece keeps every mask boundary on a token boundary; it can differ from
-// encoding the joined text only where a piece boundary is not a pre-token boundary.
+// Tokenization: special pieces become their one id; each run of text pieces between them is
+// encoded with special tokens NOT recognised (a message cannot inject "<|im_end|>" through a
+// BpeTokenizer). A run is encoded joined, exactly as the whole text would be, when every boundary
+// between trainable and untrainable text in it is also a token boundary of the joined ids (checked
+// by encoding the prefixes); otherwise part by part, so mask boundaries always fall between tokens.
 //
 // A sample row of seq_len positions: inputs[t] = ids[t], targets[t] = ids[t + 1] when token t + 1
 // is trainable, else kIgnoreTarget. Examples longer than seq_len + 1 tokens are truncated (the

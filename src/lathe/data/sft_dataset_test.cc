@@ -140,6 +140,58 @@ TEST(SftTokenize, TruncationKeepsTheStartAndDropsExamplesWithoutATarget) {
   EXPECT_EQ(targets[19], kIgnoreTarget);
 }
 
+// Bytes are their own ids, except that "ab" is one token (500): a merge across a piece boundary.
+TextEncoder merging_encoder() {
+  TextEncoder encoder = byte_encoder();
+  encoder.encode_text = [](std::string_view text, std::vector<int32_t>& ids) {
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text.substr(i, 2) == "ab") {
+        ids.push_back(500);
+        ++i;
+      } else {
+        ids.push_back(static_cast<unsigned char>(text[i]));
+      }
+    }
+  };
+  return encoder;
+}
+
+TEST(SftTokenize, TextRunsEncodeJoinedWhenBoundariesAreTokenBoundariesElsePieceByPiece) {
+  const TextEncoder encoder = merging_encoder();
+  // "xa" + "c": ids of "xa" are a prefix of those of "xac": the joined encoding, mask after 'a'.
+  TokenizedExample clean = tokenize_pieces({{"xa", false, false}, {"c", false, true}}, encoder);
+  EXPECT_EQ(clean.ids, (std::vector<int32_t>{'x', 'a', 'c'}));
+  EXPECT_EQ(clean.trainable, (std::vector<uint8_t>{0, 0, 1}));
+  // "xab" joined is x, 500 and both ends in "ab" across the boundary: each piece on its own.
+  TokenizedExample split = tokenize_pieces({{"xa", false, false}, {"b", false, true}}, encoder);
+  EXPECT_EQ(split.ids, (std::vector<int32_t>{'x', 'a', 'b'}));
+  EXPECT_EQ(split.trainable, (std::vector<uint8_t>{0, 0, 1}));
+  // Neighbouring pieces with the same mask are encoded as one; a special token ends a run.
+  TokenizedExample merged = tokenize_pieces(
+      {{"ab", false, false}, {"<|im_end|>", true, true}, {"a", false, false}, {"b", false, false}}, encoder);
+  EXPECT_EQ(merged.ids, (std::vector<int32_t>{500, 1001, 500}));
+  EXPECT_EQ(merged.trainable, (std::vector<uint8_t>{0, 1, 0}));
+}
+
+TEST(SftTokenize, ChatmlIdsEqualTheWholeRenderedTextEncodedAtOnce) {
+  BpeTokenizer tokenizer = BpeTokenizer::train({"user: what is the answer?\nassistant: the answer is 42.\n"}, 256 + 40,
+                                               {"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
+  const TextEncoder encoder = text_encoder_for(tokenizer);
+  auto has = [&](std::string_view spelling) { return encoder.special_token_id(spelling) >= 0; };
+  TokenizedExample example = tokenize_pieces(
+      format_chat(ChatTemplate::chatml,
+                  {{ChatRole::user, "what is the answer?"}, {ChatRole::assistant, "the answer is 42."}}, has),
+      encoder);
+  const std::string rendered =
+      "<|im_start|>user\nwhat is the answer?<|im_end|>\n<|im_start|>assistant\nthe answer is 42.<|im_end|>\n";
+  EXPECT_EQ(example.ids, tokenizer.encode(rendered, /*allow_special=*/true));
+  // The trainable ids decode to the answer and its end token.
+  std::vector<int32_t> trainable_ids;
+  for (size_t i = 0; i < example.ids.size(); ++i)
+    if (example.trainable[i]) trainable_ids.push_back(example.ids[i]);
+  EXPECT_EQ(tokenizer.decode(trainable_ids), "the answer is 42.<|im_end|>");
+}
+
 TEST(SftTokenize, MessageTextCannotInjectSpecialTokens) {
   BpeTokenizer tokenizer =
       BpeTokenizer::train({"hello there"}, 256 + 3, {"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
