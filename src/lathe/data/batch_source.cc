@@ -4,7 +4,7 @@
 #include "lathe/data/data_loader.h"
 #include "lathe/data/dataset.h"
 #include "lathe/data/sft_data_loader.h"
-#include "lathe/io/bpe_tokenizer.h"
+#include "lathe/io/hf_tokenizer.h"
 
 namespace lathe {
 namespace {
@@ -33,7 +33,7 @@ TrainingData open_sft_data(const TrainConfig& config, std::FILE* log) {
   const DataSection& data = config.data;
   LATHE_CHECK(!data.tokenizer.empty(), "data.format=sft needs data.tokenizer (the tokenizer.json of the model being ",
               "fine-tuned)");
-  const BpeTokenizer tokenizer = BpeTokenizer::load(data.tokenizer);
+  const HfTokenizer tokenizer = HfTokenizer::load(data.tokenizer);  // any HF tokenizer.json, ours included
   LATHE_CHECK(tokenizer.vocab_size() <= config.model.vocab_size, "data.tokenizer ", data.tokenizer, " has ",
               tokenizer.vocab_size(), " tokens, more than model.vocab_size=", config.model.vocab_size);
   SftDatasetOptions options;

@@ -7,6 +7,7 @@
 #include "lathe/core/error.h"
 #include "lathe/data/shuffle.h"
 #include "lathe/io/bpe_tokenizer.h"
+#include "lathe/io/hf_tokenizer.h"
 
 namespace lathe {
 namespace {
@@ -92,6 +93,16 @@ TextEncoder text_encoder_for(const BpeTokenizer& tokenizer) {
     const int32_t id = tokenizer.token_to_id(spelling);
     return id >= 0 && tokenizer.is_special(id) ? id : -1;
   };
+  return encoder;
+}
+
+TextEncoder text_encoder_for(const HfTokenizer& tokenizer) {
+  TextEncoder encoder;
+  encoder.encode_text = [&tokenizer](std::string_view text, std::vector<int32_t>& ids) {
+    const std::vector<int32_t> encoded = tokenizer.encode(text, /*add_special_tokens=*/false);
+    ids.insert(ids.end(), encoded.begin(), encoded.end());
+  };
+  encoder.special_token_id = [&tokenizer](std::string_view spelling) { return tokenizer.token_to_id(spelling); };
   return encoder;
 }
 

@@ -36,6 +36,7 @@
 namespace lathe {
 
 class BpeTokenizer;
+class HfTokenizer;
 
 inline constexpr int32_t kIgnoreTarget = -100;  // linear_cross_entropy's ignore_index
 inline constexpr int32_t kPadInput = 0;
@@ -56,6 +57,9 @@ struct TextEncoder {
   std::function<int32_t(std::string_view spelling)> special_token_id;                 // -1 when absent
 };
 TextEncoder text_encoder_for(const BpeTokenizer& tokenizer);
+// Any HF tokenizer.json (io/hf_tokenizer.h), as the `tokenizers` library encodes: added tokens in
+// message text are recognised there (as transformers' apply_chat_template does).
+TextEncoder text_encoder_for(const HfTokenizer& tokenizer);
 
 struct TokenizedExample {
   std::vector<int32_t> ids;

@@ -13,6 +13,7 @@
 #include "lathe/core/error.h"
 #include "lathe/data/sft_data_loader.h"
 #include "lathe/io/bpe_tokenizer.h"
+#include "lathe/io/hf_tokenizer.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 
@@ -185,6 +186,15 @@ TEST(SftTokenize, ChatmlIdsEqualTheWholeRenderedTextEncodedAtOnce) {
   const std::string rendered =
       "<|im_start|>user\nwhat is the answer?<|im_end|>\n<|im_start|>assistant\nthe answer is 42.<|im_end|>\n";
   EXPECT_EQ(example.ids, tokenizer.encode(rendered, /*allow_special=*/true));
+  // The trainer reads tokenizers through HfTokenizer (any HF tokenizer.json): the same ids.
+  const HfTokenizer hf_tokenizer = HfTokenizer::from_json(tokenizer.to_json(), "ours.json");
+  const TextEncoder hf_encoder = text_encoder_for(hf_tokenizer);
+  EXPECT_EQ(tokenize_pieces(
+                format_chat(ChatTemplate::chatml,
+                            {{ChatRole::user, "what is the answer?"}, {ChatRole::assistant, "the answer is 42."}}, has),
+                hf_encoder)
+                .ids,
+            example.ids);
   // The trainable ids decode to the answer and its end token.
   std::vector<int32_t> trainable_ids;
   for (size_t i = 0; i < example.ids.size(); ++i)
