@@ -86,6 +86,28 @@ TEST(SftGradientAccumulation, WeightsAreSharesOfValidTargets) {
   EXPECT_EQ(micro_batch_weights({a, b}), (std::vector<double>{0.0, 0.0}));
 }
 
+TEST(SftConfig, KeysValidateWithOneLineEach) {
+  ScratchDirectory scratch;
+  TrainConfig config;
+  config.data.format = "sft";
+  config.data.path = scratch.file("chats.jsonl");
+  std::ofstream(config.data.path) << "{}\n";
+  EXPECT_EQ(find_train_config_problems(config),
+            std::vector<std::string>{
+                "data.format=sft needs data.tokenizer (the tokenizer.json of the model being fine-tuned)"});
+  config.data.path = scratch.path();
+  config.data.tokenizer = scratch.file("tokenizer.json");
+  std::ofstream(config.data.tokenizer) << "{}";
+  EXPECT_EQ(find_train_config_problems(config),
+            std::vector<std::string>{"data.path '" + scratch.path() +
+                                     "' is a folder; data.format=sft expects one JSONL file of conversations"});
+  TrainConfig parsed = parse_train_config("", {"data.format=sft", "data.chat_template=gemma"});
+  EXPECT_EQ(parsed.data.format, "sft");
+  EXPECT_EQ(parsed.data.chat_template, "gemma");
+  EXPECT_THROW(parse_train_config("", {"data.chat_template=vicuna"}), Error);
+  EXPECT_THROW(parse_train_config("", {"data.format=chat"}), Error);
+}
+
 struct QuietLog {
   std::FILE* file = std::fopen("/dev/null", "w");
   ~QuietLog() { std::fclose(file); }
