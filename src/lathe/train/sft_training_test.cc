@@ -1,7 +1,8 @@
 // Supervised fine-tuning through the trainer: the token-weighted gradient accumulation of masked
 // targets (two micro-batches give the step of one batch holding both), and end-to-end runs of
-// `data.format=sft` on a tiny model: the response loss falls, and a stopped and resumed run logs
-// the uninterrupted run's losses.
+// `data.format=sft` on a tiny model: the response loss falls, a stopped and resumed run logs the
+// uninterrupted run's losses, and a model saved in HF format (save_hf_model) fine-tunes through
+// load_from=hf:DIR and exports back to an HF directory that loads with the trained weights.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,9 @@
 
 #include "lathe/data/sft_dataset.h"
 #include "lathe/io/bpe_tokenizer.h"
+#include "lathe/models/hf_checkpoint.h"
+#include "lathe/train/checkpoint.h"
+#include "lathe/train/load_from.h"
 #include "lathe/train/metrics_log.h"
 #include "lathe/train/train_step.h"
 #include "lathe/train/trainer.h"
@@ -192,6 +196,43 @@ TEST_F(SftTrainingEndToEnd, StoppedAndResumedRunLogsTheSameLosses) {
   ASSERT_EQ(want.size(), 10u);
   ASSERT_EQ(got.size(), 10u);
   for (const auto& [step, loss] : want) EXPECT_EQ(loss, got.at(step)) << "step " << step;
+}
+
+TEST_F(SftTrainingEndToEnd, FineTunesAnHfModelAndExportsItBack) {
+  SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
+  TrainConfig config = config_in("run");
+  TransformerModel pretrained(config.model);
+  pretrained.initialize(test_seed() + 1);
+  HfSaveOptions save_options;
+  save_options.tokenizer_json = config.data.tokenizer;
+  const std::string hf_in = scratch_.file("hf_in"), hf_out = scratch_.file("hf_out");
+  save_hf_model(pretrained, hf_in, save_options);
+
+  config.load_from = "hf:" + hf_in;
+  config.data.tokenizer.clear();  // load_from supplies hf_in/tokenizer.json
+  apply_load_from(config);
+  EXPECT_EQ(config.data.tokenizer, hf_in + "/tokenizer.json");
+  const TrainSummary summary = train(config);
+  const std::map<int64_t, double> losses = logged_losses(config.run_dir);
+  ASSERT_EQ(summary.last_step, 40);
+  EXPECT_LT((losses.at(38) + losses.at(39) + losses.at(40)) / 3, 0.5 * losses.at(1));
+
+  // Export the last checkpoint (as `lathe convert --to hf` does) and reload it.
+  const LoadedCheckpoint checkpoint = load_checkpoint(config.run_dir + "/checkpoints/" + checkpoint_directory_name(40));
+  TransformerModel tuned(config.model);
+  for (Parameter& parameter : tuned.parameters())
+    for (const auto& [name, tensor] : checkpoint.model)
+      if (name == parameter.name) write_from_vector(parameter.var->value, to_vector<float>(tensor));
+  save_hf_model(tuned, hf_out, save_options);
+  const TransformerModel reloaded = load_hf_model(hf_out);
+  ASSERT_EQ(reloaded.parameters().size(), tuned.parameters().size());
+  bool any_changed = false;
+  for (size_t i = 0; i < tuned.parameters().size(); ++i) {
+    const std::vector<float> want = to_vector<float>(tuned.parameters()[i].var->value);
+    EXPECT_EQ(to_vector<float>(reloaded.parameters()[i].var->value), want) << tuned.parameters()[i].name;
+    any_changed = any_changed || to_vector<float>(pretrained.parameters()[i].var->value) != want;
+  }
+  EXPECT_TRUE(any_changed) << "fine-tuning left every weight of the HF model as it was";
 }
 
 }  // namespace
