@@ -102,7 +102,7 @@ std::string DataParallelStep::describe_memory() const {
       megabytes(rank.activation_bytes + rank.transient_bytes), "; unsharded: ", megabytes(single.total_bytes()), ")");
 }
 
-StepResult DataParallelStep::run(int64_t step, DataLoader& loader, StepPhaseSeconds* phases) {
+StepResult DataParallelStep::run(int64_t step, BatchSource& loader, StepPhaseSeconds* phases) {
   StepPhaseSeconds local_phases;
   if (!phases) phases = &local_phases;
   *phases = {};
@@ -110,13 +110,19 @@ StepResult DataParallelStep::run(int64_t step, DataLoader& loader, StepPhaseSeco
   loader.next_batch_slice(inputs_, targets_, share_.global_batch, share_.first_row);
   phases->forward += seconds_now() - batch_start;
   model_.zero_grads();
-  double weighted_loss = 0;  // sum over this rank's micro-batches of mean loss * rows / global batch
+  // Each micro-batch's loss is the mean over its valid targets; weighting it by its share of the
+  // valid targets of the whole global batch (all ranks) makes the step the mean over all of them,
+  // as in train_step. Text batches have no ignored targets: the weight is rows / global batch.
+  double global_valid = static_cast<double>(count_valid_targets(targets_));
+  communicator_.all_reduce_sum(&global_valid, 1);
+  double weighted_loss = 0;  // sum over this rank's micro-batches of mean loss * weight
   for (int64_t micro = 0; micro < share_.micro_batches; ++micro) {
     const int64_t begin = micro * share_.micro_batch_rows;
     const int64_t rows = std::min(share_.micro_batch_rows, share_.rows - begin);
     const Tensor inputs = inputs_.share_view(inputs_.view().slice(0, begin, begin + rows));
     const Tensor targets = targets_.share_view(targets_.view().slice(0, begin, begin + rows));
-    const double weight = static_cast<double>(rows) / static_cast<double>(share_.global_batch);
+    const double valid = static_cast<double>(count_valid_targets(targets));
+    const double weight = global_valid > 0 ? valid / global_valid : 0.0;
     const bool last = micro + 1 == share_.micro_batches;
     const double start = seconds_now();
     if (last) reducer_.before_forward();
@@ -150,7 +156,7 @@ StepResult DataParallelStep::run(int64_t step, DataLoader& loader, StepPhaseSeco
   return result;
 }
 
-double DataParallelStep::validation_loss(const DataLoader& loader, int64_t batches) {
+double DataParallelStep::validation_loss(const BatchSource& loader, int64_t batches) {
   const int world = communicator_.world_size(), rank = communicator_.rank();
   const int64_t mine = batches > rank ? (batches - rank + world - 1) / world : 0;
   double sum =

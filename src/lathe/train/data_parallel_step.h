@@ -25,7 +25,7 @@
 
 #include <memory>
 
-#include "lathe/data/data_loader.h"
+#include "lathe/data/batch_source.h"
 #include "lathe/dist/communicator.h"
 #include "lathe/train/gradient_reducer.h"
 #include "lathe/train/optimizer.h"
@@ -54,10 +54,10 @@ class DataParallelStep {
   // Takes the next global batch from `loader` (every rank's loader advances by the whole batch),
   // trains this rank's rows, all-reduces the gradients and applies the optimizer. The result's
   // loss is the global batch's mean loss, the same on every rank.
-  StepResult run(int64_t step, DataLoader& loader, StepPhaseSeconds* phases = nullptr);
+  StepResult run(int64_t step, BatchSource& loader, StepPhaseSeconds* phases = nullptr);
 
   // The mean loss over validation batches 0 .. batches-1, each rank evaluating every N-th batch.
-  double validation_loss(const DataLoader& loader, int64_t batches);
+  double validation_loss(const BatchSource& loader, int64_t batches);
 
   // Restores the optimizer from a checkpoint of any world size, sharded or not.
   void load_optimizer_state(const LoadedCheckpoint& checkpoint);

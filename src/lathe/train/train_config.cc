@@ -78,6 +78,8 @@ std::vector<const char*> enum_names() {
 using Choices = std::span<const char* const>;
 constexpr std::array<const char*, 6> kFamilies = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"};
 constexpr std::array<const char*, 2> kRopeScalings = {"none", "llama3"};
+constexpr std::array<const char*, 2> kDataFormats = {"text", "sft"};
+constexpr std::array<const char*, 6> kChatTemplates = {"auto", "plain", "chatml", "llama3", "gemma", "mistral"};
 
 struct Section {
   const char* name;
@@ -159,6 +161,10 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("data.tokenizer", data.tokenizer, "tokenizer.json to use; empty: train one with model.vocab_size");
   field("data.val_fraction", data.val_fraction, "share of documents held out for validation");
   field("data.cache_dir", data.cache_dir, "token shard cache; empty: <run_dir>/data");
+  field("data.format", data.format, "text: pre-train on data.path; sft: fine-tune on JSONL conversations",
+        Choices(kDataFormats));
+  field("data.chat_template", data.chat_template, "sft: how messages become tokens; auto: by tokenizer and family",
+        Choices(kChatTemplates));
 
   CheckpointSection& checkpoint = config.checkpoint;
   field("checkpoint.every", checkpoint.every, "steps between checkpoints; 0: only at the end");

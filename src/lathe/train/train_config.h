@@ -8,7 +8,7 @@
 //   train:      { steps, batch_size, seq_len, grad_accum, seed, dtype, remat, ... }
 //   optimizer:  { lr, min_lr_ratio, beta1, beta2, eps, weight_decay, decay_norms_and_biases,
 //                 decay_embeddings, grad_clip, schedule, warmup_steps, decay_steps_fraction }
-//   data:       { path, tokenizer, val_fraction, cache_dir }
+//   data:       { path, tokenizer, val_fraction, cache_dir, format, chat_template }
 //   checkpoint: { every, keep_last, async }
 //   log:        { every, eval_every, eval_batches, tensorboard }
 //   dist:       { bucket_mb, overlap, shard_optimizer }   data parallelism (mpirun), see
@@ -72,6 +72,8 @@ struct DataSection {
   std::string tokenizer;         // tokenizer.json to use; empty: train one (vocab = model.vocab_size)
   double val_fraction = 0.02;    // share of documents held out for validation
   std::string cache_dir;         // where token shards are cached; empty: <run_dir>/data
+  std::string format = "text";   // text: a corpus to pre-train on; sft: JSONL conversations (data/sft_dataset.h)
+  std::string chat_template = "auto";  // sft: auto | plain | chatml | llama3 | gemma | mistral
 
   bool operator==(const DataSection&) const = default;
 };

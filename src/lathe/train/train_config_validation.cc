@@ -136,6 +136,10 @@ void check_data_and_outputs(const TrainConfig& config, bool check_files, Problem
   }
   if (!data.tokenizer.empty() && check_files && !fs::is_regular_file(data.tokenizer, error))
     problems.add("data.tokenizer '", data.tokenizer, "' is not a file (expected a tokenizer.json; empty: train one)");
+  if (data.format == "sft" && !data.path.empty() && check_files && fs::is_directory(data.path, error))
+    problems.add("data.path '", data.path, "' is a folder; data.format=sft expects one JSONL file of conversations");
+  if (data.format == "sft" && data.tokenizer.empty())
+    problems.add("data.format=sft needs data.tokenizer (the tokenizer.json of the model being fine-tuned)");
   if (!(data.val_fraction > 0 && data.val_fraction < 1))
     problems.add("data.val_fraction=", data.val_fraction, " must be in (0, 1)");
 

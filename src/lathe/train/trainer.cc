@@ -12,8 +12,7 @@
 
 #include "lathe/bench/machine_peaks.h"
 #include "lathe/core/parallel.h"
-#include "lathe/data/data_loader.h"
-#include "lathe/data/dataset.h"
+#include "lathe/data/batch_source.h"
 #include "lathe/io/tensorboard_writer.h"
 #include "lathe/ops/op_profile.h"
 #include "lathe/train/checkpoint.h"
@@ -122,11 +121,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   // Data: tokenizer + shards (cached), then the loader.
   const std::string cache_dir = config.data.cache_dir.empty() ? run_dir + "/data" : config.data.cache_dir;
-  PreparedDataset dataset;  // rank 0 builds the cache, the other ranks read it
-  run_on_rank_0_first(communicator, [&] {
-    dataset = prepare_dataset(config.data, config.model.vocab_size, config.train.seed, cache_dir, lead ? log : nullptr);
-  });
-  DataLoader loader(dataset.train_shard_path, dataset.val_shard_path, config.train.seq_len, config.train.seed);
+  TrainingData data;  // data.format: text or sft; rank 0 builds the cache, the other ranks read it
+  run_on_rank_0_first(communicator, [&] { data = open_training_data(config, cache_dir, lead ? log : nullptr); });
+  BatchSource& loader = *data.batches;
 
   TransformerModel model(config.model);
   model.set_compute_dtype(compute_dtype);
@@ -170,7 +167,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   }
   // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
   if (lead) {
-    fs::copy_file(dataset.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
+    fs::copy_file(data.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
     write_text_file(run_dir + "/config.yaml", config_yaml);
   }
   if (data_parallel)
@@ -262,7 +259,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   while (step < config.train.steps) {
     const auto step_start = std::chrono::steady_clock::now();
     const double step_event_start = events.now();
-    const int64_t first_sample = loader.epoch() * loader.samples_per_epoch() + loader.index_in_epoch();
+    const int64_t first_sample = loader.samples_consumed();
     if (data_parallel)
       last = data_parallel->run(step + 1, loader);
     else
