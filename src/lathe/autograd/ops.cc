@@ -175,6 +175,50 @@ Var add(Tape& tape, const Var& a, const Var& b) {
   return out;
 }
 
+namespace {
+
+// Plain loops: the bias add is memory-bound and tiny beside the projection before it.
+template <class T>
+void add_bias_rows(const Tensor& x, const Tensor& bias, const Tensor& out) {
+  const int64_t rows = x.dim(0), dim = x.dim(1);
+  const T* input = x.ptr<T>();
+  const T* b = bias.ptr<T>();
+  T* output = out.ptr<T>();
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t i = 0; i < dim; ++i) output[row * dim + i] = input[row * dim + i] + b[i];
+}
+
+// Sums the rows of grad into a new (dim) tensor, accumulating in double.
+template <class T>
+Tensor sum_rows(const Tensor& grad) {
+  const int64_t rows = grad.dim(0), dim = grad.dim(1);
+  std::vector<double> sums(static_cast<size_t>(dim), 0.0);
+  const T* values = grad.ptr<T>();
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t i = 0; i < dim; ++i) sums[i] += values[row * dim + i];
+  Tensor out = Tensor::empty({dim}, grad.dtype());
+  for (int64_t i = 0; i < dim; ++i) out.ptr<T>()[i] = static_cast<T>(sums[i]);
+  return out;
+}
+
+}  // namespace
+
+Var add_bias(Tape& tape, const Var& x, const Var& bias) {
+  LATHE_ASSERT(x->value.shape().rank() == 2 && bias->value.shape() == Shape({x->value.dim(1)}));
+  Var out = make_var(new_tensor(tape, x->value.shape()), x->requires_grad || bias->requires_grad);
+  fast(tape) ? add_bias_rows<float>(x->value, bias->value, out->value)
+             : add_bias_rows<double>(x->value, bias->value, out->value);
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([x, bias, out, precision] {
+    if (bias->requires_grad)
+      accumulate_grad(bias, precision == Precision::fast ? sum_rows<float>(out->grad) : sum_rows<double>(out->grad),
+                      true);
+    accumulate_grad(x, out->grad, true);
+  });
+  return out;
+}
+
 Var reshape(Tape& tape, const Var& x, const Shape& shape) {
   Var out = make_var(x->value.reshape(shape), x->requires_grad);
   if (!tape.recording() || !out->requires_grad) return out;

@@ -27,6 +27,9 @@ Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashA
 Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation);
 // a, b: the same shape -> a + b.
 Var add(Tape& tape, const Var& a, const Var& b);
+// x: (rows, dim); bias: (dim) -> x + bias on every row (Qwen2's q/k/v projection biases). The bias
+// gradient is the output gradient summed over rows.
+Var add_bias(Tape& tape, const Var& x, const Var& bias);
 // The same values with another shape (shares storage; gradients reshaped back).
 Var reshape(Tape& tape, const Var& x, const Shape& shape);
 

@@ -20,6 +20,7 @@ struct Command {
 const Command kCommands[] = {
     {"train", lathe::cli::run_train, "train a decoder LLM from a YAML config (default: a small model on the fortune corpus)"},
     {"generate", lathe::cli::run_generate, "sample text from a trained checkpoint with a KV cache (greedy, temperature, top-k, top-p)"},
+    {"convert", lathe::cli::run_convert, "Hugging Face model directory <-> lathe checkpoint (config.json, sharded safetensors)"},
     {"info", lathe::cli::run_info, "CPU features and measured peaks (f32 FMA, bf16 dot, memory bandwidth)"},
     {"ops", lathe::cli::run_ops, "list the kernel library's ops, shapes, implementations and config spaces"},
     {"bench", lathe::cli::run_bench, "benchmark ops at real-model shapes: time, GFLOP/s, GB/s, % of roofline, peers"},

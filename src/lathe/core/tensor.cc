@@ -202,6 +202,9 @@ static double load_as_double(const void* element, DType dtype) {
     case DType::i32: return *static_cast<const int32_t*>(element);
     case DType::u16: return *static_cast<const uint16_t*>(element);
     case DType::u8: return *static_cast<const uint8_t*>(element);
+    case DType::i16: return *static_cast<const int16_t*>(element);
+    case DType::i8: return *static_cast<const int8_t*>(element);
+    case DType::boolean: return *static_cast<const uint8_t*>(element) != 0 ? 1.0 : 0.0;
   }
   return 0;
 }
@@ -216,6 +219,9 @@ static void store_from_double(void* element, DType dtype, double value) {
     case DType::i32: *static_cast<int32_t*>(element) = static_cast<int32_t>(value); break;
     case DType::u16: *static_cast<uint16_t*>(element) = static_cast<uint16_t>(value); break;
     case DType::u8: *static_cast<uint8_t*>(element) = static_cast<uint8_t>(value); break;
+    case DType::i16: *static_cast<int16_t*>(element) = static_cast<int16_t>(value); break;
+    case DType::i8: *static_cast<int8_t*>(element) = static_cast<int8_t>(value); break;
+    case DType::boolean: *static_cast<uint8_t*>(element) = value != 0 ? 1 : 0; break;
   }
 }
 

@@ -31,7 +31,8 @@ struct DTypeName {
 };
 constexpr DTypeName kDTypeNames[] = {{DType::f64, "F64"}, {DType::f32, "F32"}, {DType::bf16, "BF16"},
                                      {DType::f16, "F16"}, {DType::i64, "I64"}, {DType::i32, "I32"},
-                                     {DType::u16, "U16"}, {DType::u8, "U8"}};
+                                     {DType::u16, "U16"}, {DType::u8, "U8"},   {DType::i16, "I16"},
+                                     {DType::i8, "I8"},   {DType::boolean, "BOOL"}};
 
 }  // namespace
 
@@ -45,7 +46,7 @@ const char* safetensors_dtype_name(DType dtype) {
 DType parse_safetensors_dtype(const std::string& name, const std::string& context) {
   for (const auto& entry : kDTypeNames)
     if (name == entry.name) return entry.dtype;
-  throw_error(context, ": dtype \"", name, "\" is not supported (expected F64, F32, BF16, F16, I64, I32, U16 or U8)");
+  throw_error(context, ": dtype \"", name, "\" is not supported (expected F64, F32, BF16, F16, I64, I32, I16, I8, U16, U8 or BOOL)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,19 +343,56 @@ float to_float_round_to_odd(double value) {
   return float_from_bits(bits);
 }
 
-void store_floating(Tensor& out, int64_t i, double value, bool from_f64) {
-  switch (out.dtype()) {
+int64_t load_integer(const unsigned char* data, DType dtype, int64_t i) {
+  auto load = [&](auto sample) {
+    decltype(sample) v;
+    std::memcpy(&v, data + sizeof v * i, sizeof v);
+    return static_cast<int64_t>(v);
+  };
+  switch (dtype) {
+    case DType::i64: return load(int64_t{});
+    case DType::i32: return load(int32_t{});
+    case DType::i16: return load(int16_t{});
+    case DType::i8: return load(int8_t{});
+    case DType::u16: return load(uint16_t{});
+    case DType::u8: return load(uint8_t{});
+    case DType::boolean: return load(uint8_t{}) != 0 ? 1 : 0;
+    default: LATHE_ASSERT(false);
+  }
+  return 0;
+}
+
+// Whether `dtype` represents `value` exactly (floating types: within their integer range).
+bool integer_fits(int64_t value, DType dtype) {
+  switch (dtype) {
+    case DType::f64: return value >= -(int64_t{1} << 53) && value <= (int64_t{1} << 53);
+    case DType::f32: return value >= -(int64_t{1} << 24) && value <= (int64_t{1} << 24);
+    case DType::bf16: return value >= -256 && value <= 256;
+    case DType::f16: return value >= -2048 && value <= 2048;
+    case DType::i64: return true;
+    case DType::i32: return value >= INT32_MIN && value <= INT32_MAX;
+    case DType::i16: return value >= INT16_MIN && value <= INT16_MAX;
+    case DType::i8: return value >= INT8_MIN && value <= INT8_MAX;
+    case DType::u16: return value >= 0 && value <= UINT16_MAX;
+    case DType::u8: return value >= 0 && value <= UINT8_MAX;
+    case DType::boolean: return value == 0 || value == 1;
+  }
+  return false;
+}
+
+void store_floating(const TensorView& out, int64_t i, double value, bool from_f64) {
+  switch (out.dtype) {
     case DType::f64:
-      out.ptr<double>()[i] = value;
+      static_cast<double*>(out.data)[i] = value;
       break;
     case DType::f32:
-      out.ptr<float>()[i] = static_cast<float>(value);
+      static_cast<float*>(out.data)[i] = static_cast<float>(value);
       break;
     case DType::bf16:
-      out.ptr<bf16>()[i] = float_to_bf16(from_f64 ? to_float_round_to_odd(value) : static_cast<float>(value));
+      static_cast<bf16*>(out.data)[i] = float_to_bf16(from_f64 ? to_float_round_to_odd(value) : static_cast<float>(value));
       break;
     case DType::f16:
-      out.ptr<f16>()[i] = float_to_f16(from_f64 ? to_float_round_to_odd(value) : static_cast<float>(value));
+      static_cast<f16*>(out.data)[i] = float_to_f16(from_f64 ? to_float_round_to_odd(value) : static_cast<float>(value));
       break;
     default:
       LATHE_ASSERT(false);
@@ -364,20 +402,38 @@ void store_floating(Tensor& out, int64_t i, double value, bool from_f64) {
 }  // namespace
 
 Tensor SafetensorsFile::read_as(const std::string& name, DType dtype) const {
-  const SafetensorsTensorInfo& tensor = info(name);
-  Tensor out = Tensor::empty(tensor.shape, dtype);
-  const unsigned char* data = tensor_bytes(tensor);
-  int64_t count = tensor.shape.numel();
-  if (dtype == tensor.dtype) {
-    if (count > 0) std::memcpy(out.view().data, data, static_cast<size_t>(tensor.end - tensor.begin));
-    return out;
-  }
-  LATHE_CHECK(is_floating(tensor.dtype) && is_floating(dtype), path_, ": tensor \"", name, "\" is ",
-              dtype_name(tensor.dtype), " and cannot be converted to ", dtype_name(dtype),
-              " (only floating types convert)");
-  bool from_f64 = tensor.dtype == DType::f64;
-  for (int64_t i = 0; i < count; ++i) store_floating(out, i, load_floating(data, tensor.dtype, i), from_f64);
+  Tensor out = Tensor::empty(info(name).shape, dtype);
+  read_into(name, out);
   return out;
+}
+
+void SafetensorsFile::read_into(const std::string& name, const TensorView& destination) const {
+  const SafetensorsTensorInfo& tensor = info(name);
+  LATHE_CHECK(destination.shape == tensor.shape, path_, ": tensor \"", name, "\" has shape ", tensor.shape.to_string(),
+              ", expected ", destination.shape.to_string());
+  LATHE_ASSERT(destination.is_contiguous());
+  const unsigned char* data = tensor_bytes(tensor);
+  const int64_t count = tensor.shape.numel();
+  const DType dtype = destination.dtype;
+  if (dtype == tensor.dtype) {
+    if (count > 0) std::memcpy(destination.data, data, static_cast<size_t>(tensor.end - tensor.begin));
+    return;
+  }
+  if (is_floating(tensor.dtype)) {
+    LATHE_CHECK(is_floating(dtype), path_, ": tensor \"", name, "\" is ", dtype_name(tensor.dtype),
+                " and cannot be converted to ", dtype_name(dtype), " (floating types convert only to floating types)");
+    const bool from_f64 = tensor.dtype == DType::f64;
+    for (int64_t i = 0; i < count; ++i)
+      store_floating(destination, i, load_floating(data, tensor.dtype, i), from_f64);
+    return;
+  }
+  // Integers (and booleans) convert to any dtype that holds every value exactly.
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t value = load_integer(data, tensor.dtype, i);
+    LATHE_CHECK(integer_fits(value, dtype), path_, ": tensor \"", name, "\" element ", i, " (", value,
+                ") does not fit in ", dtype_name(dtype));
+    write_element(destination, i, static_cast<double>(value));
+  }
 }
 
 Tensor SafetensorsFile::read(const std::string& name) const { return read_as(name, info(name).dtype); }

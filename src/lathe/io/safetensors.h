@@ -3,7 +3,8 @@
 //   {"<name>": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
 //    "__metadata__": {"<key>": "<string value>"}}
 // Offsets are byte positions relative to the start of the data buffer; tensors are row-major.
-// dtypes: F64 F32 BF16 F16 I64 I32 U16 U8 (lathe's; files with others are rejected on open).
+// dtypes: F64 F32 BF16 F16 I64 I32 I16 I8 U16 U8 BOOL (lathe's; files with others, e.g. U32 or
+// F8_E4M3, are rejected on open with an error naming the file, the tensor and the dtype).
 //
 // Writing: write_safetensors keeps the caller's order in the header, lays tensors out in the
 // buffer by decreasing element size (so every tensor is aligned to its element size, as the
@@ -75,8 +76,13 @@ class SafetensorsFile {
   // files from other writers; read_as copies those safely).
   TensorView view(const std::string& name) const;
   // An owned contiguous copy converted to `dtype`. Floating types (f64, f32, bf16, f16) convert
-  // among each other with round-to-nearest-even; integer tensors only to their own dtype.
+  // among each other with round-to-nearest-even; integer and bool tensors to any dtype that holds
+  // each value exactly (else lathe::Error naming the element); floating never to integer.
   Tensor read_as(const std::string& name, DType dtype) const;
+  // The same conversion straight from the mapping into `destination` (contiguous, the tensor's
+  // shape, any dtype), so loading a model needs no second copy of the file. A shape mismatch is a
+  // lathe::Error naming the file and the tensor.
+  void read_into(const std::string& name, const TensorView& destination) const;
   // An owned copy in the file's own dtype.
   Tensor read(const std::string& name) const;
 

@@ -186,7 +186,10 @@ TEST(Safetensors, ReadAsConvertsFloatsWithRoundToNearestEvenAndNoDoubleRounding)
   EXPECT_EQ(file.read_as("f64", DType::bf16).ptr<bf16>()[0].bits, 0x3F81);  // 1 + 2^-7
   EXPECT_EQ(file.read_as("f64", DType::f16).ptr<f16>()[1].bits, 0x3C01);    // 1 + 2^-10
   EXPECT_EQ(file.read_as("ints", DType::i32).ptr<int32_t>()[1], 0);
-  EXPECT_THROW(file.read_as("ints", DType::f32), Error);
+  // Integers convert exactly to any dtype that holds them; floating types never to integers.
+  const Tensor ints_as_i32 = file.read_as("ints", DType::i32), ints_as_f64 = file.read_as("ints", DType::f64);
+  EXPECT_EQ(to_vector<double>(ints_as_f64), to_vector<double>(ints_as_i32));
+  EXPECT_THROW(file.read_as("f32", DType::i32), Error);
   EXPECT_THROW(file.read_as("absent", DType::f32), Error);
 }
 

@@ -54,9 +54,14 @@ static void append_to_cache(const BlockContext& context, const Var& k, const Var
 Var self_attention(Tape& tape, const BlockContext& context, const LayerWeights& weights, const Var& x) {
   const ModelConfig& config = *context.config;
   const int64_t batch = context.batch, seq = context.seq, head_dim = config.resolved_head_dim();
-  Var q = autograd::reshape(tape, autograd::linear(tape, x, weights.q_proj), {batch, seq, config.n_heads, head_dim});
-  Var k = autograd::reshape(tape, autograd::linear(tape, x, weights.k_proj), {batch, seq, config.n_kv_heads, head_dim});
-  Var v = autograd::reshape(tape, autograd::linear(tape, x, weights.v_proj), {batch, seq, config.n_kv_heads, head_dim});
+  auto project = [&](const Var& weight, const Var& bias, int64_t heads) {
+    Var rows = autograd::linear(tape, x, weight);
+    if (bias) rows = autograd::add_bias(tape, rows, bias);
+    return autograd::reshape(tape, rows, {batch, seq, heads, head_dim});
+  };
+  Var q = project(weights.q_proj, weights.q_bias, config.n_heads);
+  Var k = project(weights.k_proj, weights.k_bias, config.n_kv_heads);
+  Var v = project(weights.v_proj, weights.v_bias, config.n_kv_heads);
   if (weights.q_norm) {
     q = head_norm(tape, context, q, weights.q_norm);
     k = head_norm(tape, context, k, weights.k_norm);

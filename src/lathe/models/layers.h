@@ -14,6 +14,7 @@ namespace lathe {
 // The weights of one decoder layer (HF names in model_config.h). Absent weights are null.
 struct LayerWeights {
   autograd::Var q_proj, k_proj, v_proj, o_proj;       // (out, in)
+  autograd::Var q_bias, k_bias, v_bias;               // (out), attention_bias only
   autograd::Var q_norm, k_norm;                       // (head_dim), qk_norm only
   autograd::Var gate_proj, up_proj, down_proj;        // (ffn, d), (ffn, d), (d, ffn)
   autograd::Var norm[4];                              // the family's norms in its own order (d_model)

@@ -1,5 +1,5 @@
-// The Llama block (also Mistral and Qwen3, which differ only by config: sliding windows, q/k
-// norms): pre-norm residual attention, then pre-norm residual gated MLP.
+// The Llama block (also Mistral, Qwen2 and Qwen3, which differ only by config: sliding windows,
+// q/k/v biases, q/k norms): pre-norm residual attention, then pre-norm residual gated MLP.
 //   h = h + attention(norm_1(h));  h = h + mlp(norm_2(h))
 #include "lathe/models/llama.h"
 

@@ -30,9 +30,10 @@ int64_t ModelConfig::parameter_count() const {
   const int64_t attention = d_model * n_heads * head * 2        // q_proj, o_proj
                             + d_model * n_kv_heads * head * 2;  // k_proj, v_proj
   const int64_t mlp = d_model * ffn_dim * 3;                    // gate_proj, up_proj, down_proj
+  const int64_t biases = attention_bias ? (n_heads + 2 * n_kv_heads) * head : 0;
   const int64_t norms = d_model * (sandwich_norms ? 4 : 2) + (qk_norm ? head * 2 : 0);
   const int64_t embeddings = vocab_size * d_model * (tie_embeddings ? 1 : 2);
-  return n_layers * (attention + mlp + norms) + d_model /* final norm */ + embeddings;
+  return n_layers * (attention + biases + mlp + norms) + d_model /* final norm */ + embeddings;
 }
 
 }  // namespace lathe

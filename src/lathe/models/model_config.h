@@ -8,6 +8,7 @@
 //   model.layers.{i}.self_attn.q_proj.weight         (n_heads * head_dim, d_model)     [out, in]
 //   model.layers.{i}.self_attn.k_proj.weight         (n_kv_heads * head_dim, d_model)
 //   model.layers.{i}.self_attn.v_proj.weight         (n_kv_heads * head_dim, d_model)
+//   model.layers.{i}.self_attn.{q,k,v}_proj.bias     (out)                 attention_bias only
 //   model.layers.{i}.self_attn.o_proj.weight         (d_model, n_heads * head_dim)
 //   model.layers.{i}.self_attn.q_norm.weight         (head_dim)            qk_norm only
 //   model.layers.{i}.self_attn.k_norm.weight         (head_dim)            qk_norm only
@@ -31,7 +32,7 @@ namespace lathe {
 enum class FfnActivation { silu, gelu_tanh };  // SwiGLU (Llama, Qwen, Mistral) / GeGLU (Gemma)
 
 struct ModelConfig {
-  std::string family = "llama";  // llama | qwen3 | gemma2 | gemma3 | mistral (selects models/<family>.cc)
+  std::string family = "llama";  // llama | qwen2 | qwen3 | gemma2 | gemma3 | mistral (selects models/<family>.cc)
   int64_t vocab_size = 4096;
   int64_t d_model = 256;
   int64_t n_layers = 4;
@@ -56,6 +57,7 @@ struct ModelConfig {
   float norm_weight_offset = 0.0f;  // Gemma stores RMSNorm weights as w - 1 (offset 1)
   bool tie_embeddings = false;
   bool qk_norm = false;              // RMSNorm on q and k per head (Qwen3, Gemma 3)
+  bool attention_bias = false;       // biases on q/k/v projections (Qwen2), not on o_proj
   float embedding_scale = 1.0f;      // 0: sqrt(d_model) (Gemma); else the multiplier
   bool sandwich_norms = false;       // Gemma 2/3: norms before and after attention and MLP
   float final_logit_softcap = 0.0f;  // Gemma 2: logits = cap * tanh(logits / cap); 0 off

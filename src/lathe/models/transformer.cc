@@ -27,6 +27,11 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
                                    {config.n_kv_heads * head_dim, d});
     weights.v_proj = add_parameter(prefix + "self_attn.v_proj.weight", ParameterKind::matrix,
                                    {config.n_kv_heads * head_dim, d});
+    if (config.attention_bias) {
+      weights.q_bias = add_parameter(prefix + "self_attn.q_proj.bias", ParameterKind::bias, {config.n_heads * head_dim});
+      weights.k_bias = add_parameter(prefix + "self_attn.k_proj.bias", ParameterKind::bias, {config.n_kv_heads * head_dim});
+      weights.v_bias = add_parameter(prefix + "self_attn.v_proj.bias", ParameterKind::bias, {config.n_kv_heads * head_dim});
+    }
     weights.o_proj = add_parameter(prefix + "self_attn.o_proj.weight", ParameterKind::matrix,
                                    {d, config.n_heads * head_dim});
     if (config.qk_norm) {
@@ -85,6 +90,8 @@ void TransformerModel::initialize(uint64_t seed) {
     const Parameter& parameter = parameters_[index];
     if (parameter.kind == ParameterKind::norm)
       fill_value(parameter.var->value, 1.0 - config_.norm_weight_offset);
+    else if (parameter.kind == ParameterKind::bias)
+      fill_value(parameter.var->value, 0.0);  // as transformers initialises projection biases
     else
       fill_normal(parameter.var->value, seed, 0.0, config_.init_std, /*stream=*/index);
   }

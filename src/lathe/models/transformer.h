@@ -13,7 +13,7 @@
 
 namespace lathe {
 
-enum class ParameterKind { matrix, norm, embedding };
+enum class ParameterKind { matrix, norm, embedding, bias };
 
 struct Parameter {
   std::string name;     // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
@@ -44,7 +44,7 @@ class TransformerModel {
   void refresh_bf16_weights();
 
   // Random initialisation, identical for every thread count: matrices ~ normal(0, init_std) drawn
-  // from (seed, parameter index); norm weights 1 (0 when stored with a weight offset of 1).
+  // from (seed, parameter index); norm weights 1 (0 when stored with a weight offset of 1); biases 0.
   // Refreshes the bf16 copies.
   void initialize(uint64_t seed);
   void zero_grads();

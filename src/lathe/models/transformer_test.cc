@@ -36,6 +36,9 @@ ModelConfig tiny_config(const std::string& variant) {
     config.qk_norm = true;
     config.tie_embeddings = true;
     config.rope_theta = 1e6;
+  } else if (variant == "qwen2") {
+    config.family = "qwen2";
+    config.attention_bias = true;
   } else if (variant == "llama3_scaling") {
     config.rope_scaling = "llama3";
     config.rope_scaling_factor = 4;
@@ -195,7 +198,7 @@ TEST_P(ModelVariants, LogitsGiveTheLoss) {
   EXPECT_NEAR(total / static_cast<double>(tokens), loss_value(model, batch), 1e-12) << GetParam() << " seed " << seed;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ModelVariants, ::testing::Values("llama", "qwen3", "llama3_scaling", "gemma2"));
+INSTANTIATE_TEST_SUITE_P(Families, ModelVariants, ::testing::Values("llama", "qwen2", "qwen3", "llama3_scaling", "gemma2"));
 
 TEST(TransformerModel, ParameterNamesFollowHuggingFace) {
   TransformerModel model(tiny_config("qwen3"));

@@ -22,6 +22,7 @@ bool AdamWOptimizer::decays(const Parameter& parameter) const {
     case ParameterKind::matrix:
       return true;
     case ParameterKind::norm:
+    case ParameterKind::bias:
       return config_.decay_norms_and_biases;
     case ParameterKind::embedding:
       return config_.decay_embeddings;

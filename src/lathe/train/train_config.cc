@@ -16,6 +16,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/io/yaml.h"
+#include "lathe/train/load_from.h"
 
 namespace lathe {
 
@@ -75,7 +76,7 @@ std::vector<const char*> enum_names() {
 }
 
 using Choices = std::span<const char* const>;
-constexpr std::array<const char*, 5> kFamilies = {"llama", "mistral", "qwen3", "gemma2", "gemma3"};
+constexpr std::array<const char*, 6> kFamilies = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"};
 constexpr std::array<const char*, 2> kRopeScalings = {"none", "llama3"};
 
 struct Section {
@@ -117,6 +118,7 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("model.norm_weight_offset", model.norm_weight_offset, "RMSNorm scales by (offset + weight); Gemma: 1");
   field("model.tie_embeddings", model.tie_embeddings, "lm_head shares the embedding matrix");
   field("model.qk_norm", model.qk_norm, "RMSNorm on each query and key head (Qwen3, Gemma 3)");
+  field("model.attention_bias", model.attention_bias, "biases on the q/k/v projections (Qwen2)");
   field("model.embedding_scale", model.embedding_scale, "multiplier on embeddings; 0: sqrt(d_model) (Gemma)");
   field("model.sandwich_norms", model.sandwich_norms, "norms before and after attention and MLP (Gemma 2/3)");
   field("model.final_logit_softcap", model.final_logit_softcap, "logits = cap * tanh(logits / cap); 0: off");
@@ -168,6 +170,8 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("log.eval_batches", log.eval_batches, "batches per validation loss");
   field("log.tensorboard", log.tensorboard, "also write TensorBoard event files");
 
+  field("load_from", config.load_from,
+        "hf:DIR starts from a Hugging Face model (weights, model section, tokenizer); empty: random init");
   field("run_dir", config.run_dir, "where checkpoints, metrics and the resolved config go");
 }
 
@@ -551,6 +555,7 @@ TrainConfig parse_train_config(const std::string& yaml_path_or_empty, const std:
   }
   for (const auto& assignment : overrides) apply_override(config, assignment, errors);
   throw_if_any(errors);
+  apply_load_from(config);
   return config;
 }
 

@@ -11,6 +11,7 @@
 //   data:       { path, tokenizer, val_fraction, cache_dir }
 //   checkpoint: { every, keep_last, async }
 //   log:        { every, eval_every, eval_batches, tensorboard }
+//   load_from:  hf:DIR   start from a Hugging Face model (train/load_from.h); '' : random init
 //   run_dir:    runs/default
 // Overrides use dotted keys: `model.n_layers=2 optimizer.lr=1e-3 run_dir=/tmp/x`; the value is read
 // as a YAML value (`data.tokenizer=''` is an empty string). Dotted keys may also be written flat in
@@ -97,6 +98,7 @@ struct TrainConfig {
   DataSection data;
   CheckpointSection checkpoint;
   LogSection log;
+  std::string load_from;  // "hf:DIR": initial weights and model section from an HF directory
   std::string run_dir = "runs/default";
 
   bool operator==(const TrainConfig&) const = default;

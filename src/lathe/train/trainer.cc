@@ -18,6 +18,7 @@
 #include "lathe/ops/op_profile.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/compute_dtype.h"
+#include "lathe/train/load_from.h"
 #include "lathe/train/loss_curve_svg.h"
 #include "lathe/train/metrics_log.h"
 #include "lathe/train/progress.h"
@@ -126,6 +127,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   summary.run_dir = run_dir;
   std::optional<std::string> latest = find_latest_checkpoint(checkpoints_dir);
   if (!latest) refuse_to_start_over_damaged_checkpoints(checkpoints_dir);
+  if (!latest) load_pretrained_weights(config, model, log);
   if (latest) {
     LoadedCheckpoint checkpoint = load_checkpoint(*latest);
     check_same_model(config, checkpoint.config_yaml, *latest);

@@ -1,0 +1,138 @@
+#include "lathe/models/hf_checkpoint.h"
+
+#include <filesystem>
+
+#include "lathe/io/durable_file.h"
+#include "lathe/io/safetensors_checkpoint.h"
+
+namespace lathe {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// "model.d_model (64 vs 32)" for the first field where two configs differ; "" when equal.
+std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) {
+#define LATHE_COMPARE(field) \
+  if (!(a.field == b.field)) return str_cat("model." #field " (", a.field, " vs ", b.field, ")");
+  LATHE_COMPARE(family)
+  LATHE_COMPARE(vocab_size) LATHE_COMPARE(d_model) LATHE_COMPARE(n_layers) LATHE_COMPARE(n_heads)
+      LATHE_COMPARE(n_kv_heads) LATHE_COMPARE(head_dim) LATHE_COMPARE(ffn_dim) LATHE_COMPARE(max_seq_len)
+          LATHE_COMPARE(rope_theta) LATHE_COMPARE(rope_local_theta) LATHE_COMPARE(partial_rotary_factor)
+              LATHE_COMPARE(rope_scaling) LATHE_COMPARE(rope_scaling_factor) LATHE_COMPARE(rope_low_freq_factor)
+                  LATHE_COMPARE(rope_high_freq_factor) LATHE_COMPARE(rope_original_max_position) LATHE_COMPARE(norm_eps)
+                      LATHE_COMPARE(norm_weight_offset) LATHE_COMPARE(tie_embeddings) LATHE_COMPARE(qk_norm)
+                          LATHE_COMPARE(attention_bias) LATHE_COMPARE(embedding_scale) LATHE_COMPARE(sandwich_norms)
+                              LATHE_COMPARE(final_logit_softcap) LATHE_COMPARE(attn_logit_softcap)
+                                  LATHE_COMPARE(attention_scale) LATHE_COMPARE(sliding_window)
+                                      LATHE_COMPARE(sliding_window_pattern) LATHE_COMPARE(init_std)
+#undef LATHE_COMPARE
+                                          if (a.ffn_activation != b.ffn_activation) return str_cat(
+                                              "model.ffn_activation (", to_string(a.ffn_activation), " vs ",
+                                              to_string(b.ffn_activation), ")");
+  return "";
+}
+
+void load_weights(TransformerModel& model, const std::string& hf_dir, HfWeightLayout layout) {
+  const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(hf_dir);
+  checkpoint.validate_all();
+  const std::string& source = checkpoint.path();
+  std::map<std::string, std::string> hf_name_of;  // lathe name -> checkpoint name
+  for (const std::string& hf_name : checkpoint.names()) {
+    const std::string name = lathe_name_from_hf(hf_name, layout);
+    if (name.empty() || ends_with(name, "rotary_emb.inv_freq")) continue;
+    if (!model.find_parameter(name)) {
+      if (name == "lm_head.weight" && model.config().tie_embeddings) continue;  // a tied head saved anyway
+      throw_error(source, ": unexpected tensor \"", hf_name, "\" (not a parameter of this ", model.config().family,
+                  " model)");
+    }
+    LATHE_CHECK(hf_name_of.emplace(name, hf_name).second, source, ": tensor \"", hf_name, "\" maps to \"", name,
+                "\", which another tensor also maps to");
+  }
+  for (const Parameter& parameter : model.parameters()) {
+    auto found = hf_name_of.find(parameter.name);
+    LATHE_CHECK(found != hf_name_of.end(), source, ": missing tensor \"", parameter.name, "\"");
+    const SafetensorsTensorInfo& info = checkpoint.info(found->second);
+    LATHE_CHECK(is_floating(info.dtype), source, ": tensor \"", found->second, "\" is ", dtype_name(info.dtype),
+                ", expected a floating dtype");
+    LATHE_CHECK(info.shape == parameter.var->value.shape(), source, ": tensor \"", found->second, "\" has shape ",
+                info.shape.to_string(), ", expected ", parameter.var->value.shape().to_string());
+    checkpoint.read_into(found->second, parameter.var->value);
+  }
+  model.refresh_bf16_weights();
+}
+
+void copy_file_into(const std::string& source, const std::string& destination) {
+  write_file_atomically(destination, read_file_contents(source));
+}
+
+}  // namespace
+
+HfModelDescription read_hf_model_description(const std::string& hf_dir) {
+  const std::string path = (fs::path(hf_dir) / "config.json").string();
+  std::error_code error;
+  LATHE_CHECK(fs::is_regular_file(path, error), hf_dir, ": no config.json (not a Hugging Face model directory)");
+  Json json;
+  try {
+    json = Json::parse(read_file_contents(path));
+  } catch (const Error& parse_error) {
+    throw parse_error.with_context(path);
+  }
+  return model_config_from_hf_json(json, path);
+}
+
+ModelConfig read_hf_model_config(const std::string& hf_dir) { return read_hf_model_description(hf_dir).config; }
+
+TransformerModel load_hf_model(const std::string& hf_dir) {
+  const HfModelDescription description = read_hf_model_description(hf_dir);
+  TransformerModel model(description.config);
+  load_weights(model, hf_dir, description.layout);
+  return model;
+}
+
+void load_hf_weights(TransformerModel& model, const std::string& hf_dir) {
+  const HfModelDescription description = read_hf_model_description(hf_dir);
+  const std::string difference = first_config_difference(model.config(), description.config);
+  LATHE_CHECK(difference.empty(), hf_dir, ": the model config differs from config.json in ", difference);
+  load_weights(model, hf_dir, description.layout);
+}
+
+void save_hf_model(const TransformerModel& model, const std::string& hf_dir, const HfSaveOptions& options) {
+  LATHE_CHECK(options.dtype == DType::f32 || options.dtype == DType::bf16, "save_hf_model: dtype ",
+              dtype_name(options.dtype), " is not supported (f32 or bf16)");
+  Json config = hf_json_from_model_config(model.config());
+  const char* torch_dtype = options.dtype == DType::bf16 ? "bfloat16" : "float32";
+  config.set("dtype", torch_dtype);        // transformers 5.x
+  config.set("torch_dtype", torch_dtype);  // transformers 4.x
+  std::error_code error;
+  fs::create_directories(hf_dir, error);
+  LATHE_CHECK(fs::is_directory(hf_dir, error), "cannot create directory ", hf_dir);
+
+  std::vector<Tensor> converted;  // keeps converted copies alive until written
+  NamedTensorViews tensors;
+  converted.reserve(model.parameters().size());
+  for (const Parameter& parameter : model.parameters()) {
+    const Tensor& value = parameter.var->value;
+    if (value.dtype() == options.dtype) {
+      tensors.emplace_back(parameter.name, value.view());
+    } else {
+      converted.push_back(convert(value, options.dtype));
+      tensors.emplace_back(parameter.name, converted.back().view());
+    }
+  }
+  write_safetensors_checkpoint(hf_dir, tensors, options.max_shard_bytes);
+  write_file_atomically((fs::path(hf_dir) / "config.json").string(), config.dump(2) + "\n");
+  Json generation = Json::object();
+  generation.set("_from_model_config", true);
+  write_file_atomically((fs::path(hf_dir) / "generation_config.json").string(), generation.dump(2) + "\n");
+  if (!options.tokenizer_json.empty())
+    copy_file_into(options.tokenizer_json, (fs::path(hf_dir) / "tokenizer.json").string());
+  if (!options.tokenizer_config_json.empty())
+    copy_file_into(options.tokenizer_config_json, (fs::path(hf_dir) / "tokenizer_config.json").string());
+}
+
+}  // namespace lathe

@@ -1,0 +1,222 @@
+// Hugging Face model directories: save -> load round trips for every family (f32 exact, bf16
+// rounded, sharded), identical logits after the round trip, Gemma 3 multimodal names, and one
+// error naming the tensor for each kind of bad checkpoint.
+#include "lathe/models/hf_checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "lathe/core/rng.h"
+#include "lathe/io/durable_file.h"
+#include "lathe/io/safetensors_checkpoint.h"
+#include "scratch_directory.h"
+#include "test_seed.h"
+
+namespace lathe {
+namespace {
+
+ModelConfig tiny_config(const std::string& family) {
+  ModelConfig config = model_config_from_hf_json(Json::parse(R"({"model_type": "llama", "vocab_size": 40,
+      "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 3, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 4, "max_position_embeddings": 64})"),
+                                                 "tiny")
+                           .config;
+  config.family = family;
+  if (family == "qwen2") config.attention_bias = true;
+  if (family == "qwen3" || family == "gemma3") config.qk_norm = true;
+  if (family == "mistral") config.sliding_window = 5;
+  if (family == "gemma2" || family == "gemma3") {
+    config.sandwich_norms = true;
+    config.norm_weight_offset = 1;
+    config.embedding_scale = 0;
+    config.ffn_activation = FfnActivation::gelu_tanh;
+    config.attention_scale = 0.5f;
+    config.sliding_window = 4;
+    config.sliding_window_pattern = 2;
+    config.tie_embeddings = true;
+  }
+  if (family == "gemma3") config.rope_local_theta = 100;
+  return config;
+}
+
+// Random values everywhere (biases and norms too), so a mix-up of any two tensors shows.
+TransformerModel random_model(const ModelConfig& config, uint64_t seed) {
+  TransformerModel model(config);
+  for (size_t i = 0; i < model.parameters().size(); ++i)
+    fill_normal(model.parameters()[i].var->value, seed, 0.0, 0.5, i);
+  return model;
+}
+
+void expect_same_parameters(const TransformerModel& a, const TransformerModel& b, const std::string& what) {
+  ASSERT_EQ(a.parameters().size(), b.parameters().size());
+  for (size_t i = 0; i < a.parameters().size(); ++i) {
+    ASSERT_EQ(a.parameters()[i].name, b.parameters()[i].name);
+    EXPECT_EQ(to_vector<float>(a.parameters()[i].var->value), to_vector<float>(b.parameters()[i].var->value))
+        << what << " " << a.parameters()[i].name;
+  }
+}
+
+void expect_error(const std::function<void()>& body, const std::string& expected_part) {
+  try {
+    body();
+    ADD_FAILURE() << "no error; expected one containing: " << expected_part;
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(expected_part), std::string::npos) << error.what();
+  }
+}
+
+class HfCheckpointFamilies : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HfCheckpointFamilies, SaveThenLoadGivesTheSameModelAndLogits) {
+  const uint64_t seed = test_seed();
+  ScratchDirectory scratch;
+  const TransformerModel model = random_model(tiny_config(GetParam()), seed);
+  save_hf_model(model, scratch.path());
+  EXPECT_TRUE(std::filesystem::exists(scratch.file("config.json")));
+  EXPECT_TRUE(std::filesystem::exists(scratch.file("generation_config.json")));
+  EXPECT_EQ(read_hf_model_config(scratch.path()), model.config());
+  const TransformerModel loaded = load_hf_model(scratch.path());
+  EXPECT_EQ(loaded.config(), model.config());
+  expect_same_parameters(model, loaded, std::string(GetParam()) + " seed " + std::to_string(seed));
+  Tensor ids = Tensor::empty({2, 9}, DType::i32);
+  fill_uniform(ids, seed, 0, 40, 77);
+  const Tensor expected = model.logits(ids), actual = loaded.logits(ids);
+  EXPECT_EQ(to_vector<float>(expected), to_vector<float>(actual)) << "seed " << seed;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfCheckpointFamilies,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"));
+
+TEST(HfCheckpoint, Bf16AndShardedSaves) {
+  const uint64_t seed = test_seed();
+  ScratchDirectory scratch;
+  const TransformerModel model = random_model(tiny_config("qwen2"), seed);
+  HfSaveOptions options;
+  options.dtype = DType::bf16;
+  options.max_shard_bytes = 2000;
+  save_hf_model(model, scratch.path(), options);
+  EXPECT_TRUE(std::filesystem::exists(scratch.file("model.safetensors.index.json")));
+  EXPECT_FALSE(std::filesystem::exists(scratch.file("model.safetensors")));
+  const Json config = Json::parse(read_file_contents(scratch.file("config.json")));
+  EXPECT_EQ(config.get("dtype").as_string(), "bfloat16");
+  const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(scratch.path());
+  EXPECT_GT(checkpoint.shard_paths().size(), 2u);
+  EXPECT_EQ(checkpoint.info("model.embed_tokens.weight").dtype, DType::bf16);
+  const TransformerModel loaded = load_hf_model(scratch.path());
+  for (size_t i = 0; i < model.parameters().size(); ++i) {
+    const Tensor bf16_value = convert(model.parameters()[i].var->value, DType::bf16);
+    const Tensor rounded = convert(bf16_value, DType::f32);
+    EXPECT_EQ(to_vector<float>(rounded), to_vector<float>(loaded.parameters()[i].var->value))
+        << model.parameters()[i].name << " seed " << seed;
+  }
+}
+
+TEST(HfCheckpoint, CopiesTokenizerFiles) {
+  ScratchDirectory scratch;
+  const TransformerModel model = random_model(tiny_config("llama"), 1);
+  write_file_atomically(scratch.file("tok.json"), "{\"model\": {}}");
+  HfSaveOptions options;
+  options.tokenizer_json = scratch.file("tok.json");
+  save_hf_model(model, scratch.file("out"), options);
+  EXPECT_EQ(read_file_contents(scratch.file("out/tokenizer.json")), "{\"model\": {}}");
+  EXPECT_FALSE(std::filesystem::exists(scratch.file("out/tokenizer_config.json")));
+}
+
+// Rewrites <dir>/model.safetensors with the tensors `edit` leaves.
+void rewrite_weights(const std::string& dir,
+                     const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  {
+    const SafetensorsFile file = SafetensorsFile::open(dir + "/model.safetensors");
+    for (const std::string& name : file.names()) tensors.emplace_back(name, file.read(name));
+  }
+  edit(tensors);
+  NamedTensorViews views;
+  for (const auto& [name, tensor] : tensors) views.emplace_back(name, tensor.view());
+  write_safetensors(dir + "/model.safetensors", views);
+}
+
+TEST(HfCheckpoint, BadCheckpointsNameTheTensor) {
+  ScratchDirectory scratch;
+  const std::string dir = scratch.path(), weights = scratch.file("model.safetensors");
+  save_hf_model(random_model(tiny_config("llama"), 3), dir);
+  rewrite_weights(dir, [](auto& tensors) {
+    std::erase_if(tensors, [](const auto& named) { return named.first == "model.layers.1.mlp.up_proj.weight"; });
+  });
+  expect_error([&] { load_hf_model(dir); }, weights + ": missing tensor \"model.layers.1.mlp.up_proj.weight\"");
+
+  save_hf_model(random_model(tiny_config("llama"), 3), dir);
+  rewrite_weights(
+      dir, [](auto& tensors) { tensors.emplace_back("model.layers.0.extra.weight", Tensor::zeros({2}, DType::f32)); });
+  expect_error([&] { load_hf_model(dir); }, weights + ": unexpected tensor \"model.layers.0.extra.weight\"");
+
+  save_hf_model(random_model(tiny_config("llama"), 3), dir);
+  rewrite_weights(dir, [](auto& tensors) {
+    for (auto& [name, tensor] : tensors)
+      if (name == "model.norm.weight") tensor = Tensor::zeros({17}, DType::f32);
+  });
+  expect_error([&] { load_hf_model(dir); }, weights + ": tensor \"model.norm.weight\" has shape (17), expected (16)");
+
+  save_hf_model(random_model(tiny_config("llama"), 3), dir);
+  rewrite_weights(dir, [](auto& tensors) {
+    for (auto& [name, tensor] : tensors)
+      if (name == "model.norm.weight") tensor = Tensor::zeros({16}, DType::i32);
+  });
+  expect_error([&] { load_hf_model(dir); },
+               weights + ": tensor \"model.norm.weight\" is i32, expected a floating dtype");
+
+  std::filesystem::remove(scratch.file("config.json"));
+  expect_error([&] { load_hf_model(dir); }, dir + ": no config.json");
+  write_file_atomically(scratch.file("config.json"), "{\"model_type\": ");
+  expect_error([&] { load_hf_model(dir); }, scratch.file("config.json"));
+}
+
+TEST(HfCheckpoint, TiedHeadSavedAnywayAndOldRotaryBuffersAreSkipped) {
+  const uint64_t seed = test_seed();
+  ScratchDirectory scratch;
+  const TransformerModel model = random_model(tiny_config("gemma2"), seed);
+  save_hf_model(model, scratch.path());
+  rewrite_weights(scratch.path(), [](auto& tensors) {
+    Tensor embedding = tensors.front().second;
+    for (const auto& [name, tensor] : tensors)
+      if (name == "model.embed_tokens.weight") embedding = tensor;
+    tensors.emplace_back("lm_head.weight", embedding);
+    tensors.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", Tensor::zeros({2}, DType::f32));
+  });
+  expect_same_parameters(model, load_hf_model(scratch.path()), "seed " + std::to_string(seed));
+}
+
+TEST(HfCheckpoint, LoadsGemma3MultimodalNamesAndSkipsVision) {
+  const uint64_t seed = test_seed();
+  ScratchDirectory scratch;
+  const TransformerModel model = random_model(tiny_config("gemma3"), seed);
+  save_hf_model(model, scratch.path());
+  Json text_config = Json::parse(read_file_contents(scratch.file("config.json")));
+  Json config = Json::object();
+  Json architectures = Json::array();
+  architectures.push("Gemma3ForConditionalGeneration");
+  config.set("architectures", std::move(architectures));
+  config.set("model_type", "gemma3");
+  config.set("text_config", std::move(text_config));
+  write_file_atomically(scratch.file("config.json"), config.dump());
+  rewrite_weights(scratch.path(), [](auto& tensors) {
+    for (auto& [name, tensor] : tensors) name = "model.language_model." + name.substr(std::string("model.").size());
+    tensors.emplace_back("model.vision_tower.patch_embedding.weight", Tensor::zeros({3}, DType::f32));
+  });
+  expect_same_parameters(model, load_hf_model(scratch.path()), "seed " + std::to_string(seed));
+}
+
+TEST(HfCheckpoint, LoadWeightsRequiresTheSameConfig) {
+  ScratchDirectory scratch;
+  save_hf_model(random_model(tiny_config("llama"), 5), scratch.path());
+  ModelConfig other = tiny_config("llama");
+  other.ffn_dim = 32;
+  TransformerModel model(other);
+  expect_error([&] { load_hf_weights(model, scratch.path()); }, "differs from config.json in model.ffn_dim (32 vs 24)");
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,438 @@
+#include "lathe/models/hf_config.h"
+
+#include <cmath>
+#include <vector>
+
+#include "lathe/core/error.h"
+
+namespace lathe {
+
+namespace {
+
+struct Architecture {
+  const char* family;
+  const char* architecture;
+  const char* model_type;
+  bool default_tie_embeddings;  // the transformers config class default when the key is absent
+};
+
+constexpr Architecture kArchitectures[] = {
+    {"llama", "LlamaForCausalLM", "llama", false},   {"mistral", "MistralForCausalLM", "mistral", false},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", false},   {"qwen3", "Qwen3ForCausalLM", "qwen3", false},
+    {"gemma2", "Gemma2ForCausalLM", "gemma2", true}, {"gemma3", "Gemma3ForCausalLM", "gemma3_text", true},
+};
+constexpr const char* kSupportedArchitectures =
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
+    "Gemma3ForCausalLM, Gemma3ForConditionalGeneration";
+
+const Architecture* find_architecture_by_model_type(const std::string& model_type) {
+  for (const Architecture& entry : kArchitectures)
+    if (model_type == entry.model_type) return &entry;
+  return nullptr;
+}
+
+const Architecture& find_architecture_by_family(const std::string& family) {
+  for (const Architecture& entry : kArchitectures)
+    if (family == entry.family) return entry;
+  throw_error("model.family '", family, "' has no Hugging Face architecture (known: llama, mistral, qwen2, qwen3, ",
+              "gemma2, gemma3)");
+}
+
+// Typed reads of config.json keys; every error names the file and the key.
+class ConfigReader {
+ public:
+  ConfigReader(const Json& json, std::string source) : json_(json), source_(std::move(source)) {}
+
+  const Json* find(const std::string& key) const {
+    const Json* value = json_.find(key);
+    return value && !value->is_null() ? value : nullptr;
+  }
+  bool has(const std::string& key) const { return find(key) != nullptr; }
+
+  double number(const std::string& key) const {
+    const Json* value = find(key);
+    LATHE_CHECK(value, source_, ": missing key \"", key, "\"");
+    LATHE_CHECK(value->is_number(), source_, ": \"", key, "\" must be a number, found ", value->dump(0));
+    return value->as_number();
+  }
+  double number_or(const std::string& key, double fallback) const { return has(key) ? number(key) : fallback; }
+
+  int64_t integer(const std::string& key) const {
+    double value = number(key);
+    LATHE_CHECK(std::floor(value) == value && value >= 0 && value < 9.0e15, source_, ": \"", key,
+                "\" must be a non-negative integer, found ", value);
+    return static_cast<int64_t>(value);
+  }
+  int64_t integer_or(const std::string& key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
+
+  bool boolean_or(const std::string& key, bool fallback) const {
+    const Json* value = find(key);
+    if (!value) return fallback;
+    LATHE_CHECK(value->kind() == Json::Kind::boolean, source_, ": \"", key, "\" must be true or false, found ",
+                value->dump(0));
+    return value->as_bool();
+  }
+
+  std::string string_or(const std::string& key, const std::string& fallback) const {
+    const Json* value = find(key);
+    if (!value) return fallback;
+    LATHE_CHECK(value->is_string(), source_, ": \"", key, "\" must be a string, found ", value->dump(0));
+    return value->as_string();
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  const Json& json_;
+  std::string source_;
+};
+
+// One rope_parameters / rope_scaling object -> theta (when it holds one) and the scaling fields.
+void read_rope_object(const Json& rope, const std::string& key, const ConfigReader& top, ModelConfig& config,
+                      double* theta) {
+  LATHE_CHECK(rope.is_object(), top.source(), ": \"", key, "\" must be an object, found ", rope.dump(0));
+  ConfigReader reader(rope, top.source());
+  if (reader.has("rope_theta")) *theta = reader.number("rope_theta");
+  std::string type = reader.string_or("rope_type", reader.string_or("type", "default"));
+  double partial = reader.number_or("partial_rotary_factor", 1.0);
+  LATHE_CHECK(partial == 1.0, top.source(), ": \"", key, ".partial_rotary_factor\"=", partial,
+              " is not supported for this architecture (expected 1)");
+  if (type == "default") return;
+  LATHE_CHECK(type == "llama3", top.source(), ": \"", key, "\" rope_type \"", type,
+              "\" is not supported (lathe has default and llama3)");
+  config.rope_scaling = "llama3";
+  config.rope_scaling_factor = reader.number("factor");
+  config.rope_low_freq_factor = reader.number("low_freq_factor");
+  config.rope_high_freq_factor = reader.number("high_freq_factor");
+  config.rope_original_max_position = reader.integer("original_max_position_embeddings");
+}
+
+void read_rope(const ConfigReader& reader, ModelConfig& config) {
+  LATHE_CHECK(reader.number_or("partial_rotary_factor", 1.0) == 1.0, reader.source(),
+              ": \"partial_rotary_factor\"=", reader.number("partial_rotary_factor"),
+              " is not supported for this architecture (expected 1)");
+  config.rope_theta = reader.number_or("rope_theta", 10000.0);
+  if (const Json* parameters = reader.find("rope_parameters")) {  // transformers 5.x
+    LATHE_CHECK(parameters->is_object(), reader.source(), ": \"rope_parameters\" must be an object");
+    const Json* full = parameters->find("full_attention");
+    const Json* sliding = parameters->find("sliding_attention");
+    if (full || sliding) {  // per layer type (Gemma 3)
+      if (full) read_rope_object(*full, "rope_parameters.full_attention", reader, config, &config.rope_theta);
+      if (sliding) {
+        ModelConfig local;  // the local layers must not scale: lathe scales every layer alike
+        double local_theta = config.rope_theta;
+        read_rope_object(*sliding, "rope_parameters.sliding_attention", reader, local, &local_theta);
+        LATHE_CHECK(local.rope_scaling == "none", reader.source(),
+                    ": \"rope_parameters.sliding_attention\" with scaling is not supported");
+        config.rope_local_theta = local_theta;
+      }
+    } else {
+      read_rope_object(*parameters, "rope_parameters", reader, config, &config.rope_theta);
+    }
+    return;
+  }
+  if (const Json* scaling = reader.find("rope_scaling"))
+    read_rope_object(*scaling, "rope_scaling", reader, config, &config.rope_theta);
+  if (reader.has("rope_local_base_freq")) config.rope_local_theta = reader.number("rope_local_base_freq");
+}
+
+// layer_types (5.x) -> sliding_window_pattern: lathe makes layer i global exactly when
+// (i + 1) % pattern == 0 (pattern 0: every layer local).
+int64_t pattern_from_layer_types(const Json& layer_types, int64_t n_layers, const std::string& source,
+                                 bool* any_local) {
+  LATHE_CHECK(layer_types.is_array() && static_cast<int64_t>(layer_types.size()) == n_layers, source,
+              ": \"layer_types\" must list one type per layer (", n_layers, ")");
+  std::vector<bool> local;
+  for (const Json& type : layer_types.items()) {
+    LATHE_CHECK(type.is_string() && (type.as_string() == "full_attention" || type.as_string() == "sliding_attention"),
+                source, ": \"layer_types\" entry ", type.dump(0),
+                " is not supported (expected \"full_attention\" or \"sliding_attention\")");
+    local.push_back(type.as_string() == "sliding_attention");
+  }
+  int64_t first_global = -1;
+  for (int64_t i = 0; i < n_layers; ++i)
+    if (!local[i]) {
+      first_global = i;
+      break;
+    }
+  *any_local = false;
+  for (bool is_local : local) *any_local = *any_local || is_local;
+  if (!*any_local || first_global < 0) return 0;
+  const int64_t pattern = first_global + 1;
+  for (int64_t i = 0; i < n_layers; ++i)
+    LATHE_CHECK(local[i] == ((i + 1) % pattern != 0), source, ": \"layer_types\" ", layer_types.dump(0),
+                " is not a pattern lathe supports (every k-th layer global, the others sliding)");
+  return pattern;
+}
+
+void read_sliding_window(const ConfigReader& reader, const std::string& family, ModelConfig& config) {
+  if (family == "qwen2" || family == "qwen3") {
+    LATHE_CHECK(!reader.boolean_or("use_sliding_window", false), reader.source(),
+                ": \"use_sliding_window\"=true is not supported (Qwen's per-layer max_window_layers split)");
+    if (!reader.has("layer_types")) return;
+  }
+  if (family == "llama") {
+    LATHE_CHECK(!reader.has("layer_types"), reader.source(), ": \"layer_types\" is not read for LlamaForCausalLM");
+    return;
+  }
+  const int64_t window = reader.integer_or("sliding_window", 0);
+  if (const Json* layer_types = reader.find("layer_types")) {
+    bool any_local = false;
+    const int64_t pattern = pattern_from_layer_types(*layer_types, config.n_layers, reader.source(), &any_local);
+    if (!any_local) return;
+    LATHE_CHECK(window > 0, reader.source(), ": \"layer_types\" has sliding layers but \"sliding_window\" is not set");
+    config.sliding_window = window;
+    config.sliding_window_pattern = pattern;
+    return;
+  }
+  if (window == 0) return;
+  config.sliding_window = window;
+  if (family == "gemma2") config.sliding_window_pattern = 2;  // 4.x: even layers slide
+  if (family == "gemma3")
+    config.sliding_window_pattern =
+        reader.integer_or("sliding_window_pattern", reader.integer_or("_sliding_window_pattern", 6));
+}
+
+FfnActivation read_activation(const ConfigReader& reader, const std::string& family) {
+  const bool is_gemma = family == "gemma2" || family == "gemma3";
+  const std::string key = is_gemma && reader.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  const std::string value = reader.string_or(key, is_gemma ? "gelu_pytorch_tanh" : "silu");
+  if (value == "silu") return FfnActivation::silu;
+  if (value == "gelu_pytorch_tanh") return FfnActivation::gelu_tanh;
+  throw_error(reader.source(), ": \"", key, "\"=\"", value,
+              "\" is not supported (lathe has silu and gelu_pytorch_tanh)");
+}
+
+ModelConfig read_text_config(const Json& json, const Architecture& architecture, const std::string& source) {
+  LATHE_CHECK(json.is_object(), source, ": the config must be a JSON object");
+  ConfigReader reader(json, source);
+  ModelConfig config;
+  const std::string family = architecture.family;
+  config.family = family;
+  config.vocab_size = reader.integer("vocab_size");
+  config.d_model = reader.integer("hidden_size");
+  config.n_layers = reader.integer("num_hidden_layers");
+  config.n_heads = reader.integer("num_attention_heads");
+  config.n_kv_heads = reader.integer_or("num_key_value_heads", config.n_heads);
+  LATHE_CHECK(config.n_heads > 0 && config.n_kv_heads > 0 && config.n_heads % config.n_kv_heads == 0, source,
+              ": num_attention_heads=", config.n_heads,
+              " must be a positive multiple of num_key_value_heads=", config.n_kv_heads);
+  config.head_dim = reader.integer_or("head_dim", 0);
+  LATHE_CHECK(config.head_dim > 0 || config.d_model % config.n_heads == 0, source, ": hidden_size=", config.d_model,
+              " is not divisible by num_attention_heads=", config.n_heads, " and \"head_dim\" is not given");
+  config.ffn_dim = reader.integer("intermediate_size");
+  config.ffn_activation = read_activation(reader, family);
+  config.max_seq_len = reader.integer_or("max_position_embeddings", 2048);
+  config.norm_eps = reader.number_or("rms_norm_eps", 1e-6);
+  config.tie_embeddings = reader.boolean_or("tie_word_embeddings", architecture.default_tie_embeddings);
+  config.init_std = reader.number_or("initializer_range", 0.02);
+
+  LATHE_CHECK(!reader.boolean_or("mlp_bias", false), source, ": \"mlp_bias\"=true is not supported");
+  if (family == "qwen2") {
+    config.attention_bias = true;  // Qwen2 always has q/k/v biases (and none on o_proj)
+  } else {
+    LATHE_CHECK(!reader.boolean_or("attention_bias", false), source, ": \"attention_bias\"=true is not supported for ",
+                architecture.architecture, " (it adds an o_proj bias lathe does not have)");
+  }
+  LATHE_CHECK(!reader.boolean_or("use_bidirectional_attention", false), source,
+              ": \"use_bidirectional_attention\"=true is not supported");
+  read_rope(reader, config);
+  read_sliding_window(reader, family, config);
+
+  if (family == "qwen3" || family == "gemma3") config.qk_norm = true;
+  if (family == "gemma2" || family == "gemma3") {
+    config.sandwich_norms = true;
+    config.norm_weight_offset = 1.0f;  // Gemma's RMSNorm multiplies by (1 + w)
+    config.embedding_scale = 0.0f;     // sqrt(d_model)
+    const double scalar = reader.number_or("query_pre_attn_scalar", 256.0);
+    LATHE_CHECK(scalar > 0, source, ": \"query_pre_attn_scalar\" must be positive, found ", scalar);
+    config.attention_scale = static_cast<float>(1.0 / std::sqrt(scalar));
+    config.final_logit_softcap = static_cast<float>(reader.number_or("final_logit_softcapping", 0.0));
+    config.attn_logit_softcap = static_cast<float>(reader.number_or("attn_logit_softcapping", 0.0));
+  }
+  return config;
+}
+
+}  // namespace
+
+std::string hf_architecture_for_family(const std::string& family) {
+  return find_architecture_by_family(family).architecture;
+}
+
+HfModelDescription model_config_from_hf_json(const Json& json, const std::string& source) {
+  LATHE_CHECK(json.is_object(), source, ": the config must be a JSON object");
+  ConfigReader reader(json, source);
+  std::string architecture_name;
+  if (const Json* architectures = reader.find("architectures")) {
+    LATHE_CHECK(architectures->is_array() && architectures->size() == 1 && architectures->items()[0].is_string(),
+                source, ": \"architectures\" must list one name, found ", architectures->dump(0));
+    architecture_name = architectures->items()[0].as_string();
+  }
+  const std::string model_type = reader.string_or("model_type", "");
+  HfModelDescription description;
+  if (model_type == "gemma3" || architecture_name == "Gemma3ForConditionalGeneration") {
+    const Json* text_config = reader.find("text_config");
+    LATHE_CHECK(text_config && text_config->is_object(), source,
+                ": a gemma3 (multimodal) config needs a \"text_config\" object");
+    description.config =
+        read_text_config(*text_config, *find_architecture_by_model_type("gemma3_text"), source + " text_config");
+    description.layout = HfWeightLayout::gemma3_multimodal;
+    return description;
+  }
+  const Architecture* architecture = find_architecture_by_model_type(model_type);
+  if (!architecture)
+    for (const Architecture& entry : kArchitectures)
+      if (architecture_name == entry.architecture) architecture = &entry;
+  LATHE_CHECK(architecture, source, ": architecture \"", architecture_name, "\" (model_type \"", model_type,
+              "\") is not supported (supported: ", kSupportedArchitectures, ")");
+  LATHE_CHECK(architecture_name.empty() || architecture_name == architecture->architecture, source,
+              ": \"architectures\" [\"", architecture_name, "\"] does not match model_type \"", model_type,
+              "\" (expected ", architecture->architecture, ")");
+  description.config = read_text_config(json, *architecture, source);
+  return description;
+}
+
+namespace {
+
+// What an HF architecture hard-wires; a lathe config that differs cannot be exported as it.
+void check_exportable(const ModelConfig& config) {
+  const std::string& family = config.family;
+  const bool is_gemma = family == "gemma2" || family == "gemma3";
+  auto require = [&](bool condition, const char* what) {
+    LATHE_CHECK(condition, "export to Hugging Face: model.family '", family, "' needs ", what);
+  };
+  require(config.partial_rotary_factor == 1.0, "partial_rotary_factor=1");
+  require(config.qk_norm == (family == "qwen3" || family == "gemma3"),
+          family == "qwen3" || family == "gemma3" ? "qk_norm=true" : "qk_norm=false");
+  require(config.attention_bias == (family == "qwen2"),
+          family == "qwen2" ? "attention_bias=true" : "attention_bias=false");
+  require(config.sandwich_norms == is_gemma, is_gemma ? "sandwich_norms=true" : "sandwich_norms=false");
+  require(config.norm_weight_offset == (is_gemma ? 1.0f : 0.0f),
+          is_gemma ? "norm_weight_offset=1" : "norm_weight_offset=0");
+  require(config.embedding_scale == (is_gemma ? 0.0f : 1.0f),
+          is_gemma ? "embedding_scale=0 (sqrt(d_model))" : "embedding_scale=1");
+  if (!is_gemma) {
+    require(config.final_logit_softcap == 0 && config.attn_logit_softcap == 0, "no logit soft-capping");
+    require(
+        config.attention_scale == 0 ||
+            std::fabs(config.attention_scale * std::sqrt(static_cast<double>(config.resolved_head_dim())) - 1) < 1e-6,
+        "attention_scale=0 (1/sqrt(head_dim))");
+    require(config.rope_local_theta == 0, "rope_local_theta=0");
+  }
+  if (family == "llama" || family == "qwen2" || family == "qwen3")
+    require(config.sliding_window == 0, "sliding_window=0");
+  if (family == "mistral")
+    require(config.sliding_window == 0 || config.sliding_window_pattern == 0,
+            "sliding_window_pattern=0 (every layer slides)");
+  if (family == "gemma2")
+    require(config.sliding_window > 0 && config.sliding_window_pattern == 2,
+            "sliding_window > 0 and sliding_window_pattern=2");
+  if (family == "gemma2") require(config.rope_local_theta == 0, "rope_local_theta=0");
+}
+
+Json rope_object(double theta, const ModelConfig& config, bool scaled) {
+  Json rope = Json::object();
+  rope.set("rope_theta", theta);
+  if (scaled && config.rope_scaling == "llama3") {
+    rope.set("rope_type", "llama3");
+    rope.set("factor", config.rope_scaling_factor);
+    rope.set("low_freq_factor", config.rope_low_freq_factor);
+    rope.set("high_freq_factor", config.rope_high_freq_factor);
+    rope.set("original_max_position_embeddings", config.rope_original_max_position);
+  } else {
+    rope.set("rope_type", "default");
+  }
+  return rope;
+}
+
+}  // namespace
+
+Json hf_json_from_model_config(const ModelConfig& config) {
+  const Architecture& architecture = find_architecture_by_family(config.family);
+  check_exportable(config);
+  LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "llama3",
+              "export to Hugging Face: model.rope_scaling '", config.rope_scaling, "' is not supported");
+  const bool is_gemma = config.family == "gemma2" || config.family == "gemma3";
+  Json json = Json::object();
+  Json architectures = Json::array();
+  architectures.push(architecture.architecture);
+  json.set("architectures", std::move(architectures));
+  json.set("model_type", architecture.model_type);
+  json.set("vocab_size", config.vocab_size);
+  json.set("hidden_size", config.d_model);
+  json.set("intermediate_size", config.ffn_dim);
+  json.set("num_hidden_layers", config.n_layers);
+  json.set("num_attention_heads", config.n_heads);
+  json.set("num_key_value_heads", config.n_kv_heads);
+  json.set("head_dim", config.resolved_head_dim());
+  json.set(is_gemma ? "hidden_activation" : "hidden_act",
+           config.ffn_activation == FfnActivation::silu ? "silu" : "gelu_pytorch_tanh");
+  json.set("max_position_embeddings", config.max_seq_len);
+  json.set("rms_norm_eps", config.norm_eps);
+  json.set("tie_word_embeddings", config.tie_embeddings);
+  json.set("initializer_range", config.init_std);
+  if (config.family != "qwen2") json.set("attention_bias", false);
+  if (config.family == "llama") json.set("mlp_bias", false);
+
+  // RoPE: 5.x rope_parameters and the 4.x keys that mean the same.
+  json.set("rope_theta", config.rope_theta);
+  if (config.family == "gemma3") {
+    const double local_theta = config.rope_local_theta > 0 ? config.rope_local_theta : config.rope_theta;
+    Json parameters = Json::object();
+    parameters.set("full_attention", rope_object(config.rope_theta, config, true));
+    parameters.set("sliding_attention", rope_object(local_theta, config, false));
+    json.set("rope_parameters", std::move(parameters));
+    json.set("rope_local_base_freq", local_theta);
+    LATHE_CHECK(config.rope_scaling == "none", "export to Hugging Face: gemma3 with rope_scaling '",
+                config.rope_scaling, "' is not supported");
+  } else {
+    json.set("rope_parameters", rope_object(config.rope_theta, config, true));
+    if (config.rope_scaling == "llama3") {
+      Json scaling = rope_object(config.rope_theta, config, true);
+      json.set("rope_scaling", std::move(scaling));
+    }
+  }
+
+  if (config.sliding_window > 0) {
+    json.set("sliding_window", config.sliding_window);
+    if (config.family != "mistral") {
+      Json layer_types = Json::array();
+      for (int64_t layer = 0; layer < config.n_layers; ++layer)
+        layer_types.push(config.layer_is_local(layer) ? "sliding_attention" : "full_attention");
+      json.set("layer_types", std::move(layer_types));
+    }
+    if (config.family == "gemma3") json.set("sliding_window_pattern", config.sliding_window_pattern);
+  } else if (config.family == "mistral" || config.family == "qwen2" || config.family == "qwen3") {
+    json.set("sliding_window", nullptr);
+  }
+  if (config.family == "qwen2" || config.family == "qwen3") json.set("use_sliding_window", false);
+
+  if (is_gemma) {
+    const double scale = config.attention_scale > 0 ? config.attention_scale
+                                                    : 1.0 / std::sqrt(static_cast<double>(config.resolved_head_dim()));
+    double scalar = 1.0 / (scale * scale);
+    if (std::fabs(scalar - std::round(scalar)) < 1e-3 * scalar) scalar = std::round(scalar);
+    json.set("query_pre_attn_scalar", scalar);
+    json.set("final_logit_softcapping",
+             config.final_logit_softcap > 0 ? Json(static_cast<double>(config.final_logit_softcap)) : Json());
+    json.set("attn_logit_softcapping",
+             config.attn_logit_softcap > 0 ? Json(static_cast<double>(config.attn_logit_softcap)) : Json());
+  }
+  return json;
+}
+
+std::string lathe_name_from_hf(const std::string& hf_name, HfWeightLayout layout) {
+  if (layout == HfWeightLayout::causal_lm) return hf_name;
+  auto starts_with = [&](const std::string& prefix) { return hf_name.compare(0, prefix.size(), prefix) == 0; };
+  if (starts_with("model.language_model."))
+    return "model." + hf_name.substr(std::string("model.language_model.").size());
+  if (starts_with("language_model.model."))
+    return "model." + hf_name.substr(std::string("language_model.model.").size());
+  if (hf_name == "language_model.lm_head.weight" || hf_name == "lm_head.weight") return "lm_head.weight";
+  if (starts_with("model.vision_tower.") || starts_with("vision_tower.") ||
+      starts_with("model.multi_modal_projector.") || starts_with("multi_modal_projector."))
+    return "";
+  return hf_name;  // anything else is reported as unexpected by the loader
+}
+
+}  // namespace lathe

@@ -1,0 +1,48 @@
+// Hugging Face config.json <-> ModelConfig, and the weight-name mapping between HF checkpoints and
+// lathe's parameters (which already carry HF names; model_config.h).
+//
+// Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// Gemma2ForCausalLM, Gemma3ForCausalLM (model_type gemma3_text), and the text part of a gemma3
+// Gemma3ForConditionalGeneration config (its "text_config"; the vision weights are skipped).
+// Both generations of keys are read: transformers 4.x (rope_theta, rope_scaling,
+// rope_local_base_freq, sliding_window_pattern) and 5.x (rope_parameters, per layer type for
+// Gemma 3, and layer_types). Every option lathe cannot compute (another rope_scaling type, an
+// activation lathe lacks, mlp_bias, ...) is one lathe::Error naming the key and its value; keys
+// that do not change the function (dropout, token ids, use_cache, ...) are ignored.
+#pragma once
+
+#include <string>
+
+#include "lathe/core/json.h"
+#include "lathe/models/model_config.h"
+
+namespace lathe {
+
+// How a checkpoint's tensor names relate to lathe's.
+enum class HfWeightLayout {
+  causal_lm,          // "model.layers.0...", "lm_head.weight": lathe's names as they are
+  gemma3_multimodal,  // "model.language_model.*" (5.x) or "language_model.model.*" (4.x)
+};
+
+struct HfModelDescription {
+  ModelConfig config;
+  HfWeightLayout layout = HfWeightLayout::causal_lm;
+};
+
+// config: the parsed config.json; `source` names it in errors ("<dir>/config.json").
+HfModelDescription model_config_from_hf_json(const Json& config, const std::string& source);
+
+// The config.json of a lathe model as transformers 5.x writes it (rope_parameters, layer_types),
+// plus the 4.x keys that mean the same (rope_theta, rope_scaling, ...) so older releases load it
+// too. Throws lathe::Error when the config is not expressible by its family's HF architecture
+// (e.g. a llama family model with q/k norms).
+Json hf_json_from_model_config(const ModelConfig& config);
+
+// The HF architecture name of a lathe family ("llama" -> "LlamaForCausalLM").
+std::string hf_architecture_for_family(const std::string& family);
+
+// The lathe parameter name of a checkpoint tensor, or "" when the tensor belongs to a part lathe
+// does not model (Gemma 3's vision tower and projector) and is to be skipped.
+std::string lathe_name_from_hf(const std::string& hf_name, HfWeightLayout layout);
+
+}  // namespace lathe

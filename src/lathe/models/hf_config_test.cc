@@ -1,0 +1,270 @@
+// config.json <-> ModelConfig: configs as transformers 5.24 writes them (captured from the local
+// install) and as 4.x checkpoints on the Hub carry them, the round trip for every family, and one
+// clear error per unsupported option.
+#include "lathe/models/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lathe/core/error.h"
+
+namespace lathe {
+namespace {
+
+HfModelDescription parse(const std::string& text) { return model_config_from_hf_json(Json::parse(text), "cfg.json"); }
+
+void expect_error(const std::string& text, const std::string& expected_part) {
+  try {
+    parse(text);
+    ADD_FAILURE() << "no error; expected one containing: " << expected_part;
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(expected_part), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("cfg.json"), std::string::npos) << error.what();
+  }
+}
+
+// transformers 5.24 LlamaConfig(...).to_json_string(), trimmed of keys lathe ignores.
+constexpr const char* kLlama5 = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "head_dim": 8, "hidden_act": "silu",
+  "hidden_size": 32, "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 2048,
+  "mlp_bias": false, "model_type": "llama", "num_attention_heads": 4, "num_hidden_layers": 2,
+  "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "pretraining_tp": 1, "use_cache": true,
+  "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
+  "tie_word_embeddings": false, "vocab_size": 64, "bos_token_id": 1, "eos_token_id": 2})";
+
+TEST(HfConfig, ReadsLlamaFromTransformers5) {
+  const HfModelDescription description = parse(kLlama5);
+  const ModelConfig& config = description.config;
+  EXPECT_EQ(description.layout, HfWeightLayout::causal_lm);
+  EXPECT_EQ(config.family, "llama");
+  EXPECT_EQ(config.vocab_size, 64);
+  EXPECT_EQ(config.d_model, 32);
+  EXPECT_EQ(config.n_layers, 2);
+  EXPECT_EQ(config.n_heads, 4);
+  EXPECT_EQ(config.n_kv_heads, 2);
+  EXPECT_EQ(config.head_dim, 8);
+  EXPECT_EQ(config.ffn_dim, 64);
+  EXPECT_EQ(config.max_seq_len, 2048);
+  EXPECT_EQ(config.norm_eps, 1e-6);
+  EXPECT_EQ(config.rope_theta, 10000.0);
+  EXPECT_EQ(config.rope_scaling, "none");
+  EXPECT_FALSE(config.tie_embeddings);
+  EXPECT_FALSE(config.qk_norm);
+  EXPECT_EQ(config.ffn_activation, FfnActivation::silu);
+  EXPECT_EQ(config.sliding_window, 0);
+}
+
+TEST(HfConfig, ReadsLlama3ScalingInBothKeyStyles) {
+  // Llama 3.2 1B as on the Hub (4.x keys) and the same in 5.x rope_parameters.
+  const std::string v4 = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128,
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 131072, "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}})";
+  const std::string v5 = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128,
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 131072, "rms_norm_eps": 1e-05,
+    "tie_word_embeddings": true, "dtype": "bfloat16",
+    "rope_parameters": {"rope_theta": 500000.0, "factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                        "original_max_position_embeddings": 8192, "rope_type": "llama3"}})";
+  const ModelConfig config = parse(v4).config;
+  EXPECT_EQ(config.rope_theta, 500000.0);
+  EXPECT_EQ(config.rope_scaling, "llama3");
+  EXPECT_EQ(config.rope_scaling_factor, 32.0);
+  EXPECT_EQ(config.rope_low_freq_factor, 1.0);
+  EXPECT_EQ(config.rope_high_freq_factor, 4.0);
+  EXPECT_EQ(config.rope_original_max_position, 8192);
+  EXPECT_TRUE(config.tie_embeddings);
+  EXPECT_EQ(parse(v5).config, config);
+}
+
+// Gemma 3 text, 7 layers so the 5:1 local:global pattern shows, in 5.x and in 4.x keys.
+constexpr const char* kGemma3Text5 = R"({
+  "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "_sliding_window_pattern": 6,
+  "attention_bias": false, "attn_logit_softcapping": null, "final_logit_softcapping": null, "head_dim": 16,
+  "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 32, "intermediate_size": 64,
+  "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+                  "sliding_attention", "full_attention", "sliding_attention"],
+  "max_position_embeddings": 131072, "num_attention_heads": 4, "num_hidden_layers": 7, "num_key_value_heads": 1,
+  "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+  "rope_parameters": {"full_attention": {"rope_theta": 1000000.0, "rope_type": "default"},
+                      "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+  "sliding_window": 512, "tie_word_embeddings": true, "use_bidirectional_attention": false, "vocab_size": 64})";
+
+TEST(HfConfig, ReadsGemma3TextInBothKeyStyles) {
+  const ModelConfig config = parse(kGemma3Text5).config;
+  EXPECT_EQ(config.family, "gemma3");
+  EXPECT_TRUE(config.qk_norm);
+  EXPECT_TRUE(config.sandwich_norms);
+  EXPECT_EQ(config.norm_weight_offset, 1.0f);
+  EXPECT_EQ(config.embedding_scale, 0.0f);
+  EXPECT_EQ(config.ffn_activation, FfnActivation::gelu_tanh);
+  EXPECT_EQ(config.attention_scale, static_cast<float>(1.0 / 16.0));
+  EXPECT_EQ(config.rope_theta, 1e6);
+  EXPECT_EQ(config.rope_local_theta, 1e4);
+  EXPECT_EQ(config.sliding_window, 512);
+  EXPECT_EQ(config.sliding_window_pattern, 6);
+  EXPECT_EQ(config.final_logit_softcap, 0.0f);
+  EXPECT_TRUE(config.tie_embeddings);
+  for (int64_t layer = 0; layer < 7; ++layer) EXPECT_EQ(config.layer_is_local(layer), layer != 5) << layer;
+
+  const std::string v4 = R"({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "head_dim": 16,
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 32, "intermediate_size": 64,
+    "max_position_embeddings": 131072, "num_attention_heads": 4, "num_hidden_layers": 7, "num_key_value_heads": 1,
+    "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+    "rope_scaling": null, "sliding_window": 512, "sliding_window_pattern": 6, "vocab_size": 64,
+    "final_logit_softcapping": null, "attn_logit_softcapping": null})";
+  EXPECT_EQ(parse(v4).config, config);
+}
+
+TEST(HfConfig, ReadsTheTextPartOfAMultimodalGemma3) {
+  const std::string text = std::string(R"({"architectures": ["Gemma3ForConditionalGeneration"],
+    "model_type": "gemma3", "vision_config": {"hidden_size": 1152}, "text_config": )") +
+                           kGemma3Text5 + "}";
+  const HfModelDescription description = parse(text);
+  EXPECT_EQ(description.layout, HfWeightLayout::gemma3_multimodal);
+  EXPECT_EQ(description.config, parse(kGemma3Text5).config);
+  const HfWeightLayout layout = description.layout;
+  EXPECT_EQ(lathe_name_from_hf("model.language_model.layers.3.mlp.up_proj.weight", layout),
+            "model.layers.3.mlp.up_proj.weight");
+  EXPECT_EQ(lathe_name_from_hf("language_model.model.embed_tokens.weight", layout), "model.embed_tokens.weight");
+  EXPECT_EQ(lathe_name_from_hf("language_model.lm_head.weight", layout), "lm_head.weight");
+  EXPECT_EQ(lathe_name_from_hf("model.vision_tower.vision_model.post_layernorm.weight", layout), "");
+  EXPECT_EQ(lathe_name_from_hf("multi_modal_projector.mm_input_projection_weight", layout), "");
+  EXPECT_EQ(lathe_name_from_hf("model.layers.0.mlp.up_proj.weight", HfWeightLayout::causal_lm),
+            "model.layers.0.mlp.up_proj.weight");
+}
+
+TEST(HfConfig, ReadsQwen2BiasesAndGemma2Pattern) {
+  const ModelConfig qwen2 = parse(R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+    "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "vocab_size": 64, "rope_theta": 1000000.0, "sliding_window": 32768,
+    "use_sliding_window": false, "max_window_layers": 28, "tie_word_embeddings": true})")
+                                .config;
+  EXPECT_EQ(qwen2.family, "qwen2");
+  EXPECT_TRUE(qwen2.attention_bias);
+  EXPECT_FALSE(qwen2.qk_norm);
+  EXPECT_EQ(qwen2.head_dim, 0);
+  EXPECT_EQ(qwen2.resolved_head_dim(), 8);
+  EXPECT_EQ(qwen2.sliding_window, 0);  // use_sliding_window false: the window is not used
+
+  const ModelConfig gemma2 = parse(R"({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+    "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 64, "query_pre_attn_scalar": 64,
+    "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "sliding_window": 4096,
+    "hidden_activation": "gelu_pytorch_tanh"})")
+                                 .config;
+  EXPECT_EQ(gemma2.sliding_window_pattern, 2);  // 4.x: no layer_types, even layers slide
+  EXPECT_TRUE(gemma2.layer_is_local(0));
+  EXPECT_FALSE(gemma2.layer_is_local(1));
+  EXPECT_EQ(gemma2.final_logit_softcap, 30.0f);
+  EXPECT_EQ(gemma2.attn_logit_softcap, 50.0f);
+  EXPECT_EQ(gemma2.attention_scale, 0.125f);
+  EXPECT_FALSE(gemma2.qk_norm);
+  EXPECT_TRUE(gemma2.tie_embeddings);  // Gemma2Config's default
+}
+
+ModelConfig exportable(const std::string& family) {
+  ModelConfig config;
+  config.family = family;
+  config.vocab_size = 96;
+  config.d_model = 32;
+  config.n_layers = 7;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.head_dim = 8;
+  config.ffn_dim = 48;
+  config.max_seq_len = 512;
+  config.norm_eps = 1e-6;
+  config.rope_theta = 50000;
+  if (family == "llama") {
+    config.rope_scaling = "llama3";
+    config.rope_scaling_factor = 8;
+    config.rope_original_max_position = 128;
+  }
+  if (family == "mistral") config.sliding_window = 16;
+  if (family == "qwen2") config.attention_bias = true;
+  if (family == "qwen3" || family == "gemma3") config.qk_norm = true;
+  if (family == "gemma2" || family == "gemma3") {
+    config.sandwich_norms = true;
+    config.norm_weight_offset = 1;
+    config.embedding_scale = 0;
+    config.ffn_activation = FfnActivation::gelu_tanh;
+    config.attention_scale = static_cast<float>(1.0 / std::sqrt(24.0));
+    config.sliding_window = 8;
+    config.sliding_window_pattern = family == "gemma2" ? 2 : 3;
+    config.tie_embeddings = true;
+  }
+  if (family == "gemma2") {
+    config.final_logit_softcap = 30;
+    config.attn_logit_softcap = 50;
+  }
+  if (family == "gemma3") config.rope_local_theta = 10000;
+  return config;
+}
+
+class HfConfigRoundTrip : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HfConfigRoundTrip, ExportThenImportIsTheSameConfig) {
+  const ModelConfig config = exportable(GetParam());
+  const Json json = hf_json_from_model_config(config);
+  EXPECT_EQ(json.get("architectures").items()[0].as_string(), hf_architecture_for_family(GetParam()));
+  ModelConfig back = model_config_from_hf_json(Json::parse(json.dump()), "exported").config;
+  EXPECT_EQ(back.resolved_head_dim(), config.resolved_head_dim());
+  back.head_dim = config.head_dim;
+  EXPECT_EQ(back, config) << json.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfConfigRoundTrip,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"));
+
+TEST(HfConfig, ExportRefusesWhatTheArchitectureCannotExpress) {
+  ModelConfig config = exportable("llama");
+  config.qk_norm = true;
+  EXPECT_THROW(hf_json_from_model_config(config), Error);
+  config = exportable("qwen3");
+  config.sliding_window = 4;
+  EXPECT_THROW(hf_json_from_model_config(config), Error);
+  config = exportable("gemma3");
+  config.rope_scaling = "llama3";
+  EXPECT_THROW(hf_json_from_model_config(config), Error);
+}
+
+TEST(HfConfig, UnsupportedOptionsAreOneClearErrorEach) {
+  const std::string base = R"("hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "vocab_size": 64)";
+  expect_error(R"({"architectures": ["FalconForCausalLM"], "model_type": "falcon", )" + base + "}",
+               "architecture \"FalconForCausalLM\" (model_type \"falcon\") is not supported");
+  expect_error(R"({"model_type": "llama", "hidden_act": "gelu", )" + base + "}",
+               "\"hidden_act\"=\"gelu\" is not supported");
+  expect_error(R"({"model_type": "llama", "mlp_bias": true, )" + base + "}", "\"mlp_bias\"=true is not supported");
+  expect_error(R"({"model_type": "llama", "attention_bias": true, )" + base + "}",
+               "\"attention_bias\"=true is not supported for LlamaForCausalLM");
+  expect_error(R"({"model_type": "llama", "rope_scaling": {"rope_type": "linear", "factor": 2.0}, )" + base + "}",
+               "\"rope_scaling\" rope_type \"linear\" is not supported");
+  expect_error(R"({"model_type": "llama", "rope_parameters": {"rope_type": "yarn", "factor": 2.0}, )" + base + "}",
+               "\"rope_parameters\" rope_type \"yarn\" is not supported");
+  expect_error(R"({"model_type": "qwen2", "use_sliding_window": true, )" + base + "}",
+               "\"use_sliding_window\"=true is not supported");
+  expect_error(R"({"model_type": "gemma3_text", "sliding_window": 4,
+                   "layer_types": ["full_attention", "sliding_attention"], )" +
+                   base + "}",
+               "is not a pattern lathe supports");
+  expect_error(
+      R"({"model_type": "gemma3_text", "sliding_window": 4, "layer_types": ["sliding_attention"], )" + base + "}",
+      "\"layer_types\" must list one type per layer (2)");
+  expect_error(R"({"model_type": "llama", "partial_rotary_factor": 0.5, )" + base + "}",
+               "\"partial_rotary_factor\"=0.5 is not supported");
+  expect_error(R"({"model_type": "llama", "hidden_size": 32})", "missing key \"vocab_size\"");
+  expect_error(R"({"model_type": "llama", "hidden_size": "32", "vocab_size": 3})",
+               "\"hidden_size\" must be a number, found \"32\"");
+  expect_error(R"({"architectures": ["MistralForCausalLM"], "model_type": "llama", )" + base + "}",
+               "does not match model_type \"llama\"");
+  expect_error(R"({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"]})",
+               "needs a \"text_config\" object");
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,47 @@
+#include "lathe/train/load_from.h"
+
+#include <filesystem>
+
+#include "lathe/models/hf_checkpoint.h"
+
+namespace lathe {
+
+std::string hf_directory_of_load_from(const std::string& load_from) {
+  LATHE_CHECK(load_from.rfind("hf:", 0) == 0 && load_from.size() > 3, "load_from: '", load_from,
+              "' is not supported (expected hf:DIR, a Hugging Face model directory)");
+  return load_from.substr(3);
+}
+
+void apply_load_from(TrainConfig& config) {
+  if (config.load_from.empty()) return;
+  const std::string directory = hf_directory_of_load_from(config.load_from);
+  const ModelConfig pretrained = read_hf_model_config(directory);
+  // A value the user changed from its default must agree with the checkpoint's config.
+  const Json defaults = train_config_to_json(TrainConfig{}).get("model");
+  const Json requested = train_config_to_json(config).get("model");
+  TrainConfig resolved = config;
+  resolved.model = pretrained;
+  const Json from_checkpoint = train_config_to_json(resolved).get("model");
+  for (const auto& [key, value] : requested.members()) {
+    const std::string text = value.dump(0);
+    if (text == defaults.get(key).dump(0)) continue;
+    LATHE_CHECK(text == from_checkpoint.get(key).dump(0), "model.", key, "=", text, " contradicts ", directory,
+                "/config.json, which gives ", from_checkpoint.get(key).dump(0),
+                " (drop the override: load_from sets the model)");
+  }
+  config.model = pretrained;
+  const std::string tokenizer = (std::filesystem::path(directory) / "tokenizer.json").string();
+  std::error_code error;
+  if (config.data.tokenizer.empty() && std::filesystem::is_regular_file(tokenizer, error))
+    config.data.tokenizer = tokenizer;
+}
+
+void load_pretrained_weights(const TrainConfig& config, TransformerModel& model, std::FILE* log) {
+  if (config.load_from.empty()) return;
+  const std::string directory = hf_directory_of_load_from(config.load_from);
+  load_hf_weights(model, directory);
+  std::fprintf(log, "initialised %lld parameters from %s\n", static_cast<long long>(model.parameter_count()),
+               directory.c_str());
+}
+
+}  // namespace lathe
