@@ -121,6 +121,13 @@ expect 2 "tokenizer malformed file" -- "$lathe" tokenizer encode --tokenizer "$w
 expect 2 "tokenizer bad id" -- "$lathe" tokenizer decode --tokenizer "$work/tokenizer.json" 12x
 expect 2 "tokenizer id out of range" -- "$lathe" tokenizer decode --tokenizer "$work/tokenizer.json" 99999
 
+expect 0 "verify --help" -- "$lathe" verify --help
+expect 2 "verify without --hf" -- "$lathe" verify
+expect 2 "verify missing model" -- "$lathe" verify --hf "$work/no_such_model"
+echo '[1, 2, 999]' >"$work/prompts.jsonl"
+expect 2 "verify token out of range" -- "$lathe" verify --hf "$root/tests/golden/hf/llama" --prompts "$work/prompts.jsonl"
+expect 2 "verify without python" -- "$lathe" verify --hf "$root/tests/golden/hf/llama" --python "$work/no_python"
+
 if [ "$failures" -ne 0 ]; then
   echo "cli_smoke: $failures failure(s)"
   exit 1

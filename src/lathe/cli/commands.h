@@ -14,5 +14,6 @@ int run_tokenizer(int argc, char** argv);
 int run_train(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_convert(int argc, char** argv);
+int run_verify(int argc, char** argv);
 
 }  // namespace lathe::cli
