@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """lathe against Hugging Face transformers on tiny random models of every supported architecture.
 
-  hf_oracle_test.py --lathe PATH/TO/lathe --dump PATH/TO/hf_oracle_dump [pytest arguments]
+  hf_oracle_test.py --lathe PATH/TO/lathe --dump PATH/TO/hf_oracle_dump [--only goldens|live] [pytest arguments]
 
 Always (numpy + pytest only; the goldens in tests/golden/hf were written by transformers through
 tests/hf_oracle/make_tiny_models.py, which says how to regenerate them):
@@ -19,7 +19,8 @@ When transformers is importable (not in CI):
   test_live_export      transformers loads lathe's export: the same weights bitwise, and the original
                         model's logits (within F32_LOGIT_BOUND: torch is not bitwise repeatable)
 Tokenizers are checked by tests/python/tokenizer_hf_check.py (its own ctest entry).
-Exit 0 pass, 1 failure, 77 (ctest: skipped) when numpy or pytest is missing.
+Exit 0 pass, 1 failure, 77 (ctest: skipped) when numpy or pytest is missing (or transformers, with
+--only live). ctest runs the two halves as hf_oracle (CI) and hf_oracle_live (label python_only).
 """
 
 import json
@@ -238,8 +239,11 @@ def generate_live_model(arch, directory):
 def test_live_verify(arch, tmp_path):
     directory = str(tmp_path / arch)
     generate_live_model(arch, directory)
-    for dtype in ("f32", "bf16"):
-        result = run_lathe("verify", "--hf", directory, "--dtype", dtype, "--python", sys.executable, "--json")
+    # transformers runs once (f32 reference saved), the bf16 check reuses its logits.
+    reference = str(tmp_path / "reference.safetensors")
+    for dtype, source in (("f32", ["--python", sys.executable, "--save-reference", reference]),
+                          ("bf16", ["--reference", reference])):
+        result = run_lathe("verify", "--hf", directory, "--dtype", dtype, "--json", *source)
         assert result.returncode == 0, result.stdout + result.stderr
         print(f"{arch} {dtype}: {json.loads(result.stdout)['overall']}")
 
@@ -281,9 +285,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lathe", required=True, help="the lathe executable")
     parser.add_argument("--dump", required=True, help="the hf_oracle_dump executable")
+    parser.add_argument("--only", choices=("goldens", "live"),
+                        help="only the golden checks, or only the live ones (exit 77 without transformers)")
     args, pytest_arguments = parser.parse_known_args()
     os.environ["LATHE_BINARY"] = os.path.abspath(args.lathe)
     os.environ["HF_ORACLE_DUMP"] = os.path.abspath(args.dump)
+    if args.only == "live" and not has_transformers():
+        print("hf_oracle_test: transformers not importable, skipping the live checks")
+        return 77
+    if args.only:
+        pytest_arguments += ["-k", "live" if args.only == "live" else "not live"]
     return pytest.main([__file__, "-q", "-p", "no:cacheprovider", *pytest_arguments])
 
 
