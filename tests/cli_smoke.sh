@@ -120,6 +120,15 @@ echo '{"model": {"type": "Unigram"}}' >"$work/bad.json"
 expect 2 "tokenizer malformed file" -- "$lathe" tokenizer encode --tokenizer "$work/bad.json" hello
 expect 2 "tokenizer bad id" -- "$lathe" tokenizer decode --tokenizer "$work/tokenizer.json" 12x
 expect 2 "tokenizer id out of range" -- "$lathe" tokenizer decode --tokenizer "$work/tokenizer.json" 99999
+# --hf: the general Hugging Face pipeline reads lathe's own file too.
+expect 0 "tokenizer encode --hf" -- "$lathe" tokenizer encode --hf --tokenizer "$work/tokenizer.json" "the cat sat"
+[ "$(cat "$work/out")" = "$ids" ] || { echo "FAIL: tokenizer encode --hf differs: '$(cat "$work/out")' vs '$ids'"; failures=$((failures + 1)); }
+expect 0 "tokenizer decode --hf" -- "$lathe" tokenizer decode --hf --tokenizer "$work/tokenizer.json" $ids
+[ "$(cat "$work/out")" = "the cat sat" ] || { echo "FAIL: tokenizer decode --hf: '$(cat "$work/out")'"; failures=$((failures + 1)); }
+echo '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}}' >"$work/bad_merge.json"
+printf 'bad \377 byte' >"$work/not_utf8.txt"
+expect 2 "tokenizer --hf text not UTF-8" -- "$lathe" tokenizer encode --hf --tokenizer "$work/tokenizer.json" --file "$work/not_utf8.txt"
+expect 2 "tokenizer --hf merge of unknown token" -- "$lathe" tokenizer encode --hf --tokenizer "$work/bad_merge.json" hello
 
 expect 0 "verify --help" -- "$lathe" verify --help
 expect 2 "verify without --hf" -- "$lathe" verify
