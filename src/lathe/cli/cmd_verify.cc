@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@
 #include "lathe/core/json.h"
 #include "lathe/core/rng.h"
 #include "lathe/io/durable_file.h"
+#include "lathe/io/hf_tokenizer.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/models/hf_checkpoint.h"
 #include "lathe/models/logit_comparison.h"
@@ -76,8 +78,9 @@ std::vector<Prompt> default_prompts(const ModelConfig& config) {
   return prompts;
 }
 
-// --prompts FILE: one JSON value a line, an array of token ids; blank lines are skipped.
-std::vector<Prompt> read_prompts(const std::string& path) {
+// --prompts FILE: one JSON value a line, an array of token ids or a string of text, which the
+// model directory's tokenizer.json encodes (with its special tokens, e.g. BOS); blank lines are skipped.
+std::vector<Prompt> read_prompts(const std::string& path, const HfTokenizer* tokenizer) {
   std::ifstream file(path);
   LATHE_CHECK(file.good(), "--prompts ", path, ": cannot open the file");
   std::vector<Prompt> prompts;
@@ -91,16 +94,26 @@ std::vector<Prompt> read_prompts(const std::string& path) {
     } catch (const Error& error) {
       throw Error(str_cat(where, ": not JSON (", error.what(), ")"));
     }
-    LATHE_CHECK(!value.is_string(), where,
-                ": text prompts need a tokenizer, which lathe verify does not load yet; give token ids "
-                "as a JSON array, e.g. [1, 2, 3]");
-    LATHE_CHECK(value.is_array(), where, ": expected a JSON array of token ids, e.g. [1, 2, 3]");
+    if (value.is_string()) {
+      LATHE_CHECK(tokenizer, where, ": a text prompt needs tokenizer.json in the model directory; give token ids ",
+                  "as a JSON array instead, e.g. [1, 2, 3]");
+      prompts.push_back(tokenizer->encode(value.as_string(), /*add_special_tokens=*/true));
+      continue;
+    }
+    LATHE_CHECK(value.is_array(), where, ": expected a JSON array of token ids or a JSON string of text");
     Prompt prompt;
     for (const Json& id : value.items()) prompt.push_back(static_cast<int32_t>(id.as_int("token id")));
     prompts.push_back(prompt);
   }
   LATHE_CHECK(!prompts.empty(), "--prompts ", path, ": no prompts in the file");
   return prompts;
+}
+
+// Two fixed texts (prose with digits and punctuation; code) when the model has a tokenizer.
+void add_text_prompts(const HfTokenizer& tokenizer, std::vector<Prompt>& prompts) {
+  for (const char* text :
+       {"The quick brown fox jumps over the lazy dog, 3 times in 2024.", "def add(a, b):\n    return a + b\n"})
+    prompts.push_back(tokenizer.encode(text, /*add_special_tokens=*/true));
 }
 
 void check_prompts(const std::vector<Prompt>& prompts, const ModelConfig& config, const std::string& source) {
@@ -241,7 +254,8 @@ int run_verify(int argc, char** argv) {
       "Exit 0 within tolerance, 1 beyond it, 2 for bad input.");
   command_line.option("hf", "DIR", "Hugging Face model directory (config.json + *.safetensors)");
   command_line.option("prompts", "FILE",
-                      "JSON lines, each an array of token ids (default: 4 fixed random prompts of 1-128 tokens)");
+                      "JSON lines, each an array of token ids or a text string (needs DIR/tokenizer.json); default: "
+                      "4 fixed random-id prompts of 1-128 tokens, plus 2 fixed texts when DIR has tokenizer.json");
   command_line.option("dtype", "f32|bf16", "lathe's compute dtype (the reference stays float32)", "f32");
   command_line.option("reference", "FILE",
                       "reference logits (safetensors: prompt.<i> i32, logits.<i> f32) "
@@ -273,18 +287,27 @@ int run_verify(int argc, char** argv) {
   TransformerModel model = load_hf_model(model_dir);
   model.set_compute_dtype(dtype == "bf16" ? ComputeDtype::bf16 : ComputeDtype::f32);
   const ModelConfig& config = model.config();
+  std::unique_ptr<HfTokenizer> tokenizer;  // for text prompts, when the directory has one
+  const std::string tokenizer_path = (std::filesystem::path(model_dir) / "tokenizer.json").string();
+  if (std::filesystem::is_regular_file(tokenizer_path))
+    tokenizer = std::make_unique<HfTokenizer>(HfTokenizer::load(tokenizer_path));
 
   Reference reference;
   if (command_line.has("reference")) {
     reference = read_reference(command_line.get("reference"), config.vocab_size);
     check_prompts(reference.prompts, config, command_line.get("reference"));
     if (command_line.has("prompts"))
-      LATHE_CHECK(read_prompts(command_line.get("prompts")) == reference.prompts, "--prompts ",
+      LATHE_CHECK(read_prompts(command_line.get("prompts"), tokenizer.get()) == reference.prompts, "--prompts ",
                   command_line.get("prompts"), " differ from the prompts stored in --reference ",
                   command_line.get("reference"));
   } else {
-    const std::vector<Prompt> prompts =
-        command_line.has("prompts") ? read_prompts(command_line.get("prompts")) : default_prompts(config);
+    std::vector<Prompt> prompts;
+    if (command_line.has("prompts")) {
+      prompts = read_prompts(command_line.get("prompts"), tokenizer.get());
+    } else {
+      prompts = default_prompts(config);
+      if (tokenizer) add_text_prompts(*tokenizer, prompts);
+    }
     check_prompts(prompts, config, command_line.has("prompts") ? command_line.get("prompts") : "default prompts");
     reference =
         compute_reference(command_line, model_dir, prompts, config.vocab_size, command_line.get("save-reference"));
