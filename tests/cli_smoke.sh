@@ -151,6 +151,14 @@ mkdir -p "$work/hf_falcon"
 echo '{"architectures": ["FalconForCausalLM"], "model_type": "falcon"}' >"$work/hf_falcon/config.json"
 expect 2 "convert unsupported architecture" -- "$lathe" convert --from hf "$work/hf_falcon" --to "$work/converted"
 expect 2 "convert bad shard size" -- "$lathe" convert --from "$work/nothing" --to hf "$work/out" --max-shard-size 2XB
+expect 0 "verify --help" -- "$lathe" verify --help
+expect 2 "verify without --hf" -- "$lathe" verify
+expect 2 "verify missing model" -- "$lathe" verify --hf "$work/no_such_model"
+echo '[1, 2, 999]' >"$work/prompts.jsonl"
+expect 2 "verify token out of range" -- "$lathe" verify --hf "$root/tests/golden/hf/llama" --prompts "$work/prompts.jsonl"
+echo '"text needs a tokenizer"' >"$work/text_prompts.jsonl"
+expect 2 "verify text prompt without tokenizer.json" -- "$lathe" verify --hf "$root/tests/golden/hf/llama" --prompts "$work/text_prompts.jsonl"
+expect 2 "verify without python" -- "$lathe" verify --hf "$root/tests/golden/hf/llama" --python "$work/no_python"
 
 if [ "$failures" -ne 0 ]; then
   echo "cli_smoke: $failures failure(s)"

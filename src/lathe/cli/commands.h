@@ -16,5 +16,6 @@ int run_generate(int argc, char** argv);
 int run_convert(int argc, char** argv);
 int run_launch(int argc, char** argv);
 int run_goodput(int argc, char** argv);
+int run_verify(int argc, char** argv);
 
 }  // namespace lathe::cli

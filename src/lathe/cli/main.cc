@@ -28,6 +28,7 @@ const Command kCommands[] = {
     {"bench", lathe::cli::run_bench, "benchmark ops at real-model shapes: time, GFLOP/s, GB/s, % of roofline, peers"},
     {"tune", lathe::cli::run_tune, "autotune an op's kernel configs for given shapes into the tuning cache"},
     {"config", lathe::cli::run_config, "load, validate and print a training config (YAML + key=value overrides)"},
+    {"verify", lathe::cli::run_verify, "check lathe's logits against Hugging Face transformers on fixed prompts (max diff, KL, top-1)"},
     {"tokenizer", lathe::cli::run_tokenizer, "train, encode and decode with byte-level BPE tokenizers (tokenizer.json)"},
 };
 
