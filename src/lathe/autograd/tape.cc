@@ -37,6 +37,7 @@ void Tape::backward(const Var& output, const Tensor& seed) {
   for (size_t i = nodes_.size(); i-- > 0;) {
     nodes_[i]();
     nodes_[i] = nullptr;  // frees the activations this step saved
+    if (after_backward_node_) after_backward_node_();
   }
   nodes_.clear();
 }
@@ -61,6 +62,7 @@ const Tensor& bf16_value(const Var& var) {
 void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive) {
   if (!var->requires_grad) return;
   LATHE_ASSERT(gradient.shape() == var->value.shape());
+  if (var->is_parameter) ++var->grad_contributions;
   if (var->grad.defined()) {
     add_tensors(precision_of(var->grad), var->grad, gradient, var->grad);
   } else if (exclusive) {
@@ -72,6 +74,7 @@ void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive) {
 
 Tensor& grad_buffer(const Var& var, DType dtype, bool* accumulate) {
   *accumulate = var->grad.defined();
+  if (var->is_parameter) ++var->grad_contributions;
   if (!*accumulate) var->grad = Tensor::empty(var->value.shape(), dtype);
   return var->grad;
 }

@@ -42,6 +42,9 @@ struct VariableData {
   Tensor value_bf16;
   bool requires_grad = false;
   bool is_parameter = false;
+  // Parameters: gradient contributions received so far (data parallelism uses it to tell when a
+  // gradient is final, see train/gradient_reducer.h).
+  int64_t grad_contributions = 0;
 };
 using Var = std::shared_ptr<VariableData>;
 
@@ -75,6 +78,9 @@ class Tape {
   // runs and releases every recorded closure in reverse order. The tape is empty afterwards.
   void backward(const Var& output, const Tensor& seed = {});
   size_t size() const { return nodes_.size(); }
+  // Called after each recorded closure has run (and been released) in backward(): a hook for work
+  // that can start once some gradients are final (gradient all-reduce overlapped with backward).
+  void set_after_backward_node(std::function<void()> callback) { after_backward_node_ = std::move(callback); }
 
   MatmulStash* matmul_stash() const { return stash_; }
   void set_matmul_stash(MatmulStash* stash) { stash_ = stash; }
@@ -84,6 +90,7 @@ class Tape {
   bool recording_;
   std::vector<std::function<void()>> nodes_;
   MatmulStash* stash_ = nullptr;
+  std::function<void()> after_backward_node_;
 };
 
 // var's bf16 copy, converted from value (round to nearest-even) on first use.

@@ -1,16 +1,20 @@
 // `lathe tokenizer train|encode|decode`: byte-level BPE tokenizers as tokenizer.json files.
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
 #include "lathe/core/error.h"
+#include "lathe/core/json.h"
 #include "lathe/data/corpus.h"
 #include "lathe/io/bpe_tokenizer.h"
+#include "lathe/io/hf_tokenizer.h"
 
 namespace lathe::cli {
 namespace {
@@ -29,6 +33,33 @@ int64_t parse_integer(const std::string& text, const std::string& what) {
   }
   LATHE_CHECK(!text.empty() && used == text.size(), what, " must be an integer, got '", text, "'");
   return value;
+}
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) line += ' ';
+    line += std::to_string(ids[i]);
+  }
+  return line;
+}
+
+// Calls visit(value, "FILE:LINE") for each line of a JSON-lines file.
+template <class Visit>
+void for_each_json_line(const std::string& path, Visit&& visit) {
+  std::ifstream in(path, std::ios::binary);
+  LATHE_CHECK(in, "cannot open ", path);
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    std::string where = path + ":" + std::to_string(number);
+    Json value;
+    try {
+      value = Json::parse(line);
+    } catch (const Error& error) {
+      throw error.with_context(where);
+    }
+    visit(value, where);
+  }
 }
 
 int run_tokenizer_train(int argc, char** argv) {
@@ -80,12 +111,33 @@ int run_encode(int argc, char** argv) {
   command_line.option("file", "F", "encode this file's bytes instead of TEXT");
   command_line.flag("count", "print only the token count and the encoding speed");
   command_line.flag("special", "encode special token text (e.g. <|endoftext|>) as the special token");
+  command_line.flag("hf",
+                    "use the general Hugging Face pipeline (any supported tokenizer.json, e.g. Llama 2/3, Qwen,\n"
+                    "GPT-2, Mistral, Gemma); added tokens are always matched, as `tokenizers` does");
+  command_line.flag("add-special-tokens", "with --hf: apply the post-processor (e.g. add BOS)");
+  command_line.option("json-lines", "F", "encode each line of F (a JSON string); print one line of ids each");
   command_line.positionals("TEXT", "text to encode");
   if (!command_line.parse(argc, argv)) return 0;
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
   const auto& words = command_line.positional_values();
+  LATHE_CHECK(command_line.has("hf") || !command_line.has("add-special-tokens"),
+              "--add-special-tokens needs --hf (see --help)");
+  if (command_line.has("json-lines")) {
+    std::unique_ptr<HfTokenizer> hf;
+    std::unique_ptr<BpeTokenizer> own;
+    if (command_line.has("hf"))
+      hf = std::make_unique<HfTokenizer>(HfTokenizer::load(command_line.get("tokenizer")));
+    else
+      own = std::make_unique<BpeTokenizer>(BpeTokenizer::load(command_line.get("tokenizer")));
+    for_each_json_line(command_line.get("json-lines"), [&](const Json& value, const std::string& where) {
+      LATHE_CHECK(value.is_string(), where, ": expected a JSON string");
+      std::vector<int32_t> ids = hf ? hf->encode(value.as_string(), command_line.has("add-special-tokens"))
+                                    : own->encode(value.as_string(), command_line.has("special"));
+      std::printf("%s\n", join_ids(ids).c_str());
+    });
+    return 0;
+  }
   LATHE_CHECK(command_line.has("file") != !words.empty(), "give either TEXT or --file F (see --help)");
-  BpeTokenizer tokenizer = BpeTokenizer::load(command_line.get("tokenizer"));
   std::string text;
   if (command_line.has("file")) {
     std::ifstream in(command_line.get("file"), std::ios::binary);
@@ -101,7 +153,18 @@ int run_encode(int argc, char** argv) {
   }
   auto start = std::chrono::steady_clock::now();
   std::clock_t cpu_start = std::clock();
-  std::vector<int32_t> ids = tokenizer.encode(text, command_line.has("special"));
+  std::vector<int32_t> ids;
+  if (command_line.has("hf")) {
+    HfTokenizer tokenizer = HfTokenizer::load(command_line.get("tokenizer"));
+    start = std::chrono::steady_clock::now();
+    cpu_start = std::clock();
+    ids = tokenizer.encode(text, command_line.has("add-special-tokens"));
+  } else {
+    BpeTokenizer tokenizer = BpeTokenizer::load(command_line.get("tokenizer"));
+    start = std::chrono::steady_clock::now();
+    cpu_start = std::clock();
+    ids = tokenizer.encode(text, command_line.has("special"));
+  }
   double seconds = seconds_since(start);
   double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   if (command_line.has("count")) {
@@ -112,12 +175,7 @@ int run_encode(int argc, char** argv) {
                 cpu_seconds > 0 ? text.size() / cpu_seconds / 1e6 : 0.0);
     return 0;
   }
-  std::string line;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) line += ' ';
-    line += std::to_string(ids[i]);
-  }
-  std::printf("%s\n", line.c_str());
+  std::printf("%s\n", join_ids(ids).c_str());
   return 0;
 }
 
@@ -125,9 +183,31 @@ int run_decode(int argc, char** argv) {
   CommandLine command_line("lathe tokenizer decode --tokenizer FILE IDS...",
                            "Decodes token ids (separate arguments or one space/comma-separated list) to text.");
   command_line.option("tokenizer", "FILE", "tokenizer.json");
+  command_line.flag("hf", "use the general Hugging Face pipeline and its decoder (see encode --help)");
+  command_line.flag("skip-special-tokens", "with --hf: leave out added tokens marked special");
+  command_line.flag("no-newline", "do not end the output with a newline");
+  command_line.option("json-lines", "F",
+                      "with --hf: decode each line of F (a JSON array of ids); print each text\n"
+                      "as one line holding a JSON string");
   command_line.positionals("IDS", "token ids");
   if (!command_line.parse(argc, argv)) return 0;
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
+  if (command_line.has("json-lines")) {
+    LATHE_CHECK(command_line.has("hf"), "--json-lines needs --hf (see --help)");
+    HfTokenizer tokenizer = HfTokenizer::load(command_line.get("tokenizer"));
+    for_each_json_line(command_line.get("json-lines"), [&](const Json& value, const std::string& where) {
+      LATHE_CHECK(value.is_array(), where, ": expected a JSON array of token ids");
+      std::vector<int32_t> ids;
+      for (const Json& id : value.items()) {
+        LATHE_CHECK(id.is_number() && id.as_number() >= 0 && id.as_number() <= INT32_MAX &&
+                        static_cast<double>(static_cast<int32_t>(id.as_number())) == id.as_number(),
+                    where, ": token id ", id.dump(0), " is not a non-negative integer");
+        ids.push_back(static_cast<int32_t>(id.as_number()));
+      }
+      std::printf("%s\n", Json(tokenizer.decode(ids, command_line.has("skip-special-tokens"))).dump(0).c_str());
+    });
+    return 0;
+  }
   std::vector<int32_t> ids;
   for (const std::string& argument : command_line.positional_values()) {
     std::string list = argument;
@@ -141,11 +221,13 @@ int run_decode(int argc, char** argv) {
       ids.push_back(static_cast<int32_t>(id));
     }
   }
-  LATHE_CHECK(!ids.empty(), "no token ids given (see --help)");
-  BpeTokenizer tokenizer = BpeTokenizer::load(command_line.get("tokenizer"));
-  std::string text = tokenizer.decode(ids);
+  LATHE_CHECK(!ids.empty() || command_line.has("hf"), "no token ids given (see --help)");
+  std::string text =
+      command_line.has("hf")
+          ? HfTokenizer::load(command_line.get("tokenizer")).decode(ids, command_line.has("skip-special-tokens"))
+          : BpeTokenizer::load(command_line.get("tokenizer")).decode(ids);
   std::fwrite(text.data(), 1, text.size(), stdout);
-  std::printf("\n");
+  if (!command_line.has("no-newline")) std::printf("\n");
   return 0;
 }
 

@@ -1,11 +1,15 @@
 // `lathe train`: the main job. With no arguments it trains the built-in default model on the
-// fortune corpus; a config file and key=value overrides change anything.
+// fortune corpus; a config file and key=value overrides change anything. Under mpirun it trains
+// data-parallel (train/data_parallel_step.h): every rank runs this command.
 #include <cstdio>
+#include <memory>
 
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
 #include "lathe/cli/config_arguments.h"
+#include "lathe/dist/communicator.h"
 #include "lathe/ops/op_profile.h"
+#include "lathe/train/data_parallel_run.h"
 #include "lathe/train/trainer.h"
 
 namespace lathe::cli {
@@ -18,7 +22,9 @@ int run_train(int argc, char** argv) {
       "KEY=VALUE override, e.g. `lathe train data.path=book.txt train.steps=500 run_dir=runs/book`.\n"
       "`lathe config --keys` lists every key. The run directory gets the resolved config, tokenizer,\n"
       "metrics.jsonl, TensorBoard events, checkpoints and loss_curve.svg. A run directory with a\n"
-      "checkpoint is resumed from its newest valid one. Ctrl-C saves a checkpoint and stops (exit 130; SIGTERM: 143).");
+      "checkpoint is resumed from its newest valid one. Ctrl-C saves a checkpoint and stops (exit 130; SIGTERM: 143).\n"
+      "Data parallel: `mpirun -np N lathe train ...` trains on N processes with the same global batch\n"
+      "(train.batch_size * train.grad_accum sequences; N must divide it); see the dist.* keys.");
   command_line.positionals("[FILE] [KEY=VALUE...]", "config file, then overrides");
   command_line.option("data", "PATH", "text file or folder to train on (same as data.path=PATH)");
   command_line.option("run-dir", "DIR", "where the run lives (same as run_dir=DIR)");
@@ -26,12 +32,37 @@ int run_train(int argc, char** argv) {
   add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
   if (command_line.has("profile")) set_op_profiling(true);
-  ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
-  if (command_line.has("data")) arguments.overrides.push_back("data.path=" + command_line.get("data"));
-  if (command_line.has("run-dir")) arguments.overrides.push_back("run_dir=" + command_line.get("run-dir"));
-  const TrainConfig config = load_config(arguments);
-  apply_runtime_options(command_line);
-  const TrainSummary summary = run_training(config);
+
+  // Config errors come before MPI starts and are the same on every rank: rank 0 alone reports.
+  TrainConfig config;
+  std::unique_ptr<Communicator> communicator;
+  try {
+    ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
+    if (command_line.has("data")) arguments.overrides.push_back("data.path=" + command_line.get("data"));
+    if (command_line.has("run-dir")) arguments.overrides.push_back("run_dir=" + command_line.get("run-dir"));
+    config = load_config(arguments);
+    if (world_size_from_environment() > 1)
+      plan_data_parallel_share(config.train, rank_from_environment(), world_size_from_environment());
+    apply_runtime_options(command_line);
+    communicator = make_communicator_from_environment();
+  } catch (...) {
+    if (rank_from_environment() != 0) return 2;
+    throw;
+  }
+
+  TrainOptions options;
+  options.communicator = communicator.get();
+  TrainSummary summary;
+  if (communicator->world_size() == 1) {
+    summary = run_training(config, options);
+  } else {
+    try {
+      summary = run_training(config, options);
+    } catch (const std::exception& error) {
+      // Another rank may be waiting in a collective for this one: end the whole job.
+      end_data_parallel_run_with_error(*communicator, error.what());
+    }
+  }
   if (!summary.interrupted) return 0;
   // The shell convention for "stopped by signal N" (130 for SIGINT, 143 for SIGTERM), which
   // supervisors use to tell a stop request from a failure.

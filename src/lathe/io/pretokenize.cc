@@ -70,8 +70,12 @@ const ByteLevelTables& byte_level_tables() {
 
 }  // namespace
 
+// The same split in code points: a non-ASCII character is a letter (all its bytes are >= 0x80),
+// classes and case folding are ASCII only, so `tokenizers` reproduces the split on any text.
 const char* const kPretokenizePattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)| ?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+    "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]| ?[A-Za-z\\x{80}-\\x{10FFFF}]+|[0-9]{1,3}"
+    "| ?[^\\t\\n\\x0B\\x0C\\r A-Za-z0-9\\x{80}-\\x{10FFFF}]+|[\\t\\n\\x0B\\x0C\\r ]+(?![^\\t\\n\\x0B\\x0C\\r "
+    "])|[\\t\\n\\x0B\\x0C\\r ]+";
 
 size_t pretoken_length(std::string_view text) {
   LATHE_ASSERT(!text.empty());

@@ -25,8 +25,8 @@ template <class Visit>
 void for_each_pretoken(std::string_view text, Visit&& visit);
 std::vector<std::string_view> split_pretokens(std::string_view text);
 
-// A regular expression (Oniguruma / HF `Split` syntax) describing the same split for ASCII text,
-// written into tokenizer.json so other tools can approximate it.
+// A regular expression (Oniguruma / HF `Split` syntax) describing exactly the same split on any
+// UTF-8 text, written into tokenizer.json so `tokenizers` (and HfTokenizer) encode identically.
 extern const char* const kPretokenizePattern;
 
 // Byte-level names: raw bytes <-> the printable string stored in tokenizer.json.

@@ -246,6 +246,7 @@ struct CheckpointManager::Snapshot {
   NamedTensors optimizer;
   Json trainer_state;
   std::string config_yaml;
+  std::vector<StagedCheckpointFile> staged_files;
 };
 
 CheckpointManagerOptions CheckpointManagerOptions::from_config(const CheckpointSection& section) {
@@ -371,6 +372,7 @@ void CheckpointManager::take_snapshot(const CheckpointContents& contents) {
   copy_list(contents.optimizer, snapshot_->optimizer);
   snapshot_->trainer_state = contents.trainer_state;
   snapshot_->config_yaml = contents.config_yaml;
+  snapshot_->staged_files = contents.staged_files;
 }
 
 namespace {
@@ -429,6 +431,14 @@ void CheckpointManager::write_snapshot() {
            write_file_synced(join_path(temporary, kTrainerStateFile), snapshot.trainer_state.dump(2) + "\n"));
     pause_for_tests(kConfigFile);
     record(kConfigFile, write_file_synced(join_path(temporary, kConfigFile), snapshot.config_yaml));
+    for (const StagedCheckpointFile& staged : snapshot.staged_files) {
+      LATHE_CHECK(is_plain_file_name(staged.name) && !files.find(staged.name), "checkpoint step ", snapshot.step,
+                  ": staged file name \"", staged.name, "\" is not a new plain file name");
+      fs::rename(staged.path, join_path(temporary, staged.name));
+      record(staged.name.c_str(), staged.digest);
+      std::error_code not_empty;
+      fs::remove(fs::path(staged.path).parent_path(), not_empty);  // the staging directory, once empty
+    }
     pause_for_tests(kManifestFile);
     Json manifest = Json::object();
     manifest.set("format", kFormatName);

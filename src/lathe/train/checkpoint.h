@@ -15,7 +15,9 @@
 // written and fsynced, the directory is fsynced and renamed to its final name (atomically
 // swapped with an existing checkpoint of the same step), and the parent directory is fsynced.
 // A crash at any moment leaves either no new checkpoint or a complete one; other checkpoints are
-// untouched. Readers trust only final-named directories whose manifest, sizes and checksums
+// untouched. Files written by other processes (the optimizer shards of a data-parallel run, see
+// train/sharded_optimizer.h) are handed over as staged files: already written and fsynced, they
+// are renamed into the temporary directory and listed in the manifest like the others. Readers trust only final-named directories whose manifest, sizes and checksums
 // verify.
 #pragma once
 
@@ -34,10 +36,19 @@
 
 #include "lathe/core/json.h"
 #include "lathe/core/tensor.h"
+#include "lathe/io/durable_file.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/train/train_config.h"
 
 namespace lathe {
+
+// A finished, fsynced file on the checkpoint's filesystem that the checkpoint takes over (renamed
+// into it as `name`); its digest goes into the manifest. Its directory is removed once empty.
+struct StagedCheckpointFile {
+  std::string path;
+  std::string name;
+  FileDigest digest;
+};
 
 // What one checkpoint holds, as views of the trainer's live tensors (any layout and dtype).
 struct CheckpointContents {
@@ -46,6 +57,7 @@ struct CheckpointContents {
   NamedTensorViews optimizer;  // "<param>.exp_avg", "<param>.exp_avg_sq", ...
   Json trainer_state;
   std::string config_yaml;
+  std::vector<StagedCheckpointFile> staged_files;  // moved in when the checkpoint is written
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;

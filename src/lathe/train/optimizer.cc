@@ -17,24 +17,26 @@ AdamWOptimizer::AdamWOptimizer(std::vector<Parameter>& parameters, const Optimiz
   }
 }
 
-bool AdamWOptimizer::decays(const Parameter& parameter) const {
+bool parameter_decays(const Parameter& parameter, const OptimizerSection& config) {
   switch (parameter.kind) {
     case ParameterKind::matrix:
       return true;
     case ParameterKind::norm:
     case ParameterKind::bias:
-      return config_.decay_norms_and_biases;
+      return config.decay_norms_and_biases;
     case ParameterKind::embedding:
-      return config_.decay_embeddings;
+      return config.decay_embeddings;
   }
   return true;
 }
 
-double AdamWOptimizer::gradient_norm() const {
+bool AdamWOptimizer::decays(const Parameter& parameter) const { return parameter_decays(parameter, config_); }
+
+double global_gradient_norm(const std::vector<Parameter>& parameters) {
   // Fixed chunks summed in order: the same bits for every thread count.
   constexpr int64_t kChunk = 1 << 16;
   double total = 0;
-  for (const Parameter& parameter : parameters_) {
+  for (const Parameter& parameter : parameters) {
     const float* grad = parameter.var->grad.ptr<float>();
     const int64_t n = parameter.var->grad.numel(), chunks = (n + kChunk - 1) / kChunk;
     std::vector<double> partial(chunks, 0.0);
@@ -51,10 +53,16 @@ double AdamWOptimizer::gradient_norm() const {
   return std::sqrt(total);
 }
 
+double AdamWOptimizer::gradient_norm() const { return global_gradient_norm(parameters_); }
+
+float gradient_clip_scale(double norm, const OptimizerSection& config) {
+  if (config.grad_clip > 0 && norm > config.grad_clip) return static_cast<float>(config.grad_clip / (norm + 1e-6));
+  return 1.0f;
+}
+
 double AdamWOptimizer::step(int64_t step, double lr) {
   const double norm = gradient_norm();
-  float scale = 1.0f;
-  if (config_.grad_clip > 0 && norm > config_.grad_clip) scale = static_cast<float>(config_.grad_clip / (norm + 1e-6));
+  const float scale = gradient_clip_scale(norm, config_);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Parameter& parameter = parameters_[i];
     const int64_t n = parameter.var->value.numel();

@@ -14,6 +14,13 @@
 
 namespace lathe {
 
+// Global L2 norm of all gradients, summed in double in a fixed order (thread-count independent).
+double global_gradient_norm(const std::vector<Parameter>& parameters);
+// Whether weight decay applies to a parameter under the config.
+bool parameter_decays(const Parameter& parameter, const OptimizerSection& config);
+// The factor grad_clip asks for at this norm (1 when no clipping).
+float gradient_clip_scale(double norm, const OptimizerSection& config);
+
 class AdamWOptimizer {
  public:
   AdamWOptimizer(std::vector<Parameter>& parameters, const OptimizerSection& config);

@@ -83,13 +83,14 @@ struct Section {
   const char* name;
   const char* doc;
 };
-constexpr std::array<Section, 6> kSections = {{
+constexpr std::array<Section, 7> kSections = {{
     {"model", "the transformer's shape and wiring (models/model_config.h)"},
     {"train", "steps, batch shape, precision and memory"},
     {"optimizer", "AdamW and the learning-rate schedule (linear warm-up, then the schedule)"},
     {"data", "training text and tokenizer"},
     {"checkpoint", "saving and pruning checkpoints"},
     {"log", "progress lines, metrics files and evaluation"},
+    {"dist", "data parallelism under mpirun (ignored by a single process)"},
 }};
 
 // The schema. `field(key, member, doc[, choices])` once per member, in file order.
@@ -169,6 +170,11 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("log.eval_every", log.eval_every, "steps between validation losses; 0: only at the end");
   field("log.eval_batches", log.eval_batches, "batches per validation loss");
   field("log.tensorboard", log.tensorboard, "also write TensorBoard event files");
+
+  DistSection& dist = config.dist;
+  field("dist.bucket_mb", dist.bucket_mb, "gradient all-reduce bucket size in MB");
+  field("dist.overlap", dist.overlap, "all-reduce gradient buckets while backward still runs");
+  field("dist.shard_optimizer", dist.shard_optimizer, "ZeRO-1: each rank keeps 1/N of the optimizer state");
 
   field("load_from", config.load_from,
         "hf:DIR starts from a Hugging Face model (weights, model section, tokenizer); empty: random init");

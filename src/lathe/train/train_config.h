@@ -11,6 +11,8 @@
 //   data:       { path, tokenizer, val_fraction, cache_dir }
 //   checkpoint: { every, keep_last, async }
 //   log:        { every, eval_every, eval_batches, tensorboard }
+//   dist:       { bucket_mb, overlap, shard_optimizer }   data parallelism (mpirun), see
+//               train/data_parallel_step.h
 //   load_from:  hf:DIR   start from a Hugging Face model (train/load_from.h); '' : random init
 //   run_dir:    runs/default
 // Overrides use dotted keys: `model.n_layers=2 optimizer.lr=1e-3 run_dir=/tmp/x`; the value is read
@@ -91,6 +93,15 @@ struct LogSection {
   bool operator==(const LogSection&) const = default;
 };
 
+// Data-parallel runs (`mpirun -np N lathe train`); ignored by a single process.
+struct DistSection {
+  double bucket_mb = 4;         // gradient all-reduce bucket size (MB)
+  bool overlap = true;          // all-reduce buckets while backward still runs
+  bool shard_optimizer = true;  // ZeRO-1: each rank keeps 1/N of the AdamW moments
+
+  bool operator==(const DistSection&) const = default;
+};
+
 struct TrainConfig {
   ModelConfig model;
   TrainSection train;
@@ -98,6 +109,7 @@ struct TrainConfig {
   DataSection data;
   CheckpointSection checkpoint;
   LogSection log;
+  DistSection dist;
   std::string load_from;  // "hf:DIR": initial weights and model section from an HF directory
   std::string run_dir = "runs/default";
 

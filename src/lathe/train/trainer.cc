@@ -18,6 +18,7 @@
 #include "lathe/ops/op_profile.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/compute_dtype.h"
+#include "lathe/train/data_parallel_run.h"
 #include "lathe/train/load_from.h"
 #include "lathe/train/loss_curve_svg.h"
 #include "lathe/train/metrics_log.h"
@@ -99,8 +100,13 @@ void refuse_to_start_over_damaged_checkpoints(const std::string& checkpoints_dir
 
 TrainSummary run_training(const TrainConfig& config, const TrainOptions& options) {
   validate_train_config(config);
-  std::FILE* log = options.log;
+  SingleProcessCommunicator single_process;
+  Communicator& communicator = options.communicator ? *options.communicator : single_process;
+  const bool distributed = communicator.world_size() > 1, lead = communicator.rank() == 0;
+  if (distributed) plan_data_parallel_share(config.train, communicator.rank(), communicator.world_size());
+  std::FILE* log = lead ? options.log : discarded_output();
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
+  if (config.train.threads == 0 && distributed) set_num_threads(threads_per_rank(communicator));
   std::string dtype_note;
   const ComputeDtype compute_dtype = resolve_compute_dtype(config.train.dtype, &dtype_note);
   if (!dtype_note.empty()) std::fprintf(log, "%s\n", dtype_note.c_str());
@@ -114,13 +120,21 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   // Data: tokenizer + shards (cached), then the loader.
   const std::string cache_dir = config.data.cache_dir.empty() ? run_dir + "/data" : config.data.cache_dir;
-  PreparedDataset dataset = prepare_dataset(config.data, config.model.vocab_size, config.train.seed, cache_dir, log);
+  PreparedDataset dataset;  // rank 0 builds the cache, the other ranks read it
+  run_on_rank_0_first(communicator, [&] {
+    dataset = prepare_dataset(config.data, config.model.vocab_size, config.train.seed, cache_dir, lead ? log : nullptr);
+  });
   DataLoader loader(dataset.train_shard_path, dataset.val_shard_path, config.train.seq_len, config.train.seed);
 
   TransformerModel model(config.model);
   model.set_compute_dtype(compute_dtype);
   model.initialize(config.train.seed);
-  AdamWOptimizer optimizer(model.parameters(), config.optimizer);
+  std::unique_ptr<AdamWOptimizer> optimizer;  // data-parallel runs keep theirs (perhaps sharded)
+  std::unique_ptr<DataParallelStep> data_parallel;
+  if (distributed)
+    data_parallel = std::make_unique<DataParallelStep>(model, config, communicator);
+  else
+    optimizer = std::make_unique<AdamWOptimizer>(model.parameters(), config.optimizer);
 
   // Resume from the newest valid checkpoint, if any.
   TrainSummary summary;
@@ -142,18 +156,26 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       write_from_vector(parameter.var->value, to_vector<float>(*found->second));
     }
     model.refresh_bf16_weights();  // the copies the saved step's optimizer wrote, bit for bit
-    optimizer.load_state(checkpoint.optimizer);
+    if (data_parallel)
+      data_parallel->load_optimizer_state(checkpoint);
+    else
+      optimizer->load_state(whole_optimizer_state(checkpoint, model.parameters()));
     loader.restore(checkpoint.trainer_state.get("data"));
     summary.first_step = checkpoint.step;
     std::fprintf(log, "resuming from %s (step %lld)\n", latest->c_str(), static_cast<long long>(checkpoint.step));
   }
   // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
-  fs::copy_file(dataset.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
-  write_text_file(run_dir + "/config.yaml", config_yaml);
+  if (lead) {
+    fs::copy_file(dataset.tokenizer_path, run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
+    write_text_file(run_dir + "/config.yaml", config_yaml);
+  }
+  if (data_parallel)
+    std::fprintf(log, "%s\n%s\n", describe_data_parallel_run(*data_parallel, communicator, config).c_str(),
+                 data_parallel->describe_memory().c_str());
 
   const int64_t tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   const double flops_per_token = model.training_flops_per_token(config.train.seq_len);
-  const MachinePeaks peaks = measure_machine_peaks(/*quick=*/true);
+  const MachinePeaks peaks = measure_machine_peaks_once(communicator);
   // MFU against the peak of the arithmetic the matmuls use (a forced bf16 run on a CPU without
   // AVX512_BF16 has no bf16 peak and is counted against f32).
   const bool bf16_peak = compute_dtype == ComputeDtype::bf16 && peaks.bf16_gflops > 0;
@@ -165,10 +187,14 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
                static_cast<long long>(tokens_per_step), flops_per_token / 1e6, to_string(compute_dtype),
                bf16_peak ? "bf16" : "f32", peak_gflops);
 
-  CheckpointManager checkpoints(checkpoints_dir, checkpoint_manager_options(config.checkpoint));
-  MetricsLog metrics(run_dir + "/metrics.jsonl");
+  std::unique_ptr<CheckpointManager> checkpoints;  // rank 0 writes the run directory
+  std::unique_ptr<MetricsLog> metrics;
+  if (lead) {
+    checkpoints = std::make_unique<CheckpointManager>(checkpoints_dir, checkpoint_manager_options(config.checkpoint));
+    metrics = std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl");
+  }
   std::unique_ptr<TensorBoardWriter> tensorboard;
-  if (config.log.tensorboard) {
+  if (config.log.tensorboard && lead) {
     tensorboard = std::make_unique<TensorBoardWriter>(run_dir + "/tensorboard");
     tensorboard->add_text("config", "```\n" + config_yaml + "```", summary.first_step);
   }
@@ -177,13 +203,17 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     CheckpointContents contents;
     contents.step = step;
     for (const Parameter& parameter : model.parameters()) contents.model.emplace_back(parameter.name, parameter.var->value);
-    for (const auto& [name, tensor] : optimizer.state()) contents.optimizer.emplace_back(name, tensor);
+    if (data_parallel)
+      data_parallel->add_optimizer_state(contents, checkpoints_dir, step);  // collective
+    else
+      for (const auto& [name, tensor] : optimizer->state()) contents.optimizer.emplace_back(name, tensor);
+    if (!lead) return;
     contents.trainer_state = Json::object();
     contents.trainer_state.set("step", step);
     contents.trainer_state.set("data", loader.state());
     contents.trainer_state.set("seed", static_cast<int64_t>(config.train.seed));
     contents.config_yaml = config_yaml;
-    checkpoints.save(contents);
+    checkpoints->save(contents);
   };
   auto validation_loss = [&]() -> double {
     if (!loader.has_validation()) return NAN;
@@ -194,6 +224,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       bool on;
       ~Restore() { set_op_profiling(on); }
     } restore{profiling};
+    if (data_parallel) return data_parallel->validation_loss(loader, batches);
     return evaluate_loss(model, config, batches, [&](int64_t k, const TensorView& inputs, const TensorView& targets) {
       loader.validation_batch(k, inputs, targets);
     });
@@ -218,8 +249,11 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   StepResult last{};
   while (step < config.train.steps) {
     const auto step_start = std::chrono::steady_clock::now();
-    last = train_step(model, optimizer, config, step + 1,
-                      [&](const TensorView& inputs, const TensorView& targets) { loader.next_batch(inputs, targets); });
+    if (data_parallel)
+      last = data_parallel->run(step + 1, loader);
+    else
+      last = train_step(model, *optimizer, config, step + 1,
+                        [&](const TensorView& inputs, const TensorView& targets) { loader.next_batch(inputs, targets); });
     ++step;
     const double step_seconds = seconds_since(step_start);
     LATHE_CHECK(std::isfinite(last.loss), "training diverged at step ", step, ": loss is ", last.loss,
@@ -241,7 +275,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       row.set("tokens_per_second", tokens_per_second);
       row.set("mfu", mfu);
       row.set("elapsed_seconds", seconds_since(run_start));
-      metrics.append(row);
+      if (metrics) metrics->append(row);
       if (tensorboard) {
         tensorboard->add_scalar("train/loss", last.loss, step);
         tensorboard->add_scalar("train/learning_rate", last.lr, step);
@@ -260,13 +294,13 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
         Json row = Json::object();
         row.set("step", step);
         row.set("val_loss", val_loss);
-        metrics.append(row);
+        if (metrics) metrics->append(row);
         if (tensorboard) tensorboard->add_scalar("val/loss", val_loss, step);
       }
       summary.final_val_loss = val_loss;
     }
-    const bool stop = training_stop_signal().load() != 0 ||
-                      (options.stop_after_step > 0 && step >= options.stop_after_step);
+    bool stop = training_stop_signal().load() != 0 || (options.stop_after_step > 0 && step >= options.stop_after_step);
+    if (distributed) stop = any_rank_true(communicator, stop);  // a signal may reach the ranks at different steps
     if ((config.checkpoint.every > 0 && step % config.checkpoint.every == 0) || last_step || stop) save_checkpoint(step);
     if (stop) {
       summary.interrupted = true;
@@ -274,14 +308,14 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     }
   }
   progress.finish();
-  checkpoints.wait();
+  if (checkpoints) checkpoints->wait();
   if (tensorboard) tensorboard->close();
   summary.last_step = step;
   summary.final_train_loss = last.loss;
-  if (step > summary.first_step)
+  if (step > summary.first_step && lead)
     write_curve(run_dir, str_cat(config.model.family, ", ", format_count(static_cast<double>(model.parameter_count())),
                                  " parameters, ", run_dir));
-  const CheckpointSaveStats stats = checkpoints.last_stats();
+  const CheckpointSaveStats stats = checkpoints ? checkpoints->last_stats() : CheckpointSaveStats{};
   if (summary.interrupted)
     std::fprintf(log, "stopped at step %lld: checkpoint saved in %s; run the same command again to resume\n",
                  static_cast<long long>(step), checkpoints_dir.c_str());
@@ -291,6 +325,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
                  checkpoint_directory_name(step).c_str(), static_cast<double>(stats.bytes) / 1e6, stats.write_seconds);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  if (data_parallel) std::fprintf(log, "%s\n", data_parallel->describe_communication().c_str());
   if (op_profiling_enabled())
     std::fprintf(log, "time by op over %lld steps (%.2f s of steps):\n%s", static_cast<long long>(step - summary.first_step),
                  total_step_seconds, format_op_profile(op_profile(), total_step_seconds).c_str());

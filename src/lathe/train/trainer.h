@@ -11,6 +11,14 @@
 // A run directory holding a valid checkpoint is resumed from its newest one; the model section of
 // its config must match. SIGINT/SIGTERM finish the current step, save a checkpoint and return.
 //
+// Data parallelism: with a communicator of world size N > 1 (cmd_train makes one under mpirun),
+// every rank runs run_training with the same config; each trains its share of every global batch
+// (train/data_parallel_step.h). Rank 0 alone writes the run directory (config, tokenizer, metrics,
+// TensorBoard, checkpoints, curve) and prints progress; the other ranks print nothing. Errors
+// before the first step are the same on every rank (same config, same files): each rank throws.
+// An error during training, which may hit one rank only while the others wait in a collective, is
+// printed with its rank and ends the whole job (Communicator::abort, exit code 2).
+//
 // Test-only: the environment variable LATHE_TEST_CHECKPOINT_FILE_DELAY_MS=N makes the checkpoint
 // writer sleep N ms before each file it writes, so tests/integration can SIGKILL a run while a
 // checkpoint is surely half written. Never set it for real runs.
@@ -20,6 +28,7 @@
 #include <cstdio>
 #include <string>
 
+#include "lathe/dist/communicator.h"
 #include "lathe/train/train_config.h"
 
 namespace lathe {
@@ -28,6 +37,7 @@ struct TrainOptions {
   std::FILE* log = stdout;              // progress and notes
   bool install_signal_handlers = true;  // SIGINT/SIGTERM -> checkpoint and stop
   int64_t stop_after_step = 0;          // > 0: behave as if interrupted after this step (tests)
+  Communicator* communicator = nullptr;  // null or world size 1: a single-process run
 };
 
 struct TrainSummary {

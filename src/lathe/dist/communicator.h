@@ -1,0 +1,71 @@
+// Collective communication between the processes of a data-parallel run.
+//
+// The trainer talks only to this interface, so the transport can change under it:
+//   SingleProcessCommunicator  world 1, every collective is the identity (plain `lathe train`).
+//   MpiCommunicator            Open MPI (built when CMake finds MPI: LATHE_HAVE_MPI), one rank per
+//                              process started by `mpirun -np N lathe train ...`.
+// NCCL later: an NcclCommunicator would take an MpiCommunicator for bootstrapping (rank 0 creates
+// the ncclUniqueId, broadcast() hands it to every rank, then ncclCommInitRank) and implement the
+// same calls on device buffers with ncclAllReduce / ncclBroadcast / ncclAllGather on its own
+// stream; make_communicator_from_environment() picks it when the model lives on GPUs. The trainer
+// and the gradient reducer need no change: they only see rank(), world_size() and the collectives.
+//
+// Every collective must be entered by all ranks in the same order. Calls are not thread safe: one
+// thread at a time (the gradient reducer hands the communicator between the trainer thread and its
+// own with a mutex). Errors inside the transport end the job (MPI's default handler).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lathe {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // Ranks on this machine (for choosing threads per rank).
+  virtual int local_world_size() const { return world_size(); }
+  virtual std::string name() const = 0;  // "single process", "MPI (Open MPI v4.1.4)"
+
+  // data: (count) on every rank -> the element-wise sum over ranks, on every rank.
+  virtual void all_reduce_sum(float* data, int64_t count) = 0;
+  virtual void all_reduce_sum(double* data, int64_t count) = 0;
+  // data: (bytes) -> root's bytes on every rank.
+  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
+  // data: (sum of counts) f32; rank r owns [offset(r), offset(r) + counts[r]) and contributes it;
+  // afterwards every rank holds every rank's part (MPI_Allgatherv in place).
+  virtual void all_gather(float* data, const std::vector<int64_t>& counts) = 0;
+  virtual void barrier() = 0;
+  // Ends every process of the job with `exit_code` (after a failure on this rank only).
+  [[noreturn]] virtual void abort(int exit_code) = 0;
+};
+
+class SingleProcessCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string name() const override { return "single process"; }
+  void all_reduce_sum(float*, int64_t) override {}
+  void all_reduce_sum(double*, int64_t) override {}
+  void broadcast(void*, int64_t, int) override {}
+  void all_gather(float*, const std::vector<int64_t>&) override {}
+  void barrier() override {}
+  [[noreturn]] void abort(int exit_code) override;
+};
+
+// True when this process was started by Open MPI's mpirun (OMPI_COMM_WORLD_SIZE is set).
+bool launched_by_mpirun();
+// The rank and world size mpirun gave this process, readable before MPI starts (0 and 1 without mpirun).
+int rank_from_environment();
+int world_size_from_environment();
+
+// An MPI communicator when launched by mpirun (MPI_Init_thread here, MPI_Finalize when it is
+// destroyed: create at most one per process), else a SingleProcessCommunicator. Throws
+// lathe::Error when launched by mpirun but this build has no MPI.
+std::unique_ptr<Communicator> make_communicator_from_environment();
+
+}  // namespace lathe

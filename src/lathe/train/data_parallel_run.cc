@@ -1,0 +1,86 @@
+#include "lathe/train/data_parallel_run.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "lathe/core/parallel.h"
+
+namespace lathe {
+
+std::FILE* discarded_output() {
+  static std::FILE* sink = std::fopen("/dev/null", "w");
+  return sink;
+}
+
+int threads_per_rank(const Communicator& communicator) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, communicator.local_world_size()));
+}
+
+void run_on_rank_0_first(Communicator& communicator, const std::function<void()>& work) {
+  if (communicator.world_size() == 1) return work();
+  int32_t rank_0_succeeded = 0;
+  if (communicator.rank() == 0) {
+    try {
+      work();
+    } catch (...) {
+      communicator.broadcast(&rank_0_succeeded, sizeof rank_0_succeeded, 0);
+      throw;
+    }
+    rank_0_succeeded = 1;
+    communicator.broadcast(&rank_0_succeeded, sizeof rank_0_succeeded, 0);
+    return;
+  }
+  communicator.broadcast(&rank_0_succeeded, sizeof rank_0_succeeded, 0);
+  LATHE_CHECK(rank_0_succeeded == 1, "rank ", communicator.rank(), ": rank 0 failed (see its error)");
+  work();
+}
+
+bool any_rank_true(Communicator& communicator, bool value) {
+  double count = value ? 1.0 : 0.0;
+  communicator.all_reduce_sum(&count, 1);
+  return count > 0;
+}
+
+MachinePeaks measure_machine_peaks_once(Communicator& communicator) {
+  if (communicator.world_size() == 1) return measure_machine_peaks(/*quick=*/true);
+  double values[3] = {0, 0, 0};
+  if (communicator.rank() == 0) {
+    const MachinePeaks peaks = measure_machine_peaks(/*quick=*/true);
+    values[0] = peaks.f32_gflops;
+    values[1] = peaks.bf16_gflops;
+    values[2] = peaks.copy_gbytes;
+  }
+  communicator.broadcast(values, sizeof values, 0);
+  MachinePeaks peaks;
+  peaks.f32_gflops = values[0] * communicator.world_size();
+  peaks.bf16_gflops = values[1] * communicator.world_size();
+  peaks.copy_gbytes = values[2];
+  peaks.threads = num_threads() * communicator.world_size();
+  return peaks;
+}
+
+std::string describe_data_parallel_run(const DataParallelStep& step, const Communicator& communicator,
+                                       const TrainConfig& config) {
+  const DataParallelShare& share = step.share();
+  return str_cat("data parallel: ", communicator.world_size(), " ranks over ", communicator.name(), ", ", num_threads(),
+                 " thread(s) each; each rank trains ", share.rows, " of the ", share.global_batch,
+                 " sequences of a step (", share.micro_batches, " micro-batch(es) of up to ", share.micro_batch_rows,
+                 "); gradient buckets of ", config.dist.bucket_mb, " MB",
+                 config.dist.overlap ? ", overlapped with backward" : ", reduced after backward");
+}
+
+void end_data_parallel_run_with_error(Communicator& communicator, const std::string& message) {
+  if (communicator.rank() == 0) {
+    std::fprintf(stderr, "lathe train: error: %s\n", message.c_str());
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::fprintf(stderr, "lathe train: error: rank %d: %s\n", communicator.rank(), message.c_str());
+  }
+  std::fflush(stderr);
+  communicator.abort(2);
+  std::abort();  // not reached: abort() ends the process
+}
+
+}  // namespace lathe

@@ -1,0 +1,161 @@
+// ZeRO-1 without MPI: one ShardedAdamW per simulated rank (a communicator that reports rank r of
+// 2 and whose all-gather fills the other rank's part with what that rank would send: the whole
+// optimizer's result). Each rank's weights must end bitwise equal to the whole AdamWOptimizer's
+// (its own range by its update, the rest through the all-gather); the shards the
+// two ranks write, read back for any range (another world size, or the whole state), must give
+// the whole optimizer's moments bitwise.
+#include "lathe/train/sharded_optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include "lathe/core/rng.h"
+#include "scratch_directory.h"
+#include "test_seed.h"
+
+namespace lathe {
+namespace {
+
+class SimulatedRank final : public Communicator {
+ public:
+  // peer_values: the flat vector the other ranks hold after their update.
+  SimulatedRank(int rank, int world_size, const std::vector<float>* peer_values = nullptr)
+      : rank_(rank), world_size_(world_size), peer_values_(peer_values) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string name() const override { return "simulated"; }
+  void all_reduce_sum(float*, int64_t) override {}
+  void all_reduce_sum(double*, int64_t) override {}
+  void broadcast(void*, int64_t, int) override {}
+  void all_gather(float* data, const std::vector<int64_t>& counts) override {
+    int64_t offset = 0;
+    for (int r = 0; r < world_size_; ++r) {
+      if (r != rank_ && peer_values_)
+        for (int64_t i = offset; i < offset + counts[r]; ++i) data[i] = (*peer_values_)[i];
+      offset += counts[r];
+    }
+  }
+  void barrier() override {}
+  [[noreturn]] void abort(int) override { std::abort(); }
+
+ private:
+  int rank_, world_size_;
+  const std::vector<float>* peer_values_;
+};
+
+ModelConfig tiny_model() {
+  ModelConfig config;
+  config.vocab_size = 31;
+  config.d_model = 16;
+  config.n_layers = 1;
+  config.n_heads = 2;
+  config.n_kv_heads = 2;
+  config.ffn_dim = 24;
+  config.max_seq_len = 8;
+  return config;
+}
+
+// A model with seeded weights and gradients (the same for every call with this seed).
+std::unique_ptr<TransformerModel> model_with_gradients(uint64_t seed) {
+  auto model = std::make_unique<TransformerModel>(tiny_model());
+  model->initialize(seed);
+  uint64_t stream = 100;
+  for (Parameter& parameter : model->parameters()) {
+    std::vector<float> grad(static_cast<size_t>(parameter.var->grad.numel()));
+    for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>(uniform_at(seed, stream, i) - 0.5);
+    write_from_vector(parameter.var->grad, grad);
+    ++stream;
+  }
+  return model;
+}
+
+std::vector<float> flat_weights(TransformerModel& model) {
+  std::vector<float> all;
+  for (const Parameter& parameter : model.parameters()) {
+    std::vector<float> values = to_vector<float>(parameter.var->value);
+    all.insert(all.end(), values.begin(), values.end());
+  }
+  return all;
+}
+
+std::vector<float> flat_state(const NamedTensors& state, const char* suffix) {
+  std::vector<float> all;
+  for (const auto& [name, tensor] : state)
+    if (name.size() >= std::strlen(suffix) &&
+        name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
+      std::vector<float> values = to_vector<float>(tensor);
+      all.insert(all.end(), values.begin(), values.end());
+    }
+  return all;
+}
+
+TEST(ShardedAdamW, EachRankUpdatesItsRangeLikeTheWholeOptimizerAndShardsReshard) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  OptimizerSection config;
+  config.grad_clip = 0.5;  // the random gradients' norm is larger: clipping is exercised
+
+  auto whole_model = model_with_gradients(seed);
+  AdamWOptimizer whole(whole_model->parameters(), config);
+  whole.step(1, 1e-2);
+  const std::vector<float> expected = flat_weights(*whole_model);
+  const NamedTensors whole_state = whole.state();
+  const int64_t total = static_cast<int64_t>(expected.size());
+
+  ScratchDirectory scratch;
+  const std::string staging = scratch.path() + "/step_00000001.shards.tmp.1";
+  std::vector<StagedCheckpointFile> staged;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto model = model_with_gradients(seed);
+    SimulatedRank communicator(rank, 2, &expected);
+    ShardedAdamW sharded(model->parameters(), config, communicator);
+    EXPECT_EQ(sharded.begin(), rank * total / 2);
+    EXPECT_EQ(sharded.end(), (rank + 1) * total / 2);
+    EXPECT_EQ(sharded.state_bytes(), (sharded.end() - sharded.begin()) * 8);
+    sharded.step(1, 1e-2);
+    const std::vector<float> weights = flat_weights(*model);
+    for (int64_t i = 0; i < total; ++i) ASSERT_EQ(weights[i], expected[i]) << "rank " << rank << ", element " << i;
+    std::vector<StagedCheckpointFile> files = sharded.write_shards(staging, 1);
+    EXPECT_EQ(files.size(), rank == 0 ? 3u : 0u);  // rank 0: both shards and the index
+    if (rank == 0) staged = files;
+  }
+  for (const StagedCheckpointFile& file : staged) EXPECT_TRUE(std::filesystem::exists(file.path)) << file.path;
+
+  LoadedCheckpoint checkpoint;
+  checkpoint.directory = staging;
+  auto model = model_with_gradients(seed);
+  // The whole state, as one process resumes it.
+  const NamedTensors state = whole_optimizer_state(checkpoint, model->parameters());
+  ASSERT_EQ(state.size(), whole_state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    EXPECT_EQ(state[i].first, whole_state[i].first);
+    EXPECT_EQ(to_vector<float>(state[i].second), to_vector<float>(whole_state[i].second)) << state[i].first;
+  }
+  // Rank 1 of 3: a range that straddles both shards.
+  const std::vector<float> exp_avg = flat_state(whole_state, ".exp_avg");
+  const std::vector<float> exp_avg_sq = flat_state(whole_state, ".exp_avg_sq");
+  const int64_t begin = total / 3, end = 2 * total / 3;
+  const OptimizerMoments moments = read_optimizer_moments(checkpoint, model->parameters(), begin, end);
+  EXPECT_EQ(moments.exp_avg, std::vector<float>(exp_avg.begin() + begin, exp_avg.begin() + end));
+  EXPECT_EQ(moments.exp_avg_sq, std::vector<float>(exp_avg_sq.begin() + begin, exp_avg_sq.begin() + end));
+  // And from an unsharded checkpoint (the whole state in optimizer.safetensors).
+  LoadedCheckpoint unsharded;
+  unsharded.directory = scratch.path();
+  unsharded.optimizer = whole_state;
+  const OptimizerMoments from_whole = read_optimizer_moments(unsharded, model->parameters(), begin, end);
+  EXPECT_EQ(from_whole.exp_avg, moments.exp_avg);
+  EXPECT_EQ(from_whole.exp_avg_sq, moments.exp_avg_sq);
+
+  // Shards of another model are refused with the parameter that differs.
+  ModelConfig other = tiny_model();
+  other.ffn_dim = 32;
+  TransformerModel other_model(other);
+  try {
+    read_optimizer_moments(checkpoint, other_model.parameters(), 0, 10);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("optimizer.index.json: parameter"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace lathe
