@@ -5,7 +5,11 @@ so a swapped or dropped tensor changes the logits) and saves it sharded; lathe c
 lathe checkpoint and back to a Hugging Face directory (f32 and bf16); transformers'
 from_pretrained loads the result, which must give the original logits (f32: bit for bit, the
 weights are copied exactly; bf16: those of the original with its weights rounded to bf16).
-Usage: hf_convert_check.py LATHE_BINARY   (exit 77 without torch/transformers)
+It also loads each transformers-saved directory with lathe (tests/tools/hf_logits_dump) and
+compares lathe's f32 logits with transformers' (eager attention, f32): max |diff| must stay below
+1e-5 * (1 + max |logit|); measured 5e-7 to 6e-6 on logits of scale 2-9 (sequence longer than the
+sliding windows, so windows, softcaps, llama3 scaling and Qwen2 biases all count).
+Usage: hf_convert_check.py LATHE_BINARY HF_LOGITS_DUMP   (exit 77 without torch/transformers)
 """
 import subprocess
 import sys
@@ -13,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 try:
+    import numpy
     import torch
     import transformers
     from transformers import AutoModelForCausalLM
@@ -20,7 +25,7 @@ except ImportError:
     print("skipped: torch/transformers not installed")
     sys.exit(77)
 
-LATHE = sys.argv[1]
+LATHE, LOGITS_DUMP = sys.argv[1], sys.argv[2]
 COMMON = dict(vocab_size=96, hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
               head_dim=8, max_position_embeddings=128, rms_norm_eps=1e-6)
 ARCHITECTURES = {
@@ -54,6 +59,7 @@ def main():
     for name, (config_class, extra) in ARCHITECTURES.items():
         torch.manual_seed(0)
         config = config_class(**COMMON, **extra)
+        config._attn_implementation = "eager"
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
         with torch.no_grad():
             for parameter in model.parameters():
@@ -63,21 +69,32 @@ def main():
             source, run, out, out_bf16 = (str(Path(scratch) / part) for part in ("hf", "run", "out", "out_bf16"))
             model.save_pretrained(source, max_shard_size="20KB")  # several shards + index
             assert (Path(source) / "model.safetensors.index.json").exists(), "transformers did not shard"
+            dump = str(Path(scratch) / "logits.bin")
+            result = subprocess.run([LOGITS_DUMP, source, dump, *map(str, ids[0].tolist())], capture_output=True,
+                                    text=True)
+            if result.returncode != 0:
+                raise SystemExit(f"hf_logits_dump failed: {result.stderr.strip()}")
+            ours = torch.from_numpy(numpy.fromfile(dump, dtype=numpy.float32).reshape(expected[0].shape))
+            forward_difference = (ours - expected[0]).abs().max().item()
+            bound = 1e-5 * (1.0 + expected[0].abs().max().item())
+            if forward_difference > bound:
+                failures.append(f"{name}: lathe logits differ from transformers by {forward_difference} > {bound}")
             lathe("convert", "--from", "hf", source, "--to", run)
             lathe("convert", "--from", run, "--to", "hf", out, "--max-shard-size", "16KB")
             lathe("convert", "--from", run, "--to", "hf", out_bf16, "--dtype", "bf16")
-            reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+            reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="eager").eval()
             difference = (logits(reloaded, ids) - expected).abs().max().item()
             if type(reloaded) is not type(model) or difference != 0.0:
                 failures.append(f"{name}: {type(reloaded).__name__}, f32 max |logit diff| {difference}")
             # bf16: the original with bf16-rounded weights, both computed in f32.
             rounded = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
             rounded.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in model.state_dict().items()})
-            reloaded_bf16 = AutoModelForCausalLM.from_pretrained(out_bf16, dtype=torch.float32).eval()
+            reloaded_bf16 = AutoModelForCausalLM.from_pretrained(out_bf16, dtype=torch.float32, attn_implementation="eager").eval()
             difference_bf16 = (logits(reloaded_bf16, ids) - logits(rounded, ids)).abs().max().item()
             if difference_bf16 != 0.0:
                 failures.append(f"{name}: bf16 export max |logit diff| {difference_bf16}")
-            print(f"{name}: {type(model).__name__} round trip f32 diff {difference}, bf16 diff {difference_bf16}")
+            print(f"{name}: {type(model).__name__} lathe vs transformers logits {forward_difference:.2e} "
+                  f"(bound {bound:.1e}); round trip f32 diff {difference}, bf16 diff {difference_bf16}")
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)

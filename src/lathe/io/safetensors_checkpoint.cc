@@ -233,8 +233,8 @@ int64_t parse_byte_size(const std::string& text, const std::string& context) {
     if (unit == name) multiplier = value;
   char* end = nullptr;
   const double value = number.empty() ? -1 : std::strtod(number.c_str(), &end);
-  LATHE_CHECK(multiplier > 0 && value >= 0 && end && *end == '\0' && std::isfinite(value * multiplier), context, ": \"",
-              text, "\" is not a size (expected e.g. 2GB, 500MB, 1GiB or a byte count)");
+  LATHE_CHECK(multiplier > 0 && value >= 0 && end && *end == '\0' && value * multiplier < 9.0e18, context, ": \"", text,
+              "\" is not a size (expected e.g. 2GB, 500MB, 1GiB or a byte count)");
   return static_cast<int64_t>(value * multiplier);
 }
 

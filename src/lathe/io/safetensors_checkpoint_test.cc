@@ -267,6 +267,8 @@ TEST(SafetensorsCheckpoint, ParsesByteSizes) {
   expect_error([] { parse_byte_size("2XB", "--max-shard-size"); }, "--max-shard-size: \"2XB\" is not a size");
   expect_error([] { parse_byte_size("", "--max-shard-size"); }, "is not a size");
   expect_error([] { parse_byte_size("GB", "--max-shard-size"); }, "is not a size");
+  expect_error([] { parse_byte_size("1e30GB", "--max-shard-size"); }, "is not a size");
+  expect_error([] { parse_byte_size("99999999999TB", "--max-shard-size"); }, "is not a size");
 }
 
 }  // namespace

@@ -64,6 +64,11 @@ class ConfigReader {
     return static_cast<int64_t>(value);
   }
   int64_t integer_or(const std::string& key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
+  int64_t positive_integer(const std::string& key) const {
+    const int64_t value = integer(key);
+    LATHE_CHECK(value > 0, source_, ": \"", key, "\" must be positive, found ", value);
+    return value;
+  }
 
   bool boolean_or(const std::string& key, bool fallback) const {
     const Json* value = find(key);
@@ -209,10 +214,10 @@ ModelConfig read_text_config(const Json& json, const Architecture& architecture,
   ModelConfig config;
   const std::string family = architecture.family;
   config.family = family;
-  config.vocab_size = reader.integer("vocab_size");
-  config.d_model = reader.integer("hidden_size");
-  config.n_layers = reader.integer("num_hidden_layers");
-  config.n_heads = reader.integer("num_attention_heads");
+  config.vocab_size = reader.positive_integer("vocab_size");
+  config.d_model = reader.positive_integer("hidden_size");
+  config.n_layers = reader.positive_integer("num_hidden_layers");
+  config.n_heads = reader.positive_integer("num_attention_heads");
   config.n_kv_heads = reader.integer_or("num_key_value_heads", config.n_heads);
   LATHE_CHECK(config.n_heads > 0 && config.n_kv_heads > 0 && config.n_heads % config.n_kv_heads == 0, source,
               ": num_attention_heads=", config.n_heads,
@@ -220,9 +225,12 @@ ModelConfig read_text_config(const Json& json, const Architecture& architecture,
   config.head_dim = reader.integer_or("head_dim", 0);
   LATHE_CHECK(config.head_dim > 0 || config.d_model % config.n_heads == 0, source, ": hidden_size=", config.d_model,
               " is not divisible by num_attention_heads=", config.n_heads, " and \"head_dim\" is not given");
-  config.ffn_dim = reader.integer("intermediate_size");
-  config.ffn_activation = read_activation(reader, family);
+  LATHE_CHECK(config.resolved_head_dim() % 2 == 0, source, ": head_dim ", config.resolved_head_dim(),
+              " must be even (RoPE rotates pairs)");
+  config.ffn_dim = reader.positive_integer("intermediate_size");
   config.max_seq_len = reader.integer_or("max_position_embeddings", 2048);
+  LATHE_CHECK(config.max_seq_len > 0, source, ": \"max_position_embeddings\" must be positive");
+  config.ffn_activation = read_activation(reader, family);
   config.norm_eps = reader.number_or("rms_norm_eps", 1e-6);
   config.tie_embeddings = reader.boolean_or("tie_word_embeddings", architecture.default_tie_embeddings);
   config.init_std = reader.number_or("initializer_range", 0.02);

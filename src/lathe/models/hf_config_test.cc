@@ -266,6 +266,10 @@ TEST(HfConfig, UnsupportedOptionsAreOneClearErrorEach) {
   expect_error(R"({"model_type": "llama", "partial_rotary_factor": 0.5, )" + base + "}",
                "\"partial_rotary_factor\"=0.5 is not supported");
   expect_error(R"({"model_type": "llama", "hidden_size": 32})", "missing key \"vocab_size\"");
+  expect_error(R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 0,
+                   "num_attention_heads": 4, "vocab_size": 64})",
+               "\"num_hidden_layers\" must be positive, found 0");
+  expect_error(R"({"model_type": "llama", "head_dim": 5, )" + base + "}", "head_dim 5 must be even");
   expect_error(R"({"model_type": "llama", "hidden_size": "32", "vocab_size": 3})",
                "\"hidden_size\" must be a number, found \"32\"");
   expect_error(R"({"architectures": ["MistralForCausalLM"], "model_type": "llama", )" + base + "}",
