@@ -50,6 +50,7 @@ MODEL_CONFIG_DEFAULTS = {
     "qk_norm": False,
     "embedding_scale": 1.0,
     "sandwich_norms": False,
+    "attention_bias": False,
     "final_logit_softcap": 0.0,
     "attn_logit_softcap": 0.0,
     "attention_scale": 0.0,
@@ -127,6 +128,10 @@ def parameter_shapes(config):
         shapes[p + "self_attn.q_proj.weight"] = (config.n_heads * hd, d)
         shapes[p + "self_attn.k_proj.weight"] = (config.n_kv_heads * hd, d)
         shapes[p + "self_attn.v_proj.weight"] = (config.n_kv_heads * hd, d)
+        if config.attention_bias:  # Qwen2: biases on the q, k, v projections
+            shapes[p + "self_attn.q_proj.bias"] = (config.n_heads * hd,)
+            shapes[p + "self_attn.k_proj.bias"] = (config.n_kv_heads * hd,)
+            shapes[p + "self_attn.v_proj.bias"] = (config.n_kv_heads * hd,)
         shapes[p + "self_attn.o_proj.weight"] = (d, config.n_heads * hd)
         if config.qk_norm:
             shapes[p + "self_attn.q_norm.weight"] = (hd,)
@@ -213,13 +218,15 @@ class Decoder(torch.nn.Module):
         self.initialize(seed=0)
 
     def initialize(self, seed):
-        """normal(0, init_std) for matrices; norms 1 (0 with norm_weight_offset 1)."""
+        """normal(0, init_std) for matrices; biases 0; norms 1 (0 with norm_weight_offset 1)."""
         generator = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for name, parameter in self.parameters_by_name.items():
                 if parameter.dim() == 2:
                     values = torch.randn(parameter.shape, generator=generator, dtype=torch.float64)
                     parameter.copy_(values * self.config.init_std)
+                elif name.endswith(".bias"):
+                    parameter.fill_(0.0)  # as lathe and transformers start projection biases
                 else:
                     parameter.fill_(1.0 - self.config.norm_weight_offset)
 
@@ -287,9 +294,12 @@ class Decoder(torch.nn.Module):
         for i in range(config.n_layers):
             p = f"model.layers.{i}."
             x = rms_norm(h, w(p + "input_layernorm.weight"), eps, offset)
-            q = F.linear(x, w(p + "self_attn.q_proj.weight")).view(batch, seq_len, config.n_heads, head_dim)
-            k = F.linear(x, w(p + "self_attn.k_proj.weight")).view(batch, seq_len, config.n_kv_heads, head_dim)
-            v = F.linear(x, w(p + "self_attn.v_proj.weight")).view(batch, seq_len, config.n_kv_heads, head_dim)
+            def bias(name):
+                return w(p + f"self_attn.{name}.bias") if config.attention_bias else None
+
+            q = F.linear(x, w(p + "self_attn.q_proj.weight"), bias("q_proj")).view(batch, seq_len, config.n_heads, head_dim)
+            k = F.linear(x, w(p + "self_attn.k_proj.weight"), bias("k_proj")).view(batch, seq_len, config.n_kv_heads, head_dim)
+            v = F.linear(x, w(p + "self_attn.v_proj.weight"), bias("v_proj")).view(batch, seq_len, config.n_kv_heads, head_dim)
             if config.qk_norm:
                 q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps, offset)
                 k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps, offset)

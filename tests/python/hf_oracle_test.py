@@ -250,12 +250,10 @@ def test_live_verify(arch, tmp_path):
 
 # lathe's JSON writer prints 5.0 as 5, and transformers 5.x rejects an int final_logit_softcapping in
 # the exported config.json (a strict float field). Fix in the HF export; then drop this marker.
-EXPORT_KNOWN_FAILURES = {"gemma2": "exported config.json has final_logit_softcapping 5 (int); transformers wants float"}
 
 
 @live
-@pytest.mark.parametrize("arch", [pytest.param(arch, marks=pytest.mark.xfail(reason=EXPORT_KNOWN_FAILURES[arch]))
-                                  if arch in EXPORT_KNOWN_FAILURES else arch for arch in ARCHITECTURES])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_live_export(arch, tmp_path):
     import torch
     import transformers
