@@ -1,4 +1,4 @@
-// `lathe launch [options] -- [train arguments]`: the elastic supervisor (dist/elastic_supervisor.h).
+// `lathe launch [options] -- [train arguments]`: the elastic supervisor (launch/elastic_supervisor.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include "lathe/cli/commands.h"
 #include "lathe/cli/config_arguments.h"
 #include "lathe/core/error.h"
-#include "lathe/dist/elastic_supervisor.h"
+#include "lathe/launch/elastic_supervisor.h"
 
 namespace lathe::cli {
 

@@ -1,12 +1,12 @@
 // The elastic supervisor behind `lathe launch`: runs a group of `lathe train` workers, watches
 // them, and on a failure stops the whole group and restarts it from the newest complete
-// checkpoint with the workers that are available (dist/elastic_plan.h), scaling back up when
+// checkpoint with the workers that are available (launch/elastic_plan.h), scaling back up when
 // capacity returns.
 //
 // Worker group: world 1 runs `lathe train ARGS...` directly; world W > 1 runs `mpirun -np W
 // lathe train ARGS...` (Open MPI; as root with --allow-run-as-root; --oversubscribe). ARGS get
 // train.batch_size=B train.grad_accum=A appended (the run's own: the global batch is the same in
-// every world size, each rank's gradient accumulation adapts, dist/elastic_plan.h). The group runs in its
+// every world size, each rank's gradient accumulation adapts, launch/elastic_plan.h). The group runs in its
 // own session (setsid): Open MPI puts each rank in its own process group, so stopping the group
 // means SIGKILL to every process of that session.
 // Environment of the workers: LATHE_ATTEMPT (goodput attempt id), LATHE_HEARTBEAT_DIR (each rank
@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "lathe/dist/elastic_plan.h"
+#include "lathe/launch/elastic_plan.h"
 
 namespace lathe {
 

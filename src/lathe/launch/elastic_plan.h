@@ -1,4 +1,4 @@
-// The decisions of the elastic supervisor (`lathe launch`, dist/elastic_supervisor.h) that need no
+// The decisions of the elastic supervisor (`lathe launch`, launch/elastic_supervisor.h) that need no
 // processes: how many workers to run with the capacity at hand, and the batch settings that keep
 // the global batch (samples per optimizer step) identical at every world size.
 //

@@ -1,4 +1,4 @@
-#include "lathe/dist/elastic_supervisor.h"
+#include "lathe/launch/elastic_supervisor.h"
 
 #include <dirent.h>
 #include <fcntl.h>

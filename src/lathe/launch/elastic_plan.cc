@@ -1,4 +1,4 @@
-#include "lathe/dist/elastic_plan.h"
+#include "lathe/launch/elastic_plan.h"
 
 #include <algorithm>
 #include <cstdlib>
