@@ -56,7 +56,7 @@ def main():
     shutil.rmtree(args.run_dir, ignore_errors=True)
     command = [args.lathe, "launch", "--nproc", str(args.nproc), "--min-nproc", "1", "--cooldown", "0", "--",
                f"train.steps={args.steps}", f"checkpoint.every={args.checkpoint_every}", "log.every=5",
-               "log.eval_every=0", f"run_dir={args.run_dir}", *args.overrides]
+               "log.eval_every=0", "optimizer.warmup_steps=5", f"run_dir={args.run_dir}", *args.overrides]
     print("+", " ".join(command), flush=True)
     launcher = subprocess.Popen(command)
     while last_step(args.run_dir) < args.kill_after:

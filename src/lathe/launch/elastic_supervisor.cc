@@ -64,6 +64,16 @@ std::vector<pid_t> processes_of_session(pid_t session) {
   return members;
 }
 
+// Whether pid names a live process (not gone, not a zombie waiting to be reaped).
+bool process_is_running(pid_t pid) {
+  std::ifstream stat(str_cat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t after_name = text.rfind(')');
+  if (after_name == std::string::npos) return false;
+  char state = 0;
+  return std::sscanf(text.c_str() + after_name + 1, " %c", &state) == 1 && state != 'Z' && state != 'X';
+}
+
 struct WorkerGroup {
   pid_t leader = -1;
   int world = 1;
@@ -236,6 +246,7 @@ std::optional<std::string> Supervisor::hang_in(const WorkerGroup& group, double 
       std::ifstream file(path);
       if (!(file >> step)) step = -1;
     }
+    if (step == kHeartbeatFinished) continue;  // done training; the group is ending on purpose
     const double limit = step < 0 ? options_.startup_timeout_seconds : options_.heartbeat_timeout_seconds;
     if (now - heartbeat <= limit) continue;
     if (stale_ranks.empty() || heartbeat < last_heartbeat) {
@@ -250,18 +261,43 @@ std::optional<std::string> Supervisor::hang_in(const WorkerGroup& group, double 
   return str_cat(stale_ranks.find(',') == std::string::npos ? "rank " : "ranks ", stale_ranks, " ", what);
 }
 
+// A rank process that ended before finishing training (its heartbeat names its pid). mpirun
+// would notice too, but then asks the surviving ranks to stop and waits up to the stop grace
+// period for them, while they wait forever for the dead rank inside an all-reduce.
+std::optional<std::string> dead_rank_in(const WorkerGroup& group) {
+  for (int rank = 0; rank < group.world; ++rank) {
+    std::ifstream file(heartbeat_file(group.heartbeat_dir, rank));
+    long long step = 0, pid = 0;
+    if (!(file >> step >> pid) || step == kHeartbeatFinished || pid <= 0) continue;
+    if (!process_is_running(static_cast<pid_t>(pid)))
+      return str_cat("rank ", rank, " (pid ", pid, ") died after step ", step);
+  }
+  return std::nullopt;
+}
+
 Supervisor::Outcome Supervisor::watch(WorkerGroup& group, std::string& reason, double& failure_time) {
+  // When a rank dies, mpirun gets a moment to end the group itself and report its status (a user
+  // error exits 2 and is not retried); after that the supervisor ends it.
+  constexpr double kMpirunGraceSeconds = 1.0;
+  std::optional<std::pair<double, std::string>> rank_death;
   for (;;) {
     sleep_seconds(options_.poll_seconds);
     const double now = goodput_clock();
     if (::waitpid(group.leader, &group.status, WNOHANG) == group.leader) {
       group.reaped = true;
-      failure_time = now;
+      failure_time = rank_death ? rank_death->first : now;
       if (WIFEXITED(group.status) && WEXITSTATUS(group.status) == 0) return Outcome::completed;
-      reason = "worker group " + describe_status(group.status);
+      reason = (rank_death ? rank_death->second + "; " : "") + "worker group " + describe_status(group.status);
       return Outcome::failed;
     }
     if (supervisor_stop_signal.load() != 0) return Outcome::stop_requested;
+    if (group.world > 1 && !rank_death)
+      if (auto dead = dead_rank_in(group)) rank_death = {{now, *dead}};
+    if (rank_death && now - rank_death->first > kMpirunGraceSeconds) {
+      reason = rank_death->second;
+      failure_time = rank_death->first;
+      return Outcome::failed;
+    }
     double last_heartbeat = 0;
     if (auto hang = hang_in(group, now, last_heartbeat)) {
       reason = *hang;

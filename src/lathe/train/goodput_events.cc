@@ -157,12 +157,14 @@ void TrainingEvents::checkpoint(double start, int64_t step) {
 }
 
 void TrainingEvents::finished(bool interrupted) {
+  touch_heartbeat(kHeartbeatFinished);
   Json extra = Json::object();
   extra.set("interrupted", interrupted);
   if (log_) log_->record_point("job_end", now(), extra);
 }
 
-// The supervisor reads the file's modification time and the step in it; writing a temporary file
+// The supervisor reads the file's modification time, the step and the pid in it ("<step> <pid>");
+// writing a temporary file
 // and renaming it over the old one means a reader never sees a half-written number (a worker can
 // be stopped between any two syscalls).
 void TrainingEvents::touch_heartbeat(int64_t step) {
@@ -170,7 +172,7 @@ void TrainingEvents::touch_heartbeat(int64_t step) {
   const std::string temporary = heartbeat_path_ + ".tmp";
   const int descriptor = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (descriptor < 0) return;  // the supervisor then sees a stale heartbeat: a clear failure there
-  const std::string text = std::to_string(step) + "\n";
+  const std::string text = std::to_string(step) + " " + std::to_string(::getpid()) + "\n";
   const bool written = ::write(descriptor, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(descriptor);
   if (written) ::rename(temporary.c_str(), heartbeat_path_.c_str());

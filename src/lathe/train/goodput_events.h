@@ -107,7 +107,10 @@ class TrainingEvents {
   std::string heartbeat_path_;
 };
 
-// Heartbeat file of one rank inside the supervisor's heartbeat directory.
+// Heartbeat file of one rank inside the supervisor's heartbeat directory: "<step> <pid>\n", where
+// step is the last finished step, -1 before training begins, kHeartbeatFinished once the trainer
+// returned (the process then exits on purpose; the supervisor must not count that as a death).
+inline constexpr int64_t kHeartbeatFinished = -3;
 std::string heartbeat_file(const std::string& heartbeat_dir, int rank);
 
 // Rank and world size of this process from Open MPI's environment (0 and 1 when not under mpirun).

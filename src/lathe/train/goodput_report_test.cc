@@ -1,6 +1,7 @@
 #include "lathe/train/goodput_report.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lathe/core/error.h"
 #include "lathe/train/goodput_events.h"
 #include "scratch_directory.h"
 
@@ -184,14 +186,15 @@ TEST(TrainingEvents, HooksWriteIntervalsAndTheHeartbeatHoldsTheLastStep) {
   ::setenv("LATHE_ATTEMPT", "test-attempt", 1);
   {
     TrainingEvents events(scratch.path());
-    EXPECT_EQ(read_text(heartbeat_file(heartbeats, 0)), "-1\n");  // alive, not training yet
+    EXPECT_EQ(read_text(heartbeat_file(heartbeats, 0)), str_cat("-1 ", ::getpid(), "\n"));  // alive, not training yet
     events.training_begins();
     const double start = events.now();
     events.add_data_seconds(0.5);
     events.step_done(start, 1, 0);
     events.step_done(events.now(), 2, 4);
-    EXPECT_EQ(read_text(heartbeat_file(heartbeats, 0)), "2\n");
+    EXPECT_EQ(read_text(heartbeat_file(heartbeats, 0)), str_cat("2 ", ::getpid(), "\n"));
     events.finished(false);
+    EXPECT_EQ(read_text(heartbeat_file(heartbeats, 0)), str_cat(kHeartbeatFinished, " ", ::getpid(), "\n"));
   }
   ::unsetenv("LATHE_HEARTBEAT_DIR");
   ::unsetenv("LATHE_ATTEMPT");

@@ -18,8 +18,8 @@
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/compute_dtype.h"
 #include "lathe/train/data_parallel_run.h"
-#include "lathe/train/load_from.h"
 #include "lathe/train/goodput_events.h"
+#include "lathe/train/load_from.h"
 #include "lathe/train/loss_curve_svg.h"
 #include "lathe/train/metrics_log.h"
 #include "lathe/train/progress.h"
@@ -53,8 +53,8 @@ void check_same_model(const TrainConfig& config, const std::string& saved_yaml, 
   const Json saved = train_config_to_json(train_config_from_yaml(saved_yaml, where)).get("model");
   for (const auto& [key, value] : now.members()) {
     const Json& before = saved.get(key);
-    LATHE_CHECK(before.dump(0) == value.dump(0), "cannot resume from ", where, ": model.", key, " is ",
-                before.dump(0), " there but ", value.dump(0), " now (use another run_dir to start a new run)");
+    LATHE_CHECK(before.dump(0) == value.dump(0), "cannot resume from ", where, ": model.", key, " is ", before.dump(0),
+                " there but ", value.dump(0), " now (use another run_dir to start a new run)");
   }
 }
 
@@ -206,7 +206,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     const double save_start = events.now();  // the sharded optimizer state is written synchronously
     CheckpointContents contents;
     contents.step = step;
-    for (const Parameter& parameter : model.parameters()) contents.model.emplace_back(parameter.name, parameter.var->value);
+    for (const Parameter& parameter : model.parameters())
+      contents.model.emplace_back(parameter.name, parameter.var->value);
     if (data_parallel)
       data_parallel->add_optimizer_state(contents, checkpoints_dir, step);  // collective
     else
@@ -249,8 +250,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   ProgressPrinter progress(progress_options);
 
   if (summary.first_step >= config.train.steps)
-    std::fprintf(log, "the run is already at step %lld of train.steps=%lld: nothing to train (raise train.steps to continue)\n",
-                 static_cast<long long>(summary.first_step), static_cast<long long>(config.train.steps));
+    std::fprintf(
+        log, "the run is already at step %lld of train.steps=%lld: nothing to train (raise train.steps to continue)\n",
+        static_cast<long long>(summary.first_step), static_cast<long long>(config.train.steps));
   const auto run_start = std::chrono::steady_clock::now();
   events.training_begins();
   double window_seconds = 0, window_tokens = 0, total_step_seconds = 0;
@@ -317,7 +319,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     }
     bool stop = training_stop_signal().load() != 0 || (options.stop_after_step > 0 && step >= options.stop_after_step);
     if (distributed) stop = any_rank_true(communicator, stop);  // a signal may reach the ranks at different steps
-    if ((config.checkpoint.every > 0 && step % config.checkpoint.every == 0) || last_step || stop) save_checkpoint(step);
+    if ((config.checkpoint.every > 0 && step % config.checkpoint.every == 0) || last_step || stop)
+      save_checkpoint(step);
     events.step_done(step_event_start, step, first_sample);  // the whole iteration: logging included
     if (stop) {
       summary.interrupted = true;
@@ -347,8 +350,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   if (data_parallel) std::fprintf(log, "%s\n", data_parallel->describe_communication().c_str());
   events.finished(summary.interrupted);
   if (op_profiling_enabled())
-    std::fprintf(log, "time by op over %lld steps (%.2f s of steps):\n%s", static_cast<long long>(step - summary.first_step),
-                 total_step_seconds, format_op_profile(op_profile(), total_step_seconds).c_str());
+    std::fprintf(log, "time by op over %lld steps (%.2f s of steps):\n%s",
+                 static_cast<long long>(step - summary.first_step), total_step_seconds,
+                 format_op_profile(op_profile(), total_step_seconds).c_str());
   return summary;
 }
 
