@@ -154,6 +154,17 @@ def main():
             check(final_weights(two_bf16) != reference, "bf16 run differs from the f32 one (bf16 was used)")
         del runner.env["LATHE_FORCE_BF16"]
 
+        # SFT (prompt and padding targets masked): each rank weights its micro-batches by the valid
+        # targets of the whole global batch, so 2 ranks equal one process bitwise here too.
+        sft_data = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "data", "sft_capitals.jsonl")
+        sft = ["data.format=sft", f"data.path={sft_data}", "data.chat_template=plain",
+               f"data.tokenizer={os.path.join(single, 'tokenizer.json')}"]
+        single_sft, two_sft = os.path.join(work, "single_sft"), os.path.join(work, "two_sft")
+        if ran(*runner.train(single_sft, *sft), "SFT, single process") and \
+                ran(*runner.train(two_sft, *sft, ranks=2), "SFT, 2 ranks"):
+            check(final_weights(two_sft) == final_weights(single_sft), "SFT, 2 ranks: bitwise equal to one process")
+            check(losses(two_sft) == losses(single_sft), "SFT, 2 ranks: every logged loss equals one process's")
+
         # Re-sharding on resume: 2 -> 1 and 1 -> 2, from the step-3 checkpoints.
         if os.path.isdir(two):
             shrink = os.path.join(work, "two_then_one")
