@@ -23,15 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A checkpoint directory, or a run directory (its newest valid checkpoint).
-std::string resolve_checkpoint(const std::string& path) {
-  LATHE_CHECK(fs::exists(path), "--from: '", path, "' does not exist (give a run directory or a checkpoint directory)");
-  if (fs::exists(fs::path(path) / "manifest.json")) return path;
-  auto latest = find_latest_checkpoint((fs::path(path) / "checkpoints").string());
-  LATHE_CHECK(latest.has_value(), "--from: no valid checkpoint in '", path, "/checkpoints'");
-  return *latest;
-}
-
 void convert_hf_to_lathe(const std::string& hf_dir, const std::string& out_dir) {
   const TransformerModel model = load_hf_model(hf_dir);
   TrainConfig config;
@@ -68,7 +59,12 @@ void convert_hf_to_lathe(const std::string& hf_dir, const std::string& out_dir) 
 }
 
 void convert_lathe_to_hf(const std::string& from, const std::string& hf_dir, const HfSaveOptions& base_options) {
-  const std::string checkpoint_dir = resolve_checkpoint(from);
+  std::string checkpoint_dir;
+  try {
+    checkpoint_dir = resolve_checkpoint_directory(from);
+  } catch (const Error& error) {
+    throw error.with_context("--from");
+  }
   const LoadedCheckpoint checkpoint = load_checkpoint(checkpoint_dir);
   const TrainConfig config = train_config_from_yaml(checkpoint.config_yaml, checkpoint_dir + "/config.yaml");
   TransformerModel model(config.model);

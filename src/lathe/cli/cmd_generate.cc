@@ -15,15 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A checkpoint directory, or a run directory (its newest valid checkpoint).
-std::string resolve_checkpoint(const std::string& path) {
-  LATHE_CHECK(fs::exists(path), "'", path, "' does not exist (give a run directory or a checkpoint directory)");
-  if (fs::exists(fs::path(path) / "manifest.json")) return path;
-  auto latest = find_latest_checkpoint((fs::path(path) / "checkpoints").string());
-  LATHE_CHECK(latest.has_value(), "no valid checkpoint in '", path, "/checkpoints' (train first: lathe train)");
-  return *latest;
-}
-
 }  // namespace
 
 int run_generate(int argc, char** argv) {
@@ -46,7 +37,7 @@ int run_generate(int argc, char** argv) {
   LATHE_CHECK(command_line.positional_values().size() <= 1, "give at most one run or checkpoint directory");
   const std::string target =
       command_line.positional_values().empty() ? "runs/default" : command_line.positional_values()[0];
-  const std::string checkpoint_dir = resolve_checkpoint(target);
+  const std::string checkpoint_dir = resolve_checkpoint_directory(target);
 
   LoadedCheckpoint checkpoint = load_checkpoint(checkpoint_dir);
   const TrainConfig config = train_config_from_yaml(checkpoint.config_yaml, checkpoint_dir + "/config.yaml");

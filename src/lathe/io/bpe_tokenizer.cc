@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "lathe/core/error.h"
+#include "lathe/io/durable_file.h"
 #include "lathe/io/pretokenize.h"
 #include "lathe/io/utf8.h"
 
@@ -403,17 +404,7 @@ BpeTokenizer BpeTokenizer::from_json(const Json& json, const std::string& source
 }
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LATHE_CHECK(in, "cannot open tokenizer file ", path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  Json json;
-  try {
-    json = Json::parse(buffer.str());
-  } catch (const Error& error) {
-    throw error.with_context(path);
-  }
-  return from_json(json, path);
+  return from_json(read_json_file(path), path);
 }
 
 // ---------------------------------------------------------------------------------------------

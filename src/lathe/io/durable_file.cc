@@ -112,6 +112,15 @@ std::string read_file_contents(const std::string& path) {
   return contents;
 }
 
+Json read_json_file(const std::string& path) {
+  const std::string text = read_file_contents(path);
+  try {
+    return Json::parse(text);
+  } catch (const Error& error) {
+    throw error.with_context(path);
+  }
+}
+
 void commit_temporary_file(const std::string& temporary, const std::string& path) {
   try {
     rename_durably(temporary, path);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "lathe/core/json.h"
 #include "lathe/io/checksum.h"
 
 namespace lathe {
@@ -50,6 +51,8 @@ void rename_durably(const std::string& from, const std::string& to);
 void sync_directory(const std::string& path);
 // The whole file as a string; throws lathe::Error naming the file when it cannot be read.
 std::string read_file_contents(const std::string& path);
+// The file parsed as JSON; a read or parse error is a lathe::Error prefixed with the path.
+Json read_json_file(const std::string& path);
 // Reads a file in chunks of up to chunk_bytes, calling consume(data, bytes) for each; throws
 // lathe::Error naming the file when it cannot be read. Returns the number of bytes read.
 int64_t read_file_chunks(const std::string& path, size_t chunk_bytes,

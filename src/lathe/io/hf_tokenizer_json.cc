@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "lathe/core/error.h"
+#include "lathe/io/durable_file.h"
 #include "lathe/io/hf_tokenizer_parts.h"
 #include "lathe/io/unicode_text.h"
 #include "lathe/io/utf8.h"
@@ -393,17 +394,7 @@ HfTokenizer HfTokenizer::from_json(const Json& json, const std::string& source) 
 }
 
 HfTokenizer HfTokenizer::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LATHE_CHECK(in, "cannot open tokenizer file ", path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  Json json;
-  try {
-    json = Json::parse(buffer.str());
-  } catch (const Error& error) {
-    throw error.with_context(path);
-  }
-  return from_json(json, path);
+  return from_json(read_json_file(path), path);
 }
 
 }  // namespace lathe

@@ -76,13 +76,7 @@ HfModelDescription read_hf_model_description(const std::string& hf_dir) {
   const std::string path = (fs::path(hf_dir) / "config.json").string();
   std::error_code error;
   LATHE_CHECK(fs::is_regular_file(path, error), hf_dir, ": no config.json (not a Hugging Face model directory)");
-  Json json;
-  try {
-    json = Json::parse(read_file_contents(path));
-  } catch (const Error& parse_error) {
-    throw parse_error.with_context(path);
-  }
-  return model_config_from_hf_json(json, path);
+  return model_config_from_hf_json(read_json_file(path), path);
 }
 
 ModelConfig read_hf_model_config(const std::string& hf_dir) { return read_hf_model_description(hf_dir).config; }

@@ -477,4 +477,15 @@ void CheckpointManager::write_snapshot() {
   stats_.completed = true;
 }
 
+std::string resolve_checkpoint_directory(const std::string& path, std::ostream& warnings) {
+  std::error_code error;
+  LATHE_CHECK(std::filesystem::exists(path, error), "'", path,
+              "' does not exist (give a run directory or a checkpoint directory)");
+  if (std::filesystem::exists(std::filesystem::path(path) / kManifestFile, error)) return path;
+  const std::string checkpoints_dir = (std::filesystem::path(path) / "checkpoints").string();
+  std::optional<std::string> latest = find_latest_checkpoint(checkpoints_dir, warnings);
+  LATHE_CHECK(latest.has_value(), "no valid checkpoint in '", checkpoints_dir, "' (train first: lathe train)");
+  return *latest;
+}
+
 }  // namespace lathe

@@ -145,6 +145,11 @@ std::string checkpoint_directory_name(int64_t step);
 std::optional<std::string> find_latest_checkpoint(const std::string& checkpoints_dir,
                                                   std::ostream& warnings = std::cerr);
 
+// `path` itself when it is a checkpoint directory (has a manifest.json), else the newest valid
+// checkpoint of the run directory `path`; throws lathe::Error when `path` does not exist or holds
+// no valid checkpoint (the damaged ones are reported on `warnings`).
+std::string resolve_checkpoint_directory(const std::string& path, std::ostream& warnings = std::cerr);
+
 // Checks manifest, file sizes and checksums of one checkpoint directory; throws lathe::Error
 // "checkpoint <dir>: <reason>" when anything is missing or differs.
 void verify_checkpoint(const std::string& checkpoint_dir);
