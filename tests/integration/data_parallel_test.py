@@ -23,17 +23,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lathe_run import CRASH_MARKERS, TINY, test_seed, write_corpus  # noqa: E402
+from lathe_run import Checks, CRASH_MARKERS, TINY, test_seed, write_corpus  # noqa: E402
 
 STEPS = 6
-failures = []
-
-
-def check(condition, what, detail=""):
-    print(("ok: " if condition else "FAIL: ") + what + ("" if condition or not detail else "\n" + detail))
-    if not condition:
-        failures.append(what)
-    return condition
+check = Checks()
+failures = check.failures
 
 
 class Runner:

@@ -25,22 +25,14 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lathe_run import TINY, Lathe, finish, test_seed, wait_for, write_corpus  # noqa: E402
+from lathe_run import Checks, TINY, Lathe, finish, test_seed, wait_for, write_corpus  # noqa: E402
 
 STEPS = 24
 # Float32 sums in a different order drift the loss by ~1e-6 per step on this model; 24 steps of
 # Adam stay far below this bound, while a lost or repeated batch moves the loss by ~1e-2.
 LOSS_TOLERANCE = 2e-3
-failures = []
-
-
-def check(condition, what, detail=""):
-    if condition:
-        print(f"ok: {what}")
-    else:
-        failures.append(what)
-        print(f"FAIL: {what}" + (f"\n{detail}" if detail else ""))
-    return condition
+check = Checks()
+failures = check.failures
 
 
 def events_of(run_dir):

@@ -100,3 +100,17 @@ def checkpoint_dir(run_dir, step):
 def read_bytes(path):
     with open(path, "rb") as file:
         return file.read()
+
+
+class Checks:
+    """check(condition, what, detail=""): prints "ok: what" or "FAIL: what" (plus the detail) and
+    collects the failures in check.failures; returns the condition."""
+
+    def __init__(self):
+        self.failures = []
+
+    def __call__(self, condition, what, detail=""):
+        print(("ok: " if condition else "FAIL: ") + what + ("" if condition or not detail else "\n" + detail))
+        if not condition:
+            self.failures.append(what)
+        return condition

@@ -24,20 +24,12 @@ import tempfile
 import xml.etree.ElementTree
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lathe_run import (CRASH_MARKERS, TINY, Lathe, checkpoint_dir, finish, logged_steps, read_bytes,  # noqa: E402
-                       test_seed, wait_for, write_corpus)
+from lathe_run import (Checks, CRASH_MARKERS, TINY, Lathe, checkpoint_dir, finish, logged_steps,  # noqa: E402
+                       read_bytes, test_seed, wait_for, write_corpus)
 
 STEPS = 16
-failures = []
-
-
-def check(condition, what, detail=""):
-    if condition:
-        print(f"ok: {what}")
-    else:
-        failures.append(what)
-        print(f"FAIL: {what}" + (f"\n{detail}" if detail else ""))
-    return condition
+check = Checks()
+failures = check.failures
 
 
 def one_error_line(code, stderr, what):

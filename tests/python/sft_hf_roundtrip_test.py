@@ -27,16 +27,13 @@ except ImportError as missing:
     sys.exit(77)
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
+from lathe_run import Checks  # noqa: E402
+
 DATA = os.path.join(SOURCE, "tests", "data", "sft_capitals.jsonl")
 STEPS = 40
-failures = []
-
-
-def check(condition, what, detail=""):
-    print(("ok: " if condition else "FAIL: ") + what + ("" if condition or not detail else "\n" + detail))
-    if not condition:
-        failures.append(what)
-    return condition
+check = Checks()
+failures = check.failures
 
 
 def run(binary, *args):
