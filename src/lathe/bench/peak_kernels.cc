@@ -2,11 +2,6 @@
 // pipes, not latency, limit the rate. Compiled per ISA; returns a checksum so the work is kept.
 #include "lathe/core/simd.h"
 
-// GCC 12's _mm512_reduce_add_ps reads an "undefined" vector on purpose (_mm256_undefined_ps),
-// which -Wuninitialized reports from inside the system header; the value is never used.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 namespace lathe::LATHE_ISA_NS {
 
 constexpr int kAccumulators = 12;
