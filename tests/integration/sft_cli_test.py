@@ -22,7 +22,7 @@ from lathe_run import Checks, CRASH_MARKERS, Lathe, test_seed  # noqa: E402
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(SOURCE, "tests", "data", "sft_capitals.jsonl")
 MODEL = ["model.n_layers=1", "model.d_model=48", "model.n_heads=2", "model.n_kv_heads=2", "model.ffn_dim=96",
-         "model.vocab_size=300", "model.max_seq_len=64", "train.batch_size=4", "train.seq_len=48",
+         "model.vocab_size=300", "model.max_seq_len=96", "train.batch_size=4", "train.seq_len=96",
          "train.grad_accum=2", "optimizer.lr=1e-2", "optimizer.warmup_steps=4", "train.threads=1",
          "log.every=1", "log.eval_every=20", "log.tensorboard=false", "checkpoint.every=0", "data.val_fraction=0.2"]
 check = Checks()
