@@ -17,6 +17,7 @@
 #include "lathe/train/metrics_log.h"
 #include "lathe/train/train_step.h"
 #include "lathe/train/trainer.h"
+#include "quiet_training.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 
@@ -112,20 +113,6 @@ TEST(SftConfig, KeysValidateWithOneLineEach) {
   EXPECT_THROW(parse_train_config("", {"data.format=chat"}), Error);
 }
 
-struct QuietLog {
-  std::FILE* file = std::fopen("/dev/null", "w");
-  ~QuietLog() { std::fclose(file); }
-};
-
-TrainSummary train(const TrainConfig& config, int64_t stop_after_step = 0) {
-  QuietLog quiet;
-  TrainOptions options;
-  options.log = quiet.file;
-  options.install_signal_handlers = false;
-  options.stop_after_step = stop_after_step;
-  return run_training(config, options);
-}
-
 std::map<int64_t, double> logged_losses(const std::string& run_dir) {
   std::map<int64_t, double> losses;
   for (const Json& row : read_metrics_log(run_dir + "/metrics.jsonl"))
@@ -176,7 +163,7 @@ class SftTrainingEndToEnd : public ::testing::Test {
 TEST_F(SftTrainingEndToEnd, ResponseLossFalls) {
   SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
   const TrainConfig config = config_in("run");
-  const TrainSummary summary = train(config);
+  const TrainSummary summary = train_quietly(config);
   const std::map<int64_t, double> losses = logged_losses(config.run_dir);
   ASSERT_EQ(losses.size(), 40u);
   const double first = losses.at(1), last = (losses.at(38) + losses.at(39) + losses.at(40)) / 3;
@@ -189,9 +176,9 @@ TEST_F(SftTrainingEndToEnd, StoppedAndResumedRunLogsTheSameLosses) {
   SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
   TrainConfig straight = config_in("straight"), resumed = config_in("resumed");
   straight.train.steps = resumed.train.steps = 10;
-  train(straight);
-  EXPECT_TRUE(train(resumed, /*stop_after_step=*/4).interrupted);
-  EXPECT_EQ(train(resumed).first_step, 4);
+  train_quietly(straight);
+  EXPECT_TRUE(train_quietly(resumed, /*stop_after_step=*/4).interrupted);
+  EXPECT_EQ(train_quietly(resumed).first_step, 4);
   const std::map<int64_t, double> want = logged_losses(straight.run_dir), got = logged_losses(resumed.run_dir);
   ASSERT_EQ(want.size(), 10u);
   ASSERT_EQ(got.size(), 10u);
@@ -212,7 +199,7 @@ TEST_F(SftTrainingEndToEnd, FineTunesAnHfModelAndExportsItBack) {
   config.data.tokenizer.clear();  // load_from supplies hf_in/tokenizer.json
   apply_load_from(config);
   EXPECT_EQ(config.data.tokenizer, hf_in + "/tokenizer.json");
-  const TrainSummary summary = train(config);
+  const TrainSummary summary = train_quietly(config);
   const std::map<int64_t, double> losses = logged_losses(config.run_dir);
   ASSERT_EQ(summary.last_step, 40);
   EXPECT_LT((losses.at(38) + losses.at(39) + losses.at(40)) / 3, 0.5 * losses.at(1));

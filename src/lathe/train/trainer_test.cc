@@ -16,6 +16,7 @@
 #include "lathe/io/durable_file.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/metrics_log.h"
+#include "quiet_training.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 
@@ -64,21 +65,6 @@ TrainConfig tiny_config(const std::string& corpus, const std::string& run_dir) {
   return config;
 }
 
-// Progress output is not what these tests check; keep the test log readable.
-struct QuietLog {
-  std::FILE* file = std::fopen("/dev/null", "w");
-  ~QuietLog() { std::fclose(file); }
-};
-
-TrainSummary train(const TrainConfig& config, int64_t stop_after_step = 0) {
-  QuietLog quiet;
-  TrainOptions options;
-  options.log = quiet.file;
-  options.install_signal_handlers = false;
-  options.stop_after_step = stop_after_step;
-  return run_training(config, options);
-}
-
 std::string checkpoint_path(const TrainConfig& config, int64_t step, const std::string& file = "") {
   return config.run_dir + "/checkpoints/" + checkpoint_directory_name(step) + (file.empty() ? "" : "/" + file);
 }
@@ -116,18 +102,18 @@ class TrainerEndToEnd : public ::testing::Test {
 TEST_F(TrainerEndToEnd, StoppedAndResumedRunEqualsUninterruptedRunBitwise) {
   SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
   const TrainConfig straight = config_in("straight");
-  const TrainSummary straight_summary = train(straight);
+  const TrainSummary straight_summary = train_quietly(straight);
   EXPECT_EQ(straight_summary.last_step, 12);
   EXPECT_FALSE(straight_summary.interrupted);
 
   // Step 5 is not a checkpoint step: the stop itself must save one, mid-way between two.
   const TrainConfig resumed = config_in("resumed");
-  const TrainSummary first_part = train(resumed, /*stop_after_step=*/5);
+  const TrainSummary first_part = train_quietly(resumed, /*stop_after_step=*/5);
   EXPECT_TRUE(first_part.interrupted);
   EXPECT_EQ(first_part.last_step, 5);
   ASSERT_TRUE(fs::exists(checkpoint_path(resumed, 5, "manifest.json")));
   const std::map<int64_t, double> losses_before_resume = logged_losses(resumed);
-  const TrainSummary second_part = train(resumed);
+  const TrainSummary second_part = train_quietly(resumed);
   EXPECT_EQ(second_part.first_step, 5);
   EXPECT_EQ(second_part.last_step, 12);
   EXPECT_FALSE(second_part.interrupted);
@@ -158,13 +144,13 @@ TEST_F(TrainerEndToEnd, StoppedAndResumedRunEqualsUninterruptedRunBitwise) {
 TEST_F(TrainerEndToEnd, TruncatedNewestCheckpointResumesFromThePreviousOne) {
   SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
   const TrainConfig straight = config_in("straight");
-  train(straight);
+  train_quietly(straight);
   const TrainConfig damaged = config_in("damaged");
-  train(damaged, /*stop_after_step=*/8);  // checkpoints at steps 4 and 8
+  train_quietly(damaged, /*stop_after_step=*/8);  // checkpoints at steps 4 and 8
   const std::string model_file = checkpoint_path(damaged, 8, "model.safetensors");
   fs::resize_file(model_file, fs::file_size(model_file) / 2);
 
-  const TrainSummary resumed = train(damaged);
+  const TrainSummary resumed = train_quietly(damaged);
   EXPECT_EQ(resumed.first_step, 4);
   EXPECT_EQ(resumed.last_step, 12);
   EXPECT_TRUE(read_file_contents(checkpoint_path(straight, 12, "model.safetensors")) ==
@@ -174,7 +160,7 @@ TEST_F(TrainerEndToEnd, TruncatedNewestCheckpointResumesFromThePreviousOne) {
 
 TEST_F(TrainerEndToEnd, ResumeWithAnotherModelIsRefusedNamingTheKeyAndTouchesNothing) {
   const TrainConfig first = config_in("run");
-  train(first, /*stop_after_step=*/2);
+  train_quietly(first, /*stop_after_step=*/2);
   const std::vector<std::string> kept = {checkpoint_path(first, 2, "model.safetensors"),
                                          checkpoint_path(first, 2, "manifest.json"), first.run_dir + "/tokenizer.json",
                                          first.run_dir + "/config.yaml"};
@@ -185,7 +171,7 @@ TEST_F(TrainerEndToEnd, ResumeWithAnotherModelIsRefusedNamingTheKeyAndTouchesNot
   TrainConfig other = first;
   other.model.vocab_size = 280;
   try {
-    train(other);
+    train_quietly(other);
     FAIL() << "a resume with model.vocab_size changed was accepted";
   } catch (const Error& error) {
     const std::string message = error.what();
