@@ -25,12 +25,12 @@ int run_goodput(int argc, char** argv) {
   command_line.flag("tensorboard", "also write the figures to RUN_DIR/tensorboard/goodput");
   if (!command_line.parse(argc, argv)) return 0;
   const auto& positionals = command_line.positional_values();
-  LATHE_CHECK(positionals.size() == 1, "lathe goodput: expected one RUN_DIR, got ", positionals.size(),
+  LATHE_CHECK(positionals.size() == 1, "expected one RUN_DIR, got ", positionals.size(),
               " arguments (see --help)");
   const std::string run_dir = positionals[0];
-  LATHE_CHECK(std::filesystem::is_directory(run_dir), "lathe goodput: run directory '", run_dir, "' does not exist");
+  LATHE_CHECK(std::filesystem::is_directory(run_dir), "run directory '", run_dir, "' does not exist");
   const std::vector<Json> events = read_goodput_events(run_dir);
-  LATHE_CHECK(!events.empty(), "lathe goodput: no events in ", run_dir,
+  LATHE_CHECK(!events.empty(), "no events in ", run_dir,
               "/events (runs of this version of `lathe train` or `lathe launch` write them)");
   const GoodputReport report = analyze_goodput(events);
   if (command_line.has("json"))
@@ -41,7 +41,7 @@ int run_goodput(int argc, char** argv) {
     const std::string path = command_line.get("svg");
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << goodput_report_svg(report, "goodput of " + run_dir);
-    LATHE_CHECK(out.good(), "lathe goodput: cannot write --svg ", path);
+    LATHE_CHECK(out.good(), "cannot write --svg ", path);
   }
   if (command_line.has("tensorboard")) write_goodput_tensorboard(report, run_dir + "/tensorboard/goodput");
   return 0;

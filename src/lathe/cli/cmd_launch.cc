@@ -70,7 +70,7 @@ int run_launch(int argc, char** argv) {
       break;
     }
   if (!command_line.parse(own, argv)) return 0;
-  LATHE_CHECK(command_line.positional_values().empty(), "lathe launch: unexpected argument '",
+  LATHE_CHECK(command_line.positional_values().empty(), "unexpected argument '",
               command_line.positional_values().empty() ? "" : command_line.positional_values()[0],
               "': put the `lathe train` arguments after --");
   std::vector<std::string> train_arguments(argv + std::min(own + 1, argc), argv + argc);
