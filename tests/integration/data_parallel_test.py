@@ -12,7 +12,7 @@ Claims checked (train/data_parallel_step.h):
   - with 2 micro-batches per rank the sums are ordered differently: losses within 1e-4 relative;
   - a world size that does not divide the global batch, and a resume with another model, are one
     error line each (plus mpirun's own notice), non-zero exit.
-Exits 77 (skipped) when mpirun is missing.
+Exits 77 (skipped) when mpirun is missing or cannot run 2 processes here.
 """
 import json
 import os
@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lathe_run import Checks, CRASH_MARKERS, TINY, test_seed, write_corpus  # noqa: E402
+from lathe_run import Checks, CRASH_MARKERS, mpi_unavailable_reason, TINY, test_seed, write_corpus  # noqa: E402
 
 STEPS = 6
 check = Checks()
@@ -83,8 +83,9 @@ def keep_only_checkpoint(source, target, step):
 def main():
     binary = sys.argv[1]
     mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        print("skip: mpirun not found (apt-get install openmpi-bin)")
+    unavailable = mpi_unavailable_reason()
+    if unavailable:
+        print(f"skip: {unavailable}")
         return 77
     work = tempfile.mkdtemp(prefix="lathe_dp_")
     runner = Runner(binary, work, mpirun)

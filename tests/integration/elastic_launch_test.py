@@ -12,7 +12,7 @@ Each run must: exit 0; train every step exactly once in the end, each on the rig
 end with the uninterrupted run's loss within LOSS_TOLERANCE (the gradient sum order changes with
 the world size and grad_accum, so not bitwise); and `lathe goodput --json` must count the
 disruption, the lost progress and the recovery time.
-Prints one line per check; exits 1 when any failed, 77 (skip) when WORKERS > 1 and mpirun is missing.
+Prints one line per check; exits 1 when any failed, 77 (skip) when WORKERS > 1 and mpirun is missing or cannot run 2 processes here.
 """
 import glob
 import json
@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lathe_run import Checks, TINY, Lathe, finish, test_seed, wait_for, write_corpus  # noqa: E402
+from lathe_run import Checks, mpi_unavailable_reason, TINY, Lathe, finish, test_seed, wait_for, write_corpus  # noqa: E402
 
 STEPS = 24
 # Float32 sums in a different order drift the loss by ~1e-6 per step on this model; 24 steps of
@@ -209,8 +209,9 @@ class Suite:
 def main():
     binary = os.path.abspath(sys.argv[1])
     workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    if workers > 1 and not shutil.which("mpirun"):
-        print("skip: mpirun is not installed")
+    unavailable = mpi_unavailable_reason() if workers > 1 else None
+    if unavailable:
+        print(f"skip: {unavailable}")
         return 77
     work = tempfile.mkdtemp(prefix="lathe_elastic_")
     completed = False

@@ -3,6 +3,7 @@ running `lathe` and checking what a user would see (exit code, one error line, n
 import os
 import random
 import re
+import shutil
 import subprocess
 import time
 
@@ -114,3 +115,20 @@ class Checks:
         if not condition:
             self.failures.append(what)
         return condition
+
+
+def mpi_unavailable_reason():
+    """None when `mpirun -np 2 true` works here; else why not (the multi-process tests then skip:
+    they test lathe, not whether this machine can run Open MPI at all)."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        return "mpirun not found (apt-get install openmpi-bin)"
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    try:
+        done = subprocess.run([mpirun, "--oversubscribe", "-np", "2", "true"], capture_output=True, text=True,
+                              timeout=60, env=env)
+    except subprocess.TimeoutExpired:
+        return "`mpirun -np 2 true` did not finish within 60 s"
+    if done.returncode != 0:
+        return f"`mpirun -np 2 true` fails on this machine: {(done.stdout + done.stderr).strip()[:500]}"
+    return None
