@@ -11,6 +11,7 @@
 #include "lathe/core/json.h"
 #include "lathe/core/rng.h"
 #include "lathe/io/durable_file.h"
+#include "expect_error.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 
@@ -31,15 +32,6 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, uint64_t st
 void expect_same_values(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.shape(), b.shape()) << what;
   for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(read_element(a, i), read_element(b, i)) << what << "[" << i << "]";
-}
-
-void expect_error(const std::function<void()>& body, const std::string& expected_part) {
-  try {
-    body();
-    ADD_FAILURE() << "no error; expected one containing: " << expected_part;
-  } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find(expected_part), std::string::npos) << error.what();
-  }
 }
 
 std::vector<std::string> directory_listing(const std::string& directory) {

@@ -12,6 +12,7 @@
 #include "lathe/core/rng.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/io/safetensors_checkpoint.h"
+#include "expect_error.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 
@@ -56,15 +57,6 @@ void expect_same_parameters(const TransformerModel& a, const TransformerModel& b
     ASSERT_EQ(a.parameters()[i].name, b.parameters()[i].name);
     EXPECT_EQ(to_vector<float>(a.parameters()[i].var->value), to_vector<float>(b.parameters()[i].var->value))
         << what << " " << a.parameters()[i].name;
-  }
-}
-
-void expect_error(const std::function<void()>& body, const std::string& expected_part) {
-  try {
-    body();
-    ADD_FAILURE() << "no error; expected one containing: " << expected_part;
-  } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find(expected_part), std::string::npos) << error.what();
   }
 }
 

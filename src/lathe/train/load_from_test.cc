@@ -7,6 +7,7 @@
 #include "lathe/core/rng.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/models/hf_checkpoint.h"
+#include "expect_error.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 
@@ -29,15 +30,6 @@ ModelConfig pretrained_config() {
   config.rope_theta = 1e6;
   config.tie_embeddings = true;
   return config;
-}
-
-void expect_error(const std::function<void()>& body, const std::string& expected_part) {
-  try {
-    body();
-    ADD_FAILURE() << "no error; expected one containing: " << expected_part;
-  } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find(expected_part), std::string::npos) << error.what();
-  }
 }
 
 TEST(LoadFrom, ModelSectionAndTokenizerComeFromTheDirectory) {

@@ -1,0 +1,23 @@
+// expect_error(body, expected_part): body must throw lathe::Error whose message contains
+// expected_part (a gtest failure naming both otherwise).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "lathe/core/error.h"
+
+namespace lathe {
+
+inline void expect_error(const std::function<void()>& body, const std::string& expected_part) {
+  try {
+    body();
+    ADD_FAILURE() << "no error; expected one containing: " << expected_part;
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(expected_part), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace lathe
