@@ -8,7 +8,6 @@
 //       run's tokenizer.json: a directory transformers' from_pretrained loads.
 #include <cstdio>
 #include <filesystem>
-#include <map>
 
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
@@ -68,16 +67,7 @@ void convert_lathe_to_hf(const std::string& from, const std::string& hf_dir, con
   const LoadedCheckpoint checkpoint = load_checkpoint(checkpoint_dir);
   const TrainConfig config = train_config_from_yaml(checkpoint.config_yaml, checkpoint_dir + "/config.yaml");
   TransformerModel model(config.model);
-  std::map<std::string, const Tensor*> saved;
-  for (const auto& [name, tensor] : checkpoint.model) saved[name] = &tensor;
-  for (Parameter& parameter : model.parameters()) {
-    auto found = saved.find(parameter.name);
-    LATHE_CHECK(found != saved.end(), "checkpoint ", checkpoint_dir, ": missing tensor '", parameter.name, "'");
-    LATHE_CHECK(found->second->shape() == parameter.var->value.shape(), "checkpoint ", checkpoint_dir, ": tensor '",
-                parameter.name, "' has shape ", found->second->shape().to_string(), ", expected ",
-                parameter.var->value.shape().to_string());
-    write_from_vector(parameter.var->value, to_vector<float>(*found->second));
-  }
+  model.load_weights(checkpoint.model, "checkpoint " + checkpoint_dir);
   HfSaveOptions options = base_options;
   const fs::path run_tokenizer = fs::path(checkpoint_dir).parent_path().parent_path() / "tokenizer.json";
   std::error_code error;

@@ -1,7 +1,6 @@
 // `lathe generate`: sample text from a trained checkpoint, token by token, with a KV cache.
 #include <cstdio>
 #include <filesystem>
-#include <map>
 
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
@@ -13,9 +12,7 @@
 namespace lathe::cli {
 namespace fs = std::filesystem;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 int run_generate(int argc, char** argv) {
   CommandLine command_line("lathe generate [RUN_DIR | CHECKPOINT_DIR] [options]",
@@ -42,17 +39,11 @@ int run_generate(int argc, char** argv) {
   LoadedCheckpoint checkpoint = load_checkpoint(checkpoint_dir);
   const TrainConfig config = train_config_from_yaml(checkpoint.config_yaml, checkpoint_dir + "/config.yaml");
   TransformerModel model(config.model);
-  std::map<std::string, const Tensor*> saved;
-  for (const auto& [name, tensor] : checkpoint.model) saved[name] = &tensor;
-  for (Parameter& parameter : model.parameters()) {
-    auto found = saved.find(parameter.name);
-    LATHE_CHECK(found != saved.end() && found->second->shape() == parameter.var->value.shape(), "checkpoint ",
-                checkpoint_dir, ": tensor '", parameter.name, "' is missing or mis-shaped");
-    write_from_vector(parameter.var->value, to_vector<float>(*found->second));
-  }
-  const std::string tokenizer_path = command_line.has("tokenizer")
-                                         ? command_line.get("tokenizer")
-                                         : (fs::path(checkpoint_dir).parent_path().parent_path() / "tokenizer.json").string();
+  model.load_weights(checkpoint.model, "checkpoint " + checkpoint_dir);
+  const std::string tokenizer_path =
+      command_line.has("tokenizer")
+          ? command_line.get("tokenizer")
+          : (fs::path(checkpoint_dir).parent_path().parent_path() / "tokenizer.json").string();
   const BpeTokenizer tokenizer = BpeTokenizer::load(tokenizer_path);
 
   SamplingParams params;
@@ -90,7 +81,8 @@ int run_generate(int argc, char** argv) {
   std::fputs(decoder.finish().c_str(), stdout);
   std::fputs("\n", stdout);
   if (cache.length >= capacity)
-    std::fprintf(stderr, "note: stopped at the model's context length (%lld tokens)\n", static_cast<long long>(capacity));
+    std::fprintf(stderr, "note: stopped at the model's context length (%lld tokens)\n",
+                 static_cast<long long>(capacity));
   return 0;
 }
 

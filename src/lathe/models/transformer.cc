@@ -1,6 +1,7 @@
 #include "lathe/models/transformer.h"
 
 #include <cmath>
+#include <map>
 
 #include "lathe/core/rng.h"
 
@@ -11,8 +12,8 @@ using autograd::Var;
 
 TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precision precision)
     : config_(config), precision_(precision), family_(&find_model_family(config.family)) {
-  LATHE_CHECK(config.sandwich_norms == family_has_sandwich_norms(config.family), "model: sandwich_norms=",
-              config.sandwich_norms, " does not match family '", config.family,
+  LATHE_CHECK(config.sandwich_norms == family_has_sandwich_norms(config.family),
+              "model: sandwich_norms=", config.sandwich_norms, " does not match family '", config.family,
               "' (the family's block decides the norms; parameter counts and memory estimates read the flag)");
   const int64_t d = config.d_model, head_dim = config.resolved_head_dim();
   embed_tokens_ = add_parameter("model.embed_tokens.weight", ParameterKind::embedding, {config.vocab_size, d});
@@ -21,19 +22,22 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
     const std::string prefix = str_cat("model.layers.", layer, ".");
     LayerWeights weights;
     weights.norm[0] = add_parameter(prefix + norm_names[0] + ".weight", ParameterKind::norm, {d});
-    weights.q_proj = add_parameter(prefix + "self_attn.q_proj.weight", ParameterKind::matrix,
-                                   {config.n_heads * head_dim, d});
-    weights.k_proj = add_parameter(prefix + "self_attn.k_proj.weight", ParameterKind::matrix,
-                                   {config.n_kv_heads * head_dim, d});
-    weights.v_proj = add_parameter(prefix + "self_attn.v_proj.weight", ParameterKind::matrix,
-                                   {config.n_kv_heads * head_dim, d});
+    weights.q_proj =
+        add_parameter(prefix + "self_attn.q_proj.weight", ParameterKind::matrix, {config.n_heads * head_dim, d});
+    weights.k_proj =
+        add_parameter(prefix + "self_attn.k_proj.weight", ParameterKind::matrix, {config.n_kv_heads * head_dim, d});
+    weights.v_proj =
+        add_parameter(prefix + "self_attn.v_proj.weight", ParameterKind::matrix, {config.n_kv_heads * head_dim, d});
     if (config.attention_bias) {
-      weights.q_bias = add_parameter(prefix + "self_attn.q_proj.bias", ParameterKind::bias, {config.n_heads * head_dim});
-      weights.k_bias = add_parameter(prefix + "self_attn.k_proj.bias", ParameterKind::bias, {config.n_kv_heads * head_dim});
-      weights.v_bias = add_parameter(prefix + "self_attn.v_proj.bias", ParameterKind::bias, {config.n_kv_heads * head_dim});
+      weights.q_bias =
+          add_parameter(prefix + "self_attn.q_proj.bias", ParameterKind::bias, {config.n_heads * head_dim});
+      weights.k_bias =
+          add_parameter(prefix + "self_attn.k_proj.bias", ParameterKind::bias, {config.n_kv_heads * head_dim});
+      weights.v_bias =
+          add_parameter(prefix + "self_attn.v_proj.bias", ParameterKind::bias, {config.n_kv_heads * head_dim});
     }
-    weights.o_proj = add_parameter(prefix + "self_attn.o_proj.weight", ParameterKind::matrix,
-                                   {d, config.n_heads * head_dim});
+    weights.o_proj =
+        add_parameter(prefix + "self_attn.o_proj.weight", ParameterKind::matrix, {d, config.n_heads * head_dim});
     if (config.qk_norm) {
       weights.q_norm = add_parameter(prefix + "self_attn.q_norm.weight", ParameterKind::norm, {head_dim});
       weights.k_norm = add_parameter(prefix + "self_attn.k_norm.weight", ParameterKind::norm, {head_dim});
@@ -46,8 +50,7 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
     layers_.push_back(weights);
   }
   final_norm_ = add_parameter("model.norm.weight", ParameterKind::norm, {d});
-  if (!config.tie_embeddings)
-    lm_head_ = add_parameter("lm_head.weight", ParameterKind::matrix, {config.vocab_size, d});
+  if (!config.tie_embeddings) lm_head_ = add_parameter("lm_head.weight", ParameterKind::matrix, {config.vocab_size, d});
 }
 
 Var TransformerModel::add_parameter(const std::string& name, ParameterKind kind, const Shape& shape) {
@@ -85,6 +88,21 @@ void TransformerModel::refresh_bf16_weights() {
     if (parameter.var->value_bf16.defined()) parameter.var->value_bf16 = convert(parameter.var->value, DType::bf16);
 }
 
+void TransformerModel::load_weights(const std::vector<std::pair<std::string, Tensor>>& saved,
+                                    const std::string& source) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, tensor] : saved) by_name[name] = &tensor;
+  for (Parameter& parameter : parameters_) {
+    auto found = by_name.find(parameter.name);
+    LATHE_CHECK(found != by_name.end(), source, ": missing tensor '", parameter.name, "'");
+    LATHE_CHECK(found->second->shape() == parameter.var->value.shape(), source, ": tensor '", parameter.name,
+                "' has shape ", found->second->shape().to_string(), ", expected ",
+                parameter.var->value.shape().to_string());
+    write_from_vector(parameter.var->value, to_vector<float>(*found->second));
+  }
+  refresh_bf16_weights();
+}
+
 void TransformerModel::initialize(uint64_t seed) {
   for (size_t index = 0; index < parameters_.size(); ++index) {
     const Parameter& parameter = parameters_[index];
@@ -104,8 +122,8 @@ void TransformerModel::zero_grads() {
 
 Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, int64_t seq, RematPolicy remat,
                                  KvCache* cache) const {
-  const float scale = config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(config_.d_model))
-                                                      : config_.embedding_scale;
+  const float scale =
+      config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(config_.d_model)) : config_.embedding_scale;
   Var h = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), scale);
   for (int64_t layer = 0; layer < config_.n_layers; ++layer) {
     BlockContext context{&config_, layer, batch, seq, cache ? cache->length : 0, cache};
@@ -123,8 +141,8 @@ Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets,
   LATHE_CHECK(ids.shape().rank() == 2 && targets.shape() == ids.shape(), "model: ids and targets must both be ",
               "(batch, seq), got ", ids.shape().to_string(), " and ", targets.shape().to_string());
   const int64_t batch = ids.dim(0), seq = ids.dim(1);
-  LATHE_CHECK(seq <= config_.max_seq_len, "model: sequence of ", seq, " tokens exceeds model.max_seq_len=",
-              config_.max_seq_len);
+  LATHE_CHECK(seq <= config_.max_seq_len, "model: sequence of ", seq,
+              " tokens exceeds model.max_seq_len=", config_.max_seq_len);
   Var hidden = run_layers(tape, ids, batch, seq, remat, nullptr);
   autograd::CrossEntropyOptions options;
   options.softcap = config_.final_logit_softcap;
@@ -173,8 +191,8 @@ double TransformerModel::training_flops_per_token(int64_t seq_len) const {
   for (const Parameter& parameter : parameters_)
     if (parameter.kind == ParameterKind::matrix) matmul_weights += static_cast<double>(parameter.var->value.numel());
   if (config_.tie_embeddings) matmul_weights += static_cast<double>(config_.vocab_size * config_.d_model);
-  const double attention = 6.0 * static_cast<double>(config_.n_layers * config_.n_heads *
-                                                     config_.resolved_head_dim() * seq_len);
+  const double attention =
+      6.0 * static_cast<double>(config_.n_layers * config_.n_heads * config_.resolved_head_dim() * seq_len);
   return 6.0 * matmul_weights + attention;
 }
 

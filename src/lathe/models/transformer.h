@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lathe/autograd/remat.h"
@@ -16,9 +17,9 @@ namespace lathe {
 enum class ParameterKind { matrix, norm, embedding, bias };
 
 struct Parameter {
-  std::string name;     // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  std::string name;  // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
   ParameterKind kind;
-  autograd::Var var;    // value and grad
+  autograd::Var var;  // value and grad
 };
 
 class TransformerModel {
@@ -47,6 +48,10 @@ class TransformerModel {
   // from (seed, parameter index); norm weights 1 (0 when stored with a weight offset of 1); biases 0.
   // Refreshes the bf16 copies.
   void initialize(uint64_t seed);
+  // Copies saved weights (HF names, any float dtype) into every parameter, then refreshes the bf16
+  // copies; extra tensors are ignored (a checkpoint may hold more). Throws lathe::Error
+  // "<source>: missing tensor 'X'" or "... tensor 'X' has shape (a, b), expected (c, d)".
+  void load_weights(const std::vector<std::pair<std::string, Tensor>>& saved, const std::string& source);
   void zero_grads();
 
   // ids, targets: (batch, seq) i32 -> the mean cross-entropy (1), recorded on the tape.
@@ -67,8 +72,8 @@ class TransformerModel {
 
  private:
   autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape);
-  autograd::Var run_layers(autograd::Tape& tape, const Tensor& ids, int64_t batch, int64_t seq,
-                           RematPolicy remat, KvCache* cache) const;
+  autograd::Var run_layers(autograd::Tape& tape, const Tensor& ids, int64_t batch, int64_t seq, RematPolicy remat,
+                           KvCache* cache) const;
   const autograd::Var& lm_head() const { return lm_head_ ? lm_head_ : embed_tokens_; }
 
   ModelConfig config_;

@@ -145,17 +145,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   if (latest) {
     LoadedCheckpoint checkpoint = load_checkpoint(*latest);
     check_same_model(config, checkpoint.config_yaml, *latest);
-    std::map<std::string, const Tensor*> saved;
-    for (const auto& [name, tensor] : checkpoint.model) saved[name] = &tensor;
-    for (Parameter& parameter : model.parameters()) {
-      auto found = saved.find(parameter.name);
-      LATHE_CHECK(found != saved.end(), "checkpoint ", *latest, ": missing tensor '", parameter.name, "'");
-      LATHE_CHECK(found->second->shape() == parameter.var->value.shape(), "checkpoint ", *latest, ": tensor '",
-                  parameter.name, "' has shape ", found->second->shape().to_string(), ", expected ",
-                  parameter.var->value.shape().to_string());
-      write_from_vector(parameter.var->value, to_vector<float>(*found->second));
-    }
-    model.refresh_bf16_weights();  // the copies the saved step's optimizer wrote, bit for bit
+    // The bf16 copies are re-rounded from the masters: the copies the saved step's optimizer wrote, bit for bit.
+    model.load_weights(checkpoint.model, str_cat("checkpoint ", *latest));
     if (data_parallel)
       data_parallel->load_optimizer_state(checkpoint);
     else
