@@ -4,10 +4,12 @@
 # Such a symbol (an inline function or template instantiation from a shared header) could be the
 # copy the linker keeps for every caller, and crash baseline code on a CPU without that ISA.
 set -euo pipefail
+# $1: the build's CMakeFiles folder; every layer library keeps its ISA objects in
+# <target>.dir/isa_kernels/.
 objects_dir="$1"
 shopt -s nullglob
-objects=("$objects_dir"/*.avx2.cc.o "$objects_dir"/*.avx512.cc.o)
-[ ${#objects[@]} -gt 0 ] || { echo "isa_symbol_check: no ISA objects under $objects_dir"; exit 1; }
+objects=("$objects_dir"/*/isa_kernels/*.avx2.cc.o "$objects_dir"/*/isa_kernels/*.avx512.cc.o)
+[ ${#objects[@]} -gt 0 ] || { echo "isa_symbol_check: no ISA objects under $objects_dir/*/isa_kernels"; exit 1; }
 bad=0
 for object in "${objects[@]}"; do
   leaked=$(nm -C --defined-only "$object" | grep -E ' [WVu] ' | grep -v 'DW.ref.__gxx_personality_v0' |

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "lathe/io/tensorboard_writer.h"
+#include "lathe/telemetry/tensorboard_writer.h"
 
 namespace {
 

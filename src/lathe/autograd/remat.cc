@@ -2,6 +2,22 @@
 
 #include <memory>
 
+namespace lathe {
+
+const char* to_string(RematPolicy policy) {
+  switch (policy) {
+    case RematPolicy::save_all:
+      return "save_all";
+    case RematPolicy::recompute_layer:
+      return "recompute_layer";
+    case RematPolicy::save_matmuls:
+      return "save_matmuls";
+  }
+  return "?";
+}
+
+}  // namespace lathe
+
 namespace lathe::autograd {
 
 Var rematerialize(Tape& tape, RematPolicy policy, const Var& input, const Region& region) {

@@ -13,7 +13,18 @@
 #include <functional>
 
 #include "lathe/autograd/tape.h"
-#include "lathe/train/train_config.h"
+
+namespace lathe {
+
+// Named policies (train.remat in a config).
+enum class RematPolicy {
+  save_all,         // keep every activation the backward needs
+  recompute_layer,  // keep only each layer's input; re-run the layer's forward in backward
+  save_matmuls,     // keep matmul outputs; recompute norms, activations, attention
+};
+const char* to_string(RematPolicy policy);
+
+}  // namespace lathe
 
 namespace lathe::autograd {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "lathe/telemetry/svg_chart.h"
+
 namespace lathe {
 
 static TimingOptions budgeted(const TimingOptions& base, double single_run_seconds, double max_seconds) {
@@ -39,8 +41,8 @@ BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::
     row.dispatch = options.impl + " (heuristic) " + heuristic.to_string();
   }
   auto prepare = [&] { problem.prepare_run(); };
-  row.timing = time_with_budget(
-      [&] { problem.run(options.impl, options.impl.empty() ? nullptr : &heuristic); }, prepare, options);
+  row.timing = time_with_budget([&] { problem.run(options.impl, options.impl.empty() ? nullptr : &heuristic); },
+                                prepare, options);
   double seconds = row.timing.median;
   row.gflops = row.cost.flops / seconds / 1e9;
   row.gbytes = row.cost.bytes / seconds / 1e9;
@@ -102,8 +104,8 @@ Json bench_row_to_json(const BenchRow& row) {
 
 std::string format_bench_header() {
   char line[512];
-  std::snprintf(line, sizeof line, "%-26s %-44s %10s %10s %10s %9s %8s %7s %-8s %s\n", "op", "shape (model)", "median ms",
-                "min ms", "p80 ms", "GFLOP/s", "GB/s", "%roof", "bound", "dispatch / peers");
+  std::snprintf(line, sizeof line, "%-26s %-44s %10s %10s %10s %9s %8s %7s %-8s %s\n", "op", "shape (model)",
+                "median ms", "min ms", "p80 ms", "GFLOP/s", "GB/s", "%roof", "bound", "dispatch / peers");
   return line;
 }
 
@@ -124,6 +126,23 @@ std::string format_bench_row(const BenchRow& row) {
     out += line;
   }
   return out;
+}
+
+std::string bench_rows_to_svg(const std::vector<BenchRow>& rows, const std::string& title) {
+  std::vector<PercentBar> bars;
+  for (const BenchRow& row : rows) {
+    PercentBar bar;
+    bar.label = (row.op + "  " + row.label).substr(0, 78);
+    bar.percent = row.roofline_percent;
+    bar.colour = row.bound == "compute" ? "#3b7dd8" : "#e8912d";
+    for (const auto& peer : row.peers) {
+      char ratio[64];
+      std::snprintf(ratio, sizeof ratio, "%.2fx vs ", peer.speedup);
+      bar.right += (bar.right.empty() ? "" : ", ") + std::string(ratio) + peer.name;
+    }
+    bars.push_back(bar);
+  }
+  return percent_bar_chart_svg(bars, title, "% of roofline (blue: compute-bound, orange: memory-bound)");
 }
 
 }  // namespace lathe

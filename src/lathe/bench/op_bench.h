@@ -29,10 +29,10 @@ struct BenchRow {
 };
 
 struct BenchOptions {
-  std::string impl;                 // empty: full dispatch
-  std::vector<std::string> peers;   // peer names to time when the problem offers them
+  std::string impl;                // empty: full dispatch
+  std::vector<std::string> peers;  // peer names to time when the problem offers them
   TimingOptions timing{2, 10, 1000, 0.5};
-  double max_seconds_per_row = 3;   // fewer runs for very slow problems
+  double max_seconds_per_row = 3;  // fewer runs for very slow problems
 };
 
 BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::string& shape,
@@ -45,5 +45,9 @@ constexpr double kImplausibleRooflinePercent = 100.0;
 Json bench_row_to_json(const BenchRow& row);
 std::string format_bench_header();
 std::string format_bench_row(const BenchRow& row);
+
+// The benchmark rows as an SVG bar chart of % of roofline: compute-bound rows blue, memory-bound
+// orange, peer ratios to the right.
+std::string bench_rows_to_svg(const std::vector<BenchRow>& rows, const std::string& title);
 
 }  // namespace lathe

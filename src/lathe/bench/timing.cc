@@ -1,14 +1,9 @@
 #include "lathe/bench/timing.h"
 
 #include <algorithm>
-#include <chrono>
 #include <vector>
 
 namespace lathe {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 TimingStats time_runs(const std::function<void()>& run, const TimingOptions& options,
                       const std::function<void()>& before_each) {

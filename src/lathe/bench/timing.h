@@ -5,6 +5,8 @@
 
 #include <functional>
 
+#include "lathe/core/clock.h"  // now_seconds
+
 namespace lathe {
 
 struct TimingOptions {
@@ -22,7 +24,5 @@ struct TimingStats {
 // `before_each` (untimed) runs before every run, e.g. to restore in-place state.
 TimingStats time_runs(const std::function<void()>& run, const TimingOptions& options = {},
                       const std::function<void()>& before_each = nullptr);
-
-double now_seconds();  // monotonic
 
 }  // namespace lathe

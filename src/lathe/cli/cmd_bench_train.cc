@@ -17,6 +17,7 @@
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
 #include "lathe/cli/config_arguments.h"
+#include "lathe/core/clock.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/models/memory_estimate.h"
@@ -28,12 +29,6 @@ namespace {
 
 constexpr RematPolicy kRematPolicies[] = {RematPolicy::save_all, RematPolicy::recompute_layer,
                                           RematPolicy::save_matmuls};
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 double mebibytes(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 

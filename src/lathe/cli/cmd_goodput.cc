@@ -6,8 +6,8 @@
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
 #include "lathe/core/error.h"
-#include "lathe/train/goodput_events.h"
-#include "lathe/train/goodput_report.h"
+#include "lathe/telemetry/goodput_events.h"
+#include "lathe/telemetry/goodput_report.h"
 
 namespace lathe::cli {
 
@@ -25,8 +25,7 @@ int run_goodput(int argc, char** argv) {
   command_line.flag("tensorboard", "also write the figures to RUN_DIR/tensorboard/goodput");
   if (!command_line.parse(argc, argv)) return 0;
   const auto& positionals = command_line.positional_values();
-  LATHE_CHECK(positionals.size() == 1, "expected one RUN_DIR, got ", positionals.size(),
-              " arguments (see --help)");
+  LATHE_CHECK(positionals.size() == 1, "expected one RUN_DIR, got ", positionals.size(), " arguments (see --help)");
   const std::string run_dir = positionals[0];
   LATHE_CHECK(std::filesystem::is_directory(run_dir), "run directory '", run_dir, "' does not exist");
   const std::vector<Json> events = read_goodput_events(run_dir);

@@ -32,36 +32,36 @@ class TextBatchSource final : public BatchSource {
   DataLoader loader_;
 };
 
-TrainingData open_sft_data(const TrainConfig& config, std::FILE* log) {
-  const DataSection& data = config.data;
+TrainingData open_sft_data(const DataOptions& data, const DataRequirements& requirements, std::FILE* log) {
   LATHE_CHECK(!data.tokenizer.empty(), "data.format=sft needs data.tokenizer (the tokenizer.json of the model being ",
               "fine-tuned)");
   const HfTokenizer tokenizer = HfTokenizer::load(data.tokenizer);  // any HF tokenizer.json, ours included
-  LATHE_CHECK(tokenizer.vocab_size() <= config.model.vocab_size, "data.tokenizer ", data.tokenizer, " has ",
-              tokenizer.vocab_size(), " tokens, more than model.vocab_size=", config.model.vocab_size);
+  LATHE_CHECK(tokenizer.vocab_size() <= requirements.vocab_size, "data.tokenizer ", data.tokenizer, " has ",
+              tokenizer.vocab_size(), " tokens, more than model.vocab_size=", requirements.vocab_size);
   SftDatasetOptions options;
   options.path = data.path;
   options.chat_template = data.chat_template;
-  options.family = config.model.family;
-  options.seq_len = config.train.seq_len;
+  options.family = requirements.model_family;
+  options.seq_len = requirements.seq_len;
   options.val_fraction = data.val_fraction;
-  options.seed = config.train.seed;
+  options.seed = requirements.seed;
   SftDataset dataset = prepare_sft_dataset(options, text_encoder_for(tokenizer), log);
   TrainingData result;
   result.batches = std::make_unique<SftDataLoader>(std::move(dataset.train), std::move(dataset.validation),
-                                                   config.train.seq_len, config.train.seed);
+                                                   requirements.seq_len, requirements.seed);
   result.tokenizer_path = data.tokenizer;
   return result;
 }
 
 }  // namespace
 
-TrainingData open_training_data(const TrainConfig& config, const std::string& cache_dir, std::FILE* log) {
-  if (config.data.format == "sft") return open_sft_data(config, log);
-  PreparedDataset dataset = prepare_dataset(config.data, config.model.vocab_size, config.train.seed, cache_dir, log);
+TrainingData open_training_data(const DataOptions& data, const DataRequirements& requirements,
+                                const std::string& cache_dir, std::FILE* log) {
+  if (data.format == "sft") return open_sft_data(data, requirements, log);
+  PreparedDataset dataset = prepare_dataset(data, requirements.vocab_size, requirements.seed, cache_dir, log);
   TrainingData result;
   result.batches = std::make_unique<TextBatchSource>(
-      DataLoader(dataset.train_shard_path, dataset.val_shard_path, config.train.seq_len, config.train.seed));
+      DataLoader(dataset.train_shard_path, dataset.val_shard_path, requirements.seq_len, requirements.seed));
   result.tokenizer_path = dataset.tokenizer_path;
   return result;
 }

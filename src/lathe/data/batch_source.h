@@ -13,7 +13,7 @@
 
 #include "lathe/core/json.h"
 #include "lathe/core/tensor.h"
-#include "lathe/train/train_config.h"
+#include "lathe/data/data_options.h"
 
 namespace lathe {
 
@@ -44,6 +44,7 @@ struct TrainingData {
 // data.format=text: prepares (or reuses) the token shards in cache_dir (data/dataset.h).
 // data.format=sft: reads data.path as JSONL with the tokenizer data.tokenizer (data/sft_dataset.h).
 // Progress and counts go to `log`.
-TrainingData open_training_data(const TrainConfig& config, const std::string& cache_dir, std::FILE* log);
+TrainingData open_training_data(const DataOptions& data, const DataRequirements& requirements,
+                                const std::string& cache_dir, std::FILE* log);
 
 }  // namespace lathe

@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "lathe/core/clock.h"
 #include "lathe/core/error.h"
 #include "lathe/core/json.h"
 #include "lathe/data/corpus.h"
@@ -24,9 +24,6 @@ namespace fs = std::filesystem;
 
 // Bump when tokenization or the split changes, so old caches are not reused.
 constexpr const char* kDatasetFormat = "lathe-dataset-v1";
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // 1234 -> "1234", 38123 -> "38k", 1923456 -> "1.9M".
 std::string short_count(int64_t count) {
@@ -109,9 +106,9 @@ std::vector<int32_t> encode_documents(const BpeTokenizer& tokenizer, const std::
 
 }  // namespace
 
-PreparedDataset prepare_dataset(const DataSection& data, int64_t vocab_size, uint64_t seed,
+PreparedDataset prepare_dataset(const DataOptions& data, int64_t vocab_size, uint64_t seed,
                                 const std::string& cache_dir, std::FILE* log) {
-  auto start = Clock::now();
+  const double start = now_seconds();
   LATHE_CHECK(!data.path.empty(), "data.path is empty: give a text file or a folder of text files");
   LATHE_CHECK(data.val_fraction > 0 && data.val_fraction < 1,
               "data.val_fraction must be between 0 and 1 (exclusive), got ", data.val_fraction);
@@ -150,7 +147,7 @@ PreparedDataset prepare_dataset(const DataSection& data, int64_t vocab_size, uin
   std::vector<int64_t> order = shuffled_indices(documents, seed, kDocumentSplitStream);
   const size_t split = static_cast<size_t>(val_documents);
   std::string tokenizer_note;
-  auto step_start = Clock::now();
+  double step_start = now_seconds();
   BpeTokenizer tokenizer = [&] {
     if (!data.tokenizer.empty()) {
       BpeTokenizer loaded = BpeTokenizer::from_json(
@@ -181,7 +178,7 @@ PreparedDataset prepare_dataset(const DataSection& data, int64_t vocab_size, uin
   }();
   tokenizer.save(result.tokenizer_path);
 
-  step_start = Clock::now();
+  step_start = now_seconds();
   std::vector<int32_t> val_tokens = encode_documents(tokenizer, corpus.documents, order, 0, split);
   std::vector<int32_t> train_tokens = encode_documents(tokenizer, corpus.documents, order, split, order.size());
   double encode_seconds = seconds_since(step_start);

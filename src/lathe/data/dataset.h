@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <string>
 
-#include "lathe/train/train_config.h"
+#include "lathe/data/data_options.h"
 
 namespace lathe {
 
@@ -33,7 +33,7 @@ struct PreparedDataset {
 };
 
 // cache_dir: the resolved cache folder (the trainer passes data.cache_dir or <run_dir>/data).
-PreparedDataset prepare_dataset(const DataSection& data, int64_t vocab_size, uint64_t seed,
+PreparedDataset prepare_dataset(const DataOptions& data, int64_t vocab_size, uint64_t seed,
                                 const std::string& cache_dir, std::FILE* log = stdout);
 
 }  // namespace lathe

@@ -57,7 +57,7 @@ class DatasetTest : public ::testing::Test {
   }
 
   fs::path root_;
-  DataSection data_;
+  DataOptions data_;
   std::vector<std::string> documents_;
 };
 
@@ -120,7 +120,7 @@ TEST_F(DatasetTest, UsesAGivenTokenizer) {
 }
 
 TEST_F(DatasetTest, UnusableSettingsNameTheKey) {
-  auto error_of = [&](const DataSection& data, int64_t vocab_size) {
+  auto error_of = [&](const DataOptions& data, int64_t vocab_size) {
     try {
       prepare_dataset(data, vocab_size, 1, (root_ / "cache").string(), nullptr);
     } catch (const Error& error) {
@@ -128,7 +128,7 @@ TEST_F(DatasetTest, UnusableSettingsNameTheKey) {
     }
     return std::string("(no error)");
   };
-  DataSection data = data_;
+  DataOptions data = data_;
   data.val_fraction = 0;
   EXPECT_NE(error_of(data, 300).find("data.val_fraction"), std::string::npos);
   EXPECT_NE(error_of(data_, 100).find("model.vocab_size"), std::string::npos);

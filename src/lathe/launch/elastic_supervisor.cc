@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "lathe/core/error.h"
-#include "lathe/train/goodput_events.h"
+#include "lathe/telemetry/goodput_events.h"
 
 namespace lathe {
 namespace fs = std::filesystem;

@@ -18,9 +18,9 @@
 
 #include <cstdint>
 
+#include "lathe/autograd/remat.h"
 #include "lathe/core/json.h"
 #include "lathe/models/model_config.h"
-#include "lathe/train/train_config.h"
 
 namespace lathe {
 

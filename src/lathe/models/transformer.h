@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lathe/autograd/remat.h"
+#include "lathe/models/compute_dtype.h"
 #include "lathe/models/family.h"
 #include "lathe/models/kv_cache.h"
 

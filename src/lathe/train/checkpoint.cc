@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <set>
 
+#include "lathe/core/clock.h"
 #include "lathe/core/parallel.h"
 #include "lathe/io/checksum.h"
 #include "lathe/io/durable_file.h"
@@ -32,10 +33,6 @@ constexpr const char* kRequiredFiles[] = {kModelFile, kOptimizerFile, kTrainerSt
 constexpr const char* kFormatName = "lathe-checkpoint";
 constexpr int64_t kFormatVersion = 1;
 constexpr const char* kTemporaryMarker = ".tmp.";
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 std::string join_path(const std::string& directory, const std::string& name) { return directory + "/" + name; }
 
@@ -307,7 +304,7 @@ CheckpointSaveStats CheckpointManager::last_stats() const {
 }
 
 void CheckpointManager::save(const CheckpointContents& contents) {
-  Clock::time_point start = Clock::now();
+  const double start = now_seconds();
   wait();
   double wait_seconds = seconds_since(start);
   LATHE_CHECK(contents.step >= 0, "checkpoint step must be >= 0, got ", contents.step);
@@ -320,7 +317,7 @@ void CheckpointManager::save(const CheckpointContents& contents) {
     }
   }
 
-  Clock::time_point snapshot_start = Clock::now();
+  const double snapshot_start = now_seconds();
   take_snapshot(contents);
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -400,7 +397,7 @@ void publish_checkpoint(const std::string& temporary, const std::string& final_p
 }  // namespace
 
 void CheckpointManager::write_snapshot() {
-  Clock::time_point start = Clock::now();
+  const double start = now_seconds();
   const Snapshot& snapshot = *snapshot_;
   std::string name = checkpoint_directory_name(snapshot.step);
   std::string final_path = join_path(directory_, name);

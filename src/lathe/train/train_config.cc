@@ -20,18 +20,6 @@
 
 namespace lathe {
 
-const char* to_string(RematPolicy policy) {
-  switch (policy) {
-    case RematPolicy::save_all:
-      return "save_all";
-    case RematPolicy::recompute_layer:
-      return "recompute_layer";
-    case RematPolicy::save_matmuls:
-      return "save_matmuls";
-  }
-  return "?";
-}
-
 const char* to_string(LrSchedule schedule) {
   switch (schedule) {
     case LrSchedule::constant:
@@ -40,16 +28,6 @@ const char* to_string(LrSchedule schedule) {
       return "cosine";
     case LrSchedule::wsd:
       return "wsd";
-  }
-  return "?";
-}
-
-const char* to_string(ComputeDtype dtype) {
-  switch (dtype) {
-    case ComputeDtype::f32:
-      return "f32";
-    case ComputeDtype::bf16:
-      return "bf16";
   }
   return "?";
 }
@@ -156,7 +134,7 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("optimizer.warmup_steps", optimizer.warmup_steps, "linear warm-up steps");
   field("optimizer.decay_steps_fraction", optimizer.decay_steps_fraction, "wsd: share of steps in the final decay");
 
-  DataSection& data = config.data;
+  DataOptions& data = config.data;
   field("data.path", data.path, "a text file or a folder of text files");
   field("data.tokenizer", data.tokenizer, "tokenizer.json to use; empty: train one with model.vocab_size");
   field("data.val_fraction", data.val_fraction, "share of documents held out for validation");
@@ -639,6 +617,15 @@ Json train_config_to_json(const TrainConfig& config) {
   Json root = Json::object();
   for (auto& [name, value] : writer.sections) root.set(name, std::move(value));
   return root;
+}
+
+DataRequirements data_requirements(const TrainConfig& config) {
+  DataRequirements requirements;
+  requirements.vocab_size = config.model.vocab_size;
+  requirements.seq_len = config.train.seq_len;
+  requirements.seed = config.train.seed;
+  requirements.model_family = config.model.family;
+  return requirements;
 }
 
 }  // namespace lathe

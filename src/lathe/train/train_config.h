@@ -24,42 +24,39 @@
 #include <string>
 #include <vector>
 
+#include "lathe/autograd/remat.h"
 #include "lathe/core/json.h"
+#include "lathe/data/data_options.h"
+#include "lathe/models/compute_dtype.h"
 #include "lathe/models/model_config.h"
 
 namespace lathe {
 
-enum class RematPolicy {
-  save_all,      // keep every activation the backward needs
-  recompute_layer,  // keep only each layer's input; re-run the layer's forward in backward
-  save_matmuls,  // keep matmul outputs; recompute norms, activations, attention
-};
 enum class LrSchedule { constant, cosine, wsd };  // all after a linear warm-up
-enum class ComputeDtype { f32, bf16 };  // bf16: bf16 weights/activations, f32 master weights
 
 struct TrainSection {
-  int64_t steps = 250;          // optimizer steps
-  int64_t batch_size = 16;       // sequences per micro-batch
-  int64_t seq_len = 256;         // tokens per sequence (<= model.max_seq_len)
-  int64_t grad_accum = 1;        // micro-batches per optimizer step
-  uint64_t seed = 1234;          // init, data order, sampling
+  int64_t steps = 250;      // optimizer steps
+  int64_t batch_size = 16;  // sequences per micro-batch
+  int64_t seq_len = 256;    // tokens per sequence (<= model.max_seq_len)
+  int64_t grad_accum = 1;   // micro-batches per optimizer step
+  uint64_t seed = 1234;     // init, data order, sampling
   ComputeDtype dtype = ComputeDtype::f32;
   RematPolicy remat = RematPolicy::save_all;
-  int64_t threads = 0;           // 0: all cores
+  int64_t threads = 0;  // 0: all cores
 
   bool operator==(const TrainSection&) const = default;
 };
 
 struct OptimizerSection {
   double lr = 3e-3;
-  double min_lr_ratio = 0.1;     // final lr = lr * min_lr_ratio (cosine, wsd)
+  double min_lr_ratio = 0.1;  // final lr = lr * min_lr_ratio (cosine, wsd)
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
   bool decay_norms_and_biases = false;
   bool decay_embeddings = false;
-  double grad_clip = 1.0;        // global L2 norm; 0: off
+  double grad_clip = 1.0;  // global L2 norm; 0: off
   LrSchedule schedule = LrSchedule::cosine;
   int64_t warmup_steps = 25;
   double decay_steps_fraction = 0.2;  // wsd: share of steps in the final decay
@@ -67,19 +64,8 @@ struct OptimizerSection {
   bool operator==(const OptimizerSection&) const = default;
 };
 
-struct DataSection {
-  std::string path = "/usr/share/games/fortunes";  // a text file or a folder of text files
-  std::string tokenizer;         // tokenizer.json to use; empty: train one (vocab = model.vocab_size)
-  double val_fraction = 0.02;    // share of documents held out for validation
-  std::string cache_dir;         // where token shards are cached; empty: <run_dir>/data
-  std::string format = "text";   // text: a corpus to pre-train on; sft: JSONL conversations (data/sft_dataset.h)
-  std::string chat_template = "auto";  // sft: auto | plain | chatml | llama3 | gemma | mistral
-
-  bool operator==(const DataSection&) const = default;
-};
-
 struct CheckpointSection {
-  int64_t every = 50;           // steps between checkpoints; 0: only at the end
+  int64_t every = 50;  // steps between checkpoints; 0: only at the end
   int64_t keep_last = 3;
   bool async = true;
 
@@ -87,8 +73,8 @@ struct CheckpointSection {
 };
 
 struct LogSection {
-  int64_t every = 10;            // steps between progress lines / JSONL rows
-  int64_t eval_every = 50;      // steps between validation losses; 0: only at the end
+  int64_t every = 10;       // steps between progress lines / JSONL rows
+  int64_t eval_every = 50;  // steps between validation losses; 0: only at the end
   int64_t eval_batches = 8;
   bool tensorboard = true;
 
@@ -108,7 +94,7 @@ struct TrainConfig {
   ModelConfig model;
   TrainSection train;
   OptimizerSection optimizer;
-  DataSection data;
+  DataOptions data;
   CheckpointSection checkpoint;
   LogSection log;
   DistSection dist;
@@ -135,6 +121,9 @@ void apply_train_config_override(TrainConfig& config, const std::string& key_equ
 std::vector<std::string> find_train_config_problems(const TrainConfig& config, bool check_files = true);
 void validate_train_config(const TrainConfig& config, bool check_files = true);  // throws the joined lines
 
+// What the run asks of data/ besides the data section (vocabulary bound, seq_len, seed, family).
+DataRequirements data_requirements(const TrainConfig& config);
+
 // The resolved config: every key, grouped by section with comments; loading it gives `config` back.
 std::string train_config_to_yaml(const TrainConfig& config);
 Json train_config_to_json(const TrainConfig& config);  // {"model": {...}, ..., "run_dir": "..."}
@@ -145,8 +134,6 @@ struct TrainConfigKey {
 };
 std::vector<TrainConfigKey> train_config_keys();
 
-const char* to_string(RematPolicy policy);
 const char* to_string(LrSchedule schedule);
-const char* to_string(ComputeDtype dtype);
 
 }  // namespace lathe

@@ -44,8 +44,9 @@ void check_model(const ModelConfig& model, ProblemList& problems) {
   problems.require_positive("model.ffn_dim", model.ffn_dim);
   problems.require_positive("model.max_seq_len", model.max_seq_len);
   if (model.sandwich_norms != family_has_sandwich_norms(model.family))
-    problems.add("model.sandwich_norms=", model.sandwich_norms ? "true" : "false", " does not match model.family=",
-                 model.family, " (sandwich norms are the gemma2/gemma3 block's wiring)");
+    problems.add("model.sandwich_norms=", model.sandwich_norms ? "true" : "false",
+                 " does not match model.family=", model.family,
+                 " (sandwich norms are the gemma2/gemma3 block's wiring)");
   bool heads_valid = model.d_model > 0 && model.n_heads > 0 && model.n_kv_heads > 0 && model.head_dim >= 0;
   if (heads_valid && model.head_dim == 0 && model.d_model % model.n_heads != 0) {
     problems.add("model.n_heads=", model.n_heads, " does not divide model.d_model=", model.d_model,
@@ -126,7 +127,7 @@ void check_training(const TrainConfig& config, ProblemList& problems) {
 }
 
 void check_data_and_outputs(const TrainConfig& config, bool check_files, ProblemList& problems) {
-  const DataSection& data = config.data;
+  const DataOptions& data = config.data;
   namespace fs = std::filesystem;
   std::error_code error;
   if (data.path.empty()) {

@@ -13,16 +13,16 @@
 #include "lathe/bench/machine_peaks.h"
 #include "lathe/core/parallel.h"
 #include "lathe/data/batch_source.h"
-#include "lathe/io/tensorboard_writer.h"
 #include "lathe/ops/op_profile.h"
+#include "lathe/telemetry/goodput_events.h"
+#include "lathe/telemetry/loss_curve_svg.h"
+#include "lathe/telemetry/metrics_log.h"
+#include "lathe/telemetry/progress.h"
+#include "lathe/telemetry/tensorboard_writer.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/compute_dtype.h"
 #include "lathe/train/data_parallel_run.h"
-#include "lathe/train/goodput_events.h"
 #include "lathe/train/load_from.h"
-#include "lathe/train/loss_curve_svg.h"
-#include "lathe/train/metrics_log.h"
-#include "lathe/train/progress.h"
 #include "lathe/train/train_step.h"
 
 namespace lathe {
@@ -122,7 +122,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   // Data: tokenizer + shards (cached), then the loader.
   const std::string cache_dir = config.data.cache_dir.empty() ? run_dir + "/data" : config.data.cache_dir;
   TrainingData data;  // data.format: text or sft; rank 0 builds the cache, the other ranks read it
-  run_on_rank_0_first(communicator, [&] { data = open_training_data(config, cache_dir, lead ? log : nullptr); });
+  run_on_rank_0_first(communicator, [&] {
+    data = open_training_data(config.data, data_requirements(config), cache_dir, lead ? log : nullptr);
+  });
   BatchSource& loader = *data.batches;
 
   TransformerModel model(config.model);

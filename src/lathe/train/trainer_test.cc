@@ -14,8 +14,8 @@
 
 #include "lathe/core/rng.h"
 #include "lathe/io/durable_file.h"
+#include "lathe/telemetry/metrics_log.h"
 #include "lathe/train/checkpoint.h"
-#include "lathe/train/metrics_log.h"
 #include "quiet_training.h"
 #include "scratch_directory.h"
 #include "test_seed.h"

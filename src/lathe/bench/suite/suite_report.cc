@@ -1,10 +1,10 @@
 #include "lathe/bench/suite/suite_report.h"
 
-#include "lathe/bench/bench_svg.h"
-#include "lathe/core/xml_escape.h"
-
 #include <algorithm>
 #include <cstdio>
+
+#include "lathe/core/xml_escape.h"
+#include "lathe/telemetry/svg_chart.h"
 
 namespace lathe {
 
@@ -163,9 +163,9 @@ Json suite_report_json(const std::vector<SuiteResult>& results, const SuiteSumma
 }
 
 std::string suite_to_svg(const std::vector<SuiteResult>& results, const std::string& title) {
-  std::vector<RooflineBar> bars;
+  std::vector<PercentBar> bars;
   for (const SuiteResult& result : results) {
-    RooflineBar bar;
+    PercentBar bar;
     bar.label = result.info.name;
     bar.percent = result.roofline_percent;
     bar.colour = !result.correct            ? "#d83b3b"
@@ -177,15 +177,15 @@ std::string suite_to_svg(const std::vector<SuiteResult>& results, const std::str
     bar.tooltip = result.info.summary + " | " + result.shape;
     bars.push_back(bar);
   }
-  RooflineChartLayout layout;
+  BarChartLayout layout;
   layout.row_height = 20;
   layout.label_width = 330;
   layout.bar_width = 400;
   layout.right_width = 330;
-  return roofline_bar_chart_svg(bars, title,
-                                "% of roofline per problem (blue: compute-bound, orange: memory-bound, red: wrong, "
-                                "grey: beyond the roofline); right: speedup vs vendor, vs reference",
-                                layout);
+  return percent_bar_chart_svg(bars, title,
+                               "% of roofline per problem (blue: compute-bound, orange: memory-bound, red: wrong, "
+                               "grey: beyond the roofline); right: speedup vs vendor, vs reference",
+                               layout);
 }
 
 std::string suite_to_html(const std::vector<SuiteResult>& results, const SuiteSummary& summary,

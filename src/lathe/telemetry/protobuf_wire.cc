@@ -1,4 +1,4 @@
-#include "lathe/io/protobuf_wire.h"
+#include "lathe/telemetry/protobuf_wire.h"
 
 #include <cstring>
 

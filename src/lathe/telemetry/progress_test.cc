@@ -1,5 +1,5 @@
 // Progress line formatting (durations, k/M suffixes, the full line) and the printer's two modes.
-#include "lathe/train/progress.h"
+#include "lathe/telemetry/progress.h"
 
 #include <gtest/gtest.h>
 

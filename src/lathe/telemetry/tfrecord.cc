@@ -1,4 +1,4 @@
-#include "lathe/io/tfrecord.h"
+#include "lathe/telemetry/tfrecord.h"
 
 #include <fstream>
 #include <iterator>
@@ -47,8 +47,9 @@ std::vector<std::string> parse_tfrecords(std::string_view data, const std::strin
                 ": record ", index, " at byte ", offset, " is truncated (", length, "-byte payload + 4-byte CRC, ",
                 data.size() - payload_offset, " left)");
     std::string_view payload = data.substr(payload_offset, length);
-    LATHE_CHECK(mask_crc32c(crc32c(payload.data(), payload.size())) == load_little_endian(data, payload_offset + length, 4), source,
-                ": record ", index, " at byte ", offset, " has a corrupt payload (CRC mismatch)");
+    LATHE_CHECK(
+        mask_crc32c(crc32c(payload.data(), payload.size())) == load_little_endian(data, payload_offset + length, 4),
+        source, ": record ", index, " at byte ", offset, " has a corrupt payload (CRC mismatch)");
     payloads.emplace_back(payload);
     offset = payload_offset + length + 4;
   }

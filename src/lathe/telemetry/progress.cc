@@ -1,9 +1,8 @@
-#include "lathe/train/progress.h"
+#include "lathe/telemetry/progress.h"
 
 #include <unistd.h>
 
-#include <chrono>
-
+#include "lathe/core/clock.h"
 #include "lathe/core/error.h"
 
 namespace lathe {
@@ -13,10 +12,6 @@ std::string printf_string(const char* format, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, format, value);
   return buffer;
-}
-
-double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -89,7 +84,7 @@ double StepTimeEstimator::seconds_per_step() const { return weight_ > 0 ? averag
 
 ProgressPrinter::ProgressPrinter(ProgressOptions options) : options_(std::move(options)) {
   LATHE_ASSERT(options_.stream != nullptr);
-  if (!options_.clock) options_.clock = steady_seconds;
+  if (!options_.clock) options_.clock = now_seconds;
   rewrite_line_ = options_.rewrite_line.value_or(isatty(fileno(options_.stream)) == 1);
   start_time_ = last_time_ = options_.clock();
   last_step_ = options_.start_step;

@@ -1,4 +1,4 @@
-#include "lathe/train/goodput_report.h"
+#include "lathe/telemetry/goodput_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,10 @@
 #include <map>
 #include <set>
 
-#include "lathe/bench/bench_svg.h"
+#include "lathe/core/clock.h"
 #include "lathe/core/error.h"
-#include "lathe/io/tensorboard_writer.h"
+#include "lathe/telemetry/svg_chart.h"
+#include "lathe/telemetry/tensorboard_writer.h"
 
 namespace lathe {
 
@@ -57,11 +58,6 @@ std::string string_field(const Json& event, const char* key, const std::string& 
 bool is_interval(const std::string& kind) {
   return kind == "initialization" || kind == "startup" || kind == "restore" || kind == "step" || kind == "evaluation" ||
          kind == "checkpoint" || kind == "recovery";
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0 : values[values.size() / 2];
 }
 
 }  // namespace
@@ -305,9 +301,9 @@ Json goodput_report_to_json(const GoodputReport& report) {
 }
 
 std::string goodput_report_svg(const GoodputReport& report, const std::string& title) {
-  std::vector<RooflineBar> bars;
+  std::vector<PercentBar> bars;
   for (const auto& [category, seconds] : report.seconds_by_category) {
-    RooflineBar bar;
+    PercentBar bar;
     bar.label = category;
     bar.percent = report.total_seconds > 0 ? 100.0 * seconds / report.total_seconds : 0;
     bar.colour = category == "productive" ? "#3a9a4a" : category == "other" ? "#999999" : "#d8553b";
@@ -317,10 +313,10 @@ std::string goodput_report_svg(const GoodputReport& report, const std::string& t
   const std::string legend =
       str_cat("share of ", seconds_text(report.total_seconds), " wall-clock (green: goodput, red: badput); ",
               report.disruptions.size(), " disruption(s), MTTR ", seconds_text(report.mttr_seconds));
-  RooflineChartLayout layout;
+  BarChartLayout layout;
   layout.label_width = 170;
   layout.right_width = 140;
-  return roofline_bar_chart_svg(bars, title, legend, layout);
+  return percent_bar_chart_svg(bars, title, legend, layout);
 }
 
 void write_goodput_tensorboard(const GoodputReport& report, const std::string& log_dir) {

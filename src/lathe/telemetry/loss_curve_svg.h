@@ -3,13 +3,15 @@
 // losses as points joined by a line, axes with tick labels and gridlines, a legend and a title
 // line with the latest numbers. Non-finite losses are skipped (and counted in the subtitle);
 // when all losses are positive and span more than two decades the loss axis is logarithmic, so
-// an early spike does not flatten the rest. Very long runs are decimated to per-pixel min/max,
-// which keeps spikes visible and the file small.
+// an early spike does not flatten the rest. Drawn by the line chart of telemetry/svg_chart.h. Very long runs are
+// decimated to per-pixel min/max, which keeps spikes visible and the file small.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "lathe/telemetry/svg_chart.h"  // choose_axis, ChartAxis
 
 namespace lathe {
 
@@ -26,18 +28,7 @@ std::string loss_curve_svg(const std::vector<LossPoint>& train, const std::vecto
 void write_loss_curve_svg(const std::string& path, const std::vector<LossPoint>& train,
                           const std::vector<LossPoint>& validation, const std::string& title);
 
-// Pieces of the chart, exposed for tests.
-
-// An axis covering [low, high] with "nice" ticks (1, 2 or 5 times a power of ten; on a log axis,
-// powers of ten, plus 2x and 5x when the range spans few decades). low <= data min, high >= max.
-// minimum_step: 1 for integer data such as steps (ticks 4, 5, 6 rather than 4.0, 4.5, ...).
-struct ChartAxis {
-  double low = 0, high = 1;
-  bool logarithmic = false;
-  std::vector<double> ticks;
-};
-ChartAxis choose_axis(double data_min, double data_max, bool allow_logarithmic, double minimum_step = 0);
-
+// The smoothing of the solid line, exposed for tests (the axes are svg_chart.h's choose_axis).
 // Bias-corrected exponential moving average: out[i] = sum_j w^(i-j) (1-w) v[j] / (1 - w^(i+1)).
 std::vector<double> exponential_moving_average(const std::vector<double>& values, double weight);
 

@@ -1,6 +1,6 @@
 // Event files read back through our own TFRecord and protobuf parsers (the Python test checks them
 // with TensorBoard's reader): framing, CRCs, field values, corruption detection.
-#include "lathe/io/tensorboard_writer.h"
+#include "lathe/telemetry/tensorboard_writer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <iterator>
 
 #include "lathe/core/error.h"
-#include "lathe/io/protobuf_wire.h"
-#include "lathe/io/tfrecord.h"
+#include "lathe/telemetry/protobuf_wire.h"
+#include "lathe/telemetry/tfrecord.h"
 
 namespace lathe {
 namespace {

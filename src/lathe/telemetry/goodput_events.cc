@@ -1,4 +1,4 @@
-#include "lathe/train/goodput_events.h"
+#include "lathe/telemetry/goodput_events.h"
 
 #include <fcntl.h>
 #include <time.h>
@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "lathe/core/error.h"
-#include "lathe/train/metrics_log.h"
+#include "lathe/telemetry/metrics_log.h"
 
 namespace lathe {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "lathe/train/metrics_log.h"
+#include "lathe/telemetry/metrics_log.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,5 +1,5 @@
 // MetricsLog: one flushed JSON object per line, append on reopen, torn-line repair.
-#include "lathe/train/metrics_log.h"
+#include "lathe/telemetry/metrics_log.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

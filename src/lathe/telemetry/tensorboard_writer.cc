@@ -1,4 +1,4 @@
-#include "lathe/io/tensorboard_writer.h"
+#include "lathe/telemetry/tensorboard_writer.h"
 
 #include <unistd.h>
 
@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "lathe/core/error.h"
-#include "lathe/io/protobuf_wire.h"
-#include "lathe/io/tfrecord.h"
+#include "lathe/telemetry/protobuf_wire.h"
+#include "lathe/telemetry/tfrecord.h"
 
 namespace lathe {
 namespace {

@@ -1,5 +1,5 @@
 // Loss curve SVG: axis choice, moving average, self-containedness, balanced markup, edge cases.
-#include "lathe/train/loss_curve_svg.h"
+#include "lathe/telemetry/loss_curve_svg.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,47 +11,13 @@
 #include <random>
 
 #include "lathe/core/error.h"
+#include "svg_markup.h"
 #include "test_seed.h"
 
 namespace lathe {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Every opened element is closed in order (self-closing ones need nothing): enough to catch a
-// broken generator without an XML library.
-bool tags_balance(const std::string& svg, std::string& problem) {
-  std::vector<std::string> open;
-  for (size_t at = svg.find('<'); at != std::string::npos; at = svg.find('<', at + 1)) {
-    size_t end = svg.find('>', at);
-    if (end == std::string::npos) return problem = "unterminated tag", false;
-    std::string tag = svg.substr(at + 1, end - at - 1);
-    if (tag.empty()) return problem = "empty tag", false;
-    if (tag[0] == '/') {
-      std::string name = tag.substr(1);
-      if (open.empty() || open.back() != name) return problem = "unexpected </" + name + ">", false;
-      open.pop_back();
-    } else if (tag.back() != '/') {
-      open.push_back(tag.substr(0, tag.find(' ')));
-    }
-  }
-  if (!open.empty()) return problem = "unclosed <" + open.back() + ">", false;
-  return true;
-}
-
-void expect_self_contained_and_balanced(const std::string& svg) {
-  EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
-  for (const char* forbidden : {"<script", "href", "url(", "@import", "<image", "<foreignObject", "nan", "inf"})
-    EXPECT_EQ(svg.find(forbidden), std::string::npos) << forbidden;
-  std::string problem;
-  EXPECT_TRUE(tags_balance(svg, problem)) << problem;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 TEST(LossCurveSvg, LinearAxisHasNiceTicksCoveringTheData) {
   ChartAxis axis = choose_axis(1.0, 3.0, true);  // range 2, /6 = 0.33 -> step 0.5

@@ -1,4 +1,4 @@
-#include "lathe/train/goodput_report.h"
+#include "lathe/telemetry/goodput_report.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "lathe/core/error.h"
-#include "lathe/train/goodput_events.h"
+#include "lathe/telemetry/goodput_events.h"
 #include "scratch_directory.h"
 
 namespace lathe {
