@@ -148,15 +148,16 @@ Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashA
 
 Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation) {
   Var out = make_var(new_tensor(tape, gate->value.shape()), gate->requires_grad || up->requires_grad);
-  GatedMlpArgs args{gate->value, up->value, out->value, activation};
-  fast(tape) ? gated_mlp(args) : gated_mlp_reference<double>(args);
+  GatedActivationArgs args{gate->value, up->value, out->value, activation};
+  fast(tape) ? lathe::gated_activation(args) : gated_activation_reference<double>(args);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([gate, up, out, activation, precision] {
     const DType dtype = gate->value.dtype();
     Tensor dgate = Tensor::empty(gate->value.shape(), dtype), dup = Tensor::empty(up->value.shape(), dtype);
-    GatedMlpBackwardArgs args{gate->value, up->value, out->grad, dgate, dup, activation};
-    precision == Precision::fast ? gated_mlp_backward(args) : gated_mlp_backward_reference<double>(args);
+    GatedActivationBackwardArgs args{gate->value, up->value, out->grad, dgate, dup, activation};
+    precision == Precision::fast ? lathe::gated_activation_backward(args)
+                                 : gated_activation_backward_reference<double>(args);
     accumulate_grad(gate, dgate, true);
     accumulate_grad(up, dup, true);
   });

@@ -5,7 +5,7 @@
 
 #include "lathe/autograd/tape.h"
 #include "lathe/ops/flash_attention/flash_attention.h"
-#include "lathe/ops/gated_mlp/gated_mlp.h"
+#include "lathe/ops/gated_activation/gated_activation.h"
 #include "lathe/ops/rope/rope.h"
 
 namespace lathe::autograd {

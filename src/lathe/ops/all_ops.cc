@@ -10,7 +10,7 @@ void register_matmul_ops(std::vector<OpRegistration>& ops);
 void register_flash_attention_ops(std::vector<OpRegistration>& ops);
 void register_linear_cross_entropy_ops(std::vector<OpRegistration>& ops);
 void register_rope_ops(std::vector<OpRegistration>& ops);
-void register_gated_mlp_ops(std::vector<OpRegistration>& ops);
+void register_gated_activation_ops(std::vector<OpRegistration>& ops);
 void register_adamw_ops(std::vector<OpRegistration>& ops);
 void register_layer_norm_ops(std::vector<OpRegistration>& ops);
 void register_softmax_ops(std::vector<OpRegistration>& ops);
@@ -25,7 +25,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_flash_attention_ops(list);
     register_linear_cross_entropy_ops(list);
     register_rope_ops(list);
-    register_gated_mlp_ops(list);
+    register_gated_activation_ops(list);
     register_adamw_ops(list);
     register_layer_norm_ops(list);
     register_softmax_ops(list);

@@ -9,7 +9,7 @@
 #include "lathe/bench/suite/suite_vendor.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
-#include "lathe/ops/gated_mlp/gated_mlp.h"
+#include "lathe/ops/gated_activation/gated_activation.h"
 #include "lathe/ops/linear_cross_entropy/linear_cross_entropy.h"
 #include "lathe/ops/matmul/matmul.h"
 
@@ -71,7 +71,7 @@ class SwigluMlpProblem : public SuiteProblemWithReference<SwigluMlpProblem> {
     gate_up_ = Tensor::empty({s_.tokens, 2 * s_.ffn}, DType::f32);
     hidden_ = Tensor::empty({s_.tokens, s_.ffn}, DType::f32);
     gate_ = Tensor::empty({s_.tokens, s_.ffn}, DType::f32);
-    mutable_info().lathe_path = "matmul (gate_up) + gated_mlp (silu) + matmul (down)";
+    mutable_info().lathe_path = "matmul (gate_up) + gated_activation (silu) + matmul (down)";
     if (onednn_available())
       mutable_info().vendor = "oneDNN matmul + swish post-op (gate), matmul + multiply post-op (up), matmul (down)";
   }
@@ -80,11 +80,11 @@ class SwigluMlpProblem : public SuiteProblemWithReference<SwigluMlpProblem> {
     MatmulArgs up;
     up.a = in(0), up.b = in(1), up.c = gate_up_.view(), up.trans_b = true;
     matmul(up);
-    GatedMlpArgs gated;
+    GatedActivationArgs gated;
     gated.gate = gate_up_.view().slice(1, 0, s_.ffn);
     gated.up = gate_up_.view().slice(1, s_.ffn, 2 * s_.ffn);
     gated.out = hidden_.view();
-    gated_mlp(gated);
+    gated_activation(gated);
     MatmulArgs down;
     down.a = hidden_.view(), down.b = in(2), down.c = out(0), down.trans_b = true;
     matmul(down);

@@ -9,7 +9,7 @@
 #include "lathe/bench/suite/suite_vendor.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
-#include "lathe/ops/gated_mlp/gated_mlp.h"
+#include "lathe/ops/gated_activation/gated_activation.h"
 #include "lathe/ops/matmul/matmul.h"
 
 namespace lathe {
@@ -43,7 +43,7 @@ class MoeTop2Problem : public SuiteProblemWithReference<MoeTop2Problem> {
     hidden_ = Tensor::empty({slots, s_.ffn}, DType::f32);
     expert_out_ = Tensor::empty({slots, s_.d_model}, DType::f32);
     mutable_info().lathe_path =
-        "matmul (router) + plain top-2 and permutation + per expert matmul, gated_mlp, matmul "
+        "matmul (router) + plain top-2 and permutation + per expert matmul, gated_activation, matmul "
         "+ plain weighted combine";
     if (best_gemm_vendor() != GemmVendor::none)
       mutable_info().vendor = str_cat(gemm_vendor_name(best_gemm_vendor()),
@@ -63,9 +63,9 @@ class MoeTop2Problem : public SuiteProblemWithReference<MoeTop2Problem> {
           matmul(args);
         },
         [](const TensorView& gate, const TensorView& up, const TensorView& out) {
-          GatedMlpArgs args;
+          GatedActivationArgs args;
           args.gate = gate, args.up = up, args.out = out;
-          gated_mlp(args);
+          gated_activation(args);
         });
   }
 

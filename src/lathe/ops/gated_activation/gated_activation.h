@@ -16,14 +16,14 @@ namespace lathe {
 enum class GatedActivation { silu, gelu_tanh };
 const char* gated_activation_name(GatedActivation activation);  // "silu", "gelu_tanh"
 
-struct GatedMlpArgs {
+struct GatedActivationArgs {
   TensorView gate;  // (rows, ffn)
   TensorView up;    // (rows, ffn)
   TensorView out;   // (rows, ffn) output
   GatedActivation activation = GatedActivation::silu;
 };
 
-struct GatedMlpBackwardArgs {
+struct GatedActivationBackwardArgs {
   TensorView gate;   // (rows, ffn)
   TensorView up;     // (rows, ffn)
   TensorView dout;   // (rows, ffn)
@@ -32,7 +32,7 @@ struct GatedMlpBackwardArgs {
   GatedActivation activation = GatedActivation::silu;
 };
 
-struct GatedMlpCpuConfig {
+struct GatedActivationCpuConfig {
   int64_t elements_per_task = 32768;  // contiguous elements (whole rows when rows are strided) per chunk
   template <class Visit>
   void visit(Visit&& field) {
@@ -40,21 +40,21 @@ struct GatedMlpCpuConfig {
   }
 };
 
-void gated_mlp(const GatedMlpArgs& args, const Dispatch& dispatch = {});
-void gated_mlp_backward(const GatedMlpBackwardArgs& args, const Dispatch& dispatch = {});
+void gated_activation(const GatedActivationArgs& args, const Dispatch& dispatch = {});
+void gated_activation_backward(const GatedActivationBackwardArgs& args, const Dispatch& dispatch = {});
 
-void validate(const GatedMlpArgs& args);
-void validate(const GatedMlpBackwardArgs& args);
+void validate(const GatedActivationArgs& args);
+void validate(const GatedActivationBackwardArgs& args);
 
 template <class T>
-void gated_mlp_reference(const GatedMlpArgs& args);
+void gated_activation_reference(const GatedActivationArgs& args);
 template <class T>
-void gated_mlp_backward_reference(const GatedMlpBackwardArgs& args);
+void gated_activation_backward_reference(const GatedActivationBackwardArgs& args);
 
-OpCost gated_mlp_cost(const GatedMlpArgs& args);
-OpCost gated_mlp_backward_cost(const GatedMlpBackwardArgs& args);
+OpCost gated_activation_cost(const GatedActivationArgs& args);
+OpCost gated_activation_backward_cost(const GatedActivationBackwardArgs& args);
 
-const Op<GatedMlpArgs, GatedMlpCpuConfig>& gated_mlp_op();
-const Op<GatedMlpBackwardArgs, GatedMlpCpuConfig>& gated_mlp_backward_op();
+const Op<GatedActivationArgs, GatedActivationCpuConfig>& gated_activation_op();
+const Op<GatedActivationBackwardArgs, GatedActivationCpuConfig>& gated_activation_backward_op();
 
 }  // namespace lathe

@@ -1,4 +1,4 @@
-#include "lathe/ops/gated_mlp/gated_mlp.h"
+#include "lathe/ops/gated_activation/gated_activation.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,15 +8,15 @@
 
 namespace lathe {
 
-LATHE_DECLARE_ISA_KERNEL(gated_mlp_forward_kernel, GatedMlpArgs, GatedMlpCpuConfig)
-LATHE_DECLARE_ISA_KERNEL(gated_mlp_backward_kernel, GatedMlpBackwardArgs, GatedMlpCpuConfig)
+LATHE_DECLARE_ISA_KERNEL(gated_activation_forward_kernel, GatedActivationArgs, GatedActivationCpuConfig)
+LATHE_DECLARE_ISA_KERNEL(gated_activation_backward_kernel, GatedActivationBackwardArgs, GatedActivationCpuConfig)
 
 const char* gated_activation_name(GatedActivation activation) {
   return activation == GatedActivation::silu ? "silu" : "gelu_tanh";
 }
 
-void validate(const GatedMlpArgs& args) {
-  ArgChecker check("gated_mlp");
+void validate(const GatedActivationArgs& args) {
+  ArgChecker check("gated_activation");
   check.rank("gate", args.gate, 2).dtype_in("gate", args.gate, {DType::f32, DType::bf16});
   const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
   check.shape("up", args.up, {rows, ffn}).dtype("up", args.up, args.gate.dtype);
@@ -24,8 +24,8 @@ void validate(const GatedMlpArgs& args) {
   check.inner_contiguous("gate", args.gate).inner_contiguous("up", args.up).inner_contiguous("out", args.out);
 }
 
-void validate(const GatedMlpBackwardArgs& args) {
-  ArgChecker check("gated_mlp_backward");
+void validate(const GatedActivationBackwardArgs& args) {
+  ArgChecker check("gated_activation_backward");
   check.rank("gate", args.gate, 2).dtype_in("gate", args.gate, {DType::f32, DType::bf16});
   const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
   for (const auto& [name, view] :
@@ -52,7 +52,7 @@ static void activation_and_derivative(GatedActivation activation, T g, T& act, T
 }
 
 template <class T>
-void gated_mlp_reference(const GatedMlpArgs& args) {
+void gated_activation_reference(const GatedActivationArgs& args) {
   std::vector<T> gate = to_vector<T>(args.gate), up = to_vector<T>(args.up), out(gate.size());
   for (size_t i = 0; i < gate.size(); ++i) {
     T act, derivative;
@@ -63,7 +63,7 @@ void gated_mlp_reference(const GatedMlpArgs& args) {
 }
 
 template <class T>
-void gated_mlp_backward_reference(const GatedMlpBackwardArgs& args) {
+void gated_activation_backward_reference(const GatedActivationBackwardArgs& args) {
   std::vector<T> gate = to_vector<T>(args.gate), up = to_vector<T>(args.up), dout = to_vector<T>(args.dout);
   std::vector<T> dgate(gate.size()), dup(gate.size());
   for (size_t i = 0; i < gate.size(); ++i) {
@@ -76,63 +76,63 @@ void gated_mlp_backward_reference(const GatedMlpBackwardArgs& args) {
   write_from_vector(args.dup, dup);
 }
 
-template void gated_mlp_reference<double>(const GatedMlpArgs&);
-template void gated_mlp_reference<float>(const GatedMlpArgs&);
-template void gated_mlp_backward_reference<double>(const GatedMlpBackwardArgs&);
-template void gated_mlp_backward_reference<float>(const GatedMlpBackwardArgs&);
+template void gated_activation_reference<double>(const GatedActivationArgs&);
+template void gated_activation_reference<float>(const GatedActivationArgs&);
+template void gated_activation_backward_reference<double>(const GatedActivationBackwardArgs&);
+template void gated_activation_backward_reference<float>(const GatedActivationBackwardArgs&);
 
 // FLOPs: exp/tanh counted as ~10 each; bytes: 2 reads + 1 write forward, 3 reads + 2 writes backward.
-OpCost gated_mlp_cost(const GatedMlpArgs& args) {
+OpCost gated_activation_cost(const GatedActivationArgs& args) {
   const double elements = static_cast<double>(args.gate.numel());
   return {16.0 * elements, 3.0 * elements * dtype_size(args.gate.dtype)};
 }
 
-OpCost gated_mlp_backward_cost(const GatedMlpBackwardArgs& args) {
+OpCost gated_activation_backward_cost(const GatedActivationBackwardArgs& args) {
   const double elements = static_cast<double>(args.gate.numel());
   return {24.0 * elements, 5.0 * elements * dtype_size(args.gate.dtype)};
 }
 
-static GatedMlpCpuConfig heuristic_config() { return {32768}; }
+static GatedActivationCpuConfig heuristic_config() { return {32768}; }
 
-static std::vector<GatedMlpCpuConfig> config_space() {
-  std::vector<GatedMlpCpuConfig> configs;
+static std::vector<GatedActivationCpuConfig> config_space() {
+  std::vector<GatedActivationCpuConfig> configs;
   for (int64_t elements : {1024, 8192, 32768, 131072}) configs.push_back({elements});
   return configs;
 }
 
-static std::string gated_mlp_shape_key(const TensorView& gate, GatedActivation activation) {
+static std::string gated_activation_shape_key(const TensorView& gate, GatedActivation activation) {
   return str_cat("rows=", gate.dim(0), ",ffn=", gate.dim(1), ",act=", gated_activation_name(activation),
                  ",dtype=", dtype_name(gate.dtype));
 }
 
-const Op<GatedMlpArgs, GatedMlpCpuConfig>& gated_mlp_op() {
-  static const Op<GatedMlpArgs, GatedMlpCpuConfig> op(
-      "gated_mlp",
+const Op<GatedActivationArgs, GatedActivationCpuConfig>& gated_activation_op() {
+  static const Op<GatedActivationArgs, GatedActivationCpuConfig> op(
+      "gated_activation",
       LATHE_ISA_IMPLS(
-          gated_mlp_forward_kernel, [](const GatedMlpArgs&, Isa) { return heuristic_config(); },
-          [](const GatedMlpArgs&, Isa) { return config_space(); }),
-      [](const GatedMlpArgs& args) { return gated_mlp_shape_key(args.gate, args.activation); });
+          gated_activation_forward_kernel, [](const GatedActivationArgs&, Isa) { return heuristic_config(); },
+          [](const GatedActivationArgs&, Isa) { return config_space(); }),
+      [](const GatedActivationArgs& args) { return gated_activation_shape_key(args.gate, args.activation); });
   return op;
 }
 
-const Op<GatedMlpBackwardArgs, GatedMlpCpuConfig>& gated_mlp_backward_op() {
-  static const Op<GatedMlpBackwardArgs, GatedMlpCpuConfig> op(
-      "gated_mlp_backward",
+const Op<GatedActivationBackwardArgs, GatedActivationCpuConfig>& gated_activation_backward_op() {
+  static const Op<GatedActivationBackwardArgs, GatedActivationCpuConfig> op(
+      "gated_activation_backward",
       LATHE_ISA_IMPLS(
-          gated_mlp_backward_kernel, [](const GatedMlpBackwardArgs&, Isa) { return heuristic_config(); },
-          [](const GatedMlpBackwardArgs&, Isa) { return config_space(); }),
-      [](const GatedMlpBackwardArgs& args) { return gated_mlp_shape_key(args.gate, args.activation); });
+          gated_activation_backward_kernel, [](const GatedActivationBackwardArgs&, Isa) { return heuristic_config(); },
+          [](const GatedActivationBackwardArgs&, Isa) { return config_space(); }),
+      [](const GatedActivationBackwardArgs& args) { return gated_activation_shape_key(args.gate, args.activation); });
   return op;
 }
 
-void gated_mlp(const GatedMlpArgs& args, const Dispatch& dispatch) {
+void gated_activation(const GatedActivationArgs& args, const Dispatch& dispatch) {
   validate(args);
-  gated_mlp_op().run(args, dispatch);
+  gated_activation_op().run(args, dispatch);
 }
 
-void gated_mlp_backward(const GatedMlpBackwardArgs& args, const Dispatch& dispatch) {
+void gated_activation_backward(const GatedActivationBackwardArgs& args, const Dispatch& dispatch) {
   validate(args);
-  gated_mlp_backward_op().run(args, dispatch);
+  gated_activation_backward_op().run(args, dispatch);
 }
 
 }  // namespace lathe

@@ -1,7 +1,7 @@
 // Gated-MLP-specific tests: reference backward against finite differences of the reference
 // forward (both activations), activation properties derived independently (limits, the exact
 // erf GELU, SiLU's closed form), strided fused gate_up views, and validation errors.
-#include "lathe/ops/gated_mlp/gated_mlp.h"
+#include "lathe/ops/gated_activation/gated_activation.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, uint64_t st
   return t;
 }
 
-TEST(GatedMlp, ReferenceBackwardMatchesFiniteDifferences) {
+TEST(GatedActivation, ReferenceBackwardMatchesFiniteDifferences) {
   const uint64_t seed = test_seed();
   for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh}) {
     const Shape shape{3, 7};
@@ -29,9 +29,9 @@ TEST(GatedMlp, ReferenceBackwardMatchesFiniteDifferences) {
     Tensor out = Tensor::empty(shape, DType::f64), dgate = Tensor::empty(shape, DType::f64),
            dup = Tensor::empty(shape, DType::f64);
     // loss = sum(weight * out): dout = weight.
-    gated_mlp_backward_reference<double>({gate, up, weight, dgate, dup, act});
+    gated_activation_backward_reference<double>({gate, up, weight, dgate, dup, act});
     auto loss = [&] {
-      gated_mlp_reference<double>({gate, up, out, act});
+      gated_activation_reference<double>({gate, up, out, act});
       double sum = 0;
       for (int64_t i = 0; i < out.numel(); ++i) sum += out.ptr<double>()[i] * weight.ptr<double>()[i];
       return sum;
@@ -60,11 +60,11 @@ std::vector<float> activate(GatedActivation act, const std::vector<float>& gate_
          out = Tensor::empty({1, n}, DType::f32);
   write_from_vector(gate.view(), gate_values);
   fill_value(up, 1.0);
-  gated_mlp({gate, up, out, act});
+  gated_activation({gate, up, out, act});
   return to_vector<float>(out);
 }
 
-TEST(GatedMlp, ActivationsMatchIndependentDefinitions) {
+TEST(GatedActivation, ActivationsMatchIndependentDefinitions) {
   const uint64_t seed = test_seed();
   std::vector<float> g(257);
   for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(-8.0 + 16.0 * uniform_at(seed, 9, i));
@@ -85,7 +85,7 @@ TEST(GatedMlp, ActivationsMatchIndependentDefinitions) {
   }
 }
 
-TEST(GatedMlp, FusedStridedViewsEqualContiguousTensors) {
+TEST(GatedActivation, FusedStridedViewsEqualContiguousTensors) {
   const uint64_t seed = test_seed();
   const int64_t rows = 5, ffn = 37;
   for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh}) {
@@ -94,35 +94,35 @@ TEST(GatedMlp, FusedStridedViewsEqualContiguousTensors) {
     TensorView gate_view = gate_up.view().slice(1, 0, ffn), up_view = gate_up.view().slice(1, ffn, 2 * ffn);
     Tensor gate = convert(gate_view, DType::f32), up = convert(up_view, DType::f32);
     Tensor strided_out = Tensor::empty({rows, ffn}, DType::f32), out = Tensor::empty({rows, ffn}, DType::f32);
-    gated_mlp({gate_view, up_view, strided_out, act});
-    gated_mlp({gate, up, out, act});
+    gated_activation({gate_view, up_view, strided_out, act});
+    gated_activation({gate, up, out, act});
     EXPECT_EQ(to_vector<float>(strided_out), to_vector<float>(out)) << "seed=" << seed;
     Tensor dgate_up = Tensor::empty({rows, 2 * ffn}, DType::f32);
     Tensor dgate = Tensor::empty({rows, ffn}, DType::f32), dup = Tensor::empty({rows, ffn}, DType::f32);
-    gated_mlp_backward(
+    gated_activation_backward(
         {gate_view, up_view, dout, dgate_up.view().slice(1, 0, ffn), dgate_up.view().slice(1, ffn, 2 * ffn), act});
-    gated_mlp_backward({gate, up, dout, dgate, dup, act});
+    gated_activation_backward({gate, up, dout, dgate, dup, act});
     EXPECT_EQ(to_vector<float>(dgate_up.view().slice(1, 0, ffn)), to_vector<float>(dgate)) << "seed=" << seed;
     EXPECT_EQ(to_vector<float>(dgate_up.view().slice(1, ffn, 2 * ffn)), to_vector<float>(dup)) << "seed=" << seed;
   }
 }
 
-TEST(GatedMlp, RejectsBadArguments) {
+TEST(GatedActivation, RejectsBadArguments) {
   Tensor a = Tensor::empty({4, 8}, DType::f32), b = Tensor::empty({4, 8}, DType::f32),
          c = Tensor::empty({4, 8}, DType::f32);
   Tensor wide = Tensor::empty({4, 9}, DType::f32), bf16_out = Tensor::empty({4, 8}, DType::bf16);
   Tensor f64_in = Tensor::empty({4, 8}, DType::f64), transposed_grad = Tensor::empty({8, 4}, DType::f32);
   Tensor extra = Tensor::empty({4, 8}, DType::f32);
-  EXPECT_THROW(gated_mlp({a, wide, c}), Error);
-  EXPECT_THROW(gated_mlp({a, b, bf16_out}), Error);
-  EXPECT_THROW(gated_mlp({f64_in, b, c}), Error);
-  EXPECT_THROW(gated_mlp({a.view().transpose(0, 1), b.view().transpose(0, 1), c.view().transpose(0, 1)}), Error);
-  EXPECT_THROW(gated_mlp_backward({a, b, transposed_grad, c, extra}), Error);
+  EXPECT_THROW(gated_activation({a, wide, c}), Error);
+  EXPECT_THROW(gated_activation({a, b, bf16_out}), Error);
+  EXPECT_THROW(gated_activation({f64_in, b, c}), Error);
+  EXPECT_THROW(gated_activation({a.view().transpose(0, 1), b.view().transpose(0, 1), c.view().transpose(0, 1)}), Error);
+  EXPECT_THROW(gated_activation_backward({a, b, transposed_grad, c, extra}), Error);
   try {
-    gated_mlp({a, wide, c});
+    gated_activation({a, wide, c});
     FAIL() << "expected an error";
   } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("gated_mlp: up"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("gated_activation: up"), std::string::npos) << error.what();
   }
 }
 

@@ -1,7 +1,7 @@
-// gated_mlp and gated_mlp_backward as registered problems (tests, tuner, bench, `lathe ops`).
+// gated_activation and gated_activation_backward as registered problems (tests, tuner, bench, `lathe ops`).
 // Shape keys: rows, ffn, act (silu|gelu_tanh), dtype, fused (1: gate and up are the two column
 // halves of one (rows, 2*ffn) gate_up projection, so their rows are strided).
-#include "lathe/ops/gated_mlp/gated_mlp.h"
+#include "lathe/ops/gated_activation/gated_activation.h"
 #include "lathe/ops/problem.h"
 
 namespace lathe {
@@ -42,10 +42,10 @@ void make_gate_up(Problem& problem, const GatedSetup& setup, uint64_t seed, Tens
   }
 }
 
-class GatedMlpProblem : public TypedProblem<GatedMlpArgs, GatedMlpCpuConfig> {
+class GatedActivationProblem : public TypedProblem<GatedActivationArgs, GatedActivationCpuConfig> {
  public:
-  GatedMlpProblem(const ShapeSpec& spec, uint64_t seed) : TypedProblem(gated_mlp_op(), gated_mlp) {
-    GatedSetup setup = parse_setup("gated_mlp", spec);
+  GatedActivationProblem(const ShapeSpec& spec, uint64_t seed) : TypedProblem(gated_activation_op(), gated_activation) {
+    GatedSetup setup = parse_setup("gated_activation", spec);
     make_gate_up(*this, setup, seed, args_.gate, args_.up);
     args_.out = output_tensor({setup.rows, setup.ffn}, setup.dtype);
     args_.activation = setup.activation;
@@ -53,22 +53,22 @@ class GatedMlpProblem : public TypedProblem<GatedMlpArgs, GatedMlpCpuConfig> {
   TensorView random_input(const Shape& shape, DType dtype, uint64_t seed, double low, double high) {
     return random_tensor(shape, dtype, seed, low, high);
   }
-  OpCost cost() const override { return gated_mlp_cost(args_); }
+  OpCost cost() const override { return gated_activation_cost(args_); }
 
  protected:
   std::vector<std::pair<std::string, TensorView>> outputs() const override { return {{"out", args_.out}}; }
   void reference(bool use_double, const std::vector<TensorView>& into) const override {
-    GatedMlpArgs args = args_;
+    GatedActivationArgs args = args_;
     args.out = into[0];
-    use_double ? gated_mlp_reference<double>(args) : gated_mlp_reference<float>(args);
+    use_double ? gated_activation_reference<double>(args) : gated_activation_reference<float>(args);
   }
 };
 
-class GatedMlpBackwardProblem : public TypedProblem<GatedMlpBackwardArgs, GatedMlpCpuConfig> {
+class GatedActivationBackwardProblem : public TypedProblem<GatedActivationBackwardArgs, GatedActivationCpuConfig> {
  public:
-  GatedMlpBackwardProblem(const ShapeSpec& spec, uint64_t seed)
-      : TypedProblem(gated_mlp_backward_op(), gated_mlp_backward) {
-    GatedSetup setup = parse_setup("gated_mlp_backward", spec);
+  GatedActivationBackwardProblem(const ShapeSpec& spec, uint64_t seed)
+      : TypedProblem(gated_activation_backward_op(), gated_activation_backward) {
+    GatedSetup setup = parse_setup("gated_activation_backward", spec);
     make_gate_up(*this, setup, seed, args_.gate, args_.up);
     args_.dout = random_tensor({setup.rows, setup.ffn}, setup.dtype, seed, -1, 1);
     if (setup.fused) {  // the gradient of the fused projection, written in its two halves
@@ -84,17 +84,17 @@ class GatedMlpBackwardProblem : public TypedProblem<GatedMlpBackwardArgs, GatedM
   TensorView random_input(const Shape& shape, DType dtype, uint64_t seed, double low, double high) {
     return random_tensor(shape, dtype, seed, low, high);
   }
-  OpCost cost() const override { return gated_mlp_backward_cost(args_); }
+  OpCost cost() const override { return gated_activation_backward_cost(args_); }
 
  protected:
   std::vector<std::pair<std::string, TensorView>> outputs() const override {
     return {{"dgate", args_.dgate}, {"dup", args_.dup}};
   }
   void reference(bool use_double, const std::vector<TensorView>& into) const override {
-    GatedMlpBackwardArgs args = args_;
+    GatedActivationBackwardArgs args = args_;
     args.dgate = into[0];
     args.dup = into[1];
-    use_double ? gated_mlp_backward_reference<double>(args) : gated_mlp_backward_reference<float>(args);
+    use_double ? gated_activation_backward_reference<double>(args) : gated_activation_backward_reference<float>(args);
   }
 };
 
@@ -122,16 +122,16 @@ const std::vector<std::string> kEdgeShapes = {
 
 }  // namespace
 
-void register_gated_mlp_ops(std::vector<OpRegistration>& ops) {
-  ops.push_back({"gated_mlp", "gated MLP activation act(gate) * up (act=silu: SwiGLU, act=gelu_tanh: GeGLU)",
+void register_gated_activation_ops(std::vector<OpRegistration>& ops) {
+  ops.push_back({"gated_activation", "gated MLP activation act(gate) * up (act=silu: SwiGLU, act=gelu_tanh: GeGLU)",
                  kShapeKeys, "rows=4096,ffn=3072,act=silu", kBenchShapes, kEdgeShapes, random_gated_shape,
                  [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
-                   return std::make_unique<GatedMlpProblem>(spec, seed);
+                   return std::make_unique<GatedActivationProblem>(spec, seed);
                  }});
-  ops.push_back({"gated_mlp_backward", "gradients of the gated MLP activation for gate and up", kShapeKeys,
+  ops.push_back({"gated_activation_backward", "gradients of the gated MLP activation for gate and up", kShapeKeys,
                  "rows=4096,ffn=3072,act=silu", kBenchShapes, kEdgeShapes, random_gated_shape,
                  [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
-                   return std::make_unique<GatedMlpBackwardProblem>(spec, seed);
+                   return std::make_unique<GatedActivationBackwardProblem>(spec, seed);
                  }});
 }
 

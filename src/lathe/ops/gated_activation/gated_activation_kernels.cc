@@ -5,14 +5,14 @@
 
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
-#include "lathe/ops/gated_mlp/gated_mlp.h"
+#include "lathe/ops/gated_activation/gated_activation.h"
 
 namespace lathe::LATHE_ISA_NS {
 namespace {
 
-using simd::VecF;
 using simd::load_row;
 using simd::store_row;
+using simd::VecF;
 constexpr int W = VecF::width;
 
 // act(g) and, when wanted, act'(g).
@@ -60,7 +60,7 @@ inline bool rows_contiguous(const TensorView* const* views, int count) {
 }
 
 template <class Element, GatedActivation kActivation>
-void forward(const GatedMlpArgs& args, const GatedMlpCpuConfig& config) {
+void forward(const GatedActivationArgs& args, const GatedActivationCpuConfig& config) {
   const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
   if (rows * ffn == 0) return;
   const Element* gate = static_cast<const Element*>(args.gate.data);
@@ -82,7 +82,7 @@ void forward(const GatedMlpArgs& args, const GatedMlpCpuConfig& config) {
 }
 
 template <class Element, GatedActivation kActivation>
-void backward(const GatedMlpBackwardArgs& args, const GatedMlpCpuConfig& config) {
+void backward(const GatedActivationBackwardArgs& args, const GatedActivationCpuConfig& config) {
   const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
   if (rows * ffn == 0) return;
   const Element* gate = static_cast<const Element*>(args.gate.data);
@@ -113,7 +113,7 @@ void backward(const GatedMlpBackwardArgs& args, const GatedMlpCpuConfig& config)
 
 }  // namespace
 
-void gated_mlp_forward_kernel(const GatedMlpArgs& args, const GatedMlpCpuConfig& config) {
+void gated_activation_forward_kernel(const GatedActivationArgs& args, const GatedActivationCpuConfig& config) {
   const bool bf16 = args.gate.dtype == DType::bf16, silu = args.activation == GatedActivation::silu;
   if (bf16)
     silu ? forward<uint16_t, GatedActivation::silu>(args, config)
@@ -123,7 +123,7 @@ void gated_mlp_forward_kernel(const GatedMlpArgs& args, const GatedMlpCpuConfig&
          : forward<float, GatedActivation::gelu_tanh>(args, config);
 }
 
-void gated_mlp_backward_kernel(const GatedMlpBackwardArgs& args, const GatedMlpCpuConfig& config) {
+void gated_activation_backward_kernel(const GatedActivationBackwardArgs& args, const GatedActivationCpuConfig& config) {
   const bool bf16 = args.gate.dtype == DType::bf16, silu = args.activation == GatedActivation::silu;
   if (bf16)
     silu ? backward<uint16_t, GatedActivation::silu>(args, config)
