@@ -60,7 +60,7 @@ def main(argv):
     gtest_skips = collections.OrderedDict()  # reason -> [names]
     for case in root.iter("testcase"):
         total += 1
-        name = case.get("name", "?")
+        name = case.get("name", "?").split("  #")[0]  # value-parameterized: drop "  # GetParam() = ..."
         output_node = case.find("system-out")
         output = (output_node.text or "") if output_node is not None else ""
         if case.find("skipped") is not None or case.get("status") == "notrun":

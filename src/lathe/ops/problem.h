@@ -95,6 +95,8 @@ class OpProblem : public Problem {
   virtual const std::string& op_name() const = 0;
   virtual std::string shape_key() const = 0;   // the tuning-cache key of these args
   virtual std::vector<std::string> impl_names() const = 0;  // usable here, best first
+  // Registered implementations this CPU cannot run ("avx512 (needs avx512)"): what tests skip here.
+  virtual std::vector<std::string> impls_missing_isa() const = 0;
   virtual ConfigParams heuristic_config(const std::string& impl) const = 0;
   virtual std::vector<ConfigParams> config_space(const std::string& impl) const = 0;
   // Runs an implementation with a config (the public entry point, with full dispatch, when impl
@@ -167,6 +169,13 @@ class TypedProblem : public OpProblem {
     std::vector<std::string> names;
     for (const auto* impl : op_.usable_impls(args_)) names.push_back(impl->name);
     return names;
+  }
+
+  std::vector<std::string> impls_missing_isa() const override {
+    std::vector<std::string> missing;
+    for (const auto& impl : op_.impls())
+      if (!isa_available(impl.isa)) missing.push_back(str_cat(impl.name, " (needs ", isa_name(impl.isa), ")"));
+    return missing;
   }
 
   ConfigParams heuristic_config(const std::string& impl) const override {
