@@ -215,7 +215,7 @@ def llm_runner(problem):
             return x * cos + torch.cat([-second, first], -1) * sin
         return run
     if name == "adamw_step":
-        n = integer(s, "parameters")
+        n = integer(s, "n") if "n" in s else integer(s, "parameters")
         param = torch.nn.Parameter(torch.randn(n))
         param.grad = torch.randn(n) * 0.1
         optimizer = torch.optim.AdamW([param], lr=1e-3, weight_decay=0.1, foreach=False)

@@ -4,18 +4,38 @@
 # everything that runs lathe code again under AddressSanitizer + UndefinedBehaviorSanitizer
 # (except tests labelled python_only, which check Python code, and release_only: multi-process
 # runs too slow under the sanitizers).
+# After each ctest pass it prints which tests were skipped and why (tests/report_skips.py reads
+# ctest's JUnit report): Python checks whose packages are missing, GoogleTest tests that skip (e.g.
+# every AVX-512 path on an AVX2-only machine). Skips never fail the run.
 # LATHE_SKIP_SANITIZERS=1 skips the second pass (local iteration only; CI runs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup_test_deps.sh
+
+# run_ctest LABEL BUILD_DIR [CTEST_ARGS...]: ctest with a JUnit report, then the skip summary; exits
+# with ctest's status after the summary.
+run_ctest() {
+  local label=$1 build_dir=$2
+  shift 2
+  local junit="$build_dir/ctest_junit.xml" status=0
+  rm -f "$junit"
+  ctest --test-dir "$build_dir" --output-on-failure --output-junit "$PWD/$junit" "$@" || status=$?
+  if command -v python3 >/dev/null 2>&1; then
+    python3 tests/report_skips.py "$junit" "$label" || true
+  elif [ -f "$junit" ]; then
+    echo "== skip summary ($label): $(grep -c '<skipped' "$junit" || true) test(s) skipped (no python3 for the reasons)"
+  fi
+  return "$status"
+}
+
 echo "== tests (release build)"
-ctest --test-dir build --output-on-failure -j2
+run_ctest "release build" build -j2
 
 if [ "${LATHE_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer build)"
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_SANITIZE=ON >/dev/null
   ninja -C build-sanitize
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-sanitize --output-on-failure -j2 --label-exclude 'python_only|release_only'
+    run_ctest "sanitizer build" build-sanitize -j2 --label-exclude 'python_only|release_only'
 fi

@@ -85,7 +85,7 @@ def main():
     mpirun = shutil.which("mpirun")
     unavailable = mpi_unavailable_reason()
     if unavailable:
-        print(f"skip: {unavailable}")
+        print(f"skipped: {unavailable}")
         return 77
     work = tempfile.mkdtemp(prefix="lathe_dp_")
     runner = Runner(binary, work, mpirun)

@@ -211,7 +211,7 @@ def main():
     workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     unavailable = mpi_unavailable_reason() if workers > 1 else None
     if unavailable:
-        print(f"skip: {unavailable}")
+        print(f"skipped: {unavailable}")
         return 77
     work = tempfile.mkdtemp(prefix="lathe_elastic_")
     completed = False

@@ -17,7 +17,7 @@ import tempfile
 try:
     from tensorboard.backend.event_processing import event_accumulator
 except ImportError:
-    print("tensorboard is not installed: skipping")
+    print("skipped: python package 'tensorboard' is not installed")
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

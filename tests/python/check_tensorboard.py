@@ -14,7 +14,7 @@ import tempfile
 try:
     from tensorboard.backend.event_processing import event_accumulator
 except ImportError:
-    print("tensorboard is not installed: skipping")
+    print("skipped: python package 'tensorboard' is not installed")
     sys.exit(77)
 
 

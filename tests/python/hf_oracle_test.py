@@ -34,7 +34,7 @@ try:
     import pytest
 except ImportError as error:
     if __name__ == "__main__":
-        print(f"hf_oracle_test: {error.name} not importable, skipping")
+        print(f"skipped: python package '{error.name}' is not installed")
         sys.exit(77)
     raise
 
@@ -289,7 +289,7 @@ def main():
     os.environ["LATHE_BINARY"] = os.path.abspath(args.lathe)
     os.environ["HF_ORACLE_DUMP"] = os.path.abspath(args.dump)
     if args.only == "live" and not has_transformers():
-        print("hf_oracle_test: transformers not importable, skipping the live checks")
+        print("skipped: python package 'transformers' is not installed (the live checks need it)")
         return 77
     if args.only:
         pytest_arguments += ["-k", "live" if args.only == "live" else "not live"]

@@ -22,7 +22,7 @@ try:
     import numpy as np
     import torch
 except ImportError:
-    print("torch_reference_selftest: torch or numpy not importable, skipping")
+    print("skipped: python package torch or numpy is not installed")
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -40,7 +40,7 @@ try:
     import numpy as np
     import torch  # noqa: F401  (train_steps.py needs it; skip cleanly when absent)
 except ImportError:
-    print("train_parity_test: torch or numpy not importable, skipping")
+    print("skipped: python package torch or numpy is not installed")
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -89,6 +89,21 @@ TEST_P(OpContract, EveryIsaPathIsRegisteredAndUsableHere) {
   }
 }
 
+// The paths this CPU cannot run are tested on no machine of this run: say which, as a skip with
+// the reason (on an AVX2-only machine, every AVX-512 path), so the run's skip summary shows them.
+// Where the CPU runs every registered path, check that each is indeed offered here.
+TEST_P(OpContract, EveryRegisteredPathIsTestedHere) {
+  const OpRegistration& op = find_op(GetParam());
+  auto problem = op.make_problem(ShapeSpec::parse(op.random_shape(1)), 1);
+  std::vector<std::string> missing = problem->impls_missing_isa();
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& impl : missing) list += (list.empty() ? "" : ", ") + impl;
+    GTEST_SKIP() << "not tested on this CPU (active ISA " << isa_name(active_isa()) << "): " << list;
+  }
+  EXPECT_FALSE(problem->impl_names().empty()) << op.name;
+}
+
 TEST_P(OpContract, RejectsUnknownShapeKeys) {
   const OpRegistration& op = find_op(GetParam());
   EXPECT_THROW(op.make_problem(ShapeSpec::parse("no_such_key=3"), 1), Error);

@@ -9,6 +9,7 @@
 #include "lathe/bench/suite/suite_compare.h"
 #include "lathe/bench/suite/suite_judge.h"
 #include "lathe/bench/suite/suite_report.h"
+#include "lathe/bench/timing.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
 

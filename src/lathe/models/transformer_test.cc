@@ -12,6 +12,7 @@
 
 #include "lathe/core/rng.h"
 #include "test_seed.h"
+#include "tiny_model.h"
 
 namespace lathe {
 namespace {
@@ -20,16 +21,8 @@ using autograd::Precision;
 using autograd::Tape;
 
 ModelConfig tiny_config(const std::string& variant) {
-  ModelConfig config;
-  config.family = "llama";
-  config.vocab_size = 23;
-  config.d_model = 8;
-  config.n_layers = 2;
-  config.n_heads = 2;
-  config.n_kv_heads = 1;
-  config.head_dim = 4;
-  config.ffn_dim = 12;
-  config.max_seq_len = 16;
+  ModelConfig config =
+      tiny_model_config({.vocab_size = 23, .d_model = 8, .head_dim = 4, .ffn_dim = 12, .max_seq_len = 16});
   config.init_std = 0.5;  // large enough that every path carries a sizeable gradient
   if (variant == "qwen3") {
     config.family = "qwen3";

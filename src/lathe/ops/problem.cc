@@ -1,6 +1,7 @@
 #include "lathe/ops/problem.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -132,6 +133,39 @@ OutputCheck compare_output(const std::string& name, const TensorView& fast, cons
     check.passed = check.passed && check.relative_norm <= check.allowed_relative_norm;
   }
   return check;
+}
+
+ReferenceOutputs compute_reference_outputs(Problem& problem) {
+  ReferenceOutputs references;
+  std::vector<TensorView> into_exact, into_naive;
+  for (const auto& output : problem.outputs()) {
+    references.exact.push_back(Tensor::empty(output.second.shape, DType::f64));
+    references.naive.push_back(Tensor::empty(output.second.shape, output.second.dtype));
+    into_exact.push_back(references.exact.back().view());
+    into_naive.push_back(references.naive.back().view());
+  }
+  problem.prepare_run();
+  problem.reference(true, into_exact);
+  problem.prepare_run();
+  const auto start = std::chrono::steady_clock::now();
+  problem.reference(false, into_naive);
+  references.naive_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return references;
+}
+
+CheckResult check_run(Problem& problem, const ReferenceOutputs& references, const std::function<void()>& run) {
+  for (const auto& output : problem.outputs()) poison(output.second);
+  problem.prepare_run();  // after poisoning: outputs updated in place are also inputs
+  run();
+  CheckResult result;
+  auto fast = problem.outputs();
+  LATHE_ASSERT(fast.size() == references.exact.size());
+  for (size_t i = 0; i < fast.size(); ++i) {
+    result.outputs.push_back(compare_output(fast[i].first, fast[i].second, references.exact[i].view(),
+                                            references.naive[i].view(), problem.tolerance()));
+    result.passed = result.passed && result.outputs.back().passed;
+  }
+  return result;
 }
 
 int64_t random_extent(uint64_t seed, uint64_t stream, int64_t low, int64_t high) {

@@ -1,7 +1,11 @@
-// Ops as concrete problems, for the tools that treat every op alike: the generic op tests, the
-// autotuner, `lathe bench` and `lathe ops`. An OpProblem owns seeded random inputs at one shape,
-// runs any implementation with any config, and checks outputs against the float64 reference with
-// the tolerance rule of the guide:
+// Problems: computations with seeded random inputs at one shape, checked against a float64
+// reference. One framework for every tool that treats computations alike: the generic op tests,
+// the autotuner, `lathe bench`, `lathe ops` and the kernel suite (bench/suite). A Problem names
+// its outputs, computes them with its reference (in double: the oracle; in float: the naive
+// baseline), states its tolerance and cost. An OpProblem is a Problem of one registered op: it
+// also runs any implementation with any config. The suite's problems are Problems too: those of
+// an op are that op's OpProblem (bench/suite/suite_op_problem.h); the others (fusions, MoE,
+// recurrences) are compositions. Outputs are checked with the tolerance rule of the guide:
 //   error(fast, f64 reference) <= 2 * error(naive same-precision reference, f64 reference)
 //                                 + absolute * max(1, max |reference|)
 // and, for float32 outputs, ||fast - ref|| / ||ref|| <= max(relative_norm, 2 * naive's)
@@ -60,13 +64,39 @@ struct CheckResult {
   std::string summary() const;  // one line per output
 };
 
-class OpProblem {
+// What every problem provides, whoever runs it (op tests, tuner, op bench, kernel suite).
+class Problem {
  public:
-  virtual ~OpProblem() = default;
+  virtual ~Problem() = default;
+  virtual OpCost cost() const = 0;
+  // The tensors a run writes, with names for reports.
+  virtual std::vector<std::pair<std::string, TensorView>> outputs() const = 0;
+  // Runs the reference computing in double (use_double) or in float (the naive same-precision
+  // baseline), writing into `into` (shaped like outputs(), any dtype), from the pristine inputs.
+  virtual void reference(bool use_double, const std::vector<TensorView>& into) const = 0;
+  virtual Tolerance tolerance() const { return {}; }
+  // Restores inputs that a run updates in place (optimizer state, accumulators).
+  virtual void prepare_run() {}
+};
+
+// A problem's outputs as its reference computes them: exact (f64) and naive (the outputs' own
+// dtypes, computed in float), each shaped like problem.outputs().
+struct ReferenceOutputs {
+  std::vector<Tensor> exact, naive;
+  double naive_seconds = 0;  // wall time of the naive reference (the suite's "plain loops" time)
+};
+ReferenceOutputs compute_reference_outputs(Problem& problem);  // calls prepare_run() before each
+// Poisons the outputs (NaN), calls prepare_run(), then run(), and compares every output with the
+// references by the tolerance rule.
+CheckResult check_run(Problem& problem, const ReferenceOutputs& references, const std::function<void()>& run);
+
+class OpProblem : public Problem {
+ public:
   virtual const std::string& op_name() const = 0;
   virtual std::string shape_key() const = 0;   // the tuning-cache key of these args
-  virtual OpCost cost() const = 0;
   virtual std::vector<std::string> impl_names() const = 0;  // usable here, best first
+  // Registered implementations this CPU cannot run ("avx512 (needs avx512)"): what tests skip here.
+  virtual std::vector<std::string> impls_missing_isa() const = 0;
   virtual ConfigParams heuristic_config(const std::string& impl) const = 0;
   virtual std::vector<ConfigParams> config_space(const std::string& impl) const = 0;
   // Runs an implementation with a config (the public entry point, with full dispatch, when impl
@@ -74,8 +104,6 @@ class OpProblem {
   virtual void run(const std::string& impl, const ConfigParams* config) = 0;
   // What the public entry point would pick: "avx512 (tuned) block_q=64,block_k=128".
   virtual std::string describe_dispatch() const = 0;
-  // Restores inputs that an op updates in place (optimizer state, accumulators).
-  virtual void prepare_run() {}
   // Poisons outputs, runs, compares with the reference.
   virtual CheckResult check(const std::string& impl, const ConfigParams* config) = 0;
   // Runs twice (poisoned in between) and reports whether all outputs are bitwise identical.
@@ -84,6 +112,8 @@ class OpProblem {
   // for benchmark rows measured in the same run. run_peer computes into the same outputs.
   virtual std::vector<std::string> peers() const { return {}; }
   virtual void run_peer(const std::string& peer) { throw_error(op_name(), ": no peer named '", peer, "'"); }
+  // Bytes of the tensors the problem holds (inputs and outputs): sizes the suite's cache-cold copies.
+  virtual int64_t buffer_bytes() const = 0;
 };
 
 struct NamedShape {
@@ -116,7 +146,8 @@ int64_t random_extent(uint64_t seed, uint64_t stream, int64_t low, int64_t high)
 
 // The generic part of an OpProblem for an Op<Args, Config>. An op's problem derives from it,
 // allocates inputs and outputs in its constructor (own() keeps them alive), sets args_, and
-// provides outputs() and reference().
+// provides outputs() and reference(). args() lets a composition outside the op (a suite vendor
+// baseline) read the same inputs and write the same outputs.
 template <class Args, class Config>
 class TypedProblem : public OpProblem {
  public:
@@ -126,11 +157,25 @@ class TypedProblem : public OpProblem {
 
   const std::string& op_name() const override { return op_.name(); }
   std::string shape_key() const override { return op_.shape_key(args_); }
+  const Args& args() const { return args_; }
+
+  int64_t buffer_bytes() const override {
+    int64_t bytes = 0;
+    for (const auto& tensor : owned_) bytes += tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
+    return bytes;
+  }
 
   std::vector<std::string> impl_names() const override {
     std::vector<std::string> names;
     for (const auto* impl : op_.usable_impls(args_)) names.push_back(impl->name);
     return names;
+  }
+
+  std::vector<std::string> impls_missing_isa() const override {
+    std::vector<std::string> missing;
+    for (const auto& impl : op_.impls())
+      if (!isa_available(impl.isa)) missing.push_back(str_cat(impl.name, " (needs ", isa_name(impl.isa), ")"));
+    return missing;
   }
 
   ConfigParams heuristic_config(const std::string& impl) const override {
@@ -162,18 +207,8 @@ class TypedProblem : public OpProblem {
   }
 
   CheckResult check(const std::string& impl, const ConfigParams* config) override {
-    compute_references();
-    for (const auto& output : outputs()) poison(output.second);
-    prepare_run();  // after poisoning: outputs updated in place are also inputs
-    run(impl, config);
-    CheckResult result;
-    auto fast = outputs();
-    for (size_t i = 0; i < fast.size(); ++i) {
-      result.outputs.push_back(
-          compare_output(fast[i].first, fast[i].second, reference64_[i], reference_naive_[i], tolerance()));
-      result.passed = result.passed && result.outputs.back().passed;
-    }
-    return result;
+    if (!references_) references_ = compute_reference_outputs(*this);
+    return check_run(*this, *references_, [&] { run(impl, config); });
   }
 
   bool deterministic(const std::string& impl, const ConfigParams* config) override {
@@ -194,13 +229,6 @@ class TypedProblem : public OpProblem {
   }
 
  protected:
-  // The tensors the op writes, with names for reports.
-  virtual std::vector<std::pair<std::string, TensorView>> outputs() const = 0;
-  // Runs the reference computing in double (use_double) or in float (the naive same-precision
-  // baseline), writing into `into` (shaped like outputs(), any dtype), from the pristine inputs.
-  virtual void reference(bool use_double, const std::vector<TensorView>& into) const = 0;
-  virtual Tolerance tolerance() const { return {}; }
-
   // Keeps a tensor alive for the problem's lifetime and returns its view.
   TensorView own(Tensor tensor) {
     owned_.push_back(std::move(tensor));
@@ -218,25 +246,6 @@ class TypedProblem : public OpProblem {
   Args args_{};
 
  private:
-  void compute_references() {
-    if (!reference64_.empty() || outputs().empty()) return;
-    std::vector<TensorView> into64, into_naive;
-    for (const auto& output : outputs()) {
-      Tensor exact = Tensor::empty(output.second.shape, DType::f64);
-      Tensor naive = Tensor::empty(output.second.shape, output.second.dtype);
-      reference_storage_.push_back(exact);
-      reference_storage_.push_back(naive);
-      into64.push_back(exact.view());
-      into_naive.push_back(naive.view());
-    }
-    prepare_run();
-    reference(true, into64);
-    prepare_run();
-    reference(false, into_naive);
-    reference64_ = into64;
-    reference_naive_ = into_naive;
-  }
-
   static std::vector<uint8_t> raw_bytes(const TensorView& view) {
     std::vector<double> values = to_vector<double>(view);
     std::vector<uint8_t> bytes(values.size() * sizeof(double));
@@ -245,8 +254,7 @@ class TypedProblem : public OpProblem {
   }
 
   std::vector<Tensor> owned_;
-  std::vector<Tensor> reference_storage_;
-  std::vector<TensorView> reference64_, reference_naive_;
+  std::optional<ReferenceOutputs> references_;  // computed on the first check
   uint64_t next_stream_ = 1;
 };
 

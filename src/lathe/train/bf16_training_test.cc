@@ -11,6 +11,7 @@
 #include "lathe/core/rng.h"
 #include "lathe/train/train_step.h"
 #include "test_seed.h"
+#include "tiny_model.h"
 
 namespace lathe {
 namespace {
@@ -18,16 +19,7 @@ namespace {
 using autograd::Tape;
 
 ModelConfig tiny_config(const std::string& variant) {
-  ModelConfig config;
-  config.family = "llama";
-  config.vocab_size = 29;
-  config.d_model = 16;
-  config.n_layers = 2;
-  config.n_heads = 2;
-  config.n_kv_heads = 1;
-  config.head_dim = 8;
-  config.ffn_dim = 24;
-  config.max_seq_len = 16;
+  ModelConfig config = tiny_model_config({.head_dim = 8, .max_seq_len = 16});
   config.init_std = 0.2;
   if (variant == "gemma2") {  // tied LM head (the embedding table gets the bf16 copy), soft caps
     config.family = "gemma2";

@@ -11,6 +11,7 @@
 
 #include "lathe/core/rng.h"
 #include "test_seed.h"
+#include "tiny_model.h"
 
 namespace lathe {
 namespace {
@@ -42,14 +43,7 @@ class MirrorCommunicator final : public Communicator {
 };
 
 ModelConfig tiny_model(bool tie_embeddings) {
-  ModelConfig config;
-  config.vocab_size = 29;
-  config.d_model = 16;
-  config.n_layers = 2;
-  config.n_heads = 2;
-  config.n_kv_heads = 1;
-  config.ffn_dim = 24;
-  config.max_seq_len = 8;
+  ModelConfig config = tiny_model_config();
   config.tie_embeddings = tie_embeddings;
   return config;
 }

@@ -9,6 +9,7 @@
 #include "lathe/core/rng.h"
 #include "lathe/train/lr_schedule.h"
 #include "test_seed.h"
+#include "tiny_model.h"
 
 namespace lathe {
 namespace {
@@ -41,14 +42,8 @@ TEST(LearningRate, WarmupStableDecay) {
 }
 
 ModelConfig small_config() {
-  ModelConfig config;
-  config.vocab_size = 11;
-  config.d_model = 4;
-  config.n_layers = 1;
-  config.n_heads = 1;
-  config.n_kv_heads = 1;
-  config.ffn_dim = 6;
-  return config;
+  return tiny_model_config(
+      {.vocab_size = 11, .d_model = 4, .n_layers = 1, .n_heads = 1, .n_kv_heads = 1, .ffn_dim = 6, .max_seq_len = 256});
 }
 
 TEST(AdamWOptimizer, ClipsByGlobalNormAndDecaysOnlyMatrices) {

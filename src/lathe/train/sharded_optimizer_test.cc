@@ -11,6 +11,7 @@
 #include "lathe/core/rng.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
+#include "tiny_model.h"
 
 namespace lathe {
 namespace {
@@ -46,17 +47,7 @@ class SimulatedRank final : public Communicator {
   int64_t cursor_ = 0;
 };
 
-ModelConfig tiny_model() {
-  ModelConfig config;
-  config.vocab_size = 31;
-  config.d_model = 16;
-  config.n_layers = 1;
-  config.n_heads = 2;
-  config.n_kv_heads = 2;
-  config.ffn_dim = 24;
-  config.max_seq_len = 8;
-  return config;
-}
+ModelConfig tiny_model() { return tiny_model_config({.vocab_size = 31, .n_layers = 1, .n_kv_heads = 2}); }
 
 // A model with seeded weights and gradients (the same for every call with this seed).
 std::unique_ptr<TransformerModel> model_with_gradients(uint64_t seed) {

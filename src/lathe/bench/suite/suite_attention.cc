@@ -1,7 +1,8 @@
 // Attention problems: causal multi-head (Llama-3.2-1B), GQA (Llama-3-8B), sliding window
 // (Mistral-7B), logit softcap (Gemma-2), MLA (DeepSeek-V3) and decode over a paged KV cache (vLLM
 // layout). Layout (batch, seq, heads, head_dim) as Hugging Face.
-//   lathe: flash_attention (MLA: matmul up-projections + flash_attention with v zero-padded to the
+//   lathe: flash_attention, as its own registered problem (suite_op_problem.h) for the plain
+//          attention problems (MLA: matmul up-projections + flash_attention with v zero-padded to the
 //          q/k width; paged decode: plain gather of the pages + flash_attention per sequence).
 //   vendor: the unfused composition a BLAS user writes: per head, S = Q K^T with the GEMM vendor's
 //          sgemm, masking and softmax in plain loops, O = P V with sgemm (the full score matrix).
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "lathe/bench/suite/suite_common.h"
+#include "lathe/bench/suite/suite_op_problem.h"
 #include "lathe/bench/suite/suite_problem.h"
 #include "lathe/bench/suite/suite_reference.h"
 #include "lathe/bench/suite/suite_vendor.h"
@@ -18,13 +20,6 @@
 
 namespace lathe {
 namespace {
-
-struct AttentionShape {
-  int64_t batch, seq, heads, kv_heads, dim;
-  bool causal;
-  int64_t window;
-  float softcap;
-};
 
 // Visible (query, key) pairs, for the FLOP count (causal halves the work, as FlashAttention counts).
 double visible_pairs(int64_t seq_q, int64_t seq_k, bool causal, int64_t window) {
@@ -38,10 +33,11 @@ double visible_pairs(int64_t seq_q, int64_t seq_k, bool causal, int64_t window) 
   return pairs;
 }
 
-// The vendor composition: per (batch, head) two sgemms around a plain masked softmax.
+// The vendor composition: per (batch, head) two sgemms around a plain masked softmax. With lse
+// (batch, heads, seq_q), also each row's logsumexp (-inf for a row with no visible key).
 void vendor_attention(GemmVendor vendor, const float* q, const float* k, const float* v, float* o, int64_t batch,
                       int64_t seq_q, int64_t seq_k, int64_t heads, int64_t kv_heads, int64_t dim_qk, int64_t dim_v,
-                      float scale, bool causal, int64_t window, float softcap, float* scores) {
+                      float scale, bool causal, int64_t window, float softcap, float* scores, float* lse = nullptr) {
   int64_t group = heads / kv_heads;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
@@ -64,6 +60,7 @@ void vendor_attention(GemmVendor vendor, const float* q, const float* k, const f
           float total = 0;
           for (int64_t j = first; j <= last; ++j) total += row[j] = std::exp(row[j] - max_value);
           for (int64_t j = 0; j < seq_k; ++j) row[j] = (j >= first && j <= last) ? row[j] / total : 0.0f;
+          if (lse) lse[(b * heads + h) * seq_q + i] = last >= first ? max_value + std::log(total) : -INFINITY;
         }
       });
       vendor_sgemm(vendor, false, seq_q, dim_v, seq_k, 1.0f, scores, seq_k, vh, kv_heads * dim_v, 0.0f,
@@ -71,60 +68,22 @@ void vendor_attention(GemmVendor vendor, const float* q, const float* k, const f
     }
 }
 
-class AttentionProblem : public SuiteProblemWithReference<AttentionProblem> {
- public:
-  AttentionProblem(SuiteInfo info, const AttentionShape& shape)
-      : SuiteProblemWithReference(
-            std::move(info),
-            str_cat("batch=", shape.batch, ",seq=", shape.seq, ",heads=", shape.heads, ",kv_heads=", shape.kv_heads,
-                    ",head_dim=", shape.dim, shape.window ? str_cat(",window=", shape.window) : "",
-                    shape.softcap > 0 ? str_cat(",softcap=", shape.softcap) : "")),
-        s_(shape) {
-    add_input("q", {s_.batch, s_.seq, s_.heads, s_.dim});
-    add_input("k", {s_.batch, s_.seq, s_.kv_heads, s_.dim});
-    add_input("v", {s_.batch, s_.seq, s_.kv_heads, s_.dim});
-    add_output("o", {s_.batch, s_.seq, s_.heads, s_.dim});
-    lse_ = Tensor::empty({s_.batch, s_.heads, s_.seq}, DType::f32);
-    GemmVendor vendor = best_gemm_vendor();
-    if (vendor != GemmVendor::none) {
-      scores_ = Tensor::empty({s_.seq, s_.seq}, DType::f32);
-      mutable_info().vendor = str_cat(gemm_vendor_name(vendor), " sgemm QK^T and PV per head + plain masked softmax");
-    }
-    mutable_info().lathe_path = "flash_attention";
-  }
-
-  OpCost cost() const override {
-    double pairs = visible_pairs(s_.seq, s_.seq, s_.causal, s_.window);
-    return {4.0 * s_.batch * s_.heads * s_.dim * pairs, io_bytes()};
-  }
-
-  void run_lathe() override {
-    FlashAttentionArgs args;
-    args.q = in(0), args.k = in(1), args.v = in(2), args.o = out(0), args.lse = lse_.view();
-    args.options.causal = s_.causal;
-    args.options.window = s_.window;
-    args.options.softcap = s_.softcap;
-    flash_attention(args);
-  }
-
-  void run_vendor() override {
-    vendor_attention(best_gemm_vendor(), in_f32(0), in_f32(1), in_f32(2), out_f32(0), s_.batch, s_.seq, s_.seq,
-                     s_.heads, s_.kv_heads, s_.dim, s_.dim, scale(), s_.causal, s_.window, s_.softcap,
-                     scores_.ptr<float>());
-  }
-
-  template <class T>
-  void compute_reference(ReferenceIO<T>& io) const {
-    suite_reference::attention<T>(io.in(0).data(), io.in(1).data(), io.in(2).data(), io.out(0).data(), s_.batch, s_.seq,
-                                  s_.seq, s_.heads, s_.kv_heads, s_.dim, s_.dim, static_cast<T>(scale()), s_.causal,
-                                  s_.window, static_cast<T>(s_.softcap));
-  }
-
- private:
-  float scale() const { return 1.0f / std::sqrt(static_cast<float>(s_.dim)); }
-  AttentionShape s_;
-  Tensor lse_, scores_;
-};
+// The vendor baseline of the plain attention problems (flash_attention's own problem): the
+// composition above on the op problem's q, k, v into its o; lse is the row's logsumexp, which the
+// composition's softmax has at hand (a plain loop over the score row, as FlashAttention returns it).
+OpSuiteProblem::VendorPath attention_vendor() {
+  auto scores = std::make_shared<Tensor>();
+  return [scores](OpProblem& problem) {
+    const auto& args = op_problem_args<FlashAttentionArgs, FlashAttentionCpuConfig>(problem);
+    int64_t batch = args.q.dim(0), seq_q = args.q.dim(1), heads = args.q.dim(2), dim = args.q.dim(3);
+    int64_t seq_k = args.k.dim(1), kv_heads = args.k.dim(2);
+    if (!scores->defined() || scores->numel() < seq_q * seq_k) *scores = Tensor::empty({seq_q, seq_k}, DType::f32);
+    vendor_attention(best_gemm_vendor(), args.q.ptr<float>(), args.k.ptr<float>(), args.v.ptr<float>(),
+                     args.o.ptr<float>(), batch, seq_q, seq_k, heads, kv_heads, dim, dim,
+                     attention_scale(args.options, dim), args.options.causal, args.options.window, args.options.softcap,
+                     scores->ptr<float>(), args.lse.ptr<float>());
+  };
+}
 
 // Multi-head latent attention (DeepSeek-V3, prefill form): keys and values are up-projected from a
 // shared low-rank latent c_kv; every head's key is [k_nope_h, k_rope] with k_rope shared by all
@@ -338,34 +297,28 @@ class PagedDecodeProblem : public SuiteProblemWithReference<PagedDecodeProblem> 
     }
   }
 
+  // Each sequence's pages gathered in plain loops, then flash_attention's reference over its context.
   template <class T>
   void compute_reference(ReferenceIO<T>& io) const {
     const auto &q = io.in(0), &k_cache = io.in(1), &v_cache = io.in(2), &table = io.in(3), &lens = io.in(4);
-    auto& o = io.out(0);
-    int64_t group = s_.heads / s_.kv_heads;
-    T scale = T(1) / std::sqrt(static_cast<T>(s_.dim));
-    parallel_for(s_.sequences * s_.heads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t bh = begin; bh < end; ++bh) {
-        int64_t b = bh / s_.heads, h = bh % s_.heads, kvh = h / group;
+    int64_t token_values = s_.kv_heads * s_.dim;
+    parallel_for(s_.sequences, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
         int64_t length = static_cast<int64_t>(lens[b]);
-        auto at = [&](int64_t position) {  // offset of (position, kvh) in the caches
+        std::vector<T> k(length * token_values), v(length * token_values), lse(s_.heads);
+        for (int64_t position = 0; position < length; ++position) {
           int64_t page = static_cast<int64_t>(table[b * pages_per_sequence_ + position / s_.page_size]);
-          return ((page * s_.page_size + position % s_.page_size) * s_.kv_heads + kvh) * s_.dim;
-        };
-        std::vector<T> scores(length);
-        T max_score = -std::numeric_limits<T>::infinity();
-        for (int64_t j = 0; j < length; ++j) {
-          T sum = 0;
-          for (int64_t d = 0; d < s_.dim; ++d) sum += q[(b * s_.heads + h) * s_.dim + d] * k_cache[at(j) + d];
-          scores[j] = sum * scale;
-          max_score = std::max(max_score, scores[j]);
+          int64_t offset = (page * s_.page_size + position % s_.page_size) * token_values;
+          std::copy(&k_cache[offset], &k_cache[offset] + token_values, &k[position * token_values]);
+          std::copy(&v_cache[offset], &v_cache[offset] + token_values, &v[position * token_values]);
         }
-        T total = 0;
-        for (int64_t j = 0; j < length; ++j) total += scores[j] = std::exp(scores[j] - max_score);
-        T* oi = &o[(b * s_.heads + h) * s_.dim];
-        std::fill(oi, oi + s_.dim, T(0));
-        for (int64_t j = 0; j < length; ++j)
-          for (int64_t d = 0; d < s_.dim; ++d) oi[d] += scores[j] / total * v_cache[at(j) + d];
+        FlashAttentionArgs args;
+        args.q = suite_reference::view_of(&q[b * s_.heads * s_.dim], {1, 1, s_.heads, s_.dim});
+        args.k = suite_reference::view_of(k.data(), {1, length, s_.kv_heads, s_.dim});
+        args.v = suite_reference::view_of(v.data(), {1, length, s_.kv_heads, s_.dim});
+        args.o = suite_reference::view_of(&io.out(0)[b * s_.heads * s_.dim], {1, 1, s_.heads, s_.dim});
+        args.lse = suite_reference::view_of(lse.data(), {1, s_.heads, 1});
+        flash_attention_reference<T>(args);
       }
     });
   }
@@ -377,30 +330,38 @@ class PagedDecodeProblem : public SuiteProblemWithReference<PagedDecodeProblem> 
   Tensor k_gathered_, v_gathered_, lse_;
 };
 
+// flash_attention's own problem at a shape, with the sgemm composition as the vendor baseline.
+void add_attention_problem(std::vector<SuiteEntry>& entries, SuiteInfo info, const std::string& full,
+                           const std::string& quick) {
+  if (best_gemm_vendor() != GemmVendor::none)
+    info.vendor = str_cat(gemm_vendor_name(best_gemm_vendor()), " sgemm QK^T and PV per head + plain masked softmax");
+  add_op_suite_problem(entries, info, "flash_attention", full, quick, attention_vendor());
+}
+
 }  // namespace
 
 void register_attention_problems(std::vector<SuiteEntry>& entries) {
-  add_suite_problem<AttentionProblem>(entries,
-                                      llm_info("mha_causal_attention", "causal multi-head flash attention",
-                                               "Llama-3.2-1B attention (32 heads x 64) scaled to 8 heads, 1024 tokens"),
-                                      AttentionShape{1, 1024, 8, 8, 64, true, 0, 0},
-                                      AttentionShape{1, 19, 2, 2, 16, true, 0, 0});
-  add_suite_problem<AttentionProblem>(
-      entries,
-      llm_info("gqa_attention", "causal grouped-query attention (4 query heads per KV head)",
-               "Llama-3-8B (32 query / 8 KV heads x 128) scaled to 8 / 2 heads x 64, 1024 tokens"),
-      AttentionShape{1, 1024, 8, 2, 64, true, 0, 0}, AttentionShape{1, 21, 4, 1, 16, true, 0, 0});
-  add_suite_problem<AttentionProblem>(
-      entries,
-      llm_info("sliding_window_attention", "causal sliding-window attention, GQA",
-               "Mistral-7B (window 4096, 32 / 8 heads x 128) scaled to window 256, 8 / 2 heads, "
-               "1024 tokens"),
-      AttentionShape{1, 1024, 8, 2, 128, true, 256, 0}, AttentionShape{1, 33, 4, 2, 16, true, 8, 0});
-  add_suite_problem<AttentionProblem>(
-      entries,
-      llm_info("softcap_attention", "causal attention with tanh logit soft-capping (50)",
-               "Gemma-2-2B (8 / 4 heads x 256, softcap 50), 512 tokens"),
-      AttentionShape{1, 512, 8, 4, 256, true, 0, 50}, AttentionShape{1, 17, 2, 1, 24, true, 0, 50});
+  add_attention_problem(entries,
+                        llm_info("mha_causal_attention", "causal multi-head flash attention",
+                                 "Llama-3.2-1B attention (32 heads x 64) scaled to 8 heads, 1024 tokens"),
+                        "batch=1,seq=1024,heads=8,kv_heads=8,head_dim=64,causal=1",
+                        "batch=1,seq=19,heads=2,kv_heads=2,head_dim=16,causal=1");
+  add_attention_problem(entries,
+                        llm_info("gqa_attention", "causal grouped-query attention (4 query heads per KV head)",
+                                 "Llama-3-8B (32 query / 8 KV heads x 128) scaled to 8 / 2 heads x 64, 1024 tokens"),
+                        "batch=1,seq=1024,heads=8,kv_heads=2,head_dim=64,causal=1",
+                        "batch=1,seq=21,heads=4,kv_heads=1,head_dim=16,causal=1");
+  add_attention_problem(entries,
+                        llm_info("sliding_window_attention", "causal sliding-window attention, GQA",
+                                 "Mistral-7B (window 4096, 32 / 8 heads x 128) scaled to window 256, 8 / 2 heads, "
+                                 "1024 tokens"),
+                        "batch=1,seq=1024,heads=8,kv_heads=2,head_dim=128,causal=1,window=256",
+                        "batch=1,seq=33,heads=4,kv_heads=2,head_dim=16,causal=1,window=8");
+  add_attention_problem(entries,
+                        llm_info("softcap_attention", "causal attention with tanh logit soft-capping (50)",
+                                 "Gemma-2-2B (8 / 4 heads x 256, softcap 50), 512 tokens"),
+                        "batch=1,seq=512,heads=8,kv_heads=4,head_dim=256,causal=1,softcap=50",
+                        "batch=1,seq=17,heads=2,kv_heads=1,head_dim=24,causal=1,softcap=50");
   add_suite_problem<MlaProblem>(
       entries,
       llm_info("mla_attention", "multi-head latent attention (prefill): latent up-projection + attention",

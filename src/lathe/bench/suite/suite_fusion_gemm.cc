@@ -127,32 +127,32 @@ void apply_step(const FusionStep& s, T* y, int64_t& width, const T* const* extra
     case Step::hardtanh:
       for (int64_t j = 0; j < n; ++j) y[j] = std::clamp(y[j], a, b);
       break;
+    // Full-row normalisations: the ops' own references on the row (in place), as (1, n) tensors.
     case Step::softmax: {
-      T max_value = *std::max_element(y, y + n), total = 0;
-      for (int64_t j = 0; j < n; ++j) total += y[j] = std::exp(y[j] - max_value);
-      for (int64_t j = 0; j < n; ++j) y[j] /= total;
+      SoftmaxArgs args;
+      args.x = args.y = ref::view_of(y, {1, n});
+      softmax_reference<T>(args);
       break;
     }
     case Step::layer_norm:
-    case Step::group_norm: {
+    case Step::group_norm: {  // group norm: a layer norm over each group, with its slice of the weights
       int64_t groups = s.step == Step::group_norm ? static_cast<int64_t>(s.a) : 1, size = n / groups;
       for (int64_t g = 0; g < groups; ++g) {
-        T* x = y + g * size;
-        T mean = 0, variance = 0;
-        for (int64_t j = 0; j < size; ++j) mean += x[j];
-        mean /= static_cast<T>(size);
-        for (int64_t j = 0; j < size; ++j) variance += (x[j] - mean) * (x[j] - mean);
-        T inv_std = T(1) / std::sqrt(variance / static_cast<T>(size) + T(1e-5));
-        for (int64_t j = 0; j < size; ++j)
-          x[j] = (x[j] - mean) * inv_std * extra[0][g * size + j] + extra[1][g * size + j];
+        LayerNormArgs args;
+        args.x = args.y = ref::view_of(y + g * size, {1, size});
+        args.weight = ref::view_of(extra[0] + g * size, {size});
+        args.bias = ref::view_of(extra[1] + g * size, {size});
+        args.eps = 1e-5f;
+        layer_norm_reference<T>(args);
       }
       break;
     }
     case Step::rms_norm: {
-      T squares = 0;
-      for (int64_t j = 0; j < n; ++j) squares += y[j] * y[j];
-      T inv_rms = T(1) / std::sqrt(squares / static_cast<T>(n) + T(1e-6));
-      for (int64_t j = 0; j < n; ++j) y[j] = y[j] * inv_rms * extra[0][j];
+      RmsNormArgs args;
+      args.x = args.y = ref::view_of(y, {1, n});
+      args.weight = ref::view_of(extra[0], {n});
+      args.eps = 1e-6f;
+      rms_norm_reference<T>(args);
       break;
     }
     case Step::logsumexp: {

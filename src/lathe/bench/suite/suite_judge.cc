@@ -4,42 +4,30 @@
 #include <cmath>
 #include <functional>
 
+#include "lathe/bench/timing.h"
+
 namespace lathe {
 
 namespace {
 
 uint64_t set_seed(uint64_t seed, int set) { return seed * 1000003ull + 0x9e3779b97f4a7c15ull * (set + 1); }
 
-Tensor tensor_from(const std::vector<double>& values, const Shape& shape, DType dtype) {
-  Tensor tensor = Tensor::empty(shape, dtype);
-  write_from_vector(tensor.view(), values);
-  return tensor;
-}
-
-// Poisons the outputs, runs one path, compares every output; returns "" or the first failure.
-std::string check_path(SuiteProblem& problem, const std::function<void()>& run,
-                       const std::vector<std::vector<double>>& exact, const std::vector<std::vector<double>>& naive) {
-  for (auto& output : problem.outputs()) poison(output.view());
-  problem.prepare();
+// Runs one path against the references; returns "" or the first failure, one line.
+std::string check_path(SuiteProblem& problem, const std::function<void()>& run, const ReferenceOutputs& references) {
+  CheckResult result;
   try {
-    run();
+    result = check_run(problem, references, run);
   } catch (const std::exception& error) {
     return str_cat("threw: ", error.what());
   }
-  const auto& specs = problem.output_specs();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    Tensor exact_tensor = tensor_from(exact[i], specs[i].shape, DType::f64);
-    Tensor naive_tensor = tensor_from(naive[i], specs[i].shape, specs[i].dtype);
-    OutputCheck check = compare_output(specs[i].name, problem.outputs()[i].view(), exact_tensor.view(),
-                                       naive_tensor.view(), problem.tolerance());
+  for (const OutputCheck& check : result.outputs)
     if (!check.passed)
-      return str_cat("output ", specs[i].name, ": max_error ", check.max_error, " allowed ", check.allowed,
+      return str_cat("output ", check.name, ": max_error ", check.max_error, " allowed ", check.allowed,
                      check.allowed_relative_norm > 0
                          ? str_cat(", rel_norm ", check.relative_norm, " allowed ", check.allowed_relative_norm)
                          : std::string(),
                      check.nan_count ? str_cat(", ", check.nan_count, " NaN") : std::string(), ", worst index ",
                      check.worst_index);
-  }
   return "";
 }
 
@@ -66,26 +54,12 @@ SuiteTiming summarize_samples(const TimedPath& path) {
 }
 
 // Copies of the buffers spanning options.cold_bytes, so each timed run starts with cold caches.
-struct Rotation {
-  std::vector<std::vector<Tensor>> inputs, outputs;
-  size_t next = 0;
-};
-
-Rotation make_rotation(SuiteProblem& problem, const SuiteOptions& options) {
-  Rotation rotation;
+size_t make_cold_copies(SuiteProblem& problem, const SuiteOptions& options) {
   int64_t bytes = std::max<int64_t>(1, problem.buffer_bytes());
   int64_t copies = std::clamp<int64_t>((options.cold_bytes + bytes - 1) / bytes, 2, options.max_rotation);
-  std::vector<Tensor> original_inputs = problem.inputs(), original_outputs = problem.outputs();
-  for (int64_t copy = 0; copy < copies; ++copy) {
-    problem.allocate_inputs();
-    problem.allocate_outputs();
-    problem.fill_inputs(set_seed(options.seed, 1000 + static_cast<int>(copy)));
-    rotation.inputs.push_back(problem.inputs());
-    rotation.outputs.push_back(problem.outputs());
-  }
-  problem.inputs() = original_inputs;
-  problem.outputs() = original_outputs;
-  return rotation;
+  for (int64_t copy = 0; copy < copies; ++copy)
+    problem.add_cold_copy(set_seed(options.seed, 1000 + static_cast<int>(copy)));
+  return static_cast<size_t>(copies);
 }
 
 }  // namespace
@@ -102,10 +76,10 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
   std::vector<double> reference_seconds;
   for (int set = 0; set < options.correctness_sets; ++set) {
     problem.fill_inputs(set_seed(options.seed, set));
-    auto exact = problem.reference(true);
-    auto naive = problem.reference(false, 1, &reference_seconds);  // the naive reference doubles as the timed one
+    ReferenceOutputs references = compute_reference_outputs(problem);
+    reference_seconds.push_back(references.naive_seconds);  // the naive reference doubles as the timed one
     std::string failure = check_path(
-        problem, [&] { problem.run_lathe(); }, exact, naive);
+        problem, [&] { problem.run_lathe(); }, references);
     ++result.sets;
     if (failure.empty())
       ++result.sets_passed;
@@ -114,7 +88,7 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
     lathe_ran = lathe_ran && failure.rfind("threw", 0) != 0;  // a path that throws is not timed
     if (vendor) {
       std::string vendor_failure = check_path(
-          problem, [&] { problem.run_vendor(); }, exact, naive);
+          problem, [&] { problem.run_vendor(); }, references);
       if (!vendor_failure.empty() && result.vendor_failure.empty())
         result.vendor_failure = str_cat("set ", set, ": ", vendor_failure);
       result.vendor_correct = result.vendor_correct && vendor_failure.empty();
@@ -126,15 +100,13 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
 
   problem.fill_inputs(set_seed(options.seed, 0));
   result.cost = problem.cost();  // some costs depend on the inputs (context lengths, routing)
-  Rotation rotation;
-  if (options.cold) rotation = make_rotation(problem, options);
+  size_t cold_copies = options.cold ? make_cold_copies(problem, options) : 0, next_copy = 0;
   auto before_each = [&] {
-    if (options.cold) {
-      problem.inputs() = rotation.inputs[rotation.next];
-      problem.outputs() = rotation.outputs[rotation.next];
-      rotation.next = (rotation.next + 1) % rotation.inputs.size();
+    if (cold_copies > 0) {
+      problem.use_cold_copy(next_copy);
+      next_copy = (next_copy + 1) % cold_copies;
     }
-    problem.prepare();
+    problem.prepare_run();
   };
   std::vector<TimedPath> paths;
   if (lathe_ran) paths.push_back({[&] { problem.run_lathe(); }, {}, {}});

@@ -4,7 +4,8 @@
 // float). A problem is correct only if every set passes; the vendor baseline is checked the same
 // way (a wrong baseline would make every ratio meaningless).
 // Timing: the plain reference (in float) is timed during the correctness sets, one run per set
-// (it is slow, and its speedup column needs no finer precision); lathe and the vendor get warm-up
+// (it is slow, and its speedup column needs no finer precision; for an op's problem it is the
+// op's own reference, single-threaded, so that column reads higher there than for compositions); lathe and the vendor get warm-up
 // runs, then `blocks` blocks of `runs_per_block` runs, lathe and vendor blocks
 // interleaved so both see the same machine; the median of all runs is reported, and the spread of
 // the block medians (relative to the median) is the measured run-to-run noise. Cache-cold mode

@@ -1,10 +1,12 @@
 // Dense linear-algebra problems: a large GEMM (a projection), the SwiGLU MLP, fused linear +
 // cross-entropy at Llama 3's vocabulary, and ragged_dot (jax.lax.ragged_dot: rows in groups, one
-// weight per group).
+// weight per group). The GEMM and the cross-entropy are the matmul and linear_cross_entropy ops'
+// own problems (suite_op_problem.h); the others are compositions.
 #include <cmath>
 #include <cstring>
 
 #include "lathe/bench/suite/suite_common.h"
+#include "lathe/bench/suite/suite_op_problem.h"
 #include "lathe/bench/suite/suite_reference.h"
 #include "lathe/bench/suite/suite_vendor.h"
 #include "lathe/core/parallel.h"
@@ -17,40 +19,6 @@ namespace lathe {
 namespace {
 
 double linear_bound(int64_t fan_in) { return 1.0 / std::sqrt(static_cast<double>(fan_in)); }
-
-// y (tokens, n) = x (tokens, k) @ w^T, w (n, k) as nn.Linear stores it.
-struct GemmShape {
-  int64_t m, n, k;
-};
-
-class LargeGemmProblem : public SuiteProblemWithReference<LargeGemmProblem> {
- public:
-  LargeGemmProblem(SuiteInfo info, const GemmShape& shape)
-      : SuiteProblemWithReference(std::move(info), str_cat("m=", shape.m, ",n=", shape.n, ",k=", shape.k)), s_(shape) {
-    add_input("x", {s_.m, s_.k});
-    add_input("w", {s_.n, s_.k}, DType::f32, -linear_bound(s_.k), linear_bound(s_.k));
-    add_output("y", {s_.m, s_.n});
-    mutable_info().lathe_path = "matmul (tb=1)";
-    if (best_gemm_vendor() != GemmVendor::none)
-      mutable_info().vendor = str_cat(gemm_vendor_name(best_gemm_vendor()), " sgemm");
-  }
-  OpCost cost() const override { return {2.0 * s_.m * s_.n * s_.k, io_bytes()}; }
-  void run_lathe() override {
-    MatmulArgs args;
-    args.a = in(0), args.b = in(1), args.c = out(0), args.trans_b = true;
-    matmul(args);
-  }
-  void run_vendor() override {
-    vendor_sgemm(best_gemm_vendor(), true, s_.m, s_.n, s_.k, 1, in_f32(0), s_.k, in_f32(1), s_.k, 0, out_f32(0), s_.n);
-  }
-  template <class T>
-  void compute_reference(ReferenceIO<T>& io) const {
-    suite_reference::matmul(io.in(0).data(), io.in(1).data(), io.out(0).data(), s_.m, s_.n, s_.k, true);
-  }
-
- private:
-  GemmShape s_;
-};
 
 // SwiGLU MLP: y = (silu(x w_gate^T) * (x w_up^T)) w_down^T, with w_gate and w_up stacked in one
 // (2 ffn, d) weight (the fused gate_up projection).
@@ -122,116 +90,53 @@ class SwigluMlpProblem : public SuiteProblemWithReference<SwigluMlpProblem> {
   std::unique_ptr<OnednnFusedMatmul> gate_matmul_, up_matmul_, down_matmul_;
 };
 
-// Fused LM head + cross-entropy, forward and backward (mean loss over the tokens):
-//   logits = hidden @ weight^T; loss = mean_t(lse_t - logits[t, target_t]);
-//   dhidden = dlogits @ weight, dweight = dlogits^T @ hidden, dlogits = (softmax - onehot) / tokens.
-struct CrossEntropyShape {
-  int64_t tokens, d_model, vocab;
-};
-
-class LinearCrossEntropyProblem : public SuiteProblemWithReference<LinearCrossEntropyProblem> {
- public:
-  LinearCrossEntropyProblem(SuiteInfo info, const CrossEntropyShape& shape)
-      : SuiteProblemWithReference(std::move(info),
-                                  str_cat("tokens=", shape.tokens, ",d_model=", shape.d_model, ",vocab=", shape.vocab)),
-        s_(shape) {
-    add_input("hidden", {s_.tokens, s_.d_model});
-    add_input("weight", {s_.vocab, s_.d_model}, DType::f32, -linear_bound(s_.d_model) * 4,
-              linear_bound(s_.d_model) * 4);
-    add_input("targets", {s_.tokens}, DType::i32, 0, static_cast<double>(s_.vocab));
-    add_output("loss", {1});
-    add_output("dhidden", {s_.tokens, s_.d_model});
-    add_output("dweight", {s_.vocab, s_.d_model});
-    mutable_info().lathe_path = "linear_cross_entropy (chunked, logits never materialised)";
-    if (best_gemm_vendor() != GemmVendor::none) {
-      logits_ = Tensor::empty({s_.tokens, s_.vocab}, DType::f32);
-      mutable_info().vendor = str_cat(gemm_vendor_name(best_gemm_vendor()),
-                                      " sgemm for logits, dhidden, dweight + plain softmax loops (full logits)");
-    }
-  }
-  OpCost cost() const override { return {6.0 * s_.tokens * s_.vocab * s_.d_model, io_bytes()}; }
-  void run_lathe() override {
-    LinearCrossEntropyArgs args;
-    args.hidden = in(0), args.weight = in(1), args.targets = in(2);
-    args.loss = out(0), args.dhidden = out(1), args.dweight = out(2);
-    linear_cross_entropy(args);
-  }
-  void run_vendor() override {
+// The vendor baseline of fused_linear_cross_entropy (linear_cross_entropy's own problem, mean loss
+// over the tokens, no ignored targets, no softcap or z-loss): the full logits with sgemm, softmax
+// rows in plain loops turned into dlogits = (softmax - onehot) / tokens, then dhidden = dlogits @
+// weight and dweight = dlogits^T @ hidden with sgemm. Scratch: the logits and their transpose.
+OpSuiteProblem::VendorPath cross_entropy_vendor() {
+  auto logits_buffer = std::make_shared<Tensor>(), transposed_buffer = std::make_shared<Tensor>();
+  return [logits_buffer, transposed_buffer](OpProblem& problem) {
+    const auto& args = op_problem_args<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig>(problem);
     GemmVendor vendor = best_gemm_vendor();
-    float* logits = logits_.ptr<float>();
-    const int32_t* targets = inputs()[2].ptr<int32_t>();
-    vendor_sgemm(vendor, true, s_.tokens, s_.vocab, s_.d_model, 1, in_f32(0), s_.d_model, in_f32(1), s_.d_model, 0,
-                 logits, s_.vocab);
-    std::vector<double> losses(s_.tokens);
-    float inverse_tokens = 1.0f / static_cast<float>(s_.tokens);
-    parallel_for(s_.tokens, 1, [&](int64_t begin, int64_t end) {
+    int64_t tokens = args.hidden.dim(0), d_model = args.hidden.dim(1), vocab = args.weight.dim(0);
+    if (!logits_buffer->defined() || logits_buffer->numel() != tokens * vocab) {
+      *logits_buffer = Tensor::empty({tokens, vocab}, DType::f32);
+      *transposed_buffer = Tensor::empty({vocab, tokens}, DType::f32);
+    }
+    const float *hidden = args.hidden.ptr<float>(), *weight = args.weight.ptr<float>();
+    const int32_t* targets = args.targets.ptr<int32_t>();
+    float *logits = logits_buffer->ptr<float>(), *lse = args.lse.ptr<float>();
+    vendor_sgemm(vendor, true, tokens, vocab, d_model, 1, hidden, d_model, weight, d_model, 0, logits, vocab);
+    std::vector<double> losses(tokens);
+    float inverse_tokens = 1.0f / static_cast<float>(tokens);
+    parallel_for(tokens, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        float* row = logits + t * s_.vocab;
-        float max_value = *std::max_element(row, row + s_.vocab), total = 0;
-        for (int64_t v = 0; v < s_.vocab; ++v) total += std::exp(row[v] - max_value);
-        float lse = max_value + std::log(total);
-        losses[t] = lse - row[targets[t]];
-        for (int64_t v = 0; v < s_.vocab; ++v) row[v] = std::exp(row[v] - lse) * inverse_tokens;
+        float* row = logits + t * vocab;
+        float max_value = *std::max_element(row, row + vocab), total = 0;
+        for (int64_t v = 0; v < vocab; ++v) total += std::exp(row[v] - max_value);
+        lse[t] = max_value + std::log(total);
+        losses[t] = lse[t] - row[targets[t]];
+        for (int64_t v = 0; v < vocab; ++v) row[v] = std::exp(row[v] - lse[t]) * inverse_tokens;
         row[targets[t]] -= inverse_tokens;
       }
     });
     double loss = 0;
     for (double value : losses) loss += value;
-    out_f32(0)[0] = static_cast<float>(loss / s_.tokens);
-    vendor_sgemm(vendor, false, s_.tokens, s_.d_model, s_.vocab, 1, logits, s_.vocab, in_f32(1), s_.d_model, 0,
-                 out_f32(1), s_.d_model);
-    transposed_product(vendor, logits, in_f32(0), out_f32(2));
-  }
-  template <class T>
-  void compute_reference(ReferenceIO<T>& io) const {
-    std::vector<T> logits(s_.tokens * s_.vocab);
-    suite_reference::matmul(io.in(0).data(), io.in(1).data(), logits.data(), s_.tokens, s_.vocab, s_.d_model, true);
-    T loss = 0, inverse_tokens = T(1) / static_cast<T>(s_.tokens);
-    for (int64_t t = 0; t < s_.tokens; ++t) {
-      T* row = &logits[t * s_.vocab];
-      int64_t target = static_cast<int64_t>(io.in(2)[t]);
-      T max_value = *std::max_element(row, row + s_.vocab), total = 0;
-      for (int64_t v = 0; v < s_.vocab; ++v) total += std::exp(row[v] - max_value);
-      T lse = max_value + std::log(total);
-      loss += lse - row[target];
-      for (int64_t v = 0; v < s_.vocab; ++v) row[v] = std::exp(row[v] - lse) * inverse_tokens;
-      row[target] -= inverse_tokens;
-    }
-    io.out(0)[0] = loss / static_cast<T>(s_.tokens);
-    // dhidden = dlogits @ weight (weight (vocab, d) is the non-transposed right operand).
-    suite_reference::matmul(logits.data(), io.in(1).data(), io.out(1).data(), s_.tokens, s_.d_model, s_.vocab, false);
-    // dweight[v, :] = sum_t dlogits[t, v] hidden[t, :]
-    auto& dweight = io.out(2);
-    const auto& hidden = io.in(0);
-    parallel_for(s_.vocab, 256, [&](int64_t begin, int64_t end) {
-      for (int64_t v = begin; v < end; ++v) {
-        T* row = &dweight[v * s_.d_model];
-        std::fill(row, row + s_.d_model, T(0));
-        for (int64_t t = 0; t < s_.tokens; ++t) {
-          T g = logits[t * s_.vocab + v];
-          for (int64_t d = 0; d < s_.d_model; ++d) row[d] += g * hidden[t * s_.d_model + d];
-        }
-      }
-    });
-  }
-
- private:
-  // dweight (vocab, d) = dlogits (tokens, vocab)^T @ hidden (tokens, d). vendor_sgemm takes A
-  // untransposed, so dlogits is transposed first (plain loops, counted in the vendor's time).
-  void transposed_product(GemmVendor vendor, const float* dlogits, const float* hidden, float* dweight) {
-    if (!dlogits_transposed_.defined()) dlogits_transposed_ = Tensor::empty({s_.vocab, s_.tokens}, DType::f32);
-    float* transposed = dlogits_transposed_.ptr<float>();
-    parallel_for(s_.vocab, 1024, [&](int64_t begin, int64_t end) {
+    args.loss.ptr<float>()[0] = static_cast<float>(loss / tokens);
+    vendor_sgemm(vendor, false, tokens, d_model, vocab, 1, logits, vocab, weight, d_model, 0, args.dhidden.ptr<float>(),
+                 d_model);
+    // dweight (vocab, d) = dlogits (tokens, vocab)^T @ hidden (tokens, d). vendor_sgemm takes A
+    // untransposed, so dlogits is transposed first (plain loops, counted in the vendor's time).
+    float* transposed = transposed_buffer->ptr<float>();
+    parallel_for(vocab, 1024, [&](int64_t begin, int64_t end) {
       for (int64_t v = begin; v < end; ++v)
-        for (int64_t t = 0; t < s_.tokens; ++t) transposed[v * s_.tokens + t] = dlogits[t * s_.vocab + v];
+        for (int64_t t = 0; t < tokens; ++t) transposed[v * tokens + t] = logits[t * vocab + v];
     });
-    vendor_sgemm(vendor, false, s_.vocab, s_.d_model, s_.tokens, 1, transposed, s_.tokens, hidden, s_.d_model, 0,
-                 dweight, s_.d_model);
-  }
-
-  CrossEntropyShape s_;
-  Tensor logits_, dlogits_transposed_;
-};
+    vendor_sgemm(vendor, false, vocab, d_model, tokens, 1, transposed, tokens, hidden, d_model, 0,
+                 args.dweight.ptr<float>(), d_model);
+  };
+}
 
 // ragged_dot: out[r] = lhs[r] @ rhs[g(r)], rows grouped contiguously by group_sizes (summing to m).
 struct RaggedShape {
@@ -307,19 +212,24 @@ class RaggedDotProblem : public SuiteProblemWithReference<RaggedDotProblem> {
 }  // namespace
 
 void register_linear_problems(std::vector<SuiteEntry>& entries) {
-  add_suite_problem<LargeGemmProblem>(
+  // matmul's own problem; its benchmark peer (oneDNN or OpenBLAS sgemm) is the vendor row.
+  add_op_suite_problem(
       entries,
       llm_info("large_gemm", "a large projection GEMM, y = x w^T", "Qwen3-0.6B q_proj (1024 -> 2048), 512 tokens"),
-      GemmShape{512, 2048, 1024}, GemmShape{37, 29, 53});
+      "matmul", "m=512,n=2048,k=1024,tb=1", "m=37,n=29,k=53,tb=1");
   add_suite_problem<SwigluMlpProblem>(entries,
                                       llm_info("swiglu_mlp", "SwiGLU MLP: down(silu(gate(x)) * up(x))",
                                                "Qwen3-0.6B MLP (1024 -> 3072 -> 1024), 64 tokens"),
                                       MlpShape{64, 1024, 3072}, MlpShape{7, 24, 40});
-  add_suite_problem<LinearCrossEntropyProblem>(
-      entries,
-      llm_info("fused_linear_cross_entropy", "LM head + cross-entropy, loss and both gradients",
-               "Llama 3 vocabulary (128256) with d_model scaled 4096 -> 128, 16 tokens"),
-      CrossEntropyShape{16, 128, 128256}, CrossEntropyShape{5, 16, 1000});
+  SuiteInfo cross_entropy = llm_info("fused_linear_cross_entropy", "LM head + cross-entropy, loss and both gradients",
+                                     "Llama 3 vocabulary (128256) with d_model scaled 4096 -> 128, 16 tokens");
+  cross_entropy.lathe_path = "linear_cross_entropy (chunked, logits never materialised)";
+  if (best_gemm_vendor() != GemmVendor::none)
+    cross_entropy.vendor = str_cat(gemm_vendor_name(best_gemm_vendor()),
+                                   " sgemm for logits, dhidden, dweight + plain softmax loops (full logits)");
+  add_op_suite_problem(entries, cross_entropy, "linear_cross_entropy",
+                       "tokens=16,d_model=128,vocab=128256,target_dtype=i32",
+                       "tokens=5,d_model=16,vocab=1000,target_dtype=i32", cross_entropy_vendor());
   add_suite_problem<RaggedDotProblem>(
       entries,
       llm_info("ragged_dot", "ragged_dot: row groups of uneven size, one (k, n) weight per group",

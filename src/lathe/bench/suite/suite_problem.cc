@@ -29,6 +29,27 @@ void SuiteProblem::allocate_outputs() {
   for (const auto& spec : output_specs_) outputs_.push_back(Tensor::empty(spec.shape, spec.dtype));
 }
 
+std::vector<std::pair<std::string, TensorView>> SuiteProblem::outputs() const {
+  std::vector<std::pair<std::string, TensorView>> named;
+  for (size_t i = 0; i < outputs_.size(); ++i) named.emplace_back(output_specs_[i].name, outputs_[i].view());
+  return named;
+}
+
+void SuiteProblem::add_cold_copy(uint64_t seed) {
+  std::vector<Tensor> live_inputs = inputs_, live_outputs = outputs_;
+  allocate_inputs();
+  allocate_outputs();
+  fill_inputs(seed);
+  cold_copies_.emplace_back(inputs_, outputs_);
+  inputs_ = live_inputs;
+  outputs_ = live_outputs;
+}
+
+void SuiteProblem::use_cold_copy(size_t index) {
+  inputs_ = cold_copies_.at(index).first;
+  outputs_ = cold_copies_.at(index).second;
+}
+
 int64_t SuiteProblem::buffer_bytes() const {
   int64_t bytes = 0;
   for (const auto& tensor : inputs_) bytes += tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));

@@ -1,13 +1,19 @@
-// A problem of the kernel benchmark suite (`lathe bench --suite`): one computation at one size,
-// with a seeded input generator, a plain reference (loops, run in double as the oracle and in
-// float as the naive same-precision baseline of the tolerance rule), lathe's path (an optimized op
-// or a composition of ops and plain loops) and, where one exists, a vendor baseline (oneDNN or
-// OpenBLAS in the same process). The judge (suite_judge.h) checks both paths on fresh inputs and
-// times them; this file only describes the problem.
+// A problem of the kernel benchmark suite (`lathe bench --suite`): one computation at one size.
+// It is a Problem (ops/problem.h: named outputs, a reference run in double as the oracle and in
+// float as the naive same-precision baseline, tolerance, cost) plus what the suite adds: a
+// description (SuiteInfo), inputs drawn afresh for each seed, lathe's path and, where one exists, a
+// vendor baseline (oneDNN or OpenBLAS in the same process). Two kinds:
+//   - a registered op's problem at one shape (suite_op_problem.h): the op problem draws the inputs,
+//     computes the reference and runs the op; nothing is restated here;
+//   - a composition with no op of its own (fusions, MoE, recurrences, MLA, paged decode): it owns
+//     its input and output buffers (add_input / add_output) and writes its reference as plain loops
+//     over them (SuiteProblemWithReference), built from the ops' references where an op exists.
+// The judge (suite_judge.h) checks both paths on fresh inputs and times them; this file only
+// describes the problem.
 //
-// Paths must read inputs() and outputs() on every call, never pointers cached at construction:
-// the cache-cold mode swaps in rotated copies of the buffers between runs. Scratch buffers a path
-// owns may be kept.
+// Paths of buffer-owning problems must read inputs() and output_tensors() on every call, never
+// pointers cached at construction: the cache-cold mode swaps in rotated copies of the buffers
+// between runs. Scratch buffers a path owns may be kept.
 #pragma once
 
 #include <algorithm>
@@ -17,7 +23,6 @@
 #include <string>
 #include <vector>
 
-#include "lathe/bench/timing.h"
 #include "lathe/core/tensor.h"
 #include "lathe/ops/op.h"
 #include "lathe/ops/problem.h"
@@ -41,40 +46,34 @@ struct SuiteTensorSpec {
   double low = -1, high = 1;
 };
 
-class SuiteProblem {
+class SuiteProblem : public Problem {
  public:
   SuiteProblem(SuiteInfo info, std::string shape_text);
-  virtual ~SuiteProblem() = default;
 
   const SuiteInfo& info() const { return info_; }
   const std::string& shape_text() const { return shape_text_; }  // "tokens=512,d=1024" for reports
-  const std::vector<SuiteTensorSpec>& input_specs() const { return input_specs_; }
-  const std::vector<SuiteTensorSpec>& output_specs() const { return output_specs_; }
 
-  // The live buffers; the judge replaces them with rotated copies in cache-cold mode.
-  std::vector<Tensor>& inputs() { return inputs_; }
-  std::vector<Tensor>& outputs() { return outputs_; }
-  const std::vector<Tensor>& inputs() const { return inputs_; }
-  const std::vector<Tensor>& outputs() const { return outputs_; }
-  void allocate_inputs();  // fresh tensors from the specs
-  void allocate_outputs();
-  int64_t buffer_bytes() const;  // inputs plus outputs
-
-  // Draws every input uniformly from its spec's range (stream = input index). Problems with
-  // structured inputs (group sizes, page tables, targets) override it and call it first.
+  // Draws fresh inputs for this seed. Buffer-owning problems draw every input uniformly from its
+  // spec's range (stream = input index); those with structured inputs (group sizes, page tables,
+  // targets) override it and call it first.
   virtual void fill_inputs(uint64_t seed);
-  // Untimed, before every run: restores state a path updates in place (AdamW).
-  virtual void prepare() {}
   virtual void run_lathe() = 0;
   virtual bool has_vendor() const { return !info_.vendor.empty(); }
   virtual void run_vendor() { throw_error(info_.name, ": no vendor baseline"); }
-  // The reference in double (use_double) or float, from the current inputs, one vector per output
-  // (row-major). The loops run max(1, timed_runs) times; with `seconds`, each run's time (the loops
-  // alone, not the conversions) is appended to it.
-  virtual std::vector<std::vector<double>> reference(bool use_double, int timed_runs = 0,
-                                                     std::vector<double>* seconds = nullptr) const = 0;
-  virtual OpCost cost() const = 0;
-  virtual Tolerance tolerance() const { return {}; }
+  // Named views of the live output buffers.
+  std::vector<std::pair<std::string, TensorView>> outputs() const override;
+  virtual int64_t buffer_bytes() const;  // inputs plus outputs
+
+  // Cache-cold mode: add_cold_copy draws a further copy of the inputs (and outputs) at `seed`;
+  // use_cold_copy(i) makes copy i the live one. The default copies the owned buffers.
+  virtual void add_cold_copy(uint64_t seed);
+  virtual void use_cold_copy(size_t index);
+
+  // The live buffers of a buffer-owning problem (empty for an op's problem).
+  std::vector<Tensor>& inputs() { return inputs_; }
+  const std::vector<Tensor>& inputs() const { return inputs_; }
+  std::vector<Tensor>& output_tensors() { return outputs_; }
+  const std::vector<Tensor>& output_tensors() const { return outputs_; }
 
  protected:
   SuiteInfo& mutable_info() { return info_; }  // for problems that describe their plan after construction
@@ -89,10 +88,14 @@ class SuiteProblem {
   double io_bytes() const;
 
  private:
+  void allocate_inputs();  // fresh tensors from the specs
+  void allocate_outputs();
+
   SuiteInfo info_;
   std::string shape_text_;
   std::vector<SuiteTensorSpec> input_specs_, output_specs_;
   std::vector<Tensor> inputs_, outputs_;
+  std::vector<std::pair<std::vector<Tensor>, std::vector<Tensor>>> cold_copies_;  // (inputs, outputs)
 };
 
 // What a reference reads and writes: every input converted to T (integer inputs too; they are
@@ -105,33 +108,25 @@ struct ReferenceIO {
   std::vector<T>& out(size_t index) { return outputs[index]; }
 };
 
-// The generic part of reference(): Derived supplies
+// The generic part of reference() for a buffer-owning problem: Derived supplies
 //   template <class T> void compute_reference(ReferenceIO<T>& io) const;
 template <class Derived>
 class SuiteProblemWithReference : public SuiteProblem {
  public:
   using SuiteProblem::SuiteProblem;
 
-  std::vector<std::vector<double>> reference(bool use_double, int timed_runs = 0,
-                                             std::vector<double>* seconds = nullptr) const override {
-    return use_double ? run_reference<double>(timed_runs, seconds) : run_reference<float>(timed_runs, seconds);
+  void reference(bool use_double, const std::vector<TensorView>& into) const override {
+    use_double ? run_reference<double>(into) : run_reference<float>(into);
   }
 
  private:
   template <class T>
-  std::vector<std::vector<double>> run_reference(int timed_runs, std::vector<double>* seconds) const {
+  void run_reference(const std::vector<TensorView>& into) const {
     ReferenceIO<T> io;
     for (const auto& input : inputs()) io.inputs.push_back(to_vector<T>(input.view()));
-    for (const auto& spec : output_specs()) io.outputs.emplace_back(static_cast<size_t>(spec.shape.numel()), T(0));
-    const Derived& derived = static_cast<const Derived&>(*this);
-    for (int run = 0; run < std::max(1, timed_runs); ++run) {
-      double start = now_seconds();
-      derived.template compute_reference<T>(io);
-      if (seconds) seconds->push_back(now_seconds() - start);
-    }
-    std::vector<std::vector<double>> results;
-    for (const auto& output : io.outputs) results.emplace_back(output.begin(), output.end());
-    return results;
+    for (const auto& output : output_tensors()) io.outputs.emplace_back(static_cast<size_t>(output.numel()), T(0));
+    static_cast<const Derived&>(*this).template compute_reference<T>(io);
+    for (size_t i = 0; i < into.size(); ++i) write_from_vector(into[i], io.outputs[i]);
   }
 };
 

@@ -1,7 +1,8 @@
-// Plain reference building blocks shared by the suite's problems, templated on the computing type
-// (double: the oracle; float: the naive same-precision baseline). Written to be obviously right;
-// only the outermost independent loop runs in parallel, so the float reference is a fair "plain
-// loops on all cores" baseline for the speedup column.
+// Plain reference building blocks shared by the suite's compositions, templated on the computing
+// type (double: the oracle; float: the naive same-precision baseline). Where an op exists, its own
+// reference does the work (matmul, attention here; softmax and the norms in the fusion chains): the
+// suite restates no op. Only the outermost independent loop runs in parallel, so the float
+// reference is a fair "plain loops on all cores" baseline for the speedup column.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,9 @@
 #include <vector>
 
 #include "lathe/core/parallel.h"
+#include "lathe/core/tensor.h"
+#include "lathe/ops/flash_attention/flash_attention.h"
+#include "lathe/ops/matmul/matmul.h"
 
 namespace lathe::suite_reference {
 
@@ -44,67 +48,69 @@ T hardswish(T x) {
   return x * std::clamp(x + T(3), T(0), T(6)) / T(6);
 }
 
-// c (m, n) = a (m, k) @ b, with b (k, n), or b (n, k) read transposed when b_transposed.
+// T values (double or float) viewed as a contiguous tensor of that dtype, for the ops' references.
+template <class T>
+TensorView view_of(const T* data, const Shape& shape) {
+  return TensorView{const_cast<T*>(data), shape, contiguous_strides(shape), dtype_of<T>()};
+}
+
+// c (m, n) = a (m, k) @ b, with b (k, n), or b (n, k) read transposed when b_transposed: the matmul
+// op's reference on blocks of rows in parallel (b is laid out as (n, k) first, so its reads run
+// along rows).
 template <class T>
 void matmul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool b_transposed) {
   std::vector<T> transposed;
-  if (b_transposed) {  // into (k, n), so the inner loop below runs over contiguous rows
+  if (!b_transposed) {
     transposed.resize(static_cast<size_t>(k * n));
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t p = 0; p < k; ++p) transposed[p * n + j] = b[j * k + p];
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j) transposed[j * k + p] = b[p * n + j];
     b = transposed.data();
   }
-  parallel_for(m, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      T* row = c + i * n;
-      std::fill(row, row + n, T(0));
-      for (int64_t p = 0; p < k; ++p) {
-        T scale = a[i * k + p];
-        for (int64_t j = 0; j < n; ++j) row[j] += scale * b[p * n + j];
-      }
-    }
+  parallel_for(m, 8, [&](int64_t begin, int64_t end) {
+    MatmulArgs args;
+    args.a = view_of(a + begin * k, {end - begin, k});
+    args.b = view_of(b, {n, k});
+    args.c = view_of(c + begin * n, {end - begin, n});
+    args.trans_b = true;
+    matmul_reference<T>(args);
   });
 }
 
-// Softmax attention over (batch, seq, heads, dim) layouts, one score row at a time:
-// q (batch, seq_q, heads, dim_qk), k (batch, seq_k, kv_heads, dim_qk), v (batch, seq_k, kv_heads,
-// dim_v) -> o (batch, seq_q, heads, dim_v). Query i sees key j when (not causal or j <= i +
-// seq_k - seq_q) and (window == 0 or j > i + seq_k - seq_q - window). softcap > 0 caps logits.
+// Softmax attention over (batch, seq, heads, dim) layouts: flash_attention's reference, one
+// (batch, head) at a time in parallel. q (batch, seq_q, heads, dim_qk), k (batch, seq_k, kv_heads,
+// dim_qk), v (batch, seq_k, kv_heads, dim_v) -> o (batch, seq_q, heads, dim_v); causal is
+// bottom-right aligned. A v narrower than q and k (MLA) is zero-padded to their width, which
+// leaves the first dim_v outputs unchanged.
 template <class T>
 void attention(const T* q, const T* k, const T* v, T* o, int64_t batch, int64_t seq_q, int64_t seq_k, int64_t heads,
-               int64_t kv_heads, int64_t dim_qk, int64_t dim_v, T scale, bool causal, int64_t window = 0,
-               T softcap = 0) {
+               int64_t kv_heads, int64_t dim_qk, int64_t dim_v, T scale, bool causal) {
+  std::vector<T> padded;
+  if (dim_v != dim_qk) {
+    padded.assign(static_cast<size_t>(batch * seq_k * kv_heads * dim_qk), T(0));
+    for (int64_t row = 0; row < batch * seq_k * kv_heads; ++row)
+      std::copy(v + row * dim_v, v + (row + 1) * dim_v, padded.begin() + row * dim_qk);
+    v = padded.data();
+  }
   int64_t group = heads / kv_heads;
   parallel_for(batch * heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> scores(static_cast<size_t>(seq_k));
+    std::vector<T> head_o(static_cast<size_t>(seq_q * dim_qk)), lse(static_cast<size_t>(seq_q));
     for (int64_t bh = begin; bh < end; ++bh) {
       int64_t b = bh / heads, h = bh % heads, kvh = h / group;
-      for (int64_t i = 0; i < seq_q; ++i) {
-        const T* qi = q + ((b * seq_q + i) * heads + h) * dim_qk;
-        int64_t aligned = i + seq_k - seq_q;
-        int64_t first = window > 0 ? std::max<int64_t>(0, aligned - window + 1) : 0;
-        int64_t last = causal ? std::min(aligned, seq_k - 1) : seq_k - 1;
-        T* oi = o + ((b * seq_q + i) * heads + h) * dim_v;
-        std::fill(oi, oi + dim_v, T(0));
-        if (last < first) continue;
-        T max_score = -std::numeric_limits<T>::infinity();
-        for (int64_t j = first; j <= last; ++j) {
-          const T* kj = k + ((b * seq_k + j) * kv_heads + kvh) * dim_qk;
-          T s = 0;
-          for (int64_t d = 0; d < dim_qk; ++d) s += qi[d] * kj[d];
-          s *= scale;
-          if (softcap > 0) s = softcap * std::tanh(s / softcap);
-          scores[j] = s;
-          max_score = std::max(max_score, s);
-        }
-        T total = 0;
-        for (int64_t j = first; j <= last; ++j) total += scores[j] = std::exp(scores[j] - max_score);
-        for (int64_t j = first; j <= last; ++j) {
-          const T* vj = v + ((b * seq_k + j) * kv_heads + kvh) * dim_v;
-          T p = scores[j] / total;
-          for (int64_t d = 0; d < dim_v; ++d) oi[d] += p * vj[d];
-        }
-      }
+      auto head = [&](const T* base, int64_t seq, int64_t count, int64_t index) {  // (1, seq, 1, dim_qk)
+        return TensorView{const_cast<T*>(base + (b * seq * count + index) * dim_qk), Shape{1, seq, 1, dim_qk},
+                          Shape{seq * count * dim_qk, count * dim_qk, dim_qk, 1}, dtype_of<T>()};
+      };
+      FlashAttentionArgs args;
+      args.q = head(q, seq_q, heads, h);
+      args.k = head(k, seq_k, kv_heads, kvh);
+      args.v = head(v, seq_k, kv_heads, kvh);
+      args.o = view_of(head_o.data(), {1, seq_q, 1, dim_qk});
+      args.lse = view_of(lse.data(), {1, 1, seq_q});
+      args.options.scale = static_cast<float>(scale);
+      args.options.causal = causal;
+      flash_attention_reference<T>(args);
+      for (int64_t i = 0; i < seq_q; ++i)
+        std::copy(&head_o[i * dim_qk], &head_o[i * dim_qk] + dim_v, o + ((b * seq_q + i) * heads + h) * dim_v);
     }
   });
 }

@@ -9,6 +9,7 @@
 
 #include "lathe/bench/suite/suite_compare.h"
 #include "lathe/bench/suite/suite_judge.h"
+#include "lathe/bench/suite/suite_op_problem.h"
 #include "lathe/bench/suite/suite_report.h"
 #include "test_seed.h"
 
@@ -242,6 +243,30 @@ TEST(SuiteReport, TableJsonAndChartsNameEveryProblem) {
   EXPECT_NE(svg.find("beta&lt;&amp;&gt;"), std::string::npos);
   EXPECT_NE(suite_to_html(results, summary, "t").find("<svg"), std::string::npos);
   EXPECT_NE(format_suite_row(results[1]).find("WRONG"), std::string::npos);
+}
+
+// A suite problem of an op is that op's registered problem: the same inputs for the same seed
+// (so the same outputs, bitwise), the same outputs checked, the same cost.
+TEST(SuiteOpProblem, IsTheOpsOwnProblemAtTheShape) {
+  const uint64_t seed = test_seed();
+  OpSuiteProblem problem(SuiteInfo{"norm", "llm", "rms_norm", "none", "", ""}, "rms_norm", "rows=3,dim=17");
+  problem.fill_inputs(seed);
+  std::unique_ptr<OpProblem> own = find_op("rms_norm").make_problem(ShapeSpec::parse("rows=3,dim=17"), seed);
+  problem.run_lathe();
+  own->run("", nullptr);
+  auto suite_outputs = problem.outputs(), op_outputs = own->outputs();
+  ASSERT_EQ(suite_outputs.size(), op_outputs.size());
+  for (size_t i = 0; i < op_outputs.size(); ++i) {
+    EXPECT_EQ(suite_outputs[i].first, op_outputs[i].first);
+    EXPECT_EQ(to_vector<double>(suite_outputs[i].second), to_vector<double>(op_outputs[i].second))
+        << suite_outputs[i].first << " seed " << seed;
+  }
+  EXPECT_EQ(problem.cost().flops, own->cost().flops);
+  EXPECT_EQ(problem.info().lathe_path, "rms_norm");
+  SuiteOptions options = fast_options();
+  options.time = false;
+  SuiteResult result = judge_problem(problem, test_peaks(), options);
+  EXPECT_TRUE(result.correct) << result.failure << " seed " << seed;
 }
 
 TEST(SuiteRegistry, CoversTheIssuesProblemCountsWithUniqueDescribedProblems) {
