@@ -5,8 +5,8 @@
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
 #include "lathe/infer/sampling.h"
-#include "lathe/io/bpe_tokenizer.h"
 #include "lathe/models/transformer.h"
+#include "lathe/text/bpe_tokenizer.h"
 #include "lathe/train/checkpoint.h"
 
 namespace lathe::cli {

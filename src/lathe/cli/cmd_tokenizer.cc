@@ -13,8 +13,8 @@
 #include "lathe/core/error.h"
 #include "lathe/core/json.h"
 #include "lathe/data/corpus.h"
-#include "lathe/io/bpe_tokenizer.h"
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/bpe_tokenizer.h"
+#include "lathe/text/hf_tokenizer.h"
 
 namespace lathe::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include "lathe/data/data_loader.h"
 #include "lathe/data/dataset.h"
 #include "lathe/data/sft_data_loader.h"
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/hf_tokenizer.h"
 
 namespace lathe {
 namespace {

@@ -13,9 +13,9 @@
 #include "lathe/core/json.h"
 #include "lathe/data/corpus.h"
 #include "lathe/data/shuffle.h"
-#include "lathe/io/bpe_tokenizer.h"
 #include "lathe/io/hash64.h"
 #include "lathe/io/token_shard.h"
+#include "lathe/text/bpe_tokenizer.h"
 
 namespace lathe {
 namespace {

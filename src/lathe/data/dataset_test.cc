@@ -11,8 +11,8 @@
 
 #include "lathe/core/error.h"
 #include "lathe/data/corpus.h"
-#include "lathe/io/bpe_tokenizer.h"
 #include "lathe/io/token_shard.h"
+#include "lathe/text/bpe_tokenizer.h"
 #include "test_seed.h"
 
 namespace lathe {

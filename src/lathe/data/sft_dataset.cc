@@ -6,8 +6,8 @@
 
 #include "lathe/core/error.h"
 #include "lathe/data/shuffle.h"
-#include "lathe/io/bpe_tokenizer.h"
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/bpe_tokenizer.h"
+#include "lathe/text/hf_tokenizer.h"
 
 namespace lathe {
 namespace {

@@ -57,7 +57,7 @@ struct TextEncoder {
   std::function<int32_t(std::string_view spelling)> special_token_id;                 // -1 when absent
 };
 TextEncoder text_encoder_for(const BpeTokenizer& tokenizer);
-// Any HF tokenizer.json (io/hf_tokenizer.h), as the `tokenizers` library encodes: added tokens in
+// Any HF tokenizer.json (text/hf_tokenizer.h), as the `tokenizers` library encodes: added tokens in
 // message text are recognised there (as transformers' apply_chat_template does).
 TextEncoder text_encoder_for(const HfTokenizer& tokenizer);
 

@@ -12,8 +12,8 @@
 
 #include "lathe/core/error.h"
 #include "lathe/data/sft_data_loader.h"
-#include "lathe/io/bpe_tokenizer.h"
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/bpe_tokenizer.h"
+#include "lathe/text/hf_tokenizer.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 

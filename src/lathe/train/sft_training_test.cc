@@ -10,8 +10,8 @@
 #include <map>
 
 #include "lathe/data/sft_dataset.h"
-#include "lathe/io/bpe_tokenizer.h"
 #include "lathe/models/hf_checkpoint.h"
+#include "lathe/text/bpe_tokenizer.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
 #include "lathe/train/metrics_log.h"

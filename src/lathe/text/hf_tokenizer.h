@@ -11,9 +11,9 @@
 // TemplateProcessing post-processor adds BOS/EOS ids.
 //
 // Anything outside this set (another model type, an unknown normalizer / pre-tokenizer / decoder /
-// post-processor, a split regex outside io/split_regex.h's subset) is a lathe::Error naming the file
+// post-processor, a split regex outside text/split_regex.h's subset) is a lathe::Error naming the file
 // and the key, as are malformed files (bad JSON, merges naming unknown tokens, ids out of range).
-// The trainer's own tokenizer class is BpeTokenizer (io/bpe_tokenizer.h); it writes files this loads.
+// The trainer's own tokenizer class is BpeTokenizer (text/bpe_tokenizer.h); it writes files this loads.
 // encode() and decode() are const and safe to call from several threads.
 #pragma once
 
@@ -48,7 +48,7 @@ class HfTokenizer {
   HfTokenizer& operator=(HfTokenizer&&) noexcept;
   ~HfTokenizer();
 
-  struct Parts;  // the parsed pipeline (io/hf_tokenizer_parts.h)
+  struct Parts;  // the parsed pipeline (text/hf_tokenizer_parts.h)
 
  private:
   explicit HfTokenizer(std::unique_ptr<Parts> parts);

@@ -1,4 +1,4 @@
-#include "lathe/io/bpe_tokenizer.h"
+#include "lathe/text/bpe_tokenizer.h"
 
 #include <unistd.h>
 
@@ -12,8 +12,8 @@
 
 #include "lathe/core/error.h"
 #include "lathe/io/durable_file.h"
-#include "lathe/io/pretokenize.h"
 #include "lathe/io/utf8.h"
+#include "lathe/text/pretokenize.h"
 
 namespace lathe {
 namespace {
@@ -403,9 +403,7 @@ BpeTokenizer BpeTokenizer::from_json(const Json& json, const std::string& source
   return tokenizer;
 }
 
-BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  return from_json(read_json_file(path), path);
-}
+BpeTokenizer BpeTokenizer::load(const std::string& path) { return from_json(read_json_file(path), path); }
 
 // ---------------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 // Byte-level BPE tokenizer (GPT-2 style): the 256 single-byte tokens always exist, so any byte
 // string encodes; learned merges build longer tokens; special tokens ("<|endoftext|>", the EOS
-// between documents) come last. Text is split into pre-tokens first (io/pretokenize.h) and merges
+// between documents) come last. Text is split into pre-tokens first (text/pretokenize.h) and merges
 // never cross a pre-token boundary.
 //
 // Files are Hugging Face style tokenizer.json: model.type "BPE" with a vocab map (token string ->

@@ -1,14 +1,14 @@
 // HfTokenizer's encode and decode pipelines; the loader is hf_tokenizer_json.cc.
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/hf_tokenizer.h"
 
 #include <algorithm>
 #include <queue>
 
 #include "lathe/core/error.h"
-#include "lathe/io/hf_tokenizer_parts.h"
-#include "lathe/io/pretokenize.h"
-#include "lathe/io/unicode_text.h"
 #include "lathe/io/utf8.h"
+#include "lathe/text/hf_tokenizer_parts.h"
+#include "lathe/text/pretokenize.h"
+#include "lathe/text/unicode_text.h"
 
 namespace lathe {
 namespace {
