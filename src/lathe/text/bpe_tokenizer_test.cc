@@ -14,6 +14,7 @@
 #include "lathe/core/error.h"
 #include "lathe/io/utf8.h"
 #include "lathe/text/pretokenize.h"
+#include "lathe/text/streaming_decoder.h"
 #include "test_seed.h"
 
 namespace lathe {
