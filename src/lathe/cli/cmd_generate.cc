@@ -1,18 +1,31 @@
 // `lathe generate`: sample text from a trained checkpoint, token by token, with a KV cache.
+// The tokenizer is any tokenizer.json text/tokenizer.h reads (lathe's own, or the Hugging Face file
+// `lathe convert --from hf` copies into the run directory).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
 #include "lathe/infer/sampling.h"
-#include "lathe/io/bpe_tokenizer.h"
+#include "lathe/io/durable_file.h"
 #include "lathe/models/transformer.h"
+#include "lathe/text/streaming_decoder.h"
+#include "lathe/text/tokenizer.h"
 #include "lathe/train/checkpoint.h"
 
 namespace lathe::cli {
 namespace fs = std::filesystem;
 
-namespace {}  // namespace
+namespace {
+
+Json id_array(const std::vector<int32_t>& ids) {
+  Json array = Json::array();
+  for (int32_t id : ids) array.push(static_cast<int64_t>(id));
+  return array;
+}
+
+}  // namespace
 
 int run_generate(int argc, char** argv) {
   CommandLine command_line("lathe generate [RUN_DIR | CHECKPOINT_DIR] [options]",
@@ -27,7 +40,8 @@ int run_generate(int argc, char** argv) {
   command_line.option("top-p", "P", "nucleus sampling mass in (0, 1]", "0.95");
   command_line.option("seed", "N", "sampling seed", "1");
   command_line.option("tokenizer", "FILE", "tokenizer.json (default: the run directory's)");
-  command_line.flag("stop-at-eos", "stop when the model produces <|endoftext|>");
+  command_line.flag("stop-at-eos", "stop when the model produces the end-of-text token (<|endoftext|>, </s>, ...)");
+  command_line.option("save-ids", "FILE", "also write the prompt's and the generated token ids there (JSON)");
   add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
   apply_runtime_options(command_line);
@@ -44,7 +58,13 @@ int run_generate(int argc, char** argv) {
       command_line.has("tokenizer")
           ? command_line.get("tokenizer")
           : (fs::path(checkpoint_dir).parent_path().parent_path() / "tokenizer.json").string();
-  const BpeTokenizer tokenizer = BpeTokenizer::load(tokenizer_path);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(tokenizer_path);
+  const int64_t vocab_size = config.model.vocab_size;
+  LATHE_CHECK(tokenizer->vocab_size() <= vocab_size, "the tokenizer ", tokenizer_path, " has ", tokenizer->vocab_size(),
+              " tokens, more than the model's vocab_size ", vocab_size);
+  const std::optional<int32_t> eos = tokenizer->eos_token_id();
+  LATHE_CHECK(eos || !command_line.has("stop-at-eos"), "--stop-at-eos: the tokenizer ", tokenizer_path,
+              " has no end-of-text token");
 
   SamplingParams params;
   params.temperature = static_cast<float>(command_line.get_double("temperature"));
@@ -55,9 +75,15 @@ int run_generate(int argc, char** argv) {
   const int64_t max_tokens = command_line.get_int("max-tokens");
   LATHE_CHECK(max_tokens >= 0, "--max-tokens must be >= 0, got ", max_tokens);
 
-  // The prompt, preceded by <|endoftext|> as every training document is.
-  std::vector<int32_t> prompt = {tokenizer.eos_id()};
-  tokenizer.encode_append(command_line.get("prompt"), prompt);
+  // The prompt starts as a training sequence does: with the tokenizer's BOS when it has one (Llama,
+  // Mistral, Gemma), else after an end-of-text token (lathe's pre-training puts one between
+  // documents). Special-token text in the prompt ("<|im_start|>") becomes the token, as in transformers.
+  std::vector<int32_t> prompt;
+  if (const std::optional<int32_t> bos = tokenizer->bos_token_id())
+    prompt.push_back(*bos);
+  else if (eos)
+    prompt.push_back(*eos);
+  tokenizer->encode_append(command_line.get("prompt"), prompt, {.add_special_tokens = false});
   const int64_t capacity = config.model.max_seq_len;
   LATHE_CHECK(static_cast<int64_t>(prompt.size()) < capacity, "the prompt is ", prompt.size(),
               " tokens; the model's context is ", capacity);
@@ -65,21 +91,40 @@ int run_generate(int argc, char** argv) {
   std::fputs(command_line.get("prompt").c_str(), stdout);
   std::fflush(stdout);
 
-  StreamingDecoder decoder(tokenizer);
+  // Ids past the tokenizer's vocabulary (padding rows of an embedding) are never sampled.
+  const int64_t sampled_vocab = std::min(vocab_size, tokenizer->vocab_size());
+  std::vector<int32_t> generated;
+  StreamingDecoder decoder(*tokenizer, prompt);
   Tensor input = Tensor::empty({1, static_cast<int64_t>(prompt.size())}, DType::i32);
   for (size_t i = 0; i < prompt.size(); ++i) input.ptr<int32_t>()[i] = prompt[i];
   for (int64_t produced = 0; produced < max_tokens && cache.length < capacity; ++produced) {
     const Tensor logits = model.next_token_logits(input, cache);
-    const int32_t token = sampler.sample(logits.ptr<float>(), config.model.vocab_size, static_cast<uint64_t>(produced));
-    if (token == tokenizer.eos_id() && command_line.has("stop-at-eos")) break;
-    const std::string text = token == tokenizer.eos_id() ? std::string("\n\n") : decoder.push(token);
-    std::fputs(text.c_str(), stdout);
+    const int32_t token = sampler.sample(logits.ptr<float>(), sampled_vocab, static_cast<uint64_t>(produced));
+    if (token == eos && command_line.has("stop-at-eos")) break;
+    generated.push_back(token);
+    std::string text;
+    if (token == eos) {  // the end of a document: a blank line, then text decodes afresh
+      text = decoder.finish() + "\n\n";
+      decoder = StreamingDecoder(*tokenizer, {token});
+    } else {
+      text = decoder.push(token);
+    }
+    std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     input = Tensor::empty({1, 1}, DType::i32);
     input.ptr<int32_t>()[0] = token;
   }
-  std::fputs(decoder.finish().c_str(), stdout);
+  const std::string rest = decoder.finish();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputs("\n", stdout);
+  std::fflush(stdout);
+  if (command_line.has("save-ids")) {
+    Json ids = Json::object();
+    ids.set("tokenizer", tokenizer->kind());
+    ids.set("prompt_ids", id_array(prompt));
+    ids.set("generated_ids", id_array(generated));
+    write_file_atomically(command_line.get("save-ids"), ids.dump(0) + "\n");
+  }
   if (cache.length >= capacity)
     std::fprintf(stderr, "note: stopped at the model's context length (%lld tokens)\n",
                  static_cast<long long>(capacity));

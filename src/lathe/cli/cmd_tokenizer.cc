@@ -13,8 +13,9 @@
 #include "lathe/core/error.h"
 #include "lathe/core/json.h"
 #include "lathe/data/corpus.h"
-#include "lathe/io/bpe_tokenizer.h"
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/bpe_tokenizer.h"
+#include "lathe/text/hf_tokenizer.h"
+#include "lathe/text/tokenizer.h"
 
 namespace lathe::cli {
 namespace {
@@ -33,6 +34,13 @@ int64_t parse_integer(const std::string& text, const std::string& what) {
   }
   LATHE_CHECK(!text.empty() && used == text.size(), what, " must be an integer, got '", text, "'");
   return value;
+}
+
+// --hf: the Hugging Face pipeline for any file; else load_tokenizer's choice (text/tokenizer.h).
+std::unique_ptr<Tokenizer> open_tokenizer(const CommandLine& command_line) {
+  const std::string path = command_line.get("tokenizer");
+  if (command_line.has("hf")) return std::make_unique<HfTokenizer>(HfTokenizer::load(path));
+  return load_tokenizer(path);
 }
 
 std::string join_ids(const std::vector<int32_t>& ids) {
@@ -112,28 +120,22 @@ int run_encode(int argc, char** argv) {
   command_line.flag("count", "print only the token count and the encoding speed");
   command_line.flag("special", "encode special token text (e.g. <|endoftext|>) as the special token");
   command_line.flag("hf",
-                    "use the general Hugging Face pipeline (any supported tokenizer.json, e.g. Llama 2/3, Qwen,\n"
-                    "GPT-2, Mistral, Gemma); added tokens are always matched, as `tokenizers` does");
-  command_line.flag("add-special-tokens", "with --hf: apply the post-processor (e.g. add BOS)");
+                    "use the general Hugging Face pipeline even for lathe's own files (without it, lathe's\n"
+                    "files use lathe's BPE and any other supported tokenizer.json, e.g. Llama 2/3, Qwen,\n"
+                    "GPT-2, Mistral, Gemma, the HF pipeline); added tokens are always matched, as `tokenizers` does");
+  command_line.flag("add-special-tokens", "apply the post-processor (e.g. add BOS)");
   command_line.option("json-lines", "F", "encode each line of F (a JSON string); print one line of ids each");
   command_line.positionals("TEXT", "text to encode");
   if (!command_line.parse(argc, argv)) return 0;
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
   const auto& words = command_line.positional_values();
-  LATHE_CHECK(command_line.has("hf") || !command_line.has("add-special-tokens"),
-              "--add-special-tokens needs --hf (see --help)");
+  const EncodeOptions options{.add_special_tokens = command_line.has("add-special-tokens"),
+                              .split_special_tokens = !command_line.has("hf") && !command_line.has("special")};
   if (command_line.has("json-lines")) {
-    std::unique_ptr<HfTokenizer> hf;
-    std::unique_ptr<BpeTokenizer> own;
-    if (command_line.has("hf"))
-      hf = std::make_unique<HfTokenizer>(HfTokenizer::load(command_line.get("tokenizer")));
-    else
-      own = std::make_unique<BpeTokenizer>(BpeTokenizer::load(command_line.get("tokenizer")));
+    const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(command_line);
     for_each_json_line(command_line.get("json-lines"), [&](const Json& value, const std::string& where) {
       LATHE_CHECK(value.is_string(), where, ": expected a JSON string");
-      std::vector<int32_t> ids = hf ? hf->encode(value.as_string(), command_line.has("add-special-tokens"))
-                                    : own->encode(value.as_string(), command_line.has("special"));
-      std::printf("%s\n", join_ids(ids).c_str());
+      std::printf("%s\n", join_ids(tokenizer->encode(value.as_string(), options)).c_str());
     });
     return 0;
   }
@@ -153,18 +155,10 @@ int run_encode(int argc, char** argv) {
   }
   auto start = std::chrono::steady_clock::now();
   std::clock_t cpu_start = std::clock();
-  std::vector<int32_t> ids;
-  if (command_line.has("hf")) {
-    HfTokenizer tokenizer = HfTokenizer::load(command_line.get("tokenizer"));
-    start = std::chrono::steady_clock::now();
-    cpu_start = std::clock();
-    ids = tokenizer.encode(text, command_line.has("add-special-tokens"));
-  } else {
-    BpeTokenizer tokenizer = BpeTokenizer::load(command_line.get("tokenizer"));
-    start = std::chrono::steady_clock::now();
-    cpu_start = std::clock();
-    ids = tokenizer.encode(text, command_line.has("special"));
-  }
+  const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(command_line);
+  start = std::chrono::steady_clock::now();
+  cpu_start = std::clock();
+  const std::vector<int32_t> ids = tokenizer->encode(text, options);
   double seconds = seconds_since(start);
   double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   if (command_line.has("count")) {
@@ -184,7 +178,7 @@ int run_decode(int argc, char** argv) {
                            "Decodes token ids (separate arguments or one space/comma-separated list) to text.");
   command_line.option("tokenizer", "FILE", "tokenizer.json");
   command_line.flag("hf", "use the general Hugging Face pipeline and its decoder (see encode --help)");
-  command_line.flag("skip-special-tokens", "with --hf: leave out added tokens marked special");
+  command_line.flag("skip-special-tokens", "leave out special tokens");
   command_line.flag("no-newline", "do not end the output with a newline");
   command_line.option("json-lines", "F",
                       "with --hf: decode each line of F (a JSON array of ids); print each text\n"
@@ -194,7 +188,7 @@ int run_decode(int argc, char** argv) {
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
   if (command_line.has("json-lines")) {
     LATHE_CHECK(command_line.has("hf"), "--json-lines needs --hf (see --help)");
-    HfTokenizer tokenizer = HfTokenizer::load(command_line.get("tokenizer"));
+    const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(command_line);
     for_each_json_line(command_line.get("json-lines"), [&](const Json& value, const std::string& where) {
       LATHE_CHECK(value.is_array(), where, ": expected a JSON array of token ids");
       std::vector<int32_t> ids;
@@ -204,7 +198,7 @@ int run_decode(int argc, char** argv) {
                     where, ": token id ", id.dump(0), " is not a non-negative integer");
         ids.push_back(static_cast<int32_t>(id.as_number()));
       }
-      std::printf("%s\n", Json(tokenizer.decode(ids, command_line.has("skip-special-tokens"))).dump(0).c_str());
+      std::printf("%s\n", Json(tokenizer->decode(ids, command_line.has("skip-special-tokens"))).dump(0).c_str());
     });
     return 0;
   }
@@ -222,10 +216,7 @@ int run_decode(int argc, char** argv) {
     }
   }
   LATHE_CHECK(!ids.empty() || command_line.has("hf"), "no token ids given (see --help)");
-  std::string text =
-      command_line.has("hf")
-          ? HfTokenizer::load(command_line.get("tokenizer")).decode(ids, command_line.has("skip-special-tokens"))
-          : BpeTokenizer::load(command_line.get("tokenizer")).decode(ids);
+  const std::string text = open_tokenizer(command_line)->decode(ids, command_line.has("skip-special-tokens"));
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!command_line.has("no-newline")) std::printf("\n");
   return 0;

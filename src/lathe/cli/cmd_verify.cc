@@ -38,11 +38,11 @@
 #include "lathe/core/json.h"
 #include "lathe/core/rng.h"
 #include "lathe/io/durable_file.h"
-#include "lathe/io/hf_tokenizer.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/models/hf_checkpoint.h"
 #include "lathe/models/logit_comparison.h"
 #include "lathe/models/transformer.h"
+#include "lathe/text/hf_tokenizer.h"
 
 namespace lathe::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include "lathe/data/data_loader.h"
 #include "lathe/data/dataset.h"
 #include "lathe/data/sft_data_loader.h"
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/tokenizer.h"
 
 namespace lathe {
 namespace {
@@ -35,9 +35,9 @@ class TextBatchSource final : public BatchSource {
 TrainingData open_sft_data(const DataOptions& data, const DataRequirements& requirements, std::FILE* log) {
   LATHE_CHECK(!data.tokenizer.empty(), "data.format=sft needs data.tokenizer (the tokenizer.json of the model being ",
               "fine-tuned)");
-  const HfTokenizer tokenizer = HfTokenizer::load(data.tokenizer);  // any HF tokenizer.json, ours included
-  LATHE_CHECK(tokenizer.vocab_size() <= requirements.vocab_size, "data.tokenizer ", data.tokenizer, " has ",
-              tokenizer.vocab_size(), " tokens, more than model.vocab_size=", requirements.vocab_size);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(data.tokenizer);  // lathe's own or any HF file
+  LATHE_CHECK(tokenizer->vocab_size() <= requirements.vocab_size, "data.tokenizer ", data.tokenizer, " has ",
+              tokenizer->vocab_size(), " tokens, more than model.vocab_size=", requirements.vocab_size);
   SftDatasetOptions options;
   options.path = data.path;
   options.chat_template = data.chat_template;
@@ -45,7 +45,7 @@ TrainingData open_sft_data(const DataOptions& data, const DataRequirements& requ
   options.seq_len = requirements.seq_len;
   options.val_fraction = data.val_fraction;
   options.seed = requirements.seed;
-  SftDataset dataset = prepare_sft_dataset(options, text_encoder_for(tokenizer), log);
+  SftDataset dataset = prepare_sft_dataset(options, text_encoder_for(*tokenizer, /*split_special_tokens=*/false), log);
   TrainingData result;
   result.batches = std::make_unique<SftDataLoader>(std::move(dataset.train), std::move(dataset.validation),
                                                    requirements.seq_len, requirements.seed);

@@ -13,9 +13,10 @@
 #include "lathe/core/json.h"
 #include "lathe/data/corpus.h"
 #include "lathe/data/shuffle.h"
-#include "lathe/io/bpe_tokenizer.h"
 #include "lathe/io/hash64.h"
 #include "lathe/io/token_shard.h"
+#include "lathe/text/bpe_tokenizer.h"
+#include "lathe/text/tokenizer.h"
 
 namespace lathe {
 namespace {
@@ -93,12 +94,13 @@ bool load_cached(PreparedDataset& result) {
   }
 }
 
-std::vector<int32_t> encode_documents(const BpeTokenizer& tokenizer, const std::vector<std::string>& documents,
+// Special-token text inside a document stays text: only the separators are end-of-text tokens.
+std::vector<int32_t> encode_documents(const Tokenizer& tokenizer, const std::vector<std::string>& documents,
                                       const std::vector<int64_t>& order, size_t begin, size_t end) {
   std::vector<int32_t> tokens;
-  const int32_t eos = tokenizer.eos_id();
+  const int32_t eos = *tokenizer.eos_token_id();
   for (size_t i = begin; i < end; ++i) {
-    tokenizer.encode_append(documents[static_cast<size_t>(order[i])], tokens);
+    tokenizer.encode_append(documents[static_cast<size_t>(order[i])], tokens, {.split_special_tokens = true});
     tokens.push_back(eos);
   }
   return tokens;
@@ -124,7 +126,17 @@ PreparedDataset prepare_dataset(const DataOptions& data, int64_t vocab_size, uin
   val_documents = std::clamp<int64_t>(val_documents, 1, documents - 1);
 
   std::string tokenizer_text = data.tokenizer.empty() ? "" : read_file(data.tokenizer, "data.tokenizer");
+  Json tokenizer_json;
+  if (!data.tokenizer.empty()) {
+    try {
+      tokenizer_json = Json::parse(tokenizer_text);
+    } catch (const Error& parse_error) {
+      throw parse_error.with_context("data.tokenizer " + data.tokenizer);
+    }
+  }
   uint64_t key = dataset_key(corpus, vocab_size, data.val_fraction, seed, tokenizer_text);
+  // Files other than lathe's own were once encoded with lathe's split; their caches are not reused.
+  if (!data.tokenizer.empty() && !is_lathe_tokenizer_json(tokenizer_json)) key = hash_string("hf-pipeline", key);
   PreparedDataset result;
   result.folder = (fs::path(cache_dir) / hex64(key)).string();
   result.tokenizer_path = result.folder + "/tokenizer.json";
@@ -148,44 +160,38 @@ PreparedDataset prepare_dataset(const DataOptions& data, int64_t vocab_size, uin
   const size_t split = static_cast<size_t>(val_documents);
   std::string tokenizer_note;
   double step_start = now_seconds();
-  BpeTokenizer tokenizer = [&] {
+  std::unique_ptr<Tokenizer> tokenizer = [&]() -> std::unique_ptr<Tokenizer> {
     if (!data.tokenizer.empty()) {
-      BpeTokenizer loaded = BpeTokenizer::from_json(
-          [&] {
-            try {
-              return Json::parse(tokenizer_text);
-            } catch (const Error& parse_error) {
-              throw parse_error.with_context("data.tokenizer " + data.tokenizer);
-            }
-          }(),
-          data.tokenizer);
-      LATHE_CHECK(loaded.vocab_size() <= vocab_size, "data.tokenizer ", data.tokenizer, " has ", loaded.vocab_size(),
+      std::unique_ptr<Tokenizer> loaded = tokenizer_from_json(tokenizer_json, data.tokenizer);
+      LATHE_CHECK(loaded->vocab_size() <= vocab_size, "data.tokenizer ", data.tokenizer, " has ", loaded->vocab_size(),
                   " tokens, more than model.vocab_size ", vocab_size);
-      LATHE_CHECK(loaded.has_eos(), "data.tokenizer ", data.tokenizer, " has no ", kEndOfText,
-                  " token (needed between documents)");
-      tokenizer_note = str_cat("loaded tokenizer ", data.tokenizer, " (", loaded.vocab_size(), " tokens)");
+      LATHE_CHECK(loaded->eos_token_id().has_value(), "data.tokenizer ", data.tokenizer, " has no end-of-text token (",
+                  kEndOfText, ", <|end_of_text|>, </s> or <eos>; needed between ", "documents)");
+      tokenizer_note =
+          str_cat("loaded tokenizer ", data.tokenizer, " (", loaded->kind(), ", ", loaded->vocab_size(), " tokens)");
+      write_file_atomically(result.tokenizer_path, tokenizer_text);  // as given, byte for byte
       return loaded;
     }
     std::vector<std::string> train_documents;
     train_documents.reserve(order.size() - split);
     for (size_t i = split; i < order.size(); ++i)
       train_documents.push_back(corpus.documents[static_cast<size_t>(order[i])]);
-    BpeTokenizer trained = BpeTokenizer::train(train_documents, vocab_size);
+    auto trained = std::make_unique<BpeTokenizer>(BpeTokenizer::train(train_documents, vocab_size));
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.1f", seconds_since(step_start));
-    tokenizer_note = str_cat("trained tokenizer (", trained.vocab_size(), " tokens) in ", seconds, " s");
+    tokenizer_note = str_cat("trained tokenizer (", trained->vocab_size(), " tokens) in ", seconds, " s");
+    trained->save(result.tokenizer_path);
     return trained;
   }();
-  tokenizer.save(result.tokenizer_path);
 
   step_start = now_seconds();
-  std::vector<int32_t> val_tokens = encode_documents(tokenizer, corpus.documents, order, 0, split);
-  std::vector<int32_t> train_tokens = encode_documents(tokenizer, corpus.documents, order, split, order.size());
+  std::vector<int32_t> val_tokens = encode_documents(*tokenizer, corpus.documents, order, 0, split);
+  std::vector<int32_t> train_tokens = encode_documents(*tokenizer, corpus.documents, order, split, order.size());
   double encode_seconds = seconds_since(step_start);
-  write_token_shard(result.train_shard_path, train_tokens, tokenizer.vocab_size());
-  write_token_shard(result.val_shard_path, val_tokens, tokenizer.vocab_size());
+  write_token_shard(result.train_shard_path, train_tokens, tokenizer->vocab_size());
+  write_token_shard(result.val_shard_path, val_tokens, tokenizer->vocab_size());
 
-  result.vocab_size = tokenizer.vocab_size();
+  result.vocab_size = tokenizer->vocab_size();
   result.train_tokens = static_cast<int64_t>(train_tokens.size());
   result.val_tokens = static_cast<int64_t>(val_tokens.size());
   result.train_documents = documents - val_documents;

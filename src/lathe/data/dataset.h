@@ -3,9 +3,11 @@
 // The corpus (data.path, data/corpus.h) is split into training and validation documents: a
 // deterministic shuffle of the documents for the seed, the first round(val_fraction * documents)
 // (at least one, and at least one left for training) held out. The tokenizer is data.tokenizer
-// when given (it must fit model.vocab_size and have <|endoftext|>), else one trained on the
-// training documents with vocab_size tokens. Each split is one token stream, every document
-// followed by <|endoftext|>, in shuffled document order.
+// when given (any tokenizer.json text/tokenizer.h reads; it must fit model.vocab_size and have an
+// end-of-text token), else a BpeTokenizer trained on the training documents with vocab_size tokens.
+// Each split is one token stream, every document followed by the end-of-text token (<|endoftext|>
+// for lathe's own), in shuffled document order; special-token text inside a document is encoded as
+// ordinary text.
 //
 // Results live in cache_dir/<key>/ (tokenizer.json, train.bin, val.bin, dataset.json), the key a
 // hash of the corpus documents, vocab_size, val_fraction, seed and the tokenizer file's bytes, so

@@ -11,8 +11,9 @@
 
 #include "lathe/core/error.h"
 #include "lathe/data/corpus.h"
-#include "lathe/io/bpe_tokenizer.h"
 #include "lathe/io/token_shard.h"
+#include "lathe/text/bpe_tokenizer.h"
+#include "lathe/text/hf_tokenizer.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -117,6 +118,86 @@ TEST_F(DatasetTest, UsesAGivenTokenizer) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("more than model.vocab_size 260"), std::string::npos) << error.what();
   }
+}
+
+// A Hugging Face SentencePiece-style file (Llama 2 layout): byte fallback for every byte, a few
+// merges, </s> as the end-of-text token.
+//   ids: <unk> 0, <s> 1, </s> 2, <0x00>..<0xFF> 3..258, ▁ 259, t 260, h 261, e 262, th 263, the 264, ▁the 265
+std::string sentencepiece_tokenizer_json() {
+  Json vocab = Json::object();
+  int64_t id = 0;
+  for (const char* token : {"<unk>", "<s>", "</s>"}) vocab.append_member(token, id++);
+  for (int byte = 0; byte < 256; ++byte) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", byte);
+    vocab.append_member(name, id++);
+  }
+  for (const char* token : {"\u2581", "t", "h", "e", "th", "the", "\u2581the"}) vocab.append_member(token, id++);
+  Json json = Json::parse(R"({
+    "added_tokens": [{"id": 0, "content": "<unk>", "special": true, "normalized": false},
+                     {"id": 1, "content": "<s>", "special": true, "normalized": false},
+                     {"id": 2, "content": "</s>", "special": true, "normalized": false}],
+    "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                   {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+    "pre_tokenizer": null,
+    "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}}], "pair": [],
+                       "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+    "model": {"type": "BPE", "unk_token": "<unk>", "byte_fallback": true, "fuse_unk": true,
+              "merges": ["t h", "th e", "\u2581 the"]}
+  })");
+  Json model = json.get("model");
+  model.set("vocab", vocab);
+  json.set("model", model);
+  return json.dump(2);
+}
+
+TEST_F(DatasetTest, UsesAHuggingFaceTokenizer) {
+  // Special-token text inside a document stays text: only the separators are </s>.
+  std::string text;
+  documents_ = {"the cat sat on the mat.\n", "a </s> inside and <s> too\n", "caf\u00e9 \u20ac5 \U0001F600 the  end\n"};
+  for (int copy = 0; copy < 3; ++copy)
+    for (const std::string& document : documents_) text += document + "%\n";
+  std::ofstream(data_.path) << text;
+  data_.tokenizer = (root_ / "hf_tokenizer.json").string();
+  const std::string tokenizer_text = sentencepiece_tokenizer_json();
+  std::ofstream(data_.tokenizer) << tokenizer_text;
+  std::FILE* log = std::tmpfile();
+  PreparedDataset prepared = prepare_dataset(data_, 300, 1, (root_ / "cache").string(), log);
+  EXPECT_EQ(prepared.vocab_size, 266);
+  std::ifstream copied(prepared.tokenizer_path);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(copied), {}), tokenizer_text);  // byte for byte
+
+  const HfTokenizer tokenizer = HfTokenizer::load(prepared.tokenizer_path);
+  std::vector<std::string> all;
+  for (const std::string& shard : {prepared.train_shard_path, prepared.val_shard_path}) {
+    std::vector<int32_t> tokens = TokenShard::open(shard).tokens(0, TokenShard::open(shard).size());
+    ASSERT_FALSE(tokens.empty());
+    EXPECT_EQ(tokens.back(), 2);
+    EXPECT_EQ(std::count(tokens.begin(), tokens.end(), 1), 0);  // no BOS: documents are not encoded with specials
+    std::vector<int32_t> current;
+    for (int32_t token : tokens) {
+      if (token == 2) {
+        all.push_back(tokenizer.decode(current));
+        current.clear();
+      } else {
+        current.push_back(token);
+      }
+    }
+  }
+  std::vector<std::string> expected;
+  for (int copy = 0; copy < 3; ++copy)
+    for (const std::string& document : documents_) expected.push_back(document);
+  std::sort(all.begin(), all.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(all, expected);
+  std::rewind(log);
+  char line[512];
+  ASSERT_NE(std::fgets(line, sizeof line, log), nullptr);
+  EXPECT_NE(std::string(line).find("Hugging Face SentencePiece-style BPE, 266 tokens"), std::string::npos) << line;
+  std::fclose(log);
 }
 
 TEST_F(DatasetTest, UnusableSettingsNameTheKey) {

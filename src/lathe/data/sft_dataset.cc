@@ -6,8 +6,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/data/shuffle.h"
-#include "lathe/io/bpe_tokenizer.h"
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/tokenizer.h"
 
 namespace lathe {
 namespace {
@@ -84,25 +83,12 @@ std::vector<SftConversation> read_sft_jsonl(const std::string& path) {
   return conversations;
 }
 
-TextEncoder text_encoder_for(const BpeTokenizer& tokenizer) {
+TextEncoder text_encoder_for(const Tokenizer& tokenizer, bool split_special_tokens) {
   TextEncoder encoder;
-  encoder.encode_text = [&tokenizer](std::string_view text, std::vector<int32_t>& ids) {
-    tokenizer.encode_append(text, ids, /*allow_special=*/false);
+  encoder.encode_text = [&tokenizer, split_special_tokens](std::string_view text, std::vector<int32_t>& ids) {
+    tokenizer.encode_append(text, ids, {.add_special_tokens = false, .split_special_tokens = split_special_tokens});
   };
-  encoder.special_token_id = [&tokenizer](std::string_view spelling) {
-    const int32_t id = tokenizer.token_to_id(spelling);
-    return id >= 0 && tokenizer.is_special(id) ? id : -1;
-  };
-  return encoder;
-}
-
-TextEncoder text_encoder_for(const HfTokenizer& tokenizer) {
-  TextEncoder encoder;
-  encoder.encode_text = [&tokenizer](std::string_view text, std::vector<int32_t>& ids) {
-    const std::vector<int32_t> encoded = tokenizer.encode(text, /*add_special_tokens=*/false);
-    ids.insert(ids.end(), encoded.begin(), encoded.end());
-  };
-  encoder.special_token_id = [&tokenizer](std::string_view spelling) { return tokenizer.token_to_id(spelling); };
+  encoder.special_token_id = [&tokenizer](std::string_view spelling) { return tokenizer.added_token_id(spelling); };
   return encoder;
 }
 

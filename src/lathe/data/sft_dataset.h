@@ -8,10 +8,10 @@
 // "FILE:LINE: what is wrong".
 //
 // Tokenization: special pieces become their one id; each run of text pieces between them is
-// encoded with special tokens NOT recognised (a message cannot inject "<|im_end|>" through a
-// BpeTokenizer). A run is encoded joined, exactly as the whole text would be, when every boundary
-// between trainable and untrainable text in it is also a token boundary of the joined ids (checked
-// by encoding the prefixes); otherwise part by part, so mask boundaries always fall between tokens.
+// encoded as text_encoder_for says (special-token text recognised or not). A run is encoded
+// joined, exactly as the whole text would be, when every boundary between trainable and
+// untrainable text in it is also a token boundary of the joined ids (checked by encoding the
+// prefixes); otherwise part by part, so mask boundaries always fall between tokens.
 //
 // A sample row of seq_len positions: inputs[t] = ids[t], targets[t] = ids[t + 1] when token t + 1
 // is trainable, else kIgnoreTarget. Examples longer than seq_len + 1 tokens are truncated (the
@@ -35,8 +35,7 @@
 
 namespace lathe {
 
-class BpeTokenizer;
-class HfTokenizer;
+class Tokenizer;
 
 inline constexpr int32_t kIgnoreTarget = -100;  // linear_cross_entropy's ignore_index
 inline constexpr int32_t kPadInput = 0;
@@ -56,10 +55,11 @@ struct TextEncoder {
   std::function<void(std::string_view text, std::vector<int32_t>& ids)> encode_text;  // appends, no specials
   std::function<int32_t(std::string_view spelling)> special_token_id;                 // -1 when absent
 };
-TextEncoder text_encoder_for(const BpeTokenizer& tokenizer);
-// Any HF tokenizer.json (io/hf_tokenizer.h), as the `tokenizers` library encodes: added tokens in
-// message text are recognised there (as transformers' apply_chat_template does).
-TextEncoder text_encoder_for(const HfTokenizer& tokenizer);
+// Any tokenizer (text/tokenizer.h); special pieces are its added tokens (added_token_id). With
+// split_special_tokens, special-token text inside a message is encoded as ordinary text (a message
+// cannot inject "<|im_end|>"); without it, it becomes the token, as transformers'
+// apply_chat_template and the `tokenizers` library do (the trainer's choice).
+TextEncoder text_encoder_for(const Tokenizer& tokenizer, bool split_special_tokens);
 
 struct TokenizedExample {
   std::vector<int32_t> ids;

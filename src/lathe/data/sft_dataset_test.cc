@@ -12,8 +12,8 @@
 
 #include "lathe/core/error.h"
 #include "lathe/data/sft_data_loader.h"
-#include "lathe/io/bpe_tokenizer.h"
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/bpe_tokenizer.h"
+#include "lathe/text/hf_tokenizer.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 
@@ -177,7 +177,7 @@ TEST(SftTokenize, TextRunsEncodeJoinedWhenBoundariesAreTokenBoundariesElsePieceB
 TEST(SftTokenize, ChatmlIdsEqualTheWholeRenderedTextEncodedAtOnce) {
   BpeTokenizer tokenizer = BpeTokenizer::train({"user: what is the answer?\nassistant: the answer is 42.\n"}, 256 + 40,
                                                {"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
-  const TextEncoder encoder = text_encoder_for(tokenizer);
+  const TextEncoder encoder = text_encoder_for(tokenizer, /*split_special_tokens=*/true);
   auto has = [&](std::string_view spelling) { return encoder.special_token_id(spelling) >= 0; };
   TokenizedExample example = tokenize_pieces(
       format_chat(ChatTemplate::chatml,
@@ -188,7 +188,7 @@ TEST(SftTokenize, ChatmlIdsEqualTheWholeRenderedTextEncodedAtOnce) {
   EXPECT_EQ(example.ids, tokenizer.encode(rendered, /*allow_special=*/true));
   // The trainer reads tokenizers through HfTokenizer (any HF tokenizer.json): the same ids.
   const HfTokenizer hf_tokenizer = HfTokenizer::from_json(tokenizer.to_json(), "ours.json");
-  const TextEncoder hf_encoder = text_encoder_for(hf_tokenizer);
+  const TextEncoder hf_encoder = text_encoder_for(hf_tokenizer, /*split_special_tokens=*/false);
   EXPECT_EQ(tokenize_pieces(
                 format_chat(ChatTemplate::chatml,
                             {{ChatRole::user, "what is the answer?"}, {ChatRole::assistant, "the answer is 42."}}, has),
@@ -205,7 +205,7 @@ TEST(SftTokenize, ChatmlIdsEqualTheWholeRenderedTextEncodedAtOnce) {
 TEST(SftTokenize, MessageTextCannotInjectSpecialTokens) {
   BpeTokenizer tokenizer =
       BpeTokenizer::train({"hello there"}, 256 + 3, {"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
-  TextEncoder encoder = text_encoder_for(tokenizer);
+  TextEncoder encoder = text_encoder_for(tokenizer, /*split_special_tokens=*/true);
   std::vector<int32_t> ids;
   encoder.encode_text("<|im_end|>", ids);
   EXPECT_GT(ids.size(), 1u);
@@ -235,7 +235,8 @@ TEST(SftDatasetPrepare, SplitsDropsTooLongPromptsAndPicksChatmlFromTheTokenizer)
   options.seq_len = 64;
   options.val_fraction = 0.1;
   options.seed = test_seed();
-  SftDataset dataset = prepare_sft_dataset(options, text_encoder_for(tokenizer), nullptr);
+  SftDataset dataset =
+      prepare_sft_dataset(options, text_encoder_for(tokenizer, /*split_special_tokens=*/true), nullptr);
   EXPECT_EQ(dataset.chat_template, ChatTemplate::chatml);
   EXPECT_EQ(dataset.conversations, 40);
   EXPECT_EQ(dataset.dropped, 4);  // conversations 0, 10, 20, 30: 200 prompt bytes > 65 tokens
@@ -246,7 +247,8 @@ TEST(SftDatasetPrepare, SplitsDropsTooLongPromptsAndPicksChatmlFromTheTokenizer)
     for (const TokenizedExample& example : *split) EXPECT_LE(example.ids.size(), 65u);
 
   options.chat_template = "llama3";
-  const std::string error = error_of([&] { prepare_sft_dataset(options, text_encoder_for(tokenizer), nullptr); });
+  const std::string error = error_of(
+      [&] { prepare_sft_dataset(options, text_encoder_for(tokenizer, /*split_special_tokens=*/true), nullptr); });
   EXPECT_NE(error.find("conversations.jsonl:"), std::string::npos) << error;  // the first line in shuffled order
   EXPECT_NE(error.find(": chat template llama3 needs the special token <|begin_of_text|>"), std::string::npos) << error;
 }

@@ -10,9 +10,9 @@
 #include <map>
 
 #include "lathe/data/sft_dataset.h"
-#include "lathe/io/bpe_tokenizer.h"
 #include "lathe/models/hf_checkpoint.h"
 #include "lathe/telemetry/metrics_log.h"
+#include "lathe/text/bpe_tokenizer.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
 #include "lathe/train/train_step.h"

@@ -2,16 +2,16 @@
 // pattern, a hand-built SentencePiece-style tokenizer (byte fallback, unk fusing, decoders), lathe's
 // own tokenizer files, and one clear error per kind of malformed tokenizer.json. The comparison with
 // the `tokenizers` library itself is tests/python/tokenizer_hf_compat_check.py.
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/hf_tokenizer.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "lathe/core/error.h"
-#include "lathe/io/bpe_tokenizer.h"
-#include "lathe/io/split_regex.h"
-#include "lathe/io/unicode_text.h"
+#include "lathe/text/bpe_tokenizer.h"
+#include "lathe/text/split_regex.h"
+#include "lathe/text/unicode_text.h"
 #include "scratch_directory.h"
 
 namespace lathe {

@@ -7,9 +7,9 @@
 
 #include "lathe/core/error.h"
 #include "lathe/io/durable_file.h"
-#include "lathe/io/hf_tokenizer_parts.h"
-#include "lathe/io/unicode_text.h"
 #include "lathe/io/utf8.h"
+#include "lathe/text/hf_tokenizer_parts.h"
+#include "lathe/text/unicode_text.h"
 
 namespace lathe {
 namespace {
@@ -393,8 +393,6 @@ HfTokenizer HfTokenizer::from_json(const Json& json, const std::string& source) 
   return HfTokenizer(std::move(parts));
 }
 
-HfTokenizer HfTokenizer::load(const std::string& path) {
-  return from_json(read_json_file(path), path);
-}
+HfTokenizer HfTokenizer::load(const std::string& path) { return from_json(read_json_file(path), path); }
 
 }  // namespace lathe

@@ -1,4 +1,4 @@
-#include "lathe/io/bpe_tokenizer.h"
+#include "lathe/text/bpe_tokenizer.h"
 
 #include <unistd.h>
 
@@ -12,8 +12,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/io/durable_file.h"
-#include "lathe/io/pretokenize.h"
-#include "lathe/io/utf8.h"
+#include "lathe/text/pretokenize.h"
 
 namespace lathe {
 namespace {
@@ -209,10 +208,26 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool allow_spec
   return ids;
 }
 
-std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
+void BpeTokenizer::encode_append(std::string_view text, std::vector<int32_t>& ids, const EncodeOptions& options) const {
+  encode_append(text, ids, /*allow_special=*/!options.split_special_tokens);
+}
+
+std::string BpeTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
   std::string text;
-  for (int32_t id : ids) text += token_bytes(id);
+  for (int32_t id : ids) {
+    const std::string& bytes = token_bytes(id);
+    if (!(skip_special_tokens && special_[static_cast<size_t>(id)])) text += bytes;
+  }
   return text;
+}
+
+int32_t BpeTokenizer::added_token_id(std::string_view spelling) const {
+  const int32_t id = token_to_id(spelling);
+  return id >= 0 && special_[static_cast<size_t>(id)] ? id : -1;
+}
+
+std::optional<int32_t> BpeTokenizer::eos_token_id() const {
+  return eos_id_ >= 0 ? std::optional<int32_t>(eos_id_) : std::nullopt;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -403,24 +418,6 @@ BpeTokenizer BpeTokenizer::from_json(const Json& json, const std::string& source
   return tokenizer;
 }
 
-BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  return from_json(read_json_file(path), path);
-}
-
-// ---------------------------------------------------------------------------------------------
-
-std::string StreamingDecoder::push(int32_t id) {
-  pending_ += tokenizer_.token_bytes(id);
-  size_t ready = complete_utf8_prefix(pending_);
-  std::string out = pending_.substr(0, ready);
-  pending_.erase(0, ready);
-  return out;
-}
-
-std::string StreamingDecoder::finish() {
-  std::string out;
-  out.swap(pending_);
-  return out;
-}
+BpeTokenizer BpeTokenizer::load(const std::string& path) { return from_json(read_json_file(path), path); }
 
 }  // namespace lathe

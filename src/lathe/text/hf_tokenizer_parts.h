@@ -1,5 +1,5 @@
 // The parsed pieces of an HfTokenizer pipeline, shared by the loader (hf_tokenizer_json.cc) and
-// the encoder/decoder (hf_tokenizer.cc). Internal to io/.
+// the encoder/decoder (hf_tokenizer.cc). Internal to text/.
 #pragma once
 
 #include <array>
@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "lathe/io/hf_tokenizer.h"
-#include "lathe/io/split_regex.h"
+#include "lathe/text/hf_tokenizer.h"
+#include "lathe/text/split_regex.h"
 
 namespace lathe {
 

@@ -1,6 +1,6 @@
 // Byte-level BPE tokenizer (GPT-2 style): the 256 single-byte tokens always exist, so any byte
 // string encodes; learned merges build longer tokens; special tokens ("<|endoftext|>", the EOS
-// between documents) come last. Text is split into pre-tokens first (io/pretokenize.h) and merges
+// between documents) come last. Text is split into pre-tokens first (text/pretokenize.h) and merges
 // never cross a pre-token boundary.
 //
 // Files are Hugging Face style tokenizer.json: model.type "BPE" with a vocab map (token string ->
@@ -8,7 +8,9 @@
 // a byte-level pre-tokenizer and decoder, and added_tokens for the special tokens.
 // Malformed files throw lathe::Error naming the file and the key at fault.
 //
-// Token ids are int32. encode() is safe to call from several threads (its word cache is locked).
+// It implements the Tokenizer interface (text/tokenizer.h): no BOS, <|endoftext|> as EOS, every
+// added token special. Token ids are int32. encode() is safe to call from several threads (its word
+// cache is locked).
 #pragma once
 
 #include <array>
@@ -20,12 +22,13 @@
 #include <vector>
 
 #include "lathe/core/json.h"
+#include "lathe/text/tokenizer.h"
 
 namespace lathe {
 
 inline constexpr const char* kEndOfText = "<|endoftext|>";
 
-class BpeTokenizer {
+class BpeTokenizer final : public Tokenizer {
  public:
   struct Merge {
     int32_t left, right, result;  // result's bytes = left's bytes + right's bytes
@@ -52,17 +55,27 @@ class BpeTokenizer {
   // otherwise they are encoded as ordinary text.
   std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const;
   void encode_append(std::string_view text, std::vector<int32_t>& ids, bool allow_special = false) const;
-  // Concatenated bytes of the tokens (special tokens as their text). Throws on an id out of range.
-  std::string decode(const std::vector<int32_t>& ids) const;
+  // The interface's: allow_special = !split_special_tokens; add_special_tokens adds nothing.
+  using Tokenizer::encode;
+  void encode_append(std::string_view text, std::vector<int32_t>& ids, const EncodeOptions& options) const override;
+  // Concatenated bytes of the tokens (special tokens as their text, or left out with
+  // skip_special_tokens). Throws on an id out of range.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const override;
   const std::string& token_bytes(int32_t id) const;  // raw bytes of one token
 
-  int64_t vocab_size() const { return static_cast<int64_t>(token_bytes_.size()); }
+  int64_t vocab_size() const override { return static_cast<int64_t>(token_bytes_.size()); }
   bool has_eos() const { return eos_id_ >= 0; }
   int32_t eos_id() const;  // the id of "<|endoftext|>"; throws when the tokenizer has none
   // Tokens as spelled in tokenizer.json ("Ġthe"); special tokens are their own text.
-  int32_t token_to_id(std::string_view token) const;  // -1 when absent
-  std::string id_to_token(int32_t id) const;
-  bool is_special(int32_t id) const { return special_[static_cast<size_t>(id)]; }
+  int32_t token_to_id(std::string_view token) const override;  // -1 when absent
+  std::string id_to_token(int32_t id) const override;
+  bool is_special(int32_t id) const override {
+    return id >= 0 && id < vocab_size() && special_[static_cast<size_t>(id)];
+  }
+  int32_t added_token_id(std::string_view spelling) const override;
+  std::optional<int32_t> bos_token_id() const override { return std::nullopt; }
+  std::optional<int32_t> eos_token_id() const override;
+  std::string kind() const override { return "lathe byte-level BPE"; }
   const std::vector<Merge>& merges() const { return merges_; }
 
   BpeTokenizer(BpeTokenizer&&) noexcept;
@@ -85,20 +98,6 @@ class BpeTokenizer {
   struct Tables;
   std::unique_ptr<Tables> tables_;  // merge ranks, spelling -> id
   std::unique_ptr<WordCache> cache_;
-};
-
-// Turns a stream of token ids back into text for printing while generating: push() returns the
-// bytes that can be shown now, holding back an incomplete UTF-8 sequence (at most 3 bytes) until
-// the tokens that complete it arrive. Bytes that can never be valid UTF-8 are passed through.
-class StreamingDecoder {
- public:
-  explicit StreamingDecoder(const BpeTokenizer& tokenizer) : tokenizer_(tokenizer) {}
-  std::string push(int32_t id);
-  std::string finish();  // whatever is still held back
-
- private:
-  const BpeTokenizer& tokenizer_;
-  std::string pending_;
 };
 
 }  // namespace lathe

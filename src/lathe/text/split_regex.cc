@@ -1,9 +1,9 @@
-#include "lathe/io/split_regex.h"
+#include "lathe/text/split_regex.h"
 
 #include <climits>
 
 #include "lathe/core/error.h"
-#include "lathe/io/unicode_text.h"
+#include "lathe/text/unicode_text.h"
 
 namespace lathe {
 

@@ -1,14 +1,14 @@
 // HfTokenizer's encode and decode pipelines; the loader is hf_tokenizer_json.cc.
-#include "lathe/io/hf_tokenizer.h"
+#include "lathe/text/hf_tokenizer.h"
 
 #include <algorithm>
 #include <queue>
 
 #include "lathe/core/error.h"
-#include "lathe/io/hf_tokenizer_parts.h"
-#include "lathe/io/pretokenize.h"
-#include "lathe/io/unicode_text.h"
 #include "lathe/io/utf8.h"
+#include "lathe/text/hf_tokenizer_parts.h"
+#include "lathe/text/pretokenize.h"
+#include "lathe/text/unicode_text.h"
 
 namespace lathe {
 namespace {
@@ -60,9 +60,11 @@ bool is_word_character(uint32_t c) {
 
 // Cuts added tokens (those of one `normalized` kind, indexed by first byte) out of text: leftmost
 // match first, the longest at equal starts; lstrip / rstrip swallow the whitespace beside a match;
-// single_word tokens only match between non-word characters.
+// single_word tokens only match between non-word characters. With skip_special, a match of a
+// special token is passed over (its text stays ordinary text), as `tokenizers` does with
+// encode_special_tokens.
 void split_added_tokens(const std::array<std::vector<const HfAddedToken*>, 256>& index, const Segment& input,
-                        std::vector<Segment>& out) {
+                        bool skip_special, std::vector<Segment>& out) {
   std::string_view text = input.text;
   size_t piece_start = 0, i = 0;
   auto emit_text = [&](size_t begin, size_t end) {
@@ -83,8 +85,9 @@ void split_added_tokens(const std::array<std::vector<const HfAddedToken*>, 256>&
     size_t end = i + found->content.size();
     // A rejected single_word match is consumed all the same (tokenizers filters its automaton's
     // non-overlapping matches afterwards), so nothing else matches inside it.
-    if (found->single_word && ((i > 0 && is_word_character(code_point_before(text, i))) ||
-                               (end < text.size() && is_word_character(code_point_at(text, end))))) {
+    if ((skip_special && found->special) ||
+        (found->single_word && ((i > 0 && is_word_character(code_point_before(text, i))) ||
+                                (end < text.size() && is_word_character(code_point_at(text, end)))))) {
       i = end;
       continue;
     }
@@ -501,20 +504,31 @@ std::string HfTokenizer::id_to_token(int32_t id) const {
 }
 
 std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  std::vector<int32_t> ids;
+  encode_into(text, ids, add_special_tokens, /*split_special_tokens=*/false);
+  return ids;
+}
+
+void HfTokenizer::encode_append(std::string_view text, std::vector<int32_t>& ids, const EncodeOptions& options) const {
+  encode_into(text, ids, options.add_special_tokens, options.split_special_tokens);
+}
+
+void HfTokenizer::encode_into(std::string_view text, std::vector<int32_t>& ids, bool add_special_tokens,
+                              bool split_special_tokens) const {
   LATHE_CHECK(find_invalid_utf8(text) == std::string_view::npos, "text to encode is not valid UTF-8 (byte ",
               find_invalid_utf8(text), ")");
   const Parts& parts = *parts_;
   std::vector<Segment> raw_segments, segments;
-  split_added_tokens(parts.added_index[0], Segment{std::string(text), -1, true}, raw_segments);
+  split_added_tokens(parts.added_index[0], Segment{std::string(text), -1, true}, split_special_tokens, raw_segments);
   for (Segment& segment : raw_segments) {
     if (segment.added_id >= 0) {
       segments.push_back(std::move(segment));
       continue;
     }
     segment.text = apply_hf_normalizer(parts.normalizer, std::move(segment.text));
-    split_added_tokens(parts.added_index[1], segment, segments);
+    split_added_tokens(parts.added_index[1], segment, split_special_tokens, segments);
   }
-  std::vector<int32_t> ids = add_special_tokens ? parts.template_before : std::vector<int32_t>{};
+  if (add_special_tokens) ids.insert(ids.end(), parts.template_before.begin(), parts.template_before.end());
   for (Segment& segment : segments) {
     if (segment.added_id >= 0) {
       ids.push_back(segment.added_id);
@@ -541,7 +555,36 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special
     }
   }
   if (add_special_tokens) ids.insert(ids.end(), parts.template_after.begin(), parts.template_after.end());
-  return ids;
+}
+
+bool HfTokenizer::is_special(int32_t id) const {
+  return id >= 0 && id < vocab_size() && parts_->id_kind[static_cast<size_t>(id)] == 3;
+}
+
+int32_t HfTokenizer::added_token_id(std::string_view spelling) const {
+  for (const HfAddedToken& added : parts_->added_tokens)
+    if (added.content == spelling) return added.id;
+  return -1;
+}
+
+std::optional<int32_t> HfTokenizer::bos_token_id() const {
+  if (parts_->template_before.empty()) return std::nullopt;
+  return parts_->template_before.front();
+}
+
+std::optional<int32_t> HfTokenizer::eos_token_id() const {
+  if (!parts_->template_after.empty()) return parts_->template_after.back();
+  for (const char* spelling : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"})
+    if (const int32_t id = token_to_id(spelling); id >= 0) return id;
+  return std::nullopt;
+}
+
+std::string HfTokenizer::kind() const {
+  const Parts& parts = *parts_;
+  if (parts.model.byte_fallback) return "Hugging Face SentencePiece-style BPE";
+  for (const HfPreTokenizerStep& step : parts.pre_tokenizer)
+    if (step.kind == HfPreTokenizerStep::Kind::byte_level) return "Hugging Face byte-level BPE";
+  return "Hugging Face BPE";
 }
 
 std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {

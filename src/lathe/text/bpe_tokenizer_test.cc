@@ -1,6 +1,6 @@
 // Byte-level BPE: the pre-token split, hand-derived training results, encode/decode round trips,
 // streaming decode, tokenizer.json round trip and malformed-file errors.
-#include "lathe/io/bpe_tokenizer.h"
+#include "lathe/text/bpe_tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,9 @@
 #include <set>
 
 #include "lathe/core/error.h"
-#include "lathe/io/pretokenize.h"
 #include "lathe/io/utf8.h"
+#include "lathe/text/pretokenize.h"
+#include "lathe/text/streaming_decoder.h"
 #include "test_seed.h"
 
 namespace lathe {

@@ -14,8 +14,8 @@
 #include <unordered_set>
 
 #include "lathe/core/error.h"
-#include "lathe/io/bpe_tokenizer.h"
-#include "lathe/io/pretokenize.h"
+#include "lathe/text/bpe_tokenizer.h"
+#include "lathe/text/pretokenize.h"
 
 namespace lathe {
 namespace {

@@ -1,4 +1,4 @@
-#include "lathe/io/pretokenize.h"
+#include "lathe/text/pretokenize.h"
 
 #include <array>
 

@@ -1,10 +1,10 @@
-#include "lathe/io/unicode_text.h"
+#include "lathe/text/unicode_text.h"
 
 #include <algorithm>
 
 #include "lathe/core/error.h"
-#include "lathe/io/unicode_tables.h"
 #include "lathe/io/utf8.h"
+#include "lathe/text/unicode_tables.h"
 
 namespace lathe {
 namespace {
