@@ -1,5 +1,4 @@
 // `lathe tokenizer train|encode|decode`: byte-level BPE tokenizers as tokenizer.json files.
-#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +9,7 @@
 
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
+#include "lathe/core/clock.h"
 #include "lathe/core/error.h"
 #include "lathe/core/json.h"
 #include "lathe/data/corpus.h"
@@ -19,10 +19,6 @@
 
 namespace lathe::cli {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 int64_t parse_integer(const std::string& text, const std::string& what) {
   size_t used = 0;
@@ -87,11 +83,11 @@ int run_tokenizer_train(int argc, char** argv) {
   LATHE_CHECK(vocab_size >= 256 + static_cast<int64_t>(specials.size()), "--vocab-size ", vocab_size,
               " is too small: byte-level BPE needs 256 byte tokens + ", specials.size(), " special token(s)");
 
-  auto start = std::chrono::steady_clock::now();
+  double start = now_seconds();
   Corpus corpus = read_corpus(command_line.get("input"));
   std::fprintf(stderr, "tokenizer: read %zu documents (%.2f MB) from %zu files in %.2f s\n", corpus.documents.size(),
                corpus.bytes / 1e6, corpus.files.size(), seconds_since(start));
-  start = std::chrono::steady_clock::now();
+  start = now_seconds();
   std::clock_t cpu_start = std::clock();
   int last_percent = -10;
   BpeTokenizer tokenizer =
@@ -153,10 +149,10 @@ int run_encode(int argc, char** argv) {
       text += words[i];
     }
   }
-  auto start = std::chrono::steady_clock::now();
+  double start = now_seconds();
   std::clock_t cpu_start = std::clock();
   const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(command_line);
-  start = std::chrono::steady_clock::now();
+  start = now_seconds();
   cpu_start = std::clock();
   const std::vector<int32_t> ids = tokenizer->encode(text, options);
   double seconds = seconds_since(start);

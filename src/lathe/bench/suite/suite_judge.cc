@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "lathe/bench/timing.h"
+#include "lathe/core/clock.h"
 
 namespace lathe {
 
@@ -31,11 +32,6 @@ std::string check_path(SuiteProblem& problem, const std::function<void()>& run, 
   return "";
 }
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0 : values[values.size() / 2];
-}
-
 struct TimedPath {
   std::function<void()> run;
   std::vector<double> samples, block_medians;
@@ -44,7 +40,7 @@ struct TimedPath {
 SuiteTiming summarize_samples(const TimedPath& path) {
   SuiteTiming timing;
   timing.runs = static_cast<int>(path.samples.size());
-  timing.median = median_of(path.samples);
+  timing.median = median(path.samples);
   timing.min = *std::min_element(path.samples.begin(), path.samples.end());
   if (path.block_medians.size() > 1 && timing.median > 0) {
     auto [low, high] = std::minmax_element(path.block_medians.begin(), path.block_medians.end());
@@ -126,14 +122,14 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
         path.run();
         block_samples.push_back(now_seconds() - start);
       }
-      path.block_medians.push_back(median_of(block_samples));
+      path.block_medians.push_back(median(block_samples));
       path.samples.insert(path.samples.end(), block_samples.begin(), block_samples.end());
     }
   }
   if (lathe_ran) result.lathe = summarize_samples(paths[0]);
   if (vendor_ran) result.vendor = summarize_samples(paths.back());
   result.reference.runs = static_cast<int>(reference_seconds.size());
-  result.reference.median = median_of(reference_seconds);
+  result.reference.median = median(reference_seconds);
   result.reference.min = *std::min_element(reference_seconds.begin(), reference_seconds.end());
   result.timed = lathe_ran;
   apply_suite_peaks(result, peaks);
