@@ -18,14 +18,19 @@ bash scripts/setup_test_deps.sh
 run_ctest() {
   local label=$1 build_dir=$2
   shift 2
-  local junit="$build_dir/ctest_junit.xml" status=0
+  local junit="$build_dir/ctest_junit.xml" log="$build_dir/ctest_output.log" status=0
   rm -f "$junit"
-  ctest --test-dir "$build_dir" --output-on-failure --output-junit "$PWD/$junit" "$@" || status=$?
+  set +e
+  ctest --test-dir "$build_dir" --output-on-failure --output-junit "$PWD/$junit" "$@" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  set -e
   if command -v python3 >/dev/null 2>&1; then
     python3 tests/report_skips.py "$junit" "$label" || true
   elif [ -f "$junit" ]; then
     echo "== skip summary ($label): $(grep -c '<skipped' "$junit" || true) test(s) skipped (no python3 for the reasons)"
   fi
+  # ctest's closing line again, so the pass still ends with it.
+  grep -E '^[0-9]+% tests passed' "$log" | tail -n 1 || true
   return "$status"
 }
 
