@@ -40,8 +40,8 @@
 #include "lathe/io/durable_file.h"
 #include "lathe/io/hf_tokenizer.h"
 #include "lathe/io/safetensors.h"
-#include "lathe/models/hf_checkpoint.h"
-#include "lathe/models/logit_comparison.h"
+#include "lathe/models/hf/hf_checkpoint.h"
+#include "lathe/models/hf/logit_comparison.h"
 #include "lathe/models/transformer.h"
 
 namespace lathe::cli {

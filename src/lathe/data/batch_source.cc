@@ -5,6 +5,7 @@
 #include "lathe/data/dataset.h"
 #include "lathe/data/sft_data_loader.h"
 #include "lathe/io/hf_tokenizer.h"
+#include "lathe/models/family_spec.h"
 
 namespace lathe {
 namespace {
@@ -42,7 +43,7 @@ TrainingData open_sft_data(const TrainConfig& config, std::FILE* log) {
   SftDatasetOptions options;
   options.path = data.path;
   options.chat_template = data.chat_template;
-  options.family = config.model.family;
+  options.family_chat_template = find_family_spec(config.model.family).default_chat_template;
   options.seq_len = config.train.seq_len;
   options.val_fraction = data.val_fraction;
   options.seed = config.train.seed;

@@ -11,7 +11,7 @@
 
 #include "lathe/data/sft_dataset.h"
 #include "lathe/io/bpe_tokenizer.h"
-#include "lathe/models/hf_checkpoint.h"
+#include "lathe/models/hf/hf_checkpoint.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
 #include "lathe/train/metrics_log.h"
