@@ -10,7 +10,8 @@
 
 namespace lathe {
 
-// The weights self_attention reads (HF names in model_config.h). Absent weights are null.
+// The weights self_attention reads (HF names in model_config.h); an absent weight is a null pointer
+// or points to a null Var (an unused slot of the layer's LayerParameters).
 struct AttentionWeights {
   const autograd::Var* q_proj;  // (n_heads * head_dim, d_model)
   const autograd::Var* k_proj;  // (n_kv_heads * head_dim, d_model)
