@@ -50,7 +50,7 @@ struct BlockContext {
 enum class HfSlidingWindow {
   none,           // never slides; "layer_types" is refused (Llama)
   disabled,       // "use_sliding_window" must be false; "layer_types" is read if present and
-                  // the export writes a null window (Qwen2, Qwen3)
+                  // the export writes a null window and use_sliding_window=false (Qwen2, Qwen3)
   every_layer,    // "sliding_window" applies to every layer (pattern 0); no "layer_types" written (Mistral)
   fixed_pattern,  // 4.x configs have no pattern key: every legacy_pattern-th layer is global, and
                   // an export must slide with exactly that pattern (Gemma 2: 2)
@@ -85,7 +85,7 @@ struct HfFamily {
   // local theta cannot be exported.
   bool rope_per_layer_type = false;
   // Boolean keys an export writes as false, in this order ("attention_bias", "mlp_bias", ...).
-  std::vector<const char*> export_false_keys;
+  std::vector<const char*> export_false_keys = {};
   const HfMultimodalWrapper* multimodal = nullptr;
 };
 

@@ -22,7 +22,7 @@ const FamilySpec& qwen3_family() {
              .activation_key = "hidden_act",
              .default_activation = "silu",
              .sliding_window = HfSlidingWindow::disabled,
-             .export_false_keys = {"attention_bias", "use_sliding_window"}},
+             .export_false_keys = {"attention_bias"}},
       .traits = {.qk_norm = true},
       .default_chat_template = "chatml",
       .layer_parameters = layer_parameters,

@@ -426,6 +426,7 @@ Json hf_json_from_model_config(const ModelConfig& config) {
   } else if (hf.sliding_window == HfSlidingWindow::every_layer || hf.sliding_window == HfSlidingWindow::disabled) {
     json.set("sliding_window", nullptr);
   }
+  if (hf.sliding_window == HfSlidingWindow::disabled) json.set("use_sliding_window", false);
 
   if (hf.query_pre_attn_scalar_and_softcaps) {
     const double scale = config.attention_scale > 0 ? config.attention_scale
