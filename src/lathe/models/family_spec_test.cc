@@ -9,6 +9,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/data/chat_template.h"
+#include "lathe/models/transformer.h"
 
 namespace lathe {
 namespace {
@@ -157,6 +158,23 @@ TEST(FamilyRegistry, KvCacheHoldsEveryLayersKeysAndValues) {
     EXPECT_EQ(cache.values[0].shape(), (Shape{1, 11, 2, 6}));
     EXPECT_EQ(cache.capacity(), 11);
   }
+}
+
+TEST(FamilyRegistry, TrainingFlopsCountMatmulWeightsAndCausalAttention) {
+  ModelConfig config;
+  config.vocab_size = 50;
+  config.d_model = 8;
+  config.n_layers = 2;
+  config.n_heads = 2;
+  config.n_kv_heads = 1;
+  config.head_dim = 4;
+  config.ffn_dim = 12;
+  // Matmul weights per layer: q 8x8 + k 4x8 + v 4x8 + o 8x8 + gate/up/down 3 x 12x8 = 480; two layers
+  // and the LM head 50x8 = 1360. Causal attention: 6 * layers 2 * heads 2 * head_dim 4 * seq 16.
+  const double expected = 6.0 * 1360 + 6.0 * 2 * 2 * 4 * 16;
+  EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
+  config.tie_embeddings = true;  // the embedding table is the LM head's matmul weight
+  EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
 }
 
 }  // namespace
