@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "lathe/models/hf_checkpoint.h"
+#include "lathe/models/hf/hf_checkpoint.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) {

@@ -17,7 +17,7 @@
 
 #include "lathe/core/json.h"
 #include "lathe/io/safetensors.h"
-#include "lathe/models/hf_checkpoint.h"
+#include "lathe/models/hf/hf_checkpoint.h"
 #include "lathe/models/transformer.h"
 
 namespace {

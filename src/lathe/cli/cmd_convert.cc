@@ -13,7 +13,7 @@
 #include "lathe/cli/commands.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/io/safetensors_checkpoint.h"
-#include "lathe/models/hf_checkpoint.h"
+#include "lathe/models/hf/hf_checkpoint.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/train_config.h"
 

@@ -39,8 +39,8 @@
 #include "lathe/core/rng.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/io/safetensors.h"
-#include "lathe/models/hf_checkpoint.h"
-#include "lathe/models/logit_comparison.h"
+#include "lathe/models/hf/hf_checkpoint.h"
+#include "lathe/models/hf/logit_comparison.h"
 #include "lathe/models/transformer.h"
 #include "lathe/text/hf_tokenizer.h"
 

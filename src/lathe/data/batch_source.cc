@@ -41,7 +41,7 @@ TrainingData open_sft_data(const DataOptions& data, const DataRequirements& requ
   SftDatasetOptions options;
   options.path = data.path;
   options.chat_template = data.chat_template;
-  options.family = requirements.model_family;
+  options.family_chat_template = requirements.family_chat_template;
   options.seq_len = requirements.seq_len;
   options.val_fraction = data.val_fraction;
   options.seed = requirements.seed;

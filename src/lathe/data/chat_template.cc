@@ -100,17 +100,14 @@ ChatTemplate parse_chat_template(const std::string& name) {
   throw Error(str_cat("unknown chat template '", name, "': expected auto, plain, chatml, llama3, gemma or mistral"));
 }
 
-ChatTemplate resolve_chat_template(const std::string& name, const std::string& family,
+ChatTemplate resolve_chat_template(const std::string& name, const std::string& family_default,
                                    const HasSpecialToken& has_special_token) {
   if (name != "auto") return parse_chat_template(name);
   if (has_special_token("<|im_start|>")) return ChatTemplate::chatml;
   if (has_special_token("<|start_header_id|>")) return ChatTemplate::llama3;
   if (has_special_token("<start_of_turn>")) return ChatTemplate::gemma;
   if (has_special_token("[INST]")) return ChatTemplate::mistral;
-  if (family == "gemma2" || family == "gemma3") return ChatTemplate::gemma;
-  if (family == "mistral") return ChatTemplate::mistral;
-  if (family == "qwen3") return ChatTemplate::chatml;
-  return ChatTemplate::plain;
+  return parse_chat_template(family_default);
 }
 
 std::vector<ChatPiece> format_chat(ChatTemplate chat_template, const std::vector<ChatMessage>& messages,

@@ -12,8 +12,9 @@
 //   mistral <s> then [INST] USER [/INST] and " ASSISTANT</s>" (v1 style; [INST] and [/INST] are
 //           special tokens when the tokenizer has them, else text; system as for gemma)
 // auto (resolve_chat_template) picks by the tokenizer's special tokens first (<|im_start|> ->
-// chatml, <|start_header_id|> -> llama3, <start_of_turn> -> gemma, [INST] -> mistral), then by the
-// model family (gemma2/gemma3 -> gemma, mistral -> mistral, qwen3 -> chatml), else plain.
+// chatml, <|start_header_id|> -> llama3, <start_of_turn> -> gemma, [INST] -> mistral), then the
+// model family's default (FamilySpec::default_chat_template: gemma for Gemma, mistral for Mistral,
+// chatml for Qwen3, plain otherwise; whoever builds the options asks the family registry).
 #pragma once
 
 #include <cstdint>
@@ -46,8 +47,9 @@ struct ChatPiece {
 // has_special_token(spelling): whether the tokenizer has that special token.
 using HasSpecialToken = std::function<bool(std::string_view spelling)>;
 
-// name: "auto" or a template name; family: model.family. Returns the template to use.
-ChatTemplate resolve_chat_template(const std::string& name, const std::string& family,
+// name: "auto" or a template name; family_default: the template name the model family falls back
+// to. Returns the template to use.
+ChatTemplate resolve_chat_template(const std::string& name, const std::string& family_default,
                                    const HasSpecialToken& has_special_token);
 
 // The pieces of one conversation, in order. Throws lathe::Error when the template needs a special

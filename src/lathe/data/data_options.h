@@ -19,13 +19,13 @@ struct DataOptions {
 };
 
 // What the model and the run require of the data: the vocabulary the token ids must fit, the sample
-// length, the seed of the split and the order, and the model family (which picks the chat template
-// for data.chat_template=auto).
+// length, the seed of the split and the order, and the chat template of the model's family (what
+// data.chat_template=auto falls back to when the tokenizer's special tokens do not decide).
 struct DataRequirements {
   int64_t vocab_size = 0;
   int64_t seq_len = 0;
   uint64_t seed = 0;
-  std::string model_family;
+  std::string family_chat_template = "plain";
 };
 
 }  // namespace lathe

@@ -188,7 +188,7 @@ SftDataset prepare_sft_dataset(const SftDatasetOptions& options, const TextEncod
   SftDataset dataset;
   dataset.conversations = count;
   auto has_special_token = [&encoder](std::string_view spelling) { return encoder.special_token_id(spelling) >= 0; };
-  dataset.chat_template = resolve_chat_template(options.chat_template, options.family, has_special_token);
+  dataset.chat_template = resolve_chat_template(options.chat_template, options.family_chat_template, has_special_token);
 
   const int64_t held_out = std::clamp<int64_t>(
       static_cast<int64_t>(std::llround(options.val_fraction * static_cast<double>(count))), 1, count - 1);

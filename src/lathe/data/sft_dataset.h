@@ -84,7 +84,7 @@ struct SftDataset {
 struct SftDatasetOptions {
   std::string path;                    // data.path
   std::string chat_template = "auto";  // data.chat_template
-  std::string family;                  // model.family, for auto
+  std::string family_chat_template = "plain";  // the model family's default (FamilySpec), for auto
   int64_t seq_len = 0;
   double val_fraction = 0.02;
   uint64_t seed = 0;

@@ -51,20 +51,20 @@ static void append_to_cache(const BlockContext& context, const Var& k, const Var
   *all_v = autograd::make_var(values.share_view(values.view().slice(1, 0, end)));
 }
 
-Var self_attention(Tape& tape, const BlockContext& context, const LayerWeights& weights, const Var& x) {
+Var self_attention(Tape& tape, const BlockContext& context, const AttentionWeights& weights, const Var& x) {
   const ModelConfig& config = *context.config;
   const int64_t batch = context.batch, seq = context.seq, head_dim = config.resolved_head_dim();
-  auto project = [&](const Var& weight, const Var& bias, int64_t heads) {
-    Var rows = autograd::linear(tape, x, weight);
-    if (bias) rows = autograd::add_bias(tape, rows, bias);
+  auto project = [&](const Var* weight, const Var* bias, int64_t heads) {
+    Var rows = autograd::linear(tape, x, *weight);
+    if (bias && *bias) rows = autograd::add_bias(tape, rows, *bias);
     return autograd::reshape(tape, rows, {batch, seq, heads, head_dim});
   };
   Var q = project(weights.q_proj, weights.q_bias, config.n_heads);
   Var k = project(weights.k_proj, weights.k_bias, config.n_kv_heads);
   Var v = project(weights.v_proj, weights.v_bias, config.n_kv_heads);
-  if (weights.q_norm) {
-    q = head_norm(tape, context, q, weights.q_norm);
-    k = head_norm(tape, context, k, weights.k_norm);
+  if (weights.q_norm && *weights.q_norm) {
+    q = head_norm(tape, context, q, *weights.q_norm);
+    k = head_norm(tape, context, k, *weights.k_norm);
   }
   const RopeParams rope = rope_params(config, context.layer, context.position_offset);
   q = autograd::rope(tape, q, rope);
@@ -78,16 +78,16 @@ Var self_attention(Tape& tape, const BlockContext& context, const LayerWeights& 
   options.window = config.layer_is_local(context.layer) ? config.sliding_window : 0;
   Var attended = autograd::attention(tape, q, k, v, options);
   Var rows = autograd::reshape(tape, attended, {batch * seq, config.n_heads * head_dim});
-  return autograd::linear(tape, rows, weights.o_proj);
+  return autograd::linear(tape, rows, *weights.o_proj);
 }
 
-Var gated_mlp(Tape& tape, const BlockContext& context, const LayerWeights& weights, const Var& x) {
+Var gated_mlp(Tape& tape, const BlockContext& context, const MlpWeights& weights, const Var& x) {
   const GatedActivation activation = context.config->ffn_activation == FfnActivation::silu
                                          ? GatedActivation::silu
                                          : GatedActivation::gelu_tanh;
-  Var gate = autograd::linear(tape, x, weights.gate_proj);
-  Var up = autograd::linear(tape, x, weights.up_proj);
-  return autograd::linear(tape, autograd::gated_activation(tape, gate, up, activation), weights.down_proj);
+  Var gate = autograd::linear(tape, x, *weights.gate_proj);
+  Var up = autograd::linear(tape, x, *weights.up_proj);
+  return autograd::linear(tape, autograd::gated_activation(tape, gate, up, activation), *weights.down_proj);
 }
 
 }  // namespace lathe

@@ -1,33 +1,34 @@
 // The layers every decoder family shares, built only from autograd ops (which run the kernel
-// library). A family (models/llama.cc, models/gemma.cc) wires them into its block; these
+// library). A family's block (models/families/, models/blocks.h) wires them together; these
 // functions never look at the family name.
 #pragma once
 
 #include <string>
 
 #include "lathe/autograd/ops.h"
-#include "lathe/models/kv_cache.h"
-#include "lathe/models/model_config.h"
+#include "lathe/models/family_spec.h"
 
 namespace lathe {
 
-// The weights of one decoder layer (HF names in model_config.h). Absent weights are null.
-struct LayerWeights {
-  autograd::Var q_proj, k_proj, v_proj, o_proj;       // (out, in)
-  autograd::Var q_bias, k_bias, v_bias;               // (out), attention_bias only
-  autograd::Var q_norm, k_norm;                       // (head_dim), qk_norm only
-  autograd::Var gate_proj, up_proj, down_proj;        // (ffn, d), (ffn, d), (d, ffn)
-  autograd::Var norm[4];                              // the family's norms in its own order (d_model)
+// The weights self_attention reads (HF names in model_config.h); an absent weight is a null pointer
+// or points to a null Var (an unused slot of the layer's LayerParameters).
+struct AttentionWeights {
+  const autograd::Var* q_proj;  // (n_heads * head_dim, d_model)
+  const autograd::Var* k_proj;  // (n_kv_heads * head_dim, d_model)
+  const autograd::Var* v_proj;  // (n_kv_heads * head_dim, d_model)
+  const autograd::Var* o_proj;  // (d_model, n_heads * head_dim)
+  const autograd::Var* q_bias;  // (n_heads * head_dim), attention_bias only
+  const autograd::Var* k_bias;  // (n_kv_heads * head_dim), attention_bias only
+  const autograd::Var* v_bias;  // (n_kv_heads * head_dim), attention_bias only
+  const autograd::Var* q_norm;  // (head_dim), qk_norm only
+  const autograd::Var* k_norm;  // (head_dim), qk_norm only
 };
 
-// Where a block runs: the layer, the batch layout of its (batch * seq, d_model) rows, and for
-// inference the KV cache and the position of the first token.
-struct BlockContext {
-  const ModelConfig* config = nullptr;
-  int64_t layer = 0;
-  int64_t batch = 0, seq = 0;
-  int64_t position_offset = 0;   // tokens already in the cache
-  KvCache* cache = nullptr;      // inference only; attention then reads the cached keys/values
+// The weights gated_mlp reads.
+struct MlpWeights {
+  const autograd::Var* gate_proj;  // (ffn_dim, d_model)
+  const autograd::Var* up_proj;    // (ffn_dim, d_model)
+  const autograd::Var* down_proj;  // (d_model, ffn_dim)
 };
 
 // x: (rows, d_model) -> RMSNorm with the model's eps and weight offset.
@@ -36,10 +37,10 @@ autograd::Var norm(autograd::Tape& tape, const BlockContext& context, const auto
 // x: (batch * seq, d_model), already normalised -> the attention output projected back to d_model:
 // q/k/v projections, optional per-head q/k RMSNorm, RoPE, causal (optionally sliding-window, soft-
 // capped) GQA flash attention, output projection.
-autograd::Var self_attention(autograd::Tape& tape, const BlockContext& context, const LayerWeights& weights,
+autograd::Var self_attention(autograd::Tape& tape, const BlockContext& context, const AttentionWeights& weights,
                              const autograd::Var& x);
 // x: (rows, d_model), already normalised -> down(act(gate(x)) * up(x)).
-autograd::Var gated_mlp(autograd::Tape& tape, const BlockContext& context, const LayerWeights& weights,
+autograd::Var gated_mlp(autograd::Tape& tape, const BlockContext& context, const MlpWeights& weights,
                         const autograd::Var& x);
 
 }  // namespace lathe

@@ -3,39 +3,19 @@
 #include <algorithm>
 
 #include "lathe/core/error.h"
+#include "lathe/models/family_spec.h"
 
 namespace lathe {
 namespace {
 
 constexpr int64_t kBytesPerElement = 4;  // f32 activations, weights, gradients and moments
 
-struct LayerWidths {
-  int64_t d, q, k, heads, kv_heads, ffn;
-};
-
-LayerWidths layer_widths(const ModelConfig& config) {
-  const int64_t head_dim = config.resolved_head_dim();
-  return {config.d_model, config.n_heads * head_dim, config.n_kv_heads * head_dim,
-          config.n_heads, config.n_kv_heads,         config.ffn_dim};
-}
-
 int64_t save_all_elements(const ModelConfig& config) {
-  const LayerWidths w = layer_widths(config);
-  int64_t elements = 2 * w.d + 2;  // two norm outputs + their inv_rms
-  elements += w.q + 2 * w.k;       // q, k, v projections
-  elements += w.q + w.k;           // RoPE outputs
-  elements += w.q + w.heads;       // attention output + log-sum-exp
-  elements += w.d + 2 * w.d;       // o_proj, two residual adds
-  elements += 3 * w.ffn + w.d;     // gate, up, activation, down
-  if (config.qk_norm) elements += w.q + w.k + w.heads + w.kv_heads;
-  if (config.attention_bias) elements += w.q + 2 * w.k;  // q, k, v after their biases
-  if (config.sandwich_norms) elements += 2 * w.d + 2;  // post-attention and post-MLP norms
-  return elements;
+  return find_family_spec(config.family).layer_activation_counts(config).save_all;
 }
 
 int64_t matmul_output_elements(const ModelConfig& config) {
-  const LayerWidths w = layer_widths(config);
-  return w.q + 2 * w.k + w.d + 2 * w.ffn + w.d;
+  return find_family_spec(config.family).layer_activation_counts(config).matmul_outputs;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "lathe/models/family_spec.h"
+
 namespace lathe {
 
 const char* to_string(FfnActivation activation) {
@@ -26,14 +28,11 @@ bool ModelConfig::layer_is_local(int64_t layer) const {
 }
 
 int64_t ModelConfig::parameter_count() const {
-  const int64_t head = resolved_head_dim();
-  const int64_t attention = d_model * n_heads * head * 2        // q_proj, o_proj
-                            + d_model * n_kv_heads * head * 2;  // k_proj, v_proj
-  const int64_t mlp = d_model * ffn_dim * 3;                    // gate_proj, up_proj, down_proj
-  const int64_t biases = attention_bias ? (n_heads + 2 * n_kv_heads) * head : 0;
-  const int64_t norms = d_model * (sandwich_norms ? 4 : 2) + (qk_norm ? head * 2 : 0);
+  int64_t layer = 0;  // the parameters the family's layer declares
+  for (const LayerParameterSpec& parameter : find_family_spec(family).layer_parameters(*this))
+    layer += parameter.shape.numel();
   const int64_t embeddings = vocab_size * d_model * (tie_embeddings ? 1 : 2);
-  return n_layers * (attention + biases + mlp + norms) + d_model /* final norm */ + embeddings;
+  return n_layers * layer + d_model /* final norm */ + embeddings;
 }
 
 }  // namespace lathe

@@ -1,6 +1,6 @@
-// The typed description of a decoder-only transformer (Llama family and relatives). Every model
-// family is this struct with different values; families that need different wiring get their own
-// file under models/, never a branch inside a shared layer.
+// The typed description of a decoder-only transformer (Llama family and relatives). `family` names
+// a FamilySpec (models/family_spec.h, one file per family in models/families/) that declares the
+// layer's parameters and wires its block; the rest is values, never a branch inside a shared layer.
 //
 // Parameter names and layouts follow Hugging Face transformers (so checkpoints map 1:1):
 //   model.embed_tokens.weight                        (vocab_size, d_model)
@@ -32,7 +32,7 @@ namespace lathe {
 enum class FfnActivation { silu, gelu_tanh };  // SwiGLU (Llama, Qwen, Mistral) / GeGLU (Gemma)
 
 struct ModelConfig {
-  std::string family = "llama";  // llama | qwen2 | qwen3 | gemma2 | gemma3 | mistral (selects models/<family>.cc)
+  std::string family = "llama";  // a registered family (models/families/<family>.cc)
   int64_t vocab_size = 4096;
   int64_t d_model = 256;
   int64_t n_layers = 4;
@@ -75,7 +75,7 @@ struct ModelConfig {
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
   int64_t rotary_dim() const;
   bool layer_is_local(int64_t layer) const;
-  int64_t parameter_count() const;  // total, counting tied embeddings once
+  int64_t parameter_count() const;  // total, counting tied embeddings once; throws for an unknown family
   double rope_theta_for_layer(int64_t layer) const {
     return layer_is_local(layer) && rope_local_theta > 0 ? rope_local_theta : rope_theta;
   }

@@ -52,6 +52,8 @@ TEST(ModelConfig, ParameterCountAddsEveryTensorOnce) {
   EXPECT_EQ(model.parameter_count(), 2 * layer + 8 + 2 * 300 * 8);  // + final norm + embed + lm_head
   model.tie_embeddings = true;
   EXPECT_EQ(model.parameter_count(), 2 * layer + 8 + 300 * 8);
+  // Sandwich norms are a family's block (a llama config with them is rejected): Gemma 3 has both.
+  model.family = "gemma3";
   model.qk_norm = true;         // q_norm and k_norm: head_dim each
   model.sandwich_norms = true;  // two more d_model norms
   EXPECT_EQ(model.parameter_count(), 2 * (layer + 12 + 16) + 8 + 300 * 8);

@@ -11,43 +11,21 @@ using autograd::Tape;
 using autograd::Var;
 
 TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precision precision)
-    : config_(config), precision_(precision), family_(&find_model_family(config.family)) {
-  LATHE_CHECK(config.sandwich_norms == family_has_sandwich_norms(config.family),
-              "model: sandwich_norms=", config.sandwich_norms, " does not match family '", config.family,
+    : config_(config), precision_(precision), family_(&find_family_spec(config.family)) {
+  LATHE_CHECK(config.sandwich_norms == family_->traits.sandwich_norms, "model: sandwich_norms=", config.sandwich_norms,
+              " does not match family '", config.family,
               "' (the family's block decides the norms; parameter counts and memory estimates read the flag)");
-  const int64_t d = config.d_model, head_dim = config.resolved_head_dim();
+  const int64_t d = config.d_model;
   embed_tokens_ = add_parameter("model.embed_tokens.weight", ParameterKind::embedding, {config.vocab_size, d});
-  const std::vector<std::string> norm_names = family_->layer_norm_names();
+  const std::vector<LayerParameterSpec> declared = family_->layer_parameters(config);
   for (int64_t layer = 0; layer < config.n_layers; ++layer) {
     const std::string prefix = str_cat("model.layers.", layer, ".");
-    LayerWeights weights;
-    weights.norm[0] = add_parameter(prefix + norm_names[0] + ".weight", ParameterKind::norm, {d});
-    weights.q_proj =
-        add_parameter(prefix + "self_attn.q_proj.weight", ParameterKind::matrix, {config.n_heads * head_dim, d});
-    weights.k_proj =
-        add_parameter(prefix + "self_attn.k_proj.weight", ParameterKind::matrix, {config.n_kv_heads * head_dim, d});
-    weights.v_proj =
-        add_parameter(prefix + "self_attn.v_proj.weight", ParameterKind::matrix, {config.n_kv_heads * head_dim, d});
-    if (config.attention_bias) {
-      weights.q_bias =
-          add_parameter(prefix + "self_attn.q_proj.bias", ParameterKind::bias, {config.n_heads * head_dim});
-      weights.k_bias =
-          add_parameter(prefix + "self_attn.k_proj.bias", ParameterKind::bias, {config.n_kv_heads * head_dim});
-      weights.v_bias =
-          add_parameter(prefix + "self_attn.v_proj.bias", ParameterKind::bias, {config.n_kv_heads * head_dim});
+    LayerParameters parameters(family_->slot_count);
+    for (const LayerParameterSpec& spec : declared) {
+      LATHE_ASSERT(spec.slot >= 0 && spec.slot < family_->slot_count && !parameters[spec.slot]);
+      parameters[spec.slot] = add_parameter(prefix + spec.name, spec.kind, spec.shape);
     }
-    weights.o_proj =
-        add_parameter(prefix + "self_attn.o_proj.weight", ParameterKind::matrix, {d, config.n_heads * head_dim});
-    if (config.qk_norm) {
-      weights.q_norm = add_parameter(prefix + "self_attn.q_norm.weight", ParameterKind::norm, {head_dim});
-      weights.k_norm = add_parameter(prefix + "self_attn.k_norm.weight", ParameterKind::norm, {head_dim});
-    }
-    for (size_t i = 1; i < norm_names.size(); ++i)
-      weights.norm[i] = add_parameter(prefix + norm_names[i] + ".weight", ParameterKind::norm, {d});
-    weights.gate_proj = add_parameter(prefix + "mlp.gate_proj.weight", ParameterKind::matrix, {config.ffn_dim, d});
-    weights.up_proj = add_parameter(prefix + "mlp.up_proj.weight", ParameterKind::matrix, {config.ffn_dim, d});
-    weights.down_proj = add_parameter(prefix + "mlp.down_proj.weight", ParameterKind::matrix, {d, config.ffn_dim});
-    layers_.push_back(weights);
+    layers_.push_back(std::move(parameters));
   }
   final_norm_ = add_parameter("model.norm.weight", ParameterKind::norm, {d});
   if (!config.tie_embeddings) lm_head_ = add_parameter("lm_head.weight", ParameterKind::matrix, {config.vocab_size, d});
@@ -127,10 +105,10 @@ Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, i
   Var h = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), scale);
   for (int64_t layer = 0; layer < config_.n_layers; ++layer) {
     BlockContext context{&config_, layer, batch, seq, cache ? cache->length : 0, cache};
-    const LayerWeights* weights = &layers_[layer];
-    const ModelFamily* family = family_;
-    h = autograd::rematerialize(tape, remat, h, [family, context, weights](Tape& inner, const Var& input) {
-      return family->block(inner, context, *weights, input);
+    const LayerParameters* parameters = &layers_[layer];
+    const FamilySpec* family = family_;
+    h = autograd::rematerialize(tape, remat, h, [family, context, parameters](Tape& inner, const Var& input) {
+      return family->block(inner, context, *parameters, input);
     });
   }
   return autograd::rms_norm(tape, h, final_norm_, static_cast<float>(config_.norm_eps), config_.norm_weight_offset);
@@ -150,9 +128,7 @@ Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets,
   return autograd::cross_entropy(tape, hidden, lm_head(), targets.reshape({batch * seq}), options);
 }
 
-KvCache TransformerModel::make_kv_cache(int64_t max_seq) const {
-  return KvCache(config_.n_layers, max_seq, config_.n_kv_heads, config_.resolved_head_dim());
-}
+KvCache TransformerModel::make_kv_cache(int64_t max_seq) const { return family_->make_kv_cache(config_, max_seq); }
 
 Tensor TransformerModel::next_token_logits(const Tensor& ids, KvCache& cache) const {
   LATHE_ASSERT(precision_ == autograd::Precision::fast);
@@ -192,7 +168,7 @@ double TransformerModel::training_flops_per_token(int64_t seq_len) const {
     if (parameter.kind == ParameterKind::matrix) matmul_weights += static_cast<double>(parameter.var->value.numel());
   if (config_.tie_embeddings) matmul_weights += static_cast<double>(config_.vocab_size * config_.d_model);
   const double attention =
-      6.0 * static_cast<double>(config_.n_layers * config_.n_heads * config_.resolved_head_dim() * seq_len);
+      static_cast<double>(config_.n_layers) * family_->attention_training_flops_per_token(config_, seq_len);
   return 6.0 * matmul_weights + attention;
 }
 

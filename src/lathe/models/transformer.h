@@ -1,7 +1,8 @@
 // A decoder-only transformer assembled from a ModelConfig: token embedding, n_layers blocks of
-// the config's family, final RMSNorm, LM head (tied or not), fused cross-entropy. Parameters carry
-// Hugging Face names (model_config.h) and live in f32 (fast) or f64 (reference precision), each
-// with a gradient buffer of the same shape that backward accumulates into.
+// the config's family (its FamilySpec declares each layer's parameters and runs the block), final
+// RMSNorm, LM head (tied or not), fused cross-entropy. Parameters carry Hugging Face names
+// (model_config.h) and live in f32 (fast) or f64 (reference precision), each with a gradient
+// buffer of the same shape that backward accumulates into.
 #pragma once
 
 #include <string>
@@ -10,12 +11,10 @@
 
 #include "lathe/autograd/remat.h"
 #include "lathe/models/compute_dtype.h"
-#include "lathe/models/family.h"
+#include "lathe/models/family_spec.h"
 #include "lathe/models/kv_cache.h"
 
 namespace lathe {
-
-enum class ParameterKind { matrix, norm, embedding, bias };
 
 struct Parameter {
   std::string name;  // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
@@ -67,8 +66,8 @@ class TransformerModel {
   KvCache make_kv_cache(int64_t max_seq) const;
 
   // Model FLOPs of one training token (forward + backward) at a sequence length: 6 per matmul
-  // weight (LM head included) plus causal attention 6 * layers * heads * head_dim * seq (half of
-  // the full score matrix, the FlashAttention convention).
+  // weight (LM head included) plus each layer's attention as its family counts it (causal:
+  // 6 * heads * head_dim * seq, half of the full score matrix, the FlashAttention convention).
   double training_flops_per_token(int64_t seq_len) const;
 
  private:
@@ -80,10 +79,10 @@ class TransformerModel {
   ModelConfig config_;
   autograd::Precision precision_;
   ComputeDtype compute_dtype_ = ComputeDtype::f32;
-  const ModelFamily* family_;
+  const FamilySpec* family_;
   std::vector<Parameter> parameters_;
   autograd::Var embed_tokens_, final_norm_, lm_head_;
-  std::vector<LayerWeights> layers_;
+  std::vector<LayerParameters> layers_;  // per layer, indexed by the family's slots
 };
 
 }  // namespace lathe

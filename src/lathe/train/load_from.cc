@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "lathe/models/hf_checkpoint.h"
+#include "lathe/models/hf/hf_checkpoint.h"
 
 namespace lathe {
 

@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
 #include "lathe/core/rng.h"
 #include "lathe/io/durable_file.h"
-#include "lathe/models/hf_checkpoint.h"
-#include "expect_error.h"
+#include "lathe/models/hf/hf_checkpoint.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 

@@ -10,7 +10,7 @@
 #include <map>
 
 #include "lathe/data/sft_dataset.h"
-#include "lathe/models/hf_checkpoint.h"
+#include "lathe/models/hf/hf_checkpoint.h"
 #include "lathe/telemetry/metrics_log.h"
 #include "lathe/text/bpe_tokenizer.h"
 #include "lathe/train/checkpoint.h"

@@ -16,6 +16,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/io/yaml.h"
+#include "lathe/models/family_spec.h"
 #include "lathe/train/load_from.h"
 
 namespace lathe {
@@ -54,7 +55,6 @@ std::vector<const char*> enum_names() {
 }
 
 using Choices = std::span<const char* const>;
-constexpr std::array<const char*, 6> kFamilies = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"};
 constexpr std::array<const char*, 2> kRopeScalings = {"none", "llama3"};
 constexpr std::array<const char*, 2> kDataFormats = {"text", "sft"};
 constexpr std::array<const char*, 6> kChatTemplates = {"auto", "plain", "chatml", "llama3", "gemma", "mistral"};
@@ -77,7 +77,7 @@ constexpr std::array<Section, 7> kSections = {{
 template <class Visit>
 void visit_train_config(TrainConfig& config, Visit&& field) {
   ModelConfig& model = config.model;
-  field("model.family", model.family, "selects the wiring in models/<family>.cc", Choices(kFamilies));
+  field("model.family", model.family, "a registered family (models/families/<family>.cc)", family_names());
   field("model.vocab_size", model.vocab_size, "tokens in the vocabulary (at least 256 bytes + EOS)");
   field("model.d_model", model.d_model, "width of the residual stream");
   field("model.n_layers", model.n_layers, "transformer blocks");
@@ -624,7 +624,7 @@ DataRequirements data_requirements(const TrainConfig& config) {
   requirements.vocab_size = config.model.vocab_size;
   requirements.seq_len = config.train.seq_len;
   requirements.seed = config.train.seed;
-  requirements.model_family = config.model.family;
+  requirements.family_chat_template = find_family_spec(config.model.family).default_chat_template;
   return requirements;
 }
 

@@ -121,7 +121,8 @@ void apply_train_config_override(TrainConfig& config, const std::string& key_equ
 std::vector<std::string> find_train_config_problems(const TrainConfig& config, bool check_files = true);
 void validate_train_config(const TrainConfig& config, bool check_files = true);  // throws the joined lines
 
-// What the run asks of data/ besides the data section (vocabulary bound, seq_len, seed, family).
+// What the run asks of data/ besides the data section: the vocabulary bound, seq_len, seed and the
+// model family's default chat template (from its FamilySpec).
 DataRequirements data_requirements(const TrainConfig& config);
 
 // The resolved config: every key, grouped by section with comments; loading it gives `config` back.

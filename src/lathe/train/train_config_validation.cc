@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "lathe/core/error.h"
-#include "lathe/models/family.h"
+#include "lathe/models/family_spec.h"
 #include "lathe/train/train_config.h"
 
 namespace lathe {
@@ -43,10 +43,16 @@ void check_model(const ModelConfig& model, ProblemList& problems) {
   problems.require_non_negative("model.head_dim", model.head_dim);
   problems.require_positive("model.ffn_dim", model.ffn_dim);
   problems.require_positive("model.max_seq_len", model.max_seq_len);
-  if (model.sandwich_norms != family_has_sandwich_norms(model.family))
+  const FamilySpec* family = find_family_spec_or_null(model.family);
+  if (model.sandwich_norms != (family && family->traits.sandwich_norms)) {
+    std::string sandwich_families;  // "gemma2/gemma3"
+    for (const FamilySpec* spec : all_family_specs())
+      if (spec->traits.sandwich_norms)
+        sandwich_families.append(sandwich_families.empty() ? "" : "/").append(spec->name);
     problems.add("model.sandwich_norms=", model.sandwich_norms ? "true" : "false",
-                 " does not match model.family=", model.family,
-                 " (sandwich norms are the gemma2/gemma3 block's wiring)");
+                 " does not match model.family=", model.family, " (sandwich norms are the ", sandwich_families,
+                 " block's wiring)");
+  }
   bool heads_valid = model.d_model > 0 && model.n_heads > 0 && model.n_kv_heads > 0 && model.head_dim >= 0;
   if (heads_valid && model.head_dim == 0 && model.d_model % model.n_heads != 0) {
     problems.add("model.n_heads=", model.n_heads, " does not divide model.d_model=", model.d_model,

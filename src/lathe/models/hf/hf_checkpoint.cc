@@ -1,4 +1,4 @@
-#include "lathe/models/hf_checkpoint.h"
+#include "lathe/models/hf/hf_checkpoint.h"
 
 #include <filesystem>
 
@@ -37,13 +37,13 @@ std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) 
   return "";
 }
 
-void load_weights(TransformerModel& model, const std::string& hf_dir, HfWeightLayout layout) {
+void load_weights(TransformerModel& model, const std::string& hf_dir, const HfModelDescription& description) {
   const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(hf_dir);
   checkpoint.validate_all();
   const std::string& source = checkpoint.path();
   std::map<std::string, std::string> hf_name_of;  // lathe name -> checkpoint name
   for (const std::string& hf_name : checkpoint.names()) {
-    const std::string name = lathe_name_from_hf(hf_name, layout);
+    const std::string name = lathe_name_from_hf(hf_name, description);
     if (name.empty() || ends_with(name, "rotary_emb.inv_freq")) continue;
     if (!model.find_parameter(name)) {
       if (name == "lm_head.weight" && model.config().tie_embeddings) continue;  // a tied head saved anyway
@@ -84,7 +84,7 @@ ModelConfig read_hf_model_config(const std::string& hf_dir) { return read_hf_mod
 TransformerModel load_hf_model(const std::string& hf_dir) {
   const HfModelDescription description = read_hf_model_description(hf_dir);
   TransformerModel model(description.config);
-  load_weights(model, hf_dir, description.layout);
+  load_weights(model, hf_dir, description);
   return model;
 }
 
@@ -92,7 +92,7 @@ void load_hf_weights(TransformerModel& model, const std::string& hf_dir) {
   const HfModelDescription description = read_hf_model_description(hf_dir);
   const std::string difference = first_config_difference(model.config(), description.config);
   LATHE_CHECK(difference.empty(), hf_dir, ": the model config differs from config.json in ", difference);
-  load_weights(model, hf_dir, description.layout);
+  load_weights(model, hf_dir, description);
 }
 
 void save_hf_model(const TransformerModel& model, const std::string& hf_dir, const HfSaveOptions& options) {

@@ -1,9 +1,11 @@
 // Hugging Face config.json <-> ModelConfig, and the weight-name mapping between HF checkpoints and
 // lathe's parameters (which already carry HF names; model_config.h).
 //
-// Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// Gemma2ForCausalLM, Gemma3ForCausalLM (model_type gemma3_text), and the text part of a gemma3
-// Gemma3ForConditionalGeneration config (its "text_config"; the vision weights are skipped).
+// Table-driven from the family specs (models/family_spec.h, HfFamily): every registered family's
+// architecture (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// Gemma2ForCausalLM, Gemma3ForCausalLM with model_type gemma3_text), and the text part of a
+// multimodal wrapper a family declares (Gemma3ForConditionalGeneration's "text_config"; the vision
+// weights are skipped).
 // Both generations of keys are read: transformers 4.x (rope_theta, rope_scaling,
 // rope_local_base_freq, sliding_window_pattern) and 5.x (rope_parameters, per layer type for
 // Gemma 3, and layer_types). Every option lathe cannot compute (another rope_scaling type, an
@@ -14,19 +16,21 @@
 #include <string>
 
 #include "lathe/core/json.h"
+#include "lathe/models/family_spec.h"
 #include "lathe/models/model_config.h"
 
 namespace lathe {
 
 // How a checkpoint's tensor names relate to lathe's.
 enum class HfWeightLayout {
-  causal_lm,          // "model.layers.0...", "lm_head.weight": lathe's names as they are
-  gemma3_multimodal,  // "model.language_model.*" (5.x) or "language_model.model.*" (4.x)
+  causal_lm,        // "model.layers.0...", "lm_head.weight": lathe's names as they are
+  multimodal_text,  // the text part of the family's multimodal wrapper (HfMultimodalWrapper)
 };
 
 struct HfModelDescription {
   ModelConfig config;
   HfWeightLayout layout = HfWeightLayout::causal_lm;
+  const FamilySpec* family = nullptr;  // the spec of config.family
 };
 
 // config: the parsed config.json; `source` names it in errors ("<dir>/config.json").
@@ -47,6 +51,6 @@ std::string hf_architecture_for_family(const std::string& family);
 
 // The lathe parameter name of a checkpoint tensor, or "" when the tensor belongs to a part lathe
 // does not model (Gemma 3's vision tower and projector) and is to be skipped.
-std::string lathe_name_from_hf(const std::string& hf_name, HfWeightLayout layout);
+std::string lathe_name_from_hf(const std::string& hf_name, const HfModelDescription& description);
 
 }  // namespace lathe

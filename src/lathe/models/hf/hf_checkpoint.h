@@ -15,7 +15,7 @@
 #include <string>
 
 #include "lathe/core/dtype.h"
-#include "lathe/models/hf_config.h"
+#include "lathe/models/hf/hf_config.h"
 #include "lathe/models/transformer.h"
 
 namespace lathe {

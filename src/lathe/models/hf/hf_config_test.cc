@@ -1,7 +1,7 @@
 // config.json <-> ModelConfig: configs as transformers 5.24 writes them (captured from the local
 // install) and as 4.x checkpoints on the Hub carry them, the round trip for every family, and one
 // clear error per unsupported option.
-#include "lathe/models/hf_config.h"
+#include "lathe/models/hf/hf_config.h"
 
 #include <gtest/gtest.h>
 
@@ -124,16 +124,15 @@ TEST(HfConfig, ReadsTheTextPartOfAMultimodalGemma3) {
     "model_type": "gemma3", "vision_config": {"hidden_size": 1152}, "text_config": )") +
                            kGemma3Text5 + "}";
   const HfModelDescription description = parse(text);
-  EXPECT_EQ(description.layout, HfWeightLayout::gemma3_multimodal);
+  EXPECT_EQ(description.layout, HfWeightLayout::multimodal_text);
   EXPECT_EQ(description.config, parse(kGemma3Text5).config);
-  const HfWeightLayout layout = description.layout;
-  EXPECT_EQ(lathe_name_from_hf("model.language_model.layers.3.mlp.up_proj.weight", layout),
+  EXPECT_EQ(lathe_name_from_hf("model.language_model.layers.3.mlp.up_proj.weight", description),
             "model.layers.3.mlp.up_proj.weight");
-  EXPECT_EQ(lathe_name_from_hf("language_model.model.embed_tokens.weight", layout), "model.embed_tokens.weight");
-  EXPECT_EQ(lathe_name_from_hf("language_model.lm_head.weight", layout), "lm_head.weight");
-  EXPECT_EQ(lathe_name_from_hf("model.vision_tower.vision_model.post_layernorm.weight", layout), "");
-  EXPECT_EQ(lathe_name_from_hf("multi_modal_projector.mm_input_projection_weight", layout), "");
-  EXPECT_EQ(lathe_name_from_hf("model.layers.0.mlp.up_proj.weight", HfWeightLayout::causal_lm),
+  EXPECT_EQ(lathe_name_from_hf("language_model.model.embed_tokens.weight", description), "model.embed_tokens.weight");
+  EXPECT_EQ(lathe_name_from_hf("language_model.lm_head.weight", description), "lm_head.weight");
+  EXPECT_EQ(lathe_name_from_hf("model.vision_tower.vision_model.post_layernorm.weight", description), "");
+  EXPECT_EQ(lathe_name_from_hf("multi_modal_projector.mm_input_projection_weight", description), "");
+  EXPECT_EQ(lathe_name_from_hf("model.layers.0.mlp.up_proj.weight", HfModelDescription{}),
             "model.layers.0.mlp.up_proj.weight");
 }
 

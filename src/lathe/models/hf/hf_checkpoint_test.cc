@@ -1,7 +1,7 @@
 // Hugging Face model directories: save -> load round trips for every family (f32 exact, bf16
 // rounded, sharded), identical logits after the round trip, Gemma 3 multimodal names, and one
 // error naming the tensor for each kind of bad checkpoint.
-#include "lathe/models/hf_checkpoint.h"
+#include "lathe/models/hf/hf_checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "expect_error.h"
 #include "lathe/core/rng.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/io/safetensors_checkpoint.h"
-#include "expect_error.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 

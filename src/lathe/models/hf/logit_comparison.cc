@@ -1,4 +1,4 @@
-#include "lathe/models/logit_comparison.h"
+#include "lathe/models/hf/logit_comparison.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,41 +1,50 @@
-#include "lathe/models/hf_config.h"
+#include "lathe/models/hf/hf_config.h"
 
 #include <cmath>
 #include <vector>
 
 #include "lathe/core/error.h"
+#include "lathe/models/family_spec.h"
 
 namespace lathe {
 
 namespace {
 
-struct Architecture {
-  const char* family;
-  const char* architecture;
-  const char* model_type;
-  bool default_tie_embeddings;  // the transformers config class default when the key is absent
-};
+// "LlamaForCausalLM, ..., Gemma3ForConditionalGeneration" from the registry.
+std::string supported_architectures() {
+  std::string text;
+  auto add = [&](const char* name) { text.append(text.empty() ? "" : ", ").append(name); };
+  for (const FamilySpec* spec : all_family_specs()) add(spec->hf.architecture);
+  for (const FamilySpec* spec : all_family_specs())
+    if (spec->hf.multimodal) add(spec->hf.multimodal->architecture);
+  return text;
+}
 
-constexpr Architecture kArchitectures[] = {
-    {"llama", "LlamaForCausalLM", "llama", false},   {"mistral", "MistralForCausalLM", "mistral", false},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", false},   {"qwen3", "Qwen3ForCausalLM", "qwen3", false},
-    {"gemma2", "Gemma2ForCausalLM", "gemma2", true}, {"gemma3", "Gemma3ForCausalLM", "gemma3_text", true},
-};
-constexpr const char* kSupportedArchitectures =
-    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
-    "Gemma3ForCausalLM, Gemma3ForConditionalGeneration";
-
-const Architecture* find_architecture_by_model_type(const std::string& model_type) {
-  for (const Architecture& entry : kArchitectures)
-    if (model_type == entry.model_type) return &entry;
+const FamilySpec* find_family_by_model_type(const std::string& model_type) {
+  for (const FamilySpec* spec : all_family_specs())
+    if (model_type == spec->hf.model_type) return spec;
   return nullptr;
 }
 
-const Architecture& find_architecture_by_family(const std::string& family) {
-  for (const Architecture& entry : kArchitectures)
-    if (family == entry.family) return entry;
-  throw_error("model.family '", family, "' has no Hugging Face architecture (known: llama, mistral, qwen2, qwen3, ",
-              "gemma2, gemma3)");
+const FamilySpec* find_family_by_architecture(const std::string& architecture) {
+  for (const FamilySpec* spec : all_family_specs())
+    if (architecture == spec->hf.architecture) return spec;
+  return nullptr;
+}
+
+// The family whose multimodal wrapper this config is, or null.
+const FamilySpec* find_multimodal_family(const std::string& model_type, const std::string& architecture) {
+  for (const FamilySpec* spec : all_family_specs())
+    if (spec->hf.multimodal &&
+        (model_type == spec->hf.multimodal->model_type || architecture == spec->hf.multimodal->architecture))
+      return spec;
+  return nullptr;
+}
+
+const FamilySpec& find_family_for_export(const std::string& family) {
+  const FamilySpec* spec = find_family_spec_or_null(family);
+  LATHE_CHECK(spec, "model.family '", family, "' has no Hugging Face architecture (known: ", family_names_text(), ")");
+  return *spec;
 }
 
 // Typed reads of config.json keys; every error names the file and the key.
@@ -170,14 +179,14 @@ int64_t pattern_from_layer_types(const Json& layer_types, int64_t n_layers, cons
   return pattern;
 }
 
-void read_sliding_window(const ConfigReader& reader, const std::string& family, ModelConfig& config) {
-  if (family == "qwen2" || family == "qwen3") {
+void read_sliding_window(const ConfigReader& reader, const HfFamily& hf, ModelConfig& config) {
+  if (hf.sliding_window == HfSlidingWindow::disabled) {
     LATHE_CHECK(!reader.boolean_or("use_sliding_window", false), reader.source(),
                 ": \"use_sliding_window\"=true is not supported (Qwen's per-layer max_window_layers split)");
     if (!reader.has("layer_types")) return;
   }
-  if (family == "llama") {
-    LATHE_CHECK(!reader.has("layer_types"), reader.source(), ": \"layer_types\" is not read for LlamaForCausalLM");
+  if (hf.sliding_window == HfSlidingWindow::none) {
+    LATHE_CHECK(!reader.has("layer_types"), reader.source(), ": \"layer_types\" is not read for ", hf.architecture);
     return;
   }
   const int64_t window = reader.integer_or("sliding_window", 0);
@@ -192,28 +201,27 @@ void read_sliding_window(const ConfigReader& reader, const std::string& family, 
   }
   if (window == 0) return;
   config.sliding_window = window;
-  if (family == "gemma2") config.sliding_window_pattern = 2;  // 4.x: even layers slide
-  if (family == "gemma3")
-    config.sliding_window_pattern =
-        reader.integer_or("sliding_window_pattern", reader.integer_or("_sliding_window_pattern", 6));
+  if (hf.sliding_window == HfSlidingWindow::fixed_pattern) config.sliding_window_pattern = hf.legacy_pattern;
+  if (hf.sliding_window == HfSlidingWindow::pattern_key)
+    config.sliding_window_pattern = reader.integer_or(
+        hf.legacy_pattern_key, reader.integer_or(str_cat("_", hf.legacy_pattern_key), hf.legacy_pattern));
 }
 
-FfnActivation read_activation(const ConfigReader& reader, const std::string& family) {
-  const bool is_gemma = family == "gemma2" || family == "gemma3";
-  const std::string key = is_gemma && reader.has("hidden_activation") ? "hidden_activation" : "hidden_act";
-  const std::string value = reader.string_or(key, is_gemma ? "gelu_pytorch_tanh" : "silu");
+FfnActivation read_activation(const ConfigReader& reader, const HfFamily& hf) {
+  const std::string key = reader.has(hf.activation_key) ? hf.activation_key : "hidden_act";
+  const std::string value = reader.string_or(key, hf.default_activation);
   if (value == "silu") return FfnActivation::silu;
   if (value == "gelu_pytorch_tanh") return FfnActivation::gelu_tanh;
   throw_error(reader.source(), ": \"", key, "\"=\"", value,
               "\" is not supported (lathe has silu and gelu_pytorch_tanh)");
 }
 
-ModelConfig read_text_config(const Json& json, const Architecture& architecture, const std::string& source) {
+ModelConfig read_text_config(const Json& json, const FamilySpec& family, const std::string& source) {
   LATHE_CHECK(json.is_object(), source, ": the config must be a JSON object");
   ConfigReader reader(json, source);
+  const HfFamily& hf = family.hf;
   ModelConfig config;
-  const std::string family = architecture.family;
-  config.family = family;
+  config.family = family.name;
   config.vocab_size = reader.positive_integer("vocab_size");
   config.d_model = reader.positive_integer("hidden_size");
   config.n_layers = reader.positive_integer("num_hidden_layers");
@@ -230,28 +238,27 @@ ModelConfig read_text_config(const Json& json, const Architecture& architecture,
   config.ffn_dim = reader.positive_integer("intermediate_size");
   config.max_seq_len = reader.integer_or("max_position_embeddings", 2048);
   LATHE_CHECK(config.max_seq_len > 0, source, ": \"max_position_embeddings\" must be positive");
-  config.ffn_activation = read_activation(reader, family);
+  config.ffn_activation = read_activation(reader, hf);
   config.norm_eps = reader.number_or("rms_norm_eps", 1e-6);
-  config.tie_embeddings = reader.boolean_or("tie_word_embeddings", architecture.default_tie_embeddings);
+  config.tie_embeddings = reader.boolean_or("tie_word_embeddings", hf.default_tie_embeddings);
   config.init_std = reader.number_or("initializer_range", 0.02);
 
   LATHE_CHECK(!reader.boolean_or("mlp_bias", false), source, ": \"mlp_bias\"=true is not supported");
-  if (family == "qwen2") {
-    config.attention_bias = true;  // Qwen2 always has q/k/v biases (and none on o_proj)
-  } else {
+  if (!family.traits.attention_bias)
     LATHE_CHECK(!reader.boolean_or("attention_bias", false), source, ": \"attention_bias\"=true is not supported for ",
-                architecture.architecture, " (it adds an o_proj bias lathe does not have)");
-  }
+                hf.architecture, " (it adds an o_proj bias lathe does not have)");
   LATHE_CHECK(!reader.boolean_or("use_bidirectional_attention", false), source,
               ": \"use_bidirectional_attention\"=true is not supported");
   read_rope(reader, config);
-  read_sliding_window(reader, family, config);
+  read_sliding_window(reader, hf, config);
 
-  if (family == "qwen3" || family == "gemma3") config.qk_norm = true;
-  if (family == "gemma2" || family == "gemma3") {
-    config.sandwich_norms = true;
-    config.norm_weight_offset = 1.0f;  // Gemma's RMSNorm multiplies by (1 + w)
-    config.embedding_scale = 0.0f;     // sqrt(d_model)
+  // The architecture's fixed traits (Qwen2 always has q/k/v biases, and none on o_proj).
+  config.qk_norm = family.traits.qk_norm;
+  config.attention_bias = family.traits.attention_bias;
+  config.sandwich_norms = family.traits.sandwich_norms;
+  config.norm_weight_offset = family.traits.norm_weight_offset;
+  config.embedding_scale = family.traits.embedding_scale;
+  if (hf.query_pre_attn_scalar_and_softcaps) {
     const double scalar = reader.number_or("query_pre_attn_scalar", 256.0);
     LATHE_CHECK(scalar > 0, source, ": \"query_pre_attn_scalar\" must be positive, found ", scalar);
     config.attention_scale = static_cast<float>(1.0 / std::sqrt(scalar));
@@ -264,7 +271,7 @@ ModelConfig read_text_config(const Json& json, const Architecture& architecture,
 }  // namespace
 
 std::string hf_architecture_for_family(const std::string& family) {
-  return find_architecture_by_family(family).architecture;
+  return find_family_for_export(family).hf.architecture;
 }
 
 HfModelDescription model_config_from_hf_json(const Json& json, const std::string& source) {
@@ -278,64 +285,71 @@ HfModelDescription model_config_from_hf_json(const Json& json, const std::string
   }
   const std::string model_type = reader.string_or("model_type", "");
   HfModelDescription description;
-  if (model_type == "gemma3" || architecture_name == "Gemma3ForConditionalGeneration") {
-    const Json* text_config = reader.find("text_config");
-    LATHE_CHECK(text_config && text_config->is_object(), source,
-                ": a gemma3 (multimodal) config needs a \"text_config\" object");
-    description.config =
-        read_text_config(*text_config, *find_architecture_by_model_type("gemma3_text"), source + " text_config");
-    description.layout = HfWeightLayout::gemma3_multimodal;
+  if (const FamilySpec* family = find_multimodal_family(model_type, architecture_name)) {
+    const HfMultimodalWrapper& wrapper = *family->hf.multimodal;
+    const Json* text_config = reader.find(wrapper.text_config_key);
+    LATHE_CHECK(text_config && text_config->is_object(), source, ": a ", wrapper.model_type,
+                " (multimodal) config needs a \"", wrapper.text_config_key, "\" object");
+    description.config = read_text_config(*text_config, *family, str_cat(source, " ", wrapper.text_config_key));
+    description.layout = HfWeightLayout::multimodal_text;
+    description.family = family;
     return description;
   }
-  const Architecture* architecture = find_architecture_by_model_type(model_type);
-  if (!architecture)
-    for (const Architecture& entry : kArchitectures)
-      if (architecture_name == entry.architecture) architecture = &entry;
-  LATHE_CHECK(architecture, source, ": architecture \"", architecture_name, "\" (model_type \"", model_type,
-              "\") is not supported (supported: ", kSupportedArchitectures, ")");
-  LATHE_CHECK(architecture_name.empty() || architecture_name == architecture->architecture, source,
+  const FamilySpec* family = find_family_by_model_type(model_type);
+  if (!family) family = find_family_by_architecture(architecture_name);
+  LATHE_CHECK(family, source, ": architecture \"", architecture_name, "\" (model_type \"", model_type,
+              "\") is not supported (supported: ", supported_architectures(), ")");
+  LATHE_CHECK(architecture_name.empty() || architecture_name == family->hf.architecture, source,
               ": \"architectures\" [\"", architecture_name, "\"] does not match model_type \"", model_type,
-              "\" (expected ", architecture->architecture, ")");
-  description.config = read_text_config(json, *architecture, source);
+              "\" (expected ", family->hf.architecture, ")");
+  description.config = read_text_config(json, *family, source);
+  description.family = family;
   return description;
 }
 
 namespace {
 
 // What an HF architecture hard-wires; a lathe config that differs cannot be exported as it.
-void check_exportable(const ModelConfig& config) {
-  const std::string& family = config.family;
-  const bool is_gemma = family == "gemma2" || family == "gemma3";
-  auto require = [&](bool condition, const char* what) {
-    LATHE_CHECK(condition, "export to Hugging Face: model.family '", family, "' needs ", what);
+void check_exportable(const ModelConfig& config, const FamilySpec& family) {
+  const HfFamily& hf = family.hf;
+  const FamilyTraits& traits = family.traits;
+  auto require = [&](bool condition, const std::string& what) {
+    LATHE_CHECK(condition, "export to Hugging Face: model.family '", config.family, "' needs ", what);
   };
+  auto flag = [](const char* key, bool value) { return str_cat(key, value ? "=true" : "=false"); };
   require(config.partial_rotary_factor == 1.0, "partial_rotary_factor=1");
-  require(config.qk_norm == (family == "qwen3" || family == "gemma3"),
-          family == "qwen3" || family == "gemma3" ? "qk_norm=true" : "qk_norm=false");
-  require(config.attention_bias == (family == "qwen2"),
-          family == "qwen2" ? "attention_bias=true" : "attention_bias=false");
-  require(config.sandwich_norms == is_gemma, is_gemma ? "sandwich_norms=true" : "sandwich_norms=false");
-  require(config.norm_weight_offset == (is_gemma ? 1.0f : 0.0f),
-          is_gemma ? "norm_weight_offset=1" : "norm_weight_offset=0");
-  require(config.embedding_scale == (is_gemma ? 0.0f : 1.0f),
-          is_gemma ? "embedding_scale=0 (sqrt(d_model))" : "embedding_scale=1");
-  if (!is_gemma) {
+  require(config.qk_norm == traits.qk_norm, flag("qk_norm", traits.qk_norm));
+  require(config.attention_bias == traits.attention_bias, flag("attention_bias", traits.attention_bias));
+  require(config.sandwich_norms == traits.sandwich_norms, flag("sandwich_norms", traits.sandwich_norms));
+  require(config.norm_weight_offset == traits.norm_weight_offset,
+          str_cat("norm_weight_offset=", traits.norm_weight_offset));
+  require(config.embedding_scale == traits.embedding_scale, traits.embedding_scale == 0
+                                                                ? std::string("embedding_scale=0 (sqrt(d_model))")
+                                                                : str_cat("embedding_scale=", traits.embedding_scale));
+  if (!hf.query_pre_attn_scalar_and_softcaps) {
     require(config.final_logit_softcap == 0 && config.attn_logit_softcap == 0, "no logit soft-capping");
     require(
         config.attention_scale == 0 ||
             std::fabs(config.attention_scale * std::sqrt(static_cast<double>(config.resolved_head_dim())) - 1) < 1e-6,
         "attention_scale=0 (1/sqrt(head_dim))");
-    require(config.rope_local_theta == 0, "rope_local_theta=0");
   }
-  if (family == "llama" || family == "qwen2" || family == "qwen3")
-    require(config.sliding_window == 0, "sliding_window=0");
-  if (family == "mistral")
-    require(config.sliding_window == 0 || config.sliding_window_pattern == 0,
-            "sliding_window_pattern=0 (every layer slides)");
-  if (family == "gemma2")
-    require(config.sliding_window > 0 && config.sliding_window_pattern == 2,
-            "sliding_window > 0 and sliding_window_pattern=2");
-  if (family == "gemma2") require(config.rope_local_theta == 0, "rope_local_theta=0");
+  if (!hf.rope_per_layer_type) require(config.rope_local_theta == 0, "rope_local_theta=0");
+  switch (hf.sliding_window) {
+    case HfSlidingWindow::none:
+    case HfSlidingWindow::disabled:
+      require(config.sliding_window == 0, "sliding_window=0");
+      break;
+    case HfSlidingWindow::every_layer:
+      require(config.sliding_window == 0 || config.sliding_window_pattern == 0,
+              "sliding_window_pattern=0 (every layer slides)");
+      break;
+    case HfSlidingWindow::fixed_pattern:
+      require(config.sliding_window > 0 && config.sliding_window_pattern == hf.legacy_pattern,
+              str_cat("sliding_window > 0 and sliding_window_pattern=", hf.legacy_pattern));
+      break;
+    case HfSlidingWindow::pattern_key:
+      break;
+  }
 }
 
 Json rope_object(double theta, const ModelConfig& config, bool scaled) {
@@ -356,16 +370,16 @@ Json rope_object(double theta, const ModelConfig& config, bool scaled) {
 }  // namespace
 
 Json hf_json_from_model_config(const ModelConfig& config) {
-  const Architecture& architecture = find_architecture_by_family(config.family);
-  check_exportable(config);
+  const FamilySpec& family = find_family_for_export(config.family);
+  const HfFamily& hf = family.hf;
+  check_exportable(config, family);
   LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "llama3",
               "export to Hugging Face: model.rope_scaling '", config.rope_scaling, "' is not supported");
-  const bool is_gemma = config.family == "gemma2" || config.family == "gemma3";
   Json json = Json::object();
   Json architectures = Json::array();
-  architectures.push(architecture.architecture);
+  architectures.push(hf.architecture);
   json.set("architectures", std::move(architectures));
-  json.set("model_type", architecture.model_type);
+  json.set("model_type", hf.model_type);
   json.set("vocab_size", config.vocab_size);
   json.set("hidden_size", config.d_model);
   json.set("intermediate_size", config.ffn_dim);
@@ -373,25 +387,23 @@ Json hf_json_from_model_config(const ModelConfig& config) {
   json.set("num_attention_heads", config.n_heads);
   json.set("num_key_value_heads", config.n_kv_heads);
   json.set("head_dim", config.resolved_head_dim());
-  json.set(is_gemma ? "hidden_activation" : "hidden_act",
-           config.ffn_activation == FfnActivation::silu ? "silu" : "gelu_pytorch_tanh");
+  json.set(hf.activation_key, config.ffn_activation == FfnActivation::silu ? "silu" : "gelu_pytorch_tanh");
   json.set("max_position_embeddings", config.max_seq_len);
   json.set("rms_norm_eps", config.norm_eps);
   json.set("tie_word_embeddings", config.tie_embeddings);
   json.set("initializer_range", config.init_std);
-  if (config.family != "qwen2") json.set("attention_bias", false);
-  if (config.family == "llama") json.set("mlp_bias", false);
+  for (const char* key : hf.export_false_keys) json.set(key, false);
 
   // RoPE: 5.x rope_parameters and the 4.x keys that mean the same.
   json.set("rope_theta", config.rope_theta);
-  if (config.family == "gemma3") {
+  if (hf.rope_per_layer_type) {
     const double local_theta = config.rope_local_theta > 0 ? config.rope_local_theta : config.rope_theta;
     Json parameters = Json::object();
     parameters.set("full_attention", rope_object(config.rope_theta, config, true));
     parameters.set("sliding_attention", rope_object(local_theta, config, false));
     json.set("rope_parameters", std::move(parameters));
     json.set("rope_local_base_freq", local_theta);
-    LATHE_CHECK(config.rope_scaling == "none", "export to Hugging Face: gemma3 with rope_scaling '",
+    LATHE_CHECK(config.rope_scaling == "none", "export to Hugging Face: ", config.family, " with rope_scaling '",
                 config.rope_scaling, "' is not supported");
   } else {
     json.set("rope_parameters", rope_object(config.rope_theta, config, true));
@@ -403,19 +415,20 @@ Json hf_json_from_model_config(const ModelConfig& config) {
 
   if (config.sliding_window > 0) {
     json.set("sliding_window", config.sliding_window);
-    if (config.family != "mistral") {
+    if (hf.sliding_window != HfSlidingWindow::every_layer) {
       Json layer_types = Json::array();
       for (int64_t layer = 0; layer < config.n_layers; ++layer)
         layer_types.push(config.layer_is_local(layer) ? "sliding_attention" : "full_attention");
       json.set("layer_types", std::move(layer_types));
     }
-    if (config.family == "gemma3") json.set("sliding_window_pattern", config.sliding_window_pattern);
-  } else if (config.family == "mistral" || config.family == "qwen2" || config.family == "qwen3") {
+    if (hf.sliding_window == HfSlidingWindow::pattern_key)
+      json.set(hf.legacy_pattern_key, config.sliding_window_pattern);
+  } else if (hf.sliding_window == HfSlidingWindow::every_layer || hf.sliding_window == HfSlidingWindow::disabled) {
     json.set("sliding_window", nullptr);
   }
-  if (config.family == "qwen2" || config.family == "qwen3") json.set("use_sliding_window", false);
+  if (hf.sliding_window == HfSlidingWindow::disabled) json.set("use_sliding_window", false);
 
-  if (is_gemma) {
+  if (hf.query_pre_attn_scalar_and_softcaps) {
     const double scale = config.attention_scale > 0 ? config.attention_scale
                                                     : 1.0 / std::sqrt(static_cast<double>(config.resolved_head_dim()));
     double scalar = 1.0 / (scale * scale);
@@ -457,18 +470,10 @@ std::string hf_config_text(const Json& json) {
   return out;
 }
 
-std::string lathe_name_from_hf(const std::string& hf_name, HfWeightLayout layout) {
-  if (layout == HfWeightLayout::causal_lm) return hf_name;
-  auto starts_with = [&](const std::string& prefix) { return hf_name.compare(0, prefix.size(), prefix) == 0; };
-  if (starts_with("model.language_model."))
-    return "model." + hf_name.substr(std::string("model.language_model.").size());
-  if (starts_with("language_model.model."))
-    return "model." + hf_name.substr(std::string("language_model.model.").size());
-  if (hf_name == "language_model.lm_head.weight" || hf_name == "lm_head.weight") return "lm_head.weight";
-  if (starts_with("model.vision_tower.") || starts_with("vision_tower.") ||
-      starts_with("model.multi_modal_projector.") || starts_with("multi_modal_projector."))
-    return "";
-  return hf_name;  // anything else is reported as unexpected by the loader
+std::string lathe_name_from_hf(const std::string& hf_name, const HfModelDescription& description) {
+  if (description.layout == HfWeightLayout::causal_lm) return hf_name;
+  LATHE_ASSERT(description.family && description.family->hf.multimodal);
+  return description.family->hf.multimodal->lathe_name(hf_name);
 }
 
 }  // namespace lathe

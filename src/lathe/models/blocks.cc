@@ -1,0 +1,88 @@
+#include "lathe/models/blocks.h"
+
+#include "lathe/models/layers.h"
+
+namespace lathe {
+
+using autograd::Tape;
+using autograd::Var;
+
+std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config,
+                                                         std::span<const char* const> norm_names) {
+  LATHE_ASSERT(norm_names.size() == 2 || norm_names.size() == 4);
+  const int64_t d = config.d_model, head_dim = config.resolved_head_dim();
+  const int64_t q_width = config.n_heads * head_dim, kv_width = config.n_kv_heads * head_dim;
+  auto norm_name = [&](size_t i) { return std::string(norm_names[i]) + ".weight"; };
+  std::vector<LayerParameterSpec> parameters = {
+      {kNorm0, norm_name(0), ParameterKind::norm, {d}},
+      {kQProj, "self_attn.q_proj.weight", ParameterKind::matrix, {q_width, d}},
+      {kKProj, "self_attn.k_proj.weight", ParameterKind::matrix, {kv_width, d}},
+      {kVProj, "self_attn.v_proj.weight", ParameterKind::matrix, {kv_width, d}},
+  };
+  if (config.attention_bias) {
+    parameters.push_back({kQBias, "self_attn.q_proj.bias", ParameterKind::bias, {q_width}});
+    parameters.push_back({kKBias, "self_attn.k_proj.bias", ParameterKind::bias, {kv_width}});
+    parameters.push_back({kVBias, "self_attn.v_proj.bias", ParameterKind::bias, {kv_width}});
+  }
+  parameters.push_back({kOProj, "self_attn.o_proj.weight", ParameterKind::matrix, {d, q_width}});
+  if (config.qk_norm) {
+    parameters.push_back({kQNorm, "self_attn.q_norm.weight", ParameterKind::norm, {head_dim}});
+    parameters.push_back({kKNorm, "self_attn.k_norm.weight", ParameterKind::norm, {head_dim}});
+  }
+  for (size_t i = 1; i < norm_names.size(); ++i)
+    parameters.push_back({static_cast<int>(kNorm0 + i), norm_name(i), ParameterKind::norm, {d}});
+  parameters.push_back({kGateProj, "mlp.gate_proj.weight", ParameterKind::matrix, {config.ffn_dim, d}});
+  parameters.push_back({kUpProj, "mlp.up_proj.weight", ParameterKind::matrix, {config.ffn_dim, d}});
+  parameters.push_back({kDownProj, "mlp.down_proj.weight", ParameterKind::matrix, {d, config.ffn_dim}});
+  return parameters;
+}
+
+namespace {
+
+AttentionWeights attention_weights(const LayerParameters& p) {
+  return {&p[kQProj], &p[kKProj], &p[kVProj], &p[kOProj], &p[kQBias], &p[kKBias], &p[kVBias], &p[kQNorm], &p[kKNorm]};
+}
+
+MlpWeights mlp_weights(const LayerParameters& p) { return {&p[kGateProj], &p[kUpProj], &p[kDownProj]}; }
+
+}  // namespace
+
+Var pre_norm_block(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& h) {
+  Var attended = self_attention(tape, context, attention_weights(p), norm(tape, context, h, p[kNorm0]));
+  Var after_attention = autograd::add(tape, h, attended);
+  Var mlp_out = gated_mlp(tape, context, mlp_weights(p), norm(tape, context, after_attention, p[kNorm1]));
+  return autograd::add(tape, after_attention, mlp_out);
+}
+
+Var sandwich_block(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& h) {
+  Var attended = self_attention(tape, context, attention_weights(p), norm(tape, context, h, p[kNorm0]));
+  Var after_attention = autograd::add(tape, h, norm(tape, context, attended, p[kNorm1]));
+  Var mlp_out = gated_mlp(tape, context, mlp_weights(p), norm(tape, context, after_attention, p[kNorm2]));
+  return autograd::add(tape, after_attention, norm(tape, context, mlp_out, p[kNorm3]));
+}
+
+LayerActivationCounts decoder_activation_counts(const ModelConfig& config) {
+  const int64_t head_dim = config.resolved_head_dim();
+  const int64_t d = config.d_model, q = config.n_heads * head_dim, k = config.n_kv_heads * head_dim;
+  const int64_t heads = config.n_heads, kv_heads = config.n_kv_heads, ffn = config.ffn_dim;
+  int64_t elements = 2 * d + 2;  // two norm outputs + their inv_rms
+  elements += q + 2 * k;         // q, k, v projections
+  elements += q + k;             // RoPE outputs
+  elements += q + heads;         // attention output + log-sum-exp
+  elements += d + 2 * d;         // o_proj, two residual adds
+  elements += 3 * ffn + d;       // gate, up, activation, down
+  if (config.qk_norm) elements += q + k + heads + kv_heads;
+  if (config.attention_bias) elements += q + 2 * k;  // q, k, v after their biases
+  if (config.sandwich_norms) elements += 2 * d + 2;  // post-attention and post-MLP norms
+  return {elements, q + 2 * k + d + 2 * ffn + d};
+}
+
+double causal_attention_training_flops_per_token(const ModelConfig& config, int64_t seq_len) {
+  return 6.0 * static_cast<double>(config.n_heads * config.resolved_head_dim() * seq_len);
+}
+
+KvCache make_decoder_kv_cache(const ModelConfig& config, int64_t max_seq) {
+  return KvCache(config.n_layers, max_seq, config.n_kv_heads, config.resolved_head_dim());
+}
+
+}  // namespace lathe

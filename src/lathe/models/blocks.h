@@ -1,0 +1,58 @@
+// The standard decoder layer that the Llama-style and Gemma-style families share: grouped-query
+// self-attention (optional q/k/v biases and per-head q/k norms, as the config says) and a gated
+// MLP, each behind norms. A family file (models/families/) picks its norm names and block wiring
+// from here; a family with another layer (experts, latent attention, a recurrent state) declares
+// its own parameters and block in its own file instead.
+//
+// Norm names are the family's, in its order: Llama ("input_layernorm", "post_attention_layernorm"),
+// Gemma (the same plus "pre_feedforward_layernorm", "post_feedforward_layernorm").
+#pragma once
+
+#include <span>
+
+#include "lathe/models/family_spec.h"
+
+namespace lathe {
+
+// The slots of the standard decoder layer's LayerParameters.
+enum DecoderSlot : int {
+  kNorm0,
+  kNorm1,
+  kNorm2,
+  kNorm3,
+  kQProj,
+  kKProj,
+  kVProj,
+  kOProj,
+  kQBias,
+  kKBias,
+  kVBias,
+  kQNorm,
+  kKNorm,
+  kGateProj,
+  kUpProj,
+  kDownProj,
+  kDecoderSlotCount
+};
+
+// The layer's parameters in lathe's (and HF's) creation order: norm 0, q/k/v (+ biases), o,
+// q/k norms, the other norms, gate/up/down. norm_names: 2 (pre-norm) or 4 (sandwich) names.
+std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config,
+                                                         std::span<const char* const> norm_names);
+
+// h = h + attention(norm_0(h));  h = h + mlp(norm_1(h))                 (Llama, Mistral, Qwen)
+autograd::Var pre_norm_block(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,
+                             const autograd::Var& h);
+// h = h + norm_1(attention(norm_0(h)));  h = h + norm_3(mlp(norm_2(h)))  (Gemma 2/3 "sandwich")
+autograd::Var sandwich_block(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,
+                             const autograd::Var& h);
+
+// What one standard layer keeps per token (models/memory_estimate.h lists the terms).
+LayerActivationCounts decoder_activation_counts(const ModelConfig& config);
+// Causal attention: 6 * n_heads * head_dim * seq per token (half the full score matrix, the
+// FlashAttention convention), forward + backward.
+double causal_attention_training_flops_per_token(const ModelConfig& config, int64_t seq_len);
+// n_layers caches of (1, max_seq, n_kv_heads, head_dim).
+KvCache make_decoder_kv_cache(const ModelConfig& config, int64_t max_seq);
+
+}  // namespace lathe

@@ -1,0 +1,43 @@
+// Gemma 2 (Gemma2ForCausalLM): the sandwich block (every sublayer normalised on the way in and on
+// the way out), RMSNorm weights stored as w - 1, embeddings scaled by sqrt(d_model), GeGLU,
+// attention scaled by query_pre_attn_scalar^-0.5, logit and attention soft-capping, and local
+// (sliding) and global layers alternating, even layers local.
+#include "lathe/models/blocks.h"
+
+namespace lathe {
+namespace {
+
+constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                                  "post_feedforward_layernorm"};
+
+std::vector<LayerParameterSpec> layer_parameters(const ModelConfig& config) {
+  return decoder_layer_parameters(config, kNorms);
+}
+
+}  // namespace
+
+const FamilySpec& gemma2_family() {
+  static const FamilySpec spec = {
+      .name = "gemma2",
+      .hf = {.architecture = "Gemma2ForCausalLM",
+             .model_type = "gemma2",
+             .default_tie_embeddings = true,
+             .activation_key = "hidden_activation",
+             .default_activation = "gelu_pytorch_tanh",
+             .sliding_window = HfSlidingWindow::fixed_pattern,
+             .legacy_pattern = 2,
+             .query_pre_attn_scalar_and_softcaps = true,
+             .export_false_keys = {"attention_bias"}},
+      .traits = {.sandwich_norms = true, .norm_weight_offset = 1.0f, .embedding_scale = 0.0f},
+      .default_chat_template = "gemma",
+      .layer_parameters = layer_parameters,
+      .slot_count = kDecoderSlotCount,
+      .block = sandwich_block,
+      .layer_activation_counts = decoder_activation_counts,
+      .attention_training_flops_per_token = causal_attention_training_flops_per_token,
+      .make_kv_cache = make_decoder_kv_cache,
+  };
+  return spec;
+}
+
+}  // namespace lathe

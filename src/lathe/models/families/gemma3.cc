@@ -1,0 +1,69 @@
+// Gemma 3 (Gemma3ForCausalLM, model_type gemma3_text): Gemma 2's sandwich block plus per-head q/k
+// norms, five local layers to one global (each with its own RoPE base), and no soft-capping by
+// default. The text part of Gemma3ForConditionalGeneration loads too: its config nests the text
+// config under "text_config" and its checkpoint prefixes the text weights; the vision tower and
+// projector are skipped.
+#include "lathe/models/blocks.h"
+
+namespace lathe {
+namespace {
+
+constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                                  "post_feedforward_layernorm"};
+
+std::vector<LayerParameterSpec> layer_parameters(const ModelConfig& config) {
+  return decoder_layer_parameters(config, kNorms);
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+// transformers 5.x "model.language_model.*", 4.x "language_model.model.*".
+std::string text_weight_name(const std::string& hf_name) {
+  for (const char* prefix : {"model.language_model.", "language_model.model."})
+    if (starts_with(hf_name, prefix)) return "model." + hf_name.substr(std::string(prefix).size());
+  if (hf_name == "language_model.lm_head.weight" || hf_name == "lm_head.weight") return "lm_head.weight";
+  for (const char* skipped :
+       {"model.vision_tower.", "vision_tower.", "model.multi_modal_projector.", "multi_modal_projector."})
+    if (starts_with(hf_name, skipped)) return "";
+  return hf_name;  // anything else is reported as unexpected by the loader
+}
+
+constexpr HfMultimodalWrapper kConditionalGeneration = {
+    .architecture = "Gemma3ForConditionalGeneration",
+    .model_type = "gemma3",
+    .text_config_key = "text_config",
+    .lathe_name = text_weight_name,
+};
+
+}  // namespace
+
+const FamilySpec& gemma3_family() {
+  static const FamilySpec spec = {
+      .name = "gemma3",
+      .hf = {.architecture = "Gemma3ForCausalLM",
+             .model_type = "gemma3_text",
+             .default_tie_embeddings = true,
+             .activation_key = "hidden_activation",
+             .default_activation = "gelu_pytorch_tanh",
+             .sliding_window = HfSlidingWindow::pattern_key,
+             .legacy_pattern = 6,
+             .legacy_pattern_key = "sliding_window_pattern",
+             .query_pre_attn_scalar_and_softcaps = true,
+             .rope_per_layer_type = true,
+             .export_false_keys = {"attention_bias"},
+             .multimodal = &kConditionalGeneration},
+      .traits = {.qk_norm = true, .sandwich_norms = true, .norm_weight_offset = 1.0f, .embedding_scale = 0.0f},
+      .default_chat_template = "gemma",
+      .layer_parameters = layer_parameters,
+      .slot_count = kDecoderSlotCount,
+      .block = sandwich_block,
+      .layer_activation_counts = decoder_activation_counts,
+      .attention_training_flops_per_token = causal_attention_training_flops_per_token,
+      .make_kv_cache = make_decoder_kv_cache,
+  };
+  return spec;
+}
+
+}  // namespace lathe

@@ -1,0 +1,38 @@
+// Llama (LlamaForCausalLM): the pre-norm decoder with SwiGLU and grouped-query attention; optional
+// llama3 RoPE scaling is a config value. No sliding window, no biases, no q/k norms.
+#include "lathe/models/blocks.h"
+
+namespace lathe {
+namespace {
+
+constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm"};
+
+std::vector<LayerParameterSpec> layer_parameters(const ModelConfig& config) {
+  return decoder_layer_parameters(config, kNorms);
+}
+
+}  // namespace
+
+const FamilySpec& llama_family() {
+  static const FamilySpec spec = {
+      .name = "llama",
+      .hf = {.architecture = "LlamaForCausalLM",
+             .model_type = "llama",
+             .default_tie_embeddings = false,
+             .activation_key = "hidden_act",
+             .default_activation = "silu",
+             .sliding_window = HfSlidingWindow::none,
+             .export_false_keys = {"attention_bias", "mlp_bias"}},
+      .traits = {},
+      .default_chat_template = "plain",
+      .layer_parameters = layer_parameters,
+      .slot_count = kDecoderSlotCount,
+      .block = pre_norm_block,
+      .layer_activation_counts = decoder_activation_counts,
+      .attention_training_flops_per_token = causal_attention_training_flops_per_token,
+      .make_kv_cache = make_decoder_kv_cache,
+  };
+  return spec;
+}
+
+}  // namespace lathe

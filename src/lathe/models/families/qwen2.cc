@@ -1,0 +1,37 @@
+// Qwen2 (Qwen2ForCausalLM): the Llama block with biases on the q/k/v projections (none on o_proj).
+// Qwen's per-layer sliding-window split (use_sliding_window) is not supported.
+#include "lathe/models/blocks.h"
+
+namespace lathe {
+namespace {
+
+constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm"};
+
+std::vector<LayerParameterSpec> layer_parameters(const ModelConfig& config) {
+  return decoder_layer_parameters(config, kNorms);
+}
+
+}  // namespace
+
+const FamilySpec& qwen2_family() {
+  static const FamilySpec spec = {
+      .name = "qwen2",
+      .hf = {.architecture = "Qwen2ForCausalLM",
+             .model_type = "qwen2",
+             .default_tie_embeddings = false,
+             .activation_key = "hidden_act",
+             .default_activation = "silu",
+             .sliding_window = HfSlidingWindow::disabled},
+      .traits = {.attention_bias = true},
+      .default_chat_template = "plain",
+      .layer_parameters = layer_parameters,
+      .slot_count = kDecoderSlotCount,
+      .block = pre_norm_block,
+      .layer_activation_counts = decoder_activation_counts,
+      .attention_training_flops_per_token = causal_attention_training_flops_per_token,
+      .make_kv_cache = make_decoder_kv_cache,
+  };
+  return spec;
+}
+
+}  // namespace lathe

@@ -1,0 +1,38 @@
+// Qwen3 (Qwen3ForCausalLM): the Llama block with a per-head RMSNorm on queries and keys (before
+// RoPE), no biases. Default chat template: ChatML.
+#include "lathe/models/blocks.h"
+
+namespace lathe {
+namespace {
+
+constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm"};
+
+std::vector<LayerParameterSpec> layer_parameters(const ModelConfig& config) {
+  return decoder_layer_parameters(config, kNorms);
+}
+
+}  // namespace
+
+const FamilySpec& qwen3_family() {
+  static const FamilySpec spec = {
+      .name = "qwen3",
+      .hf = {.architecture = "Qwen3ForCausalLM",
+             .model_type = "qwen3",
+             .default_tie_embeddings = false,
+             .activation_key = "hidden_act",
+             .default_activation = "silu",
+             .sliding_window = HfSlidingWindow::disabled,
+             .export_false_keys = {"attention_bias"}},
+      .traits = {.qk_norm = true},
+      .default_chat_template = "chatml",
+      .layer_parameters = layer_parameters,
+      .slot_count = kDecoderSlotCount,
+      .block = pre_norm_block,
+      .layer_activation_counts = decoder_activation_counts,
+      .attention_training_flops_per_token = causal_attention_training_flops_per_token,
+      .make_kv_cache = make_decoder_kv_cache,
+  };
+  return spec;
+}
+
+}  // namespace lathe

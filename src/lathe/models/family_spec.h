@@ -1,0 +1,141 @@
+// A model family, described once: everything lathe knows about, say, Qwen3 lives in one file,
+// models/families/qwen3.cc, as one FamilySpec. Shared code asks the spec and never compares
+// family names:
+//   - the transformer asks which parameters a layer declares (names, shapes, kinds, slots), runs the
+//     spec's block over them and asks for the KV-cache layout;
+//   - models/memory_estimate.h and the FLOP count ask for the per-layer counts;
+//   - models/hf/hf_config.cc reads and writes config.json from the spec's HfFamily table;
+//   - the SFT data path resolves chat_template=auto to the spec's default template name.
+// The registry (families/registry.cc) lists every spec: adding a family is one new file in
+// families/, one line in the registry and its test.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lathe/autograd/ops.h"
+#include "lathe/models/kv_cache.h"
+#include "lathe/models/model_config.h"
+
+namespace lathe {
+
+enum class ParameterKind { matrix, norm, embedding, bias };
+
+// One parameter a layer declares. The transformer creates it as "model.layers.{i}." + name and
+// hands the block a LayerParameters whose entry `slot` is this parameter (absent slots are null),
+// so a block reads its weights by index, never by name.
+struct LayerParameterSpec {
+  int slot;          // the family's own index for this parameter, in [0, slot_count)
+  std::string name;  // HF name inside the layer, e.g. "self_attn.q_proj.weight"
+  ParameterKind kind;
+  Shape shape;  // e.g. (n_heads * head_dim, d_model) for q_proj: [out, in]
+};
+
+// One layer's parameters, indexed by the family's slots; a slot the config leaves out is null.
+using LayerParameters = std::vector<autograd::Var>;
+
+// Where a block runs: the layer, the batch layout of its (batch * seq, d_model) rows, and for
+// inference the KV cache and the position of the first token.
+struct BlockContext {
+  const ModelConfig* config = nullptr;
+  int64_t layer = 0;
+  int64_t batch = 0, seq = 0;
+  int64_t position_offset = 0;  // tokens already in the cache
+  KvCache* cache = nullptr;     // inference only; attention then reads the cached keys/values
+};
+
+// How the Hugging Face sliding-window keys map onto ModelConfig (sliding_window and its pattern).
+enum class HfSlidingWindow {
+  none,           // never slides; "layer_types" is refused (Llama)
+  disabled,       // "use_sliding_window" must be false; "layer_types" is read if present and
+                  // the export writes a null window and use_sliding_window=false (Qwen2, Qwen3)
+  every_layer,    // "sliding_window" applies to every layer (pattern 0); no "layer_types" written (Mistral)
+  fixed_pattern,  // 4.x configs have no pattern key: every legacy_pattern-th layer is global, and
+                  // an export must slide with exactly that pattern (Gemma 2: 2)
+  pattern_key,    // 4.x key legacy_pattern_key, default legacy_pattern (Gemma 3: "sliding_window_pattern", 6)
+};
+
+// A multimodal HF architecture whose text part is this family (Gemma 3's
+// Gemma3ForConditionalGeneration): its config nests the text config, its checkpoint prefixes the
+// text weights and carries weights lathe skips.
+struct HfMultimodalWrapper {
+  const char* architecture;     // "Gemma3ForConditionalGeneration"
+  const char* model_type;       // "gemma3"
+  const char* text_config_key;  // "text_config"
+  // The lathe name of a checkpoint tensor; "" for a tensor of a part lathe does not model.
+  std::string (*lathe_name)(const std::string& hf_name);
+};
+
+// What the family's Hugging Face architecture is and hard-wires (read by models/hf/hf_config.cc).
+struct HfFamily {
+  const char* architecture;        // "Qwen3ForCausalLM"
+  const char* model_type;          // "qwen3"
+  bool default_tie_embeddings;     // the transformers config class default when the key is absent
+  const char* activation_key;      // "hidden_act", or "hidden_activation" (read first when present)
+  const char* default_activation;  // when the key is absent: "silu" or "gelu_pytorch_tanh"
+  HfSlidingWindow sliding_window;
+  int64_t legacy_pattern = 0;  // see HfSlidingWindow
+  const char* legacy_pattern_key = nullptr;
+  // Gemma: attention scale from "query_pre_attn_scalar", logit soft-capping keys; else these must
+  // keep their defaults for an export.
+  bool query_pre_attn_scalar_and_softcaps = false;
+  // Gemma 3: "rope_parameters" per layer type (full/sliding) and "rope_local_base_freq"; else a
+  // local theta cannot be exported.
+  bool rope_per_layer_type = false;
+  // Boolean keys an export writes as false, in this order ("attention_bias", "mlp_bias", ...).
+  std::vector<const char*> export_false_keys = {};
+  const HfMultimodalWrapper* multimodal = nullptr;
+};
+
+// The values of a family's fixed traits: an HF import sets them, an export requires them, and the
+// transformer requires sandwich_norms to match (the block decides the norms).
+struct FamilyTraits {
+  bool qk_norm = false;
+  bool attention_bias = false;
+  bool sandwich_norms = false;
+  float norm_weight_offset = 0.0f;
+  float embedding_scale = 1.0f;  // 0: sqrt(d_model)
+};
+
+// Elements one layer keeps per token for the backward (f32), as models/memory_estimate.h counts them.
+struct LayerActivationCounts {
+  int64_t save_all = 0;        // everything the layer's ops keep
+  int64_t matmul_outputs = 0;  // the matmul outputs alone (what save_matmuls stashes)
+};
+
+struct FamilySpec {
+  const char* name;  // model.family: "qwen3"
+  HfFamily hf;
+  FamilyTraits traits;
+  const char* default_chat_template;  // what data.chat_template=auto falls back to: "plain", "chatml", ...
+
+  // The parameters of one layer, in the order they are created (initialisation streams and
+  // checkpoint order follow it), and how many slots the family's LayerParameters has.
+  std::vector<LayerParameterSpec> (*layer_parameters)(const ModelConfig& config);
+  int slot_count;
+  // h: (batch * seq, d_model), the residual stream -> the residual stream after this layer.
+  autograd::Var (*block)(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,
+                         const autograd::Var& h);
+  // Per-token counts of one layer for the memory estimate.
+  LayerActivationCounts (*layer_activation_counts)(const ModelConfig& config);
+  // FLOPs of one token's forward + backward in one layer's attention beyond its matmul weights
+  // (the score and value products) at a sequence length.
+  double (*attention_training_flops_per_token)(const ModelConfig& config, int64_t seq_len);
+  // The cache generation fills: its capacity is max_seq tokens.
+  KvCache (*make_kv_cache)(const ModelConfig& config, int64_t max_seq);
+};
+
+// The spec of a model.family name; lathe::Error "model.family: unknown family 'X' (known: ...)".
+const FamilySpec& find_family_spec(const std::string& name);
+// Null when no family has that name.
+const FamilySpec* find_family_spec_or_null(const std::string& name);
+// Every family, in registry order.
+std::span<const FamilySpec* const> all_family_specs();
+// Their names, in registry order ("llama", "mistral", ...), for config choices and messages.
+std::span<const char* const> family_names();
+// "llama, mistral, ..." for error messages.
+std::string family_names_text();
+
+}  // namespace lathe

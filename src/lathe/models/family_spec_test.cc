@@ -1,0 +1,179 @@
+// The family registry and what each spec declares, checked against expectations written here from
+// the Hugging Face names and shapes documented in model_config.h and the transformers classes.
+#include "lathe/models/family_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "lathe/core/error.h"
+#include "lathe/models/transformer.h"
+
+namespace lathe {
+namespace {
+
+struct Expected {
+  const char* architecture;
+  const char* model_type;
+  bool attention_bias, qk_norm, sandwich_norms;
+  const char* chat_template;
+};
+
+// From the transformers classes (architectures, model types) and the formats each family was
+// trained with (data/chat_template.h).
+const std::map<std::string, Expected> kExpected = {
+    {"llama", {"LlamaForCausalLM", "llama", false, false, false, "plain"}},
+    {"mistral", {"MistralForCausalLM", "mistral", false, false, false, "mistral"}},
+    {"qwen2", {"Qwen2ForCausalLM", "qwen2", true, false, false, "plain"}},
+    {"qwen3", {"Qwen3ForCausalLM", "qwen3", false, true, false, "chatml"}},
+    {"gemma2", {"Gemma2ForCausalLM", "gemma2", false, false, true, "gemma"}},
+    {"gemma3", {"Gemma3ForCausalLM", "gemma3_text", false, true, true, "gemma"}},
+};
+
+TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
+  std::set<std::string> names, architectures, model_types;
+  for (const FamilySpec* spec : all_family_specs()) {
+    names.insert(spec->name);
+    EXPECT_TRUE(architectures.insert(spec->hf.architecture).second) << spec->hf.architecture;
+    EXPECT_TRUE(model_types.insert(spec->hf.model_type).second) << spec->hf.model_type;
+    if (spec->hf.multimodal) {
+      EXPECT_TRUE(architectures.insert(spec->hf.multimodal->architecture).second) << spec->name;
+      EXPECT_TRUE(model_types.insert(spec->hf.multimodal->model_type).second) << spec->name;
+    }
+    EXPECT_EQ(&find_family_spec(spec->name), spec);
+  }
+  std::set<std::string> expected;
+  for (const auto& [name, unused] : kExpected) expected.insert(name);
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(all_family_specs().size(), kExpected.size());
+  ASSERT_EQ(family_names().size(), kExpected.size());
+  EXPECT_EQ(family_names_text(), "llama, mistral, qwen2, qwen3, gemma2, gemma3");
+  EXPECT_EQ(find_family_spec_or_null("gpt5"), nullptr);
+  try {
+    find_family_spec("gpt5");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("unknown family 'gpt5' (known: llama, mistral"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(FamilyRegistry, EachSpecHasItsArchitectureTraitsAndChatTemplate) {
+  for (const FamilySpec* spec : all_family_specs()) {
+    SCOPED_TRACE(spec->name);
+    const Expected& expected = kExpected.at(spec->name);
+    EXPECT_STREQ(spec->hf.architecture, expected.architecture);
+    EXPECT_STREQ(spec->hf.model_type, expected.model_type);
+    EXPECT_EQ(spec->traits.attention_bias, expected.attention_bias);
+    EXPECT_EQ(spec->traits.qk_norm, expected.qk_norm);
+    EXPECT_EQ(spec->traits.sandwich_norms, expected.sandwich_norms);
+    // Gemma's (1 + w) norms and sqrt(d_model) embedding scale go with its sandwich block.
+    EXPECT_EQ(spec->traits.norm_weight_offset, expected.sandwich_norms ? 1.0f : 0.0f);
+    EXPECT_EQ(spec->traits.embedding_scale, expected.sandwich_norms ? 0.0f : 1.0f);
+    EXPECT_STREQ(spec->default_chat_template, expected.chat_template);
+  }
+  ASSERT_NE(find_family_spec("gemma3").hf.multimodal, nullptr);
+  EXPECT_STREQ(find_family_spec("gemma3").hf.multimodal->architecture, "Gemma3ForConditionalGeneration");
+}
+
+// The HF tensor names and shapes of one layer (model_config.h), for a family's traits.
+std::map<std::string, Shape> expected_layer_tensors(const ModelConfig& c, const Expected& expected) {
+  const int64_t q = c.n_heads * c.resolved_head_dim(), kv = c.n_kv_heads * c.resolved_head_dim();
+  std::map<std::string, Shape> tensors = {
+      {"input_layernorm.weight", {c.d_model}},          {"self_attn.q_proj.weight", {q, c.d_model}},
+      {"self_attn.k_proj.weight", {kv, c.d_model}},     {"self_attn.v_proj.weight", {kv, c.d_model}},
+      {"self_attn.o_proj.weight", {c.d_model, q}},      {"post_attention_layernorm.weight", {c.d_model}},
+      {"mlp.gate_proj.weight", {c.ffn_dim, c.d_model}}, {"mlp.up_proj.weight", {c.ffn_dim, c.d_model}},
+      {"mlp.down_proj.weight", {c.d_model, c.ffn_dim}},
+  };
+  if (expected.attention_bias) {
+    tensors["self_attn.q_proj.bias"] = Shape{q};
+    tensors["self_attn.k_proj.bias"] = Shape{kv};
+    tensors["self_attn.v_proj.bias"] = Shape{kv};
+  }
+  if (expected.qk_norm) {
+    tensors["self_attn.q_norm.weight"] = Shape{c.resolved_head_dim()};
+    tensors["self_attn.k_norm.weight"] = Shape{c.resolved_head_dim()};
+  }
+  if (expected.sandwich_norms) {
+    tensors["pre_feedforward_layernorm.weight"] = Shape{c.d_model};
+    tensors["post_feedforward_layernorm.weight"] = Shape{c.d_model};
+  }
+  return tensors;
+}
+
+TEST(FamilyRegistry, LayerParametersAreTheHfCheckpointNames) {
+  for (const FamilySpec* spec : all_family_specs()) {
+    SCOPED_TRACE(spec->name);
+    const Expected& expected = kExpected.at(spec->name);
+    ModelConfig config;
+    config.family = spec->name;
+    config.d_model = 24;
+    config.n_heads = 4;
+    config.n_kv_heads = 2;
+    config.head_dim = 10;  // != d_model / n_heads, so q/o shapes show which width they use
+    config.ffn_dim = 36;
+    config.qk_norm = spec->traits.qk_norm;
+    config.attention_bias = spec->traits.attention_bias;
+    config.sandwich_norms = spec->traits.sandwich_norms;
+
+    std::map<std::string, Shape> declared;
+    std::set<int> slots;
+    for (const LayerParameterSpec& parameter : spec->layer_parameters(config)) {
+      EXPECT_TRUE(declared.emplace(parameter.name, parameter.shape).second) << parameter.name;
+      EXPECT_TRUE(parameter.slot >= 0 && parameter.slot < spec->slot_count) << parameter.name;
+      EXPECT_TRUE(slots.insert(parameter.slot).second) << parameter.name;
+      const bool is_norm = parameter.name.find("norm") != std::string::npos;
+      const bool is_bias = parameter.name.ends_with(".bias");
+      EXPECT_EQ(parameter.kind, is_norm   ? ParameterKind::norm
+                                : is_bias ? ParameterKind::bias
+                                          : ParameterKind::matrix)
+          << parameter.name;
+    }
+    const std::map<std::string, Shape> tensors = expected_layer_tensors(config, expected);
+    EXPECT_EQ(declared.size(), tensors.size());
+    for (const auto& [name, shape] : tensors) {
+      auto found = declared.find(name);
+      ASSERT_NE(found, declared.end()) << name;
+      EXPECT_EQ(found->second, shape) << name;
+    }
+  }
+}
+
+TEST(FamilyRegistry, KvCacheHoldsEveryLayersKeysAndValues) {
+  for (const FamilySpec* spec : all_family_specs()) {
+    SCOPED_TRACE(spec->name);
+    ModelConfig config;
+    config.family = spec->name;
+    config.n_layers = 3;
+    config.n_kv_heads = 2;
+    config.head_dim = 6;
+    const KvCache cache = spec->make_kv_cache(config, 11);
+    ASSERT_EQ(cache.keys.size(), 3u);
+    ASSERT_EQ(cache.values.size(), 3u);
+    EXPECT_EQ(cache.keys[2].shape(), (Shape{1, 11, 2, 6}));
+    EXPECT_EQ(cache.values[0].shape(), (Shape{1, 11, 2, 6}));
+    EXPECT_EQ(cache.capacity(), 11);
+  }
+}
+
+TEST(FamilyRegistry, TrainingFlopsCountMatmulWeightsAndCausalAttention) {
+  ModelConfig config;
+  config.vocab_size = 50;
+  config.d_model = 8;
+  config.n_layers = 2;
+  config.n_heads = 2;
+  config.n_kv_heads = 1;
+  config.head_dim = 4;
+  config.ffn_dim = 12;
+  // Matmul weights per layer: q 8x8 + k 4x8 + v 4x8 + o 8x8 + gate/up/down 3 x 12x8 = 480; two layers
+  // and the LM head 50x8 = 1360. Causal attention: 6 * layers 2 * heads 2 * head_dim 4 * seq 16.
+  const double expected = 6.0 * 1360 + 6.0 * 2 * 2 * 4 * 16;
+  EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
+  config.tie_embeddings = true;  // the embedding table is the LM head's matmul weight
+  EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
+}
+
+}  // namespace
+}  // namespace lathe
