@@ -1,4 +1,4 @@
-#include "lathe/train/gradient_reducer.h"
+#include "lathe/train/parallel/gradient_reducer.h"
 
 #include <chrono>
 #include <cstring>
