@@ -142,8 +142,4 @@ std::vector<double> micro_batch_weights(const std::vector<Tensor>& targets);
 double evaluate_loss(const TransformerModel& model, const TrainConfig& config, int64_t batches,
                      const std::function<void(int64_t k, const TensorView&, const TensorView&)>& fill);
 
-// TRANSITION (removed in the next commit): the single-process step this class replaces.
-StepResult train_step(TransformerModel& model, AdamWOptimizer& optimizer, const TrainConfig& config, int64_t step,
-                      const NextBatch& next_batch, StepPhaseSeconds* phases = nullptr);
-
 }  // namespace lathe
