@@ -9,7 +9,6 @@
 #include <cstdint>
 
 #include "lathe/core/error.h"
-
 #include "lathe/train/train_config.h"
 
 namespace lathe {
