@@ -1,6 +1,6 @@
 """`mpirun -np 2 lathe train` against one process (tests/integration, ctest label release_only).
 
-Claims checked (train/data_parallel_step.h):
+Claims checked (train/train_step.h):
   - 2 ranks with train.batch_size=2, train.grad_accum=2 train exactly the single process's
     micro-batches: the final weights are bitwise identical to `lathe train` with the same config
     (threads=1 everywhere, so each micro-batch is computed the same way), and so is every logged loss,

@@ -7,7 +7,7 @@
 //     init.safetensors              the initial weights (f32, HF names)
 //     batches.bin                   int32 (steps, grad_accum, batch, seq_len + 1); inputs [..., :-1],
 //                                   targets [..., 1:] (bench/torch_reference/train_steps.py's layout)
-//     lathe/result.json             {"steps": [{"step", "loss", "grad_norm", "lr"}]} of train_step()
+//     lathe/result.json             {"steps": [{"step", "loss", "grad_norm", "lr"}]} of TrainStep
 //     lathe/step1_logits.safetensors  "logits" (batch, seq, vocab) of step 1's first micro-batch
 //     lathe/step1_grads.safetensors   step 1's gradients (mean over micro-batches, before clipping)
 //     lathe/final_weights.safetensors the weights after the last step
@@ -151,7 +151,7 @@ void run_variant(const std::string& name, const std::filesystem::path& out_dir) 
     ++next_row;
   };
 
-  // Step 1's logits and gradients before the optimizer touches anything. train_step() then redoes
+  // Step 1's logits and gradients before the optimizer touches anything. TrainStep then redoes
   // the same forward and backward (the kernels are deterministic), so these are its gradients.
   lathe::Tensor inputs = lathe::Tensor::empty({batch, seq}, lathe::DType::i32);
   lathe::Tensor targets = lathe::Tensor::empty({batch, seq}, lathe::DType::i32);
@@ -168,10 +168,12 @@ void run_variant(const std::string& name, const std::filesystem::path& out_dir) 
   lathe::write_safetensors((out_dir / "lathe" / "step1_grads.safetensors").string(), named_values(model, true));
   next_row = 0;
 
-  lathe::AdamWOptimizer optimizer(model.parameters(), config.optimizer);
+  lathe::SingleProcessCommunicator single_process;
+  lathe::TrainStep train_step(model, config, single_process);
+  const lathe::NextBatchSlice step_batches = lathe::single_process_batches(next_batch, batch);
   lathe::Json history = lathe::Json::array();
   for (int64_t step = 1; step <= steps; ++step) {
-    const lathe::StepResult result = lathe::train_step(model, optimizer, config, step, next_batch);
+    const lathe::StepResult result = train_step.run(step, step_batches);
     lathe::Json row = lathe::Json::object();
     row.set("step", step);
     row.set("loss", result.loss);

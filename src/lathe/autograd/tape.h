@@ -43,7 +43,7 @@ struct VariableData {
   bool requires_grad = false;
   bool is_parameter = false;
   // Parameters: gradient contributions received so far (data parallelism uses it to tell when a
-  // gradient is final, see train/gradient_reducer.h).
+  // gradient is final, see train/parallel/gradient_reducer.h).
   int64_t grad_contributions = 0;
 };
 using Var = std::shared_ptr<VariableData>;

@@ -1,4 +1,4 @@
-// `lathe bench train`: the end-to-end truth of the trainer. Times train_step() (the same step
+// `lathe bench train`: the end-to-end truth of the trainer. Times TrainStep (the same step
 // `lathe train` runs) on random tokens, reports tokens/s, model FLOP/s and MFU against the peak
 // measured in the same run, compares with PyTorch (bench/torch_reference/bench_train.py) at the
 // same shape and thread count, and sets the predicted memory of each remat policy beside the
@@ -93,7 +93,7 @@ struct MemoryRow {
 int run_bench_train(int argc, char** argv) {
   CommandLine command_line(
       "lathe bench train [FILE] [KEY=VALUE...] [options]",
-      "Times the training step (forward + backward + AdamW, train_step() as `lathe train` runs it) of a\n"
+      "Times the training step (forward + backward + AdamW, TrainStep as `lathe train` runs it) of a\n"
       "config on random tokens: median step time over --steps after --warmup, tokens/s, model FLOP/s,\n"
       "MFU against the f32 peak measured in the same run (bf16 configs: the bf16 peak), and the\n"
       "forward / backward / optimizer split. With --vs torch (the default when python3 can import\n"
@@ -141,16 +141,19 @@ int run_bench_train(int argc, char** argv) {
   TransformerModel model(config.model);
   model.set_compute_dtype(compute_dtype);
   model.initialize(config.train.seed);
-  AdamWOptimizer optimizer(model.parameters(), config.optimizer);
+  SingleProcessCommunicator single_process;
+  TrainStep train_step(model, config, single_process);
   Tensor tokens = Tensor::empty({batch, seq + 1}, DType::i32);
   fill_uniform(tokens, config.train.seed + 1, 0.0, static_cast<double>(config.model.vocab_size));
-  const NextBatch next_batch = [&](const TensorView& inputs, const TensorView& targets) {
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = 0; t < seq; ++t) {
-        inputs.ptr<int32_t>()[b * seq + t] = tokens.ptr<int32_t>()[b * (seq + 1) + t];
-        targets.ptr<int32_t>()[b * seq + t] = tokens.ptr<int32_t>()[b * (seq + 1) + t + 1];
-      }
-  };
+  const NextBatchSlice next_batch = single_process_batches(
+      [&](const TensorView& inputs, const TensorView& targets) {
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t t = 0; t < seq; ++t) {
+            inputs.ptr<int32_t>()[b * seq + t] = tokens.ptr<int32_t>()[b * (seq + 1) + t];
+            targets.ptr<int32_t>()[b * seq + t] = tokens.ptr<int32_t>()[b * (seq + 1) + t + 1];
+          }
+      },
+      batch);
 
   std::printf(
       "lathe bench train: %s, %.2fM parameters, %d threads, batch %lld x seq %lld x grad_accum %lld, remat %s, "
@@ -168,7 +171,7 @@ int run_bench_train(int argc, char** argv) {
   for (int64_t step = 1; step <= warmup + steps; ++step) {
     StepPhaseSeconds phases;
     const double start = now_seconds();
-    last_loss = train_step(model, optimizer, config, step, next_batch, &phases).loss;
+    last_loss = train_step.run(step, next_batch, &phases).loss;
     const double elapsed = now_seconds() - start;
     if (step > warmup) {
       step_seconds.push_back(elapsed);
@@ -194,10 +197,9 @@ int run_bench_train(int argc, char** argv) {
       "\nmemory per step (MiB)   predicted: params + grads + adam + activations + transient = total   measured peak   "
       "measured/predicted (target <= 1.3)\n");
   for (RematPolicy policy : kRematPolicies) {
-    TrainConfig policy_config = config;
-    policy_config.train.remat = policy;
+    train_step.set_remat(policy);
     reset_tensor_bytes_peak();
-    train_step(model, optimizer, policy_config, warmup + steps + 1, next_batch);
+    train_step.run(warmup + steps + 1, next_batch);
     MemoryRow row{policy, estimate_training_memory(config.model, batch, seq, policy), tensor_bytes_peak()};
     std::printf("  %-16s %8.1f + %6.1f + %6.1f + %8.1f + %7.1f = %8.1f   %13.1f   %5.2f\n", to_string(policy),
                 mebibytes(row.predicted.parameter_bytes), mebibytes(row.predicted.gradient_bytes),

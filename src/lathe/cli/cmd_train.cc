@@ -1,6 +1,6 @@
 // `lathe train`: the main job. With no arguments it trains the built-in default model on the
 // fortune corpus; a config file and key=value overrides change anything. Under mpirun it trains
-// data-parallel (train/data_parallel_step.h): every rank runs this command.
+// data-parallel (train/train_step.h): every rank runs this command.
 #include <cstdio>
 #include <memory>
 
@@ -9,7 +9,7 @@
 #include "lathe/cli/config_arguments.h"
 #include "lathe/dist/communicator.h"
 #include "lathe/ops/op_profile.h"
-#include "lathe/train/data_parallel_run.h"
+#include "lathe/train/parallel/data_parallel_run.h"
 #include "lathe/train/trainer.h"
 
 namespace lathe::cli {

@@ -2,7 +2,7 @@
 // processes: how many workers to run with the capacity at hand, and the batch settings that keep
 // the global batch (samples per optimizer step) identical at every world size.
 //
-// Batch: lathe's data parallelism (train/data_parallel_step.h) keeps the global batch
+// Batch: lathe's data parallelism (train/train_step.h) keeps the global batch
 // G = train.batch_size * train.grad_accum in every world size: rank r trains G / W rows of each
 // step in micro-batches of at most train.batch_size rows. So the supervisor passes the same
 // train.batch_size and train.grad_accum to every group, and the gradient accumulation a rank does

@@ -121,13 +121,15 @@ TrainConfig tiny_train_config() {
 }
 
 // Steps first..last of a run whose step k trains on batch k.
-void train_steps(TransformerModel& model, AdamWOptimizer& optimizer, const TrainConfig& config, int64_t first,
-                 int64_t last, uint64_t seed, std::vector<double>* losses) {
+void train_steps(TrainStep& train_step, const TrainConfig& config, int64_t first, int64_t last, uint64_t seed,
+                 std::vector<double>* losses) {
   for (int64_t step = first; step <= last; ++step) {
     const StepResult result =
-        train_step(model, optimizer, config, step, [&](const TensorView& ids, const TensorView& targets) {
-          fill_batch(config.model, seed, static_cast<uint64_t>(step), ids, targets);
-        });
+        train_step.run(step, single_process_batches(
+                                 [&](const TensorView& ids, const TensorView& targets) {
+                                   fill_batch(config.model, seed, static_cast<uint64_t>(step), ids, targets);
+                                 },
+                                 config.train.batch_size));
     if (losses) losses->push_back(result.loss);
   }
 }
@@ -149,13 +151,14 @@ TEST(Bf16Training, LossFallsAndTheCopiesFollowTheMasterWeights) {
   TransformerModel model(config.model);
   model.set_compute_dtype(ComputeDtype::bf16);
   model.initialize(seed);
-  AdamWOptimizer optimizer(model.parameters(), config.optimizer);
+  SingleProcessCommunicator single_process;
+  TrainStep train_step(model, config, single_process);
   // One batch over and over: its loss must fall.
+  const NextBatchSlice same_batch = single_process_batches(
+      [&](const TensorView& ids, const TensorView& targets) { fill_batch(config.model, seed, 0, ids, targets); },
+      config.train.batch_size);
   std::vector<double> losses;
-  for (int64_t step = 1; step <= config.train.steps; ++step)
-    losses.push_back(train_step(model, optimizer, config, step, [&](const TensorView& ids, const TensorView& targets) {
-                       fill_batch(config.model, seed, 0, ids, targets);
-                     }).loss);
+  for (int64_t step = 1; step <= config.train.steps; ++step) losses.push_back(train_step.run(step, same_batch).loss);
   EXPECT_LT(losses.back(), 0.9 * losses.front()) << "seed " << seed;
   expect_copies_are_rounded_masters(model, "after training");
 }
@@ -166,17 +169,18 @@ TEST(Bf16Training, ResumeFromMasterWeightsAndOptimizerStateIsBitwise) {
   TransformerModel uninterrupted(config.model);
   uninterrupted.set_compute_dtype(ComputeDtype::bf16);
   uninterrupted.initialize(seed);
-  AdamWOptimizer uninterrupted_optimizer(uninterrupted.parameters(), config.optimizer);
+  SingleProcessCommunicator single_process;
+  TrainStep uninterrupted_step(uninterrupted, config, single_process);
   std::vector<double> expected_losses;
-  train_steps(uninterrupted, uninterrupted_optimizer, config, 1, 3, seed, nullptr);
+  train_steps(uninterrupted_step, config, 1, 3, seed, nullptr);
   // What a checkpoint holds: the f32 master weights and the optimizer moments (no bf16 copies).
   std::vector<std::vector<float>> saved_weights;
   for (const Parameter& parameter : uninterrupted.parameters())
     saved_weights.push_back(to_vector<float>(parameter.var->value));
   std::vector<std::pair<std::string, Tensor>> saved_state;
-  for (const auto& [name, tensor] : uninterrupted_optimizer.state())
+  for (const auto& [name, tensor] : uninterrupted_step.whole_optimizer()->state())
     saved_state.emplace_back(name, convert(tensor, DType::f32));
-  train_steps(uninterrupted, uninterrupted_optimizer, config, 4, 6, seed, &expected_losses);
+  train_steps(uninterrupted_step, config, 4, 6, seed, &expected_losses);
 
   // The trainer's load path: a fresh model in bf16 mode, weights written, copies refreshed.
   TransformerModel resumed(config.model);
@@ -185,10 +189,10 @@ TEST(Bf16Training, ResumeFromMasterWeightsAndOptimizerStateIsBitwise) {
   for (size_t i = 0; i < saved_weights.size(); ++i)
     write_from_vector(resumed.parameters()[i].var->value, saved_weights[i]);
   resumed.refresh_bf16_weights();
-  AdamWOptimizer resumed_optimizer(resumed.parameters(), config.optimizer);
-  resumed_optimizer.load_state(saved_state);
+  TrainStep resumed_step(resumed, config, single_process);
+  resumed_step.whole_optimizer()->load_state(saved_state);
   std::vector<double> resumed_losses;
-  train_steps(resumed, resumed_optimizer, config, 4, 6, seed, &resumed_losses);
+  train_steps(resumed_step, config, 4, 6, seed, &resumed_losses);
 
   EXPECT_EQ(resumed_losses, expected_losses) << "seed " << seed;
   for (size_t i = 0; i < resumed.parameters().size(); ++i) {

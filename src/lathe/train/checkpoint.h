@@ -16,9 +16,9 @@
 // swapped with an existing checkpoint of the same step), and the parent directory is fsynced.
 // A crash at any moment leaves either no new checkpoint or a complete one; other checkpoints are
 // untouched. Files written by other processes (the optimizer shards of a data-parallel run, see
-// train/sharded_optimizer.h) are handed over as staged files: already written and fsynced, they
-// are renamed into the temporary directory and listed in the manifest like the others. Readers trust only final-named directories whose manifest, sizes and checksums
-// verify.
+// train/parallel/sharded_optimizer.h) are handed over as staged files: already written and fsynced, they
+// are renamed into the temporary directory and listed in the manifest like the others. Readers trust only final-named
+// directories whose manifest, sizes and checksums verify.
 #pragma once
 
 #include <chrono>

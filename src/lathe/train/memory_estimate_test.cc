@@ -47,7 +47,8 @@ TEST_P(MemoryEstimate, MatchesTheBytesTheStepHolds) {
   const TrainingMemoryEstimate estimate = estimate_training_memory(config.model, batch, seq, policy);
   TransformerModel model(config.model);
   model.initialize(test_seed());
-  AdamWOptimizer optimizer(model.parameters(), config.optimizer);
+  SingleProcessCommunicator single_process;
+  TrainStep train_step(model, config, single_process);
   Tensor ids = Tensor::empty({batch, seq}, DType::i32), targets = Tensor::empty({batch, seq}, DType::i32);
   fill_uniform(ids, test_seed(), 0, 300, 1);
   fill_uniform(targets, test_seed(), 0, 300, 2);
@@ -65,15 +66,17 @@ TEST_P(MemoryEstimate, MatchesTheBytesTheStepHolds) {
   }
 
   // The peak of a whole step: the prediction bounds it from above, within 1.3x of it.
-  const NextBatch next_batch = [&](const TensorView& inputs, const TensorView& step_targets) {
-    for (int64_t i = 0; i < batch * seq; ++i) {
-      inputs.ptr<int32_t>()[i] = ids.ptr<int32_t>()[i];
-      step_targets.ptr<int32_t>()[i] = targets.ptr<int32_t>()[i];
-    }
-  };
-  train_step(model, optimizer, config, 1, next_batch);  // allocates AdamW's moments
+  const NextBatchSlice next_batch = single_process_batches(
+      [&](const TensorView& inputs, const TensorView& step_targets) {
+        for (int64_t i = 0; i < batch * seq; ++i) {
+          inputs.ptr<int32_t>()[i] = ids.ptr<int32_t>()[i];
+          step_targets.ptr<int32_t>()[i] = targets.ptr<int32_t>()[i];
+        }
+      },
+      batch);
+  train_step.run(1, next_batch);  // allocates AdamW's moments
   reset_tensor_bytes_peak();
-  train_step(model, optimizer, config, 2, next_batch);
+  train_step.run(2, next_batch);
   const double ratio = static_cast<double>(tensor_bytes_peak()) / static_cast<double>(estimate.total_bytes());
   EXPECT_GT(ratio, 1.0 / 1.3) << variant << " " << to_string(policy);
   EXPECT_LE(ratio, 1.3) << variant << " " << to_string(policy);

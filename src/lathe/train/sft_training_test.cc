@@ -56,12 +56,15 @@ StepResult one_step(TrainConfig config, int64_t batch, int64_t micro_batches, co
   config.train.grad_accum = micro_batches;
   TransformerModel model(config.model);
   model.initialize(seed);
-  AdamWOptimizer optimizer(model.parameters(), config.optimizer);
+  SingleProcessCommunicator single_process;
+  TrainStep train_step(model, config, single_process);
   int next_row = 0;
-  return train_step(model, optimizer, config, 1, [&](const TensorView& inputs, const TensorView& targets) {
-    fill_rows(inputs, targets, valid, seed, next_row);
-    next_row += static_cast<int>(inputs.dim(0));
-  });
+  return train_step.run(1, single_process_batches(
+                               [&](const TensorView& inputs, const TensorView& targets) {
+                                 fill_rows(inputs, targets, valid, seed, next_row);
+                                 next_row += static_cast<int>(inputs.dim(0));
+                               },
+                               batch));
 }
 
 TEST(SftGradientAccumulation, MicroBatchesWeighByValidTargetsLikeOneBigBatch) {

@@ -12,7 +12,7 @@
 //   checkpoint: { every, keep_last, async }
 //   log:        { every, eval_every, eval_batches, tensorboard }
 //   dist:       { bucket_mb, overlap, shard_optimizer }   data parallelism (mpirun), see
-//               train/data_parallel_step.h
+//               train/train_step.h
 //   load_from:  hf:DIR   start from a Hugging Face model (train/load_from.h); '' : random init
 //   run_dir:    runs/default
 // Overrides use dotted keys: `model.n_layers=2 optimizer.lr=1e-3 run_dir=/tmp/x`; the value is read

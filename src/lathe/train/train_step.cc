@@ -1,60 +1,184 @@
 #include "lathe/train/train_step.h"
 
-#include <chrono>
+#include <unistd.h>
 
+#include "lathe/core/clock.h"
+#include "lathe/models/memory_estimate.h"
 #include "lathe/train/lr_schedule.h"
+#include "lathe/train/parallel/sharded_optimizer.h"
 
 namespace lathe {
-
-static double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+NextBatchSlice single_process_batches(NextBatch next_batch, int64_t micro_batch_rows) {
+  return [next_batch = std::move(next_batch), micro_batch_rows](const TensorView& inputs, const TensorView& targets,
+                                                                int64_t global_batch, int64_t first_row) {
+    LATHE_ASSERT(first_row == 0 && inputs.dim(0) == global_batch && global_batch % micro_batch_rows == 0);
+    for (int64_t begin = 0; begin < global_batch; begin += micro_batch_rows)
+      next_batch(inputs.slice(0, begin, begin + micro_batch_rows), targets.slice(0, begin, begin + micro_batch_rows));
+  };
 }
 
-StepResult train_step(TransformerModel& model, AdamWOptimizer& optimizer, const TrainConfig& config, int64_t step,
-                      const NextBatch& next_batch, StepPhaseSeconds* phases) {
+TrainStep::TrainStep(TransformerModel& model, const TrainConfig& config, Communicator& communicator)
+    : config_(config),
+      model_(model),
+      communicator_(communicator),
+      share_(plan_data_parallel_share(config.train, communicator.rank(), communicator.world_size())) {
+  inputs_ = Tensor::empty({share_.rows, config_.train.seq_len}, DType::i32);
+  targets_ = Tensor::empty({share_.rows, config_.train.seq_len}, DType::i32);
+  const bool distributed = communicator.world_size() > 1;
+  if (distributed)
+    reducer_ = std::make_unique<GradientReducer>(
+        model.parameters(), communicator,
+        GradientReducerOptions{static_cast<int64_t>(config_.dist.bucket_mb * 1e6), config_.dist.overlap});
+  if (distributed && config_.dist.shard_optimizer)
+    sharded_optimizer_ = std::make_unique<ShardedAdamW>(model.parameters(), config_.optimizer, communicator,
+                                                        static_cast<int64_t>(config_.dist.bucket_mb * 1e6));
+  else
+    whole_optimizer_ = std::make_unique<AdamWOptimizer>(model.parameters(), config_.optimizer);
+  // The staging directory of sharded checkpoints carries rank 0's pid, so a later run's
+  // CheckpointManager removes it when a crash left it behind (train/checkpoint.h).
+  double process_id = communicator.rank() == 0 ? static_cast<double>(::getpid()) : 0.0;
+  communicator.all_reduce_sum(&process_id, 1);
+  rank_0_process_id_ = static_cast<int64_t>(process_id);
+}
+
+TrainStep::~TrainStep() = default;
+
+StepResult TrainStep::run(int64_t step, BatchSource& loader, StepPhaseSeconds* phases) {
+  return run(
+      step,
+      [&loader](const TensorView& inputs, const TensorView& targets, int64_t global_batch, int64_t first_row) {
+        loader.next_batch_slice(inputs, targets, global_batch, first_row);
+      },
+      phases);
+}
+
+StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSeconds* phases) {
   StepPhaseSeconds local_phases;
   if (!phases) phases = &local_phases;
   *phases = {};
-  const int64_t batch = config.train.batch_size, seq = config.train.seq_len, micro_batches = config.train.grad_accum;
-  // Masked targets (SFT) leave micro-batches with different numbers of valid tokens: all are read
-  // first and each is weighted by its share of the step's valid tokens (see micro_batch_weights).
-  const bool weigh_by_tokens = config.data.format == "sft" && micro_batches > 1;
-  std::vector<Tensor> inputs(weigh_by_tokens ? micro_batches : 1), targets(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    inputs[i] = Tensor::empty({batch, seq}, DType::i32);
-    targets[i] = Tensor::empty({batch, seq}, DType::i32);
-  }
-  std::vector<double> weights(static_cast<size_t>(micro_batches), 0.0);
+  const double batch_start = now_seconds();
+  next(inputs_, targets_, share_.global_batch, share_.first_row);
+  phases->data = now_seconds() - batch_start;
+  phases->forward += phases->data;
+  model_.zero_grads();
+  // Masked targets (SFT): each micro-batch weighs its share of the valid targets of the whole
+  // global batch (all ranks). Text: rows / global batch.
+  const bool weigh_by_tokens = config_.data.format == "sft";
+  double global_valid = 0;
   if (weigh_by_tokens) {
-    const double start = seconds_now();
-    for (int64_t micro = 0; micro < micro_batches; ++micro)
-      next_batch(inputs[static_cast<size_t>(micro)], targets[static_cast<size_t>(micro)]);
-    weights = micro_batch_weights(targets);
-    phases->forward += seconds_now() - start;
+    global_valid = static_cast<double>(count_valid_targets(targets_));
+    communicator_.all_reduce_sum(&global_valid, 1);
   }
-  model.zero_grads();
-  StepResult result;
-  for (int64_t micro = 0; micro < micro_batches; ++micro) {
-    const double start = seconds_now();
-    const size_t slot = weigh_by_tokens ? static_cast<size_t>(micro) : 0;
-    if (!weigh_by_tokens) next_batch(inputs[slot], targets[slot]);
-    const double weight = weights[static_cast<size_t>(micro)];
+  const double global_rows = static_cast<double>(share_.global_batch);
+  double weighted_loss = 0;  // sum over this rank's micro-batches of mean loss * weight
+  for (int64_t micro = 0; micro < share_.micro_batches; ++micro) {
+    const int64_t begin = micro * share_.micro_batch_rows;
+    const int64_t rows = std::min(share_.micro_batch_rows, share_.rows - begin);
+    const Tensor inputs = inputs_.share_view(inputs_.view().slice(0, begin, begin + rows));
+    const Tensor targets = targets_.share_view(targets_.view().slice(0, begin, begin + rows));
+    const double weight = !weigh_by_tokens   ? static_cast<double>(rows) / global_rows
+                          : global_valid > 0 ? static_cast<double>(count_valid_targets(targets)) / global_valid
+                                             : 0.0;
+    const bool last = micro + 1 == share_.micro_batches;
+    const double start = now_seconds();
+    if (last && reducer_) reducer_->before_forward();
     autograd::Tape tape;
-    autograd::Var loss =
-        model.loss(tape, inputs[slot], targets[slot], config.train.remat,
-                   weigh_by_tokens ? static_cast<float>(weight) : 1.0f / static_cast<float>(micro_batches));
-    const double forward_end = seconds_now();
+    autograd::Var loss = model_.loss(tape, inputs, targets, config_.train.remat, static_cast<float>(weight));
+    const double forward_end = now_seconds();
+    if (last && reducer_) reducer_->watch(tape);
     tape.backward(loss);
     phases->forward += forward_end - start;
-    phases->backward += seconds_now() - forward_end;
+    phases->backward += now_seconds() - forward_end;
     const double micro_loss = read_element(loss->value, 0);
-    result.loss += weigh_by_tokens ? micro_loss * weight : micro_loss / static_cast<double>(micro_batches);
+    // Text divides by global / rows (grad_accum in one process), exact when it is a power of two.
+    weighted_loss += weigh_by_tokens ? micro_loss * weight : micro_loss / (global_rows / static_cast<double>(rows));
   }
-  const double optimizer_start = seconds_now();
-  result.lr = learning_rate(config.optimizer, config.train.steps, step);
-  result.grad_norm = optimizer.step(step, result.lr);
-  phases->optimizer = seconds_now() - optimizer_start;
+  if (reducer_) {
+    const double reduce_start = now_seconds();
+    reducer_->finish();
+    const GradientReductionStats& reduction = reducer_->last_stats();
+    reduction_totals_.buckets += reduction.buckets;
+    reduction_totals_.bytes += reduction.bytes;
+    reduction_totals_.communication_seconds += reduction.communication_seconds;
+    reduction_totals_.exposed_seconds += reduction.exposed_seconds;
+    communicator_.all_reduce_sum(&weighted_loss, 1);
+    phases->backward += now_seconds() - reduce_start;
+  }
+  ++steps_run_;
+
+  const double optimizer_start = now_seconds();
+  StepResult result;
+  result.loss = weighted_loss;
+  result.lr = learning_rate(config_.optimizer, config_.train.steps, step);
+  result.grad_norm =
+      sharded_optimizer_ ? sharded_optimizer_->step(step, result.lr) : whole_optimizer_->step(step, result.lr);
+  phases->optimizer = now_seconds() - optimizer_start;
   return result;
+}
+
+double TrainStep::validation_loss(const BatchSource& loader, int64_t batches) {
+  const int world = communicator_.world_size(), rank = communicator_.rank();
+  auto evaluate = [&](int64_t count) {
+    return evaluate_loss(model_, config_, count, [&](int64_t k, const TensorView& inputs, const TensorView& targets) {
+      loader.validation_batch(rank + k * world, inputs, targets);
+    });
+  };
+  if (world == 1) return evaluate(batches);
+  const int64_t mine = batches > rank ? (batches - rank + world - 1) / world : 0;
+  double sum = mine == 0 ? 0.0 : evaluate(mine) * static_cast<double>(mine);
+  communicator_.all_reduce_sum(&sum, 1);
+  return batches > 0 ? sum / static_cast<double>(batches) : 0.0;
+}
+
+void TrainStep::load_optimizer_state(const LoadedCheckpoint& checkpoint) {
+  if (sharded_optimizer_)
+    sharded_optimizer_->load(checkpoint);
+  else
+    whole_optimizer_->load_state(whole_optimizer_state(checkpoint, model_.parameters()));
+}
+
+void TrainStep::add_optimizer_state(CheckpointContents& contents, const std::string& checkpoints_dir, int64_t step) {
+  if (whole_optimizer_) {
+    if (communicator_.rank() == 0)
+      for (const auto& [name, tensor] : whole_optimizer_->state()) contents.optimizer.emplace_back(name, tensor);
+    return;
+  }
+  const std::string staging_dir =
+      str_cat(checkpoints_dir, "/", checkpoint_directory_name(step), ".shards.tmp.", rank_0_process_id_);
+  contents.staged_files = sharded_optimizer_->write_shards(staging_dir, step);
+}
+
+std::string TrainStep::describe_communication() const {
+  if (!reducer_) return "gradient all-reduce: none (one process)";
+  if (steps_run_ == 0) return "gradient all-reduce: no steps run";
+  const double steps = static_cast<double>(steps_run_);
+  const GradientReductionStats& total = reduction_totals_;
+  return str_cat("gradient all-reduce: ", total.buckets / steps_run_, " bucket(s) (",
+                 static_cast<double>(total.bytes / steps_run_ / 10000) / 100.0, " MB) per step, ",
+                 static_cast<int64_t>(total.communication_seconds / steps * 1e4) / 10.0, " ms per step of which ",
+                 static_cast<int64_t>(total.exposed_seconds / steps * 1e4) / 10.0, " ms exposed after backward (",
+                 static_cast<int64_t>(100 * total.overlap_fraction()), "% overlapped)");
+}
+
+std::string TrainStep::describe_memory() const {
+  auto megabytes = [](int64_t bytes) { return str_cat(static_cast<double>(bytes / 10000) / 100.0, " MB"); };
+  // The single-process prediction (models/memory_estimate.h) at this rank's micro-batch, with
+  // the moments sharded and the all-gather buffer added.
+  const TrainingMemoryEstimate single =
+      estimate_training_memory(config_.model, share_.micro_batch_rows, config_.train.seq_len, config_.train.remat);
+  if (!sharded_optimizer_)
+    return str_cat("optimizer state replicated (dist.shard_optimizer=false): ", megabytes(single.optimizer_bytes),
+                   " per rank; tensor memory estimate per rank ", megabytes(single.total_bytes()));
+  TrainingMemoryEstimate rank = single;
+  rank.optimizer_bytes = sharded_optimizer_->state_bytes();
+  const int64_t per_rank = rank.total_bytes() + sharded_optimizer_->gather_buffer_bytes();
+  return str_cat(
+      "ZeRO-1: optimizer state ", megabytes(sharded_optimizer_->state_bytes()), " on this rank (1/",
+      communicator_.world_size(), " of ", megabytes(single.optimizer_bytes), "); tensor memory estimate per rank ",
+      megabytes(per_rank), " (weights ", megabytes(rank.parameter_bytes), " + gradients ",
+      megabytes(rank.gradient_bytes), " + moments ", megabytes(rank.optimizer_bytes), " + all-gather buffer ",
+      megabytes(sharded_optimizer_->gather_buffer_bytes()), " + activations and scratch ",
+      megabytes(rank.activation_bytes + rank.transient_bytes), "; unsharded: ", megabytes(single.total_bytes()), ")");
 }
 
 int64_t count_valid_targets(const Tensor& targets) {

@@ -11,9 +11,15 @@
 // A run directory holding a valid checkpoint is resumed from its newest one; the model section of
 // its config must match. SIGINT/SIGTERM finish the current step, save a checkpoint and return.
 //
+// The run is a short loop over its parts: the setup (train/training_setup.h: run directory,
+// config, data, model, TrainStep with its optimizer, resume), the step (train/train_step.h), the
+// metrics sink (train/training_metrics.h: progress line, metrics.jsonl, TensorBoard, validation,
+// loss curve) and the checkpoint hook (train/checkpoint_hook.h: periodic and signal-triggered
+// asynchronous checkpoints).
+//
 // Data parallelism: with a communicator of world size N > 1 (cmd_train makes one under mpirun),
 // every rank runs run_training with the same config; each trains its share of every global batch
-// (train/data_parallel_step.h). Rank 0 alone writes the run directory (config, tokenizer, metrics,
+// (train/train_step.h, train/parallel/). Rank 0 alone writes the run directory (config, tokenizer, metrics,
 // TensorBoard, checkpoints, curve) and prints progress; the other ranks print nothing. Errors
 // before the first step are the same on every rank (same config, same files): each rank throws.
 // An error during training, which may hit one rank only while the others wait in a collective, is
@@ -34,14 +40,14 @@
 namespace lathe {
 
 struct TrainOptions {
-  std::FILE* log = stdout;              // progress and notes
-  bool install_signal_handlers = true;  // SIGINT/SIGTERM -> checkpoint and stop
-  int64_t stop_after_step = 0;          // > 0: behave as if interrupted after this step (tests)
+  std::FILE* log = stdout;               // progress and notes
+  bool install_signal_handlers = true;   // SIGINT/SIGTERM -> checkpoint and stop
+  int64_t stop_after_step = 0;           // > 0: behave as if interrupted after this step (tests)
   Communicator* communicator = nullptr;  // null or world size 1: a single-process run
 };
 
 struct TrainSummary {
-  int64_t first_step = 0;   // 0 for a fresh run, the checkpoint's step when resumed
+  int64_t first_step = 0;  // 0 for a fresh run, the checkpoint's step when resumed
   int64_t last_step = 0;
   bool interrupted = false;
   double final_train_loss = 0;

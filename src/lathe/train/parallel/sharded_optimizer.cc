@@ -1,4 +1,4 @@
-#include "lathe/train/sharded_optimizer.h"
+#include "lathe/train/parallel/sharded_optimizer.h"
 
 #include <algorithm>
 #include <cstring>

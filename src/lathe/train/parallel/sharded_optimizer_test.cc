@@ -4,7 +4,7 @@
 // (its own range by its update, the rest through the all-gather); the shards the
 // two ranks write, read back for any range (another world size, or the whole state), must give
 // the whole optimizer's moments bitwise.
-#include "lathe/train/sharded_optimizer.h"
+#include "lathe/train/parallel/sharded_optimizer.h"
 
 #include <gtest/gtest.h>
 

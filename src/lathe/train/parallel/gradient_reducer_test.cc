@@ -3,7 +3,7 @@
 // f32). Checked for every rematerialisation policy and a tied embedding: every parameter is reduced
 // exactly once, and with overlap every bucket leaves during backward (the readiness tracking finds
 // each final gradient before backward ends).
-#include "lathe/train/gradient_reducer.h"
+#include "lathe/train/parallel/gradient_reducer.h"
 
 #include <gtest/gtest.h>
 

@@ -9,8 +9,9 @@
 #include <string>
 
 #include "lathe/bench/machine_peaks.h"
+#include "lathe/core/error.h"
 #include "lathe/dist/communicator.h"
-#include "lathe/train/data_parallel_step.h"
+#include "lathe/train/parallel/data_parallel_share.h"
 
 namespace lathe {
 
@@ -37,7 +38,7 @@ MachinePeaks measure_machine_peaks_once(Communicator& communicator);
 
 // "data parallel: 2 ranks over MPI (Open MPI v4.1.4), 1 thread each; each rank trains 4 of the 8
 // sequences of a step (1 micro-batch of 4); gradient buckets of 4 MB, overlapped with backward"
-std::string describe_data_parallel_run(const DataParallelStep& step, const Communicator& communicator,
+std::string describe_data_parallel_run(const DataParallelShare& share, const Communicator& communicator,
                                        const TrainConfig& config);
 
 // After an error during a data-parallel run: rank 0 prints "lathe train: error: <message>" at once;

@@ -1,16 +1,10 @@
-#include "lathe/train/gradient_reducer.h"
+#include "lathe/train/parallel/gradient_reducer.h"
 
-#include <chrono>
 #include <cstring>
 
+#include "lathe/core/clock.h"
+
 namespace lathe {
-namespace {
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 GradientReducer::GradientReducer(std::vector<Parameter>& parameters, Communicator& communicator,
                                  GradientReducerOptions options)
@@ -81,16 +75,16 @@ void GradientReducer::close_bucket() {
     }
     work_ready_.notify_one();
   } else {
-    const double start = seconds_now();
+    const double start = now_seconds();
     reduce_bucket(open_bucket_);
-    stats_.communication_seconds += seconds_now() - start;
+    stats_.communication_seconds += now_seconds() - start;
   }
   open_bucket_ = {};
   open_bucket_bytes_ = 0;
 }
 
 void GradientReducer::finish() {
-  const double start = seconds_now();
+  const double start = now_seconds();
   stats_.buckets_during_backward = stats_.buckets;
   // Whatever did not become final during backward (an unused parameter, or overlap off) goes
   // last, in parameter order.
@@ -106,7 +100,7 @@ void GradientReducer::finish() {
     std::unique_lock<std::mutex> lock(mutex_);
     work_done_.wait(lock, [this] { return queue_.empty() && !busy_; });
     stats_.communication_seconds = thread_seconds_;
-    stats_.exposed_seconds = seconds_now() - start;
+    stats_.exposed_seconds = now_seconds() - start;
   } else {
     stats_.exposed_seconds = stats_.communication_seconds;
   }
@@ -144,9 +138,9 @@ void GradientReducer::run_thread() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    const double start = seconds_now();
+    const double start = now_seconds();
     reduce_bucket(bucket);
-    const double seconds = seconds_now() - start;
+    const double seconds = now_seconds() - start;
     lock.lock();
     thread_seconds_ += seconds;
     busy_ = false;

@@ -1,4 +1,4 @@
-#include "lathe/train/data_parallel_run.h"
+#include "lathe/train/parallel/data_parallel_run.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -66,9 +66,8 @@ MachinePeaks measure_machine_peaks_once(Communicator& communicator) {
   return peaks;
 }
 
-std::string describe_data_parallel_run(const DataParallelStep& step, const Communicator& communicator,
+std::string describe_data_parallel_run(const DataParallelShare& share, const Communicator& communicator,
                                        const TrainConfig& config) {
-  const DataParallelShare& share = step.share();
   return str_cat("data parallel: ", communicator.world_size(), " ranks over ", communicator.name(), ", ", num_threads(),
                  " thread(s) each; each rank trains ", share.rows, " of the ", share.global_batch,
                  " sequences of a step (", share.micro_batches, " micro-batch(es) of up to ", share.micro_batch_rows,

@@ -1,6 +1,6 @@
-// How a rank's share of the global batch is planned (train/data_parallel_step.h). The end-to-end
+// How a rank's share of the global batch is planned (train/parallel/data_parallel_share.h). The end-to-end
 // equality with one process is tests/integration/data_parallel_test.py (needs mpirun).
-#include "lathe/train/data_parallel_step.h"
+#include "lathe/train/parallel/data_parallel_share.h"
 
 #include <gtest/gtest.h>
 

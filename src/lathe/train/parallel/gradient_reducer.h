@@ -14,7 +14,7 @@
 // holds bucket_bytes it goes to the reducer's thread, which packs the gradients into one buffer,
 // all-reduces it (sum) and unpacks, while the trainer thread continues with the backward pass.
 // Gradients are summed, not averaged: the loss of each micro-batch is already weighted by its rows
-// over the global batch (train/data_parallel_step.h).
+// over the global batch (train/train_step.h).
 //
 // The bucket layout depends only on the model and the tape, so it is the same on every rank and
 // every step, and the summed gradients are bitwise reproducible for a given world size.

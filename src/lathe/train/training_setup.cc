@@ -1,0 +1,135 @@
+#include "lathe/train/training_setup.h"
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "lathe/bench/machine_peaks.h"
+#include "lathe/core/parallel.h"
+#include "lathe/train/checkpoint.h"
+#include "lathe/train/load_from.h"
+#include "lathe/train/parallel/data_parallel_run.h"
+
+namespace lathe {
+namespace {
+namespace fs = std::filesystem;
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  LATHE_CHECK(out.good(), "cannot write ", path);
+}
+
+// A resumed run must train the same model: compare the model sections of the two configs.
+void check_same_model(const TrainConfig& config, const std::string& saved_yaml, const std::string& where) {
+  const Json now = train_config_to_json(config).get("model");
+  const Json saved = train_config_to_json(train_config_from_yaml(saved_yaml, where)).get("model");
+  for (const auto& [key, value] : now.members()) {
+    const Json& before = saved.get(key);
+    LATHE_CHECK(before.dump(0) == value.dump(0), "cannot resume from ", where, ": model.", key, " is ", before.dump(0),
+                " there but ", value.dump(0), " now (use another run_dir to start a new run)");
+  }
+}
+
+// Checkpoints exist but none verifies: starting from step 0 would bury them (and keep_last would
+// eventually prune around them), so stop and let the user decide.
+void refuse_to_start_over_damaged_checkpoints(const std::string& checkpoints_dir) {
+  std::error_code error;
+  int damaged = 0;
+  for (const auto& entry : fs::directory_iterator(checkpoints_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind("step_", 0) == 0 && name.find(".tmp") == std::string::npos) ++damaged;
+  }
+  LATHE_CHECK(damaged == 0, "all ", damaged, " checkpoint(s) in ", checkpoints_dir,
+              " are damaged (see the warnings above); move them away to start this run over, or use another run_dir");
+}
+
+// Resumes from the newest valid checkpoint, if any; else loads load_from's weights (if any).
+void resume_or_start(TrainingSetup& setup) {
+  const TrainConfig& config = *setup.config;
+  const double restore_start = setup.events->now();  // finding (verifying) the checkpoint is part of restoring
+  std::optional<std::string> latest =
+      find_latest_checkpoint(setup.checkpoints_dir, setup.lead ? std::cerr : discarded_stream());
+  if (!latest) {
+    refuse_to_start_over_damaged_checkpoints(setup.checkpoints_dir);
+    load_pretrained_weights(config, *setup.model, setup.log);
+    return;
+  }
+  LoadedCheckpoint checkpoint = load_checkpoint(*latest);
+  check_same_model(config, checkpoint.config_yaml, *latest);
+  // The bf16 copies are re-rounded from the masters: the copies the saved step's optimizer wrote, bit for bit.
+  setup.model->load_weights(checkpoint.model, str_cat("checkpoint ", *latest));
+  setup.step->load_optimizer_state(checkpoint);
+  setup.loader().restore(checkpoint.trainer_state.get("data"));
+  setup.first_step = checkpoint.step;
+  setup.events->restored(restore_start, checkpoint.step);
+  std::fprintf(setup.log, "resuming from %s (step %lld)\n", latest->c_str(), static_cast<long long>(checkpoint.step));
+}
+
+}  // namespace
+
+TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& options) {
+  validate_train_config(config);
+  TrainingSetup setup;
+  setup.config = &config;
+  if (!options.communicator) setup.single_process = std::make_unique<SingleProcessCommunicator>();
+  setup.communicator = options.communicator ? options.communicator : setup.single_process.get();
+  Communicator& communicator = *setup.communicator;
+  setup.lead = communicator.rank() == 0;
+  if (setup.distributed()) plan_data_parallel_share(config.train, communicator.rank(), communicator.world_size());
+  setup.log = setup.lead ? options.log : discarded_output();
+  std::FILE* log = setup.log;
+  if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
+  if (config.train.threads == 0 && setup.distributed()) set_num_threads(threads_per_rank(communicator));
+  std::string dtype_note;
+  setup.compute_dtype = resolve_compute_dtype(config.train.dtype, &dtype_note);
+  if (!dtype_note.empty()) std::fprintf(log, "%s\n", dtype_note.c_str());
+
+  setup.run_dir = config.run_dir;
+  std::error_code directory_error;
+  fs::create_directories(setup.run_dir, directory_error);
+  LATHE_CHECK(!directory_error, "cannot create run_dir '", setup.run_dir, "': ", directory_error.message());
+  setup.checkpoints_dir = setup.run_dir + "/checkpoints";
+  setup.events = std::make_unique<TrainingEvents>(setup.run_dir);
+  setup.config_yaml = train_config_to_yaml(config);
+
+  // Data: tokenizer + shards (cached), then the loader.
+  const std::string cache_dir = config.data.cache_dir.empty() ? setup.run_dir + "/data" : config.data.cache_dir;
+  // data.format: text or sft; rank 0 builds the cache, the other ranks read it
+  run_on_rank_0_first(communicator, [&] {
+    setup.data = open_training_data(config.data, data_requirements(config), cache_dir, setup.lead ? log : nullptr);
+  });
+
+  setup.model = std::make_unique<TransformerModel>(config.model);
+  setup.model->set_compute_dtype(setup.compute_dtype);
+  setup.model->initialize(config.train.seed);
+  setup.step = std::make_unique<TrainStep>(*setup.model, config, communicator);
+  resume_or_start(setup);
+  // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
+  if (setup.lead) {
+    fs::copy_file(setup.data.tokenizer_path, setup.run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
+    write_text_file(setup.run_dir + "/config.yaml", setup.config_yaml);
+  }
+  if (setup.distributed())
+    std::fprintf(log, "%s\n%s\n", describe_data_parallel_run(setup.step->share(), communicator, config).c_str(),
+                 setup.step->describe_memory().c_str());
+
+  setup.tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
+  setup.flops_per_token = setup.model->training_flops_per_token(config.train.seq_len);
+  const double startup_start = setup.events->now();
+  const MachinePeaks peaks = measure_machine_peaks_once(communicator);
+  setup.events->startup(startup_start);
+  // MFU against the peak of the arithmetic the matmuls use (a forced bf16 run on a CPU without
+  // AVX512_BF16 has no bf16 peak and is counted against f32).
+  const bool bf16_peak = setup.compute_dtype == ComputeDtype::bf16 && peaks.bf16_gflops > 0;
+  setup.peak_gflops = bf16_peak ? peaks.bf16_gflops : peaks.f32_gflops;
+  std::fprintf(log,
+               "model: %s, %.2fM parameters, %d threads; %lld tokens/step, %.1f MFLOP/token; %s compute, %s peak "
+               "%.0f GFLOP/s\n",
+               config.model.family.c_str(), static_cast<double>(setup.model->parameter_count()) / 1e6, num_threads(),
+               static_cast<long long>(setup.tokens_per_step), setup.flops_per_token / 1e6,
+               to_string(setup.compute_dtype), bf16_peak ? "bf16" : "f32", setup.peak_gflops);
+  return setup;
+}
+
+}  // namespace lathe
