@@ -14,6 +14,7 @@
 #include "lathe/io/token_shard.h"
 #include "lathe/text/bpe_tokenizer.h"
 #include "lathe/text/hf_tokenizer.h"
+#include "sentencepiece_tokenizer_json.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -123,7 +124,7 @@ TEST_F(DatasetTest, UsesAGivenTokenizer) {
 // A Hugging Face SentencePiece-style file (Llama 2 layout): byte fallback for every byte, a few
 // merges, </s> as the end-of-text token.
 //   ids: <unk> 0, <s> 1, </s> 2, <0x00>..<0xFF> 3..258, ▁ 259, t 260, h 261, e 262, th 263, the 264, ▁the 265
-std::string sentencepiece_tokenizer_json() {
+std::string byte_fallback_tokenizer_text() {
   Json vocab = Json::object();
   int64_t id = 0;
   for (const char* token : {"<unk>", "<s>", "</s>"}) vocab.append_member(token, id++);
@@ -133,25 +134,8 @@ std::string sentencepiece_tokenizer_json() {
     vocab.append_member(name, id++);
   }
   for (const char* token : {"\u2581", "t", "h", "e", "th", "the", "\u2581the"}) vocab.append_member(token, id++);
-  Json json = Json::parse(R"({
-    "added_tokens": [{"id": 0, "content": "<unk>", "special": true, "normalized": false},
-                     {"id": 1, "content": "<s>", "special": true, "normalized": false},
-                     {"id": 2, "content": "</s>", "special": true, "normalized": false}],
-    "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
-                   {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
-    "pre_tokenizer": null,
-    "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
-                       {"Sequence": {"id": "A", "type_id": 0}}], "pair": [],
-                       "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
-    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
-                {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
-    "model": {"type": "BPE", "unk_token": "<unk>", "byte_fallback": true, "fuse_unk": true,
-              "merges": ["t h", "th e", "\u2581 the"]}
-  })");
-  Json model = json.get("model");
-  model.set("vocab", vocab);
-  json.set("model", model);
-  return json.dump(2);
+  return sentencepiece_tokenizer_json(vocab, Json::parse(R"(["t h", "th e", "\u2581 the"])"), llama2_added_tokens(), 1)
+      .dump(2);
 }
 
 TEST_F(DatasetTest, UsesAHuggingFaceTokenizer) {
@@ -162,7 +146,7 @@ TEST_F(DatasetTest, UsesAHuggingFaceTokenizer) {
     for (const std::string& document : documents_) text += document + "%\n";
   std::ofstream(data_.path) << text;
   data_.tokenizer = (root_ / "hf_tokenizer.json").string();
-  const std::string tokenizer_text = sentencepiece_tokenizer_json();
+  const std::string tokenizer_text = byte_fallback_tokenizer_text();
   std::ofstream(data_.tokenizer) << tokenizer_text;
   std::FILE* log = std::tmpfile();
   PreparedDataset prepared = prepare_dataset(data_, 300, 1, (root_ / "cache").string(), log);

@@ -37,6 +37,17 @@ std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& conf
   return parameters;
 }
 
+std::vector<LayerParameterSpec> pre_norm_layer_parameters(const ModelConfig& config) {
+  static constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm"};
+  return decoder_layer_parameters(config, kNorms);
+}
+
+std::vector<LayerParameterSpec> sandwich_layer_parameters(const ModelConfig& config) {
+  static constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                                           "post_feedforward_layernorm"};
+  return decoder_layer_parameters(config, kNorms);
+}
+
 namespace {
 
 AttentionWeights attention_weights(const LayerParameters& p) {

@@ -39,6 +39,11 @@ enum DecoderSlot : int {
 // q/k norms, the other norms, gate/up/down. norm_names: 2 (pre-norm) or 4 (sandwich) names.
 std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config,
                                                          std::span<const char* const> norm_names);
+// The two standard norm sets under Hugging Face's names: pre-norm (input_layernorm,
+// post_attention_layernorm) for pre_norm_block, and sandwich (those plus pre_feedforward_layernorm,
+// post_feedforward_layernorm) for sandwich_block.
+std::vector<LayerParameterSpec> pre_norm_layer_parameters(const ModelConfig& config);
+std::vector<LayerParameterSpec> sandwich_layer_parameters(const ModelConfig& config);
 
 // h = h + attention(norm_0(h));  h = h + mlp(norm_1(h))                 (Llama, Mistral, Qwen)
 autograd::Var pre_norm_block(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,

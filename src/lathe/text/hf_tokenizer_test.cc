@@ -13,6 +13,7 @@
 #include "lathe/text/split_regex.h"
 #include "lathe/text/unicode_text.h"
 #include "scratch_directory.h"
+#include "sentencepiece_tokenizer_json.h"
 
 namespace lathe {
 namespace {
@@ -79,20 +80,10 @@ TEST(TokenizerHfRegex, RejectsUnsupportedSyntax) {
 // A SentencePiece-style file by hand: Prepend + Replace normalizer, byte fallback for 'c', unk
 // (fused) for '€', which has no byte tokens.
 Json sentencepiece_json() {
-  return Json::parse(R"({
-    "added_tokens": [{"id": 7, "content": "<s>", "special": true, "normalized": false}],
-    "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
-                   {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
-    "pre_tokenizer": null,
-    "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
-                       {"Sequence": {"id": "A", "type_id": 0}}], "pair": [],
-                       "special_tokens": {"<s>": {"id": "<s>", "ids": [7], "tokens": ["<s>"]}}},
-    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
-                {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
-    "model": {"type": "BPE", "unk_token": "<unk>", "byte_fallback": true, "fuse_unk": true,
-              "vocab": {"<unk>": 0, "<0x63>": 1, "\u2581": 2, "a": 3, "b": 4, "ab": 5, "\u2581ab": 6, "<s>": 7},
-              "merges": ["a b", ["\u2581", "ab"]]}
-  })");
+  return sentencepiece_tokenizer_json(
+      Json::parse(R"({"<unk>": 0, "<0x63>": 1, "\u2581": 2, "a": 3, "b": 4, "ab": 5, "\u2581ab": 6, "<s>": 7})"),
+      Json::parse(R"(["a b", ["\u2581", "ab"]])"),
+      Json::parse(R"([{"id": 7, "content": "<s>", "special": true, "normalized": false}])"), 7);
 }
 
 TEST(TokenizerHfSentencePiece, ByteFallbackUnkAndDecoders) {

@@ -15,6 +15,7 @@
 #include "lathe/text/hf_tokenizer.h"
 #include "lathe/text/streaming_decoder.h"
 #include "scratch_directory.h"
+#include "sentencepiece_tokenizer_json.h"
 
 namespace lathe {
 namespace {
@@ -29,23 +30,10 @@ const char* const kLlama3Pattern =
 // tokens for the three bytes of '€' only, decoders Replace / ByteFallback / Fuse / Strip.
 //   ids: <unk> 0, <s> 1, </s> 2, <0xE2> 3, <0x82> 4, <0xAC> 5, ▁ 6, a 7, b 8, ab 9, ▁ab 10
 Json sentencepiece_json() {
-  return Json::parse(R"({
-    "added_tokens": [{"id": 0, "content": "<unk>", "special": true, "normalized": false},
-                     {"id": 1, "content": "<s>", "special": true, "normalized": false},
-                     {"id": 2, "content": "</s>", "special": true, "normalized": false}],
-    "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
-                   {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
-    "pre_tokenizer": null,
-    "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
-                       {"Sequence": {"id": "A", "type_id": 0}}], "pair": [],
-                       "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
-    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
-                {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
-    "model": {"type": "BPE", "unk_token": "<unk>", "byte_fallback": true, "fuse_unk": true,
-              "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "<0xE2>": 3, "<0x82>": 4, "<0xAC>": 5, "\u2581": 6,
-                        "a": 7, "b": 8, "ab": 9, "\u2581ab": 10},
-              "merges": ["a b", "\u2581 ab"]}
-  })");
+  return sentencepiece_tokenizer_json(Json::parse(R"({"<unk>": 0, "<s>": 1, "</s>": 2, "<0xE2>": 3, "<0x82>": 4,
+                                                      "<0xAC>": 5, "\u2581": 6, "a": 7, "b": 8, "ab": 9,
+                                                      "\u2581ab": 10})"),
+                                      Json::parse(R"(["a b", "\u2581 ab"])"), llama2_added_tokens(), 1);
 }
 
 BpeTokenizer small_lathe_tokenizer() {

@@ -105,9 +105,12 @@ TEST(TrainStep, MicroBatchesOfOneRowTakeTheStepOfTheirBatch) {
   }
   for (size_t i = 0; i < whole.weights.size(); ++i)
     EXPECT_LT(relative_difference(accumulated.weights[i], whole.weights[i]), 1e-5);
-  // Not vacuous: rows 0 and 1 differ, so reading one of them twice is another step.
+  // Not vacuous: rows 0 and 1 differ, so reading one of them twice is another step, and it misses both
+  // checks above by at least ten times their tolerance (loss 1e-6, gradient norm 1e-5, relative).
   const TrainedRun first_row_twice = train(tiny_config(1, 2), 1, seed, true);
   EXPECT_GT(std::abs(first_row_twice.results[0].loss - whole.results[0].loss), 1e-5 * whole.results[0].loss);
+  EXPECT_GT(std::abs(first_row_twice.results[0].grad_norm - whole.results[0].grad_norm),
+            1e-4 * whole.results[0].grad_norm);
 }
 
 }  // namespace

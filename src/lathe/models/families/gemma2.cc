@@ -5,16 +5,6 @@
 #include "lathe/models/blocks.h"
 
 namespace lathe {
-namespace {
-
-constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                                  "post_feedforward_layernorm"};
-
-std::vector<LayerParameterSpec> layer_parameters(const ModelConfig& config) {
-  return decoder_layer_parameters(config, kNorms);
-}
-
-}  // namespace
 
 const FamilySpec& gemma2_family() {
   static const FamilySpec spec = {
@@ -30,7 +20,7 @@ const FamilySpec& gemma2_family() {
              .export_false_keys = {"attention_bias"}},
       .traits = {.sandwich_norms = true, .norm_weight_offset = 1.0f, .embedding_scale = 0.0f},
       .default_chat_template = "gemma",
-      .layer_parameters = layer_parameters,
+      .layer_parameters = sandwich_layer_parameters,
       .slot_count = kDecoderSlotCount,
       .block = sandwich_block,
       .layer_activation_counts = decoder_activation_counts,

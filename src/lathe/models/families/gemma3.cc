@@ -8,13 +8,6 @@
 namespace lathe {
 namespace {
 
-constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                                  "post_feedforward_layernorm"};
-
-std::vector<LayerParameterSpec> layer_parameters(const ModelConfig& config) {
-  return decoder_layer_parameters(config, kNorms);
-}
-
 bool starts_with(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
@@ -56,7 +49,7 @@ const FamilySpec& gemma3_family() {
              .multimodal = &kConditionalGeneration},
       .traits = {.qk_norm = true, .sandwich_norms = true, .norm_weight_offset = 1.0f, .embedding_scale = 0.0f},
       .default_chat_template = "gemma",
-      .layer_parameters = layer_parameters,
+      .layer_parameters = sandwich_layer_parameters,
       .slot_count = kDecoderSlotCount,
       .block = sandwich_block,
       .layer_activation_counts = decoder_activation_counts,

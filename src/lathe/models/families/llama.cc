@@ -3,15 +3,6 @@
 #include "lathe/models/blocks.h"
 
 namespace lathe {
-namespace {
-
-constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm"};
-
-std::vector<LayerParameterSpec> layer_parameters(const ModelConfig& config) {
-  return decoder_layer_parameters(config, kNorms);
-}
-
-}  // namespace
 
 const FamilySpec& llama_family() {
   static const FamilySpec spec = {
@@ -25,7 +16,7 @@ const FamilySpec& llama_family() {
              .export_false_keys = {"attention_bias", "mlp_bias"}},
       .traits = {},
       .default_chat_template = "plain",
-      .layer_parameters = layer_parameters,
+      .layer_parameters = pre_norm_layer_parameters,
       .slot_count = kDecoderSlotCount,
       .block = pre_norm_block,
       .layer_activation_counts = decoder_activation_counts,

@@ -3,15 +3,6 @@
 #include "lathe/models/blocks.h"
 
 namespace lathe {
-namespace {
-
-constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm"};
-
-std::vector<LayerParameterSpec> layer_parameters(const ModelConfig& config) {
-  return decoder_layer_parameters(config, kNorms);
-}
-
-}  // namespace
 
 const FamilySpec& qwen2_family() {
   static const FamilySpec spec = {
@@ -24,7 +15,7 @@ const FamilySpec& qwen2_family() {
              .sliding_window = HfSlidingWindow::disabled},
       .traits = {.attention_bias = true},
       .default_chat_template = "plain",
-      .layer_parameters = layer_parameters,
+      .layer_parameters = pre_norm_layer_parameters,
       .slot_count = kDecoderSlotCount,
       .block = pre_norm_block,
       .layer_activation_counts = decoder_activation_counts,
