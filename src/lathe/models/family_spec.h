@@ -105,26 +105,32 @@ struct LayerActivationCounts {
   int64_t matmul_outputs = 0;  // the matmul outputs alone (what save_matmuls stashes)
 };
 
-struct FamilySpec {
-  const char* name;  // model.family: "qwen3"
-  HfFamily hf;
-  FamilyTraits traits;
-  const char* default_chat_template;  // what data.chat_template=auto falls back to: "plain", "chatml", ...
-
+// What one layer of a family is: the parameters it declares, its block, and what follows from them
+// (activation memory, attention FLOPs, the KV cache). The standard decoder layers are in
+// models/blocks.h; a family with experts, latent attention or a recurrent state writes its own.
+struct LayerSpec {
   // The parameters of one layer, in the order they are created (initialisation streams and
-  // checkpoint order follow it), and how many slots the family's LayerParameters has.
-  std::vector<LayerParameterSpec> (*layer_parameters)(const ModelConfig& config);
+  // checkpoint order follow it), and how many slots the layer's LayerParameters has.
+  std::vector<LayerParameterSpec> (*parameters)(const ModelConfig& config);
   int slot_count;
   // h: (batch * seq, d_model), the residual stream -> the residual stream after this layer.
   autograd::Var (*block)(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,
                          const autograd::Var& h);
   // Per-token counts of one layer for the memory estimate.
-  LayerActivationCounts (*layer_activation_counts)(const ModelConfig& config);
+  LayerActivationCounts (*activation_counts)(const ModelConfig& config);
   // FLOPs of one token's forward + backward in one layer's attention beyond its matmul weights
   // (the score and value products) at a sequence length.
   double (*attention_training_flops_per_token)(const ModelConfig& config, int64_t seq_len);
   // The cache generation fills: its capacity is max_seq tokens.
   KvCache (*make_kv_cache)(const ModelConfig& config, int64_t max_seq);
+};
+
+struct FamilySpec {
+  const char* name;  // model.family: "qwen3"
+  HfFamily hf;
+  FamilyTraits traits;
+  const char* default_chat_template;  // what data.chat_template=auto falls back to: "plain", "chatml", ...
+  LayerSpec layer;                    // every layer of the model is one of these
 };
 
 // The spec of a model.family name; lathe::Error "model.family: unknown family 'X' (known: ...)".

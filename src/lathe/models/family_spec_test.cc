@@ -120,9 +120,9 @@ TEST(FamilyRegistry, LayerParametersAreTheHfCheckpointNames) {
 
     std::map<std::string, Shape> declared;
     std::set<int> slots;
-    for (const LayerParameterSpec& parameter : spec->layer_parameters(config)) {
+    for (const LayerParameterSpec& parameter : spec->layer.parameters(config)) {
       EXPECT_TRUE(declared.emplace(parameter.name, parameter.shape).second) << parameter.name;
-      EXPECT_TRUE(parameter.slot >= 0 && parameter.slot < spec->slot_count) << parameter.name;
+      EXPECT_TRUE(parameter.slot >= 0 && parameter.slot < spec->layer.slot_count) << parameter.name;
       EXPECT_TRUE(slots.insert(parameter.slot).second) << parameter.name;
       const bool is_norm = parameter.name.find("norm") != std::string::npos;
       const bool is_bias = parameter.name.ends_with(".bias");
@@ -149,7 +149,7 @@ TEST(FamilyRegistry, KvCacheHoldsEveryLayersKeysAndValues) {
     config.n_layers = 3;
     config.n_kv_heads = 2;
     config.head_dim = 6;
-    const KvCache cache = spec->make_kv_cache(config, 11);
+    const KvCache cache = spec->layer.make_kv_cache(config, 11);
     ASSERT_EQ(cache.keys.size(), 3u);
     ASSERT_EQ(cache.values.size(), 3u);
     EXPECT_EQ(cache.keys[2].shape(), (Shape{1, 11, 2, 6}));

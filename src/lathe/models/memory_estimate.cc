@@ -11,11 +11,11 @@ namespace {
 constexpr int64_t kBytesPerElement = 4;  // f32 activations, weights, gradients and moments
 
 int64_t save_all_elements(const ModelConfig& config) {
-  return find_family_spec(config.family).layer_activation_counts(config).save_all;
+  return find_family_spec(config.family).layer.activation_counts(config).save_all;
 }
 
 int64_t matmul_output_elements(const ModelConfig& config) {
-  return find_family_spec(config.family).layer_activation_counts(config).matmul_outputs;
+  return find_family_spec(config.family).layer.activation_counts(config).matmul_outputs;
 }
 
 }  // namespace

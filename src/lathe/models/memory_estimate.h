@@ -5,7 +5,7 @@
 //
 // The saved activations are counted from what the autograd ops keep (autograd/ops.cc): every op's
 // output stays alive while its backward closure exists (the closure holds the output Var to read
-// its gradient). The per-layer counts are the family's (FamilySpec::layer_activation_counts); for
+// its gradient). The per-layer counts are the family's (LayerSpec::activation_counts); for
 // the standard decoder layer (models/blocks.h), per layer and token (f32, Q = n_heads * head_dim,
 // K = n_kv_heads * head_dim, H = n_heads, f = ffn_dim, d = d_model):
 //   save_all         norms 2d + 2 (outputs + inv_rms), q/k/v Q + 2K, RoPE outputs Q + K, attention

@@ -17,12 +17,12 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
               "' (the family's block decides the norms; parameter counts and memory estimates read the flag)");
   const int64_t d = config.d_model;
   embed_tokens_ = add_parameter("model.embed_tokens.weight", ParameterKind::embedding, {config.vocab_size, d});
-  const std::vector<LayerParameterSpec> declared = family_->layer_parameters(config);
+  const std::vector<LayerParameterSpec> declared = family_->layer.parameters(config);
   for (int64_t layer = 0; layer < config.n_layers; ++layer) {
     const std::string prefix = str_cat("model.layers.", layer, ".");
-    LayerParameters parameters(family_->slot_count);
+    LayerParameters parameters(family_->layer.slot_count);
     for (const LayerParameterSpec& spec : declared) {
-      LATHE_ASSERT(spec.slot >= 0 && spec.slot < family_->slot_count && !parameters[spec.slot]);
+      LATHE_ASSERT(spec.slot >= 0 && spec.slot < family_->layer.slot_count && !parameters[spec.slot]);
       parameters[spec.slot] = add_parameter(prefix + spec.name, spec.kind, spec.shape);
     }
     layers_.push_back(std::move(parameters));
@@ -108,7 +108,7 @@ Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, i
     const LayerParameters* parameters = &layers_[layer];
     const FamilySpec* family = family_;
     h = autograd::rematerialize(tape, remat, h, [family, context, parameters](Tape& inner, const Var& input) {
-      return family->block(inner, context, *parameters, input);
+      return family->layer.block(inner, context, *parameters, input);
     });
   }
   return autograd::rms_norm(tape, h, final_norm_, static_cast<float>(config_.norm_eps), config_.norm_weight_offset);
@@ -128,7 +128,7 @@ Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets,
   return autograd::cross_entropy(tape, hidden, lm_head(), targets.reshape({batch * seq}), options);
 }
 
-KvCache TransformerModel::make_kv_cache(int64_t max_seq) const { return family_->make_kv_cache(config_, max_seq); }
+KvCache TransformerModel::make_kv_cache(int64_t max_seq) const { return family_->layer.make_kv_cache(config_, max_seq); }
 
 Tensor TransformerModel::next_token_logits(const Tensor& ids, KvCache& cache) const {
   LATHE_ASSERT(precision_ == autograd::Precision::fast);
@@ -168,7 +168,7 @@ double TransformerModel::training_flops_per_token(int64_t seq_len) const {
     if (parameter.kind == ParameterKind::matrix) matmul_weights += static_cast<double>(parameter.var->value.numel());
   if (config_.tie_embeddings) matmul_weights += static_cast<double>(config_.vocab_size * config_.d_model);
   const double attention =
-      static_cast<double>(config_.n_layers) * family_->attention_training_flops_per_token(config_, seq_len);
+      static_cast<double>(config_.n_layers) * family_->layer.attention_training_flops_per_token(config_, seq_len);
   return 6.0 * matmul_weights + attention;
 }
 

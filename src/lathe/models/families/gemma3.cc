@@ -49,12 +49,7 @@ const FamilySpec& gemma3_family() {
              .multimodal = &kConditionalGeneration},
       .traits = {.qk_norm = true, .sandwich_norms = true, .norm_weight_offset = 1.0f, .embedding_scale = 0.0f},
       .default_chat_template = "gemma",
-      .layer_parameters = sandwich_layer_parameters,
-      .slot_count = kDecoderSlotCount,
-      .block = sandwich_block,
-      .layer_activation_counts = decoder_activation_counts,
-      .attention_training_flops_per_token = causal_attention_training_flops_per_token,
-      .make_kv_cache = make_decoder_kv_cache,
+      .layer = kSandwichDecoderLayer,
   };
   return spec;
 }

@@ -16,12 +16,7 @@ const FamilySpec& mistral_family() {
              .export_false_keys = {"attention_bias"}},
       .traits = {},
       .default_chat_template = "mistral",
-      .layer_parameters = pre_norm_layer_parameters,
-      .slot_count = kDecoderSlotCount,
-      .block = pre_norm_block,
-      .layer_activation_counts = decoder_activation_counts,
-      .attention_training_flops_per_token = causal_attention_training_flops_per_token,
-      .make_kv_cache = make_decoder_kv_cache,
+      .layer = kPreNormDecoderLayer,
   };
   return spec;
 }

@@ -15,12 +15,7 @@ const FamilySpec& qwen2_family() {
              .sliding_window = HfSlidingWindow::disabled},
       .traits = {.attention_bias = true},
       .default_chat_template = "plain",
-      .layer_parameters = pre_norm_layer_parameters,
-      .slot_count = kDecoderSlotCount,
-      .block = pre_norm_block,
-      .layer_activation_counts = decoder_activation_counts,
-      .attention_training_flops_per_token = causal_attention_training_flops_per_token,
-      .make_kv_cache = make_decoder_kv_cache,
+      .layer = kPreNormDecoderLayer,
   };
   return spec;
 }
