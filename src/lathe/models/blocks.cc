@@ -7,7 +7,7 @@ namespace lathe {
 using autograd::Tape;
 using autograd::Var;
 
-std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config,
+std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config, int64_t /*layer*/,
                                                          std::span<const char* const> norm_names) {
   LATHE_ASSERT(norm_names.size() == 2 || norm_names.size() == 4);
   const int64_t d = config.d_model, head_dim = config.resolved_head_dim();
@@ -37,15 +37,15 @@ std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& conf
   return parameters;
 }
 
-std::vector<LayerParameterSpec> pre_norm_layer_parameters(const ModelConfig& config) {
+std::vector<LayerParameterSpec> pre_norm_layer_parameters(const ModelConfig& config, int64_t layer) {
   static constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm"};
-  return decoder_layer_parameters(config, kNorms);
+  return decoder_layer_parameters(config, layer, kNorms);
 }
 
-std::vector<LayerParameterSpec> sandwich_layer_parameters(const ModelConfig& config) {
+std::vector<LayerParameterSpec> sandwich_layer_parameters(const ModelConfig& config, int64_t layer) {
   static constexpr const char* kNorms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                                            "post_feedforward_layernorm"};
-  return decoder_layer_parameters(config, kNorms);
+  return decoder_layer_parameters(config, layer, kNorms);
 }
 
 namespace {
@@ -72,7 +72,7 @@ Var sandwich_block(Tape& tape, const BlockContext& context, const LayerParameter
   return autograd::add(tape, after_attention, norm(tape, context, mlp_out, p[kNorm3]));
 }
 
-LayerActivationCounts decoder_activation_counts(const ModelConfig& config) {
+LayerActivationCounts decoder_activation_counts(const ModelConfig& config, int64_t /*layer*/) {
   const int64_t head_dim = config.resolved_head_dim();
   const int64_t d = config.d_model, q = config.n_heads * head_dim, k = config.n_kv_heads * head_dim;
   const int64_t heads = config.n_heads, kv_heads = config.n_kv_heads, ffn = config.ffn_dim;

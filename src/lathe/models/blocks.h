@@ -37,13 +37,13 @@ enum DecoderSlot : int {
 
 // The layer's parameters in lathe's (and HF's) creation order: norm 0, q/k/v (+ biases), o,
 // q/k norms, the other norms, gate/up/down. norm_names: 2 (pre-norm) or 4 (sandwich) names.
-std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config,
+std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config, int64_t layer,
                                                          std::span<const char* const> norm_names);
 // The two standard norm sets under Hugging Face's names: pre-norm (input_layernorm,
 // post_attention_layernorm) for pre_norm_block, and sandwich (those plus pre_feedforward_layernorm,
 // post_feedforward_layernorm) for sandwich_block.
-std::vector<LayerParameterSpec> pre_norm_layer_parameters(const ModelConfig& config);
-std::vector<LayerParameterSpec> sandwich_layer_parameters(const ModelConfig& config);
+std::vector<LayerParameterSpec> pre_norm_layer_parameters(const ModelConfig& config, int64_t layer);
+std::vector<LayerParameterSpec> sandwich_layer_parameters(const ModelConfig& config, int64_t layer);
 
 // h = h + attention(norm_0(h));  h = h + mlp(norm_1(h))                 (Llama, Mistral, Qwen)
 autograd::Var pre_norm_block(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,
@@ -53,7 +53,7 @@ autograd::Var sandwich_block(autograd::Tape& tape, const BlockContext& context, 
                              const autograd::Var& h);
 
 // What one standard layer keeps per token (models/memory_estimate.h lists the terms).
-LayerActivationCounts decoder_activation_counts(const ModelConfig& config);
+LayerActivationCounts decoder_activation_counts(const ModelConfig& config, int64_t layer);
 // Causal attention: 6 * n_heads * head_dim * seq per token (half the full score matrix, the
 // FlashAttention convention), forward + backward.
 double causal_attention_training_flops_per_token(const ModelConfig& config, int64_t seq_len);

@@ -109,15 +109,16 @@ struct LayerActivationCounts {
 // (activation memory, attention FLOPs, the KV cache). The standard decoder layers are in
 // models/blocks.h; a family with experts, latent attention or a recurrent state writes its own.
 struct LayerSpec {
-  // The parameters of one layer, in the order they are created (initialisation streams and
-  // checkpoint order follow it), and how many slots the layer's LayerParameters has.
-  std::vector<LayerParameterSpec> (*parameters)(const ModelConfig& config);
+  // The parameters of layer `layer`, in the order they are created (initialisation streams and
+  // checkpoint order follow it), and how many slots a LayerParameters has. Layers of one model may
+  // differ (dense and mixture-of-experts feed-forwards, as the config places them).
+  std::vector<LayerParameterSpec> (*parameters)(const ModelConfig& config, int64_t layer);
   int slot_count;
   // h: (batch * seq, d_model), the residual stream -> the residual stream after this layer.
   autograd::Var (*block)(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,
                          const autograd::Var& h);
-  // Per-token counts of one layer for the memory estimate.
-  LayerActivationCounts (*activation_counts)(const ModelConfig& config);
+  // Per-token counts of layer `layer` for the memory estimate.
+  LayerActivationCounts (*activation_counts)(const ModelConfig& config, int64_t layer);
   // FLOPs of one token's forward + backward in one layer's attention beyond its matmul weights
   // (the score and value products) at a sequence length.
   double (*attention_training_flops_per_token)(const ModelConfig& config, int64_t seq_len);

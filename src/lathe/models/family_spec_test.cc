@@ -120,7 +120,7 @@ TEST(FamilyRegistry, LayerParametersAreTheHfCheckpointNames) {
 
     std::map<std::string, Shape> declared;
     std::set<int> slots;
-    for (const LayerParameterSpec& parameter : spec->layer.parameters(config)) {
+    for (const LayerParameterSpec& parameter : spec->layer.parameters(config, 0)) {
       EXPECT_TRUE(declared.emplace(parameter.name, parameter.shape).second) << parameter.name;
       EXPECT_TRUE(parameter.slot >= 0 && parameter.slot < spec->layer.slot_count) << parameter.name;
       EXPECT_TRUE(slots.insert(parameter.slot).second) << parameter.name;

@@ -10,24 +10,24 @@ namespace {
 
 constexpr int64_t kBytesPerElement = 4;  // f32 activations, weights, gradients and moments
 
-int64_t save_all_elements(const ModelConfig& config) {
-  return find_family_spec(config.family).layer.activation_counts(config).save_all;
+int64_t save_all_elements(const ModelConfig& config, int64_t layer) {
+  return find_family_spec(config.family).layer.activation_counts(config, layer).save_all;
 }
 
-int64_t matmul_output_elements(const ModelConfig& config) {
-  return find_family_spec(config.family).layer.activation_counts(config).matmul_outputs;
+int64_t matmul_output_elements(const ModelConfig& config, int64_t layer) {
+  return find_family_spec(config.family).layer.activation_counts(config, layer).matmul_outputs;
 }
 
 }  // namespace
 
-int64_t saved_elements_per_token_per_layer(const ModelConfig& config, RematPolicy policy) {
+int64_t saved_elements_per_token(const ModelConfig& config, int64_t layer, RematPolicy policy) {
   switch (policy) {
     case RematPolicy::save_all:
-      return save_all_elements(config);
+      return save_all_elements(config, layer);
     case RematPolicy::recompute_layer:
       return config.d_model;
     case RematPolicy::save_matmuls:
-      return config.d_model + matmul_output_elements(config);
+      return config.d_model + matmul_output_elements(config, layer);
   }
   LATHE_ASSERT(false);
   return 0;
@@ -42,16 +42,21 @@ TrainingMemoryEstimate estimate_training_memory(const ModelConfig& config, int64
   estimate.optimizer_bytes = 2 * estimate.parameter_bytes;
 
   const int64_t head_elements = tokens * (d + (d + 1) + d) + config.vocab_size * d;
-  estimate.activation_bytes =
-      (config.n_layers * tokens * saved_elements_per_token_per_layer(config, policy) + head_elements) *
-      kBytesPerElement;
+  int64_t layer_elements = 0;
+  for (int64_t layer = 0; layer < config.n_layers; ++layer)
+    layer_elements += tokens * saved_elements_per_token(config, layer, policy);
+  estimate.activation_bytes = (layer_elements + head_elements) * kBytesPerElement;
 
   // During backward: the gradients flowing through one layer (residual, and the widest
   // intermediate pair), plus, under remat, the recomputed layer's own saved activations (minus
   // the stashed matmul outputs it replays); at the very end the embedding's dense table gradient.
-  int64_t recomputed = 0;
-  if (policy == RematPolicy::recompute_layer) recomputed = save_all_elements(config) - d;
-  if (policy == RematPolicy::save_matmuls) recomputed = save_all_elements(config) - matmul_output_elements(config) - d;
+  int64_t recomputed = 0;  // the most any one layer recomputes
+  for (int64_t layer = 0; layer < config.n_layers; ++layer) {
+    if (policy == RematPolicy::recompute_layer) recomputed = std::max(recomputed, save_all_elements(config, layer) - d);
+    if (policy == RematPolicy::save_matmuls)
+      recomputed =
+          std::max(recomputed, save_all_elements(config, layer) - matmul_output_elements(config, layer) - d);
+  }
   const int64_t widest = std::max({d, config.ffn_dim, config.n_heads * config.resolved_head_dim()});
   const int64_t in_flight = tokens * (recomputed + 2 * d + 2 * widest);
   estimate.transient_bytes = std::max(in_flight, config.vocab_size * d) * kBytesPerElement;

@@ -38,8 +38,8 @@ struct TrainingMemoryEstimate {
   Json to_json() const;
 };
 
-// Elements (f32: 4 bytes each) one layer keeps per token under the policy, as counted above.
-int64_t saved_elements_per_token_per_layer(const ModelConfig& config, RematPolicy policy);
+// Elements (f32: 4 bytes each) layer `layer` keeps per token under the policy, as counted above.
+int64_t saved_elements_per_token(const ModelConfig& config, int64_t layer, RematPolicy policy);
 
 // The prediction for a micro-batch of batch x seq tokens in f32 (train.dtype=bf16 is not
 // implemented by the trainer yet and trains in f32).

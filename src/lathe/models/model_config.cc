@@ -28,11 +28,12 @@ bool ModelConfig::layer_is_local(int64_t layer) const {
 }
 
 int64_t ModelConfig::parameter_count() const {
-  int64_t layer = 0;  // the parameters the family's layer declares
-  for (const LayerParameterSpec& parameter : find_family_spec(family).layer.parameters(*this))
-    layer += parameter.shape.numel();
+  int64_t layers = 0;  // the parameters the family's layers declare
+  for (int64_t layer = 0; layer < n_layers; ++layer)
+    for (const LayerParameterSpec& parameter : find_family_spec(family).layer.parameters(*this, layer))
+      layers += parameter.shape.numel();
   const int64_t embeddings = vocab_size * d_model * (tie_embeddings ? 1 : 2);
-  return n_layers * layer + d_model /* final norm */ + embeddings;
+  return layers + d_model /* final norm */ + embeddings;
 }
 
 }  // namespace lathe

@@ -17,8 +17,8 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
               "' (the family's block decides the norms; parameter counts and memory estimates read the flag)");
   const int64_t d = config.d_model;
   embed_tokens_ = add_parameter("model.embed_tokens.weight", ParameterKind::embedding, {config.vocab_size, d});
-  const std::vector<LayerParameterSpec> declared = family_->layer.parameters(config);
   for (int64_t layer = 0; layer < config.n_layers; ++layer) {
+    const std::vector<LayerParameterSpec> declared = family_->layer.parameters(config, layer);
     const std::string prefix = str_cat("model.layers.", layer, ".");
     LayerParameters parameters(family_->layer.slot_count);
     for (const LayerParameterSpec& spec : declared) {
