@@ -60,22 +60,21 @@ double causal_attention_training_flops_per_token(const ModelConfig& config, int6
 // n_layers caches of (1, max_seq, n_kv_heads, head_dim).
 KvCache make_decoder_kv_cache(const ModelConfig& config, int64_t max_seq);
 
+// A standard decoder layer with the given parameter list and block (the counts, FLOPs and KV
+// cache are the same for both norm layouts).
+constexpr LayerSpec standard_decoder_layer(decltype(LayerSpec::parameters) parameters, decltype(LayerSpec::block) block) {
+  return {
+      .parameters = parameters,
+      .slot_count = kDecoderSlotCount,
+      .block = block,
+      .activation_counts = decoder_activation_counts,
+      .attention_training_flops_per_token = causal_attention_training_flops_per_token,
+      .make_kv_cache = make_decoder_kv_cache,
+  };
+}
+
 // The two standard layers, ready for a FamilySpec's `layer`.
-inline constexpr LayerSpec kPreNormDecoderLayer = {
-    .parameters = pre_norm_layer_parameters,
-    .slot_count = kDecoderSlotCount,
-    .block = pre_norm_block,
-    .activation_counts = decoder_activation_counts,
-    .attention_training_flops_per_token = causal_attention_training_flops_per_token,
-    .make_kv_cache = make_decoder_kv_cache,
-};
-inline constexpr LayerSpec kSandwichDecoderLayer = {
-    .parameters = sandwich_layer_parameters,
-    .slot_count = kDecoderSlotCount,
-    .block = sandwich_block,
-    .activation_counts = decoder_activation_counts,
-    .attention_training_flops_per_token = causal_attention_training_flops_per_token,
-    .make_kv_cache = make_decoder_kv_cache,
-};
+inline constexpr LayerSpec kPreNormDecoderLayer = standard_decoder_layer(pre_norm_layer_parameters, pre_norm_block);
+inline constexpr LayerSpec kSandwichDecoderLayer = standard_decoder_layer(sandwich_layer_parameters, sandwich_block);
 
 }  // namespace lathe
