@@ -235,13 +235,15 @@ OpCost moe_router_backward_cost(const MoeRouterBackwardArgs& args) {
 static int64_t heuristic_rows(int64_t experts) { return std::max<int64_t>(1, 8192 / std::max<int64_t>(experts, 1)); }
 
 static MoeRouterCpuConfig forward_heuristic(const MoeRouterArgs& args) {
-  return {heuristic_rows(args.logits.dim(1)), 2};
+  return {heuristic_rows(args.logits.dim(1)), 1, 2};
 }
 
 static std::vector<MoeRouterCpuConfig> forward_space() {
   std::vector<MoeRouterCpuConfig> configs;
-  for (int64_t rows : {1, 8, 64, 512})
-    for (int64_t skip : {1, 2, 4}) configs.push_back({rows, skip});
+  for (int64_t rows : {1, 8, 64, 512}) {
+    configs.push_back({rows, 1, 2});
+    for (int64_t skip : {1, 2, 4}) configs.push_back({rows, 0, skip});
+  }
   return configs;
 }
 

@@ -71,10 +71,12 @@ struct MoeRouterBackwardArgs {
 
 struct MoeRouterCpuConfig {
   int64_t rows_per_task = 16;  // token rows per parallel chunk
-  int64_t skip_vectors = 2;    // top-k scan: vectors whose max is tested against the k-th best at once
+  int64_t filter = 1;          // top-k: 1 = offer only the elements reaching a stripe-max bound; 0 = scan all
+  int64_t skip_vectors = 2;    // the scan: vectors whose max is tested against the k-th best at once
   template <class Visit>
   void visit(Visit&& field) {
     field("rows_per_task", rows_per_task);
+    field("filter", filter);
     field("skip_vectors", skip_vectors);
   }
 };

@@ -2,12 +2,15 @@
 // One token row at a time, rows split statically across threads (each row by one thread, in a
 // fixed order: results do not depend on the thread count).
 // Forward: the probabilities vectorised (softmax: max, exp + sum, scale; or sigmoid), the
-// selection scores (+ bias) in a scratch row, then a top-k scan in increasing expert id that keeps
-// a short sorted list of the best k. Most of a row cannot beat the current k-th best: the scan
-// tests the max of `skip_vectors` vectors against it and offers their elements one by one only
-// when it can. Ties keep arrival order, so equal scores go to the lower id as the contract says.
-// Group-limited routing scores each group with the same list (capacity group_score_experts),
-// keeps the best topk_group groups with another, then scans only the kept groups, in id order.
+// selection scores (+ bias) in a scratch row, then the top k kept in a short sorted list that
+// takes offers in increasing expert id; ties keep arrival order, so equal scores go to the lower
+// id as the contract says. Offering every element costs a mispredicted branch on most of them,
+// so select_top() first bounds the k-th best from below by stripe maxima and offers only the
+// elements reaching the bound (config filter = 1); the plain scan (filter = 0, and the fallback)
+// skips blocks of `skip_vectors` vectors whose max cannot beat the current k-th best.
+// Group-limited routing scores each group with the same selection (capacity
+// group_score_experts), keeps the best topk_group groups with another list, gathers the kept
+// groups side by side (in id order) and selects the top k among them.
 // Backward: d_p = d_probs + the sparse weight gradient in a scratch row, then the vectorised
 // softmax or sigmoid Jacobian.
 #include <algorithm>
@@ -100,25 +103,64 @@ struct TopList {
 };
 
 // Offers scores[begin, end) in increasing id; blocks of `skip_vectors` vectors whose max cannot
-// beat the last kept score (once the list is full) are skipped whole.
-void scan(const float* scores, int64_t begin, int64_t end, int64_t skip_vectors, TopList& top) {
+// beat the last kept score (once the list is full) are skipped whole. Ids offered are id_offset + e.
+void scan(const float* scores, int64_t begin, int64_t end, int64_t id_offset, int64_t skip_vectors, TopList& top) {
   int64_t e = begin;
-  for (; e < end && !top.full(); ++e) top.offer(scores[e], e);
+  for (; e < end && !top.full(); ++e) top.offer(scores[e], id_offset + e);
   const int64_t block = W * skip_vectors;
   for (; e + block <= end; e += block) {
     VecF block_max = VecF::load(scores + e);
     for (int64_t v = 1; v < skip_vectors; ++v) block_max = simd::max(block_max, VecF::load(scores + e + v * W));
     if (!(block_max.reduce_max() > top.last())) continue;
-    for (int64_t i = 0; i < block; ++i) top.offer(scores[e + i], e + i);
+    for (int64_t i = 0; i < block; ++i) top.offer(scores[e + i], id_offset + e + i);
   }
-  for (; e < end; ++e) top.offer(scores[e], e);
+  for (; e < end; ++e) top.offer(scores[e], id_offset + e);
+}
+
+constexpr int kMaxStripeVectors = 4;
+
+// The best top.capacity of scores[0, n) (ids id_offset + e), as scan() would choose them, but
+// offering only the candidates that can win: split the row into `capacity` disjoint stripes (the
+// lanes of a few vector accumulators, folded); each stripe's max is a distinct element, so at
+// least `capacity` elements reach the smallest stripe max, and anything below it cannot be
+// chosen. A branch-free pass gathers the elements >= that bound (ties with it included), in id
+// order; typically ~2x capacity of them, where the scan mispredicts a branch on most elements.
+// Falls back to the scan when the stripes do not fit or a NaN defeats the bound.
+void select_top(const float* scores, int64_t n, int64_t id_offset, const MoeRouterCpuConfig& config,
+                int32_t* candidates, TopList& top) {
+  const int64_t k = top.capacity;
+  const int64_t vectors = (k + W - 1) / W, chunk = vectors * W;
+  if (config.filter == 0 || vectors > kMaxStripeVectors || n < 2 * chunk) {
+    scan(scores, 0, n, id_offset, std::max<int64_t>(1, config.skip_vectors), top);
+    return;
+  }
+  VecF stripe_max[kMaxStripeVectors];
+  for (int64_t v = 0; v < vectors; ++v) stripe_max[v] = VecF::load(scores + v * W);
+  int64_t e = chunk;
+  for (; e + chunk <= n; e += chunk)
+    for (int64_t v = 0; v < vectors; ++v) stripe_max[v] = simd::max(stripe_max[v], VecF::load(scores + e + v * W));
+  alignas(64) float lanes[kMaxStripeVectors * W];
+  for (int64_t v = 0; v < vectors; ++v) stripe_max[v].store(lanes + v * W);
+  // Fold the chunk lanes into k stripes (lane i joins stripe i mod k), then take their min.
+  for (int64_t i = k; i < chunk; ++i) lanes[i % k] = std::max(lanes[i % k], lanes[i]);
+  float bound = lanes[0];
+  for (int64_t i = 1; i < k; ++i) bound = std::min(bound, lanes[i]);
+  int64_t count = 0;
+  for (e = 0; e < n; ++e) {
+    candidates[count] = static_cast<int32_t>(e);
+    count += scores[e] >= bound;
+  }
+  if (count < k) {  // only with NaN scores
+    scan(scores, 0, n, id_offset, std::max<int64_t>(1, config.skip_vectors), top);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) top.offer(scores[candidates[i]], id_offset + candidates[i]);
 }
 
 void forward(const MoeRouterArgs& args, const MoeRouterCpuConfig& config) {
   const MoeRouterOptions& options = args.options;
   const int64_t tokens = args.logits.dim(0), experts = args.logits.dim(1), k = options.top_k;
   const int64_t groups = options.n_groups, group_size = experts / groups, group_k = options.group_score_experts;
-  const int64_t skip_vectors = std::max<int64_t>(1, config.skip_vectors);
   const float* logits = static_cast<const float*>(args.logits.data);
   const float* bias = static_cast<const float*>(args.selection_bias.data);
   float* probs = static_cast<float*>(args.probs.data);
@@ -126,17 +168,22 @@ void forward(const MoeRouterArgs& args, const MoeRouterCpuConfig& config) {
   float* weights = static_cast<float*>(args.weights.data);
   const bool softmax = options.scoring == RouterScoring::softmax;
   parallel_for(tokens, std::max<int64_t>(config.rows_per_task, 1), [&](int64_t begin, int64_t end) {
-    // Scratch: the biased scores, the top-k list, the group scores and the two group lists.
+    // Scratch: the biased scores, the kept groups' scores gathered, the group scores, the
+    // candidate ids, the top-k list and the group lists, the kept-group flags.
     const int64_t list_capacity = std::max(k, std::max(group_k, options.topk_group));
-    AlignedBuffer score_buffer(sizeof(float) * (bias ? experts : 0) + sizeof(float) * groups);
-    AlignedBuffer list_buffer((sizeof(float) + sizeof(int32_t)) * list_capacity * 2 + groups);
+    const int64_t kept_experts = groups > 1 ? options.topk_group * group_size : 0;
+    AlignedBuffer score_buffer(sizeof(float) * ((bias ? experts : 0) + kept_experts + groups));
+    AlignedBuffer list_buffer((sizeof(float) + sizeof(int32_t)) * list_capacity * 2 + sizeof(int32_t) * (experts + 1) +
+                              groups);
     float* biased = score_buffer.as<float>();
-    float* group_scores = score_buffer.as<float>() + (bias ? experts : 0);
+    float* gathered = biased + (bias ? experts : 0);
+    float* group_scores = gathered + kept_experts;
     float* list_scores = list_buffer.as<float>();
     float* group_list_scores = list_scores + list_capacity;
     int32_t* list_ids = reinterpret_cast<int32_t*>(group_list_scores + list_capacity);
     int32_t* group_list_ids = list_ids + list_capacity;
-    bool* kept = reinterpret_cast<bool*>(group_list_ids + list_capacity);
+    int32_t* candidates = group_list_ids + list_capacity;
+    bool* kept = reinterpret_cast<bool*>(candidates + experts + 1);
     for (int64_t t = begin; t < end; ++t) {
       float* p = probs + t * experts;
       if (softmax)
@@ -153,7 +200,7 @@ void forward(const MoeRouterArgs& args, const MoeRouterCpuConfig& config) {
       if (groups > 1) {
         for (int64_t g = 0; g < groups; ++g) {
           TopList best{group_list_scores, group_list_ids, group_k};
-          scan(scores, g * group_size, (g + 1) * group_size, skip_vectors, best);
+          select_top(scores + g * group_size, group_size, 0, config, candidates, best);
           float sum = 0.0f;
           for (int64_t i = 0; i < group_k; ++i) sum += best.scores[i];  // best first, as the reference
           group_scores[g] = sum;
@@ -162,10 +209,20 @@ void forward(const MoeRouterArgs& args, const MoeRouterCpuConfig& config) {
         for (int64_t g = 0; g < groups; ++g) best_groups.offer(group_scores[g], g);
         std::memset(kept, 0, static_cast<size_t>(groups));
         for (int64_t i = 0; i < options.topk_group; ++i) kept[best_groups.ids[i]] = true;
+        // The kept groups side by side, in group order (so gathered order is id order), then the
+        // top-k among them, mapped back to expert ids.
+        int64_t slot = 0;
         for (int64_t g = 0; g < groups; ++g)
-          if (kept[g]) scan(scores, g * group_size, (g + 1) * group_size, skip_vectors, top);
+          if (kept[g]) {
+            std::memcpy(gathered + slot * group_size, scores + g * group_size, sizeof(float) * group_size);
+            group_list_ids[slot++] = static_cast<int32_t>(g);
+          }
+        select_top(gathered, kept_experts, 0, config, candidates, top);
+        for (int64_t j = 0; j < k; ++j)
+          top.ids[j] =
+              static_cast<int32_t>(group_list_ids[top.ids[j] / group_size] * group_size + top.ids[j] % group_size);
       } else {
-        scan(scores, 0, experts, skip_vectors, top);
+        select_top(scores, experts, 0, config, candidates, top);
       }
       float chosen_sum = 0.0f;
       for (int64_t j = 0; j < k; ++j) chosen_sum += p[top.ids[j]];

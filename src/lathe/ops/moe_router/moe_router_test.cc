@@ -282,7 +282,7 @@ TEST(MoeRouterTest, ResultsDoNotDependOnTheThreadCount) {
     for (int threads : {1, 2, 3}) {
       set_num_threads(threads);
       ConfigParams config = ConfigParams::parse("rows_per_task=8");
-      if (std::string(name) == "moe_router") config = ConfigParams::parse("rows_per_task=8,skip_vectors=2");
+      if (std::string(name) == "moe_router") config = ConfigParams::parse("rows_per_task=8,filter=1,skip_vectors=2");
       problem->run(problem->impl_names().front(), &config);
       std::vector<std::vector<double>> outputs;
       for (const auto& output : problem->outputs()) outputs.push_back(to_vector<double>(output.second));
