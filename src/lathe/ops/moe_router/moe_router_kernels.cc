@@ -139,7 +139,7 @@ void select_top(const float* scores, int64_t n, int64_t id_offset, const MoeRout
   int64_t e = chunk;
   for (; e + chunk <= n; e += chunk)
     for (int64_t v = 0; v < vectors; ++v) stripe_max[v] = simd::max(stripe_max[v], VecF::load(scores + e + v * W));
-  alignas(64) float lanes[kMaxStripeVectors * W];
+  alignas(64) float lanes[kMaxStripeVectors * W] = {};
   for (int64_t v = 0; v < vectors; ++v) stripe_max[v].store(lanes + v * W);
   // Fold the chunk lanes into k stripes (lane i joins stripe i mod k), then take their min.
   for (int64_t i = k; i < chunk; ++i) lanes[i % k] = std::max(lanes[i % k], lanes[i]);
