@@ -24,8 +24,8 @@ static std::vector<MoeCombineCpuConfig> config_space() {
 static void check_destination(ArgChecker& check, const TensorView& destination, int64_t slots) {
   const int32_t* rows = static_cast<const int32_t*>(destination.data);
   for (int64_t s = 0; s < slots; ++s)
-    check.require(rows[s] >= 0 && rows[s] < slots, "destination[", s, "] = ", rows[s], " is out of range [0, ",
-                  slots, ")");
+    check.require(rows[s] >= 0 && rows[s] < slots, "destination[", s, "] = ", rows[s], " is out of range [0, ", slots,
+                  ")");
 }
 
 // The shapes shared by forward and backward: weights gives tokens and top_k, expert_out gives n.
@@ -36,7 +36,8 @@ static void check_common(ArgChecker& check, const TensorView& expert_out, const 
   const int64_t slots = weights.dim(0) * weights.dim(1);
   check.at_least("top_k (weights.dim(1))", weights.dim(1), 1);
   check.require(expert_out.dim(0) == slots, "expert_out has ", expert_out.dim(0),
-                " rows, expected tokens * top_k = ", slots, " (weights is ", weights.dim(0), " x ", weights.dim(1), ")");
+                " rows, expected tokens * top_k = ", slots, " (weights is ", weights.dim(0), " x ", weights.dim(1),
+                ")");
   check.shape("destination", destination, {slots}).dtype("destination", destination, DType::i32);
   check.contiguous("expert_out", expert_out).contiguous("weights", weights).contiguous("destination", destination);
   check_destination(check, destination, slots);
@@ -114,7 +115,7 @@ OpCost moe_combine_cost(const MoeCombineArgs& args) {
 OpCost moe_combine_backward_cost(const MoeCombineBackwardArgs& args) {
   const double gathered = static_cast<double>(args.expert_out.numel());
   double flops = 0, bytes = args.dy.numel() * 4.0 + args.weights.numel() * 4.0 + args.destination.numel() * 4.0;
-  if (args.d_expert_out.data) flops += gathered, bytes += gathered * 4;                   // one multiply, a write
+  if (args.d_expert_out.data) flops += gathered, bytes += gathered * 4;  // one multiply, a write
   if (args.d_weights.data) flops += 2 * gathered, bytes += gathered * 4 + args.weights.numel() * 4.0;  // a dot
   return {flops, bytes};
 }
@@ -144,7 +145,8 @@ const Op<MoeCombineBackwardArgs, MoeCombineCpuConfig>& moe_combine_backward_op()
           [](const MoeCombineBackwardArgs&, Isa) { return config_space(); }),
       [](const MoeCombineBackwardArgs& args) {
         return str_cat("tokens=", args.weights.dim(0), ",n=", args.expert_out.dim(1), ",top_k=", args.weights.dim(1),
-                       ",d_expert_out=", args.d_expert_out.data != nullptr, ",d_weights=", args.d_weights.data != nullptr);
+                       ",d_expert_out=", args.d_expert_out.data != nullptr,
+                       ",d_weights=", args.d_weights.data != nullptr);
       });
   return op;
 }

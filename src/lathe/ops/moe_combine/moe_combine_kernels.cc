@@ -14,9 +14,9 @@
 namespace lathe::LATHE_ISA_NS {
 namespace {
 
-using simd::VecF;
 using simd::load_row;
 using simd::store_row;
+using simd::VecF;
 constexpr int W = VecF::width;
 
 void combine(const MoeCombineArgs& args, const MoeCombineCpuConfig& config) {

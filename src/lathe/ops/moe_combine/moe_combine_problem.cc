@@ -11,8 +11,7 @@ namespace {
 
 // ids/skew: see ExpertDraw; accumulate: forward only; grads (backward only): which outputs,
 // "both", "expert_out" or "weights".
-const std::vector<std::string> kShapeKeys = {"tokens", "n",          "experts", "top_k", "ids",
-                                             "skew",   "accumulate", "grads"};
+const std::vector<std::string> kShapeKeys = {"tokens", "n", "experts", "top_k", "ids", "skew", "accumulate", "grads"};
 
 struct MoeCombineShape {
   int64_t tokens, n;
@@ -104,10 +103,9 @@ std::string random_moe_combine_shape(uint64_t seed) {
   const int64_t top_k = random_extent(seed, 3, 1, std::min<int64_t>(experts + (seed % 7 == 0), 8));
   const char* patterns[] = {"zipf", "zipf", "zipf", "hot0", "round_robin"};
   const char* grads[] = {"both", "both", "expert_out", "weights"};
-  return str_cat("tokens=", random_extent(seed, 0, 1, 200), ",n=", random_extent(seed, 1, 1, 300),
-                 ",experts=", experts, ",top_k=", top_k, ",ids=", patterns[seed % 5],
-                 ",skew=", 0.5 + random_extent(seed, 4, 0, 4) * 0.5, seed % 3 == 1 ? ",accumulate=1" : "",
-                 ",grads=", grads[seed % 4]);
+  return str_cat("tokens=", random_extent(seed, 0, 1, 200), ",n=", random_extent(seed, 1, 1, 300), ",experts=", experts,
+                 ",top_k=", top_k, ",ids=", patterns[seed % 5], ",skew=", 0.5 + random_extent(seed, 4, 0, 4) * 0.5,
+                 seed % 3 == 1 ? ",accumulate=1" : "", ",grads=", grads[seed % 4]);
 }
 
 // n is the experts' output width: d_model after the down projection.

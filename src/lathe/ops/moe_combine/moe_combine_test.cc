@@ -9,12 +9,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "expect_error.h"
+#include "finite_difference.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/ops/moe_permute/moe_permute.h"
 #include "lathe/ops/moe_permute/moe_routing_draw.h"
-#include "expect_error.h"
-#include "finite_difference.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -65,7 +65,8 @@ TEST(MoeCombineTest, CombineOfPermuteWithUnitWeightsIsTopKTimesX) {
     int64_t top_k, n_experts;
     const char* pattern;
   };
-  for (Routing routing : {Routing{1, 4, "hot0"}, Routing{2, 8, "zipf"}, Routing{8, 64, "zipf"}, Routing{3, 2, "zipf"}}) {
+  for (Routing routing :
+       {Routing{1, 4, "hot0"}, Routing{2, 8, "zipf"}, Routing{8, 64, "zipf"}, Routing{3, 2, "zipf"}}) {
     const int64_t top_k = routing.top_k, slots = tokens * top_k;
     Tensor ids = draw_expert_ids({tokens, top_k, routing.n_experts, routing.pattern, 1.5}, seed);
     Tensor x = Tensor::empty({tokens, d}, DType::f32);
@@ -74,7 +75,8 @@ TEST(MoeCombineTest, CombineOfPermuteWithUnitWeightsIsTopKTimesX) {
     Tensor unit = Tensor::empty({tokens, top_k}, DType::f32);
     fill_value(unit, 1.0);
     for (const std::string& impl : usable_impls()) {
-      Tensor permuted = Tensor::empty({slots, d}, DType::f32), offsets = Tensor::empty({routing.n_experts + 1}, DType::i64);
+      Tensor permuted = Tensor::empty({slots, d}, DType::f32),
+             offsets = Tensor::empty({routing.n_experts + 1}, DType::i64);
       Tensor source = Tensor::empty({slots}, DType::i32), destination = Tensor::empty({slots}, DType::i32);
       Tensor y = Tensor::empty({tokens, d}, DType::f32);
       poison(y);
@@ -123,7 +125,8 @@ TEST(MoeCombineTest, BackwardOutputsAreOptional) {
   fill_uniform(dy, seed, -1, 1, 3);
   for (const std::string& impl : usable_impls()) {
     Tensor d_expert_out = Tensor::empty({slots, n}, DType::f32), d_weights = Tensor::empty({tokens, top_k}, DType::f32);
-    Tensor only_expert = Tensor::empty({slots, n}, DType::f32), only_weights = Tensor::empty({tokens, top_k}, DType::f32);
+    Tensor only_expert = Tensor::empty({slots, n}, DType::f32),
+           only_weights = Tensor::empty({tokens, top_k}, DType::f32);
     poison(only_expert), poison(only_weights);
     moe_combine_backward({expert_out, weights, destination, dy, d_expert_out, d_weights}, pinned(impl));
     moe_combine_backward({expert_out, weights, destination, dy, only_expert, TensorView{}}, pinned(impl));
@@ -181,25 +184,47 @@ TEST(MoeCombineTest, RejectsBadDestinationsAndMisshapedArguments) {
   EXPECT_NO_THROW(moe_combine_backward({expert_out, weights, destination, dy, d_expert_out, d_weights}));
 
   destination.ptr<int32_t>()[2] = -3;
-  expect_error([&] { moe_combine({expert_out, weights, destination, y, false}); },
-               "moe_combine: destination[2] = -3 is out of range [0, 6)");
-  expect_error([&] { moe_combine_backward({expert_out, weights, destination, dy, d_expert_out, d_weights}); },
-               "moe_combine_backward: destination[2] = -3");
+  expect_error(
+      [&] {
+        moe_combine({expert_out, weights, destination, y, false});
+      },
+      "moe_combine: destination[2] = -3 is out of range [0, 6)");
+  expect_error(
+      [&] {
+        moe_combine_backward({expert_out, weights, destination, dy, d_expert_out, d_weights});
+      },
+      "moe_combine_backward: destination[2] = -3");
   destination.ptr<int32_t>()[2] = 3;
 
-  Tensor short_expert_out = Tensor::zeros({slots - 1, n}, DType::f32), wide_y = Tensor::zeros({tokens, n + 1}, DType::f32);
-  Tensor bf16_weights = Tensor::zeros({tokens, top_k}, DType::bf16), i64_destination = Tensor::zeros({slots}, DType::i64);
-  Tensor wrong_d_weights = Tensor::zeros({tokens, top_k + 1}, DType::f32), wrong_dy = Tensor::zeros({tokens + 1, n}, DType::f32);
+  Tensor short_expert_out = Tensor::zeros({slots - 1, n}, DType::f32),
+         wide_y = Tensor::zeros({tokens, n + 1}, DType::f32);
+  Tensor bf16_weights = Tensor::zeros({tokens, top_k}, DType::bf16),
+         i64_destination = Tensor::zeros({slots}, DType::i64);
+  Tensor wrong_d_weights = Tensor::zeros({tokens, top_k + 1}, DType::f32),
+         wrong_dy = Tensor::zeros({tokens + 1, n}, DType::f32);
   expect_error([&] { moe_combine({short_expert_out, weights, destination, y, false}); }, "expert_out has 5 rows");
-  expect_error([&] { moe_combine({expert_out, weights, destination, wide_y, false}); }, "y has shape (3, 5), expected (3, 4)");
+  expect_error(
+      [&] {
+        moe_combine({expert_out, weights, destination, wide_y, false});
+      },
+      "y has shape (3, 5), expected (3, 4)");
   expect_error([&] { moe_combine({expert_out, bf16_weights, destination, y, false}); }, "weights");
   expect_error([&] { moe_combine({expert_out, weights, i64_destination, y, false}); }, "destination");
-  expect_error([&] { moe_combine_backward({expert_out, weights, destination, wrong_dy, d_expert_out, d_weights}); },
-               "dy");
-  expect_error([&] { moe_combine_backward({expert_out, weights, destination, dy, d_expert_out, wrong_d_weights}); },
-               "d_weights");
-  expect_error([&] { moe_combine_backward({expert_out, weights, destination, dy, wide_y, d_weights}); },
-               "d_expert_out");
+  expect_error(
+      [&] {
+        moe_combine_backward({expert_out, weights, destination, wrong_dy, d_expert_out, d_weights});
+      },
+      "dy");
+  expect_error(
+      [&] {
+        moe_combine_backward({expert_out, weights, destination, dy, d_expert_out, wrong_d_weights});
+      },
+      "d_weights");
+  expect_error(
+      [&] {
+        moe_combine_backward({expert_out, weights, destination, dy, wide_y, d_weights});
+      },
+      "d_expert_out");
 }
 
 }  // namespace

@@ -144,17 +144,16 @@ OpCost moe_permute_cost(const MoePermuteArgs& args) {
 OpCost moe_permute_backward_cost(const MoePermuteBackwardArgs& args) {
   const double dx_bytes = static_cast<double>(args.dx.numel()) * 4;
   // d_permuted and destination read; dx written (and read when accumulating). One add per element.
-  return {static_cast<double>(args.d_permuted.numel()),
-          static_cast<double>(args.d_permuted.numel()) * 4 + args.destination.numel() * 4.0 +
-              dx_bytes * (args.accumulate ? 2 : 1)};
+  return {static_cast<double>(args.d_permuted.numel()), static_cast<double>(args.d_permuted.numel()) * 4 +
+                                                            args.destination.numel() * 4.0 +
+                                                            dx_bytes * (args.accumulate ? 2 : 1)};
 }
 
 const Op<MoePermuteArgs, MoePermuteCpuConfig>& moe_permute_op() {
   static const Op<MoePermuteArgs, MoePermuteCpuConfig> op(
       "moe_permute",
       LATHE_ISA_IMPLS(
-          moe_permute_kernel,
-          [](const MoePermuteArgs& args, Isa) { return heuristic_config(args); },
+          moe_permute_kernel, [](const MoePermuteArgs& args, Isa) { return heuristic_config(args); },
           [](const MoePermuteArgs&, Isa) { return config_space(); }),
       [](const MoePermuteArgs& args) {
         return str_cat("tokens=", args.x.dim(0), ",d=", args.x.dim(1), ",experts=", args.n_experts,

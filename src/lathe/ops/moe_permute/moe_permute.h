@@ -25,8 +25,8 @@
 namespace lathe {
 
 struct MoePermuteArgs {
-  TensorView x;              // (tokens, d) f32 or bf16
-  TensorView expert_ids;     // (tokens, top_k) i32, each in [0, n_experts)
+  TensorView x;           // (tokens, d) f32 or bf16
+  TensorView expert_ids;  // (tokens, top_k) i32, each in [0, n_experts)
   int64_t n_experts = 0;
   TensorView permuted;       // (tokens * top_k, d) x's dtype, output: x's rows grouped by expert
   TensorView group_offsets;  // (n_experts + 1) i64 output: expert e's rows are [offsets[e], offsets[e + 1])
@@ -35,8 +35,8 @@ struct MoePermuteArgs {
 };
 
 struct MoePermuteBackwardArgs {
-  TensorView d_permuted;    // (tokens * top_k, d) f32
-  TensorView destination;   // (tokens * top_k) i32, from the forward
+  TensorView d_permuted;   // (tokens * top_k, d) f32
+  TensorView destination;  // (tokens * top_k) i32, from the forward
   int64_t top_k = 1;
   TensorView dx;            // (tokens, d) f32 output
   bool accumulate = false;  // dx += instead of =

@@ -20,9 +20,9 @@
 namespace lathe::LATHE_ISA_NS {
 namespace {
 
-using simd::VecF;
 using simd::load_row;
 using simd::store_row;
+using simd::VecF;
 constexpr int W = VecF::width;
 
 // Copies `bytes` bytes as 32-bit words through vector registers (moves never alter bits), then

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "expect_error.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/ops/moe_permute/moe_routing_draw.h"
-#include "expect_error.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -161,7 +161,8 @@ TEST(MoePermuteTest, LayoutAndRowsAreIdenticalForEveryThreadCountAndConfig) {
         dispatch.config = &config;
         Permutation out(slots, d, n_experts, DType::bf16);
         moe_permute(out.args(x, ids, n_experts), dispatch);
-        const std::string where = str_cat("threads=", threads, " rows=", rows, " streaming=", streaming, " seed=", seed);
+        const std::string where =
+            str_cat("threads=", threads, " rows=", rows, " streaming=", streaming, " seed=", seed);
         EXPECT_EQ(values<int64_t>(out.offsets), values<int64_t>(first.offsets)) << where;
         EXPECT_EQ(values<int64_t>(out.source), values<int64_t>(first.source)) << where;
         EXPECT_EQ(values<int64_t>(out.destination), values<int64_t>(first.destination)) << where;
@@ -206,7 +207,8 @@ TEST(MoePermuteTest, RejectsOutOfRangeExpertIdsAndMisshapedArguments) {
   Permutation out(tokens * top_k, d, n_experts, DType::f32);
   Tensor good = make_ids(tokens, top_k, {0, 4, 1, 2, 3, 0});
   EXPECT_NO_THROW(moe_permute(out.args(x, good, n_experts)));
-  Tensor too_large = make_ids(tokens, top_k, {0, 4, 1, 2, 3, 5}), negative = make_ids(tokens, top_k, {0, 1, -1, 2, 9, 0});
+  Tensor too_large = make_ids(tokens, top_k, {0, 4, 1, 2, 3, 5}),
+         negative = make_ids(tokens, top_k, {0, 1, -1, 2, 9, 0});
   expect_error([&] { moe_permute(out.args(x, too_large, n_experts)); }, "expert_ids[2, 1] = 5 is out of range [0, 5)");
   expect_error([&] { moe_permute(out.args(x, negative, n_experts)); }, "expert_ids[1, 0] = -1 is out of range");
   // The kernel, called past validation, re-checks the ids and writes no row or index.
@@ -223,7 +225,8 @@ TEST(MoePermuteTest, RejectsOutOfRangeExpertIdsAndMisshapedArguments) {
   expect_error([&] { moe_permute(out.args(x, short_ids, n_experts)); }, "expert_ids has 2 rows");
   expect_error([&] { moe_permute(out.args(x, good, 0)); }, "n_experts");
   MoePermuteArgs bad = out.args(x, good, n_experts);
-  Tensor bf16_permuted = Tensor::zeros({tokens * top_k, d}, DType::bf16), small_offsets = Tensor::zeros({5}, DType::i64);
+  Tensor bf16_permuted = Tensor::zeros({tokens * top_k, d}, DType::bf16),
+         small_offsets = Tensor::zeros({5}, DType::i64);
   Tensor i64_source = Tensor::zeros({tokens * top_k}, DType::i64);
   bad.permuted = bf16_permuted;
   expect_error([&] { moe_permute(bad); }, "permuted");
@@ -239,8 +242,11 @@ TEST(MoePermuteTest, RejectsOutOfRangeExpertIdsAndMisshapedArguments) {
   for (int32_t s = 0; s < tokens * top_k; ++s) destination.ptr<int32_t>()[s] = s;
   EXPECT_NO_THROW(moe_permute_backward({g, destination, top_k, dx, false}));
   destination.ptr<int32_t>()[4] = 6;
-  expect_error([&] { moe_permute_backward({g, destination, top_k, dx, false}); },
-               "destination[4] = 6 is out of range [0, 6)");
+  expect_error(
+      [&] {
+        moe_permute_backward({g, destination, top_k, dx, false});
+      },
+      "destination[4] = 6 is out of range [0, 6)");
   destination.ptr<int32_t>()[4] = 4;
   expect_error([&] { moe_permute_backward({g, destination, 3, dx, false}); }, "d_permuted");
   expect_error([&] { moe_permute_backward({g, destination, 0, dx, false}); }, "top_k");

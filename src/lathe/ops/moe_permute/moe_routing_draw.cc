@@ -22,7 +22,8 @@ Tensor draw_expert_ids(const ExpertDraw& draw, uint64_t seed) {
   }
   const int64_t rotation = static_cast<int64_t>(uniform_at(seed, 0x40e0, 0) * static_cast<double>(n));
   std::vector<double> popularity(n);
-  for (int64_t e = 0; e < n; ++e) popularity[e] = 1.0 / std::pow(static_cast<double>((e + rotation) % n + 1), draw.skew);
+  for (int64_t e = 0; e < n; ++e)
+    popularity[e] = 1.0 / std::pow(static_cast<double>((e + rotation) % n + 1), draw.skew);
   const bool distinct = top_k <= n;
   std::vector<double> weight(n);
   for (int64_t t = 0; t < draw.tokens; ++t) {
