@@ -9,14 +9,16 @@ namespace lathe {
 LATHE_DECLARE_ISA_KERNEL(moe_combine_kernel, MoeCombineArgs, MoeCombineCpuConfig)
 LATHE_DECLARE_ISA_KERNEL(moe_combine_backward_kernel, MoeCombineBackwardArgs, MoeCombineCpuConfig)
 
-// Chunks of at least ~32K gathered elements amortise the fork/join cost of parallel_for.
-static MoeCombineCpuConfig heuristic_config(int64_t n, int64_t top_k) {
-  return {std::max<int64_t>(1, 32768 / std::max<int64_t>(n * top_k, 1))};
+// Chunks of at least ~32K gathered elements amortise the fork/join cost of parallel_for;
+// streaming stores pay off once the output no longer fits in the last-level cache.
+static MoeCombineCpuConfig heuristic_config(int64_t n, int64_t top_k, double output_bytes) {
+  return {std::max<int64_t>(1, 32768 / std::max<int64_t>(n * top_k, 1)), output_bytes > 16e6 ? 1 : 0};
 }
 
 static std::vector<MoeCombineCpuConfig> config_space() {
   std::vector<MoeCombineCpuConfig> configs;
-  for (int64_t tokens : {1, 4, 16, 64, 256}) configs.push_back({tokens});
+  for (int64_t streaming : {0, 1})
+    for (int64_t tokens : {1, 4, 16, 64, 256}) configs.push_back({tokens, streaming});
   return configs;
 }
 
@@ -125,7 +127,9 @@ const Op<MoeCombineArgs, MoeCombineCpuConfig>& moe_combine_op() {
       "moe_combine",
       LATHE_ISA_IMPLS(
           moe_combine_kernel,
-          [](const MoeCombineArgs& args, Isa) { return heuristic_config(args.expert_out.dim(1), args.weights.dim(1)); },
+          [](const MoeCombineArgs& args, Isa) {
+            return heuristic_config(args.expert_out.dim(1), args.weights.dim(1), args.y.numel() * 4.0);
+          },
           [](const MoeCombineArgs&, Isa) { return config_space(); }),
       [](const MoeCombineArgs& args) {
         return str_cat("tokens=", args.weights.dim(0), ",n=", args.expert_out.dim(1), ",top_k=", args.weights.dim(1),
@@ -140,7 +144,8 @@ const Op<MoeCombineBackwardArgs, MoeCombineCpuConfig>& moe_combine_backward_op()
       LATHE_ISA_IMPLS(
           moe_combine_backward_kernel,
           [](const MoeCombineBackwardArgs& args, Isa) {
-            return heuristic_config(args.expert_out.dim(1), args.weights.dim(1));
+            const double written = args.d_expert_out.data ? args.d_expert_out.numel() * 4.0 : 0.0;
+            return heuristic_config(args.expert_out.dim(1), args.weights.dim(1), written);
           },
           [](const MoeCombineBackwardArgs&, Isa) { return config_space(); }),
       [](const MoeCombineBackwardArgs& args) {

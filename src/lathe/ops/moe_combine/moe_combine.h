@@ -39,9 +39,11 @@ struct MoeCombineBackwardArgs {
 
 struct MoeCombineCpuConfig {
   int64_t tokens_per_task = 8;  // minimum tokens per parallel chunk
+  int64_t streaming = 0;        // 1: non-temporal stores for y / d_expert_out (outputs larger than the caches)
   template <class Visit>
   void visit(Visit&& field) {
     field("tokens_per_task", tokens_per_task);
+    field("streaming", streaming);
   }
 };
 

@@ -1,6 +1,7 @@
 // MoE combine CPU kernels, compiled once per ISA (scalar, avx2, avx512) via lathe_add_isa_kernels.
 // Forward: split over tokens; each y row gathers its top_k expert rows and sums them with FMAs in
-// ascending k, in registers, one pass over the columns (y's old value first when accumulating).
+// ascending k, in registers, one pass over the columns (y's old value first when accumulating),
+// optionally with non-temporal stores (as d_expert_out's in the backward).
 // Backward: split over tokens; one pass over each gathered row both writes d_expert_out's row
 // (weight * dy) and accumulates the d_weights dot product in vector lanes (summed in a fixed lane
 // order at the end). destination is a permutation, so no two tokens write the same row: every
@@ -26,7 +27,7 @@ void combine(const MoeCombineArgs& args, const MoeCombineCpuConfig& config) {
   const float* weights = static_cast<const float*>(args.weights.data);
   const int32_t* destination = static_cast<const int32_t*>(args.destination.data);
   float* y = static_cast<float*>(args.y.data);
-  const bool accumulate = args.accumulate;
+  const bool accumulate = args.accumulate, streaming = config.streaming != 0;
   parallel_for(tokens, std::max<int64_t>(config.tokens_per_task, 1), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float* out = y + t * n;
@@ -37,9 +38,10 @@ void combine(const MoeCombineArgs& args, const MoeCombineCpuConfig& config) {
         VecF sum = accumulate ? load_row(out + j, count) : VecF::zero();
         for (int64_t k = 0; k < top_k; ++k)
           sum = simd::fma(VecF::broadcast(weight[k]), load_row(expert_out + rows[k] * n + j, count), sum);
-        store_row(out + j, sum, count);
+        streaming ? simd::store_row_streaming(out + j, sum, count) : store_row(out + j, sum, count);
       }
     }
+    if (streaming) simd::streaming_fence();
   });
 }
 
@@ -53,6 +55,11 @@ void combine_backward(const MoeCombineBackwardArgs& args, const MoeCombineCpuCon
   const float* dy = static_cast<const float*>(args.dy.data);
   float* d_expert_out = static_cast<float*>(args.d_expert_out.data);
   float* d_weights = static_cast<float*>(args.d_weights.data);
+  const bool streaming = config.streaming != 0;
+  // One d_expert_out store: non-temporal when the config asks (full aligned vectors only).
+  auto store = [streaming](float* p, VecF v, int64_t count) {
+    streaming ? simd::store_row_streaming(p, v, count) : store_row(p, v, count);
+  };
   parallel_for(tokens, std::max<int64_t>(config.tokens_per_task, 1), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const float* gradient = dy + t * n;
@@ -64,8 +71,8 @@ void combine_backward(const MoeCombineBackwardArgs& args, const MoeCombineCpuCon
         for (; j + 2 * W <= n; j += 2 * W) {
           const VecF g0 = VecF::load(gradient + j), g1 = VecF::load(gradient + j + W);
           if constexpr (kExpertGradient) {
-            (weight * g0).store(d_expert_out + row * n + j);
-            (weight * g1).store(d_expert_out + row * n + j + W);
+            store(d_expert_out + row * n + j, weight * g0, W);
+            store(d_expert_out + row * n + j + W, weight * g1, W);
           }
           if constexpr (kWeightGradient) {
             dot0 = simd::fma(g0, VecF::load(expert_out + row * n + j), dot0);
@@ -75,12 +82,13 @@ void combine_backward(const MoeCombineBackwardArgs& args, const MoeCombineCpuCon
         for (; j < n; j += W) {
           const int64_t count = n - j;
           const VecF g = load_row(gradient + j, count);
-          if constexpr (kExpertGradient) store_row(d_expert_out + row * n + j, weight * g, count);
+          if constexpr (kExpertGradient) store(d_expert_out + row * n + j, weight * g, count);
           if constexpr (kWeightGradient) dot0 = simd::fma(g, load_row(expert_out + row * n + j, count), dot0);
         }
         if constexpr (kWeightGradient) d_weights[s] = (dot0 + dot1).reduce_add();
       }
     }
+    if (streaming) simd::streaming_fence();
   });
 }
 

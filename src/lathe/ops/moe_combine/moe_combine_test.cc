@@ -157,6 +157,7 @@ TEST(MoeCombineTest, ForwardAndBackwardAreIdenticalForEveryThreadCountAndConfig)
     for (int64_t per_task : {1, 16}) {
       ConfigParams config;
       config.set("tokens_per_task", per_task);
+      config.set("streaming", per_task == 16 ? 1 : 0);
       Dispatch dispatch;
       dispatch.config = &config;
       Tensor y = Tensor::empty({tokens, n}, DType::f32), de = Tensor::empty({slots, n}, DType::f32);

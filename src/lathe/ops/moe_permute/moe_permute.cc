@@ -25,9 +25,15 @@ static std::vector<MoePermuteCpuConfig> config_space() {
   return configs;
 }
 
+static MoePermuteBackwardCpuConfig backward_heuristic_config(const MoePermuteBackwardArgs& args) {
+  const int64_t tokens = std::max<int64_t>(1, rows_for_32k_elements(args.dx.dim(1)) / std::max<int64_t>(args.top_k, 1));
+  return {tokens, args.dx.numel() * 4.0 > 16e6 ? 1 : 0};
+}
+
 static std::vector<MoePermuteBackwardCpuConfig> backward_config_space() {
   std::vector<MoePermuteBackwardCpuConfig> configs;
-  for (int64_t tokens : {1, 4, 16, 64, 256}) configs.push_back({tokens});
+  for (int64_t streaming : {0, 1})
+    for (int64_t tokens : {1, 4, 16, 64, 256}) configs.push_back({tokens, streaming});
   return configs;
 }
 
@@ -167,10 +173,7 @@ const Op<MoePermuteBackwardArgs, MoePermuteBackwardCpuConfig>& moe_permute_backw
       "moe_permute_backward",
       LATHE_ISA_IMPLS(
           moe_permute_backward_kernel,
-          [](const MoePermuteBackwardArgs& args, Isa) {
-            return MoePermuteBackwardCpuConfig{
-                std::max<int64_t>(1, rows_for_32k_elements(args.dx.dim(1)) / std::max<int64_t>(args.top_k, 1))};
-          },
+          [](const MoePermuteBackwardArgs& args, Isa) { return backward_heuristic_config(args); },
           [](const MoePermuteBackwardArgs&, Isa) { return backward_config_space(); }),
       [](const MoePermuteBackwardArgs& args) {
         return str_cat("tokens=", args.dx.dim(0), ",d=", args.dx.dim(1), ",top_k=", args.top_k,

@@ -54,9 +54,11 @@ struct MoePermuteCpuConfig {
 
 struct MoePermuteBackwardCpuConfig {
   int64_t tokens_per_task = 8;  // minimum dx rows per parallel chunk
+  int64_t streaming = 0;        // 1: non-temporal stores for dx (outputs larger than the caches)
   template <class Visit>
   void visit(Visit&& field) {
     field("tokens_per_task", tokens_per_task);
+    field("streaming", streaming);
   }
 };
 

@@ -6,7 +6,7 @@
 // are copied as raw 32-bit words through VecF (bf16 rows bit for bit, no conversion), with
 // optional non-temporal stores.
 // Backward: split over tokens; each dx row sums its top_k gathered rows in ascending k in
-// registers, one pass over the columns.
+// registers, one pass over the columns (optionally with non-temporal stores).
 // Every output element has one writer and a fixed order of operations: bitwise identical for any
 // thread count and config.
 #include <algorithm>
@@ -90,7 +90,7 @@ void permute_backward(const MoePermuteBackwardArgs& args, const MoePermuteBackwa
   const float* d_permuted = static_cast<const float*>(args.d_permuted.data);
   const int32_t* destination = static_cast<const int32_t*>(args.destination.data);
   float* dx = static_cast<float*>(args.dx.data);
-  const bool accumulate = args.accumulate;
+  const bool accumulate = args.accumulate, streaming = config.streaming != 0;
   parallel_for(tokens, std::max<int64_t>(config.tokens_per_task, 1), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float* out = dx + t * d;
@@ -99,9 +99,10 @@ void permute_backward(const MoePermuteBackwardArgs& args, const MoePermuteBackwa
         const int64_t n = d - j;
         VecF sum = accumulate ? load_row(out + j, n) : VecF::zero();
         for (int64_t k = 0; k < top_k; ++k) sum += load_row(d_permuted + rows[k] * d + j, n);
-        store_row(out + j, sum, n);
+        streaming ? simd::store_row_streaming(out + j, sum, n) : store_row(out + j, sum, n);
       }
     }
+    if (streaming) simd::streaming_fence();
   });
 }
 
