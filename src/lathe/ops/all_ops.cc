@@ -17,6 +17,8 @@ void register_softmax_ops(std::vector<OpRegistration>& ops);
 void register_embedding_ops(std::vector<OpRegistration>& ops);
 void register_add_ops(std::vector<OpRegistration>& ops);
 void register_moe_router_ops(std::vector<OpRegistration>& ops);
+void register_moe_permute_ops(std::vector<OpRegistration>& ops);
+void register_moe_combine_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -33,6 +35,8 @@ const std::vector<OpRegistration>& all_ops() {
     register_embedding_ops(list);
     register_add_ops(list);
     register_moe_router_ops(list);
+    register_moe_permute_ops(list);
+    register_moe_combine_ops(list);
     return list;
   }();
   return ops;
