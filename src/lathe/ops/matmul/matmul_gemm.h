@@ -129,6 +129,34 @@ inline void tile_f32(int64_t depth, const float* __restrict a, const float* __re
 
 constexpr int kMaxPanelWidth = 64;  // the widest tile dimension (6x64)
 
+#if LATHE_KERNEL_ISA >= 1
+// 8 bf16 values widened to floats (exact).
+inline __m256 load8_bf16(const uint16_t* p) {
+  __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+// rows[j] holds row j of an 8 x 8 block; afterwards rows[j] holds its column j.
+inline void transpose8x8(__m256 (&rows)[8]) {
+  __m256 t[8], s[8];
+  for (int j = 0; j < 4; ++j) {
+    t[2 * j] = _mm256_unpacklo_ps(rows[2 * j], rows[2 * j + 1]);
+    t[2 * j + 1] = _mm256_unpackhi_ps(rows[2 * j], rows[2 * j + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3 (h = 0) and 4-7 (h = 1)
+    __m256 lo_a = t[4 * h], hi_a = t[4 * h + 1], lo_b = t[4 * h + 2], hi_b = t[4 * h + 3];
+    s[4 * h + 0] = _mm256_shuffle_ps(lo_a, lo_b, _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 1] = _mm256_shuffle_ps(lo_a, lo_b, _MM_SHUFFLE(3, 2, 3, 2));
+    s[4 * h + 2] = _mm256_shuffle_ps(hi_a, hi_b, _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 3] = _mm256_shuffle_ps(hi_a, hi_b, _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int j = 0; j < 4; ++j) {
+    rows[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+    rows[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+  }
+}
+#endif
+
 // Packs rows [row0, row0 + rows) x depth columns [col0, col0 + depth) of x[t] into panels of
 // `width` rows: dest[panel][p][r], zero-padded to whole panels.
 inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
@@ -153,7 +181,23 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
     } else {  // row i of storage is contiguous in p: read `valid` rows side by side, write in order
       int64_t offsets[kMaxPanelWidth];
       for (int64_t r = 0; r < valid; ++r) offsets[r] = (i0 + r) * rs + col0;
-      for (int64_t p = 0; p < depth; ++p) {
+      int64_t p = 0;
+#if LATHE_KERNEL_ISA >= 1
+      // Whole panels in 8 x 8 blocks transposed in registers: each row is read with vector loads
+      // (a B operand streamed from memory, e.g. an expert's weight, is read at full line rate
+      // instead of one float per row and depth step).
+      if (valid == width && width % 8 == 0)
+        for (; p + 8 <= depth; p += 8)
+          for (int64_t r = 0; r < width; r += 8) {
+            __m256 rows[8];
+            for (int j = 0; j < 8; ++j)
+              rows[j] =
+                  x.bf16 ? load8_bf16(base_bf16 + offsets[r + j] + p) : _mm256_loadu_ps(base_f32 + offsets[r + j] + p);
+            transpose8x8(rows);
+            for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + (p + j) * width + r, rows[j]);
+          }
+#endif
+      for (; p < depth; ++p) {
         float* o = out + p * width;
         if (x.bf16)
           for (int64_t r = 0; r < valid; ++r) o[r] = bf16_bits_to_float(base_bf16[offsets[r] + p]);
