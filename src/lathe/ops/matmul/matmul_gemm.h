@@ -164,21 +164,29 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
   const int64_t rs = x.row_stride;
   const float* base_f32 = static_cast<const float*>(x.data) + t * x.batch_stride;
   const uint16_t* base_bf16 = static_cast<const uint16_t*>(x.data) + t * x.batch_stride;
+  if (x.transposed) {  // row p of storage holds element (i, p) for consecutive i
+    // Storage row by storage row, each read once over all `rows` (every panel): a long
+    // contiguous read per row, where panel by panel would touch one cache line of each of
+    // `depth` rows at a time (a large stride the prefetchers do not follow).
+    for (int64_t p = 0; p < depth; ++p) {
+      const int64_t offset = (col0 + p) * rs + row0;
+      for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
+        int64_t valid = rows - panel_row < width ? rows - panel_row : width;
+        float* o = dest + panel_row * depth + p * width;
+        if (x.bf16)
+          for (int64_t r = 0; r < valid; ++r) o[r] = bf16_bits_to_float(base_bf16[offset + panel_row + r]);
+        else
+          for (int64_t r = 0; r < valid; ++r) o[r] = base_f32[offset + panel_row + r];
+        for (int64_t r = valid; r < width; ++r) o[r] = 0.0f;
+      }
+    }
+    return;
+  }
   for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
     int64_t valid = rows - panel_row < width ? rows - panel_row : width;
     float* out = dest + panel_row * depth;
     int64_t i0 = row0 + panel_row;
-    if (x.transposed) {  // row p of storage holds element (i, p) for consecutive i
-      for (int64_t p = 0; p < depth; ++p) {
-        int64_t offset = (col0 + p) * rs + i0;
-        float* o = out + p * width;
-        if (x.bf16)
-          for (int64_t r = 0; r < valid; ++r) o[r] = bf16_bits_to_float(base_bf16[offset + r]);
-        else
-          for (int64_t r = 0; r < valid; ++r) o[r] = base_f32[offset + r];
-        for (int64_t r = valid; r < width; ++r) o[r] = 0.0f;
-      }
-    } else {  // row i of storage is contiguous in p: read `valid` rows side by side, write in order
+    {  // row i of storage is contiguous in p: read `valid` rows side by side, write in order
       int64_t offsets[kMaxPanelWidth];
       for (int64_t r = 0; r < valid; ++r) offsets[r] = (i0 + r) * rs + col0;
       int64_t p = 0;
