@@ -1,0 +1,462 @@
+// The blocked GEMM machinery of the matmul kernels, shared by every op that multiplies matrices
+// on packed panels (matmul, grouped_matmul). Only for kernel sources compiled per ISA
+// (lathe_add_isa_kernels): everything lives in namespace lathe::<isa>::gemm, so the three
+// compilations never share a symbol.
+//
+// BLIS structure (gemm_range): for each nc-wide block of columns and kc-deep slice of K, B is
+// packed into nr-wide micro-panels (L3/L1), then for each mc-tall block of rows A is packed into
+// mr-tall micro-panels (L2), and an mr x nr register tile runs over each pair of micro-panels.
+// Packing absorbs transposes, strides and bf16 -> f32 conversion, and pads edges with zeros, so
+// the microkernel sees one layout. The epilogue (previous partial sum, accumulate, bias,
+// activation) is applied where the tile is stored. Every element of C is summed over K in the
+// same order (kc slices in order, depth steps in order inside a tile), whatever range of C a call
+// covers: callers may split C among threads any way they like and get identical bits.
+// Bf16DotPath runs on pair-interleaved bf16 panels: vdpbf16ps in the AVX-512 compilation, an FMA
+// emulation of it elsewhere (to test the layout on any machine).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "lathe/core/aligned_buffer.h"
+#include "lathe/core/simd.h"
+#include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/matmul/matmul_tiles.h"
+
+namespace lathe::LATHE_ISA_NS::gemm {
+
+using simd::VecF;
+constexpr int W = VecF::width;
+
+inline float bf16_bits_to_float(uint16_t bits) {
+  uint32_t word = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, 4);
+  return value;
+}
+
+// A logical (rows x cols) matrix over physical storage with unit inner stride: element (i, p)
+// of batch entry t is at data[t * batch_stride + (transposed ? p * row_stride + i : i * row_stride + p)].
+struct Operand {
+  const void* data = nullptr;
+  bool bf16 = false;
+  int64_t batch_stride = 0, row_stride = 0;
+  bool transposed = false;
+};
+
+// c[t] (m x n, f32, row stride ldc) = epilogue(a[t] (m x k) @ bt[t]^T (k x n)).
+struct Gemm {
+  Operand a, bt;
+  float* c = nullptr;
+  int64_t c_batch_stride = 0, ldc = 0;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  const float* bias = nullptr;  // (n) or null
+  Activation activation = Activation::none;
+  bool accumulate = false;
+};
+
+struct Epilogue {
+  bool load_c;        // add what c holds (an earlier K slice, or accumulate)
+  bool finalize;      // last K slice: add bias, apply activation
+  const float* bias;  // at the tile's first column, or null
+  Activation activation;
+};
+
+inline VecF activate(VecF x, Activation activation) {
+  switch (activation) {
+    case Activation::none:
+      return x;
+    case Activation::relu:
+      return simd::max(x, VecF::zero());
+    case Activation::silu:
+      return x * simd::sigmoid(x);
+    case Activation::gelu_tanh: {
+      VecF inner = x * simd::fma(VecF::broadcast(0.044715f) * x, x, VecF::broadcast(1.0f));
+      VecF t = simd::tanh(inner * VecF::broadcast(0.7978845608028654f));
+      return VecF::broadcast(0.5f) * x * (VecF::broadcast(1.0f) + t);
+    }
+  }
+  return x;
+}
+
+template <int MR, int NV>
+inline void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+    float* row = c + r * ldc;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      int64_t n = cols - v * W;
+      if (n <= 0) break;
+      int width = n >= W ? W : static_cast<int>(n);
+      VecF x = acc[r][v];
+      if (e.load_c) x = x + (width == W ? VecF::load(row + v * W) : VecF::load_partial(row + v * W, width));
+      if (e.finalize) {
+        if (e.bias) x = x + (width == W ? VecF::load(e.bias + v * W) : VecF::load_partial(e.bias + v * W, width));
+        x = activate(x, e.activation);
+      }
+      if (width == W)
+        x.store(row + v * W);
+      else
+        x.store_partial(row + v * W, width);
+    }
+  }
+}
+
+// f32 micro-panels: a is (depth, MR), b is (depth, MR * NV * W), both packed.
+template <int MR, int NV>
+inline void tile_f32(int64_t depth, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc,
+                     int64_t rows, int64_t cols, const Epilogue& e) {
+  constexpr int NR = NV * W;
+  VecF acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = VecF::zero();
+  for (int64_t p = 0; p < depth; ++p) {
+    VecF bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b + p * NR + v * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      VecF av = VecF::broadcast(a[p * MR + r]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fma(av, bv[v], acc[r][v]);
+    }
+  }
+  store_tile<MR, NV>(acc, c, ldc, rows, cols, e);
+}
+
+constexpr int kMaxPanelWidth = 64;  // the widest tile dimension (6x64)
+
+#if LATHE_KERNEL_ISA >= 1
+// 8 bf16 values widened to floats (exact).
+inline __m256 load8_bf16(const uint16_t* p) {
+  __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+// rows[j] holds row j of an 8 x 8 block; afterwards rows[j] holds its column j.
+inline void transpose8x8(__m256 (&rows)[8]) {
+  __m256 t[8], s[8];
+  for (int j = 0; j < 4; ++j) {
+    t[2 * j] = _mm256_unpacklo_ps(rows[2 * j], rows[2 * j + 1]);
+    t[2 * j + 1] = _mm256_unpackhi_ps(rows[2 * j], rows[2 * j + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3 (h = 0) and 4-7 (h = 1)
+    __m256 lo_a = t[4 * h], hi_a = t[4 * h + 1], lo_b = t[4 * h + 2], hi_b = t[4 * h + 3];
+    s[4 * h + 0] = _mm256_shuffle_ps(lo_a, lo_b, _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 1] = _mm256_shuffle_ps(lo_a, lo_b, _MM_SHUFFLE(3, 2, 3, 2));
+    s[4 * h + 2] = _mm256_shuffle_ps(hi_a, hi_b, _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 3] = _mm256_shuffle_ps(hi_a, hi_b, _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int j = 0; j < 4; ++j) {
+    rows[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+    rows[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+  }
+}
+#endif
+
+// Packs rows [row0, row0 + rows) x depth columns [col0, col0 + depth) of x[t] into panels of
+// `width` rows: dest[panel][p][r], zero-padded to whole panels.
+inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
+                     float* __restrict dest) {
+  const int64_t rs = x.row_stride;
+  const float* base_f32 = static_cast<const float*>(x.data) + t * x.batch_stride;
+  const uint16_t* base_bf16 = static_cast<const uint16_t*>(x.data) + t * x.batch_stride;
+  if (x.transposed) {  // row p of storage holds element (i, p) for consecutive i
+    // Storage row by storage row, each read once over all `rows` (every panel): a long
+    // contiguous read per row, where panel by panel would touch one cache line of each of
+    // `depth` rows at a time (a large stride the prefetchers do not follow).
+    for (int64_t p = 0; p < depth; ++p) {
+      const int64_t offset = (col0 + p) * rs + row0;
+      for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
+        int64_t valid = rows - panel_row < width ? rows - panel_row : width;
+        float* o = dest + panel_row * depth + p * width;
+        if (x.bf16)
+          for (int64_t r = 0; r < valid; ++r) o[r] = bf16_bits_to_float(base_bf16[offset + panel_row + r]);
+        else
+          for (int64_t r = 0; r < valid; ++r) o[r] = base_f32[offset + panel_row + r];
+        for (int64_t r = valid; r < width; ++r) o[r] = 0.0f;
+      }
+    }
+    return;
+  }
+  for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
+    int64_t valid = rows - panel_row < width ? rows - panel_row : width;
+    float* out = dest + panel_row * depth;
+    int64_t i0 = row0 + panel_row;
+    {  // row i of storage is contiguous in p: read `valid` rows side by side, write in order
+      int64_t offsets[kMaxPanelWidth];
+      for (int64_t r = 0; r < valid; ++r) offsets[r] = (i0 + r) * rs + col0;
+      int64_t p = 0;
+#if LATHE_KERNEL_ISA >= 1
+      // Whole panels in 8 x 8 blocks transposed in registers: each row is read with vector loads
+      // (a B operand streamed from memory, e.g. an expert's weight, is read at full line rate
+      // instead of one float per row and depth step).
+      if (valid == width && width % 8 == 0)
+        for (; p + 8 <= depth; p += 8)
+          for (int64_t r = 0; r < width; r += 8) {
+            __m256 rows[8];
+            for (int j = 0; j < 8; ++j)
+              rows[j] =
+                  x.bf16 ? load8_bf16(base_bf16 + offsets[r + j] + p) : _mm256_loadu_ps(base_f32 + offsets[r + j] + p);
+            transpose8x8(rows);
+            for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + (p + j) * width + r, rows[j]);
+          }
+#endif
+      for (; p < depth; ++p) {
+        float* o = out + p * width;
+        if (x.bf16)
+          for (int64_t r = 0; r < valid; ++r) o[r] = bf16_bits_to_float(base_bf16[offsets[r] + p]);
+        else
+          for (int64_t r = 0; r < valid; ++r) o[r] = base_f32[offsets[r] + p];
+        for (int64_t r = valid; r < width; ++r) o[r] = 0.0f;
+      }
+    }
+  }
+}
+
+// Grow-only per-thread scratch: pool threads persist, so packing buffers are allocated once.
+inline float* thread_scratch(int slot, size_t bytes) {
+  static thread_local AlignedBuffer buffers[2];
+  if (buffers[slot].bytes() < bytes) buffers[slot] = AlignedBuffer(bytes + 4096);
+  return buffers[slot].as<float>();
+}
+
+inline int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+inline int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
+inline int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
+
+// K = 0: the product is zero; only the epilogue remains.
+inline void epilogue_only(const Gemm& g, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  for (int64_t i = m0; i < m1; ++i) {
+    float* row = g.c + t * g.c_batch_stride + i * g.ldc;
+    for (int64_t j = n0; j < n1; ++j) {
+      float bias = g.bias ? g.bias[j] : 0.0f;
+      if (g.accumulate)
+        row[j] += bias;
+      else {
+        VecF x = activate(VecF::broadcast(bias), g.activation);
+        float lanes[W];
+        x.store(lanes);
+        row[j] = lanes[0];
+      }
+    }
+  }
+}
+
+// The f32 path: packs f32 (converting bf16) and runs tile_f32.
+template <int MR, int NV>
+struct F32Path {
+  static constexpr int kMR = MR, kNR = NV * W;
+  using Packed = float;
+  static int64_t packed_depth(int64_t depth) { return depth; }
+  static void pack(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
+                   Packed* dest) {
+    pack_f32(x, t, row0, rows, col0, depth, width, dest);
+  }
+  static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+                   const Epilogue& e) {
+    tile_f32<MR, NV>(depth, a, b, c, ldc, rows, cols, e);
+  }
+};
+
+// One thread's share: rows [m0, m1) x columns [n0, n1) of batch entry t.
+template <class Path>
+inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, int64_t m0, int64_t m1, int64_t n0,
+                       int64_t n1) {
+  if (m0 >= m1 || n0 >= n1) return;
+  if (g.k == 0) return epilogue_only(g, t, m0, m1, n0, n1);
+  using Packed = typename Path::Packed;
+  constexpr int MR = Path::kMR, NR = Path::kNR;
+  const int64_t mc = max64(MR, config.mc / MR * MR), nc = max64(NR, config.nc / NR * NR);
+  const int64_t kc = max64(2, config.kc / 2 * 2);
+  const int64_t kc_block = min64(kc, g.k), mc_block = min64(mc, round_up(m1 - m0, MR));
+  const int64_t nc_block = min64(nc, round_up(n1 - n0, NR));
+  const int64_t depth_max = Path::packed_depth(kc_block);
+  Packed* a_pack = reinterpret_cast<Packed*>(thread_scratch(0, sizeof(Packed) * mc_block * depth_max));
+  Packed* b_pack = reinterpret_cast<Packed*>(thread_scratch(1, sizeof(Packed) * nc_block * depth_max));
+  float* c = g.c + t * g.c_batch_stride;
+  for (int64_t jc = n0; jc < n1; jc += nc) {
+    const int64_t nb = min64(nc, n1 - jc);
+    for (int64_t pc = 0; pc < g.k; pc += kc) {
+      const int64_t kb = min64(kc, g.k - pc), depth = Path::packed_depth(kb);
+      Path::pack(g.bt, t, jc, nb, pc, kb, NR, b_pack);
+      const Epilogue base{pc > 0 || g.accumulate, pc + kb >= g.k, nullptr, g.activation};
+      for (int64_t ic = m0; ic < m1; ic += mc) {
+        const int64_t mb = min64(mc, m1 - ic);
+        Path::pack(g.a, t, ic, mb, pc, kb, MR, a_pack);
+        for (int64_t jr = 0; jr < nb; jr += NR) {
+          Epilogue e = base;
+          e.bias = g.bias ? g.bias + jc + jr : nullptr;
+          for (int64_t ir = 0; ir < mb; ir += MR)
+            Path::tile(depth, a_pack + ir * depth, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
+                       min64(MR, mb - ir), min64(NR, nb - jr), e);
+        }
+      }
+    }
+  }
+}
+
+// bf16 pairs: element (i, 2q + h) of a panel row sits at dest[q][r][h], so one 32-bit broadcast
+// of A and one 512-bit load of B feed vdpbf16ps (16 columns x 2 depth steps). Odd depth is
+// padded with a zero.
+inline void pack_bf16_pairs(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth,
+                            int width, uint16_t* __restrict dest) {
+  const int64_t rs = x.row_stride, pairs = (depth + 1) / 2;
+  const uint16_t* base = static_cast<const uint16_t*>(x.data) + t * x.batch_stride;
+  for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
+    int64_t valid = rows - panel_row < width ? rows - panel_row : width;
+    uint16_t* out = dest + panel_row * pairs * 2;
+    int64_t i0 = row0 + panel_row;
+    if (x.transposed) {
+      for (int64_t p = 0; p < pairs * 2; ++p) {
+        uint16_t* o = out + (p / 2) * width * 2 + (p & 1);
+        if (p < depth) {
+          const uint16_t* src = base + (col0 + p) * rs + i0;
+          for (int64_t r = 0; r < valid; ++r) o[2 * r] = src[r];
+        } else {
+          for (int64_t r = 0; r < valid; ++r) o[2 * r] = 0;
+        }
+        for (int64_t r = valid; r < width; ++r) o[2 * r] = 0;
+      }
+    } else {
+      for (int64_t r = 0; r < width; ++r) {
+        uint32_t* o = reinterpret_cast<uint32_t*>(out) + r;
+        if (r >= valid) {
+          for (int64_t q = 0; q < pairs; ++q) o[q * width] = 0;
+          continue;
+        }
+        const uint16_t* src = base + (i0 + r) * rs + col0;
+        for (int64_t q = 0; q < depth / 2; ++q) {
+          uint32_t pair;
+          std::memcpy(&pair, src + 2 * q, 4);
+          o[q * width] = pair;
+        }
+        if (depth & 1) o[(pairs - 1) * width] = src[depth - 1];
+      }
+    }
+  }
+}
+
+// Splits W packed bf16 pairs into the even (lo) and odd (hi) depth steps as floats.
+inline void load_pairs(const uint16_t* p, VecF& lo, VecF& hi) {
+#if LATHE_KERNEL_ISA == 2
+  __m512i x = _mm512_loadu_si512(p);
+  lo.v = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+  hi.v = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+#elif LATHE_KERNEL_ISA == 1
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  lo.v = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+  hi.v = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+#else
+  lo.v = bf16_bits_to_float(p[0]);
+  hi.v = bf16_bits_to_float(p[1]);
+#endif
+}
+
+// MR x (NV * 16) tile over pair-interleaved panels. AVX-512: one vdpbf16ps per 16 columns and
+// depth pair. Other ISAs emulate it with two FMAs (same layout, so the packing is testable on
+// any machine; the registered avx512_bf16 implementation only uses the native form).
+template <int MR, int NV>
+inline void tile_bf16_dot(int64_t depth, const uint16_t* __restrict a, const uint16_t* __restrict b, float* c,
+                          int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
+  constexpr int NR = NV * 16, NF = NR / W;
+  const int64_t pairs = depth / 2;
+  VecF acc[MR][NF];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 16
+    for (int f = 0; f < NF; ++f) acc[r][f] = VecF::zero();
+  const int32_t* a_pairs = reinterpret_cast<const int32_t*>(a);
+  for (int64_t q = 0; q < pairs; ++q) {
+#if LATHE_KERNEL_ISA == 2
+    __m512bh bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + (q * NR + v * 16) * 2);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      __m512bh av = (__m512bh)_mm512_set1_epi32(a_pairs[q * MR + r]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v].v = _mm512_dpbf16_ps(acc[r][v].v, av, bv[v]);
+    }
+#else
+    VecF b_lo[NF], b_hi[NF];
+    for (int f = 0; f < NF; ++f) load_pairs(b + (q * NR + f * W) * 2, b_lo[f], b_hi[f]);
+    for (int r = 0; r < MR; ++r) {
+      const uint16_t* pair = reinterpret_cast<const uint16_t*>(a_pairs + q * MR + r);
+      VecF a_lo = VecF::broadcast(bf16_bits_to_float(pair[0])), a_hi = VecF::broadcast(bf16_bits_to_float(pair[1]));
+      for (int f = 0; f < NF; ++f) acc[r][f] = simd::fma(a_hi, b_hi[f], simd::fma(a_lo, b_lo[f], acc[r][f]));
+    }
+#endif
+  }
+  store_tile<MR, NF>(acc, c, ldc, rows, cols, e);
+}
+
+template <int MR, int NV>
+struct Bf16DotPath {
+  static constexpr int kMR = MR, kNR = NV * 16;
+  using Packed = uint16_t;
+  static int64_t packed_depth(int64_t depth) { return (depth + 1) / 2 * 2; }
+  static void pack(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
+                   Packed* dest) {
+    pack_bf16_pairs(x, t, row0, rows, col0, depth, width, dest);
+  }
+  static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+                   const Epilogue& e) {
+    tile_bf16_dot<MR, NV>(depth, a, b, c, ldc, rows, cols, e);
+  }
+};
+
+inline Operand operand(const TensorView& view, bool transposed) {
+  Operand x;
+  x.data = view.data;
+  x.bf16 = view.dtype == DType::bf16;
+  x.batch_stride = view.rank() == 3 ? view.stride(0) : 0;
+  x.row_stride = view.stride(-2);
+  x.transposed = transposed;
+  return x;
+}
+
+// Calls visit.template operator()<Path>() with the f32 path of the config's register tile.
+template <class Visit>
+void with_f32_path(const MatmulCpuConfig& config, Visit&& visit) {
+#if LATHE_KERNEL_ISA == 2
+  switch (config.microkernel) {
+    case 1:
+      return visit.template operator()<F32Path<6, 4>>();
+    case 2:
+      return visit.template operator()<F32Path<8, 3>>();
+    default:
+      return visit.template operator()<F32Path<14, 2>>();
+  }
+#elif LATHE_KERNEL_ISA == 1
+  if (config.microkernel == 1) return visit.template operator()<F32Path<4, 3>>();
+  return visit.template operator()<F32Path<6, 2>>();
+#else
+  (void)config;
+  return visit.template operator()<F32Path<4, 4>>();
+#endif
+}
+
+// The same for the bf16 pair path (one emulated tile outside AVX-512: those builds exist to
+// test the packing).
+template <class Visit>
+void with_bf16_dot_path(const MatmulCpuConfig& config, Visit&& visit) {
+#if LATHE_KERNEL_ISA == 2
+  switch (config.microkernel) {
+    case 1:
+      return visit.template operator()<Bf16DotPath<6, 4>>();
+    case 2:
+      return visit.template operator()<Bf16DotPath<8, 3>>();
+    default:
+      return visit.template operator()<Bf16DotPath<14, 2>>();
+  }
+#else
+  (void)config;
+  return visit.template operator()<Bf16DotPath<LATHE_KERNEL_ISA == 1 ? 6 : 2, 1>>();
+#endif
+}
+
+}  // namespace lathe::LATHE_ISA_NS::gemm
