@@ -16,6 +16,7 @@ void register_layer_norm_ops(std::vector<OpRegistration>& ops);
 void register_softmax_ops(std::vector<OpRegistration>& ops);
 void register_embedding_ops(std::vector<OpRegistration>& ops);
 void register_add_ops(std::vector<OpRegistration>& ops);
+void register_moe_losses_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -31,6 +32,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_softmax_ops(list);
     register_embedding_ops(list);
     register_add_ops(list);
+    register_moe_losses_ops(list);
     return list;
   }();
   return ops;

@@ -1,0 +1,275 @@
+// MoE router-loss CPU kernels, compiled once per ISA (scalar, avx2, avx512) via lathe_add_isa_kernels.
+// Tokens split into fixed chunks of tokens_per_chunk (never by thread count); parallel_for runs
+// the chunks. The losses keep one partial per chunk and add the partials in chunk order in
+// double, so their bits depend on the config, not on the thread count. Counting experts is
+// integer work (exact in any order); the backwards write each row from that row alone.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "lathe/core/aligned_buffer.h"
+#include "lathe/core/parallel.h"
+#include "lathe/core/simd.h"
+#include "lathe/ops/moe_losses/moe_losses.h"
+
+namespace lathe::LATHE_ISA_NS {
+namespace {
+
+using simd::VecF;
+using simd::load_row;
+using simd::store_row;
+constexpr int W = VecF::width;
+constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
+
+// Rows of probabilities summed in float before the sum moves to double: short float runs keep
+// the column sums accurate to a few ulp whatever the chunk size.
+constexpr int64_t kFloatRunRows = 32;
+// Interleaved sub-histograms: a run of ids of one hot expert then spreads its increments over
+// four counters instead of chaining each through the store-to-load latency of one.
+constexpr int64_t kSubHistograms = 4;
+
+struct Chunking {
+  int64_t size, count;
+  Chunking(int64_t tokens, int64_t tokens_per_chunk)
+      : size(std::max<int64_t>(tokens_per_chunk, 1)), count((tokens + size - 1) / size) {}
+  int64_t begin(int64_t chunk) const { return chunk * size; }
+  int64_t end(int64_t chunk, int64_t tokens) const { return std::min(tokens, (chunk + 1) * size); }
+};
+
+// counts[e] = number of ids == e among rows [begin, end) of ids (tokens, top_k); `scratch` holds
+// kSubHistograms * experts int64.
+void count_rows(const int32_t* ids, int64_t begin, int64_t end, int64_t top_k, int64_t experts, int64_t* scratch,
+                int64_t* counts) {
+  std::memset(scratch, 0, sizeof(int64_t) * kSubHistograms * experts);
+  const int32_t* first = ids + begin * top_k;
+  const int64_t n = (end - begin) * top_k;
+  int64_t i = 0;
+  for (; i + kSubHistograms <= n; i += kSubHistograms)
+    for (int64_t h = 0; h < kSubHistograms; ++h) ++scratch[h * experts + first[i + h]];
+  for (; i < n; ++i) ++scratch[first[i]];
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t sum = 0;
+    for (int64_t h = 0; h < kSubHistograms; ++h) sum += scratch[h * experts + e];
+    counts[e] = sum;
+  }
+}
+
+// Every expert's count over all tokens, from per-chunk counts (chunks x experts) counted in parallel.
+void count_experts(const TensorView& expert_ids, int64_t experts, int64_t tokens_per_chunk, int64_t* counts) {
+  const int64_t tokens = expert_ids.dim(0), top_k = expert_ids.dim(1);
+  const int32_t* ids = static_cast<const int32_t*>(expert_ids.data);
+  const Chunking chunking(tokens, tokens_per_chunk);
+  AlignedBuffer partial_buffer(sizeof(int64_t) * std::max<int64_t>(chunking.count, 1) * experts);
+  int64_t* partials = partial_buffer.as<int64_t>();
+  parallel_for(chunking.count, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
+    AlignedBuffer scratch(sizeof(int64_t) * kSubHistograms * experts);
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk)
+      count_rows(ids, chunking.begin(chunk), chunking.end(chunk, tokens), top_k, experts, scratch.as<int64_t>(),
+                 partials + chunk * experts);
+  });
+  for (int64_t e = 0; e < experts; ++e) counts[e] = 0;
+  for (int64_t chunk = 0; chunk < chunking.count; ++chunk)
+    for (int64_t e = 0; e < experts; ++e) counts[e] += partials[chunk * experts + e];
+}
+
+// sums[e] += sum over rows [begin, end) of x[r, e], for x (rows, experts): float vector sums over
+// at most kFloatRunRows rows, four vectors of columns at a time, added into double.
+void add_column_sums(const float* x, int64_t begin, int64_t end, int64_t experts, double* sums) {
+  alignas(64) float lanes[4 * W];
+  for (int64_t run = begin; run < end; run += kFloatRunRows) {
+    const int64_t run_end = std::min(end, run + kFloatRunRows);
+    int64_t e = 0;
+    for (; e + 4 * W <= experts; e += 4 * W) {
+      VecF a0 = VecF::zero(), a1 = VecF::zero(), a2 = VecF::zero(), a3 = VecF::zero();
+      for (int64_t r = run; r < run_end; ++r) {
+        const float* row = x + r * experts + e;
+        a0 += VecF::load(row);
+        a1 += VecF::load(row + W);
+        a2 += VecF::load(row + 2 * W);
+        a3 += VecF::load(row + 3 * W);
+      }
+      a0.store(lanes);
+      a1.store(lanes + W);
+      a2.store(lanes + 2 * W);
+      a3.store(lanes + 3 * W);
+      for (int i = 0; i < 4 * W; ++i) sums[e + i] += lanes[i];
+    }
+    for (; e < experts; e += W) {
+      const int64_t n = std::min<int64_t>(W, experts - e);
+      VecF a = VecF::zero();
+      for (int64_t r = run; r < run_end; ++r) a += load_row(x + r * experts + e, n);
+      a.store(lanes);
+      for (int64_t i = 0; i < n; ++i) sums[e + i] += lanes[i];
+    }
+  }
+}
+
+// v with lanes n.. set to -inf (so a masked tail never wins a max).
+inline VecF with_negative_infinity_tail(VecF v, int64_t n) {
+  if (n >= W) return v;
+  alignas(64) float lanes[W];
+  for (int i = 0; i < W; ++i) lanes[i] = kNegativeInfinity;
+  v.store_partial(lanes, static_cast<int>(n));
+  return VecF::load(lanes);
+}
+
+inline float row_max(const float* x, int64_t experts) {
+  VecF acc = VecF::broadcast(kNegativeInfinity);
+  for (int64_t e = 0; e < experts; e += W) {
+    const int64_t n = experts - e;
+    acc = simd::max(acc, with_negative_infinity_tail(load_row(x + e, n), n));
+  }
+  return acc.reduce_max();
+}
+
+// Sum of exp(x - max) over the row, also written to `exps` when it is not null (a zero tail
+// lane would add exp(0 - max), so tails are masked out of the sum). x - max is floored at -100,
+// where exp is exactly 0, so a -inf logit gives 0 (the vector exp returns NaN for -inf); the
+// floor is max's first operand, so a NaN stays NaN.
+inline float row_exp_sum(const float* x, int64_t experts, float max_value, float* exps) {
+  const VecF shift = VecF::broadcast(max_value), floor = VecF::broadcast(-100.0f);
+  VecF sum = VecF::zero();
+  for (int64_t e = 0; e < experts; e += W) {
+    const int64_t n = experts - e;
+    VecF p = simd::exp(simd::max(floor, load_row(x + e, n) - shift));
+    if (n < W) {
+      alignas(64) float lanes[W] = {};
+      p.store_partial(lanes, static_cast<int>(n));
+      p = VecF::load(lanes);
+    }
+    if (exps) store_row(exps + e, p, n);
+    sum += p;
+  }
+  return sum.reduce_add();
+}
+
+}  // namespace
+
+void moe_load_balancing_loss_kernel(const MoeLoadBalancingLossArgs& args, const MoeLossesCpuConfig& config) {
+  const int64_t tokens = args.probs.dim(0), experts = args.probs.dim(1), top_k = args.expert_ids.dim(1);
+  const float* probs = static_cast<const float*>(args.probs.data);
+  const int32_t* ids = static_cast<const int32_t*>(args.expert_ids.data);
+  const Chunking chunking(tokens, config.tokens_per_chunk);
+  const int64_t chunks = std::max<int64_t>(chunking.count, 1);
+  // Per chunk: the expert counts and the column sums of probs, in one pass over the chunk.
+  AlignedBuffer count_buffer(sizeof(int64_t) * chunks * experts);
+  AlignedBuffer sum_buffer(sizeof(double) * chunks * experts, /*zeroed=*/true);
+  int64_t* chunk_counts = count_buffer.as<int64_t>();
+  double* chunk_sums = sum_buffer.as<double>();
+  parallel_for(chunking.count, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
+    AlignedBuffer scratch(sizeof(int64_t) * kSubHistograms * experts);
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      const int64_t begin = chunking.begin(chunk), end = chunking.end(chunk, tokens);
+      count_rows(ids, begin, end, top_k, experts, scratch.as<int64_t>(), chunk_counts + chunk * experts);
+      add_column_sums(probs, begin, end, experts, chunk_sums + chunk * experts);
+    }
+  });
+  // loss = experts / tokens^2 * sum_e count_e * sum_t probs[t, e], chunks added in chunk order.
+  double total = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t count = 0;
+    double probability_sum = 0;
+    for (int64_t chunk = 0; chunk < chunking.count; ++chunk) {
+      count += chunk_counts[chunk * experts + e];
+      probability_sum += chunk_sums[chunk * experts + e];
+    }
+    total += static_cast<double>(count) * probability_sum;
+  }
+  const double token_count = static_cast<double>(tokens);
+  *static_cast<float*>(args.loss.data) =
+      tokens > 0 ? static_cast<float>(static_cast<double>(experts) * total / (token_count * token_count)) : 0.0f;
+}
+
+void moe_load_balancing_loss_backward_kernel(const MoeLoadBalancingLossBackwardArgs& args,
+                                             const MoeLossesCpuConfig& config) {
+  const int64_t tokens = args.d_probs.dim(0), experts = args.d_probs.dim(1);
+  if (tokens == 0) return;
+  AlignedBuffer count_buffer(sizeof(int64_t) * experts);
+  count_experts(args.expert_ids, experts, config.tokens_per_chunk, count_buffer.as<int64_t>());
+  // The gradient row, the same for every token, rounded once from double.
+  AlignedBuffer row_buffer(sizeof(float) * experts);
+  float* gradient_row = row_buffer.as<float>();
+  const double token_count = static_cast<double>(tokens);
+  const double scale = static_cast<double>(args.d_loss) * static_cast<double>(experts) / (token_count * token_count);
+  for (int64_t e = 0; e < experts; ++e)
+    gradient_row[e] = static_cast<float>(scale * static_cast<double>(count_buffer.as<int64_t>()[e]));
+  float* d_probs = static_cast<float*>(args.d_probs.data);
+  const bool accumulate = args.accumulate;
+  parallel_for(tokens, std::max<int64_t>(config.tokens_per_chunk, 1), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* row = d_probs + t * experts;
+      for (int64_t e = 0; e < experts; e += W) {
+        const int64_t n = experts - e;
+        VecF g = load_row(gradient_row + e, n);
+        store_row(row + e, accumulate ? load_row(row + e, n) + g : g, n);
+      }
+    }
+  });
+}
+
+void moe_z_loss_kernel(const MoeZLossArgs& args, const MoeLossesCpuConfig& config) {
+  const int64_t tokens = args.logits.dim(0), experts = args.logits.dim(1);
+  const float* logits = static_cast<const float*>(args.logits.data);
+  const Chunking chunking(tokens, config.tokens_per_chunk);
+  AlignedBuffer partial_buffer(sizeof(double) * std::max<int64_t>(chunking.count, 1));
+  double* partials = partial_buffer.as<double>();
+  parallel_for(chunking.count, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      double sum = 0;
+      for (int64_t t = chunking.begin(chunk); t < chunking.end(chunk, tokens); ++t) {
+        const float* row = logits + t * experts;
+        const float max_value = row_max(row, experts);
+        const float lse = max_value + std::log(row_exp_sum(row, experts, max_value, nullptr));
+        sum += static_cast<double>(lse) * static_cast<double>(lse);
+      }
+      partials[chunk] = sum;
+    }
+  });
+  double total = 0;
+  for (int64_t chunk = 0; chunk < chunking.count; ++chunk) total += partials[chunk];
+  *static_cast<float*>(args.loss.data) = tokens > 0 ? static_cast<float>(total / static_cast<double>(tokens)) : 0.0f;
+}
+
+void moe_z_loss_backward_kernel(const MoeZLossBackwardArgs& args, const MoeLossesCpuConfig& config) {
+  const int64_t tokens = args.logits.dim(0), experts = args.logits.dim(1);
+  const float* logits = static_cast<const float*>(args.logits.data);
+  float* d_logits = static_cast<float*>(args.d_logits.data);
+  const bool accumulate = args.accumulate;
+  const float two_d_loss_over_tokens = static_cast<float>(2.0 * args.d_loss / static_cast<double>(std::max<int64_t>(tokens, 1)));
+  parallel_for(tokens, std::max<int64_t>(config.tokens_per_chunk, 1), [&](int64_t begin, int64_t end) {
+    AlignedBuffer exp_buffer(sizeof(float) * experts);
+    float* exps = exp_buffer.as<float>();
+    for (int64_t t = begin; t < end; ++t) {
+      const float* row = logits + t * experts;
+      float* out = d_logits + t * experts;
+      const float max_value = row_max(row, experts);
+      const float exp_sum = row_exp_sum(row, experts, max_value, exps);
+      const float lse = max_value + std::log(exp_sum);
+      // d = (2 d_loss / tokens) * lse * exp(x - max) / exp_sum
+      const VecF scale = VecF::broadcast(two_d_loss_over_tokens * lse / exp_sum);
+      for (int64_t e = 0; e < experts; e += W) {
+        const int64_t n = experts - e;
+        VecF g = load_row(exps + e, n) * scale;
+        store_row(out + e, accumulate ? load_row(out + e, n) + g : g, n);
+      }
+    }
+  });
+}
+
+void moe_bias_update_kernel(const MoeBiasUpdateArgs& args, const MoeLossesCpuConfig& config) {
+  const int64_t experts = args.bias.dim(0);
+  const int64_t tokens = args.expert_ids.dim(0), top_k = args.expert_ids.dim(1);
+  int64_t* counts = static_cast<int64_t*>(args.counts.data);
+  count_experts(args.expert_ids, experts, config.tokens_per_chunk, counts);
+  float* bias = static_cast<float*>(args.bias.data);
+  const int64_t routed = tokens * top_k;
+  for (int64_t e = 0; e < experts; ++e) {
+    // sign(mean_count - count_e) with mean_count = routed / experts, compared exactly in integers.
+    const int64_t excess = routed - experts * counts[e];
+    if (excess > 0) bias[e] += args.rate;
+    else if (excess < 0) bias[e] -= args.rate;
+  }
+}
+
+}  // namespace lathe::LATHE_ISA_NS
