@@ -105,44 +105,61 @@ void add_column_sums(const float* x, int64_t begin, int64_t end, int64_t experts
   }
 }
 
-// v with lanes n.. set to -inf (so a masked tail never wins a max).
-inline VecF with_negative_infinity_tail(VecF v, int64_t n) {
-  if (n >= W) return v;
-  alignas(64) float lanes[W];
-  for (int i = 0; i < W; ++i) lanes[i] = kNegativeInfinity;
-  v.store_partial(lanes, static_cast<int>(n));
-  return VecF::load(lanes);
-}
-
-inline float row_max(const float* x, int64_t experts) {
-  VecF acc = VecF::broadcast(kNegativeInfinity);
-  for (int64_t e = 0; e < experts; e += W) {
-    const int64_t n = experts - e;
-    acc = simd::max(acc, with_negative_infinity_tail(load_row(x + e, n), n));
-  }
-  return acc.reduce_max();
-}
-
-// Sum of exp(x - max) over the row, also written to `exps` when it is not null (a zero tail
-// lane would add exp(0 - max), so tails are masked out of the sum). x - max is floored at -100,
-// where exp is exactly 0, so a -inf logit gives 0 (the vector exp returns NaN for -inf); the
-// floor is max's first operand, so a NaN stays NaN.
-inline float row_exp_sum(const float* x, int64_t experts, float max_value, float* exps) {
-  const VecF shift = VecF::broadcast(max_value), floor = VecF::broadcast(-100.0f);
-  VecF sum = VecF::zero();
-  for (int64_t e = 0; e < experts; e += W) {
-    const int64_t n = experts - e;
-    VecF p = simd::exp(simd::max(floor, load_row(x + e, n) - shift));
-    if (n < W) {
-      alignas(64) float lanes[W] = {};
-      p.store_partial(lanes, static_cast<int>(n));
-      p = VecF::load(lanes);
+// A row of logits, read in vectors of W with one masked tail of `tail` lanes (0: none). The
+// masks are built once per call, so a row whose experts are not a multiple of W (Mixtral's 8 on
+// AVX-512) costs two register ops more, not a trip through memory.
+struct LogitRow {
+  int64_t experts, full, tail;  // full = experts rounded down to W
+  VecF tail_fill;               // 0 in the tail's lanes, -inf beyond: a zero-filled load + it = -inf there
+  VecF tail_keep;               // 1 in the tail's lanes, 0 beyond
+  explicit LogitRow(int64_t experts_) : experts(experts_), full(experts_ / W * W), tail(experts_ - full) {
+    alignas(64) float fill[W], keep[W];
+    for (int i = 0; i < W; ++i) {
+      fill[i] = i < tail ? 0.0f : kNegativeInfinity;
+      keep[i] = i < tail ? 1.0f : 0.0f;
     }
-    if (exps) store_row(exps + e, p, n);
-    sum += p;
+    tail_fill = VecF::load(fill);
+    tail_keep = VecF::load(keep);
   }
-  return sum.reduce_add();
-}
+
+  float max(const float* x) const {
+    VecF acc = VecF::broadcast(kNegativeInfinity);
+    for (int64_t e = 0; e < full; e += W) acc = simd::max(acc, VecF::load(x + e));
+    if (tail) acc = simd::max(acc, VecF::load_partial(x + full, static_cast<int>(tail)) + tail_fill);
+    return acc.reduce_max();
+  }
+
+  // Sum of exp(x - max) over the row, also written to `exps` when it is not null. x - max is
+  // floored at -100, where exp is exactly 0, so a -inf logit gives 0 (the vector exp returns NaN
+  // for -inf); the floor is max's first operand, so a NaN stays NaN. Tail lanes beyond the row
+  // are multiplied by 0 (exp saturates below inf, so they give exactly 0).
+  float exp_sum(const float* x, float max_value, float* exps) const {
+    const VecF shift = VecF::broadcast(max_value), floor = VecF::broadcast(-100.0f);
+    VecF sum0 = VecF::zero(), sum1 = VecF::zero();
+    int64_t e = 0;
+    for (; e + 2 * W <= full; e += 2 * W) {
+      VecF p0 = simd::exp(simd::max(floor, VecF::load(x + e) - shift));
+      VecF p1 = simd::exp(simd::max(floor, VecF::load(x + e + W) - shift));
+      if (exps) {
+        p0.store(exps + e);
+        p1.store(exps + e + W);
+      }
+      sum0 += p0;
+      sum1 += p1;
+    }
+    for (; e < full; e += W) {
+      VecF p = simd::exp(simd::max(floor, VecF::load(x + e) - shift));
+      if (exps) p.store(exps + e);
+      sum0 += p;
+    }
+    if (tail) {
+      VecF p = simd::exp(simd::max(floor, VecF::load_partial(x + full, static_cast<int>(tail)) - shift)) * tail_keep;
+      if (exps) p.store_partial(exps + full, static_cast<int>(tail));
+      sum1 += p;
+    }
+    return (sum0 + sum1).reduce_add();
+  }
+};
 
 }  // namespace
 
@@ -212,6 +229,7 @@ void moe_z_loss_kernel(const MoeZLossArgs& args, const MoeLossesCpuConfig& confi
   const int64_t tokens = args.logits.dim(0), experts = args.logits.dim(1);
   const float* logits = static_cast<const float*>(args.logits.data);
   const Chunking chunking(tokens, config.tokens_per_chunk);
+  const LogitRow logit_row(experts);
   AlignedBuffer partial_buffer(sizeof(double) * std::max<int64_t>(chunking.count, 1));
   double* partials = partial_buffer.as<double>();
   parallel_for(chunking.count, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
@@ -219,8 +237,8 @@ void moe_z_loss_kernel(const MoeZLossArgs& args, const MoeLossesCpuConfig& confi
       double sum = 0;
       for (int64_t t = chunking.begin(chunk); t < chunking.end(chunk, tokens); ++t) {
         const float* row = logits + t * experts;
-        const float max_value = row_max(row, experts);
-        const float lse = max_value + std::log(row_exp_sum(row, experts, max_value, nullptr));
+        const float max_value = logit_row.max(row);
+        const float lse = max_value + std::log(logit_row.exp_sum(row, max_value, nullptr));
         sum += static_cast<double>(lse) * static_cast<double>(lse);
       }
       partials[chunk] = sum;
@@ -236,6 +254,7 @@ void moe_z_loss_backward_kernel(const MoeZLossBackwardArgs& args, const MoeLosse
   const float* logits = static_cast<const float*>(args.logits.data);
   float* d_logits = static_cast<float*>(args.d_logits.data);
   const bool accumulate = args.accumulate;
+  const LogitRow logit_row(experts);
   const float two_d_loss_over_tokens = static_cast<float>(2.0 * args.d_loss / static_cast<double>(std::max<int64_t>(tokens, 1)));
   parallel_for(tokens, std::max<int64_t>(config.tokens_per_chunk, 1), [&](int64_t begin, int64_t end) {
     AlignedBuffer exp_buffer(sizeof(float) * experts);
@@ -243,8 +262,8 @@ void moe_z_loss_backward_kernel(const MoeZLossBackwardArgs& args, const MoeLosse
     for (int64_t t = begin; t < end; ++t) {
       const float* row = logits + t * experts;
       float* out = d_logits + t * experts;
-      const float max_value = row_max(row, experts);
-      const float exp_sum = row_exp_sum(row, experts, max_value, exps);
+      const float max_value = logit_row.max(row);
+      const float exp_sum = logit_row.exp_sum(row, max_value, exps);
       const float lse = max_value + std::log(exp_sum);
       // d = (2 d_loss / tokens) * lse * exp(x - max) / exp_sum
       const VecF scale = VecF::broadcast(two_d_loss_over_tokens * lse / exp_sum);
