@@ -24,13 +24,19 @@ void check_expert_ids(ArgChecker& check, const TensorView& ids, int64_t tokens, 
                 " rows (one per token)");
   const int64_t top_k = ids.dim(1);
   check.at_least("top_k (expert_ids.dim(1))", top_k, 1);
+  // A branch-free min/max scan (it vectorises; the ids are read on every call), then, only when
+  // some id is out of range, the search for the first one to name it.
   const int32_t* values = static_cast<const int32_t*>(ids.data);
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t k = 0; k < top_k; ++k) {
-      const int64_t id = values[t * top_k + k];
-      check.require(id >= 0 && id < experts, "expert_ids[", t, ", ", k, "] = ", id, " is out of range [0, ", experts,
-                    ")");
-    }
+  const int64_t n = tokens * top_k;
+  int32_t low = 0, high = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    low = std::min(low, values[i]);
+    high = std::max(high, values[i]);
+  }
+  if (low >= 0 && high < experts) return;
+  for (int64_t i = 0; i < n; ++i)
+    check.require(values[i] >= 0 && values[i] < experts, "expert_ids[", i / top_k, ", ", i % top_k, "] = ", values[i],
+                  " is out of range [0, ", experts, ")");
 }
 
 void check_scores(ArgChecker& check, const char* name, const TensorView& scores) {
@@ -76,7 +82,9 @@ int64_t power_of_two_chunk(int64_t target) {
 
 // Chunks of ~32K probabilities or logits amortise parallel_for's fork/join; the count pass only
 // reads top_k ids per token, so it takes larger chunks.
-MoeLossesCpuConfig rows_heuristic(int64_t experts) { return {power_of_two_chunk(32768 / std::max<int64_t>(experts, 1))}; }
+MoeLossesCpuConfig rows_heuristic(int64_t experts) {
+  return {power_of_two_chunk(32768 / std::max<int64_t>(experts, 1))};
+}
 MoeLossesCpuConfig ids_heuristic(int64_t top_k) { return {power_of_two_chunk(16384 / std::max<int64_t>(top_k, 1))}; }
 
 std::vector<MoeLossesCpuConfig> chunk_space() {
@@ -263,9 +271,9 @@ const Op<MoeLoadBalancingLossArgs, MoeLossesCpuConfig>& moe_load_balancing_loss_
   using Args = MoeLoadBalancingLossArgs;
   static const Op<Args, MoeLossesCpuConfig> op(
       "moe_load_balancing_loss",
-      LATHE_ISA_IMPLS(moe_load_balancing_loss_kernel,
-                      [](const Args& args, Isa) { return rows_heuristic(args.probs.dim(1)); },
-                      [](const Args&, Isa) { return chunk_space(); }),
+      LATHE_ISA_IMPLS(
+          moe_load_balancing_loss_kernel, [](const Args& args, Isa) { return rows_heuristic(args.probs.dim(1)); },
+          [](const Args&, Isa) { return chunk_space(); }),
       [](const Args& args) { return shape_key(args.probs.dim(0), args.probs.dim(1), args.expert_ids.dim(1), false); });
   return op;
 }
@@ -274,9 +282,10 @@ const Op<MoeLoadBalancingLossBackwardArgs, MoeLossesCpuConfig>& moe_load_balanci
   using Args = MoeLoadBalancingLossBackwardArgs;
   static const Op<Args, MoeLossesCpuConfig> op(
       "moe_load_balancing_loss_backward",
-      LATHE_ISA_IMPLS(moe_load_balancing_loss_backward_kernel,
-                      [](const Args& args, Isa) { return rows_heuristic(args.d_probs.dim(1)); },
-                      [](const Args&, Isa) { return chunk_space(); }),
+      LATHE_ISA_IMPLS(
+          moe_load_balancing_loss_backward_kernel,
+          [](const Args& args, Isa) { return rows_heuristic(args.d_probs.dim(1)); },
+          [](const Args&, Isa) { return chunk_space(); }),
       [](const Args& args) {
         return shape_key(args.d_probs.dim(0), args.d_probs.dim(1), args.expert_ids.dim(1), args.accumulate);
       });
@@ -287,8 +296,9 @@ const Op<MoeZLossArgs, MoeLossesCpuConfig>& moe_z_loss_op() {
   using Args = MoeZLossArgs;
   static const Op<Args, MoeLossesCpuConfig> op(
       "moe_z_loss",
-      LATHE_ISA_IMPLS(moe_z_loss_kernel, [](const Args& args, Isa) { return rows_heuristic(args.logits.dim(1)); },
-                      [](const Args&, Isa) { return chunk_space(); }),
+      LATHE_ISA_IMPLS(
+          moe_z_loss_kernel, [](const Args& args, Isa) { return rows_heuristic(args.logits.dim(1)); },
+          [](const Args&, Isa) { return chunk_space(); }),
       [](const Args& args) { return shape_key(args.logits.dim(0), args.logits.dim(1), 0, false); });
   return op;
 }
@@ -297,9 +307,9 @@ const Op<MoeZLossBackwardArgs, MoeLossesCpuConfig>& moe_z_loss_backward_op() {
   using Args = MoeZLossBackwardArgs;
   static const Op<Args, MoeLossesCpuConfig> op(
       "moe_z_loss_backward",
-      LATHE_ISA_IMPLS(moe_z_loss_backward_kernel,
-                      [](const Args& args, Isa) { return rows_heuristic(args.logits.dim(1)); },
-                      [](const Args&, Isa) { return chunk_space(); }),
+      LATHE_ISA_IMPLS(
+          moe_z_loss_backward_kernel, [](const Args& args, Isa) { return rows_heuristic(args.logits.dim(1)); },
+          [](const Args&, Isa) { return chunk_space(); }),
       [](const Args& args) { return shape_key(args.logits.dim(0), args.logits.dim(1), 0, args.accumulate); });
   return op;
 }
@@ -308,8 +318,9 @@ const Op<MoeBiasUpdateArgs, MoeLossesCpuConfig>& moe_bias_update_op() {
   using Args = MoeBiasUpdateArgs;
   static const Op<Args, MoeLossesCpuConfig> op(
       "moe_bias_update",
-      LATHE_ISA_IMPLS(moe_bias_update_kernel, [](const Args& args, Isa) { return ids_heuristic(args.expert_ids.dim(1)); },
-                      [](const Args&, Isa) { return chunk_space(); }),
+      LATHE_ISA_IMPLS(
+          moe_bias_update_kernel, [](const Args& args, Isa) { return ids_heuristic(args.expert_ids.dim(1)); },
+          [](const Args&, Isa) { return chunk_space(); }),
       [](const Args& args) {
         return shape_key(args.expert_ids.dim(0), args.bias.dim(0), args.expert_ids.dim(1), false);
       });

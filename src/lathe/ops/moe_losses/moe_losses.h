@@ -75,11 +75,14 @@ struct MoeBiasUpdateArgs {
 };
 
 // One config for all five: the token chunk is the unit of parallel work and, for the losses, of
-// the fixed-order reduction.
+// the fixed-order reduction. A parallel task also gets at least ~16K-64K elements or ids (so a
+// small call runs on the calling thread); that changes which thread runs a chunk, never the bits.
 struct MoeLossesCpuConfig {
   int64_t tokens_per_chunk = 256;
   template <class Visit>
-  void visit(Visit&& field) { field("tokens_per_chunk", tokens_per_chunk); }
+  void visit(Visit&& field) {
+    field("tokens_per_chunk", tokens_per_chunk);
+  }
 };
 
 // Validate, then run the best implementation (see Op::run for the config order).
@@ -99,11 +102,16 @@ void validate(const MoeBiasUpdateArgs& args);
 // Plain loops computing in T (double: the oracle; float: the naive baseline), any float dtypes
 // for the float tensors. With accumulate, the backwards add to what their output holds; the bias
 // update reads and writes args.bias.
-template <class T> void moe_load_balancing_loss_reference(const MoeLoadBalancingLossArgs& args);
-template <class T> void moe_load_balancing_loss_backward_reference(const MoeLoadBalancingLossBackwardArgs& args);
-template <class T> void moe_z_loss_reference(const MoeZLossArgs& args);
-template <class T> void moe_z_loss_backward_reference(const MoeZLossBackwardArgs& args);
-template <class T> void moe_bias_update_reference(const MoeBiasUpdateArgs& args);
+template <class T>
+void moe_load_balancing_loss_reference(const MoeLoadBalancingLossArgs& args);
+template <class T>
+void moe_load_balancing_loss_backward_reference(const MoeLoadBalancingLossBackwardArgs& args);
+template <class T>
+void moe_z_loss_reference(const MoeZLossArgs& args);
+template <class T>
+void moe_z_loss_backward_reference(const MoeZLossBackwardArgs& args);
+template <class T>
+void moe_bias_update_reference(const MoeBiasUpdateArgs& args);
 
 OpCost moe_load_balancing_loss_cost(const MoeLoadBalancingLossArgs& args);
 OpCost moe_load_balancing_loss_backward_cost(const MoeLoadBalancingLossBackwardArgs& args);

@@ -16,15 +16,20 @@
 namespace lathe::LATHE_ISA_NS {
 namespace {
 
-using simd::VecF;
 using simd::load_row;
 using simd::store_row;
+using simd::VecF;
 constexpr int W = VecF::width;
 constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
 
 // Rows of probabilities summed in float before the sum moves to double: short float runs keep
 // the column sums accurate to a few ulp whatever the chunk size.
 constexpr int64_t kFloatRunRows = 32;
+// The least work one parallel task gets (elements of probs or logits, or ids): below it, waking
+// a second thread costs more than it saves, so small calls run on the calling thread. It sets
+// only which thread runs which chunk, never the chunks, so results are unchanged by it.
+constexpr int64_t kMinTaskElements = 32768;
+constexpr int64_t kMinTaskIds = 65536;
 // Interleaved sub-histograms: a run of ids of one hot expert then spreads its increments over
 // four counters instead of chaining each through the store-to-load latency of one.
 constexpr int64_t kSubHistograms = 4;
@@ -33,6 +38,10 @@ struct Chunking {
   int64_t size, count;
   Chunking(int64_t tokens, int64_t tokens_per_chunk)
       : size(std::max<int64_t>(tokens_per_chunk, 1)), count((tokens + size - 1) / size) {}
+  // parallel_for's grain over chunks so a task holds at least `minimum` units at `per_token` each.
+  int64_t grain(int64_t per_token, int64_t minimum) const {
+    return std::max<int64_t>(1, minimum / std::max<int64_t>(1, size * per_token));
+  }
   int64_t begin(int64_t chunk) const { return chunk * size; }
   int64_t end(int64_t chunk, int64_t tokens) const { return std::min(tokens, (chunk + 1) * size); }
 };
@@ -62,7 +71,7 @@ void count_experts(const TensorView& expert_ids, int64_t experts, int64_t tokens
   const Chunking chunking(tokens, tokens_per_chunk);
   AlignedBuffer partial_buffer(sizeof(int64_t) * std::max<int64_t>(chunking.count, 1) * experts);
   int64_t* partials = partial_buffer.as<int64_t>();
-  parallel_for(chunking.count, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
+  parallel_for(chunking.count, chunking.grain(top_k, kMinTaskIds), [&](int64_t chunk_begin, int64_t chunk_end) {
     AlignedBuffer scratch(sizeof(int64_t) * kSubHistograms * experts);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk)
       count_rows(ids, chunking.begin(chunk), chunking.end(chunk, tokens), top_k, experts, scratch.as<int64_t>(),
@@ -174,7 +183,8 @@ void moe_load_balancing_loss_kernel(const MoeLoadBalancingLossArgs& args, const 
   AlignedBuffer sum_buffer(sizeof(double) * chunks * experts, /*zeroed=*/true);
   int64_t* chunk_counts = count_buffer.as<int64_t>();
   double* chunk_sums = sum_buffer.as<double>();
-  parallel_for(chunking.count, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
+  const int64_t grain = chunking.grain(experts + top_k, kMinTaskElements);
+  parallel_for(chunking.count, grain, [&](int64_t chunk_begin, int64_t chunk_end) {
     AlignedBuffer scratch(sizeof(int64_t) * kSubHistograms * experts);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       const int64_t begin = chunking.begin(chunk), end = chunking.end(chunk, tokens);
@@ -213,7 +223,8 @@ void moe_load_balancing_loss_backward_kernel(const MoeLoadBalancingLossBackwardA
     gradient_row[e] = static_cast<float>(scale * static_cast<double>(count_buffer.as<int64_t>()[e]));
   float* d_probs = static_cast<float*>(args.d_probs.data);
   const bool accumulate = args.accumulate;
-  parallel_for(tokens, std::max<int64_t>(config.tokens_per_chunk, 1), [&](int64_t begin, int64_t end) {
+  const int64_t grain = std::max(config.tokens_per_chunk, kMinTaskElements / experts);
+  parallel_for(tokens, grain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float* row = d_probs + t * experts;
       for (int64_t e = 0; e < experts; e += W) {
@@ -232,18 +243,19 @@ void moe_z_loss_kernel(const MoeZLossArgs& args, const MoeLossesCpuConfig& confi
   const LogitRow logit_row(experts);
   AlignedBuffer partial_buffer(sizeof(double) * std::max<int64_t>(chunking.count, 1));
   double* partials = partial_buffer.as<double>();
-  parallel_for(chunking.count, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      double sum = 0;
-      for (int64_t t = chunking.begin(chunk); t < chunking.end(chunk, tokens); ++t) {
-        const float* row = logits + t * experts;
-        const float max_value = logit_row.max(row);
-        const float lse = max_value + std::log(logit_row.exp_sum(row, max_value, nullptr));
-        sum += static_cast<double>(lse) * static_cast<double>(lse);
-      }
-      partials[chunk] = sum;
-    }
-  });
+  parallel_for(chunking.count, chunking.grain(experts, kMinTaskElements / 2),
+               [&](int64_t chunk_begin, int64_t chunk_end) {
+                 for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+                   double sum = 0;
+                   for (int64_t t = chunking.begin(chunk); t < chunking.end(chunk, tokens); ++t) {
+                     const float* row = logits + t * experts;
+                     const float max_value = logit_row.max(row);
+                     const float lse = max_value + std::log(logit_row.exp_sum(row, max_value, nullptr));
+                     sum += static_cast<double>(lse) * static_cast<double>(lse);
+                   }
+                   partials[chunk] = sum;
+                 }
+               });
   double total = 0;
   for (int64_t chunk = 0; chunk < chunking.count; ++chunk) total += partials[chunk];
   *static_cast<float*>(args.loss.data) = tokens > 0 ? static_cast<float>(total / static_cast<double>(tokens)) : 0.0f;
@@ -255,8 +267,10 @@ void moe_z_loss_backward_kernel(const MoeZLossBackwardArgs& args, const MoeLosse
   float* d_logits = static_cast<float*>(args.d_logits.data);
   const bool accumulate = args.accumulate;
   const LogitRow logit_row(experts);
-  const float two_d_loss_over_tokens = static_cast<float>(2.0 * args.d_loss / static_cast<double>(std::max<int64_t>(tokens, 1)));
-  parallel_for(tokens, std::max<int64_t>(config.tokens_per_chunk, 1), [&](int64_t begin, int64_t end) {
+  const float two_d_loss_over_tokens =
+      static_cast<float>(2.0 * args.d_loss / static_cast<double>(std::max<int64_t>(tokens, 1)));
+  const int64_t grain = std::max(config.tokens_per_chunk, kMinTaskElements / 2 / experts);
+  parallel_for(tokens, grain, [&](int64_t begin, int64_t end) {
     AlignedBuffer exp_buffer(sizeof(float) * experts);
     float* exps = exp_buffer.as<float>();
     for (int64_t t = begin; t < end; ++t) {
@@ -286,8 +300,10 @@ void moe_bias_update_kernel(const MoeBiasUpdateArgs& args, const MoeLossesCpuCon
   for (int64_t e = 0; e < experts; ++e) {
     // sign(mean_count - count_e) with mean_count = routed / experts, compared exactly in integers.
     const int64_t excess = routed - experts * counts[e];
-    if (excess > 0) bias[e] += args.rate;
-    else if (excess < 0) bias[e] -= args.rate;
+    if (excess > 0)
+      bias[e] += args.rate;
+    else if (excess < 0)
+      bias[e] -= args.rate;
   }
 }
 

@@ -129,8 +129,7 @@ class LoadBalancingLossProblem : public TypedProblem<MoeLoadBalancingLossArgs, M
   }
 };
 
-class LoadBalancingLossBackwardProblem
-    : public TypedProblem<MoeLoadBalancingLossBackwardArgs, MoeLossesCpuConfig> {
+class LoadBalancingLossBackwardProblem : public TypedProblem<MoeLoadBalancingLossBackwardArgs, MoeLossesCpuConfig> {
  public:
   LoadBalancingLossBackwardProblem(const ShapeSpec& spec, uint64_t seed)
       : TypedProblem(moe_load_balancing_loss_backward_op(), moe_load_balancing_loss_backward) {
@@ -212,9 +211,7 @@ class ZLossBackwardProblem : public TypedProblem<MoeZLossBackwardArgs, MoeLosses
   }
 
  protected:
-  std::vector<std::pair<std::string, TensorView>> outputs() const override {
-    return {{"d_logits", args_.d_logits}};
-  }
+  std::vector<std::pair<std::string, TensorView>> outputs() const override { return {{"d_logits", args_.d_logits}}; }
   void reference(bool use_double, const std::vector<TensorView>& into) const override {
     MoeZLossBackwardArgs args = args_;
     args.d_logits = into[0];
@@ -310,8 +307,12 @@ std::vector<std::string> with_accumulate(std::vector<std::string> shapes) {
   return shapes;
 }
 const std::vector<std::string> kLogitEdgeShapes = {
-    "tokens=0,experts=8",  "tokens=1,experts=8",          "tokens=5,experts=1",
-    "tokens=37,experts=17", "tokens=64,experts=128,spread=60", "tokens=3,experts=257",
+    "tokens=0,experts=8",
+    "tokens=1,experts=8",
+    "tokens=5,experts=1",
+    "tokens=37,experts=17",
+    "tokens=64,experts=128,spread=60",
+    "tokens=3,experts=257",
 };
 
 template <class Problem>
@@ -329,18 +330,26 @@ void register_moe_losses_ops(std::vector<OpRegistration>& ops) {
   ops.push_back({"moe_load_balancing_loss",
                  "Switch-style MoE load-balancing loss (transformers' load_balancing_loss_func)", routing_keys,
                  "tokens=4096,experts=128,top_k=8", kRoutingBenchShapes, kRoutingEdgeShapes,
-                 [](uint64_t seed) { return random_routing_shape(seed, false); },
-                 maker<LoadBalancingLossProblem>()});
+                 [](uint64_t seed) { return random_routing_shape(seed, false); }, maker<LoadBalancingLossProblem>()});
   ops.push_back({"moe_load_balancing_loss_backward", "gradient of the load-balancing loss for the router probabilities",
                  routing_backward_keys, "tokens=4096,experts=128,top_k=8", kRoutingBenchShapes,
                  with_accumulate(kRoutingEdgeShapes), [](uint64_t seed) { return random_routing_shape(seed, true); },
                  maker<LoadBalancingLossBackwardProblem>()});
-  ops.push_back({"moe_z_loss", "router z-loss (ST-MoE): mean over tokens of logsumexp(logits)^2",
-                 {"tokens", "experts", "spread"}, "tokens=4096,experts=128", kLogitBenchShapes, kLogitEdgeShapes,
-                 [](uint64_t seed) { return random_logit_shape(seed, false); }, maker<ZLossProblem>()});
-  ops.push_back({"moe_z_loss_backward", "gradient of the router z-loss for the logits",
-                 {"tokens", "experts", "spread", "accumulate"}, "tokens=4096,experts=128", kLogitBenchShapes,
-                 with_accumulate(kLogitEdgeShapes), [](uint64_t seed) { return random_logit_shape(seed, true); },
+  ops.push_back({"moe_z_loss",
+                 "router z-loss (ST-MoE): mean over tokens of logsumexp(logits)^2",
+                 {"tokens", "experts", "spread"},
+                 "tokens=4096,experts=128",
+                 kLogitBenchShapes,
+                 kLogitEdgeShapes,
+                 [](uint64_t seed) { return random_logit_shape(seed, false); },
+                 maker<ZLossProblem>()});
+  ops.push_back({"moe_z_loss_backward",
+                 "gradient of the router z-loss for the logits",
+                 {"tokens", "experts", "spread", "accumulate"},
+                 "tokens=4096,experts=128",
+                 kLogitBenchShapes,
+                 with_accumulate(kLogitEdgeShapes),
+                 [](uint64_t seed) { return random_logit_shape(seed, true); },
                  maker<ZLossBackwardProblem>()});
   ops.push_back({"moe_bias_update",
                  "aux-loss-free balancing (DeepSeek-V3): expert counts and bias += rate * sign(mean - count)",

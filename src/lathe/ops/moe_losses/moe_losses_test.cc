@@ -2,6 +2,8 @@
 // hand-computed examples of both losses and of the bias update (a tie at the mean included), the
 // load-balancing loss of uniform routing (= top_k), numerical stability of the z-loss, bitwise
 // equality across thread counts, and validation errors.
+#include "lathe/ops/moe_losses/moe_losses.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +14,6 @@
 #include "finite_difference.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
-#include "lathe/ops/moe_losses/moe_losses.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -277,51 +278,73 @@ TEST(MoeLossesTest, ValidationNamesTheArgumentAndThePosition) {
   Tensor probs = Tensor::empty({3, 8}, DType::f32), loss = Tensor::empty({1}, DType::f32);
   fill_value(probs, 0.125);
   Tensor bad_ids = ids_tensor(3, 2, {0, 1, 2, 3, 4, 8});
-  EXPECT_NE(error_of([&] { moe_load_balancing_loss({probs, bad_ids, loss}); })
-                .find("moe_load_balancing_loss: expert_ids[2, 1] = 8 is out of range [0, 8)"),
+  EXPECT_NE(error_of([&] {
+              moe_load_balancing_loss({probs, bad_ids, loss});
+            }).find("moe_load_balancing_loss: expert_ids[2, 1] = 8 is out of range [0, 8)"),
             std::string::npos);
   Tensor negative_ids = ids_tensor(3, 2, {0, 1, -1, 3, 4, 5});
-  EXPECT_NE(error_of([&] { moe_load_balancing_loss({probs, negative_ids, loss}); })
-                .find("expert_ids[1, 0] = -1 is out of range [0, 8)"),
+  EXPECT_NE(error_of([&] {
+              moe_load_balancing_loss({probs, negative_ids, loss});
+            }).find("expert_ids[1, 0] = -1 is out of range [0, 8)"),
             std::string::npos);
   Tensor ids = ids_tensor(3, 2, {0, 1, 2, 3, 4, 5});
   Tensor ids64 = Tensor::empty({3, 2}, DType::i64), short_ids = ids_tensor(2, 2, {0, 1, 2, 3});
   fill_value(ids64, 1);
-  EXPECT_NE(error_of([&] { moe_load_balancing_loss({probs, ids64, loss}); })
-                .find("moe_load_balancing_loss: expert_ids has dtype i64, expected i32"),
+  EXPECT_NE(error_of([&] {
+              moe_load_balancing_loss({probs, ids64, loss});
+            }).find("moe_load_balancing_loss: expert_ids has dtype i64, expected i32"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { moe_load_balancing_loss({probs, short_ids, loss}); }).find("expert_ids has shape (2, 2)"),
+  EXPECT_NE(error_of([&] {
+              moe_load_balancing_loss({probs, short_ids, loss});
+            }).find("expert_ids has shape (2, 2)"),
             std::string::npos);
   Tensor loss2 = Tensor::empty({2}, DType::f32), probs64 = Tensor::empty({3, 8}, DType::f64);
-  EXPECT_NE(error_of([&] { moe_load_balancing_loss({probs, ids, loss2}); }).find("loss has shape (2), expected (1)"),
+  EXPECT_NE(error_of([&] {
+              moe_load_balancing_loss({probs, ids, loss2});
+            }).find("loss has shape (2), expected (1)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { moe_load_balancing_loss({probs64, ids, loss}); }).find("probs has dtype f64"),
+  EXPECT_NE(error_of([&] {
+              moe_load_balancing_loss({probs64, ids, loss});
+            }).find("probs has dtype f64"),
             std::string::npos);
 
   Tensor d_probs = Tensor::empty({3, 8}, DType::f32);
-  EXPECT_NE(error_of([&] { moe_load_balancing_loss_backward({bad_ids, 1.0f, d_probs}); })
-                .find("moe_load_balancing_loss_backward: expert_ids[2, 1] = 8"),
+  EXPECT_NE(error_of([&] {
+              moe_load_balancing_loss_backward({bad_ids, 1.0f, d_probs});
+            }).find("moe_load_balancing_loss_backward: expert_ids[2, 1] = 8"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { moe_load_balancing_loss_backward({ids, NAN, d_probs}); }).find("d_loss must be finite"),
+  EXPECT_NE(error_of([&] {
+              moe_load_balancing_loss_backward({ids, NAN, d_probs});
+            }).find("d_loss must be finite"),
             std::string::npos);
 
   Tensor no_experts = Tensor::empty({3, 0}, DType::f32), d_logits_short = Tensor::empty({3, 7}, DType::f32);
-  EXPECT_NE(error_of([&] { moe_z_loss({no_experts, loss}); }).find("moe_z_loss: experts must be at least 1"),
+  EXPECT_NE(error_of([&] {
+              moe_z_loss({no_experts, loss});
+            }).find("moe_z_loss: experts must be at least 1"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { moe_z_loss_backward({probs, 1.0f, d_logits_short}); })
-                .find("moe_z_loss_backward: d_logits has shape (3, 7), expected (3, 8)"),
+  EXPECT_NE(error_of([&] {
+              moe_z_loss_backward({probs, 1.0f, d_logits_short});
+            }).find("moe_z_loss_backward: d_logits has shape (3, 7), expected (3, 8)"),
             std::string::npos);
 
   Tensor bias = Tensor::empty({8}, DType::f32), counts = Tensor::empty({8}, DType::i64);
   Tensor counts32 = Tensor::empty({8}, DType::i32), counts7 = Tensor::empty({7}, DType::i64);
-  EXPECT_NE(error_of([&] { moe_bias_update({bad_ids, bias, counts}); })
-                .find("moe_bias_update: expert_ids[2, 1] = 8 is out of range [0, 8)"),
+  EXPECT_NE(error_of([&] {
+              moe_bias_update({bad_ids, bias, counts});
+            }).find("moe_bias_update: expert_ids[2, 1] = 8 is out of range [0, 8)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { moe_bias_update({ids, bias, counts32}); }).find("counts has dtype i32, expected i64"),
+  EXPECT_NE(error_of([&] {
+              moe_bias_update({ids, bias, counts32});
+            }).find("counts has dtype i32, expected i64"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { moe_bias_update({ids, bias, counts7}); }).find("counts has shape (7), expected (8)"),
+  EXPECT_NE(error_of([&] {
+              moe_bias_update({ids, bias, counts7});
+            }).find("counts has shape (7), expected (8)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { moe_bias_update({ids, bias, counts, -1e-3f}); }).find("rate must be finite and >= 0"),
+  EXPECT_NE(error_of([&] {
+              moe_bias_update({ids, bias, counts, -1e-3f});
+            }).find("rate must be finite and >= 0"),
             std::string::npos);
 }
 
