@@ -30,6 +30,9 @@ constexpr int64_t kFloatRunRows = 32;
 // only which thread runs which chunk, never the chunks, so results are unchanged by it.
 constexpr int64_t kMinTaskElements = 32768;
 constexpr int64_t kMinTaskIds = 65536;
+// Rows whose max and exp-sum are computed before their logs: the libm call then sits outside the
+// vector loop (which otherwise spills and reloads its exp constants around every call).
+constexpr int64_t kLogRows = 16;
 // Interleaved sub-histograms: a run of ids of one hot expert then spreads its increments over
 // four counters instead of chaining each through the store-to-load latency of one.
 constexpr int64_t kSubHistograms = 4;
@@ -245,13 +248,21 @@ void moe_z_loss_kernel(const MoeZLossArgs& args, const MoeLossesCpuConfig& confi
   double* partials = partial_buffer.as<double>();
   parallel_for(chunking.count, chunking.grain(experts, kMinTaskElements / 2),
                [&](int64_t chunk_begin, int64_t chunk_end) {
+                 float maxes[kLogRows], exp_sums[kLogRows];
                  for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
                    double sum = 0;
-                   for (int64_t t = chunking.begin(chunk); t < chunking.end(chunk, tokens); ++t) {
-                     const float* row = logits + t * experts;
-                     const float max_value = logit_row.max(row);
-                     const float lse = max_value + std::log(logit_row.exp_sum(row, max_value, nullptr));
-                     sum += static_cast<double>(lse) * static_cast<double>(lse);
+                   const int64_t end = chunking.end(chunk, tokens);
+                   for (int64_t block = chunking.begin(chunk); block < end; block += kLogRows) {
+                     const int64_t rows = std::min(kLogRows, end - block);
+                     for (int64_t i = 0; i < rows; ++i) {
+                       const float* row = logits + (block + i) * experts;
+                       maxes[i] = logit_row.max(row);
+                       exp_sums[i] = logit_row.exp_sum(row, maxes[i], nullptr);
+                     }
+                     for (int64_t i = 0; i < rows; ++i) {
+                       const double lse = static_cast<double>(maxes[i] + std::log(exp_sums[i]));
+                       sum += lse * lse;
+                     }
                    }
                    partials[chunk] = sum;
                  }
@@ -271,20 +282,30 @@ void moe_z_loss_backward_kernel(const MoeZLossBackwardArgs& args, const MoeLosse
       static_cast<float>(2.0 * args.d_loss / static_cast<double>(std::max<int64_t>(tokens, 1)));
   const int64_t grain = std::max(config.tokens_per_chunk, kMinTaskElements / 2 / experts);
   parallel_for(tokens, grain, [&](int64_t begin, int64_t end) {
-    AlignedBuffer exp_buffer(sizeof(float) * experts);
+    AlignedBuffer exp_buffer(sizeof(float) * kLogRows * experts);
     float* exps = exp_buffer.as<float>();
-    for (int64_t t = begin; t < end; ++t) {
-      const float* row = logits + t * experts;
-      float* out = d_logits + t * experts;
-      const float max_value = logit_row.max(row);
-      const float exp_sum = logit_row.exp_sum(row, max_value, exps);
-      const float lse = max_value + std::log(exp_sum);
-      // d = (2 d_loss / tokens) * lse * exp(x - max) / exp_sum
-      const VecF scale = VecF::broadcast(two_d_loss_over_tokens * lse / exp_sum);
-      for (int64_t e = 0; e < experts; e += W) {
-        const int64_t n = experts - e;
-        VecF g = load_row(exps + e, n) * scale;
-        store_row(out + e, accumulate ? load_row(out + e, n) + g : g, n);
+    float maxes[kLogRows], exp_sums[kLogRows];
+    for (int64_t block = begin; block < end; block += kLogRows) {
+      const int64_t rows = std::min(kLogRows, end - block);
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* row = logits + (block + i) * experts;
+        maxes[i] = logit_row.max(row);
+        exp_sums[i] = logit_row.exp_sum(row, maxes[i], exps + i * experts);
+      }
+      for (int64_t i = 0; i < rows; ++i) {
+        // d = (2 d_loss / tokens) * lse * exp(x - max) / exp_sum
+        const float lse = maxes[i] + std::log(exp_sums[i]);
+        exp_sums[i] = two_d_loss_over_tokens * lse / exp_sums[i];  // now the row's scale
+      }
+      for (int64_t i = 0; i < rows; ++i) {
+        const VecF scale = VecF::broadcast(exp_sums[i]);
+        const float* row_exps = exps + i * experts;
+        float* out = d_logits + (block + i) * experts;
+        for (int64_t e = 0; e < experts; e += W) {
+          const int64_t n = experts - e;
+          VecF g = load_row(row_exps + e, n) * scale;
+          store_row(out + e, accumulate ? load_row(out + e, n) + g : g, n);
+        }
       }
     }
   });
