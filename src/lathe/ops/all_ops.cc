@@ -20,6 +20,7 @@ void register_moe_router_ops(std::vector<OpRegistration>& ops);
 void register_moe_permute_ops(std::vector<OpRegistration>& ops);
 void register_moe_combine_ops(std::vector<OpRegistration>& ops);
 void register_grouped_matmul_ops(std::vector<OpRegistration>& ops);
+void register_moe_losses_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -39,6 +40,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_moe_permute_ops(list);
     register_moe_combine_ops(list);
     register_grouped_matmul_ops(list);
+    register_moe_losses_ops(list);
     return list;
   }();
   return ops;
