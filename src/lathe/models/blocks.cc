@@ -1,13 +1,42 @@
 #include "lathe/models/blocks.h"
 
 #include "lathe/models/layers.h"
+#include "lathe/models/moe_layer.h"
 
 namespace lathe {
 
 using autograd::Tape;
 using autograd::Var;
 
-std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config, int64_t /*layer*/,
+namespace {
+
+// The feed-forward's parameters: dense gate/up/down, or router + experts (+ shared expert).
+void add_feed_forward_parameters(const ModelConfig& config, int64_t layer, std::vector<LayerParameterSpec>& out) {
+  const int64_t d = config.d_model;
+  if (!config.layer_is_moe(layer)) {
+    out.push_back({kGateProj, "mlp.gate_proj.weight", ParameterKind::matrix, {config.ffn_dim, d}});
+    out.push_back({kUpProj, "mlp.up_proj.weight", ParameterKind::matrix, {config.ffn_dim, d}});
+    out.push_back({kDownProj, "mlp.down_proj.weight", ParameterKind::matrix, {d, config.ffn_dim}});
+    return;
+  }
+  const int64_t experts = config.moe_experts, ffn = config.resolved_moe_ffn_dim();
+  const double active = static_cast<double>(config.moe_top_k) / static_cast<double>(experts);
+  out.push_back({kRouter, "mlp.gate.weight", ParameterKind::matrix, {experts, d}});
+  out.push_back({kExpertsGateUp, "mlp.experts.gate_up_proj", ParameterKind::matrix, {experts, 2 * ffn, d}, active});
+  out.push_back({kExpertsDown, "mlp.experts.down_proj", ParameterKind::matrix, {experts, d, ffn}, active});
+  if (config.moe_shared_ffn_dim > 0) {
+    const int64_t shared = config.moe_shared_ffn_dim;
+    out.push_back({kSharedGateProj, "mlp.shared_expert.gate_proj.weight", ParameterKind::matrix, {shared, d}});
+    out.push_back({kSharedUpProj, "mlp.shared_expert.up_proj.weight", ParameterKind::matrix, {shared, d}});
+    out.push_back({kSharedDownProj, "mlp.shared_expert.down_proj.weight", ParameterKind::matrix, {d, shared}});
+    if (config.moe_shared_gate)
+      out.push_back({kSharedExpertGate, "mlp.shared_expert_gate.weight", ParameterKind::matrix, {1, d}});
+  }
+}
+
+}  // namespace
+
+std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config, int64_t layer,
                                                          std::span<const char* const> norm_names) {
   LATHE_ASSERT(norm_names.size() == 2 || norm_names.size() == 4);
   const int64_t d = config.d_model, head_dim = config.resolved_head_dim();
@@ -26,14 +55,13 @@ std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& conf
   }
   parameters.push_back({kOProj, "self_attn.o_proj.weight", ParameterKind::matrix, {d, q_width}});
   if (config.qk_norm) {
-    parameters.push_back({kQNorm, "self_attn.q_norm.weight", ParameterKind::norm, {head_dim}});
-    parameters.push_back({kKNorm, "self_attn.k_norm.weight", ParameterKind::norm, {head_dim}});
+    const bool full = config.qk_norm_full_width;
+    parameters.push_back({kQNorm, "self_attn.q_norm.weight", ParameterKind::norm, {full ? q_width : head_dim}});
+    parameters.push_back({kKNorm, "self_attn.k_norm.weight", ParameterKind::norm, {full ? kv_width : head_dim}});
   }
   for (size_t i = 1; i < norm_names.size(); ++i)
     parameters.push_back({static_cast<int>(kNorm0 + i), norm_name(i), ParameterKind::norm, {d}});
-  parameters.push_back({kGateProj, "mlp.gate_proj.weight", ParameterKind::matrix, {config.ffn_dim, d}});
-  parameters.push_back({kUpProj, "mlp.up_proj.weight", ParameterKind::matrix, {config.ffn_dim, d}});
-  parameters.push_back({kDownProj, "mlp.down_proj.weight", ParameterKind::matrix, {d, config.ffn_dim}});
+  add_feed_forward_parameters(config, layer, parameters);
   return parameters;
 }
 
@@ -54,38 +82,64 @@ AttentionWeights attention_weights(const LayerParameters& p) {
   return {&p[kQProj], &p[kKProj], &p[kVProj], &p[kOProj], &p[kQBias], &p[kKBias], &p[kVBias], &p[kQNorm], &p[kKNorm]};
 }
 
-MlpWeights mlp_weights(const LayerParameters& p) { return {&p[kGateProj], &p[kUpProj], &p[kDownProj]}; }
-
 }  // namespace
+
+Var feed_forward(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& x) {
+  if (!p[kRouter]) return gated_mlp(tape, context, {&p[kGateProj], &p[kUpProj], &p[kDownProj]}, x);
+  const MoeWeights weights{&p[kRouter],       &p[kExpertsGateUp], &p[kExpertsDown],    &p[kSharedGateProj],
+                           &p[kSharedUpProj], &p[kSharedDownProj], &p[kSharedExpertGate]};
+  return moe_mlp(tape, context, weights, x);
+}
 
 Var pre_norm_block(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& h) {
   Var attended = self_attention(tape, context, attention_weights(p), norm(tape, context, h, p[kNorm0]));
   Var after_attention = autograd::add(tape, h, attended);
-  Var mlp_out = gated_mlp(tape, context, mlp_weights(p), norm(tape, context, after_attention, p[kNorm1]));
+  Var mlp_out = feed_forward(tape, context, p, norm(tape, context, after_attention, p[kNorm1]));
   return autograd::add(tape, after_attention, mlp_out);
 }
 
 Var sandwich_block(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& h) {
   Var attended = self_attention(tape, context, attention_weights(p), norm(tape, context, h, p[kNorm0]));
   Var after_attention = autograd::add(tape, h, norm(tape, context, attended, p[kNorm1]));
-  Var mlp_out = gated_mlp(tape, context, mlp_weights(p), norm(tape, context, after_attention, p[kNorm2]));
+  Var mlp_out = feed_forward(tape, context, p, norm(tape, context, after_attention, p[kNorm2]));
   return autograd::add(tape, after_attention, norm(tape, context, mlp_out, p[kNorm3]));
 }
 
-LayerActivationCounts decoder_activation_counts(const ModelConfig& config, int64_t /*layer*/) {
+namespace {
+
+// What the feed-forward keeps per token: {everything, the matmul outputs alone}.
+LayerActivationCounts feed_forward_counts(const ModelConfig& config, int64_t layer) {
+  const int64_t d = config.d_model;
+  if (!config.layer_is_moe(layer)) return {3 * config.ffn_dim + d, 2 * config.ffn_dim + d};  // gate, up, act, down
+  const int64_t experts = config.moe_experts, top_k = config.moe_top_k, ffn = config.resolved_moe_ffn_dim();
+  // Router logits and probs; weights, ids, destination per slot; per routed copy the permuted row,
+  // gate_up, the activation and the expert output; the combined output.
+  LayerActivationCounts counts{2 * experts + 3 * top_k + top_k * (d + 3 * ffn + d) + d, experts + top_k * (2 * ffn + d)};
+  if (config.moe_shared_ffn_dim > 0) {
+    const int64_t shared = config.moe_shared_ffn_dim, gate = config.moe_shared_gate ? 1 + d : 0;
+    counts.save_all += 3 * shared + d + gate + d;  // the shared MLP, its gate logit and gated output, the sum
+    counts.matmul_outputs += 2 * shared + d + (config.moe_shared_gate ? 1 : 0);
+  }
+  return counts;
+}
+
+}  // namespace
+
+LayerActivationCounts decoder_activation_counts(const ModelConfig& config, int64_t layer) {
   const int64_t head_dim = config.resolved_head_dim();
   const int64_t d = config.d_model, q = config.n_heads * head_dim, k = config.n_kv_heads * head_dim;
-  const int64_t heads = config.n_heads, kv_heads = config.n_kv_heads, ffn = config.ffn_dim;
+  const int64_t heads = config.n_heads, kv_heads = config.n_kv_heads;
+  const LayerActivationCounts ffn = feed_forward_counts(config, layer);
   int64_t elements = 2 * d + 2;  // two norm outputs + their inv_rms
   elements += q + 2 * k;         // q, k, v projections
   elements += q + k;             // RoPE outputs
   elements += q + heads;         // attention output + log-sum-exp
   elements += d + 2 * d;         // o_proj, two residual adds
-  elements += 3 * ffn + d;       // gate, up, activation, down
-  if (config.qk_norm) elements += q + k + heads + kv_heads;
+  elements += ffn.save_all;      // the feed-forward (dense: gate, up, activation, down)
+  if (config.qk_norm) elements += q + k + (config.qk_norm_full_width ? 2 : heads + kv_heads);
   if (config.attention_bias) elements += q + 2 * k;  // q, k, v after their biases
   if (config.sandwich_norms) elements += 2 * d + 2;  // post-attention and post-MLP norms
-  return {elements, q + 2 * k + d + 2 * ffn + d};
+  return {elements, q + 2 * k + d + ffn.matmul_outputs};
 }
 
 double causal_attention_training_flops_per_token(const ModelConfig& config, int64_t seq_len) {

@@ -32,11 +32,21 @@ enum DecoderSlot : int {
   kGateProj,
   kUpProj,
   kDownProj,
+  // A mixture-of-experts layer's feed-forward (models/moe_layer.h) instead of gate/up/down.
+  kRouter,
+  kExpertsGateUp,
+  kExpertsDown,
+  kSharedGateProj,
+  kSharedUpProj,
+  kSharedDownProj,
+  kSharedExpertGate,
   kDecoderSlotCount
 };
 
 // The layer's parameters in lathe's (and HF's) creation order: norm 0, q/k/v (+ biases), o,
-// q/k norms, the other norms, gate/up/down. norm_names: 2 (pre-norm) or 4 (sandwich) names.
+// q/k norms, the other norms, then the feed-forward: gate/up/down for a dense layer, or for a
+// mixture-of-experts layer (config.layer_is_moe) the router, the stacked expert weights and the
+// optional shared expert and its gate. norm_names: 2 (pre-norm) or 4 (sandwich) names.
 std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config, int64_t layer,
                                                          std::span<const char* const> norm_names);
 // The two standard norm sets under Hugging Face's names: pre-norm (input_layernorm,
@@ -45,10 +55,14 @@ std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& conf
 std::vector<LayerParameterSpec> pre_norm_layer_parameters(const ModelConfig& config, int64_t layer);
 std::vector<LayerParameterSpec> sandwich_layer_parameters(const ModelConfig& config, int64_t layer);
 
-// h = h + attention(norm_0(h));  h = h + mlp(norm_1(h))                 (Llama, Mistral, Qwen)
+// The feed-forward of a layer: the gated MLP, or the mixture of experts where the layer has a router.
+autograd::Var feed_forward(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,
+                           const autograd::Var& x);
+
+// h = h + attention(norm_0(h));  h = h + ffn(norm_1(h))      (Llama, Mistral, Qwen, Mixtral, OLMoE)
 autograd::Var pre_norm_block(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,
                              const autograd::Var& h);
-// h = h + norm_1(attention(norm_0(h)));  h = h + norm_3(mlp(norm_2(h)))  (Gemma 2/3 "sandwich")
+// h = h + norm_1(attention(norm_0(h)));  h = h + norm_3(ffn(norm_2(h)))  (Gemma 2/3 "sandwich")
 autograd::Var sandwich_block(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,
                              const autograd::Var& h);
 

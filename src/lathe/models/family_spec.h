@@ -11,11 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "lathe/autograd/ops.h"
+#include "lathe/autograd/router_losses.h"
 #include "lathe/models/kv_cache.h"
 #include "lathe/models/model_config.h"
 
@@ -31,6 +33,9 @@ struct LayerParameterSpec {
   std::string name;  // HF name inside the layer, e.g. "self_attn.q_proj.weight"
   ParameterKind kind;
   Shape shape;  // e.g. (n_heads * head_dim, d_model) for q_proj: [out, in]
+  // The share of this parameter one token's forward reads: top_k / experts for routed expert
+  // weights (active-parameter counts and model FLOPs, as MaxText counts them), else 1.
+  double active_fraction = 1.0;
 };
 
 // One layer's parameters, indexed by the family's slots; a slot the config leaves out is null.
@@ -44,6 +49,9 @@ struct BlockContext {
   int64_t batch = 0, seq = 0;
   int64_t position_offset = 0;  // tokens already in the cache
   KvCache* cache = nullptr;     // inference only; attention then reads the cached keys/values
+  // Training: where mixture-of-experts routers record their rows for the load-balancing and z
+  // losses (null for inference and for dense models).
+  std::shared_ptr<autograd::RouterLosses> router_losses;
 };
 
 // How the Hugging Face sliding-window keys map onto ModelConfig (sliding_window and its pattern).
@@ -68,6 +76,28 @@ struct HfMultimodalWrapper {
   std::string (*lathe_name)(const std::string& hf_name);
 };
 
+// How a mixture-of-experts architecture names its options in config.json and its experts in
+// checkpoints (models/hf/). Published checkpoints store every expert's projections separately;
+// lathe stacks them into its (experts, ...) parameters on import and splits them on export.
+struct HfMoe {
+  const char* experts_key;  // "num_local_experts" (Mixtral) or "num_experts"
+  int64_t default_experts;
+  int64_t default_top_k;       // "num_experts_per_tok"
+  const char* expert_ffn_key;  // "moe_intermediate_size"; "intermediate_size" when every layer is MoE (Mixtral, OLMoE)
+  int64_t default_expert_ffn;  // when expert_ffn_key is absent
+  const char* renormalize_key;  // "norm_topk_prob"; null: the combine weights are always renormalised (Mixtral)
+  bool default_renormalize;
+  double default_aux_loss_coef;  // "router_aux_loss_coef"
+  bool sparse_step_keys;         // "decoder_sparse_step" and "mlp_only_layers" place the MoE layers (Qwen2/3-MoE)
+  int64_t default_shared_ffn;    // > 0: a gated shared expert, "shared_expert_intermediate_size" (Qwen2-MoE)
+  // Checkpoint names: "<layer>.<block>.gate.weight" (router) and
+  // "<layer>.<block>.experts.<e>.<gate_proj|up_proj|down_proj>.weight".
+  const char* checkpoint_block;  // "block_sparse_moe" (Mixtral) or "mlp"
+  const char* gate_proj;         // "w1" or "gate_proj"
+  const char* up_proj;           // "w3" or "up_proj"
+  const char* down_proj;         // "w2" or "down_proj"
+};
+
 // What the family's Hugging Face architecture is and hard-wires (read by models/hf/hf_config.cc).
 struct HfFamily {
   const char* architecture;        // "Qwen3ForCausalLM"
@@ -87,12 +117,14 @@ struct HfFamily {
   // Boolean keys an export writes as false, in this order ("attention_bias", "mlp_bias", ...).
   std::vector<const char*> export_false_keys = {};
   const HfMultimodalWrapper* multimodal = nullptr;
+  const HfMoe* moe = nullptr;  // a mixture-of-experts architecture
 };
 
 // The values of a family's fixed traits: an HF import sets them, an export requires them, and the
 // transformer requires sandwich_norms to match (the block decides the norms).
 struct FamilyTraits {
   bool qk_norm = false;
+  bool qk_norm_full_width = false;  // OLMoE: q/k norms over the whole projection, not per head
   bool attention_bias = false;
   bool sandwich_norms = false;
   float norm_weight_offset = 0.0f;

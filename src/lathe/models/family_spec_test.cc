@@ -18,6 +18,9 @@ struct Expected {
   const char* model_type;
   bool attention_bias, qk_norm, sandwich_norms;
   const char* chat_template;
+  bool experts = false;             // a mixture-of-experts architecture
+  bool shared_expert = false;       // with a gated shared expert (Qwen2-MoE)
+  bool qk_norm_full_width = false;  // q/k norms over the whole projection (OLMoE)
 };
 
 // From the transformers classes (architectures, model types) and the formats each family was
@@ -29,6 +32,10 @@ const std::map<std::string, Expected> kExpected = {
     {"qwen3", {"Qwen3ForCausalLM", "qwen3", false, true, false, "chatml"}},
     {"gemma2", {"Gemma2ForCausalLM", "gemma2", false, false, true, "gemma"}},
     {"gemma3", {"Gemma3ForCausalLM", "gemma3_text", false, true, true, "gemma"}},
+    {"mixtral", {"MixtralForCausalLM", "mixtral", false, false, false, "mistral", true}},
+    {"qwen2_moe", {"Qwen2MoeForCausalLM", "qwen2_moe", true, false, false, "chatml", true, true}},
+    {"qwen3_moe", {"Qwen3MoeForCausalLM", "qwen3_moe", false, true, false, "chatml", true}},
+    {"olmoe", {"OlmoeForCausalLM", "olmoe", false, true, false, "plain", true, false, true}},
 };
 
 TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
@@ -48,7 +55,7 @@ TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
   EXPECT_EQ(names, expected);
   EXPECT_EQ(all_family_specs().size(), kExpected.size());
   ASSERT_EQ(family_names().size(), kExpected.size());
-  EXPECT_EQ(family_names_text(), "llama, mistral, qwen2, qwen3, gemma2, gemma3");
+  EXPECT_EQ(family_names_text(), "llama, mistral, qwen2, qwen3, gemma2, gemma3, mixtral, qwen2_moe, qwen3_moe, olmoe");
   EXPECT_EQ(find_family_spec_or_null("gpt5"), nullptr);
   try {
     find_family_spec("gpt5");
@@ -68,6 +75,9 @@ TEST(FamilyRegistry, EachSpecHasItsArchitectureTraitsAndChatTemplate) {
     EXPECT_EQ(spec->traits.attention_bias, expected.attention_bias);
     EXPECT_EQ(spec->traits.qk_norm, expected.qk_norm);
     EXPECT_EQ(spec->traits.sandwich_norms, expected.sandwich_norms);
+    EXPECT_EQ(spec->traits.qk_norm_full_width, expected.qk_norm_full_width);
+    EXPECT_EQ(spec->hf.moe != nullptr, expected.experts);
+    if (spec->hf.moe) EXPECT_EQ(spec->hf.moe->default_shared_ffn > 0, expected.shared_expert);
     // Gemma's (1 + w) norms and sqrt(d_model) embedding scale go with its sandwich block.
     EXPECT_EQ(spec->traits.norm_weight_offset, expected.sandwich_norms ? 1.0f : 0.0f);
     EXPECT_EQ(spec->traits.embedding_scale, expected.sandwich_norms ? 0.0f : 1.0f);
@@ -93,8 +103,23 @@ std::map<std::string, Shape> expected_layer_tensors(const ModelConfig& c, const 
     tensors["self_attn.v_proj.bias"] = Shape{kv};
   }
   if (expected.qk_norm) {
-    tensors["self_attn.q_norm.weight"] = Shape{c.resolved_head_dim()};
-    tensors["self_attn.k_norm.weight"] = Shape{c.resolved_head_dim()};
+    tensors["self_attn.q_norm.weight"] = Shape{expected.qk_norm_full_width ? q : c.resolved_head_dim()};
+    tensors["self_attn.k_norm.weight"] = Shape{expected.qk_norm_full_width ? kv : c.resolved_head_dim()};
+  }
+  if (expected.experts) {  // transformers 5.x's in-memory names for the stacked experts
+    for (const char* dense : {"mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
+      tensors.erase(dense);
+    const int64_t e = c.moe_experts, f = c.moe_ffn_dim;
+    tensors["mlp.gate.weight"] = Shape{e, c.d_model};
+    tensors["mlp.experts.gate_up_proj"] = Shape{e, 2 * f, c.d_model};
+    tensors["mlp.experts.down_proj"] = Shape{e, c.d_model, f};
+    if (expected.shared_expert) {
+      const int64_t s = c.moe_shared_ffn_dim;
+      tensors["mlp.shared_expert.gate_proj.weight"] = Shape{s, c.d_model};
+      tensors["mlp.shared_expert.up_proj.weight"] = Shape{s, c.d_model};
+      tensors["mlp.shared_expert.down_proj.weight"] = Shape{c.d_model, s};
+      tensors["mlp.shared_expert_gate.weight"] = Shape{1, c.d_model};
+    }
   }
   if (expected.sandwich_norms) {
     tensors["pre_feedforward_layernorm.weight"] = Shape{c.d_model};
@@ -117,6 +142,15 @@ TEST(FamilyRegistry, LayerParametersAreTheHfCheckpointNames) {
     config.qk_norm = spec->traits.qk_norm;
     config.attention_bias = spec->traits.attention_bias;
     config.sandwich_norms = spec->traits.sandwich_norms;
+    config.qk_norm_full_width = spec->traits.qk_norm_full_width;
+    if (expected.experts) {
+      config.moe_experts = 5;
+      config.moe_ffn_dim = 14;
+      if (expected.shared_expert) {
+        config.moe_shared_ffn_dim = 22;
+        config.moe_shared_gate = true;
+      }
+    }
 
     std::map<std::string, Shape> declared;
     std::set<int> slots;
@@ -173,6 +207,41 @@ TEST(FamilyRegistry, TrainingFlopsCountMatmulWeightsAndCausalAttention) {
   EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
   config.tie_embeddings = true;  // the embedding table is the LM head's matmul weight
   EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
+}
+
+// A token reads the router and top_k of the experts: model FLOPs and active parameters count
+// those (as MaxText does), the parameter count every expert.
+TEST(FamilyRegistry, MixtureOfExpertsCountsActiveExperts) {
+  ModelConfig config;
+  config.family = "mixtral";
+  config.vocab_size = 50;
+  config.d_model = 8;
+  config.n_layers = 2;
+  config.n_heads = 2;
+  config.n_kv_heads = 1;
+  config.head_dim = 4;
+  config.ffn_dim = 12;
+  config.moe_experts = 4;
+  config.moe_top_k = 2;
+  config.moe_ffn_dim = 6;
+  // Per layer: attention q 64 + k 32 + v 32 + o 64 = 192, router 4x8 = 32, experts 4 x (2*6*8 + 8*6) = 576 of
+  // which a token reads half (288). Two layers, LM head 400, embedding 400, norms 2*2*8 + 8.
+  const double active_matmul = 2 * (192 + 32 + 288) + 400;
+  EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), 6.0 * active_matmul + 6.0 * 2 * 2 * 4 * 16);
+  EXPECT_EQ(config.parameter_count(), 2 * (192 + 32 + 576 + 16) + 400 + 400 + 8);
+  EXPECT_EQ(config.active_parameter_count(), 2 * (192 + 32 + 288 + 16) + 400 + 400 + 8);
+  // Layer placement: decoder_sparse_step 2 makes layers 1, 3 MoE; moe_dense_layers removes 3.
+  config.n_layers = 4;
+  config.moe_layer_step = 2;
+  config.moe_dense_layers = "3";
+  EXPECT_EQ(std::vector<bool>({config.layer_is_moe(0), config.layer_is_moe(1), config.layer_is_moe(2),
+                               config.layer_is_moe(3)}),
+            std::vector<bool>({false, true, false, false}));
+  config.moe_layer_step = 1;
+  config.moe_first_dense_layers = 1;
+  config.moe_dense_layers = "";
+  EXPECT_FALSE(config.layer_is_moe(0));
+  EXPECT_TRUE(config.layer_is_moe(1));
 }
 
 }  // namespace

@@ -54,15 +54,19 @@ static void append_to_cache(const BlockContext& context, const Var& k, const Var
 Var self_attention(Tape& tape, const BlockContext& context, const AttentionWeights& weights, const Var& x) {
   const ModelConfig& config = *context.config;
   const int64_t batch = context.batch, seq = context.seq, head_dim = config.resolved_head_dim();
-  auto project = [&](const Var* weight, const Var* bias, int64_t heads) {
+  const bool has_qk_norm = weights.q_norm && *weights.q_norm;
+  const bool full_width_norm = has_qk_norm && config.qk_norm_full_width;
+  // full_width_norm: RMSNorm over the whole projection (OLMoE) before splitting into heads.
+  auto project = [&](const Var* weight, const Var* bias, const Var* full_norm, int64_t heads) {
     Var rows = autograd::linear(tape, x, *weight);
     if (bias && *bias) rows = autograd::add_bias(tape, rows, *bias);
+    if (full_norm) rows = norm(tape, context, rows, *full_norm);
     return autograd::reshape(tape, rows, {batch, seq, heads, head_dim});
   };
-  Var q = project(weights.q_proj, weights.q_bias, config.n_heads);
-  Var k = project(weights.k_proj, weights.k_bias, config.n_kv_heads);
-  Var v = project(weights.v_proj, weights.v_bias, config.n_kv_heads);
-  if (weights.q_norm && *weights.q_norm) {
+  Var q = project(weights.q_proj, weights.q_bias, full_width_norm ? weights.q_norm : nullptr, config.n_heads);
+  Var k = project(weights.k_proj, weights.k_bias, full_width_norm ? weights.k_norm : nullptr, config.n_kv_heads);
+  Var v = project(weights.v_proj, weights.v_bias, nullptr, config.n_kv_heads);
+  if (has_qk_norm && !full_width_norm) {
     q = head_norm(tape, context, q, *weights.q_norm);
     k = head_norm(tape, context, k, *weights.k_norm);
   }

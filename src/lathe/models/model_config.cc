@@ -1,6 +1,9 @@
 #include "lathe/models/model_config.h"
 
 #include <cmath>
+#include <cstdlib>
+
+#include "lathe/core/error.h"
 
 #include "lathe/models/family_spec.h"
 
@@ -25,6 +28,42 @@ int64_t ModelConfig::rotary_dim() const {
 
 bool ModelConfig::layer_is_local(int64_t layer) const {
   return sliding_window > 0 && (sliding_window_pattern == 0 || (layer + 1) % sliding_window_pattern != 0);
+}
+
+std::vector<int64_t> parse_layer_list(const std::string& text) {
+  std::vector<int64_t> layers;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(begin, end - begin);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    char* parsed_end = nullptr;
+    const long long value = item.empty() ? -1 : std::strtoll(item.c_str(), &parsed_end, 10);
+    LATHE_CHECK(!item.empty() && parsed_end && *parsed_end == '\0' && value >= 0, "model.moe_dense_layers: '", text,
+                "' is not a comma-separated list of layer indices (e.g. \"0,3\")");
+    layers.push_back(value);
+    begin = end + 1;
+  }
+  return layers;
+}
+
+bool ModelConfig::layer_is_moe(int64_t layer) const {
+  if (moe_experts <= 0 || layer < moe_first_dense_layers) return false;
+  if (moe_layer_step > 1 && (layer + 1) % moe_layer_step != 0) return false;
+  if (moe_dense_layers.empty()) return true;
+  for (int64_t dense : parse_layer_list(moe_dense_layers))
+    if (dense == layer) return false;
+  return true;
+}
+
+int64_t ModelConfig::active_parameter_count() const {
+  double active = static_cast<double>(vocab_size * d_model * (tie_embeddings ? 1 : 2) + d_model);
+  for (int64_t layer = 0; layer < n_layers; ++layer)
+    for (const LayerParameterSpec& parameter : find_family_spec(family).layer.parameters(*this, layer))
+      active += static_cast<double>(parameter.shape.numel()) * parameter.active_fraction;
+  return static_cast<int64_t>(std::llround(active));
 }
 
 int64_t ModelConfig::parameter_count() const {

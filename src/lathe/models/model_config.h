@@ -12,6 +12,7 @@
 //   model.layers.{i}.self_attn.o_proj.weight         (d_model, n_heads * head_dim)
 //   model.layers.{i}.self_attn.q_norm.weight         (head_dim)            qk_norm only
 //   model.layers.{i}.self_attn.k_norm.weight         (head_dim)            qk_norm only
+//                        (n_heads * head_dim), (n_kv_heads * head_dim) with qk_norm_full_width (OLMoE)
 //   model.layers.{i}.post_attention_layernorm.weight (d_model)  norm after attention (sandwich) or
 //                                                              before the MLP (Llama naming)
 //   model.layers.{i}.pre_feedforward_layernorm.weight  (d_model)          sandwich_norms only
@@ -19,6 +20,14 @@
 //   model.layers.{i}.mlp.gate_proj.weight            (ffn_dim, d_model)
 //   model.layers.{i}.mlp.up_proj.weight              (ffn_dim, d_model)
 //   model.layers.{i}.mlp.down_proj.weight            (d_model, ffn_dim)
+// A mixture-of-experts layer (moe_experts > 0 and layer_is_moe(i)) has instead (transformers 5.x
+// in-memory names; the per-expert checkpoint names are mapped by models/hf/):
+//   model.layers.{i}.mlp.gate.weight                 (moe_experts, d_model)             router
+//   model.layers.{i}.mlp.experts.gate_up_proj        (moe_experts, 2 * expert_ffn, d_model)  gate rows, then up
+//   model.layers.{i}.mlp.experts.down_proj           (moe_experts, d_model, expert_ffn)
+//   model.layers.{i}.mlp.shared_expert.{gate,up,down}_proj.weight  as a dense MLP of
+//                                                    moe_shared_ffn_dim               moe_shared_ffn_dim > 0
+//   model.layers.{i}.mlp.shared_expert_gate.weight   (1, d_model)                     moe_shared_gate only
 //   model.norm.weight                                (d_model)
 //   lm_head.weight                                   (vocab_size, d_model)  absent when tied
 #pragma once
@@ -57,6 +66,7 @@ struct ModelConfig {
   float norm_weight_offset = 0.0f;  // Gemma stores RMSNorm weights as w - 1 (offset 1)
   bool tie_embeddings = false;
   bool qk_norm = false;              // RMSNorm on q and k per head (Qwen3, Gemma 3)
+  bool qk_norm_full_width = false;   // qk_norm over the whole q/k projection instead (OLMoE)
   bool attention_bias = false;       // biases on q/k/v projections (Qwen2), not on o_proj
   float embedding_scale = 1.0f;      // 0: sqrt(d_model) (Gemma); else the multiplier
   bool sandwich_norms = false;       // Gemma 2/3: norms before and after attention and MLP
@@ -70,12 +80,33 @@ struct ModelConfig {
   int64_t sliding_window = 0;
   int64_t sliding_window_pattern = 0;
 
+  // Mixture of experts (models/moe_layer.h). moe_experts = 0: every layer has the dense MLP.
+  int64_t moe_experts = 0;                  // routed experts per MoE layer
+  int64_t moe_top_k = 2;                    // experts each token is sent to
+  int64_t moe_ffn_dim = 0;                  // hidden width of one expert; 0: ffn_dim
+  std::string moe_router_scoring = "softmax";  // softmax | sigmoid (over the router logits)
+  bool moe_renormalize = true;              // combine weights / their sum over the chosen experts
+  double moe_routed_scaling = 1.0;          // multiplies the combine weights (DeepSeek's routed_scaling_factor)
+  int64_t moe_shared_ffn_dim = 0;           // width of an always-on shared expert; 0: none
+  bool moe_shared_gate = false;             // shared output * sigmoid(x . shared_expert_gate) (Qwen2-MoE)
+  int64_t moe_first_dense_layers = 0;       // the first N layers stay dense (DeepSeek first_k_dense_replace)
+  int64_t moe_layer_step = 1;               // layer i is MoE when (i + 1) % step == 0 (decoder_sparse_step)
+  std::string moe_dense_layers;             // comma-separated layers kept dense (Qwen's mlp_only_layers)
+  double moe_aux_loss_coef = 0.001;         // weight of the load-balancing loss in the objective
+  double moe_z_loss_coef = 0.0;             // weight of the router z-loss in the objective
+
   double init_std = 0.02;  // normal(0, init_std) for matrices; norms start at 1 (0 with offset 1)
 
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
   int64_t rotary_dim() const;
   bool layer_is_local(int64_t layer) const;
-  int64_t parameter_count() const;  // total, counting tied embeddings once; throws for an unknown family
+  int64_t parameter_count() const;
+  // Whether layer `layer` has the mixture-of-experts feed-forward (moe_experts > 0, past the first
+  // dense layers, on the layer step, not listed in moe_dense_layers).
+  bool layer_is_moe(int64_t layer) const;
+  int64_t resolved_moe_ffn_dim() const { return moe_ffn_dim > 0 ? moe_ffn_dim : ffn_dim; }
+  // Parameters one token's forward touches: the routed experts count top_k of moe_experts.
+  int64_t active_parameter_count() const;  // total, counting tied embeddings once; throws for an unknown family
   double rope_theta_for_layer(int64_t layer) const {
     return layer_is_local(layer) && rope_local_theta > 0 ? rope_local_theta : rope_theta;
   }
@@ -84,5 +115,7 @@ struct ModelConfig {
 };
 
 const char* to_string(FfnActivation activation);
+// "0, 3" -> {0, 3}; "" -> {}. lathe::Error naming model.moe_dense_layers for anything else.
+std::vector<int64_t> parse_layer_list(const std::string& text);
 
 }  // namespace lathe

@@ -23,18 +23,20 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
     LayerParameters parameters(family_->layer.slot_count);
     for (const LayerParameterSpec& spec : declared) {
       LATHE_ASSERT(spec.slot >= 0 && spec.slot < family_->layer.slot_count && !parameters[spec.slot]);
-      parameters[spec.slot] = add_parameter(prefix + spec.name, spec.kind, spec.shape);
+      parameters[spec.slot] = add_parameter(prefix + spec.name, spec.kind, spec.shape, spec.active_fraction);
     }
     layers_.push_back(std::move(parameters));
+    if (config.layer_is_moe(layer)) moe_layers_.push_back(layer);
   }
   final_norm_ = add_parameter("model.norm.weight", ParameterKind::norm, {d});
   if (!config.tie_embeddings) lm_head_ = add_parameter("lm_head.weight", ParameterKind::matrix, {config.vocab_size, d});
 }
 
-Var TransformerModel::add_parameter(const std::string& name, ParameterKind kind, const Shape& shape) {
+Var TransformerModel::add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,
+                                    double active_fraction) {
   const DType dtype = precision_ == autograd::Precision::fast ? DType::f32 : DType::f64;
   Var var = autograd::make_parameter(Tensor::zeros(shape, dtype), Tensor::zeros(shape, dtype));
-  parameters_.push_back({name, kind, var});
+  parameters_.push_back({name, kind, var, active_fraction});
   return var;
 }
 
@@ -99,12 +101,12 @@ void TransformerModel::zero_grads() {
 }
 
 Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, int64_t seq, RematPolicy remat,
-                                 KvCache* cache) const {
+                                 KvCache* cache, const std::shared_ptr<autograd::RouterLosses>& router_losses) const {
   const float scale =
       config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(config_.d_model)) : config_.embedding_scale;
   Var h = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), scale);
   for (int64_t layer = 0; layer < config_.n_layers; ++layer) {
-    BlockContext context{&config_, layer, batch, seq, cache ? cache->length : 0, cache};
+    BlockContext context{&config_, layer, batch, seq, cache ? cache->length : 0, cache, router_losses};
     const LayerParameters* parameters = &layers_[layer];
     const FamilySpec* family = family_;
     h = autograd::rematerialize(tape, remat, h, [family, context, parameters](Tape& inner, const Var& input) {
@@ -115,13 +117,28 @@ Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, i
 }
 
 Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets, RematPolicy remat,
-                           float grad_scale) const {
+                           float grad_scale, RouterStatistics* routing) const {
   LATHE_CHECK(ids.shape().rank() == 2 && targets.shape() == ids.shape(), "model: ids and targets must both be ",
               "(batch, seq), got ", ids.shape().to_string(), " and ", targets.shape().to_string());
   const int64_t batch = ids.dim(0), seq = ids.dim(1);
   LATHE_CHECK(seq <= config_.max_seq_len, "model: sequence of ", seq,
               " tokens exceeds model.max_seq_len=", config_.max_seq_len);
-  Var hidden = run_layers(tape, ids, batch, seq, remat, nullptr);
+  std::shared_ptr<autograd::RouterLosses> router_losses;
+  if (!moe_layers_.empty() && (tape.recording() || routing))
+    router_losses = std::make_shared<autograd::RouterLosses>(precision_, moe_layers_, batch * seq, config_.moe_experts,
+                                                             config_.moe_top_k, config_.moe_aux_loss_coef,
+                                                             config_.moe_z_loss_coef, grad_scale);
+  Var hidden = run_layers(tape, ids, batch, seq, remat, nullptr, router_losses);
+  if (router_losses) {
+    router_losses->finish();
+    if (routing) {
+      routing->aux_loss = router_losses->aux_loss();
+      routing->z_loss = router_losses->z_loss();
+      routing->moe_layers = moe_layers_;
+      routing->expert_counts.clear();
+      for (size_t i = 0; i < moe_layers_.size(); ++i) routing->expert_counts.push_back(router_losses->expert_counts(i));
+    }
+  }
   autograd::CrossEntropyOptions options;
   options.softcap = config_.final_logit_softcap;
   options.grad_scale = grad_scale;
@@ -134,7 +151,7 @@ Tensor TransformerModel::next_token_logits(const Tensor& ids, KvCache& cache) co
   LATHE_ASSERT(precision_ == autograd::Precision::fast);
   const int64_t seq = ids.numel();
   Tape tape(precision_, /*recording=*/false);
-  Var hidden = run_layers(tape, ids, 1, seq, RematPolicy::save_all, &cache);
+  Var hidden = run_layers(tape, ids, 1, seq, RematPolicy::save_all, &cache, nullptr);
   cache.length += seq;
   // Only the last position's logits are needed: (1, d_model) @ head^T.
   Var last = autograd::make_var(hidden->value.share_view(hidden->value.view().slice(0, seq - 1, seq)));
@@ -152,7 +169,7 @@ Tensor TransformerModel::logits(const Tensor& ids) const {
   LATHE_CHECK(ids.shape().rank() == 2, "model: ids must be (batch, seq), got ", ids.shape().to_string());
   const int64_t batch = ids.dim(0), seq = ids.dim(1);
   Tape tape(precision_, /*recording=*/false);
-  Var hidden = run_layers(tape, ids, batch, seq, RematPolicy::save_all, nullptr);
+  Var hidden = run_layers(tape, ids, batch, seq, RematPolicy::save_all, nullptr, nullptr);
   Tensor result = autograd::linear(tape, hidden, lm_head())->value.reshape({batch, seq, config_.vocab_size});
   if (config_.final_logit_softcap > 0) {
     const double cap = config_.final_logit_softcap;
@@ -165,7 +182,8 @@ Tensor TransformerModel::logits(const Tensor& ids) const {
 double TransformerModel::training_flops_per_token(int64_t seq_len) const {
   double matmul_weights = 0;
   for (const Parameter& parameter : parameters_)
-    if (parameter.kind == ParameterKind::matrix) matmul_weights += static_cast<double>(parameter.var->value.numel());
+    if (parameter.kind == ParameterKind::matrix)
+      matmul_weights += static_cast<double>(parameter.var->value.numel()) * parameter.active_fraction;
   if (config_.tie_embeddings) matmul_weights += static_cast<double>(config_.vocab_size * config_.d_model);
   const double attention =
       static_cast<double>(config_.n_layers) * family_->layer.attention_training_flops_per_token(config_, seq_len);

@@ -19,7 +19,16 @@ namespace lathe {
 struct Parameter {
   std::string name;  // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
   ParameterKind kind;
-  autograd::Var var;  // value and grad
+  autograd::Var var;             // value and grad
+  double active_fraction = 1.0;  // share one token's forward reads (routed experts: top_k / experts)
+};
+
+// What the routers of a mixture-of-experts model did in one loss() call.
+struct RouterStatistics {
+  double aux_loss = 0;               // the load-balancing loss over all MoE layers (before its coefficient)
+  double z_loss = 0;                 // the router z-loss (before its coefficient)
+  std::vector<int64_t> moe_layers;   // the layers that route
+  std::vector<std::vector<int64_t>> expert_counts;  // per MoE layer: tokens routed to each expert (all top-k slots)
 };
 
 class TransformerModel {
@@ -55,8 +64,13 @@ class TransformerModel {
   void zero_grads();
 
   // ids, targets: (batch, seq) i32 -> the mean cross-entropy (1), recorded on the tape.
+  // Mixture-of-experts models train on cross-entropy + moe_aux_loss_coef * aux_loss +
+  // moe_z_loss_coef * z_loss: backward from the returned cross-entropy also carries the router
+  // losses' gradients (autograd/router_losses.h), whose values `routing` receives when given.
   autograd::Var loss(autograd::Tape& tape, const Tensor& ids, const Tensor& targets, RematPolicy remat,
-                     float grad_scale = 1.0f) const;
+                     float grad_scale = 1.0f, RouterStatistics* routing = nullptr) const;
+  // Whether any layer routes tokens to experts.
+  bool has_experts() const { return !moe_layers_.empty(); }
   // Inference (no tape): ids (1, seq) are appended to the cache (positions cache.length...);
   // returns the logits (vocab) f32 of the last token.
   Tensor next_token_logits(const Tensor& ids, KvCache& cache) const;
@@ -66,14 +80,16 @@ class TransformerModel {
   KvCache make_kv_cache(int64_t max_seq) const;
 
   // Model FLOPs of one training token (forward + backward) at a sequence length: 6 per matmul
-  // weight (LM head included) plus each layer's attention as its family counts it (causal:
+  // weight a token reads (LM head included; routed experts count top_k of experts, as MaxText
+  // counts active parameters) plus each layer's attention as its family counts it (causal:
   // 6 * heads * head_dim * seq, half of the full score matrix, the FlashAttention convention).
   double training_flops_per_token(int64_t seq_len) const;
 
  private:
-  autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape);
+  autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,
+                              double active_fraction = 1.0);
   autograd::Var run_layers(autograd::Tape& tape, const Tensor& ids, int64_t batch, int64_t seq, RematPolicy remat,
-                           KvCache* cache) const;
+                           KvCache* cache, const std::shared_ptr<autograd::RouterLosses>& router_losses) const;
   const autograd::Var& lm_head() const { return lm_head_ ? lm_head_ : embed_tokens_; }
 
   ModelConfig config_;
@@ -83,6 +99,7 @@ class TransformerModel {
   std::vector<Parameter> parameters_;
   autograd::Var embed_tokens_, final_norm_, lm_head_;
   std::vector<LayerParameters> layers_;  // per layer, indexed by the family's slots
+  std::vector<int64_t> moe_layers_;      // the layers with a mixture-of-experts feed-forward
 };
 
 }  // namespace lathe

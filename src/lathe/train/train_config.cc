@@ -57,6 +57,7 @@ std::vector<const char*> enum_names() {
 using Choices = std::span<const char* const>;
 constexpr std::array<const char*, 2> kRopeScalings = {"none", "llama3"};
 constexpr std::array<const char*, 2> kDataFormats = {"text", "sft"};
+constexpr std::array<const char*, 2> kRouterScorings = {"softmax", "sigmoid"};
 constexpr std::array<const char*, 6> kChatTemplates = {"auto", "plain", "chatml", "llama3", "gemma", "mistral"};
 
 struct Section {
@@ -99,6 +100,7 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("model.norm_weight_offset", model.norm_weight_offset, "RMSNorm scales by (offset + weight); Gemma: 1");
   field("model.tie_embeddings", model.tie_embeddings, "lm_head shares the embedding matrix");
   field("model.qk_norm", model.qk_norm, "RMSNorm on each query and key head (Qwen3, Gemma 3)");
+  field("model.qk_norm_full_width", model.qk_norm_full_width, "qk_norm over the whole q/k projection (OLMoE)");
   field("model.attention_bias", model.attention_bias, "biases on the q/k/v projections (Qwen2)");
   field("model.embedding_scale", model.embedding_scale, "multiplier on embeddings; 0: sqrt(d_model) (Gemma)");
   field("model.sandwich_norms", model.sandwich_norms, "norms before and after attention and MLP (Gemma 2/3)");
@@ -107,6 +109,20 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("model.attention_scale", model.attention_scale, "score multiplier; 0: 1/sqrt(head_dim)");
   field("model.sliding_window", model.sliding_window, "local attention window in tokens; 0: all layers global");
   field("model.sliding_window_pattern", model.sliding_window_pattern, "every Nth layer is global; 0: all local");
+  field("model.moe_experts", model.moe_experts, "routed experts per mixture-of-experts layer; 0: dense model");
+  field("model.moe_top_k", model.moe_top_k, "experts each token is routed to");
+  field("model.moe_ffn_dim", model.moe_ffn_dim, "hidden width of one expert; 0: ffn_dim");
+  field("model.moe_router_scoring", model.moe_router_scoring, "router probabilities over the logits",
+        Choices(kRouterScorings));
+  field("model.moe_renormalize", model.moe_renormalize, "combine weights divided by their sum over the chosen");
+  field("model.moe_routed_scaling", model.moe_routed_scaling, "multiplier on the combine weights");
+  field("model.moe_shared_ffn_dim", model.moe_shared_ffn_dim, "width of a shared expert every token uses; 0: none");
+  field("model.moe_shared_gate", model.moe_shared_gate, "scale the shared expert by sigmoid(x . gate) (Qwen2-MoE)");
+  field("model.moe_first_dense_layers", model.moe_first_dense_layers, "the first N layers keep the dense MLP");
+  field("model.moe_layer_step", model.moe_layer_step, "layer i is MoE when (i + 1) % step == 0");
+  field("model.moe_dense_layers", model.moe_dense_layers, "comma-separated layers that keep the dense MLP");
+  field("model.moe_aux_loss_coef", model.moe_aux_loss_coef, "weight of the load-balancing loss in the objective");
+  field("model.moe_z_loss_coef", model.moe_z_loss_coef, "weight of the router z-loss in the objective");
   field("model.init_std", model.init_std, "standard deviation of the initial weight matrices");
 
   TrainSection& train = config.train;

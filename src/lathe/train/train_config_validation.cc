@@ -33,6 +33,8 @@ class ProblemList {
   std::vector<std::string> lines;
 };
 
+void check_experts(const ModelConfig& model, ProblemList& problems);
+
 void check_model(const ModelConfig& model, ProblemList& problems) {
   if (model.vocab_size < 257)
     problems.add("model.vocab_size=", model.vocab_size, " is too small: at least 257 (256 byte tokens + EOS)");
@@ -94,6 +96,30 @@ void check_model(const ModelConfig& model, ProblemList& problems) {
     problems.add("model.sliding_window_pattern=", model.sliding_window_pattern,
                  " has no effect without model.sliding_window > 0");
   problems.require_positive("model.init_std", model.init_std);
+  check_experts(model, problems);
+}
+
+void check_experts(const ModelConfig& model, ProblemList& problems) {
+  problems.require_non_negative("model.moe_experts", model.moe_experts);
+  if (model.moe_experts == 0) return;
+  if (model.moe_top_k < 1 || model.moe_top_k > model.moe_experts)
+    problems.add("model.moe_top_k=", model.moe_top_k, " must be in [1, model.moe_experts=", model.moe_experts, "]");
+  problems.require_non_negative("model.moe_ffn_dim", model.moe_ffn_dim);
+  problems.require_positive("model.moe_routed_scaling", model.moe_routed_scaling);
+  problems.require_non_negative("model.moe_shared_ffn_dim", model.moe_shared_ffn_dim);
+  if (model.moe_shared_gate && model.moe_shared_ffn_dim == 0)
+    problems.add("model.moe_shared_gate=true needs a shared expert (model.moe_shared_ffn_dim > 0)");
+  problems.require_non_negative("model.moe_first_dense_layers", model.moe_first_dense_layers);
+  problems.require_positive("model.moe_layer_step", model.moe_layer_step);
+  problems.require_non_negative("model.moe_aux_loss_coef", model.moe_aux_loss_coef);
+  problems.require_non_negative("model.moe_z_loss_coef", model.moe_z_loss_coef);
+  try {
+    for (int64_t layer : parse_layer_list(model.moe_dense_layers))
+      if (layer >= model.n_layers)
+        problems.add("model.moe_dense_layers lists layer ", layer, ", but the model has ", model.n_layers, " layers");
+  } catch (const Error& error) {
+    problems.add(error.what());
+  }
 }
 
 void check_training(const TrainConfig& config, ProblemList& problems) {

@@ -11,7 +11,11 @@
   X(qwen2)                \
   X(qwen3)                \
   X(gemma2)               \
-  X(gemma3)
+  X(gemma3)               \
+  X(mixtral)              \
+  X(qwen2_moe)            \
+  X(qwen3_moe)            \
+  X(olmoe)
 
 namespace lathe {
 

@@ -4,6 +4,7 @@
 
 #include "lathe/io/durable_file.h"
 #include "lathe/io/safetensors_checkpoint.h"
+#include "lathe/models/hf/hf_tensor_pieces.h"
 
 namespace lathe {
 
@@ -30,6 +31,11 @@ std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) 
                               LATHE_COMPARE(final_logit_softcap) LATHE_COMPARE(attn_logit_softcap)
                                   LATHE_COMPARE(attention_scale) LATHE_COMPARE(sliding_window)
                                       LATHE_COMPARE(sliding_window_pattern) LATHE_COMPARE(init_std)
+  LATHE_COMPARE(qk_norm_full_width) LATHE_COMPARE(moe_experts) LATHE_COMPARE(moe_top_k) LATHE_COMPARE(moe_ffn_dim)
+      LATHE_COMPARE(moe_router_scoring) LATHE_COMPARE(moe_renormalize) LATHE_COMPARE(moe_routed_scaling)
+          LATHE_COMPARE(moe_shared_ffn_dim) LATHE_COMPARE(moe_shared_gate) LATHE_COMPARE(moe_first_dense_layers)
+              LATHE_COMPARE(moe_layer_step) LATHE_COMPARE(moe_dense_layers) LATHE_COMPARE(moe_aux_loss_coef)
+                  LATHE_COMPARE(moe_z_loss_coef)
 #undef LATHE_COMPARE
                                           if (a.ffn_activation != b.ffn_activation) return str_cat(
                                               "model.ffn_activation (", to_string(a.ffn_activation), " vs ",
@@ -37,31 +43,50 @@ std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) 
   return "";
 }
 
+// Reads one checkpoint tensor into `destination` after checking its dtype and shape.
+void read_piece(const SafetensorsCheckpoint& checkpoint, const std::string& hf_name, const TensorView& destination) {
+  const std::string& source = checkpoint.path();
+  const SafetensorsTensorInfo& info = checkpoint.info(hf_name);
+  LATHE_CHECK(is_floating(info.dtype), source, ": tensor \"", hf_name, "\" is ", dtype_name(info.dtype),
+              ", expected a floating dtype");
+  LATHE_CHECK(info.shape == destination.shape, source, ": tensor \"", hf_name, "\" has shape ", info.shape.to_string(),
+              ", expected ", destination.shape.to_string());
+  checkpoint.read_into(hf_name, destination);
+}
+
 void load_weights(TransformerModel& model, const std::string& hf_dir, const HfModelDescription& description) {
   const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(hf_dir);
   checkpoint.validate_all();
   const std::string& source = checkpoint.path();
-  std::map<std::string, std::string> hf_name_of;  // lathe name -> checkpoint name
+  const FamilySpec& family = find_family_spec(model.config().family);
+  // Where each tensor name may come from: a piece of a parameter (hf_tensor_pieces), or a whole
+  // parameter under its own name (also accepted for stacked experts: transformers 5.x in-memory names).
+  std::map<std::string, std::string> checkpoint_name_of;  // lathe-side name -> checkpoint name
+  std::map<std::string, TensorView> piece_view;
+  for (const Parameter& parameter : model.parameters())
+    for (const HfTensorPiece& piece : hf_tensor_pieces(parameter, family)) piece_view.emplace(piece.hf_name, piece.view);
   for (const std::string& hf_name : checkpoint.names()) {
     const std::string name = lathe_name_from_hf(hf_name, description);
     if (name.empty() || ends_with(name, "rotary_emb.inv_freq")) continue;
-    if (!model.find_parameter(name)) {
+    if (!piece_view.count(name) && !model.find_parameter(name)) {
       if (name == "lm_head.weight" && model.config().tie_embeddings) continue;  // a tied head saved anyway
       throw_error(source, ": unexpected tensor \"", hf_name, "\" (not a parameter of this ", model.config().family,
                   " model)");
     }
-    LATHE_CHECK(hf_name_of.emplace(name, hf_name).second, source, ": tensor \"", hf_name, "\" maps to \"", name,
-                "\", which another tensor also maps to");
+    LATHE_CHECK(checkpoint_name_of.emplace(name, hf_name).second, source, ": tensor \"", hf_name, "\" maps to \"",
+                name, "\", which another tensor also maps to");
   }
   for (const Parameter& parameter : model.parameters()) {
-    auto found = hf_name_of.find(parameter.name);
-    LATHE_CHECK(found != hf_name_of.end(), source, ": missing tensor \"", parameter.name, "\"");
-    const SafetensorsTensorInfo& info = checkpoint.info(found->second);
-    LATHE_CHECK(is_floating(info.dtype), source, ": tensor \"", found->second, "\" is ", dtype_name(info.dtype),
-                ", expected a floating dtype");
-    LATHE_CHECK(info.shape == parameter.var->value.shape(), source, ": tensor \"", found->second, "\" has shape ",
-                info.shape.to_string(), ", expected ", parameter.var->value.shape().to_string());
-    checkpoint.read_into(found->second, parameter.var->value);
+    auto whole = checkpoint_name_of.find(parameter.name);
+    if (whole != checkpoint_name_of.end()) {
+      read_piece(checkpoint, whole->second, parameter.var->value.view());
+      continue;
+    }
+    for (const HfTensorPiece& piece : hf_tensor_pieces(parameter, family)) {
+      auto found = checkpoint_name_of.find(piece.hf_name);
+      LATHE_CHECK(found != checkpoint_name_of.end(), source, ": missing tensor \"", piece.hf_name, "\"");
+      read_piece(checkpoint, found->second, piece.view);
+    }
   }
   model.refresh_bf16_weights();
 }
@@ -109,15 +134,16 @@ void save_hf_model(const TransformerModel& model, const std::string& hf_dir, con
   std::vector<Tensor> converted;  // keeps converted copies alive until written
   NamedTensorViews tensors;
   converted.reserve(model.parameters().size());
-  for (const Parameter& parameter : model.parameters()) {
-    const Tensor& value = parameter.var->value;
-    if (value.dtype() == options.dtype) {
-      tensors.emplace_back(parameter.name, value.view());
-    } else {
-      converted.push_back(convert(value, options.dtype));
-      tensors.emplace_back(parameter.name, converted.back().view());
+  const FamilySpec& family = find_family_spec(model.config().family);
+  for (const Parameter& parameter : model.parameters())
+    for (const HfTensorPiece& piece : hf_tensor_pieces(parameter, family)) {
+      if (piece.view.dtype == options.dtype) {
+        tensors.emplace_back(piece.hf_name, piece.view);
+      } else {
+        converted.push_back(convert(piece.view, options.dtype));
+        tensors.emplace_back(piece.hf_name, converted.back().view());
+      }
     }
-  }
   write_safetensors_checkpoint(hf_dir, tensors, options.max_shard_bytes);
   write_file_atomically((fs::path(hf_dir) / "config.json").string(), hf_config_text(config));
   Json generation = Json::object();

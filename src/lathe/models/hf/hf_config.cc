@@ -216,6 +216,51 @@ FfnActivation read_activation(const ConfigReader& reader, const HfFamily& hf) {
               "\" is not supported (lathe has silu and gelu_pytorch_tanh)");
 }
 
+// A JSON array of layer indices -> "0,3" (model.moe_dense_layers).
+std::string layer_list_text(const Json& list, const std::string& key, const std::string& source) {
+  LATHE_CHECK(list.is_array(), source, ": \"", key, "\" must be a list of layer indices, found ", list.dump(0));
+  std::string text;
+  for (const Json& item : list.items()) {
+    LATHE_CHECK(item.is_number() && item.as_number() >= 0 && item.as_number() == std::floor(item.as_number()), source,
+                ": \"", key, "\" must list non-negative layer indices, found ", item.dump(0));
+    text += str_cat(text.empty() ? "" : ",", static_cast<int64_t>(item.as_number()));
+  }
+  return text;
+}
+
+// The mixture-of-experts keys (HfMoe); defaults are the transformers config class's.
+void read_moe(const ConfigReader& reader, const HfMoe& moe, ModelConfig& config) {
+  const std::string& source = reader.source();
+  config.moe_experts = reader.integer_or(moe.experts_key, moe.default_experts);
+  config.moe_top_k = reader.integer_or("num_experts_per_tok", moe.default_top_k);
+  if (config.moe_experts == 0) return;  // a dense model of this architecture
+  LATHE_CHECK(config.moe_top_k >= 1 && config.moe_top_k <= config.moe_experts, source, ": \"num_experts_per_tok\"=",
+              config.moe_top_k, " must be in [1, ", moe.experts_key, "=", config.moe_experts, "]");
+  const int64_t expert_ffn = reader.integer_or(moe.expert_ffn_key, moe.default_expert_ffn);
+  LATHE_CHECK(expert_ffn > 0, source, ": \"", moe.expert_ffn_key, "\" must be positive");
+  config.moe_ffn_dim = expert_ffn == config.ffn_dim ? 0 : expert_ffn;
+  config.moe_renormalize = moe.renormalize_key ? reader.boolean_or(moe.renormalize_key, moe.default_renormalize) : true;
+  config.moe_aux_loss_coef = reader.number_or("router_aux_loss_coef", moe.default_aux_loss_coef);
+  const double jitter = reader.number_or("router_jitter_noise", 0.0);
+  LATHE_CHECK(jitter == 0.0, source, ": \"router_jitter_noise\"=", jitter,
+              " is not supported (lathe routes deterministically; expected 0)");
+  const std::string scoring = reader.string_or("scoring_func", "softmax");
+  LATHE_CHECK(scoring == "softmax", source, ": \"scoring_func\"=\"", scoring, "\" is not supported for ",
+              "this architecture (expected \"softmax\")");
+  LATHE_CHECK(!reader.has("clip_qkv"), source, ": \"clip_qkv\"=", reader.number("clip_qkv"),
+              " is not supported (expected null)");
+  if (moe.sparse_step_keys) {
+    config.moe_layer_step = reader.integer_or("decoder_sparse_step", 1);
+    LATHE_CHECK(config.moe_layer_step >= 1, source, ": \"decoder_sparse_step\" must be at least 1");
+    if (const Json* dense = reader.find("mlp_only_layers"))
+      config.moe_dense_layers = layer_list_text(*dense, "mlp_only_layers", source);
+  }
+  if (moe.default_shared_ffn > 0) {
+    config.moe_shared_ffn_dim = reader.integer_or("shared_expert_intermediate_size", moe.default_shared_ffn);
+    config.moe_shared_gate = config.moe_shared_ffn_dim > 0;
+  }
+}
+
 ModelConfig read_text_config(const Json& json, const FamilySpec& family, const std::string& source) {
   LATHE_CHECK(json.is_object(), source, ": the config must be a JSON object");
   ConfigReader reader(json, source);
@@ -254,6 +299,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
 
   // The architecture's fixed traits (Qwen2 always has q/k/v biases, and none on o_proj).
   config.qk_norm = family.traits.qk_norm;
+  config.qk_norm_full_width = family.traits.qk_norm_full_width;
   config.attention_bias = family.traits.attention_bias;
   config.sandwich_norms = family.traits.sandwich_norms;
   config.norm_weight_offset = family.traits.norm_weight_offset;
@@ -265,6 +311,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
     config.final_logit_softcap = static_cast<float>(reader.number_or("final_logit_softcapping", 0.0));
     config.attn_logit_softcap = static_cast<float>(reader.number_or("attn_logit_softcapping", 0.0));
   }
+  if (hf.moe) read_moe(reader, *hf.moe, config);
   return config;
 }
 
@@ -319,6 +366,8 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
   auto flag = [](const char* key, bool value) { return str_cat(key, value ? "=true" : "=false"); };
   require(config.partial_rotary_factor == 1.0, "partial_rotary_factor=1");
   require(config.qk_norm == traits.qk_norm, flag("qk_norm", traits.qk_norm));
+  require(config.qk_norm_full_width == traits.qk_norm_full_width,
+          flag("qk_norm_full_width", traits.qk_norm_full_width));
   require(config.attention_bias == traits.attention_bias, flag("attention_bias", traits.attention_bias));
   require(config.sandwich_norms == traits.sandwich_norms, flag("sandwich_norms", traits.sandwich_norms));
   require(config.norm_weight_offset == traits.norm_weight_offset,
@@ -334,6 +383,27 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
         "attention_scale=0 (1/sqrt(head_dim))");
   }
   if (!hf.rope_per_layer_type) require(config.rope_local_theta == 0, "rope_local_theta=0");
+  if (!hf.moe) {
+    require(config.moe_experts == 0, "moe_experts=0 (its architecture has no experts)");
+  } else if (config.moe_experts > 0) {
+    const HfMoe& moe = *hf.moe;
+    require(config.moe_router_scoring == "softmax", "moe_router_scoring=softmax");
+    require(config.moe_routed_scaling == 1.0, "moe_routed_scaling=1");
+    require(config.moe_z_loss_coef == 0.0, "moe_z_loss_coef=0 (transformers has no router z-loss here)");
+    require(config.moe_first_dense_layers == 0, "moe_first_dense_layers=0");
+    if (!moe.renormalize_key) require(config.moe_renormalize, "moe_renormalize=true");
+    if (!moe.sparse_step_keys)
+      require(config.moe_layer_step == 1 && config.moe_dense_layers.empty(),
+              "every layer MoE (moe_layer_step=1, no moe_dense_layers)");
+    if (std::string(moe.expert_ffn_key) == "intermediate_size")
+      require(config.moe_ffn_dim == 0 || config.moe_ffn_dim == config.ffn_dim,
+              "moe_ffn_dim=0 (the experts' width is intermediate_size)");
+    if (moe.default_shared_ffn > 0)
+      require(config.moe_shared_gate == (config.moe_shared_ffn_dim > 0),
+              "moe_shared_gate exactly when it has a shared expert");
+    else
+      require(config.moe_shared_ffn_dim == 0, "moe_shared_ffn_dim=0 (no shared expert)");
+  }
   switch (hf.sliding_window) {
     case HfSlidingWindow::none:
     case HfSlidingWindow::disabled:
@@ -393,6 +463,22 @@ Json hf_json_from_model_config(const ModelConfig& config) {
   json.set("tie_word_embeddings", config.tie_embeddings);
   json.set("initializer_range", config.init_std);
   for (const char* key : hf.export_false_keys) json.set(key, false);
+  if (hf.moe && config.moe_experts > 0) {
+    const HfMoe& moe = *hf.moe;
+    json.set(moe.experts_key, config.moe_experts);
+    json.set("num_experts_per_tok", config.moe_top_k);
+    json.set(moe.expert_ffn_key, config.resolved_moe_ffn_dim());
+    if (moe.renormalize_key) json.set(moe.renormalize_key, config.moe_renormalize);
+    json.set("router_aux_loss_coef", config.moe_aux_loss_coef);
+    json.set("output_router_logits", false);
+    if (moe.sparse_step_keys) {
+      json.set("decoder_sparse_step", config.moe_layer_step);
+      Json dense = Json::array();
+      for (int64_t layer : parse_layer_list(config.moe_dense_layers)) dense.push(layer);
+      json.set("mlp_only_layers", std::move(dense));
+    }
+    if (moe.default_shared_ffn > 0) json.set("shared_expert_intermediate_size", config.moe_shared_ffn_dim);
+  }
 
   // RoPE: 5.x rope_parameters and the 4.x keys that mean the same.
   json.set("rope_theta", config.rope_theta);
@@ -445,7 +531,7 @@ Json hf_json_from_model_config(const ModelConfig& config) {
 std::string hf_config_text(const Json& json) {
   static const char* const kFloatKeys[] = {
       "rope_theta", "rms_norm_eps",    "initializer_range", "final_logit_softcapping", "attn_logit_softcapping",
-      "factor",     "low_freq_factor", "high_freq_factor",  "rope_local_base_freq"};
+      "factor",     "low_freq_factor", "high_freq_factor",  "rope_local_base_freq", "router_aux_loss_coef"};
   const std::string text = json.dump(2);
   std::string out;
   size_t begin = 0;

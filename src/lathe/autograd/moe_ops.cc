@@ -1,0 +1,204 @@
+#include "lathe/autograd/moe_ops.h"
+
+#include <cmath>
+#include <vector>
+
+#include "lathe/ops/grouped_matmul/grouped_matmul.h"
+#include "lathe/ops/moe_combine/moe_combine.h"
+#include "lathe/ops/moe_permute/moe_permute.h"
+
+namespace lathe::autograd {
+namespace {
+
+bool fast(Precision precision) { return precision == Precision::fast; }
+
+Tensor new_tensor(const Tape& tape, const Shape& shape) { return Tensor::empty(shape, tape.dtype()); }
+
+// dst += src, elementwise, both contiguous of one float dtype.
+void add_into(Precision precision, const TensorView& dst, const TensorView& src) {
+  add_tensors(precision, dst, src, dst);
+}
+
+}  // namespace
+
+RoutedTokens moe_route(Tape& tape, const Var& logits, const Tensor& selection_bias, const MoeRouterOptions& options,
+                       const std::shared_ptr<RouterLosses>& losses, int64_t loss_index) {
+  const int64_t tokens = logits->value.dim(0), experts = logits->value.dim(1), k = options.top_k;
+  RoutedTokens routed;
+  routed.weights = make_var(new_tensor(tape, {tokens, k}), logits->requires_grad);
+  routed.expert_ids = Tensor::empty({tokens, k}, DType::i32);
+  routed.probs = new_tensor(tape, {tokens, experts});
+  MoeRouterArgs args{logits->value, selection_bias.defined() ? selection_bias.view() : TensorView{}, routed.probs,
+                     routed.expert_ids, routed.weights->value, options};
+  fast(tape.precision()) ? moe_router(args) : moe_router_reference<double>(args);
+  if (losses) losses->record(loss_index, logits->value, routed.probs, routed.expert_ids);
+  if (!tape.recording() || !routed.weights->requires_grad) return routed;
+  const Precision precision = tape.precision();
+  tape.record([logits, weights = routed.weights, ids = routed.expert_ids, probs = routed.probs, options, losses,
+               loss_index, precision] {
+    LATHE_ASSERT(!losses || losses->finished());
+    Tensor d_weights = weights->grad;
+    if (!d_weights.defined()) {  // nothing downstream used the weights: only the losses' gradients
+      d_weights = Tensor::empty(weights->value.shape(), weights->value.dtype());
+      fill_value(d_weights, 0.0);
+    }
+    Tensor d_logits = Tensor::empty(logits->value.shape(), logits->value.dtype());
+    MoeRouterBackwardArgs args{probs, ids, d_weights, losses ? losses->d_probs(loss_index) : TensorView{}, d_logits,
+                               options};
+    fast(precision) ? moe_router_backward(args) : moe_router_backward_reference<double>(args);
+    if (losses && losses->d_logits(loss_index).data) add_into(precision, d_logits, losses->d_logits(loss_index));
+    accumulate_grad(logits, d_logits, true);
+  });
+  return routed;
+}
+
+PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, int64_t n_experts) {
+  const int64_t tokens = x->value.dim(0), d = x->value.dim(1), k = expert_ids.dim(1);
+  PermutedTokens permuted;
+  permuted.rows = make_var(new_tensor(tape, {tokens * k, d}), x->requires_grad);
+  permuted.group_offsets = Tensor::empty({n_experts + 1}, DType::i64);
+  permuted.destination = Tensor::empty({tokens * k}, DType::i32);
+  Tensor source = Tensor::empty({tokens * k}, DType::i32);
+  MoePermuteArgs args{x->value,        expert_ids, n_experts, permuted.rows->value, permuted.group_offsets,
+                      source,          permuted.destination};
+  fast(tape.precision()) ? lathe::moe_permute(args) : moe_permute_reference<double>(args);
+  if (!tape.recording() || !x->requires_grad) return permuted;
+  const Precision precision = tape.precision();
+  tape.record([x, rows = permuted.rows, destination = permuted.destination, k, precision] {
+    Tensor dx = Tensor::empty(x->value.shape(), x->value.dtype());
+    MoePermuteBackwardArgs args{rows->grad, destination, k, dx, false};
+    fast(precision) ? moe_permute_backward(args) : moe_permute_backward_reference<double>(args);
+    accumulate_grad(x, dx, true);
+  });
+  return permuted;
+}
+
+Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& group_offsets) {
+  const int64_t rows = x->value.dim(0), out_features = weight->value.dim(1);
+  const bool bf16 = weight->value_bf16.defined();
+  LATHE_ASSERT(!bf16 || tape.precision() == Precision::fast);
+  Var out;
+  MatmulStash* stash = tape.matmul_stash();
+  if (stash && stash->mode == MatmulStash::Mode::replay) {
+    LATHE_ASSERT(!stash->outputs.empty());
+    out = make_var(stash->outputs.front(), true);
+    stash->outputs.pop_front();
+  } else {
+    out = make_var(new_tensor(tape, {rows, out_features}), x->requires_grad || weight->requires_grad);
+    GroupedMatmulArgs args{bf16 ? bf16_value(x) : x->value, bf16 ? weight->value_bf16 : weight->value, group_offsets,
+                           out->value, false};
+    fast(tape.precision()) ? grouped_matmul(args) : grouped_matmul_reference<double>(args);
+    if (stash && stash->mode == MatmulStash::Mode::record) stash->outputs.push_back(out->value);
+  }
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([x, weight, out, group_offsets, precision, bf16] {
+    // bf16: the output gradient is rounded once; both products read bf16 operands (as linear).
+    const Tensor grad = bf16 ? convert(out->grad, DType::bf16) : out->grad;
+    GroupedMatmulBackwardArgs args;
+    args.x = bf16 ? bf16_value(x) : x->value;
+    args.w = bf16 ? weight->value_bf16 : weight->value;
+    args.group_offsets = group_offsets;
+    args.dy = grad;
+    Tensor dx;
+    if (x->requires_grad) {
+      dx = Tensor::empty(x->value.shape(), x->value.dtype());
+      args.dx = dx;
+    }
+    if (weight->requires_grad) args.dw = grad_buffer(weight, weight->value.dtype(), &args.accumulate_dw);
+    fast(precision) ? grouped_matmul_backward(args) : grouped_matmul_backward_reference<double>(args);
+    if (dx.defined()) accumulate_grad(x, dx, true);
+  });
+  return out;
+}
+
+Var gated_activation_fused(Tape& tape, const Var& gate_up, GatedActivation activation) {
+  const int64_t rows = gate_up->value.dim(0), ffn = gate_up->value.dim(1) / 2;
+  LATHE_ASSERT(gate_up->value.dim(1) == 2 * ffn);
+  Var out = make_var(new_tensor(tape, {rows, ffn}), gate_up->requires_grad);
+  const TensorView whole = gate_up->value.view();
+  GatedActivationArgs args{whole.slice(1, 0, ffn), whole.slice(1, ffn, 2 * ffn), out->value, activation};
+  fast(tape.precision()) ? lathe::gated_activation(args) : gated_activation_reference<double>(args);
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([gate_up, out, ffn, activation, precision] {
+    Tensor d_gate_up = Tensor::empty(gate_up->value.shape(), gate_up->value.dtype());
+    const TensorView value = gate_up->value.view(), grad = d_gate_up.view();
+    GatedActivationBackwardArgs args{value.slice(1, 0, ffn), value.slice(1, ffn, 2 * ffn), out->grad,
+                                     grad.slice(1, 0, ffn),  grad.slice(1, ffn, 2 * ffn), activation};
+    fast(precision) ? gated_activation_backward(args) : gated_activation_backward_reference<double>(args);
+    accumulate_grad(gate_up, d_gate_up, true);
+  });
+  return out;
+}
+
+Var moe_combine(Tape& tape, const Var& expert_out, const Var& weights, const Tensor& destination) {
+  const int64_t tokens = weights->value.dim(0), d = expert_out->value.dim(1);
+  Var y = make_var(new_tensor(tape, {tokens, d}), expert_out->requires_grad || weights->requires_grad);
+  MoeCombineArgs args{expert_out->value, weights->value, destination, y->value, false};
+  fast(tape.precision()) ? lathe::moe_combine(args) : moe_combine_reference<double>(args);
+  if (!tape.recording() || !y->requires_grad) return y;
+  const Precision precision = tape.precision();
+  tape.record([expert_out, weights, destination, y, precision] {
+    Tensor d_expert_out, d_weights;
+    if (expert_out->requires_grad) d_expert_out = Tensor::empty(expert_out->value.shape(), expert_out->value.dtype());
+    if (weights->requires_grad) d_weights = Tensor::empty(weights->value.shape(), weights->value.dtype());
+    MoeCombineBackwardArgs args{expert_out->value, weights->value, destination, y->grad,
+                                d_expert_out.defined() ? d_expert_out.view() : TensorView{},
+                                d_weights.defined() ? d_weights.view() : TensorView{}};
+    fast(precision) ? moe_combine_backward(args) : moe_combine_backward_reference<double>(args);
+    if (d_expert_out.defined()) accumulate_grad(expert_out, d_expert_out, true);
+    if (d_weights.defined()) accumulate_grad(weights, d_weights, true);
+  });
+  return y;
+}
+
+namespace {
+
+// Plain loops: one sigmoid per row, memory-bound beside the shared expert's matmuls.
+template <class T>
+void sigmoid_gate_rows(const Tensor& x, const Tensor& gate, const Tensor& out) {
+  const int64_t rows = x.dim(0), d = x.dim(1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T s = T(1) / (T(1) + std::exp(-gate.ptr<T>()[r]));
+    for (int64_t j = 0; j < d; ++j) out.ptr<T>()[r * d + j] = x.ptr<T>()[r * d + j] * s;
+  }
+}
+
+// dx = dy * s; dgate = s (1 - s) * <dy, x> per row (the dot summed in double).
+template <class T>
+void sigmoid_gate_rows_backward(const Tensor& x, const Tensor& gate, const Tensor& dy, const Tensor& dx,
+                                const Tensor& dgate) {
+  const int64_t rows = x.dim(0), d = x.dim(1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T s = T(1) / (T(1) + std::exp(-gate.ptr<T>()[r]));
+    double dot = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      dot += static_cast<double>(dy.ptr<T>()[r * d + j]) * static_cast<double>(x.ptr<T>()[r * d + j]);
+      dx.ptr<T>()[r * d + j] = dy.ptr<T>()[r * d + j] * s;
+    }
+    dgate.ptr<T>()[r] = static_cast<T>(dot * static_cast<double>(s * (T(1) - s)));
+  }
+}
+
+}  // namespace
+
+Var sigmoid_gate(Tape& tape, const Var& x, const Var& gate) {
+  LATHE_ASSERT(x->value.shape().rank() == 2 && gate->value.shape() == Shape({x->value.dim(0), 1}));
+  Var out = make_var(new_tensor(tape, x->value.shape()), x->requires_grad || gate->requires_grad);
+  fast(tape.precision()) ? sigmoid_gate_rows<float>(x->value, gate->value, out->value)
+                         : sigmoid_gate_rows<double>(x->value, gate->value, out->value);
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([x, gate, out, precision] {
+    Tensor dx = Tensor::empty(x->value.shape(), x->value.dtype());
+    Tensor dgate = Tensor::empty(gate->value.shape(), gate->value.dtype());
+    fast(precision) ? sigmoid_gate_rows_backward<float>(x->value, gate->value, out->grad, dx, dgate)
+                    : sigmoid_gate_rows_backward<double>(x->value, gate->value, out->grad, dx, dgate);
+    accumulate_grad(x, dx, true);
+    accumulate_grad(gate, dgate, true);
+  });
+  return out;
+}
+
+}  // namespace lathe::autograd

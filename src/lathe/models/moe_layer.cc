@@ -1,0 +1,38 @@
+#include "lathe/models/moe_layer.h"
+
+#include "lathe/models/layers.h"
+
+namespace lathe {
+
+using autograd::Tape;
+using autograd::Var;
+
+MoeRouterOptions moe_router_options(const ModelConfig& config) {
+  MoeRouterOptions options;
+  options.scoring = parse_router_scoring(config.moe_router_scoring);
+  options.top_k = config.moe_top_k;
+  options.renormalize = config.moe_renormalize;
+  options.scaling = static_cast<float>(config.moe_routed_scaling);
+  return options;
+}
+
+Var moe_mlp(Tape& tape, const BlockContext& context, const MoeWeights& weights, const Var& x) {
+  const ModelConfig& config = *context.config;
+  const GatedActivation activation =
+      config.ffn_activation == FfnActivation::silu ? GatedActivation::silu : GatedActivation::gelu_tanh;
+  Var logits = autograd::linear(tape, x, *weights.router);
+  autograd::RoutedTokens routed =
+      autograd::moe_route(tape, logits, Tensor{}, moe_router_options(config), context.router_losses, context.layer);
+  autograd::PermutedTokens permuted = autograd::moe_permute(tape, x, routed.expert_ids, config.moe_experts);
+  Var gate_up = autograd::grouped_linear(tape, permuted.rows, *weights.experts_gate_up, permuted.group_offsets);
+  Var hidden = autograd::gated_activation_fused(tape, gate_up, activation);
+  Var expert_out = autograd::grouped_linear(tape, hidden, *weights.experts_down, permuted.group_offsets);
+  Var y = autograd::moe_combine(tape, expert_out, routed.weights, permuted.destination);
+  if (!weights.shared_gate_proj || !*weights.shared_gate_proj) return y;
+  Var shared = gated_mlp(tape, context, {weights.shared_gate_proj, weights.shared_up_proj, weights.shared_down_proj}, x);
+  if (weights.shared_expert_gate && *weights.shared_expert_gate)
+    shared = autograd::sigmoid_gate(tape, shared, autograd::linear(tape, x, *weights.shared_expert_gate));
+  return autograd::add(tape, y, shared);
+}
+
+}  // namespace lathe
