@@ -5,7 +5,9 @@
 //   hf_oracle_dump HF_DIR GOLDEN_JSON OUT.safetensors
 //     logits_f32.<i>   (positions, vocab) f32  prompt i, lathe in float32
 //     logits_bf16.<i>  (positions, vocab) f32  prompt i, lathe's bf16 compute path
-//     loss             (1) f64                 mean cross-entropy of batch_inputs -> batch_targets
+//     loss             (1) f64                 mean cross-entropy of batch_inputs -> batch_targets, plus
+//                                              for MoE models router_aux_loss_coef * aux_loss
+//     aux_loss         (1) f64                 MoE models: the load-balancing loss over all layers
 //     grad.<name>      f32                     its gradient for every parameter (HF names)
 // Exit 2 with one line on stderr for unreadable input.
 #include <cstdio>
@@ -68,11 +70,19 @@ void dump(const std::string& hf_dir, const std::string& golden_path, const std::
   model.set_compute_dtype(lathe::ComputeDtype::f32);
   model.zero_grads();
   lathe::autograd::Tape tape;
-  const lathe::autograd::Var loss = model.loss(tape, inputs, targets, lathe::RematPolicy::save_all);
+  lathe::RouterStatistics routing;
+  const lathe::autograd::Var loss = model.loss(tape, inputs, targets, lathe::RematPolicy::save_all, 1.0f, &routing);
   tape.backward(loss);
+  // The objective the gradients belong to: cross-entropy (+ the router losses of an MoE model,
+  // as transformers adds router_aux_loss_coef * aux_loss with output_router_logits).
+  const lathe::ModelConfig& config = model.config();
   lathe::Tensor loss_value = lathe::Tensor::empty({1}, lathe::DType::f64);
-  loss_value.ptr<double>()[0] = static_cast<double>(loss->value.ptr<float>()[0]);
+  loss_value.ptr<double>()[0] = static_cast<double>(loss->value.ptr<float>()[0]) +
+                                config.moe_aux_loss_coef * routing.aux_loss + config.moe_z_loss_coef * routing.z_loss;
   out.emplace_back("loss", loss_value.view());
+  lathe::Tensor aux_loss = lathe::Tensor::empty({1}, lathe::DType::f64);
+  aux_loss.ptr<double>()[0] = routing.aux_loss;
+  if (model.has_experts()) out.emplace_back("aux_loss", aux_loss.view());
   for (const lathe::Parameter& parameter : model.parameters())
     out.emplace_back("grad." + parameter.name, parameter.var->grad.view());
   lathe::write_safetensors(out_path, out);

@@ -40,6 +40,21 @@ ModelConfig tiny_config(const std::string& family) {
     config.tie_embeddings = true;
   }
   if (family == "gemma3") config.rope_local_theta = 100;
+  if (family == "mixtral" || family == "qwen2_moe" || family == "qwen3_moe" || family == "olmoe") {
+    config.moe_experts = 3;
+    config.moe_top_k = 2;
+    config.moe_ffn_dim = family == "qwen2_moe" || family == "qwen3_moe" ? 10 : 0;  // Mixtral, OLMoE: ffn_dim
+    config.moe_renormalize = family == "mixtral";
+    config.qk_norm = family == "qwen3_moe" || family == "olmoe";
+    config.qk_norm_full_width = family == "olmoe";
+  }
+  if (family == "qwen2_moe") {
+    config.attention_bias = true;
+    config.moe_shared_ffn_dim = 14;
+    config.moe_shared_gate = true;
+    config.moe_dense_layers = "1";
+  }
+  if (family == "qwen3_moe") config.moe_layer_step = 2;
   return config;
 }
 
@@ -80,7 +95,62 @@ TEST_P(HfCheckpointFamilies, SaveThenLoadGivesTheSameModelAndLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfCheckpointFamilies,
-                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"));
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "mixtral",
+                                           "qwen2_moe", "qwen3_moe", "olmoe"));
+
+// Published MoE checkpoints hold one tensor per expert and projection: the export writes those
+// names (Mixtral's block_sparse_moe.experts.<e>.w1/w3/w2), each the matching slice of lathe's
+// stacked weight, and the import also takes the stacked in-memory names of transformers 5.x.
+TEST(HfCheckpoint, ExpertsAreSavedPerExpertAndLoadFromEitherLayout) {
+  const uint64_t seed = test_seed();
+  ScratchDirectory scratch;
+  const TransformerModel model = random_model(tiny_config("mixtral"), seed);
+  save_hf_model(model, scratch.path());
+  const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(scratch.path());
+  for (const char* stacked : {"model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.gate.weight"})
+    EXPECT_THROW(checkpoint.info(stacked), Error) << stacked;
+  const int64_t ffn = 24, d = 16;
+  const std::vector<float> gate_up = to_vector<float>(model.find_parameter("model.layers.2.mlp.experts.gate_up_proj")->var->value);
+  const std::vector<float> down = to_vector<float>(model.find_parameter("model.layers.2.mlp.experts.down_proj")->var->value);
+  auto saved = [&](const std::string& name) {
+    Tensor value = Tensor::empty(checkpoint.info(name).shape, DType::f32);
+    checkpoint.read_into(name, value);
+    return to_vector<float>(value);
+  };
+  // Expert 1: w1 (gate) is rows [0, ffn) of its (2 ffn, d) block, w3 (up) rows [ffn, 2 ffn), w2 its (d, ffn) down.
+  const auto gate_begin = gate_up.begin() + 1 * 2 * ffn * d;
+  EXPECT_EQ(saved("model.layers.2.block_sparse_moe.experts.1.w1.weight"),
+            std::vector<float>(gate_begin, gate_begin + ffn * d));
+  EXPECT_EQ(saved("model.layers.2.block_sparse_moe.experts.1.w3.weight"),
+            std::vector<float>(gate_begin + ffn * d, gate_begin + 2 * ffn * d));
+  EXPECT_EQ(saved("model.layers.2.block_sparse_moe.experts.1.w2.weight"),
+            std::vector<float>(down.begin() + d * ffn, down.begin() + 2 * d * ffn));
+  EXPECT_EQ(saved("model.layers.2.block_sparse_moe.gate.weight"),
+            to_vector<float>(model.find_parameter("model.layers.2.mlp.gate.weight")->var->value));
+
+  // The stacked names (transformers 5.x in memory) load as well.
+  ScratchDirectory stacked;
+  NamedTensorViews tensors;
+  for (const Parameter& parameter : model.parameters()) tensors.emplace_back(parameter.name, parameter.var->value.view());
+  write_safetensors_checkpoint(stacked.path(), tensors, 0);
+  write_file_atomically(stacked.file("config.json"), read_file_contents(scratch.file("config.json")));
+  expect_same_parameters(model, load_hf_model(stacked.path()), "stacked names");
+
+  // A checkpoint missing one expert names the tensor.
+  ScratchDirectory missing;
+  NamedTensorViews partial;
+  std::vector<Tensor> keep;
+  for (const std::string& name : checkpoint.names()) {
+    if (name == "model.layers.1.block_sparse_moe.experts.2.w3.weight") continue;
+    keep.push_back(Tensor::empty(checkpoint.info(name).shape, DType::f32));
+    checkpoint.read_into(name, keep.back());
+    partial.emplace_back(name, keep.back().view());
+  }
+  write_safetensors_checkpoint(missing.path(), partial, 0);
+  write_file_atomically(missing.file("config.json"), read_file_contents(scratch.file("config.json")));
+  expect_error([&] { load_hf_model(missing.path()); },
+               "missing tensor \"model.layers.1.block_sparse_moe.experts.2.w3.weight\"");
+}
 
 TEST(HfCheckpoint, Bf16AndShardedSaves) {
   const uint64_t seed = test_seed();

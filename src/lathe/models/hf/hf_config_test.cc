@@ -201,6 +201,22 @@ ModelConfig exportable(const std::string& family) {
     config.attn_logit_softcap = 50;
   }
   if (family == "gemma3") config.rope_local_theta = 10000;
+  if (family == "mixtral" || family == "qwen2_moe" || family == "qwen3_moe" || family == "olmoe") {
+    config.moe_experts = 6;
+    config.moe_top_k = 2;
+    config.moe_aux_loss_coef = 0.02;
+    config.moe_ffn_dim = family == "qwen2_moe" || family == "qwen3_moe" ? 20 : 0;
+    config.moe_renormalize = family != "olmoe";
+    config.qk_norm = family == "qwen3_moe" || family == "olmoe";
+    config.qk_norm_full_width = family == "olmoe";
+  }
+  if (family == "qwen2_moe") {
+    config.attention_bias = true;
+    config.moe_shared_ffn_dim = 30;
+    config.moe_shared_gate = true;
+    config.moe_dense_layers = "0,3";
+  }
+  if (family == "qwen3_moe") config.moe_layer_step = 2;
   return config;
 }
 
@@ -217,7 +233,45 @@ TEST_P(HfConfigRoundTrip, ExportThenImportIsTheSameConfig) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfConfigRoundTrip,
-                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"));
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "mixtral",
+                                           "qwen2_moe", "qwen3_moe", "olmoe"));
+
+// Keys a config.json leaves out take the transformers config class's default for that model
+// type (transformers 5.24: MixtralConfig, Qwen3MoeConfig, Qwen2MoeConfig, OlmoeConfig).
+TEST(HfConfig, MissingMoeKeysTakeTheTransformersDefaults) {
+  const std::string base = R"("hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "vocab_size": 64)";
+  const ModelConfig mixtral = parse(R"({"model_type": "mixtral", )" + base + "}").config;
+  EXPECT_EQ(mixtral.moe_experts, 8);
+  EXPECT_EQ(mixtral.moe_top_k, 2);
+  EXPECT_EQ(mixtral.resolved_moe_ffn_dim(), 64);  // Mixtral's experts are intermediate_size wide
+  EXPECT_TRUE(mixtral.moe_renormalize);
+  EXPECT_EQ(mixtral.moe_aux_loss_coef, 0.001);
+  const ModelConfig qwen3 = parse(R"({"model_type": "qwen3_moe", "mlp_only_layers": [1], )" + base + "}").config;
+  EXPECT_EQ(qwen3.moe_experts, 128);
+  EXPECT_EQ(qwen3.moe_top_k, 8);
+  EXPECT_EQ(qwen3.resolved_moe_ffn_dim(), 768);
+  EXPECT_FALSE(qwen3.moe_renormalize);  // norm_topk_prob defaults to False
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_TRUE(qwen3.layer_is_moe(0));
+  EXPECT_FALSE(qwen3.layer_is_moe(1));
+  const ModelConfig qwen2 = parse(R"({"model_type": "qwen2_moe", "decoder_sparse_step": 2, )" + base + "}").config;
+  EXPECT_EQ(qwen2.moe_experts, 60);
+  EXPECT_EQ(qwen2.moe_top_k, 4);
+  EXPECT_EQ(qwen2.resolved_moe_ffn_dim(), 1408);
+  EXPECT_EQ(qwen2.moe_shared_ffn_dim, 5632);
+  EXPECT_TRUE(qwen2.moe_shared_gate);
+  EXPECT_TRUE(qwen2.attention_bias);
+  EXPECT_FALSE(qwen2.layer_is_moe(0));
+  EXPECT_TRUE(qwen2.layer_is_moe(1));
+  const ModelConfig olmoe = parse(R"({"model_type": "olmoe", )" + base + "}").config;
+  EXPECT_EQ(olmoe.moe_experts, 64);
+  EXPECT_EQ(olmoe.moe_top_k, 8);
+  EXPECT_EQ(olmoe.resolved_moe_ffn_dim(), 64);
+  EXPECT_FALSE(olmoe.moe_renormalize);
+  EXPECT_EQ(olmoe.moe_aux_loss_coef, 0.01);
+  EXPECT_TRUE(olmoe.qk_norm_full_width);
+}
 
 TEST(HfConfig, ConfigTextWritesFloatKeysAsFloats) {
   const std::string text = hf_config_text(hf_json_from_model_config(exportable("gemma2")));
@@ -275,6 +329,15 @@ TEST(HfConfig, UnsupportedOptionsAreOneClearErrorEach) {
                "does not match model_type \"llama\"");
   expect_error(R"({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"]})",
                "needs a \"text_config\" object");
+  expect_error(R"({"model_type": "mixtral", "router_jitter_noise": 0.1, )" + base + "}",
+               "\"router_jitter_noise\"=0.1 is not supported");
+  expect_error(R"({"model_type": "qwen3_moe", "scoring_func": "sigmoid", )" + base + "}",
+               "\"scoring_func\"=\"sigmoid\" is not supported");
+  expect_error(R"({"model_type": "olmoe", "clip_qkv": 8.0, )" + base + "}", "\"clip_qkv\"=8 is not supported");
+  expect_error(R"({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 5, )" + base + "}",
+               "\"num_experts_per_tok\"=5 must be in [1, num_local_experts=4]");
+  expect_error(R"({"model_type": "qwen3_moe", "mlp_only_layers": [0, -1], )" + base + "}",
+               "\"mlp_only_layers\" must list non-negative layer indices, found -1");
 }
 
 }  // namespace
