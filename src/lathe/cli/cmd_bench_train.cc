@@ -156,9 +156,10 @@ int run_bench_train(int argc, char** argv) {
       batch);
 
   std::printf(
-      "lathe bench train: %s, %.2fM parameters, %d threads, batch %lld x seq %lld x grad_accum %lld, remat %s, "
+      "lathe bench train: %s, %.2fM parameters%s, %d threads, batch %lld x seq %lld x grad_accum %lld, remat %s, "
       "%s compute\n",
-      config.model.family.c_str(), static_cast<double>(model.parameter_count()) / 1e6, num_threads(),
+      config.model.family.c_str(), static_cast<double>(model.parameter_count()) / 1e6,
+      active_parameters_note(config.model).c_str(), num_threads(),
       static_cast<long long>(batch), static_cast<long long>(seq), static_cast<long long>(accum),
       to_string(config.train.remat), to_string(compute_dtype));
   if (!dtype_note.empty()) std::printf("%s\n", dtype_note.c_str());

@@ -83,13 +83,14 @@ int run_config(int argc, char** argv) {
   }
   int64_t parameters = config.model.parameter_count();
   if (command_line.has("check")) {
-    std::printf("%s: ok (%s parameters)\n", path.empty() ? "built-in defaults" : path.c_str(),
-                format_count(parameters).c_str());
+    std::printf("%s: ok (%s parameters%s)\n", path.empty() ? "built-in defaults" : path.c_str(),
+                format_count(parameters).c_str(), active_parameters_note(config.model).c_str());
   } else if (command_line.has("json")) {
     std::printf("%s\n", train_config_to_json(config).dump().c_str());
   } else {
-    std::printf("# parameters: %s (%s)\n%s", format_count(parameters).c_str(),
-                with_thousands_separators(parameters).c_str(), train_config_to_yaml(config).c_str());
+    std::printf("# parameters: %s (%s)%s\n%s", format_count(parameters).c_str(),
+                with_thousands_separators(parameters).c_str(), active_parameters_note(config.model).c_str(),
+                train_config_to_yaml(config).c_str());
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "lathe/models/model_config.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "lathe/core/error.h"
@@ -64,6 +65,13 @@ int64_t ModelConfig::active_parameter_count() const {
     for (const LayerParameterSpec& parameter : find_family_spec(family).layer.parameters(*this, layer))
       active += static_cast<double>(parameter.shape.numel()) * parameter.active_fraction;
   return static_cast<int64_t>(std::llround(active));
+}
+
+std::string active_parameters_note(const ModelConfig& config) {
+  if (config.moe_experts == 0) return "";
+  char text[64];
+  std::snprintf(text, sizeof text, ", %.2fM active", static_cast<double>(config.active_parameter_count()) / 1e6);
+  return text;
 }
 
 int64_t ModelConfig::parameter_count() const {

@@ -115,6 +115,8 @@ struct ModelConfig {
 };
 
 const char* to_string(FfnActivation activation);
+// ", 6.12M active" for a mixture-of-experts config (the parameters one token reads); "" for a dense one.
+std::string active_parameters_note(const ModelConfig& config);
 // "0, 3" -> {0, 3}; "" -> {}. lathe::Error naming model.moe_dense_layers for anything else.
 std::vector<int64_t> parse_layer_list(const std::string& text);
 

@@ -17,6 +17,46 @@ NextBatchSlice single_process_batches(NextBatch next_batch, int64_t micro_batch_
   };
 }
 
+namespace {
+
+// Adds one micro-batch's router statistics to sums = [aux, z, counts of MoE layer 0..., ...].
+void add_routing(const RouterStatistics& routing, double weight, std::vector<double>& sums) {
+  if (sums.empty()) {
+    size_t size = 2;
+    for (const std::vector<int64_t>& counts : routing.expert_counts) size += counts.size();
+    sums.assign(size, 0.0);
+  }
+  sums[0] += routing.aux_loss * weight;
+  sums[1] += routing.z_loss * weight;
+  size_t at = 2;
+  for (const std::vector<int64_t>& counts : routing.expert_counts)
+    for (int64_t count : counts) sums[at++] += static_cast<double>(count);
+}
+
+}  // namespace
+
+void TrainStep::fill_routing(const std::vector<double>& sums, StepResult& result) const {
+  result.aux_loss = sums[0];
+  result.z_loss = sums[1];
+  const int64_t experts = model_.config().moe_experts;
+  size_t at = 2;
+  for (int64_t layer = 0; layer < model_.config().n_layers; ++layer) {
+    if (!model_.config().layer_is_moe(layer)) continue;
+    ExpertLoad load;
+    load.layer = layer;
+    double total = 0;
+    load.min_tokens = INT64_MAX;
+    for (int64_t e = 0; e < experts; ++e, ++at) {
+      const auto count = static_cast<int64_t>(sums[at]);
+      load.min_tokens = std::min(load.min_tokens, count);
+      load.max_tokens = std::max(load.max_tokens, count);
+      total += sums[at];
+    }
+    load.mean_tokens = total / static_cast<double>(experts);
+    result.expert_load.push_back(load);
+  }
+}
+
 TrainStep::TrainStep(TransformerModel& model, const TrainConfig& config, Communicator& communicator)
     : config_(config),
       model_(model),
@@ -71,6 +111,8 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
   }
   const double global_rows = static_cast<double>(share_.global_batch);
   double weighted_loss = 0;  // sum over this rank's micro-batches of mean loss * weight
+  // Mixture of experts: [aux, z, then every MoE layer's per-expert token counts], summed like the loss.
+  std::vector<double> routing_sums;
   for (int64_t micro = 0; micro < share_.micro_batches; ++micro) {
     const int64_t begin = micro * share_.micro_batch_rows;
     const int64_t rows = std::min(share_.micro_batch_rows, share_.rows - begin);
@@ -83,7 +125,9 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
     const double start = now_seconds();
     if (last && reducer_) reducer_->before_forward();
     autograd::Tape tape;
-    autograd::Var loss = model_.loss(tape, inputs, targets, config_.train.remat, static_cast<float>(weight));
+    RouterStatistics routing;
+    autograd::Var loss =
+        model_.loss(tape, inputs, targets, config_.train.remat, static_cast<float>(weight), &routing);
     const double forward_end = now_seconds();
     if (last && reducer_) reducer_->watch(tape);
     tape.backward(loss);
@@ -92,6 +136,7 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
     const double micro_loss = read_element(loss->value, 0);
     // Text divides by global / rows (grad_accum in one process), exact when it is a power of two.
     weighted_loss += weigh_by_tokens ? micro_loss * weight : micro_loss / (global_rows / static_cast<double>(rows));
+    if (model_.has_experts()) add_routing(routing, weight, routing_sums);
   }
   if (reducer_) {
     const double reduce_start = now_seconds();
@@ -102,6 +147,7 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
     reduction_totals_.communication_seconds += reduction.communication_seconds;
     reduction_totals_.exposed_seconds += reduction.exposed_seconds;
     communicator_.all_reduce_sum(&weighted_loss, 1);
+    if (!routing_sums.empty()) communicator_.all_reduce_sum(routing_sums.data(), routing_sums.size());
     phases->backward += now_seconds() - reduce_start;
   }
   ++steps_run_;
@@ -109,6 +155,7 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
   const double optimizer_start = now_seconds();
   StepResult result;
   result.loss = weighted_loss;
+  if (!routing_sums.empty()) fill_routing(routing_sums, result);
   result.lr = learning_rate(config_.optimizer, config_.train.steps, step);
   result.grad_norm =
       sharded_optimizer_ ? sharded_optimizer_->step(step, result.lr) : whole_optimizer_->step(step, result.lr);

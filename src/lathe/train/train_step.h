@@ -53,10 +53,21 @@ namespace lathe {
 
 class ShardedAdamW;
 
+// How evenly one MoE layer's router spread a step's tokens (all micro-batches and ranks).
+struct ExpertLoad {
+  int64_t layer = 0;
+  int64_t min_tokens = 0, max_tokens = 0;  // tokens (top-k slots) the least / most loaded expert received
+  double mean_tokens = 0;                  // tokens * top_k / experts
+};
+
 struct StepResult {
-  double loss = 0;       // the global batch's mean loss (the same on every rank)
+  double loss = 0;       // the global batch's mean cross-entropy (the same on every rank)
   double grad_norm = 0;  // global L2 norm before clipping
   double lr = 0;
+  // Mixture-of-experts models (the objective adds moe_aux_loss_coef * aux_loss + moe_z_loss_coef * z_loss):
+  double aux_loss = 0;  // the load-balancing loss, averaged like the loss
+  double z_loss = 0;    // the router z-loss, averaged like the loss
+  std::vector<ExpertLoad> expert_load;  // one per MoE layer; empty for a dense model
 };
 
 // Wall-clock seconds of a step's phases (`lathe bench train`, the goodput log).
@@ -118,6 +129,9 @@ class TrainStep {
   const DataParallelShare& share() const { return share_; }
 
  private:
+  // result's aux_loss, z_loss and expert_load from the summed [aux, z, counts...] of add_routing.
+  void fill_routing(const std::vector<double>& sums, StepResult& result) const;
+
   TrainConfig config_;
   TransformerModel& model_;
   Communicator& communicator_;

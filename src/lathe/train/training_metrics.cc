@@ -61,6 +61,16 @@ void TrainingMetrics::after_step(int64_t step, const StepResult& result, double 
   row.set("tokens_per_second", tokens_per_second_);
   row.set("mfu", mfu_);
   row.set("elapsed_seconds", seconds_since(start_));
+  if (!result.expert_load.empty()) {  // mixture of experts: the router losses and each layer's expert load
+    row.set("aux_loss", result.aux_loss);
+    row.set("z_loss", result.z_loss);
+    for (const ExpertLoad& load : result.expert_load) {
+      const std::string prefix = str_cat("expert_load.", load.layer, ".");
+      row.set(prefix + "min", load.min_tokens);
+      row.set(prefix + "max", load.max_tokens);
+      row.set(prefix + "mean", load.mean_tokens);
+    }
+  }
   if (metrics_) metrics_->append(row);
   if (tensorboard_) {
     tensorboard_->add_scalar("train/loss", result.loss, step);
@@ -68,6 +78,16 @@ void TrainingMetrics::after_step(int64_t step, const StepResult& result, double 
     tensorboard_->add_scalar("train/grad_norm", result.grad_norm, step);
     tensorboard_->add_scalar("perf/tokens_per_second", tokens_per_second_, step);
     tensorboard_->add_scalar("perf/mfu", mfu_, step);
+    if (!result.expert_load.empty()) {
+      tensorboard_->add_scalar("moe/aux_loss", result.aux_loss, step);
+      tensorboard_->add_scalar("moe/z_loss", result.z_loss, step);
+      for (const ExpertLoad& load : result.expert_load) {
+        const std::string prefix = str_cat("moe/layer_", load.layer, "/tokens_per_expert_");
+        tensorboard_->add_scalar(prefix + "min", static_cast<double>(load.min_tokens), step);
+        tensorboard_->add_scalar(prefix + "max", static_cast<double>(load.max_tokens), step);
+        tensorboard_->add_scalar(prefix + "mean", load.mean_tokens, step);
+      }
+    }
   }
   window_seconds_ = window_tokens_ = 0;
 }

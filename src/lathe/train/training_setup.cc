@@ -124,9 +124,10 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   const bool bf16_peak = setup.compute_dtype == ComputeDtype::bf16 && peaks.bf16_gflops > 0;
   setup.peak_gflops = bf16_peak ? peaks.bf16_gflops : peaks.f32_gflops;
   std::fprintf(log,
-               "model: %s, %.2fM parameters, %d threads; %lld tokens/step, %.1f MFLOP/token; %s compute, %s peak "
+               "model: %s, %.2fM parameters%s, %d threads; %lld tokens/step, %.1f MFLOP/token; %s compute, %s peak "
                "%.0f GFLOP/s\n",
-               config.model.family.c_str(), static_cast<double>(setup.model->parameter_count()) / 1e6, num_threads(),
+               config.model.family.c_str(), static_cast<double>(setup.model->parameter_count()) / 1e6,
+               active_parameters_note(config.model).c_str(), num_threads(),
                static_cast<long long>(setup.tokens_per_step), setup.flops_per_token / 1e6,
                to_string(setup.compute_dtype), bf16_peak ? "bf16" : "f32", setup.peak_gflops);
   return setup;
