@@ -18,6 +18,24 @@ For each architecture (ARCHITECTURES below) it writes OUT/<arch>/:
 The training step: logits of `batch_inputs` (batch, seq), mean cross-entropy against `batch_targets`
 (no shift: targets are already the next tokens), backward, in float32.
 
+Mixture-of-experts architectures (MOE below) train on transformers' own objective: the forward with
+output_router_logits=True, loss = CE + router_aux_loss_coef * aux_loss, where aux_loss is transformers'
+load_balancing_loss_func over the router logits of every MoE layer (pooled over layers, not averaged per
+layer). The script checks that this total equals what transformers itself returns as `out.loss` when
+given the same targets (labels + shift_labels). golden.json then also holds ce_loss, aux_loss (not
+multiplied by the coefficient), router_aux_loss_coef, and the routing margins below. Their experts run
+transformers' "eager" experts implementation (the per-expert loop), as attention runs "eager".
+
+Routing is discrete: a router probability that nearly ties between the k-th and (k+1)-th expert would
+let a float32 or bf16 implementation choose other experts than transformers, and then nothing matches.
+So for every token of the prompts and the batch in every MoE layer, the float64 model's router
+probabilities must have a gap of at least MIN_ROUTER_MARGIN between the k-th and (k+1)-th expert, and
+the f64, f32 and bf16 models must choose the same experts; a model that fails is an error. Per
+architecture a seed and a factor on the router weights were chosen with --search: of those that pass,
+the one with the largest ratio of the smallest logit gap to transformers' all-bf16 router-logit error
+(a gap several times that error cannot be had at 96 routed rows: the bf16 error is ~1% of the router
+logits, so a bf16 implementation routes like transformers only where it errs less than all-bf16 does).
+
 Weights: transformers initialises norms to 1 (or 0 for Gemma's 1 + w) and biases to 0; a loader that
 dropped a norm or a bias would still match. So every norm weight and bias gets seeded noise on top,
 and matrices use initializer_range 0.1, which gives logits of order 1 instead of near-ties.
@@ -26,6 +44,9 @@ Also measured and stored in golden.json (bounds in tests/python/hf_oracle_test.p
   hf_f32_error   max |logits_f32 - logits of the same model in float64|: the rounding error a float32
                  implementation makes here; lathe's f32 bound is a small multiple of it
   hf_bf16_error  max |logits_bf16 - logits in float64|: the error of an all-bf16 implementation
+  MoE only:      hf_aux_f32_error (|aux_loss f32 - f64|), router_logit_scale (max |router logit|, f64),
+                 router_bf16_error (max |router logit bf16 - f64|), min_router_margin (probability gap),
+                 min_router_logit_gap (the same gap in logits)
 """
 
 import argparse
@@ -40,7 +61,7 @@ import transformers
 SEED = 1234
 VOCAB = 256
 
-# Small enough that all six architectures' weights, logits and gradients stay well under 3 MB, big
+# Small enough that every architecture's weights, logits and gradients stay under 0.5 MB, big
 # enough for GQA (4 query heads over 2 kv heads), head_dim != d_model / n_heads, and a prompt longer
 # than every sliding window.
 COMMON = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -79,21 +100,60 @@ ARCHITECTURES = {
                                      "full_attention": dict(rope_type="default", rope_theta=10000.0)})),
 }
 
+# Mixture of experts: 4 experts, top-2, expert ffn 16 (the dense ffn stays 64, the shared expert 24, so a
+# mixed-up width is a shape error). The aux-loss coefficient is large so its gradient shows, and
+# output_router_logits is true in the config: transformers adds the aux loss to the training loss only
+# when it is (from the config or the call).
+MOE_COMMON = dict(num_experts_per_tok=2, router_aux_loss_coef=0.1, output_router_logits=True,
+                  tie_word_embeddings=False, rope_parameters=dict(rope_type="default", rope_theta=1000.0))
+ARCHITECTURES.update({
+    # every layer MoE; the expert ffn is intermediate_size; top-k weights renormalised.
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", dict(MOE_COMMON, num_local_experts=4, intermediate_size=16)),
+    # no renormalisation of the top-k probabilities; layer 0 dense (decoder_sparse_step 2), layer 1 MoE.
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                  dict(MOE_COMMON, num_experts=4, moe_intermediate_size=16, norm_topk_prob=False,
+                       decoder_sparse_step=2)),
+    # renormalised top-k, every layer MoE.
+    "qwen3_moe_norm": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                       dict(MOE_COMMON, num_experts=4, moe_intermediate_size=16, norm_topk_prob=True)),
+    # shared expert behind a sigmoid gate, q/k/v biases; 3 layers with mlp_only_layers [1]: MoE, dense, MoE.
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                  dict(MOE_COMMON, num_hidden_layers=3, num_experts=4, moe_intermediate_size=16,
+                       shared_expert_intermediate_size=24, norm_topk_prob=False, qkv_bias=True, mlp_only_layers=[1])),
+    # q/k RMSNorm over the whole projection width (before the head split), which needs head_dim = d / heads.
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM",
+              dict(MOE_COMMON, head_dim=None, num_experts=4, intermediate_size=16, norm_topk_prob=False,
+                   clip_qkv=None)),
+})
+# Per MoE architecture: (weight seed, factor on every router weight), chosen with --search so that the
+# routing margins hold (see the module docstring). Dense architectures use SEED and no factor.
+MOE = {"mixtral": (1270, 1.0), "qwen3_moe": (1271, 1.0), "qwen3_moe_norm": (1278, 2.0), "qwen2_moe": (1249, 2.0),
+       "olmoe": (1312, 1.0)}
+MIN_ROUTER_MARGIN = 2e-3  # probability gap between the k-th and (k+1)-th expert, float64
+
 PROMPT_LENGTHS = (1, 7, 16)  # a single token, an odd length, longer than every window
 BATCH, BATCH_SEQ = 2, 12
 
 
-def make_model(arch, dtype=torch.float32):
+def make_model(arch, dtype=torch.float32, moe_tuning=None):
+    """moe_tuning: (seed, router scale) instead of MOE[arch] (for --search)."""
     config_name, model_name, options = ARCHITECTURES[arch]
-    config = getattr(transformers, config_name)(**COMMON, **options)
+    options = {**COMMON, **options}
+    options = {key: value for key, value in options.items() if value is not None or key not in COMMON}
+    config = getattr(transformers, config_name)(**options)
     config._attn_implementation = "eager"
-    torch.manual_seed(SEED)
+    seed, router_scale = moe_tuning or MOE.get(arch, (SEED, 1.0))
+    if arch in MOE:
+        config._experts_implementation = "eager"
+    torch.manual_seed(seed)
     model = getattr(transformers, model_name)(config).to(dtype)
-    generator = torch.Generator().manual_seed(SEED + 1)
+    generator = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "norm" in name or name.endswith(".bias"):
                 parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator, dtype=torch.float64).to(dtype))
+            if arch in MOE and name.endswith("mlp.gate.weight") and router_scale != 1.0:
+                parameter.mul_(router_scale)
     return model.eval()
 
 
@@ -107,6 +167,83 @@ def prompts_and_batch():
 def prompt_logits(model, prompts, dtype):
     with torch.no_grad():
         return [model(torch.tensor([prompt])).logits[0].to(dtype) for prompt in prompts]
+
+
+def router_logits(model, prompts, inputs):
+    """Every MoE layer's router logits for every token of the prompts and the batch: (tokens, experts)."""
+    rows = []
+    with torch.no_grad():
+        for ids in [torch.tensor([prompt]) for prompt in prompts] + [inputs]:
+            rows += model(ids, output_router_logits=True).router_logits  # one (tokens, experts) per MoE layer
+    return torch.cat(rows)
+
+
+def load_balancing_loss_f64(logits, top_k):
+    """transformers' load_balancing_loss_func re-derived in float64 from its definition, over the rows of
+    all MoE layers together (logits: (layers * tokens, experts)):
+    E * sum_e (top-k choices of e / rows) * (mean router probability of e)."""
+    probabilities = torch.softmax(logits.double(), dim=-1)
+    rows, experts = probabilities.shape
+    chosen = torch.zeros(experts, dtype=torch.float64)
+    chosen.index_add_(0, probabilities.topk(top_k, dim=-1).indices.reshape(-1), torch.ones(rows * top_k,
+                                                                                          dtype=torch.float64))
+    return experts * float((chosen / rows * probabilities.mean(dim=0)).sum())
+
+
+def routing_margins(arch, prompts, inputs, moe_tuning=None):
+    """The routing margins of the module docstring, measured on transformers in f64, f32 and bf16."""
+    logits = {dtype: router_logits(make_model(arch, dtype, moe_tuning), prompts, inputs)
+              for dtype in (torch.float64, torch.float32, torch.bfloat16)}
+    reference = logits[torch.float64]
+    top_k = ARCHITECTURES[arch][2]["num_experts_per_tok"]
+    probabilities = torch.softmax(reference, dim=-1).sort(dim=-1, descending=True).values
+    sorted_logits = reference.sort(dim=-1, descending=True).values
+    choices = {dtype: torch.softmax(value.float(), dim=-1).topk(top_k, dim=-1).indices.sort(dim=-1).values
+               for dtype, value in logits.items()}
+    choices[torch.float64] = torch.softmax(reference, dim=-1).topk(top_k, dim=-1).indices.sort(dim=-1).values
+    flips = sum(int((choices[dtype] != choices[torch.float64]).any(dim=-1).sum())
+                for dtype in (torch.float32, torch.bfloat16))
+    return dict(min_router_margin=float((probabilities[:, top_k - 1] - probabilities[:, top_k]).min()),
+                min_router_logit_gap=float((sorted_logits[:, top_k - 1] - sorted_logits[:, top_k]).min()),
+                router_bf16_error=float((logits[torch.bfloat16].double() - reference).abs().max()),
+                router_logit_scale=float(reference.abs().max()), routing_flips=flips, router_rows=reference.shape[0])
+
+
+def margins_hold(margins):
+    return margins["routing_flips"] == 0 and margins["min_router_margin"] >= MIN_ROUTER_MARGIN
+
+
+def search(arch, tries):
+    """Seeds SEED.. SEED + tries - 1 and router scales 1, 2: prints those whose routing margins hold and
+    the best (largest min_router_logit_gap / router_bf16_error) of them."""
+    prompts, inputs, _ = prompts_and_batch()
+    best = None
+    for seed in range(SEED, SEED + tries):
+        for scale in (1.0, 2.0):
+            margins = routing_margins(arch, prompts, inputs, (seed, scale))
+            if margins_hold(margins):
+                ratio = margins["min_router_logit_gap"] / margins["router_bf16_error"]
+                print(f"{arch} seed {seed} router scale {scale}: gap / bf16 error {ratio:.3f} {margins}", flush=True)
+                if best is None or ratio > best[0]:
+                    best = (ratio, seed, scale)
+    print(f"{arch}: best {best}")
+    return 0 if best else 1
+
+
+def moe_training_step(model, inputs, targets):
+    """transformers' MoE objective: CE + router_aux_loss_coef * aux_loss; backward. Returns the three."""
+    coefficient = model.config.router_aux_loss_coef
+    out = model(inputs, output_router_logits=True)
+    ce = torch.nn.functional.cross_entropy(out.logits.reshape(-1, VOCAB).float(), targets.reshape(-1))
+    total = ce + coefficient * out.aux_loss
+    total.backward()
+    # The definition is transformers': its own loss, given these targets as the already-shifted labels.
+    with torch.no_grad():
+        theirs = model(inputs, labels=targets, shift_labels=targets, output_router_logits=True).loss
+    ours = float(total.detach())
+    assert abs(float(theirs) - ours) <= 1e-6 * abs(ours), (float(theirs), ours)
+    print(f"  transformers' own loss {float(theirs):.9g}, ours {ours:.9g} (difference {float(theirs) - ours:.1e})")
+    return total, ce, out.aux_loss
 
 
 def write_architecture(arch, out_dir):
@@ -125,11 +262,29 @@ def write_architecture(arch, out_dir):
     logits_f64 = prompt_logits(make_model(arch).to(torch.float64), prompts, torch.float64)
     logits_bf16 = prompt_logits(make_model(arch).to(torch.bfloat16), prompts, torch.float32)
 
+    moe = {}
+    if arch in MOE:
+        moe = routing_margins(arch, prompts, inputs)
+        if not margins_hold(moe):
+            raise SystemExit(f"{arch}: routing margins fail ({moe}); pick another seed with --search {arch}")
+        del moe["routing_flips"]
+
     model.train()  # no dropout in these configs; train() only mirrors a training step
     model.zero_grad()
-    logits = model(inputs).logits
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB).float(), targets.reshape(-1))
-    loss.backward()
+    if arch in MOE:
+        loss, ce, aux = moe_training_step(model, inputs, targets)
+        # float64 from the f64 model's router logits on the batch, by the definition: checks both that
+        # definition and the f32 error of transformers' aux loss.
+        aux_f64 = load_balancing_loss_f64(router_logits(make_model(arch, torch.float64), [], inputs),
+                                          model.config.num_experts_per_tok)
+        moe = dict(ce_loss=float(ce.detach()), aux_loss=float(aux.detach()),
+                   router_aux_loss_coef=model.config.router_aux_loss_coef,
+                   hf_aux_f32_error=abs(float(aux.detach()) - aux_f64), **moe)
+        assert moe["hf_aux_f32_error"] <= 1e-5 * aux_f64, (float(aux), aux_f64)
+    else:
+        logits = model(inputs).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB).float(), targets.reshape(-1))
+        loss.backward()
 
     tensors = {}
     for i, (f32, bf16) in enumerate(zip(logits_f32, logits_bf16)):
@@ -151,7 +306,9 @@ def write_architecture(arch, out_dir):
         "logit_scale": max(float(v.abs().max()) for v in logits_f64),
         "hf_f32_error": max_error(logits_f32),
         "hf_bf16_error": max_error(logits_bf16),
-        "seed": SEED,
+        **moe,
+        "seed": MOE.get(arch, (SEED, 1.0))[0],
+        **({"router_weight_scale": MOE[arch][1]} if arch in MOE else {}),
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,
         "generated_by": "tests/hf_oracle/make_tiny_models.py",
@@ -160,7 +317,8 @@ def write_architecture(arch, out_dir):
         json.dump(golden, file, indent=1)
         file.write("\n")
     print(f"{arch}: loss {golden['loss']:.6f}, logit scale {golden['logit_scale']:.3f}, "
-          f"hf f32 error {golden['hf_f32_error']:.2e}, hf bf16 error {golden['hf_bf16_error']:.2e}")
+          f"hf f32 error {golden['hf_f32_error']:.2e}, hf bf16 error {golden['hf_bf16_error']:.2e}"
+          + (f", aux loss {moe['aux_loss']:.6f}, min router margin {moe['min_router_margin']:.2e}" if moe else ""))
 
 
 def main():
@@ -168,9 +326,14 @@ def main():
     default_out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "hf")
     parser.add_argument("--out", default=default_out, help="output root (default: tests/golden/hf)")
     parser.add_argument("--arch", action="append", choices=sorted(ARCHITECTURES), help="only these (repeatable)")
+    parser.add_argument("--search", choices=sorted(MOE), help="find a seed and router scale for this MoE "
+                        "architecture whose routing margins hold (prints each try; writes nothing)")
+    parser.add_argument("--tries", type=int, default=50, help="seeds to try with --search")
     args = parser.parse_args()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # summation order independent of the machine's core count
+    if args.search:
+        return search(args.search, args.tries)
     for arch in args.arch or ARCHITECTURES:
         write_architecture(arch, args.out)
     return 0

@@ -10,7 +10,9 @@ tests/hf_oracle/make_tiny_models.py, which says how to regenerate them):
                         the error of transformers' own all-bf16 forward (measured against float64 when
                         the goldens were made, stored in golden.json) plus BF16_ABSOLUTE * logit scale
   test_training_step    one step's loss (relative LOSS_BOUND) and every parameter's gradient
-                        (relative L2 GRADIENT_BOUND per tensor) vs transformers f32
+                        (relative L2 GRADIENT_BOUND per tensor) vs transformers f32; for mixture-of-
+                        experts models the loss is transformers' CE + router_aux_loss_coef * aux_loss
+                        and the load-balancing aux_loss itself is checked too (aux_loss_bound)
   test_verify_reference `lathe verify --reference` on the golden logits passes, and fails (exit 1)
                         when one logit is moved by 1% of the logit scale
   test_round_trip       `lathe convert` HF -> lathe checkpoint -> HF gives identical tensors
@@ -47,6 +49,24 @@ F32_LOGIT_BOUND = 1e-5   # relative to the logit scale; transformers' own f32 er
 BF16_ABSOLUTE = 1e-3     # relative to the logit scale, the small absolute term of the bf16 rule
 LOSS_BOUND = 1e-6        # relative; a mean of log-softmax values in f32 on both sides
 GRADIENT_BOUND = 1e-5    # relative L2 per tensor; one more chain of f32 products than the logits
+
+
+def aux_loss_bound(golden, config):
+    """Bound on |lathe's aux_loss - transformers'| for a mixture-of-experts golden.
+
+    transformers' load-balancing loss over the N routed rows of all MoE layers together is
+    aux = E * sum_e f_e * P_e, with f_e = (top-k choices of expert e) / N and P_e = the mean over the rows
+    of the router probability p_ne = softmax(z_n)_e. The goldens were made with routing margins (see
+    tests/hf_oracle/make_tiny_models.py), so both sides choose the same experts and f_e is exact; only P_e
+    differs, through the router logits. A change dz_n moves p_ne by p_ne (dz_ne - sum_j p_nj dz_nj), at
+    most 2 p_ne (1 - p_ne) max_j |dz_nj| <= max |dz| / 2, and since sum_e f_e = k:
+      |d aux| <= E * k * max |dz| / 2.
+    The router logits are one matmul off the normed residual stream, as the output logits are one off
+    the final norm, so max |dz| gets the f32 logit bound relative to their own scale:
+    F32_LOGIT_BOUND * router_logit_scale. (The f32 rounding of the sums themselves, ~1e-7 relative, is
+    far below that.)"""
+    experts = config.get("num_local_experts") or config["num_experts"]
+    return experts * config["num_experts_per_tok"] / 2 * F32_LOGIT_BOUND * golden["router_logit_scale"]
 
 LATHE = os.environ.get("LATHE_BINARY")
 DUMP = os.environ.get("HF_ORACLE_DUMP")
@@ -112,15 +132,28 @@ def load_golden(arch):
     return golden, read_safetensors(os.path.join(golden_dir(arch), "golden.safetensors"))
 
 
+def load_config(arch):
+    with open(os.path.join(golden_dir(arch), "config.json")) as file:
+        return json.load(file)
+
+
 _LATHE_OUTPUTS = {}
 
 
 def lathe_outputs(arch, tmp_path_factory):
-    """hf_oracle_dump's logits, loss and gradients for one architecture (computed once per run)."""
+    """hf_oracle_dump's logits, loss and gradients for one architecture (computed once per run). A dump
+    that fails (e.g. a family lathe does not load) fails each test of that architecture with its message."""
     if arch not in _LATHE_OUTPUTS:
         out = str(tmp_path_factory.mktemp(arch) / "lathe.safetensors")
-        subprocess.run([DUMP, golden_dir(arch), os.path.join(golden_dir(arch), "golden.json"), out], check=True)
-        _LATHE_OUTPUTS[arch] = read_safetensors(out)
+        result = subprocess.run([DUMP, golden_dir(arch), os.path.join(golden_dir(arch), "golden.json"), out],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            _LATHE_OUTPUTS[arch] = (f"hf_oracle_dump failed on {arch} (exit {result.returncode}): "
+                                    f"{(result.stderr or result.stdout).strip()}")
+        else:
+            _LATHE_OUTPUTS[arch] = read_safetensors(out)
+    if isinstance(_LATHE_OUTPUTS[arch], str):
+        pytest.fail(_LATHE_OUTPUTS[arch], pytrace=False)
     return _LATHE_OUTPUTS[arch]
 
 
@@ -151,7 +184,11 @@ def test_logits_bf16(arch, tmp_path_factory):
     bound = 2 * golden["hf_bf16_error"] + BF16_ABSOLUTE * golden["logit_scale"]
     print(f"{arch}: bf16 max abs diff {worst:.2e} vs f32 (transformers all-bf16: {golden['hf_bf16_error']:.2e}); "
           f"bound {bound:.2e}")
-    assert worst <= bound
+    routing = ""
+    if "min_router_logit_gap" in golden:  # an expert chosen otherwise moves a logit far more than rounding
+        routing = (f"; MoE: smallest top-k router logit gap {golden['min_router_logit_gap']:.2e}, transformers' "
+                   f"all-bf16 router logit error {golden['router_bf16_error']:.2e}: did bf16 route a token elsewhere?")
+    assert worst <= bound, f"bf16 max abs diff {worst:.2e} > bound {bound:.2e}{routing}"
     # The bf16 path must really round: identical to f32 would mean bf16 was silently not used.
     assert any(not np.array_equal(ours[f"logits_bf16.{i}"], ours[f"logits_f32.{i}"])
                for i in range(len(golden["prompts"])))
@@ -162,7 +199,15 @@ def test_training_step(arch, tmp_path_factory):
     golden, expected = load_golden(arch)
     ours = lathe_outputs(arch, tmp_path_factory)
     loss = float(ours["loss"][0])
-    assert abs(loss - golden["loss"]) <= LOSS_BOUND * abs(golden["loss"]), (loss, golden["loss"])
+    loss_bound = LOSS_BOUND * abs(golden["loss"])
+    if "aux_loss" in golden:  # mixture of experts: loss = CE + coefficient * aux_loss on both sides
+        assert "aux_loss" in ours, f"{arch} is a mixture of experts, but hf_oracle_dump wrote no aux_loss"
+        aux, aux_bound = float(ours["aux_loss"][0]), aux_loss_bound(golden, load_config(arch))
+        print(f"{arch}: aux loss {aux:.7f} vs {golden['aux_loss']:.7f} (|diff| {abs(aux - golden['aux_loss']):.1e}, "
+              f"bound {aux_bound:.1e}; transformers' own f32 error {golden['hf_aux_f32_error']:.1e})")
+        assert abs(aux - golden["aux_loss"]) <= aux_bound, (aux, golden["aux_loss"], aux_bound)
+        loss_bound = LOSS_BOUND * abs(golden["ce_loss"]) + golden["router_aux_loss_coef"] * aux_bound
+    assert abs(loss - golden["loss"]) <= loss_bound, (loss, golden["loss"], loss_bound)
     expected_names = sorted(name for name in expected if name.startswith("grad."))
     assert sorted(name for name in ours if name.startswith("grad.")) == expected_names
     worst, worst_name = 0.0, ""
