@@ -80,7 +80,8 @@ struct HfMultimodalWrapper {
 // checkpoints (models/hf/). Published checkpoints store every expert's projections separately;
 // lathe stacks them into its (experts, ...) parameters on import and splits them on export.
 struct HfMoe {
-  const char* experts_key;  // "num_local_experts" (Mixtral) or "num_experts"
+  const char* experts_key;        // "num_local_experts" (Mixtral) or "num_experts"; written on export
+  const char* experts_alias_key;  // the other spelling, also read (transformers' attribute maps write either)
   int64_t default_experts;
   int64_t default_top_k;       // "num_experts_per_tok"
   const char* expert_ffn_key;  // "moe_intermediate_size"; "intermediate_size" when every layer is MoE (Mixtral, OLMoE)
@@ -90,6 +91,7 @@ struct HfMoe {
   double default_aux_loss_coef;  // "router_aux_loss_coef"
   bool sparse_step_keys;         // "decoder_sparse_step" and "mlp_only_layers" place the MoE layers (Qwen2/3-MoE)
   int64_t default_shared_ffn;    // > 0: a gated shared expert, "shared_expert_intermediate_size" (Qwen2-MoE)
+  const char* qkv_bias_key;      // "qkv_bias" (Qwen2-MoE: must be true), or null
   // Checkpoint names: "<layer>.<block>.gate.weight" (router) and
   // "<layer>.<block>.experts.<e>.<gate_proj|up_proj|down_proj>.weight".
   const char* checkpoint_block;  // "block_sparse_moe" (Mixtral) or "mlp"
@@ -118,6 +120,11 @@ struct HfFamily {
   std::vector<const char*> export_false_keys = {};
   const HfMultimodalWrapper* multimodal = nullptr;
   const HfMoe* moe = nullptr;  // a mixture-of-experts architecture
+  // Defaults of the config class for keys a config.json may leave out (0: the common default:
+  // num_key_value_heads = num_attention_heads, rms_norm_eps 1e-6, rope theta 10000).
+  int64_t default_kv_heads = 0;
+  double default_norm_eps = 0;
+  double default_rope_theta = 0;
 };
 
 // The values of a family's fixed traits: an HF import sets them, an export requires them, and the

@@ -10,6 +10,7 @@ namespace {
 
 const HfMoe kMixtralMoe = {
     .experts_key = "num_local_experts",
+    .experts_alias_key = "num_experts",
     .default_experts = 8,
     .default_top_k = 2,
     .expert_ffn_key = "intermediate_size",
@@ -19,6 +20,7 @@ const HfMoe kMixtralMoe = {
     .default_aux_loss_coef = 0.001,
     .sparse_step_keys = false,
     .default_shared_ffn = 0,
+    .qkv_bias_key = nullptr,
     .checkpoint_block = "block_sparse_moe",
     .gate_proj = "w1",
     .up_proj = "w3",
@@ -37,7 +39,10 @@ const FamilySpec& mixtral_family() {
              .default_activation = "silu",
              .sliding_window = HfSlidingWindow::every_layer,
              .export_false_keys = {},
-             .moe = &kMixtralMoe},
+             .moe = &kMixtralMoe,
+             .default_kv_heads = 8,
+             .default_norm_eps = 1e-5,
+             .default_rope_theta = 1e6},
       .traits = {},
       .default_chat_template = "mistral",
       .layer = kPreNormDecoderLayer,

@@ -9,6 +9,7 @@ namespace {
 
 const HfMoe kOlmoeMoe = {
     .experts_key = "num_experts",
+    .experts_alias_key = "num_local_experts",
     .default_experts = 64,
     .default_top_k = 8,
     .expert_ffn_key = "intermediate_size",
@@ -18,6 +19,7 @@ const HfMoe kOlmoeMoe = {
     .default_aux_loss_coef = 0.01,
     .sparse_step_keys = false,
     .default_shared_ffn = 0,
+    .qkv_bias_key = nullptr,
     .checkpoint_block = "mlp",
     .gate_proj = "gate_proj",
     .up_proj = "up_proj",
@@ -36,7 +38,8 @@ const FamilySpec& olmoe_family() {
              .default_activation = "silu",
              .sliding_window = HfSlidingWindow::none,
              .export_false_keys = {"attention_bias"},
-             .moe = &kOlmoeMoe},
+             .moe = &kOlmoeMoe,
+             .default_norm_eps = 1e-5},
       .traits = {.qk_norm = true, .qk_norm_full_width = true},
       .default_chat_template = "plain",
       .layer = kPreNormDecoderLayer,

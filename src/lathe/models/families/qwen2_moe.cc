@@ -11,6 +11,7 @@ namespace {
 
 const HfMoe kQwen2Moe = {
     .experts_key = "num_experts",
+    .experts_alias_key = "num_local_experts",
     .default_experts = 60,
     .default_top_k = 4,
     .expert_ffn_key = "moe_intermediate_size",
@@ -20,6 +21,7 @@ const HfMoe kQwen2Moe = {
     .default_aux_loss_coef = 0.001,
     .sparse_step_keys = true,
     .default_shared_ffn = 5632,
+    .qkv_bias_key = "qkv_bias",
     .checkpoint_block = "mlp",
     .gate_proj = "gate_proj",
     .up_proj = "up_proj",
@@ -37,7 +39,8 @@ const FamilySpec& qwen2_moe_family() {
              .activation_key = "hidden_act",
              .default_activation = "silu",
              .sliding_window = HfSlidingWindow::disabled,
-             .moe = &kQwen2Moe},
+             .moe = &kQwen2Moe,
+             .default_kv_heads = 16},
       .traits = {.attention_bias = true},
       .default_chat_template = "chatml",
       .layer = kPreNormDecoderLayer,

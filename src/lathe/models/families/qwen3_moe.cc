@@ -10,6 +10,7 @@ namespace {
 
 const HfMoe kQwen3Moe = {
     .experts_key = "num_experts",
+    .experts_alias_key = "num_local_experts",
     .default_experts = 128,
     .default_top_k = 8,
     .expert_ffn_key = "moe_intermediate_size",
@@ -19,6 +20,7 @@ const HfMoe kQwen3Moe = {
     .default_aux_loss_coef = 0.001,
     .sparse_step_keys = true,
     .default_shared_ffn = 0,
+    .qkv_bias_key = nullptr,
     .checkpoint_block = "mlp",
     .gate_proj = "gate_proj",
     .up_proj = "up_proj",
@@ -37,7 +39,8 @@ const FamilySpec& qwen3_moe_family() {
              .default_activation = "silu",
              .sliding_window = HfSlidingWindow::disabled,
              .export_false_keys = {"attention_bias"},
-             .moe = &kQwen3Moe},
+             .moe = &kQwen3Moe,
+             .default_kv_heads = 4},
       .traits = {.qk_norm = true},
       .default_chat_template = "chatml",
       .layer = kPreNormDecoderLayer,

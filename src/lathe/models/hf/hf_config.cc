@@ -121,11 +121,11 @@ void read_rope_object(const Json& rope, const std::string& key, const ConfigRead
   config.rope_original_max_position = reader.integer("original_max_position_embeddings");
 }
 
-void read_rope(const ConfigReader& reader, ModelConfig& config) {
+void read_rope(const ConfigReader& reader, ModelConfig& config, double default_theta) {
   LATHE_CHECK(reader.number_or("partial_rotary_factor", 1.0) == 1.0, reader.source(),
               ": \"partial_rotary_factor\"=", reader.number("partial_rotary_factor"),
               " is not supported for this architecture (expected 1)");
-  config.rope_theta = reader.number_or("rope_theta", 10000.0);
+  config.rope_theta = reader.number_or("rope_theta", default_theta);
   if (const Json* parameters = reader.find("rope_parameters")) {  // transformers 5.x
     LATHE_CHECK(parameters->is_object(), reader.source(), ": \"rope_parameters\" must be an object");
     const Json* full = parameters->find("full_attention");
@@ -231,7 +231,7 @@ std::string layer_list_text(const Json& list, const std::string& key, const std:
 // The mixture-of-experts keys (HfMoe); defaults are the transformers config class's.
 void read_moe(const ConfigReader& reader, const HfMoe& moe, ModelConfig& config) {
   const std::string& source = reader.source();
-  config.moe_experts = reader.integer_or(moe.experts_key, moe.default_experts);
+  config.moe_experts = reader.integer_or(moe.experts_key, reader.integer_or(moe.experts_alias_key, moe.default_experts));
   config.moe_top_k = reader.integer_or("num_experts_per_tok", moe.default_top_k);
   if (config.moe_experts == 0) return;  // a dense model of this architecture
   LATHE_CHECK(config.moe_top_k >= 1 && config.moe_top_k <= config.moe_experts, source, ": \"num_experts_per_tok\"=",
@@ -240,7 +240,10 @@ void read_moe(const ConfigReader& reader, const HfMoe& moe, ModelConfig& config)
   LATHE_CHECK(expert_ffn > 0, source, ": \"", moe.expert_ffn_key, "\" must be positive");
   config.moe_ffn_dim = expert_ffn == config.ffn_dim ? 0 : expert_ffn;
   config.moe_renormalize = moe.renormalize_key ? reader.boolean_or(moe.renormalize_key, moe.default_renormalize) : true;
-  config.moe_aux_loss_coef = reader.number_or("router_aux_loss_coef", moe.default_aux_loss_coef);
+  // transformers adds coef * aux_loss to the loss only with output_router_logits (off by default).
+  config.moe_aux_loss_coef = reader.boolean_or("output_router_logits", false)
+                                 ? reader.number_or("router_aux_loss_coef", moe.default_aux_loss_coef)
+                                 : 0.0;
   const double jitter = reader.number_or("router_jitter_noise", 0.0);
   LATHE_CHECK(jitter == 0.0, source, ": \"router_jitter_noise\"=", jitter,
               " is not supported (lathe routes deterministically; expected 0)");
@@ -254,6 +257,10 @@ void read_moe(const ConfigReader& reader, const HfMoe& moe, ModelConfig& config)
     LATHE_CHECK(config.moe_layer_step >= 1, source, ": \"decoder_sparse_step\" must be at least 1");
     if (const Json* dense = reader.find("mlp_only_layers"))
       config.moe_dense_layers = layer_list_text(*dense, "mlp_only_layers", source);
+  }
+  if (moe.qkv_bias_key) {  // Qwen2-MoE: the q/k/v biases are a key (default true); lathe has them always
+    LATHE_CHECK(reader.boolean_or(moe.qkv_bias_key, true), source, ": \"", moe.qkv_bias_key,
+                "\"=false is not supported (lathe's ", moe.qkv_bias_key, " family has q/k/v biases)");
   }
   if (moe.default_shared_ffn > 0) {
     config.moe_shared_ffn_dim = reader.integer_or("shared_expert_intermediate_size", moe.default_shared_ffn);
@@ -271,7 +278,12 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
   config.d_model = reader.positive_integer("hidden_size");
   config.n_layers = reader.positive_integer("num_hidden_layers");
   config.n_heads = reader.positive_integer("num_attention_heads");
-  config.n_kv_heads = reader.integer_or("num_key_value_heads", config.n_heads);
+  // Absent: the config class's default; null: the head count (transformers' __post_init__).
+  const Json* kv_heads = json.find("num_key_value_heads");
+  config.n_kv_heads = kv_heads && kv_heads->is_null() ? config.n_heads
+                      : kv_heads || hf.default_kv_heads == 0
+                          ? reader.integer_or("num_key_value_heads", config.n_heads)
+                          : hf.default_kv_heads;
   LATHE_CHECK(config.n_heads > 0 && config.n_kv_heads > 0 && config.n_heads % config.n_kv_heads == 0, source,
               ": num_attention_heads=", config.n_heads,
               " must be a positive multiple of num_key_value_heads=", config.n_kv_heads);
@@ -284,7 +296,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
   config.max_seq_len = reader.integer_or("max_position_embeddings", 2048);
   LATHE_CHECK(config.max_seq_len > 0, source, ": \"max_position_embeddings\" must be positive");
   config.ffn_activation = read_activation(reader, hf);
-  config.norm_eps = reader.number_or("rms_norm_eps", 1e-6);
+  config.norm_eps = reader.number_or("rms_norm_eps", hf.default_norm_eps > 0 ? hf.default_norm_eps : 1e-6);
   config.tie_embeddings = reader.boolean_or("tie_word_embeddings", hf.default_tie_embeddings);
   config.init_std = reader.number_or("initializer_range", 0.02);
 
@@ -294,7 +306,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
                 hf.architecture, " (it adds an o_proj bias lathe does not have)");
   LATHE_CHECK(!reader.boolean_or("use_bidirectional_attention", false), source,
               ": \"use_bidirectional_attention\"=true is not supported");
-  read_rope(reader, config);
+  read_rope(reader, config, hf.default_rope_theta > 0 ? hf.default_rope_theta : 10000.0);
   read_sliding_window(reader, hf, config);
 
   // The architecture's fixed traits (Qwen2 always has q/k/v biases, and none on o_proj).
@@ -469,8 +481,10 @@ Json hf_json_from_model_config(const ModelConfig& config) {
     json.set("num_experts_per_tok", config.moe_top_k);
     json.set(moe.expert_ffn_key, config.resolved_moe_ffn_dim());
     if (moe.renormalize_key) json.set(moe.renormalize_key, config.moe_renormalize);
-    json.set("router_aux_loss_coef", config.moe_aux_loss_coef);
-    json.set("output_router_logits", false);
+    json.set("router_aux_loss_coef", config.moe_aux_loss_coef > 0 ? config.moe_aux_loss_coef
+                                                                   : moe.default_aux_loss_coef);
+    json.set("output_router_logits", config.moe_aux_loss_coef > 0);
+    if (moe.qkv_bias_key) json.set(moe.qkv_bias_key, true);
     if (moe.sparse_step_keys) {
       json.set("decoder_sparse_step", config.moe_layer_step);
       Json dense = Json::array();

@@ -239,14 +239,22 @@ INSTANTIATE_TEST_SUITE_P(Families, HfConfigRoundTrip,
 // Keys a config.json leaves out take the transformers config class's default for that model
 // type (transformers 5.24: MixtralConfig, Qwen3MoeConfig, Qwen2MoeConfig, OlmoeConfig).
 TEST(HfConfig, MissingMoeKeysTakeTheTransformersDefaults) {
-  const std::string base = R"("hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "vocab_size": 64)";
+  const std::string base = R"("hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 16, "vocab_size": 64)";  // 16 heads: a multiple of every default kv-head count
   const ModelConfig mixtral = parse(R"({"model_type": "mixtral", )" + base + "}").config;
   EXPECT_EQ(mixtral.moe_experts, 8);
   EXPECT_EQ(mixtral.moe_top_k, 2);
   EXPECT_EQ(mixtral.resolved_moe_ffn_dim(), 64);  // Mixtral's experts are intermediate_size wide
   EXPECT_TRUE(mixtral.moe_renormalize);
-  EXPECT_EQ(mixtral.moe_aux_loss_coef, 0.001);
+  EXPECT_EQ(mixtral.moe_aux_loss_coef, 0.0);  // transformers adds the aux loss only with output_router_logits
+  EXPECT_EQ(mixtral.n_kv_heads, 8);           // MixtralConfig's defaults, not the common ones
+  EXPECT_EQ(mixtral.norm_eps, 1e-5);
+  EXPECT_EQ(mixtral.rope_theta, 1e6);
+  EXPECT_EQ(parse(R"({"model_type": "mixtral", "output_router_logits": true, )" + base + "}").config.moe_aux_loss_coef,
+            0.001);
+  EXPECT_EQ(parse(R"({"model_type": "mixtral", "num_key_value_heads": null, )" + base + "}").config.n_kv_heads, 16);
+  // Either spelling of the expert count (Qwen3MoeConfig's attribute map writes num_local_experts).
+  EXPECT_EQ(parse(R"({"model_type": "qwen3_moe", "num_local_experts": 12, )" + base + "}").config.moe_experts, 12);
   const ModelConfig qwen3 = parse(R"({"model_type": "qwen3_moe", "mlp_only_layers": [1], )" + base + "}").config;
   EXPECT_EQ(qwen3.moe_experts, 128);
   EXPECT_EQ(qwen3.moe_top_k, 8);
@@ -269,7 +277,8 @@ TEST(HfConfig, MissingMoeKeysTakeTheTransformersDefaults) {
   EXPECT_EQ(olmoe.moe_top_k, 8);
   EXPECT_EQ(olmoe.resolved_moe_ffn_dim(), 64);
   EXPECT_FALSE(olmoe.moe_renormalize);
-  EXPECT_EQ(olmoe.moe_aux_loss_coef, 0.01);
+  EXPECT_EQ(parse(R"({"model_type": "olmoe", "output_router_logits": true, )" + base + "}").config.moe_aux_loss_coef,
+            0.01);
   EXPECT_TRUE(olmoe.qk_norm_full_width);
 }
 
@@ -329,14 +338,15 @@ TEST(HfConfig, UnsupportedOptionsAreOneClearErrorEach) {
                "does not match model_type \"llama\"");
   expect_error(R"({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"]})",
                "needs a \"text_config\" object");
-  expect_error(R"({"model_type": "mixtral", "router_jitter_noise": 0.1, )" + base + "}",
+  expect_error(R"({"model_type": "mixtral", "router_jitter_noise": 0.1, "num_key_value_heads": 4, )" + base + "}",
                "\"router_jitter_noise\"=0.1 is not supported");
-  expect_error(R"({"model_type": "qwen3_moe", "scoring_func": "sigmoid", )" + base + "}",
+  expect_error(R"({"model_type": "qwen3_moe", "scoring_func": "sigmoid", "num_key_value_heads": 4, )" + base + "}",
                "\"scoring_func\"=\"sigmoid\" is not supported");
-  expect_error(R"({"model_type": "olmoe", "clip_qkv": 8.0, )" + base + "}", "\"clip_qkv\"=8 is not supported");
-  expect_error(R"({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 5, )" + base + "}",
+  expect_error(R"({"model_type": "olmoe", "clip_qkv": 8.0, "num_key_value_heads": 4, )" + base + "}", "\"clip_qkv\"=8 is not supported");
+  expect_error(R"({"model_type": "qwen2_moe", "qkv_bias": false, "num_key_value_heads": 4, )" + base + "}", "\"qkv_bias\"=false is not supported");
+  expect_error(R"({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 5, "num_key_value_heads": 4, )" + base + "}",
                "\"num_experts_per_tok\"=5 must be in [1, num_local_experts=4]");
-  expect_error(R"({"model_type": "qwen3_moe", "mlp_only_layers": [0, -1], )" + base + "}",
+  expect_error(R"({"model_type": "qwen3_moe", "mlp_only_layers": [0, -1], "num_key_value_heads": 4, )" + base + "}",
                "\"mlp_only_layers\" must list non-negative layer indices, found -1");
 }
 
