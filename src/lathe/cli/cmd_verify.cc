@@ -15,6 +15,10 @@
 //         lathe's bf16 path rounds every matmul input to 8 mantissa bits (relative 4e-3); the
 //         reference stays float32, so the difference is lathe's bf16 error alone, measured at ~1-3%
 //         of s on the golden models, about what transformers' own all-bf16 forward shows there.
+//         Mixture-of-experts models in bf16: the max |diff| bound is not applied (unless given
+//         explicitly): a bf16 rounding can move a token whose router scores nearly tie to another
+//         expert, which changes that token's logits by O(1) (transformers' own bf16 forward does
+//         the same); the mean KL and top-1 agreement bound the effect over all positions.
 // Explicit --max-abs-diff is absolute (not scaled).
 // Exit codes: 0 within tolerance, 1 beyond it, 2 bad input (missing files, bad prompts, no Python
 // packages: one line on stderr).
@@ -22,6 +26,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -54,9 +60,11 @@ struct Tolerances {
 };
 
 // The scaled defaults of the header comment for `dtype`, overridden by explicit options.
-Tolerances tolerances_for(const CommandLine& command_line, const std::string& dtype, double logit_scale) {
+Tolerances tolerances_for(const CommandLine& command_line, const std::string& dtype, double logit_scale,
+                          bool has_experts) {
   const double scale = std::max(1.0, logit_scale);
   Tolerances tolerances = dtype == "bf16" ? Tolerances{0.1 * scale, 1e-2, 0.9} : Tolerances{1e-4 * scale, 1e-6, 0.99};
+  if (dtype == "bf16" && has_experts) tolerances.max_abs_diff = std::numeric_limits<double>::infinity();
   if (command_line.has("max-abs-diff")) tolerances.max_abs_diff = command_line.get_double("max-abs-diff");
   if (command_line.has("max-kl")) tolerances.max_kl = command_line.get_double("max-kl");
   if (command_line.has("min-top1")) tolerances.min_top1 = command_line.get_double("min-top1");
@@ -328,7 +336,7 @@ int run_verify(int argc, char** argv) {
     }
     overall.merge(per_prompt.back());
   }
-  const Tolerances tolerances = tolerances_for(command_line, dtype, overall.logit_scale);
+  const Tolerances tolerances = tolerances_for(command_line, dtype, overall.logit_scale, model.has_experts());
   std::vector<std::string> failures;
   if (!(overall.max_abs_diff <= tolerances.max_abs_diff))
     failures.push_back(str_cat("max abs diff ", overall.max_abs_diff, " > ", tolerances.max_abs_diff));
@@ -346,7 +354,8 @@ int run_verify(int argc, char** argv) {
     report.set("prompts", prompts);
     report.set("overall", comparison_json(overall));
     Json limits = Json::object();
-    limits.set("max_abs_diff", tolerances.max_abs_diff);
+    // null: not applied (an MoE model in bf16, see above)
+    limits.set("max_abs_diff", std::isfinite(tolerances.max_abs_diff) ? Json(tolerances.max_abs_diff) : Json());
     limits.set("max_kl", tolerances.max_kl);
     limits.set("min_top1", tolerances.min_top1);
     report.set("tolerances", limits);

@@ -21,7 +21,7 @@ void add_feed_forward_parameters(const ModelConfig& config, int64_t layer, std::
   }
   const int64_t experts = config.moe_experts, ffn = config.resolved_moe_ffn_dim();
   const double active = static_cast<double>(config.moe_top_k) / static_cast<double>(experts);
-  out.push_back({kRouter, "mlp.gate.weight", ParameterKind::matrix, {experts, d}});
+  out.push_back({kRouter, "mlp.gate.weight", ParameterKind::router, {experts, d}});
   out.push_back({kExpertsGateUp, "mlp.experts.gate_up_proj", ParameterKind::matrix, {experts, 2 * ffn, d}, active});
   out.push_back({kExpertsDown, "mlp.experts.down_proj", ParameterKind::matrix, {experts, d, ffn}, active});
   if (config.moe_shared_ffn_dim > 0) {

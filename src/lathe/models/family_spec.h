@@ -23,7 +23,10 @@
 
 namespace lathe {
 
-enum class ParameterKind { matrix, norm, embedding, bias };
+// matrix: a weight matmuls read (decayed, bf16 copies in bf16 mode); router: a mixture-of-experts
+// router's weight, a matrix whose matmul stays in f32 in bf16 mode (a rounding must not move which
+// experts a token goes to; Megatron's and MaxText's routers also compute in f32).
+enum class ParameterKind { matrix, norm, embedding, bias, router };
 
 // One parameter a layer declares. The transformer creates it as "model.layers.{i}." + name and
 // hands the block a LayerParameters whose entry `slot` is this parameter (absent slots are null),

@@ -160,9 +160,11 @@ TEST(FamilyRegistry, LayerParametersAreTheHfCheckpointNames) {
       EXPECT_TRUE(slots.insert(parameter.slot).second) << parameter.name;
       const bool is_norm = parameter.name.find("norm") != std::string::npos;
       const bool is_bias = parameter.name.ends_with(".bias");
-      EXPECT_EQ(parameter.kind, is_norm   ? ParameterKind::norm
-                                : is_bias ? ParameterKind::bias
-                                          : ParameterKind::matrix)
+      const bool is_router = parameter.name == "mlp.gate.weight";
+      EXPECT_EQ(parameter.kind, is_norm     ? ParameterKind::norm
+                                : is_bias   ? ParameterKind::bias
+                                : is_router ? ParameterKind::router
+                                            : ParameterKind::matrix)
           << parameter.name;
     }
     const std::map<std::string, Shape> tensors = expected_layer_tensors(config, expected);

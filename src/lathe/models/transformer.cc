@@ -182,7 +182,7 @@ Tensor TransformerModel::logits(const Tensor& ids) const {
 double TransformerModel::training_flops_per_token(int64_t seq_len) const {
   double matmul_weights = 0;
   for (const Parameter& parameter : parameters_)
-    if (parameter.kind == ParameterKind::matrix)
+    if (parameter.kind == ParameterKind::matrix || parameter.kind == ParameterKind::router)
       matmul_weights += static_cast<double>(parameter.var->value.numel()) * parameter.active_fraction;
   if (config_.tie_embeddings) matmul_weights += static_cast<double>(config_.vocab_size * config_.d_model);
   const double attention =

@@ -20,6 +20,7 @@ AdamWOptimizer::AdamWOptimizer(std::vector<Parameter>& parameters, const Optimiz
 bool parameter_decays(const Parameter& parameter, const OptimizerSection& config) {
   switch (parameter.kind) {
     case ParameterKind::matrix:
+    case ParameterKind::router:
       return true;
     case ParameterKind::norm:
     case ParameterKind::bias:
