@@ -208,6 +208,12 @@ MoeLayerBenchResult bench_moe_layer(const MoeLayerShape& shape, const MoeLayerBe
   return result;
 }
 
+double MoeLayerBenchResult::ratio_from_steps() const {
+  double all = 0, gemm = 0;
+  for (const auto& step : steps) all += step.median, gemm += step.grouped_gemm ? step.median : 0;
+  return all / gemm;
+}
+
 std::string format_moe_layer_result(const MoeLayerBenchResult& r) {
   const MoeLayerShape& s = r.shape;
   std::string text = str_cat(s.name, ": ", s.tokens, " tokens, d_model ", s.d_model, ", ffn ", s.ffn, ", ", s.experts,
@@ -222,8 +228,9 @@ std::string format_moe_layer_result(const MoeLayerBenchResult& r) {
                 r.gemms.median * 1e3, r.gemms.min * 1e3, r.gemms.p80 * 1e3,
                 r.grouped_gemm_flops / r.gemms.median * 1e-9, r.grouped_gemm_flops * 1e-9);
   text += line;
-  std::snprintf(line, sizeof line, "  layer / GEMMs       %.3fx  (target <= 1.25x: %s)\n", r.ratio(),
-                r.ratio() <= 1.25 ? "met" : "NOT met");
+  std::snprintf(line, sizeof line,
+                "  layer / GEMMs       %.3fx  (target <= 1.25x: %s); from the per-call medians below: %.3fx\n",
+                r.ratio(), r.ratio() <= 1.25 ? "met" : "NOT met", r.ratio_from_steps());
   text += line;
   double layer_steps = 0;
   for (const auto& step : r.steps) layer_steps += step.median;
@@ -258,6 +265,7 @@ Json moe_layer_result_to_json(const MoeLayerBenchResult& r) {
   json.set("grouped_gemms", timing(r.gemms));
   json.set("grouped_gemm_flops", r.grouped_gemm_flops);
   json.set("ratio", r.ratio());
+  json.set("ratio_from_steps", r.ratio_from_steps());
   Json steps = Json::array();
   for (const auto& step : r.steps) {
     Json item = Json::object();

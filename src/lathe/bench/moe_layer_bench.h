@@ -53,6 +53,9 @@ struct MoeLayerBenchResult {
   int64_t min_rows_per_expert = 0, max_rows_per_expert = 0;
   double grouped_gemm_flops = 0;  // forward + backward
   double ratio() const { return layer.median / gemms.median; }
+  // The same ratio from the per-call medians inside the layer: (all calls) / (the grouped GEMM
+  // calls). Robust to a round that a loaded machine slowed as a whole; the two should agree.
+  double ratio_from_steps() const;
 };
 
 MoeLayerBenchResult bench_moe_layer(const MoeLayerShape& shape, const MoeLayerBenchOptions& options);
