@@ -122,13 +122,20 @@ class MoeLayer {
   }
 
   static std::vector<MoeLayerStepTime> step_names() {
-    return {{"matmul (router logits)", false},    {"moe_router", false},
-            {"moe_permute", false},               {"grouped_matmul (gate_up)", true},
-            {"gated_activation", false},          {"grouped_matmul (down)", true},
-            {"moe_combine", false},               {"moe_combine_backward", false},
-            {"grouped_matmul_backward (down)", true}, {"gated_activation_backward", false},
-            {"grouped_matmul_backward (gate_up)", true}, {"moe_permute_backward", false},
-            {"moe_router_backward", false},       {"matmul (router dx +=)", false},
+    return {{"matmul (router logits)", false},
+            {"moe_router", false},
+            {"moe_permute", false},
+            {"grouped_matmul (gate_up)", true},
+            {"gated_activation", false},
+            {"grouped_matmul (down)", true},
+            {"moe_combine", false},
+            {"moe_combine_backward", false},
+            {"grouped_matmul_backward (down)", true},
+            {"gated_activation_backward", false},
+            {"grouped_matmul_backward (gate_up)", true},
+            {"moe_permute_backward", false},
+            {"moe_router_backward", false},
+            {"matmul (router dx +=)", false},
             {"matmul (router dw)", false}};
   }
 
@@ -144,12 +151,12 @@ class MoeLayer {
 
  private:
   MoeLayerShape s_;
-  Tensor w_router_, w_gate_up_, w_down_;     // (E, d), (E, 2F, d), (E, d, F)
-  Tensor dw_router_, dw_gate_up_, dw_down_;  // as the weights
-  Tensor x_, logits_, probs_;                // (T, d), (T, E), (T, E)
-  Tensor expert_ids_, weights_;              // (T, k) i32, (T, k)
-  Tensor permuted_, group_offsets_;          // (S = T k, d), (E + 1) i64
-  Tensor source_, destination_;              // (S) i32, (S) i32
+  Tensor w_router_, w_gate_up_, w_down_;      // (E, d), (E, 2F, d), (E, d, F)
+  Tensor dw_router_, dw_gate_up_, dw_down_;   // as the weights
+  Tensor x_, logits_, probs_;                 // (T, d), (T, E), (T, E)
+  Tensor expert_ids_, weights_;               // (T, k) i32, (T, k)
+  Tensor permuted_, group_offsets_;           // (S = T k, d), (E + 1) i64
+  Tensor source_, destination_;               // (S) i32, (S) i32
   Tensor gate_up_, hidden_, expert_out_, y_;  // (S, 2F), (S, F), (S, d), (T, d)
   Tensor dy_, d_expert_out_, d_weights_;      // (T, d), (S, d), (T, k)
   Tensor d_hidden_, d_gate_up_, d_permuted_;  // (S, F), (S, 2F), (S, d)
@@ -176,8 +183,8 @@ std::vector<MoeLayerShape> moe_layer_model_shapes(int64_t tokens) {
 MoeLayerBenchResult bench_moe_layer(const MoeLayerShape& shape, const MoeLayerBenchOptions& options) {
   LATHE_CHECK(shape.tokens >= 1 && shape.d_model >= 1 && shape.ffn >= 1 && shape.experts >= 1,
               "bench moe-layer: tokens, d_model, ffn and experts must be at least 1");
-  LATHE_CHECK(shape.top_k >= 1 && shape.top_k <= shape.experts, "bench moe-layer: top_k must be in [1, experts = ",
-              shape.experts, "], got ", shape.top_k);
+  LATHE_CHECK(shape.top_k >= 1 && shape.top_k <= shape.experts,
+              "bench moe-layer: top_k must be in [1, experts = ", shape.experts, "], got ", shape.top_k);
   LATHE_CHECK(options.runs >= 1 && options.warmup_runs >= 0, "bench moe-layer: runs must be at least 1");
   MoeLayer layer(shape, options.seed);
   MoeLayerBenchResult result;

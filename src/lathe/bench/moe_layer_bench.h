@@ -40,15 +40,15 @@ struct MoeLayerBenchOptions {
 };
 
 struct MoeLayerStepTime {
-  std::string name;      // the op call, e.g. "moe_permute_backward"
-  bool grouped_gemm;     // one of the four grouped_matmul calls
-  double median = 0;     // seconds, median over the timed layer runs
+  std::string name;   // the op call, e.g. "moe_permute_backward"
+  bool grouped_gemm;  // one of the four grouped_matmul calls
+  double median = 0;  // seconds, median over the timed layer runs
 };
 
 struct MoeLayerBenchResult {
   MoeLayerShape shape;
-  TimingStats layer;  // forward + backward of the whole layer
-  TimingStats gemms;  // the four grouped GEMM calls alone
+  TimingStats layer;                    // forward + backward of the whole layer
+  TimingStats gemms;                    // the four grouped GEMM calls alone
   std::vector<MoeLayerStepTime> steps;  // inside the layer runs, in call order
   int64_t min_rows_per_expert = 0, max_rows_per_expert = 0;
   double grouped_gemm_flops = 0;  // forward + backward
