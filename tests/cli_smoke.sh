@@ -91,6 +91,15 @@ expect 0 "bench train tiny" -- "$lathe" bench train model.d_model=32 model.n_lay
   model.ffn_dim=64 model.vocab_size=300 train.batch_size=2 train.seq_len=16 --steps 2 --warmup 0 --vs none --json "$work/train.json"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['tokens_per_second'] > 0 and len(r['memory']) == 3" \
   "$work/train.json" || { echo "FAIL: bench train --json is not the expected JSON"; failures=$((failures + 1)); }
+expect 0 "bench moe-layer --help" -- "$lathe" bench moe-layer --help
+expect 0 "bench moe-layer tiny" -- "$lathe" bench moe-layer --shape tokens=24,d_model=16,ffn=12,experts=4,top_k=2 \
+  --runs 2 --warmup 0 --json "$work/moe_layer.json"
+python3 -c "import json,sys; l=json.load(open(sys.argv[1]))['layers'][0]; assert l['ratio'] > 0 and len(l['steps']) == 15 \
+  and l['layer']['runs'] == 2 and l['min_rows_per_expert'] <= 12 <= l['max_rows_per_expert']" "$work/moe_layer.json" \
+  || { echo "FAIL: bench moe-layer --json is not the expected JSON"; failures=$((failures + 1)); }
+expect 2 "bench moe-layer unknown model" -- "$lathe" bench moe-layer no_such_model
+expect 2 "bench moe-layer top_k above experts" -- "$lathe" bench moe-layer --shape tokens=4,d_model=8,ffn=8,experts=2,top_k=3
+expect 2 "bench moe-layer incomplete shape" -- "$lathe" bench moe-layer --shape tokens=4,d_model=8
 expect 2 "bench train bad steps" -- "$lathe" bench train --steps 0 --vs none
 expect 2 "bench train bad override" -- "$lathe" bench train model.n_layers=two --vs none
 expect 2 "tune without op" -- "$lathe" tune

@@ -28,9 +28,11 @@ static std::vector<std::string> split_commas(const std::string& text) {
 
 int run_bench(int argc, char** argv) {
   if (argc >= 1 && std::string(argv[0]) == "train") return run_bench_train(argc - 1, argv + 1);
+  if (argc >= 1 && std::string(argv[0]) == "moe-layer") return run_bench_moe_layer(argc - 1, argv + 1);
   CommandLine command_line(
       "lathe bench [OP...] [options]\n       lathe bench train [CONFIG] [KEY=VALUE...] [options]   (see lathe bench "
       "train --help)\n"
+      "       lathe bench moe-layer [MODEL...] [options]   (MoE layer fwd+bwd vs its grouped GEMMs; see --help)\n"
       "       lathe bench --suite [PROBLEM...] [--quick] [--cold] [--compare FILE] "
       "[--html FILE]",
       "Times ops at shapes taken from real models (see `lathe ops NAME`) through the same dispatch\n"

@@ -10,7 +10,11 @@
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/ops/gated_activation/gated_activation.h"
+#include "lathe/ops/grouped_matmul/grouped_matmul.h"
 #include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/moe_combine/moe_combine.h"
+#include "lathe/ops/moe_permute/moe_permute.h"
+#include "lathe/ops/moe_router/moe_router.h"
 
 namespace lathe {
 namespace {
@@ -42,9 +46,15 @@ class MoeTop2Problem : public SuiteProblemWithReference<MoeTop2Problem> {
     gate_up_ = Tensor::empty({slots, 2 * s_.ffn}, DType::f32);
     hidden_ = Tensor::empty({slots, s_.ffn}, DType::f32);
     expert_out_ = Tensor::empty({slots, s_.d_model}, DType::f32);
+    probs_ = Tensor::empty({s_.tokens, s_.experts}, DType::f32);
+    expert_ids_ = Tensor::empty({s_.tokens, 2}, DType::i32);
+    weights_ = Tensor::empty({s_.tokens, 2}, DType::f32);
+    group_offsets_ = Tensor::empty({s_.experts + 1}, DType::i64);
+    source_ = Tensor::empty({slots}, DType::i32);
+    destination_ = Tensor::empty({slots}, DType::i32);
     mutable_info().lathe_path =
-        "matmul (router) + plain top-2 and permutation + per expert matmul, gated_activation, matmul "
-        "+ plain weighted combine";
+        "matmul (router), moe_router (softmax top-2, renormalised), moe_permute, grouped_matmul (gate_up), "
+        "gated_activation, grouped_matmul (down), moe_combine";
     if (best_gemm_vendor() != GemmVendor::none)
       mutable_info().vendor = str_cat(gemm_vendor_name(best_gemm_vendor()),
                                       " sgemm (router, per-expert gate_up and down) + the same plain routing loops");
@@ -55,23 +65,42 @@ class MoeTop2Problem : public SuiteProblemWithReference<MoeTop2Problem> {
     return {expert_flops + 2.0 * s_.tokens * s_.d_model * s_.experts, io_bytes()};
   }
 
+  // Mixtral's layer as the trainer's MoE block runs it: every step one of the MoE ops.
   void run_lathe() override {
-    run_pipeline(
-        [](const TensorView& a, const TensorView& b, const TensorView& c) {
-          MatmulArgs args;
-          args.a = a, args.b = b, args.c = c, args.trans_b = true;
-          matmul(args);
-        },
-        [](const TensorView& gate, const TensorView& up, const TensorView& out) {
-          GatedActivationArgs args;
-          args.gate = gate, args.up = up, args.out = out;
-          gated_activation(args);
-        });
+    MatmulArgs router;
+    router.a = in(0), router.b = in(1), router.c = logits_.view(), router.trans_b = true;
+    matmul(router);
+    MoeRouterArgs route;
+    route.logits = logits_.view(), route.probs = probs_.view(), route.expert_ids = expert_ids_.view();
+    route.weights = weights_.view();
+    route.options.top_k = 2, route.options.renormalize = true;  // softmax over the two chosen logits
+    moe_router(route);
+    MoePermuteArgs permute;
+    permute.x = in(0), permute.expert_ids = expert_ids_.view(), permute.n_experts = s_.experts;
+    permute.permuted = gathered_.view(), permute.group_offsets = group_offsets_.view();
+    permute.source = source_.view(), permute.destination = destination_.view();
+    moe_permute(permute);
+    GroupedMatmulArgs gate_up;
+    gate_up.x = gathered_.view(), gate_up.w = in(2), gate_up.group_offsets = group_offsets_.view();
+    gate_up.y = gate_up_.view();
+    grouped_matmul(gate_up);
+    GatedActivationArgs gated;  // gate and up: row-strided column halves of gate_up, no copy
+    gated.gate = gate_up_.view().slice(1, 0, s_.ffn), gated.up = gate_up_.view().slice(1, s_.ffn, 2 * s_.ffn);
+    gated.out = hidden_.view();
+    gated_activation(gated);
+    GroupedMatmulArgs down;
+    down.x = hidden_.view(), down.w = in(3), down.group_offsets = group_offsets_.view(), down.y = expert_out_.view();
+    grouped_matmul(down);
+    MoeCombineArgs combine;
+    combine.expert_out = expert_out_.view(), combine.weights = weights_.view();
+    combine.destination = destination_.view(), combine.y = out(0);
+    moe_combine(combine);
   }
 
+  // The vendor's path: its sgemm for the router and per expert, plain loops for the routing.
   void run_vendor() override {
     GemmVendor vendor = best_gemm_vendor();
-    run_pipeline(
+    run_vendor_pipeline(
         [vendor](const TensorView& a, const TensorView& b, const TensorView& c) {
           vendor_sgemm(vendor, true, a.dim(0), b.dim(0), a.dim(1), 1, static_cast<const float*>(a.data), a.stride(0),
                        static_cast<const float*>(b.data), b.stride(0), 0, static_cast<float*>(c.data), c.stride(0));
@@ -135,7 +164,7 @@ class MoeTop2Problem : public SuiteProblemWithReference<MoeTop2Problem> {
  private:
   // Router GEMM, top-2, tokens sorted by expert, expert MLPs on contiguous row blocks, combine.
   template <class Gemm, class Gated>
-  void run_pipeline(Gemm&& gemm, Gated&& gated) {
+  void run_vendor_pipeline(Gemm&& gemm, Gated&& gated) {
     gemm(in(0), in(1), logits_.view());
     const float* logits = logits_.ptr<float>();
     std::vector<int64_t> choice(2 * s_.tokens);
@@ -182,7 +211,9 @@ class MoeTop2Problem : public SuiteProblemWithReference<MoeTop2Problem> {
   }
 
   MoeShape s_;
-  Tensor logits_, gathered_, gate_up_, hidden_, expert_out_;
+  Tensor logits_, gathered_, gate_up_, hidden_, expert_out_;  // (tokens, E), then (2 tokens, d | 2 ffn | ffn | d)
+  Tensor probs_, expert_ids_, weights_;                       // (tokens, E) f32, (tokens, 2) i32, (tokens, 2) f32
+  Tensor group_offsets_, source_, destination_;               // (E + 1) i64, (2 tokens) i32, (2 tokens) i32
 };
 
 // The grouped GEMM of a routed MoE layer after permutation: rows already sorted by expert
@@ -203,7 +234,8 @@ class GroupedGemmProblem : public SuiteProblemWithReference<GroupedGemmProblem> 
     add_input("w", {s_.experts, s_.n, s_.d_model}, DType::f32, -linear_bound(s_.d_model), linear_bound(s_.d_model));
     add_input("group_sizes", {s_.experts}, DType::i32, 0, 1);
     add_output("out", {s_.tokens * s_.top_k, s_.n});
-    mutable_info().lathe_path = "matmul per expert (row slices, tb=1)";
+    group_offsets_ = Tensor::empty({s_.experts + 1}, DType::i64);
+    mutable_info().lathe_path = "grouped_matmul (offsets from group_sizes)";
     if (best_gemm_vendor() != GemmVendor::none)
       mutable_info().vendor = str_cat(gemm_vendor_name(best_gemm_vendor()), " sgemm per expert");
   }
@@ -229,17 +261,12 @@ class GroupedGemmProblem : public SuiteProblemWithReference<GroupedGemmProblem> 
 
   void run_lathe() override {
     const int32_t* sizes = inputs()[2].ptr<int32_t>();
-    int64_t row = 0;
-    for (int64_t e = 0; e < s_.experts; ++e) {
-      if (sizes[e] == 0) continue;
-      MatmulArgs args;
-      args.a = in(0).slice(0, row, row + sizes[e]);
-      args.b = in(1).select(0, e);
-      args.c = out(0).slice(0, row, row + sizes[e]);
-      args.trans_b = true;
-      matmul(args);
-      row += sizes[e];
-    }
+    int64_t* offsets = group_offsets_.ptr<int64_t>();
+    offsets[0] = 0;
+    for (int64_t e = 0; e < s_.experts; ++e) offsets[e + 1] = offsets[e] + sizes[e];
+    GroupedMatmulArgs args;
+    args.x = in(0), args.w = in(1), args.group_offsets = group_offsets_.view(), args.y = out(0);
+    grouped_matmul(args);
   }
 
   void run_vendor() override {
@@ -265,6 +292,7 @@ class GroupedGemmProblem : public SuiteProblemWithReference<GroupedGemmProblem> 
 
  private:
   GroupedShape s_;
+  Tensor group_offsets_;  // (experts + 1) i64: prefix sums of group_sizes, grouped_matmul's form
 };
 
 }  // namespace
