@@ -189,6 +189,15 @@ int run_bench_train(int argc, char** argv) {
               static_cast<long long>(steps), tokens_per_second, model_gflops, 100.0 * mfu);
   std::printf("phases (medians): forward %.4f s, backward %.4f s, optimizer %.4f s; last loss %.4f\n",
               median(forward_seconds), median(backward_seconds), median(optimizer_seconds), last_loss);
+  if (model.has_experts()) {
+    const ModelConfig& m = config.model;
+    std::printf(
+        "experts: %lld per MoE layer, top-%lld, width %lld; FLOPs count the active parameters: %.1f MFLOP/token "
+        "(%.2fM of %.2fM parameters)\n",
+        static_cast<long long>(m.moe_experts), static_cast<long long>(m.moe_top_k),
+        static_cast<long long>(m.resolved_moe_ffn_dim()), model.training_flops_per_token(seq) / 1e6,
+        static_cast<double>(m.active_parameter_count()) / 1e6, static_cast<double>(m.parameter_count()) / 1e6);
+  }
   std::fflush(stdout);
 
   // One step per policy with the peak counter reset just before it: model, gradients and moments
@@ -202,12 +211,15 @@ int run_bench_train(int argc, char** argv) {
     reset_tensor_bytes_peak();
     train_step.run(warmup + steps + 1, next_batch);
     MemoryRow row{policy, estimate_training_memory(config.model, batch, seq, policy), tensor_bytes_peak()};
-    std::printf("  %-16s %8.1f + %6.1f + %6.1f + %8.1f + %7.1f = %8.1f   %13.1f   %5.2f\n", to_string(policy),
+    std::printf("  %-16s %8.1f + %6.1f + %6.1f + %8.1f + %7.1f = %8.1f   %13.1f   %5.2f", to_string(policy),
                 mebibytes(row.predicted.parameter_bytes), mebibytes(row.predicted.gradient_bytes),
                 mebibytes(row.predicted.optimizer_bytes), mebibytes(row.predicted.activation_bytes),
                 mebibytes(row.predicted.transient_bytes), mebibytes(row.predicted.total_bytes()),
                 mebibytes(row.measured_peak),
                 static_cast<double>(row.measured_peak) / static_cast<double>(row.predicted.total_bytes()));
+    if (row.predicted.routing_bytes > 0)
+      std::printf("   (routing buffers %.1f of the activations)", mebibytes(row.predicted.routing_bytes));
+    std::printf("\n");
     memory.push_back(row);
   }
   std::fflush(stdout);

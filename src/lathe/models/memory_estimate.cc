@@ -42,10 +42,18 @@ TrainingMemoryEstimate estimate_training_memory(const ModelConfig& config, int64
   estimate.optimizer_bytes = 2 * estimate.parameter_bytes;
 
   const int64_t head_elements = tokens * (d + (d + 1) + d) + config.vocab_size * d;
-  int64_t layer_elements = 0;
-  for (int64_t layer = 0; layer < config.n_layers; ++layer)
+  int64_t layer_elements = 0, router_loss_elements = 0, routing_elements = 0;
+  const int64_t experts = config.moe_experts, top_k = config.moe_top_k;
+  for (int64_t layer = 0; layer < config.n_layers; ++layer) {
     layer_elements += tokens * saved_elements_per_token(config, layer, policy);
-  estimate.activation_bytes = (layer_elements + head_elements) * kBytesPerElement;
+    if (!config.layer_is_moe(layer)) continue;
+    router_loss_elements += tokens * (2 * experts + top_k);  // kept by the router losses under every policy
+    routing_elements += tokens * (2 * experts + top_k);
+    if (policy == RematPolicy::save_all)  // the layer's own routing buffers and permuted copies
+      routing_elements += tokens * (2 * experts + 3 * top_k + top_k * d);
+  }
+  estimate.activation_bytes = (layer_elements + router_loss_elements + head_elements) * kBytesPerElement;
+  estimate.routing_bytes = routing_elements * kBytesPerElement;
 
   // During backward: the gradients flowing through one layer (residual, and the widest
   // intermediate pair), plus, under remat, the recomputed layer's own saved activations (minus
@@ -57,7 +65,8 @@ TrainingMemoryEstimate estimate_training_memory(const ModelConfig& config, int64
       recomputed =
           std::max(recomputed, save_all_elements(config, layer) - matmul_output_elements(config, layer) - d);
   }
-  const int64_t widest = std::max({d, config.ffn_dim, config.n_heads * config.resolved_head_dim()});
+  int64_t widest = std::max({d, config.ffn_dim, config.n_heads * config.resolved_head_dim()});
+  if (experts > 0) widest = std::max(widest, top_k * std::max(2 * config.resolved_moe_ffn_dim(), d));
   const int64_t in_flight = tokens * (recomputed + 2 * d + 2 * widest);
   estimate.transient_bytes = std::max(in_flight, config.vocab_size * d) * kBytesPerElement;
   return estimate;
@@ -70,6 +79,7 @@ Json TrainingMemoryEstimate::to_json() const {
   json.set("optimizer_bytes", optimizer_bytes);
   json.set("activation_bytes", activation_bytes);
   json.set("transient_bytes", transient_bytes);
+  json.set("routing_bytes", routing_bytes);
   json.set("total_bytes", total_bytes());
   return json;
 }

@@ -13,6 +13,12 @@
 //                    down d; qk_norm adds Q + K + H + n_kv_heads, sandwich norms 2d + 2
 //   recompute_layer  the layer's output d (its input is the previous layer's output)
 //   save_matmuls     the output d plus the stashed matmul outputs Q + 2K + d + 2f + d
+// A mixture-of-experts layer (models/moe_layer.h) keeps instead of the dense MLP's terms, with E
+// experts, k = top_k, F = expert width: router logits and probs 2E, combine weights, expert ids
+// and destinations 3k, per routed copy the permuted row d, gate_up 2F, activation F and expert
+// output d, the combined output d (+ a shared expert's dense terms and gate); the matmul outputs
+// are E + k (2F + d). The router losses keep every MoE layer's logits, probs and ids once more
+// (2E + k per token, whatever the policy).
 // Outside the layers: the embedding output d, the final norm d + 1 and the fused cross-entropy's
 // hidden gradient d per token, plus its weight gradient (vocab, d) once per micro-batch.
 #pragma once
@@ -32,6 +38,9 @@ struct TrainingMemoryEstimate {
   int64_t activation_bytes = 0;  // kept by the forward for the backward, at the end of the forward
   int64_t transient_bytes = 0;   // the largest scratch on top during backward (one recomputed layer,
                                  // gradients in flight, the embedding's dense table gradient)
+  // Of activation_bytes: the routing buffers of the MoE layers (router logits, probs, weights, ids,
+  // destinations, the permuted token copies, the router losses' copies); 0 for a dense model.
+  int64_t routing_bytes = 0;
   int64_t total_bytes() const {
     return parameter_bytes + gradient_bytes + optimizer_bytes + activation_bytes + transient_bytes;
   }
