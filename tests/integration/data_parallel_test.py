@@ -9,6 +9,7 @@ Claims checked (train/train_step.h):
     another world size: a 2-rank checkpoint
     continued by 1 process, and a 1-process checkpoint continued by 2 ranks, end bitwise where the
     uninterrupted single-process run ends;
+  - a mixture-of-experts model (Mixtral-style, 4 experts top-2) too: bitwise equal under ZeRO-1;
   - with 2 micro-batches per rank the sums are ordered differently: losses within 1e-4 relative;
   - a world size that does not divide the global batch, and a resume with another model, are one
     error line each (plus mpirun's own notice), non-zero exit.
@@ -126,6 +127,18 @@ def main():
         replicated = os.path.join(work, "two_replicated")
         if ran(*runner.train(replicated, "dist.shard_optimizer=false", ranks=2), "2 ranks, optimizer replicated"):
             check(final_weights(replicated) == reference, "2 ranks with replicated optimizer: bitwise equal")
+
+        # A mixture-of-experts model trains the same way: ZeRO-1 over 2 ranks, bitwise equal to one
+        # process (each rank's micro-batch routes exactly as the single process's does; the router
+        # losses are per micro-batch).
+        moe = ["model.family=mixtral", "model.moe_experts=4", "model.moe_top_k=2", "model.moe_ffn_dim=24",
+               "model.moe_aux_loss_coef=0.05"]
+        single_moe, two_moe = os.path.join(work, "single_moe"), os.path.join(work, "two_moe")
+        if ran(*runner.train(single_moe, *moe), "MoE, single process") and \
+                ran(*runner.train(two_moe, *moe, ranks=2), "MoE, 2 ranks"):
+            check(final_weights(two_moe) == final_weights(single_moe), "MoE, 2 ranks ZeRO-1: final weights bitwise equal")
+            check(losses(two_moe) == losses(single_moe), "MoE, 2 ranks: every logged loss and grad norm equal",
+                  f"{losses(two_moe)}\n{losses(single_moe)}")
 
         # 2 micro-batches per rank (batch_size 1, global batch 4): rank sums (g0 + g1) + (g2 + g3)
         # instead of the single process's ((g0 + g1) + g2) + g3, so equal within f32 rounding only.

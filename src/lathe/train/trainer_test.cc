@@ -90,6 +90,8 @@ void expect_bitwise_equal(const NamedTensors& expected, const NamedTensors& actu
   }
 }
 
+void expect_resume_is_bitwise(const TrainConfig& straight, const TrainConfig& resumed);
+
 class TrainerEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override { write_corpus(corpus(), test_seed()); }
@@ -99,15 +101,14 @@ class TrainerEndToEnd : public ::testing::Test {
   ScratchDirectory scratch_;
 };
 
-TEST_F(TrainerEndToEnd, StoppedAndResumedRunEqualsUninterruptedRunBitwise) {
-  SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
-  const TrainConfig straight = config_in("straight");
+// Trains `straight` in one go and `resumed` (the same config in another run_dir) stopped after
+// step 5 and resumed; both must end bitwise equal, every logged loss included.
+void expect_resume_is_bitwise(const TrainConfig& straight, const TrainConfig& resumed) {
   const TrainSummary straight_summary = train_quietly(straight);
   EXPECT_EQ(straight_summary.last_step, 12);
   EXPECT_FALSE(straight_summary.interrupted);
 
   // Step 5 is not a checkpoint step: the stop itself must save one, mid-way between two.
-  const TrainConfig resumed = config_in("resumed");
   const TrainSummary first_part = train_quietly(resumed, /*stop_after_step=*/5);
   EXPECT_TRUE(first_part.interrupted);
   EXPECT_EQ(first_part.last_step, 5);
@@ -139,6 +140,45 @@ TEST_F(TrainerEndToEnd, StoppedAndResumedRunEqualsUninterruptedRunBitwise) {
     EXPECT_EQ(loss, got_losses.at(step)) << "loss of step " << step;
   }
   EXPECT_EQ(straight_summary.final_train_loss, second_part.final_train_loss);
+}
+
+TEST_F(TrainerEndToEnd, StoppedAndResumedRunEqualsUninterruptedRunBitwise) {
+  SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
+  expect_resume_is_bitwise(config_in("straight"), config_in("resumed"));
+}
+
+// A mixture-of-experts model: the router losses and expert load are part of every step, and the
+// resume is just as exact; metrics.jsonl carries each MoE layer's expert load.
+TEST_F(TrainerEndToEnd, MixtureOfExpertsResumesBitwiseAndLogsExpertLoad) {
+  SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
+  auto moe = [&](const std::string& name) {
+    TrainConfig config = config_in(name);
+    config.model.family = "mixtral";
+    config.model.n_layers = 2;
+    config.model.moe_experts = 4;
+    config.model.moe_top_k = 2;
+    config.model.moe_ffn_dim = 32;
+    config.model.moe_aux_loss_coef = 0.05;
+    config.model.moe_z_loss_coef = 0.01;
+    return config;
+  };
+  const TrainConfig straight = moe("straight"), resumed = moe("resumed");
+  expect_resume_is_bitwise(straight, resumed);
+  const std::vector<Json> rows = read_metrics_log(straight.run_dir + "/metrics.jsonl");
+  ASSERT_FALSE(rows.empty());
+  const Json& row = rows.front();
+  const int64_t tokens_times_k = 2 * 32 * 2;  // batch x seq x top_k slots in a step
+  for (int layer : {0, 1}) {
+    const std::string prefix = "expert_load." + std::to_string(layer) + ".";
+    ASSERT_TRUE(row.find(prefix + "min") && row.find(prefix + "max") && row.find(prefix + "mean")) << row.dump();
+    EXPECT_EQ(row.get(prefix + "mean").as_number(), static_cast<double>(tokens_times_k) / 4);
+    EXPECT_LE(row.get(prefix + "min").as_number(), row.get(prefix + "mean").as_number());
+    EXPECT_GE(row.get(prefix + "max").as_number(), row.get(prefix + "mean").as_number());
+    EXPECT_LE(row.get(prefix + "max").as_number(), 2 * 32);  // an expert gets a token at most once
+  }
+  // Uniform routing would give exactly top_k; any routing gives at least about 1 (it is E * <tpe, P>).
+  EXPECT_GT(row.get("aux_loss").as_number(), 0.5);
+  EXPECT_GT(row.get("z_loss").as_number(), 0.0);
 }
 
 TEST_F(TrainerEndToEnd, TruncatedNewestCheckpointResumesFromThePreviousOne) {
