@@ -190,6 +190,31 @@ TEST(TrainConfigValidation, EachRuleGivesOneClearLine) {
       {[](TrainConfig& c) { c.model.vocab_size = 256; },
        "model.vocab_size=256 is too small: at least 257 (256 byte tokens + EOS)"},
       {[](TrainConfig& c) { c.model.d_model = 0; }, "model.d_model=0 must be > 0"},
+      {[](TrainConfig& c) {
+         c.model.moe_experts = 4;
+         c.model.moe_top_k = 5;
+       },
+       "model.moe_top_k=5 must be in [1, model.moe_experts=4]"},
+      {[](TrainConfig& c) {
+         c.model.moe_experts = 4;
+         c.model.moe_shared_gate = true;
+       },
+       "model.moe_shared_gate=true needs a shared expert (model.moe_shared_ffn_dim > 0)"},
+      {[](TrainConfig& c) {
+         c.model.moe_experts = 4;
+         c.model.moe_dense_layers = "1,9";
+       },
+       "model.moe_dense_layers lists layer 9, but the model has 4 layers"},
+      {[](TrainConfig& c) {
+         c.model.moe_experts = 4;
+         c.model.moe_dense_layers = "1;2";
+       },
+       "model.moe_dense_layers: '1;2' is not a comma-separated list of layer indices (e.g. \"0,3\")"},
+      {[](TrainConfig& c) {
+         c.model.moe_experts = 4;
+         c.model.moe_layer_step = 0;
+       },
+       "model.moe_layer_step=0 must be > 0"},
       {[](TrainConfig& c) { c.model.n_layers = -1; }, "model.n_layers=-1 must be > 0"},
       {[](TrainConfig& c) { c.model.ffn_dim = 0; }, "model.ffn_dim=0 must be > 0"},
       {[](TrainConfig& c) { c.model.head_dim = -4; }, "model.head_dim=-4 must be >= 0"},
