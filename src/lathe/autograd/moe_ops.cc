@@ -77,19 +77,13 @@ Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& gr
   const int64_t rows = x->value.dim(0), out_features = weight->value.dim(1);
   const bool bf16 = weight->value_bf16.defined();
   LATHE_ASSERT(!bf16 || tape.precision() == Precision::fast);
-  Var out;
-  MatmulStash* stash = tape.matmul_stash();
-  if (stash && stash->mode == MatmulStash::Mode::replay) {
-    LATHE_ASSERT(!stash->outputs.empty());
-    out = make_var(stash->outputs.front(), true);
-    stash->outputs.pop_front();
-  } else {
-    out = make_var(new_tensor(tape, {rows, out_features}), x->requires_grad || weight->requires_grad);
+  Var out = stashed_matmul_output(tape, x->requires_grad || weight->requires_grad, [&] {
+    Tensor product = new_tensor(tape, {rows, out_features});
     GroupedMatmulArgs args{bf16 ? bf16_value(x) : x->value, bf16 ? weight->value_bf16 : weight->value, group_offsets,
-                           out->value, false};
+                           product, false};
     fast(tape.precision()) ? grouped_matmul(args) : grouped_matmul_reference<double>(args);
-    if (stash && stash->mode == MatmulStash::Mode::record) stash->outputs.push_back(out->value);
-  }
+    return product;
+  });
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([x, weight, out, group_offsets, precision, bf16] {

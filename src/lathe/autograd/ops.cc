@@ -69,22 +69,16 @@ Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weigh
 Var linear(Tape& tape, const Var& x, const Var& weight) {
   const int64_t rows = x->value.dim(0), out_features = weight->value.dim(0);
   const bool bf16 = uses_bf16(tape, weight);
-  Var out;
-  MatmulStash* stash = tape.matmul_stash();
-  if (stash && stash->mode == MatmulStash::Mode::replay) {
-    LATHE_ASSERT(!stash->outputs.empty());
-    out = make_var(stash->outputs.front(), true);
-    stash->outputs.pop_front();
-  } else {
-    out = make_var(new_tensor(tape, {rows, out_features}), x->requires_grad || weight->requires_grad);
+  Var out = stashed_matmul_output(tape, x->requires_grad || weight->requires_grad, [&] {
+    Tensor product = new_tensor(tape, {rows, out_features});
     MatmulArgs args;
     args.a = bf16 ? bf16_value(x) : x->value;
     args.b = bf16 ? weight->value_bf16 : weight->value;
-    args.c = out->value;
+    args.c = product;
     args.trans_b = true;
     run_matmul(tape.precision(), args);
-    if (stash && stash->mode == MatmulStash::Mode::record) stash->outputs.push_back(out->value);
-  }
+    return product;
+  });
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([x, weight, out, precision, bf16] {

@@ -54,6 +54,19 @@ static Precision precision_of(const Tensor& tensor) {
   return tensor.dtype() == DType::f64 ? Precision::reference_f64 : Precision::fast;
 }
 
+Var stashed_matmul_output(Tape& tape, bool requires_grad, const std::function<Tensor()>& compute) {
+  MatmulStash* stash = tape.matmul_stash();
+  if (stash && stash->mode == MatmulStash::Mode::replay) {
+    LATHE_ASSERT(!stash->outputs.empty());
+    Var out = make_var(stash->outputs.front(), true);
+    stash->outputs.pop_front();
+    return out;
+  }
+  Var out = make_var(compute(), requires_grad);
+  if (stash && stash->mode == MatmulStash::Mode::record) stash->outputs.push_back(out->value);
+  return out;
+}
+
 const Tensor& bf16_value(const Var& var) {
   if (!var->value_bf16.defined()) var->value_bf16 = convert(var->value, DType::bf16);
   return var->value_bf16;

@@ -93,6 +93,11 @@ class Tape {
   std::function<void()> after_backward_node_;
 };
 
+// A matmul-like op's output under the tape's MatmulStash: `compute` runs the product (and its
+// output is recorded when the stash records), except during a replay, which returns the next
+// stashed output instead (as a Var that needs a gradient).
+Var stashed_matmul_output(Tape& tape, bool requires_grad, const std::function<Tensor()>& compute);
+
 // var's bf16 copy, converted from value (round to nearest-even) on first use.
 const Tensor& bf16_value(const Var& var);
 
