@@ -38,6 +38,13 @@ ARCHITECTURES = {
     "gemma2": (transformers.Gemma2Config, dict(num_hidden_layers=3, sliding_window=4, query_pre_attn_scalar=24)),
     "gemma3": (transformers.Gemma3TextConfig, dict(num_hidden_layers=4, sliding_window=4, sliding_window_pattern=2,
                                                     query_pre_attn_scalar=16, rope_local_base_freq=100.0)),
+    # Mixtures of experts: per-expert checkpoint tensors, stacked by lathe and split again on export.
+    "mixtral": (transformers.MixtralConfig, dict(num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2)),
+    "qwen3_moe": (transformers.Qwen3MoeConfig, dict(num_hidden_layers=2, num_experts=4, num_experts_per_tok=2,
+                                                    moe_intermediate_size=16, mlp_only_layers=[1], norm_topk_prob=True)),
+    "qwen2_moe": (transformers.Qwen2MoeConfig, dict(num_hidden_layers=2, num_experts=4, num_experts_per_tok=2,
+                                                    moe_intermediate_size=16, shared_expert_intermediate_size=24)),
+    "olmoe": (transformers.OlmoeConfig, dict(num_hidden_layers=2, num_experts=4, num_experts_per_tok=2)),
 }
 
 
