@@ -26,6 +26,7 @@
 
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
+#include "lathe/ops/grouped_matmul/grouped_matmul.h"
 #include "lathe/ops/problem.h"
 
 namespace {
@@ -64,11 +65,22 @@ int64_t spec_int(const std::string& shape, const std::string& key, int64_t fallb
   return ShapeSpec::parse(shape).get_int(key, fallback);
 }
 
-// Rows of a grouped shape: from the problem's offsets (the routing is seeded inside the problem).
-int64_t grouped_rows(OpProblem& problem) {
-  for (const auto& output : problem.outputs())
-    if (output.first == "y" || output.first == "dx") return output.second.dim(0);
-  return -1;
+// Rows of a grouped shape and a summary of the rows per expert (the routing is seeded inside the
+// problem): "128 experts with rows, 110 with <= 32 rows holding 1200 rows, largest 210".
+int64_t grouped_rows(OpProblem& problem, std::string* summary) {
+  const auto& args = dynamic_cast<TypedProblem<GroupedMatmulArgs, MatmulCpuConfig>&>(problem).args();
+  const int64_t* offsets = static_cast<const int64_t*>(args.group_offsets.data);
+  const int64_t experts = args.w.dim(0);
+  int64_t used = 0, small = 0, small_rows = 0, largest = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t rows = offsets[e + 1] - offsets[e];
+    used += rows > 0;
+    if (rows > 0 && rows <= kGroupedMatmulUnpackedRows) ++small, small_rows += rows;
+    largest = std::max(largest, rows);
+  }
+  *summary = str_cat(used, " of ", experts, " experts with rows, ", small, " with <= ", kGroupedMatmulUnpackedRows,
+                     " rows holding ", small_rows, " rows, largest ", largest);
+  return offsets[experts];
 }
 
 // --config IMPL:K=V,...: the grouped runs use this implementation and config instead of dispatch.
@@ -88,7 +100,8 @@ int bench(const std::vector<std::string>& shapes, int rounds, int reps, const st
     auto forward = make("grouped_matmul", shape);
     auto dx = make("grouped_matmul_backward", shape + ",dw=0");
     auto dw = make("grouped_matmul_backward", shape + ",dx=0");
-    const int64_t rows = grouped_rows(*forward);
+    std::string summary;
+    const int64_t rows = grouped_rows(*forward, &summary);
     auto dense_forward = make("matmul", str_cat("m=", rows, ",n=", n, ",k=", k, ",tb=1"));
     auto dense_dx = make("matmul", str_cat("m=", rows, ",n=", k, ",k=", n));
     auto dense_dw = make("matmul", str_cat("m=", n, ",n=", k, ",k=", rows, ",ta=1"));
@@ -98,8 +111,8 @@ int bench(const std::vector<std::string>& shapes, int rounds, int reps, const st
     } passes[] = {{"fwd", forward.get(), dense_forward.get()},
                   {"dx", dx.get(), dense_dx.get()},
                   {"dw", dw.get(), dense_dw.get()}};
-    std::printf("\n%s  (rows %lld, %.2f GFLOP per pass)\n", shape.c_str(), static_cast<long long>(rows),
-                2e-9 * rows * n * k);
+    std::printf("\n%s  (rows %lld, %.2f GFLOP per pass; %s)\n", shape.c_str(), static_cast<long long>(rows),
+                2e-9 * rows * n * k, summary.c_str());
     for (const Pass& pass : passes) {
       if (!only.empty() && only.find(pass.name) == std::string::npos) continue;
       std::vector<Candidate> candidates = {{"grouped", [&] { run_grouped(*pass.grouped); }, {}},

@@ -119,7 +119,7 @@ void run_row_grouped(const RowGroupedProduct& p, const MatmulCpuConfig& config) 
     // the columns (B): the extra packing is then of A, not of B.
     const int64_t segments = parts > 1 && (row_tiles < parts || rows < p.n) ? min64(parts, n_tiles) : 1;
     for_each_run(p.experts, segments, units, unit_cost, part, parts,
-                 [&](int64_t segment, int64_t e, int64_t tile_begin, int64_t tile_end) {
+                 [&](int64_t segment, int64_t e, int64_t tile_begin, int64_t tile_end) __attribute__((flatten)) {
                    const int64_t n0 = min64(p.n, n_tiles * segment / segments * NR);
                    const int64_t n1 = min64(p.n, n_tiles * (segment + 1) / segments * NR);
                    const int64_t row0 = tile_begin * MR, row1 = min64(group_rows(e), tile_end * MR);
@@ -159,10 +159,13 @@ void run_depth_grouped(const DepthGroupedProduct& p, const MatmulCpuConfig& conf
   auto units = [&](int64_t) { return n_tiles; };
   // A tile's cost is its depth plus about two depth steps for loading and storing it.
   auto unit_cost = [&](int64_t e) { return group_rows(e) + 2; };
+  // dw is written once, every expert's block in full: beyond the caches, non-temporal stores save
+  // the read for ownership of each line (half the DRAM traffic of a store-bound product).
+  const bool streaming = !p.accumulate && 4.0 * p.experts * p.n * p.k > 16e6;
   run_parts(2.0 * p.offsets[p.experts] * p.n * p.k + 2.0 * p.experts * p.n * p.k, [&](int64_t part, int64_t parts) {
     const int64_t segments = parts > 1 && p.experts * n_tiles < parts ? min64(parts, k_tiles) : 1;
     for_each_run(p.experts, segments, units, unit_cost, part, parts,
-                 [&](int64_t segment, int64_t e, int64_t tile_begin, int64_t tile_end) {
+                 [&](int64_t segment, int64_t e, int64_t tile_begin, int64_t tile_end) __attribute__((flatten)) {
                    const int64_t depth = group_rows(e);
                    if (depth == 0 && p.accumulate) return;  // dw[e] += 0
                    Gemm g;
@@ -174,10 +177,12 @@ void run_depth_grouped(const DepthGroupedProduct& p, const MatmulCpuConfig& conf
                    g.n = p.k;
                    g.k = depth;
                    g.accumulate = p.accumulate;
+                   g.streaming_c = streaming;
                    const int64_t k0 = min64(p.k, k_tiles * segment / segments * NR);
                    const int64_t k1 = min64(p.k, k_tiles * (segment + 1) / segments * NR);
                    gemm_range<Path>(g, config, 0, tile_begin * MR, min64(p.n, tile_end * MR), k0, k1);
                  });
+    if (streaming) simd::streaming_fence();
   });
 }
 

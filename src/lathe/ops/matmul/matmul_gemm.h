@@ -57,6 +57,10 @@ struct Gemm {
   // GEMMs stream every expert's weight from memory once: the packing would otherwise wait on
   // memory with the FMA units idle). Values are unaffected.
   bool prefetch_next_b = false;
+  // Store C with non-temporal stores where a tile is final and overwritten (no read of c): for
+  // outputs far larger than the caches written once, such as every expert's dw. Values are
+  // unaffected; the caller issues streaming_fence() after its share.
+  bool streaming_c = false;
 };
 
 // Software prefetch of the cache lines of `segments` byte runs of equal length, `stride` bytes
@@ -103,6 +107,7 @@ struct Epilogue {
   bool finalize;      // last K slice: add bias, apply activation
   const float* bias;  // at the tile's first column, or null
   Activation activation;
+  bool streaming = false;  // non-temporal stores of full aligned vectors (only with !load_c)
 };
 
 inline VecF activate(VecF x, Activation activation) {
@@ -138,7 +143,9 @@ inline void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows,
         if (e.bias) x = x + (width == W ? VecF::load(e.bias + v * W) : VecF::load_partial(e.bias + v * W, width));
         x = activate(x, e.activation);
       }
-      if (width == W)
+      if (e.streaming)
+        simd::store_row_streaming(row + v * W, x, width);
+      else if (width == W)
         x.store(row + v * W);
       else
         x.store_partial(row + v * W, width);
@@ -336,7 +343,8 @@ inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, 
     for (int64_t pc = 0; pc < g.k; pc += kc) {
       const int64_t kb = min64(kc, g.k - pc), depth = Path::packed_depth(kb);
       Path::pack(g.bt, t, jc, nb, pc, kb, NR, b_pack);
-      const Epilogue base{pc > 0 || g.accumulate, pc + kb >= g.k, nullptr, g.activation};
+      Epilogue base{pc > 0 || g.accumulate, pc + kb >= g.k, nullptr, g.activation};
+      base.streaming = g.streaming_c && !base.load_c && base.finalize;
       LineStream next_b;
       int64_t lines_per_tile = 0;
       if (g.prefetch_next_b) {  // the next block: the next K slice, else the next column block
