@@ -207,24 +207,33 @@ int main(int argc, char** argv) {
     std::string only;
     std::vector<std::string> shapes;
     for (size_t i = 0; i < args.size(); ++i) {
-      if (args[i] == "--rounds" && i + 1 < args.size()) rounds = std::stoi(args[++i]);
-      else if (args[i] == "--reps" && i + 1 < args.size()) reps = std::stoi(args[++i]);
-      else if (args[i] == "--random" && i + 1 < args.size()) random_shapes = std::stoi(args[++i]);
-      else if (args[i] == "--profile" && i + 3 < args.size()) return profile(args[i + 1], std::stod(args[i + 2]), args[i + 3]);
-      else if (args[i] == "--hash") hash = true;
-      else if (args[i] == "--passes" && i + 1 < args.size()) only = args[++i];
-      else if (args[i] == "--threads" && i + 1 < args.size()) set_num_threads(std::stoi(args[++i]));
+      if (args[i] == "--rounds" && i + 1 < args.size())
+        rounds = std::stoi(args[++i]);
+      else if (args[i] == "--reps" && i + 1 < args.size())
+        reps = std::stoi(args[++i]);
+      else if (args[i] == "--random" && i + 1 < args.size())
+        random_shapes = std::stoi(args[++i]);
+      else if (args[i] == "--profile" && i + 3 < args.size())
+        return profile(args[i + 1], std::stod(args[i + 2]), args[i + 3]);
+      else if (args[i] == "--hash")
+        hash = true;
+      else if (args[i] == "--passes" && i + 1 < args.size())
+        only = args[++i];
+      else if (args[i] == "--threads" && i + 1 < args.size())
+        set_num_threads(std::stoi(args[++i]));
       else if (args[i] == "--config" && i + 1 < args.size()) {
         const std::string text = args[++i];
         g_impl = text.substr(0, text.find(':'));
         g_config = ConfigParams::parse(text.substr(text.find(':') + 1));
-      }
-      else shapes.push_back(args[i]);
+      } else
+        shapes.push_back(args[i]);
     }
     if (hash) return hash_outputs(random_shapes);
     g_cpu_time = num_threads() == 1;
     if (shapes.empty()) {
-      std::fprintf(stderr, "usage: grouped_gemm_bench [--rounds R] [--reps N] SHAPE... | --profile PASS SECONDS SHAPE | --hash [--random N]\n");
+      std::fprintf(stderr,
+                   "usage: grouped_gemm_bench [--rounds R] [--reps N] SHAPE... | --profile PASS SECONDS SHAPE | --hash "
+                   "[--random N]\n");
       return 2;
     }
     return bench(shapes, rounds, reps, only);

@@ -110,5 +110,4 @@ inline void rows_times_weight_t(const Element* x, int64_t ldx, const Element* w,
   }
 }
 
-
 }  // namespace lathe::LATHE_ISA_NS::grouped_direct
