@@ -20,6 +20,9 @@
 // segment) weighted by the expert's row count, cut into equal-cost contiguous shares for the
 // threads: one expert holding most rows is spread over every thread. The blocked GEMM (packing,
 // register tiles) is matmul's (ops/matmul/matmul_gemm.h), and so is the config: MatmulCpuConfig.
+// In the forward, an expert with at most kGroupedMatmulUnpackedRows rows skips the packing: its
+// outputs are dot products of contiguous rows, summed lane-wise then across lanes (another order
+// than the packed GEMM's, the same for any thread count).
 #pragma once
 
 #include "lathe/core/tensor.h"
@@ -27,6 +30,8 @@
 #include "lathe/ops/op.h"
 
 namespace lathe {
+
+inline constexpr int64_t kGroupedMatmulUnpackedRows = 32;
 
 struct GroupedMatmulArgs {
   TensorView x;              // (rows, K) f32 or bf16: rows grouped by expert (moe_permute's output)

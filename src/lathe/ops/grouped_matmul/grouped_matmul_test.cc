@@ -75,7 +75,9 @@ TEST(GroupedMatmul, ReferenceBackwardMatchesFiniteDifferences) {
 // The grouped product is a per-expert loop of the dense matmul (a composition written
 // independently of the grouped reference): the references agree in float64, and the fast
 // grouped kernel equals the fast dense matmul bit for bit with the same config (same packing,
-// same register tile, same K order per element).
+// same register tile, same K order per element) for the experts it packs; the rows of the
+// experts small enough for the unpacked forward kernel (a different summation order) agree
+// within float32 rounding.
 TEST(GroupedMatmul, EqualsPerExpertDenseMatmul) {
   uint64_t seed = test_seed();
   const std::vector<int64_t> sizes = {7, 0, 1, 40, 0, 13, 2};
@@ -117,7 +119,18 @@ TEST(GroupedMatmul, EqualsPerExpertDenseMatmul) {
                 false,
                 true},
                Dispatch{impl, &config});
-    EXPECT_EQ(max_abs_difference(fast, dense), 0.0) << impl;
+    const std::vector<double> fast_values = to_vector<double>(fast), dense_values = to_vector<double>(dense);
+    int64_t packed_rows = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      const bool packed = off[e + 1] - off[e] > kGroupedMatmulUnpackedRows;
+      packed_rows += packed ? off[e + 1] - off[e] : 0;
+      for (int64_t i = off[e] * n; i < off[e + 1] * n; ++i)
+        if (packed)
+          EXPECT_EQ(fast_values[i], dense_values[i]) << impl << " expert " << e << " element " << i;
+        else
+          EXPECT_NEAR(fast_values[i], dense_values[i], 1e-5) << impl << " expert " << e << " element " << i;
+    }
+    EXPECT_EQ(packed_rows, 40);  // the bitwise comparison covers the 40-row expert
   }
 }
 

@@ -53,13 +53,61 @@ struct Gemm {
   const float* bias = nullptr;  // (n) or null
   Activation activation = Activation::none;
   bool accumulate = false;
+  // Request the next B block's source lines while the tiles of the current block run (grouped
+  // GEMMs stream every expert's weight from memory once: the packing would otherwise wait on
+  // memory with the FMA units idle). Values are unaffected.
+  bool prefetch_next_b = false;
+  // Store C with non-temporal stores where a tile is final and overwritten (no read of c): for
+  // outputs far larger than the caches written once, such as every expert's dw. Values are
+  // unaffected; the caller issues streaming_fence() after its share.
+  bool streaming_c = false;
 };
+
+// Software prefetch of the cache lines of `segments` byte runs of equal length, `stride` bytes
+// apart, issued a few at a time.
+struct LineStream {
+  const char* segment = nullptr;  // first line of the current run
+  int64_t stride = 0, segment_lines = 0, segments_left = 0, line = 0;
+
+  LineStream() = default;
+  LineStream(const void* begin, int64_t bytes, int64_t stride_bytes, int64_t segments) {
+    if (bytes <= 0 || segments <= 0) return;
+    const uintptr_t address = reinterpret_cast<uintptr_t>(begin);
+    segment = reinterpret_cast<const char*>(address & ~uintptr_t{63});
+    segment_lines = (static_cast<int64_t>(address & 63) + bytes + 63) / 64;
+    stride = stride_bytes;
+    segments_left = segments;
+  }
+  int64_t lines() const { return segment_lines * segments_left; }
+  void issue(int64_t count) {
+    for (; count > 0 && segments_left > 0; --count) {
+#if LATHE_KERNEL_ISA >= 1
+      _mm_prefetch(segment + 64 * line, _MM_HINT_T1);
+#endif
+      if (++line == segment_lines) {
+        line = 0;
+        segment += stride;
+        --segments_left;
+      }
+    }
+  }
+};
+
+// The source lines of bt's block (columns [col0, col0 + cols) of C) x (depth [p0, p0 + depth)).
+inline LineStream b_block_lines(const Operand& bt, int64_t t, int64_t col0, int64_t cols, int64_t p0, int64_t depth) {
+  const int64_t element = bt.bf16 ? 2 : 4;
+  const char* base = static_cast<const char*>(bt.data) + t * bt.batch_stride * element;
+  if (bt.transposed)  // storage rows are depth steps
+    return LineStream(base + (p0 * bt.row_stride + col0) * element, cols * element, bt.row_stride * element, depth);
+  return LineStream(base + (col0 * bt.row_stride + p0) * element, depth * element, bt.row_stride * element, cols);
+}
 
 struct Epilogue {
   bool load_c;        // add what c holds (an earlier K slice, or accumulate)
   bool finalize;      // last K slice: add bias, apply activation
   const float* bias;  // at the tile's first column, or null
   Activation activation;
+  bool streaming = false;  // non-temporal stores of full aligned vectors (only with !load_c)
 };
 
 inline VecF activate(VecF x, Activation activation) {
@@ -95,7 +143,9 @@ inline void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows,
         if (e.bias) x = x + (width == W ? VecF::load(e.bias + v * W) : VecF::load_partial(e.bias + v * W, width));
         x = activate(x, e.activation);
       }
-      if (width == W)
+      if (e.streaming)
+        simd::store_row_streaming(row + v * W, x, width);
+      else if (width == W)
         x.store(row + v * W);
       else
         x.store_partial(row + v * W, width);
@@ -173,6 +223,16 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
       for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
         int64_t valid = rows - panel_row < width ? rows - panel_row : width;
         float* o = dest + panel_row * depth + p * width;
+#if LATHE_KERNEL_ISA >= 1
+        // A whole panel row is `width` contiguous values: vector copies (a library memmove call
+        // per panel row cost more than the copy; it dominated packing a streamed weight).
+        if (valid == width && width % 8 == 0) {
+          for (int64_t r = 0; r < width; r += 8)
+            _mm256_storeu_ps(o + r, x.bf16 ? load8_bf16(base_bf16 + offset + panel_row + r)
+                                           : _mm256_loadu_ps(base_f32 + offset + panel_row + r));
+          continue;
+        }
+#endif
         if (x.bf16)
           for (int64_t r = 0; r < valid; ++r) o[r] = bf16_bits_to_float(base_bf16[offset + panel_row + r]);
         else
@@ -283,16 +343,29 @@ inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, 
     for (int64_t pc = 0; pc < g.k; pc += kc) {
       const int64_t kb = min64(kc, g.k - pc), depth = Path::packed_depth(kb);
       Path::pack(g.bt, t, jc, nb, pc, kb, NR, b_pack);
-      const Epilogue base{pc > 0 || g.accumulate, pc + kb >= g.k, nullptr, g.activation};
+      Epilogue base{pc > 0 || g.accumulate, pc + kb >= g.k, nullptr, g.activation};
+      base.streaming = g.streaming_c && !base.load_c && base.finalize;
+      LineStream next_b;
+      int64_t lines_per_tile = 0;
+      if (g.prefetch_next_b) {  // the next block: the next K slice, else the next column block
+        if (pc + kc < g.k)
+          next_b = b_block_lines(g.bt, t, jc, nb, pc + kc, min64(kc, g.k - pc - kc));
+        else if (jc + nc < n1)
+          next_b = b_block_lines(g.bt, t, jc + nc, min64(nc, n1 - jc - nc), 0, min64(kc, g.k));
+        const int64_t tiles = (m1 - m0 + MR - 1) / MR * ((nb + NR - 1) / NR);
+        lines_per_tile = (next_b.lines() + tiles - 1) / tiles;
+      }
       for (int64_t ic = m0; ic < m1; ic += mc) {
         const int64_t mb = min64(mc, m1 - ic);
         Path::pack(g.a, t, ic, mb, pc, kb, MR, a_pack);
         for (int64_t jr = 0; jr < nb; jr += NR) {
           Epilogue e = base;
           e.bias = g.bias ? g.bias + jc + jr : nullptr;
-          for (int64_t ir = 0; ir < mb; ir += MR)
+          for (int64_t ir = 0; ir < mb; ir += MR) {
+            if (lines_per_tile) next_b.issue(lines_per_tile);
             Path::tile(depth, a_pack + ir * depth, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
                        min64(MR, mb - ir), min64(NR, nb - jr), e);
+          }
         }
       }
     }
