@@ -134,7 +134,7 @@ ARCHITECTURES.update({
 # Per MoE architecture: (weight seed, factor on every router weight), chosen with --search so that the
 # routing margins hold (see the module docstring). Dense architectures use SEED and no factor.
 MOE = {"mixtral": (1270, 1.0), "qwen3_moe": (1271, 1.0), "qwen3_moe_norm": (1278, 2.0), "qwen2_moe": (1249, 2.0),
-       "olmoe": (1312, 1.0), "gpt_oss": (1248, 1.0)}
+       "olmoe": (1312, 1.0), "gpt_oss": (1276, 2.0)}
 # GPT-OSS: a factor on the experts' gate_up_proj, so that some gate and up values pass swiglu_limit (7)
 # and the clamps' zero gradients show in the goldens; attention sinks get std-1 noise so they take visible mass.
 EXPERT_SCALE = {"gpt_oss": 6.0}
