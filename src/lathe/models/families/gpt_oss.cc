@@ -60,6 +60,8 @@ std::vector<LayerParameterSpec> gpt_oss_parameters(const ModelConfig& config, in
   const int64_t q_width = config.n_heads * head_dim, kv_width = config.n_kv_heads * head_dim;
   const int64_t experts = config.moe_experts, ffn = config.resolved_moe_ffn_dim();
   LATHE_CHECK(experts > 0, "model.family 'gpt_oss' needs model.moe_experts > 0 (every GPT-OSS layer routes)");
+  LATHE_CHECK(config.attention_bias, "model.family 'gpt_oss' needs model.attention_bias=true (its q/k/v/o ",
+              "projections have biases; memory estimates and exports read the flag)");
   const double active = static_cast<double>(config.moe_top_k) / static_cast<double>(experts);
   return {
       {kInputNorm, "input_layernorm.weight", ParameterKind::norm, {d}},
