@@ -133,6 +133,8 @@ struct HfFamily {
   int64_t default_kv_heads = 0;
   double default_norm_eps = 0;
   double default_rope_theta = 0;
+  // "sliding_window" when the key is absent (GPT-OSS: 128); 0: no window.
+  int64_t default_sliding_window = 0;
   // Numeric config keys whose value lathe's layer hard-wires (GPT-OSS: swiglu_alpha 1.702,
   // swiglu_limit 7): an import refuses another value, an export writes these.
   std::vector<std::pair<const char*, double>> fixed_numbers = {};

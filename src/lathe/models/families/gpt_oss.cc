@@ -158,6 +158,7 @@ const FamilySpec& gpt_oss_family() {
              .default_kv_heads = 8,
              .default_norm_eps = 1e-5,
              .default_rope_theta = 150000.0,
+             .default_sliding_window = 128,  // configuration_gpt_oss.py:59
              .fixed_numbers = {{"swiglu_alpha", kSwigluAlpha}, {"swiglu_limit", kSwigluLimit}},
              .default_rope_type = "yarn"},
       .traits = {.attention_bias = true},

@@ -57,6 +57,7 @@ class ConfigReader {
     return value && !value->is_null() ? value : nullptr;
   }
   bool has(const std::string& key) const { return find(key) != nullptr; }
+  bool present(const std::string& key) const { return json_.find(key) != nullptr; }  // null included
 
   double number(const std::string& key) const {
     const Json* value = find(key);
@@ -189,7 +190,9 @@ void read_sliding_window(const ConfigReader& reader, const HfFamily& hf, ModelCo
     LATHE_CHECK(!reader.has("layer_types"), reader.source(), ": \"layer_types\" is not read for ", hf.architecture);
     return;
   }
-  const int64_t window = reader.integer_or("sliding_window", 0);
+  // Absent: the config class's default (GPT-OSS 128); null: no window.
+  const int64_t window =
+      reader.integer_or("sliding_window", reader.present("sliding_window") ? 0 : hf.default_sliding_window);
   if (const Json* layer_types = reader.find("layer_types")) {
     bool any_local = false;
     const int64_t pattern = pattern_from_layer_types(*layer_types, config.n_layers, reader.source(), &any_local);

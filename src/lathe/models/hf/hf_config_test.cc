@@ -312,6 +312,13 @@ TEST(HfConfig, GptOssDefaultsAndRefusals) {
   EXPECT_EQ(std::vector<bool>({config.layer_is_local(0), config.layer_is_local(1), config.layer_is_local(2),
                                config.layer_is_local(3)}),
             std::vector<bool>({true, false, true, false}));
+  // Without the key the window is GptOssConfig's 128; null means none.
+  const std::string no_window = R"("hidden_size": 64, "intermediate_size": 48, "num_hidden_layers": 4,
+    "num_attention_heads": 16, "vocab_size": 64)";
+  EXPECT_EQ(parse(R"({"model_type": "gpt_oss", )" + rope + no_window + "}").config, config);
+  EXPECT_EQ(
+      parse(R"({"model_type": "gpt_oss", "sliding_window": null, )" + rope + no_window + "}").config.sliding_window,
+      0);
   EXPECT_EQ(
       parse(R"({"model_type": "gpt_oss", "swiglu_alpha": 1.702, "swiglu_limit": 7.0, )" + rope + base + "}").config,
       config);
