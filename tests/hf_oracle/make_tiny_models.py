@@ -124,11 +124,20 @@ ARCHITECTURES.update({
     "olmoe": ("OlmoeConfig", "OlmoeForCausalLM",
               dict(MOE_COMMON, head_dim=None, num_experts=4, intermediate_size=16, norm_topk_prob=False,
                    clip_qkv=None)),
+    # attention sinks, q/k/v/o biases, layer 0 sliding (window 4) and layer 1 full, a biased router, experts
+    # with biases and the clamped SwiGLU (interleaved gate/up columns). rope_type "default": GPT-OSS's own
+    # YaRN is not in lathe yet. The expert weights are scaled (EXPERT_SCALE) so the clamps bite.
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM",
+                dict(MOE_COMMON, num_local_experts=4, intermediate_size=16, sliding_window=4,
+                     layer_types=["sliding_attention", "full_attention"])),
 })
 # Per MoE architecture: (weight seed, factor on every router weight), chosen with --search so that the
 # routing margins hold (see the module docstring). Dense architectures use SEED and no factor.
 MOE = {"mixtral": (1270, 1.0), "qwen3_moe": (1271, 1.0), "qwen3_moe_norm": (1278, 2.0), "qwen2_moe": (1249, 2.0),
-       "olmoe": (1312, 1.0)}
+       "olmoe": (1312, 1.0), "gpt_oss": (1276, 2.0)}
+# GPT-OSS: a factor on the experts' gate_up_proj, so that some gate and up values pass swiglu_limit (7)
+# and the clamps' zero gradients show in the goldens; attention sinks get std-1 noise so they take visible mass.
+EXPERT_SCALE = {"gpt_oss": 6.0}
 MIN_ROUTER_MARGIN = 2e-3  # probability gap between the k-th and (k+1)-th expert, float64
 
 PROMPT_LENGTHS = (1, 7, 16)  # a single token, an odd length, longer than every window
@@ -152,8 +161,15 @@ def make_model(arch, dtype=torch.float32, moe_tuning=None):
         for name, parameter in model.named_parameters():
             if "norm" in name or name.endswith(".bias"):
                 parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator, dtype=torch.float64).to(dtype))
-            if arch in MOE and name.endswith("mlp.gate.weight") and router_scale != 1.0:
+            if arch in MOE and name.endswith(("mlp.gate.weight", "mlp.router.weight")) and router_scale != 1.0:
                 parameter.mul_(router_scale)
+            if arch == "gpt_oss":  # names no other architecture has
+                if name.endswith(("_bias", "sinks")):  # gate_up_proj_bias, down_proj_bias start at zero
+                    scale = 1.0 if name.endswith("sinks") else 0.1
+                    parameter.add_(scale * torch.randn(parameter.shape, generator=generator,
+                                                       dtype=torch.float64).to(dtype))
+                if name.endswith("experts.gate_up_proj"):
+                    parameter.mul_(EXPERT_SCALE[arch])
     return model.eval()
 
 
@@ -230,6 +246,29 @@ def search(arch, tries):
     return 0 if best else 1
 
 
+def swiglu_clamps(model, prompts, inputs):
+    """GPT-OSS: how many gate values passed the limit (clamped above) and up values left [-limit, limit], over
+    every expert call on the prompts and the batch (the goldens exercise the clamps only if both are > 0)."""
+    counts = dict(gate_clamped=0, up_clamped=0, values=0)
+    experts = [layer.mlp.experts for layer in model.model.layers]
+    def counting(module):
+        original = module._apply_gate
+        def apply_gate(gate_up):
+            counts["gate_clamped"] += int((gate_up[..., ::2] > module.limit).sum())
+            counts["up_clamped"] += int((gate_up[..., 1::2].abs() > module.limit).sum())
+            counts["values"] += gate_up.shape[0] * gate_up.shape[1] // 2
+            return original(gate_up)
+        return apply_gate
+    for module in experts:
+        module._apply_gate = counting(module)
+    with torch.no_grad():
+        for ids in [torch.tensor([prompt]) for prompt in prompts] + [inputs]:
+            model(ids)
+    for module in experts:
+        del module._apply_gate
+    return counts
+
+
 def moe_training_step(model, inputs, targets):
     """transformers' MoE objective: CE + router_aux_loss_coef * aux_loss; backward. Returns the three."""
     coefficient = model.config.router_aux_loss_coef
@@ -268,6 +307,9 @@ def write_architecture(arch, out_dir):
         if not margins_hold(moe):
             raise SystemExit(f"{arch}: routing margins fail ({moe}); pick another seed with --search {arch}")
         del moe["routing_flips"]
+    if arch == "gpt_oss":
+        moe["swiglu_clamps"] = swiglu_clamps(model, prompts, inputs)
+        assert moe["swiglu_clamps"]["gate_clamped"] > 0 and moe["swiglu_clamps"]["up_clamped"] > 0, moe
 
     model.train()  # no dropout in these configs; train() only mirrors a training step
     model.zero_grad()

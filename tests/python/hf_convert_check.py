@@ -45,6 +45,10 @@ ARCHITECTURES = {
     "qwen2_moe": (transformers.Qwen2MoeConfig, dict(num_hidden_layers=2, num_experts=4, num_experts_per_tok=2,
                                                     moe_intermediate_size=16, shared_expert_intermediate_size=24)),
     "olmoe": (transformers.OlmoeConfig, dict(num_hidden_layers=2, num_experts=4, num_experts_per_tok=2)),
+    # experts stored transposed (E, in, out), so sharded and bf16 exports go through lathe's transposed views
+    "gpt_oss": (transformers.GptOssConfig, dict(num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
+                                                 sliding_window=5, rope_parameters={"rope_type": "default",
+                                                                                    "rope_theta": 10000.0})),
 }
 
 
@@ -67,6 +71,8 @@ def main():
         torch.manual_seed(0)
         config = config_class(**COMMON, **extra)
         config._attn_implementation = "eager"
+        if name == "gpt_oss":
+            config._experts_implementation = "eager"  # the per-expert loop, as tests/hf_oracle uses
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
         with torch.no_grad():
             for parameter in model.parameters():
@@ -89,14 +95,18 @@ def main():
             lathe("convert", "--from", "hf", source, "--to", run)
             lathe("convert", "--from", run, "--to", "hf", out, "--max-shard-size", "16KB")
             lathe("convert", "--from", run, "--to", "hf", out_bf16, "--dtype", "bf16")
-            reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="eager").eval()
+            # The reloads run the original's expert implementation (from_pretrained would pick grouped_mm).
+            eager = dict(experts_implementation="eager") if name == "gpt_oss" else {}
+            reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="eager",
+                                                            **eager).eval()
             difference = (logits(reloaded, ids) - expected).abs().max().item()
             if type(reloaded) is not type(model) or difference != 0.0:
                 failures.append(f"{name}: {type(reloaded).__name__}, f32 max |logit diff| {difference}")
             # bf16: the original with bf16-rounded weights, both computed in f32.
             rounded = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
             rounded.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in model.state_dict().items()})
-            reloaded_bf16 = AutoModelForCausalLM.from_pretrained(out_bf16, dtype=torch.float32, attn_implementation="eager").eval()
+            reloaded_bf16 = AutoModelForCausalLM.from_pretrained(out_bf16, dtype=torch.float32, attn_implementation="eager",
+                                                                 **eager).eval()
             difference_bf16 = (logits(reloaded_bf16, ids) - logits(rounded, ids)).abs().max().item()
             if difference_bf16 != 0.0:
                 failures.append(f"{name}: bf16 export max |logit diff| {difference_bf16}")

@@ -8,7 +8,7 @@
 //     loss             (1) f64                 mean cross-entropy of batch_inputs -> batch_targets, plus
 //                                              for MoE models router_aux_loss_coef * aux_loss
 //     aux_loss         (1) f64                 MoE models: the load-balancing loss over all layers
-//     grad.<name>      f32                     its gradient for every parameter (HF names)
+//     grad.<name>      f32                     its gradient for every parameter (HF names and layouts)
 // Exit 2 with one line on stderr for unreadable input.
 #include <cstdio>
 #include <exception>
@@ -20,6 +20,7 @@
 #include "lathe/core/json.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/models/hf/hf_checkpoint.h"
+#include "lathe/models/hf/hf_tensor_pieces.h"
 #include "lathe/models/transformer.h"
 
 namespace {
@@ -83,8 +84,22 @@ void dump(const std::string& hf_dir, const std::string& golden_path, const std::
   lathe::Tensor aux_loss = lathe::Tensor::empty({1}, lathe::DType::f64);
   aux_loss.ptr<double>()[0] = routing.aux_loss;
   if (model.has_experts()) out.emplace_back("aux_loss", aux_loss.view());
-  for (const lathe::Parameter& parameter : model.parameters())
-    out.emplace_back("grad." + parameter.name, parameter.var->grad.view());
+  // By HF name, in the layout transformers keeps the parameter in: lathe's own, except where the
+  // checkpoint stores the parameter under its own name through another view (GPT-OSS's experts,
+  // transposed per expert, models/hf/hf_tensor_pieces.h): then that view of the gradient.
+  const lathe::FamilySpec& family = lathe::find_family_spec(config.family);
+  keep_alive.reserve(keep_alive.size() + model.parameters().size());
+  for (const lathe::Parameter& parameter : model.parameters()) {
+    lathe::Parameter gradient = parameter;
+    gradient.var = lathe::autograd::make_var(parameter.var->grad);
+    const std::vector<lathe::HfTensorPiece> pieces = lathe::hf_tensor_pieces(gradient, family);
+    if (pieces.size() == 1 && pieces[0].hf_name == parameter.name && !pieces[0].view.is_contiguous()) {
+      keep_alive.push_back(lathe::convert(pieces[0].view, parameter.var->grad.dtype()));
+      out.emplace_back("grad." + parameter.name, keep_alive.back().view());
+    } else {
+      out.emplace_back("grad." + parameter.name, parameter.var->grad.view());
+    }
+  }
   lathe::write_safetensors(out_path, out);
 }
 

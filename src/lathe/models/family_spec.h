@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lathe/autograd/ops.h"
@@ -101,6 +102,10 @@ struct HfMoe {
   const char* gate_proj;         // "w1" or "gate_proj"
   const char* up_proj;           // "w3" or "up_proj"
   const char* down_proj;         // "w2" or "down_proj"
+  // GPT-OSS: the checkpoint stores each stacked expert weight as ONE tensor under lathe's name but
+  // transposed per expert ((E, in, out), used as x @ W); lathe's (E, out, in) parameter is read and
+  // written through a transposed view (models/hf/hf_tensor_pieces.h). The per-expert names above are unused.
+  bool transposed_stacked_experts = false;
 };
 
 // What the family's Hugging Face architecture is and hard-wires (read by models/hf/hf_config.cc).
@@ -128,6 +133,14 @@ struct HfFamily {
   int64_t default_kv_heads = 0;
   double default_norm_eps = 0;
   double default_rope_theta = 0;
+  // "sliding_window" when the key is absent (GPT-OSS: 128); 0: no window.
+  int64_t default_sliding_window = 0;
+  // Numeric config keys whose value lathe's layer hard-wires (GPT-OSS: swiglu_alpha 1.702,
+  // swiglu_limit 7): an import refuses another value, an export writes these.
+  std::vector<std::pair<const char*, double>> fixed_numbers = {};
+  // The rope type the config class assumes when neither rope_parameters nor rope_scaling is given
+  // (GPT-OSS: "yarn", which lathe refuses); null: "default".
+  const char* default_rope_type = nullptr;
 };
 
 // The values of a family's fixed traits: an HF import sets them, an export requires them, and the

@@ -21,6 +21,8 @@ struct Expected {
   bool experts = false;             // a mixture-of-experts architecture
   bool shared_expert = false;       // with a gated shared expert (Qwen2-MoE)
   bool qk_norm_full_width = false;  // q/k norms over the whole projection (OLMoE)
+  // GPT-OSS: a biased router named mlp.router, an o_proj bias, per-head attention sinks, expert biases
+  bool gpt_oss_layer = false;
 };
 
 // From the transformers classes (architectures, model types) and the formats each family was
@@ -36,6 +38,7 @@ const std::map<std::string, Expected> kExpected = {
     {"qwen2_moe", {"Qwen2MoeForCausalLM", "qwen2_moe", true, false, false, "chatml", true, true}},
     {"qwen3_moe", {"Qwen3MoeForCausalLM", "qwen3_moe", false, true, false, "chatml", true}},
     {"olmoe", {"OlmoeForCausalLM", "olmoe", false, true, false, "plain", true, false, true}},
+    {"gpt_oss", {"GptOssForCausalLM", "gpt_oss", true, false, false, "plain", true, false, false, true}},
 };
 
 TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
@@ -55,7 +58,8 @@ TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
   EXPECT_EQ(names, expected);
   EXPECT_EQ(all_family_specs().size(), kExpected.size());
   ASSERT_EQ(family_names().size(), kExpected.size());
-  EXPECT_EQ(family_names_text(), "llama, mistral, qwen2, qwen3, gemma2, gemma3, mixtral, qwen2_moe, qwen3_moe, olmoe");
+  EXPECT_EQ(family_names_text(),
+            "llama, mistral, qwen2, qwen3, gemma2, gemma3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt_oss");
   EXPECT_EQ(find_family_spec_or_null("gpt5"), nullptr);
   try {
     find_family_spec("gpt5");
@@ -113,6 +117,15 @@ std::map<std::string, Shape> expected_layer_tensors(const ModelConfig& c, const 
     tensors["mlp.gate.weight"] = Shape{e, c.d_model};
     tensors["mlp.experts.gate_up_proj"] = Shape{e, 2 * f, c.d_model};
     tensors["mlp.experts.down_proj"] = Shape{e, c.d_model, f};
+    if (expected.gpt_oss_layer) {  // transformers' GptOssTopKRouter / GptOssExperts / GptOssAttention names
+      tensors.erase("mlp.gate.weight");
+      tensors["mlp.router.weight"] = Shape{e, c.d_model};
+      tensors["mlp.router.bias"] = Shape{e};
+      tensors["mlp.experts.gate_up_proj_bias"] = Shape{e, 2 * f};
+      tensors["mlp.experts.down_proj_bias"] = Shape{e, c.d_model};
+      tensors["self_attn.o_proj.bias"] = Shape{c.d_model};
+      tensors["self_attn.sinks"] = Shape{c.n_heads};
+    }
     if (expected.shared_expert) {
       const int64_t s = c.moe_shared_ffn_dim;
       tensors["mlp.shared_expert.gate_proj.weight"] = Shape{s, c.d_model};
@@ -159,8 +172,9 @@ TEST(FamilyRegistry, LayerParametersAreTheHfCheckpointNames) {
       EXPECT_TRUE(parameter.slot >= 0 && parameter.slot < spec->layer.slot_count) << parameter.name;
       EXPECT_TRUE(slots.insert(parameter.slot).second) << parameter.name;
       const bool is_norm = parameter.name.find("norm") != std::string::npos;
-      const bool is_bias = parameter.name.ends_with(".bias");
-      const bool is_router = parameter.name == "mlp.gate.weight";
+      const bool is_bias = parameter.name.ends_with(".bias") || parameter.name.ends_with("_bias") ||
+                           parameter.name == "self_attn.sinks";  // GPT-OSS's sinks: not decayed, zero-initialised
+      const bool is_router = parameter.name == "mlp.gate.weight" || parameter.name == "mlp.router.weight";
       EXPECT_EQ(parameter.kind, is_norm     ? ParameterKind::norm
                                 : is_bias   ? ParameterKind::bias
                                 : is_router ? ParameterKind::router

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "lathe/autograd/gpt_oss_ops.h"
+
 namespace lathe {
 
 using autograd::Tape;
@@ -80,9 +82,12 @@ Var self_attention(Tape& tape, const BlockContext& context, const AttentionWeigh
   options.scale = config.attention_scale;
   options.softcap = config.attn_logit_softcap;
   options.window = config.layer_is_local(context.layer) ? config.sliding_window : 0;
-  Var attended = autograd::attention(tape, q, k, v, options);
+  Var attended = weights.sinks && *weights.sinks
+                     ? autograd::attention_with_sinks(tape, q, k, v, *weights.sinks, options)
+                     : autograd::attention(tape, q, k, v, options);
   Var rows = autograd::reshape(tape, attended, {batch * seq, config.n_heads * head_dim});
-  return autograd::linear(tape, rows, *weights.o_proj);
+  Var out = autograd::linear(tape, rows, *weights.o_proj);
+  return weights.o_bias && *weights.o_bias ? autograd::add_bias(tape, out, *weights.o_bias) : out;
 }
 
 Var gated_mlp(Tape& tape, const BlockContext& context, const MlpWeights& weights, const Var& x) {

@@ -13,15 +13,18 @@ namespace lathe {
 // The weights self_attention reads (HF names in model_config.h); an absent weight is a null pointer
 // or points to a null Var (an unused slot of the layer's LayerParameters).
 struct AttentionWeights {
-  const autograd::Var* q_proj;  // (n_heads * head_dim, d_model)
-  const autograd::Var* k_proj;  // (n_kv_heads * head_dim, d_model)
-  const autograd::Var* v_proj;  // (n_kv_heads * head_dim, d_model)
-  const autograd::Var* o_proj;  // (d_model, n_heads * head_dim)
-  const autograd::Var* q_bias;  // (n_heads * head_dim), attention_bias only
-  const autograd::Var* k_bias;  // (n_kv_heads * head_dim), attention_bias only
-  const autograd::Var* v_bias;  // (n_kv_heads * head_dim), attention_bias only
-  const autograd::Var* q_norm;  // (head_dim), qk_norm only
-  const autograd::Var* k_norm;  // (head_dim), qk_norm only
+  const autograd::Var* q_proj;            // (n_heads * head_dim, d_model)
+  const autograd::Var* k_proj;            // (n_kv_heads * head_dim, d_model)
+  const autograd::Var* v_proj;            // (n_kv_heads * head_dim, d_model)
+  const autograd::Var* o_proj;            // (d_model, n_heads * head_dim)
+  const autograd::Var* q_bias;            // (n_heads * head_dim), attention_bias only
+  const autograd::Var* k_bias;            // (n_kv_heads * head_dim), attention_bias only
+  const autograd::Var* v_bias;            // (n_kv_heads * head_dim), attention_bias only
+  const autograd::Var* q_norm;            // (head_dim), qk_norm only
+  const autograd::Var* k_norm;            // (head_dim), qk_norm only
+  const autograd::Var* o_bias = nullptr;  // (d_model): an o_proj bias (GPT-OSS)
+  const autograd::Var* sinks = nullptr;   // (n_heads): per-head attention sink logits (GPT-OSS,
+                                          // autograd/gpt_oss_ops.h attention_with_sinks)
 };
 
 // The weights gated_mlp reads.
@@ -36,7 +39,8 @@ autograd::Var norm(autograd::Tape& tape, const BlockContext& context, const auto
                    const autograd::Var& weight);
 // x: (batch * seq, d_model), already normalised -> the attention output projected back to d_model:
 // q/k/v projections, optional per-head q/k RMSNorm, RoPE, causal (optionally sliding-window, soft-
-// capped) GQA flash attention, output projection.
+// capped) GQA flash attention (with per-head sinks when weights.sinks is set), output projection
+// (plus its bias when weights.o_bias is set).
 autograd::Var self_attention(autograd::Tape& tape, const BlockContext& context, const AttentionWeights& weights,
                              const autograd::Var& x);
 // x: (rows, d_model), already normalised -> down(act(gate(x)) * up(x)).

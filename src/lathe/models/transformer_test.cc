@@ -77,6 +77,15 @@ ModelConfig tiny_config(const std::string& variant) {
     config.moe_top_k = 2;
     config.moe_renormalize = false;
     config.moe_aux_loss_coef = 0.1;
+  } else if (variant == std::string("gpt_oss")) {  // sinks, q/k/v/o biases, biased router, expert biases
+    config.family = "gpt_oss";
+    config.attention_bias = true;
+    config.sliding_window = 3;  // layer 0 slides, layer 1 is full
+    config.sliding_window_pattern = 2;
+    config.moe_experts = 4;
+    config.moe_top_k = 2;
+    config.moe_ffn_dim = 6;
+    config.moe_aux_loss_coef = 0.2;
   }
   return config;
 }
@@ -226,8 +235,8 @@ TEST_P(ModelVariants, LogitsGiveTheLoss) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelVariants,
-                         ::testing::Values("llama", "qwen2", "qwen3", "llama3_scaling", "gemma2", "mixtral", "qwen2_moe",
-                                           "olmoe"));
+                         ::testing::Values("llama", "qwen2", "qwen3", "llama3_scaling", "gemma2", "mixtral",
+                                           "qwen2_moe", "olmoe", "gpt_oss"));
 
 TEST(TransformerModel, ParameterNamesFollowHuggingFace) {
   TransformerModel model(tiny_config("qwen3"));

@@ -15,7 +15,8 @@
   X(mixtral)              \
   X(qwen2_moe)            \
   X(qwen3_moe)            \
-  X(olmoe)
+  X(olmoe)                \
+  X(gpt_oss)
 
 namespace lathe {
 

@@ -51,7 +51,14 @@ void read_piece(const SafetensorsCheckpoint& checkpoint, const std::string& hf_n
               ", expected a floating dtype");
   LATHE_CHECK(info.shape == destination.shape, source, ": tensor \"", hf_name, "\" has shape ", info.shape.to_string(),
               ", expected ", destination.shape.to_string());
-  checkpoint.read_into(hf_name, destination);
+  if (destination.is_contiguous()) {
+    checkpoint.read_into(hf_name, destination);
+    return;
+  }
+  // A transposed view (GPT-OSS's experts, hf_tensor_pieces.h): read contiguously, then copy.
+  const Tensor contiguous = Tensor::empty(destination.shape, destination.dtype);
+  checkpoint.read_into(hf_name, contiguous.view());
+  for (int64_t i = 0; i < destination.numel(); ++i) write_element(destination, i, read_element(contiguous, i));
 }
 
 void load_weights(TransformerModel& model, const std::string& hf_dir, const HfModelDescription& description) {
@@ -64,7 +71,8 @@ void load_weights(TransformerModel& model, const std::string& hf_dir, const HfMo
   std::map<std::string, std::string> checkpoint_name_of;  // lathe-side name -> checkpoint name
   std::map<std::string, TensorView> piece_view;
   for (const Parameter& parameter : model.parameters())
-    for (const HfTensorPiece& piece : hf_tensor_pieces(parameter, family)) piece_view.emplace(piece.hf_name, piece.view);
+    for (const HfTensorPiece& piece : hf_tensor_pieces(parameter, family))
+      piece_view.emplace(piece.hf_name, piece.view);
   for (const std::string& hf_name : checkpoint.names()) {
     const std::string name = lathe_name_from_hf(hf_name, description);
     if (name.empty() || ends_with(name, "rotary_emb.inv_freq")) continue;
@@ -73,16 +81,19 @@ void load_weights(TransformerModel& model, const std::string& hf_dir, const HfMo
       throw_error(source, ": unexpected tensor \"", hf_name, "\" (not a parameter of this ", model.config().family,
                   " model)");
     }
-    LATHE_CHECK(checkpoint_name_of.emplace(name, hf_name).second, source, ": tensor \"", hf_name, "\" maps to \"",
-                name, "\", which another tensor also maps to");
+    LATHE_CHECK(checkpoint_name_of.emplace(name, hf_name).second, source, ": tensor \"", hf_name, "\" maps to \"", name,
+                "\", which another tensor also maps to");
   }
   for (const Parameter& parameter : model.parameters()) {
+    const std::vector<HfTensorPiece> pieces = hf_tensor_pieces(parameter, family);
+    // One piece under the parameter's own name may still be a transposed view: read it as a piece.
+    const bool own_name = pieces.size() == 1 && pieces[0].hf_name == parameter.name;
     auto whole = checkpoint_name_of.find(parameter.name);
-    if (whole != checkpoint_name_of.end()) {
+    if (whole != checkpoint_name_of.end() && !own_name) {
       read_piece(checkpoint, whole->second, parameter.var->value.view());
       continue;
     }
-    for (const HfTensorPiece& piece : hf_tensor_pieces(parameter, family)) {
+    for (const HfTensorPiece& piece : pieces) {
       auto found = checkpoint_name_of.find(piece.hf_name);
       LATHE_CHECK(found != checkpoint_name_of.end(), source, ": missing tensor \"", piece.hf_name, "\"");
       read_piece(checkpoint, found->second, piece.view);
@@ -137,7 +148,7 @@ void save_hf_model(const TransformerModel& model, const std::string& hf_dir, con
   const FamilySpec& family = find_family_spec(model.config().family);
   for (const Parameter& parameter : model.parameters())
     for (const HfTensorPiece& piece : hf_tensor_pieces(parameter, family)) {
-      if (piece.view.dtype == options.dtype) {
+      if (piece.view.dtype == options.dtype && piece.view.is_contiguous()) {
         tensors.emplace_back(piece.hf_name, piece.view);
       } else {
         converted.push_back(convert(piece.view, options.dtype));

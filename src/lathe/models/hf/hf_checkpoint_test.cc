@@ -55,6 +55,13 @@ ModelConfig tiny_config(const std::string& family) {
     config.moe_dense_layers = "1";
   }
   if (family == "qwen3_moe") config.moe_layer_step = 2;
+  if (family == "gpt_oss") {
+    config.moe_experts = 3;
+    config.moe_top_k = 2;
+    config.attention_bias = true;
+    config.sliding_window = 4;
+    config.sliding_window_pattern = 2;
+  }
   return config;
 }
 
@@ -96,7 +103,7 @@ TEST_P(HfCheckpointFamilies, SaveThenLoadGivesTheSameModelAndLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HfCheckpointFamilies,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "mixtral",
-                                           "qwen2_moe", "qwen3_moe", "olmoe"));
+                                           "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss"));
 
 // Published MoE checkpoints hold one tensor per expert and projection: the export writes those
 // names (Mixtral's block_sparse_moe.experts.<e>.w1/w3/w2), each the matching slice of lathe's
@@ -150,6 +157,41 @@ TEST(HfCheckpoint, ExpertsAreSavedPerExpertAndLoadFromEitherLayout) {
   write_file_atomically(missing.file("config.json"), read_file_contents(scratch.file("config.json")));
   expect_error([&] { load_hf_model(missing.path()); },
                "missing tensor \"model.layers.1.block_sparse_moe.experts.2.w3.weight\"");
+}
+
+// GPT-OSS checkpoints hold each stacked expert weight under lathe's name in transformers' layout,
+// (E, in, out) for x @ W: lathe's (E, out, in) transposed per expert. Biases and the router as they are.
+TEST(HfCheckpoint, GptOssExpertsAreSavedTransposedPerExpert) {
+  const uint64_t seed = test_seed();
+  ScratchDirectory scratch;
+  const TransformerModel model = random_model(tiny_config("gpt_oss"), seed);
+  save_hf_model(model, scratch.path());
+  const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(scratch.path());
+  const int64_t experts = 3, ffn = 24, d = 16;
+  auto saved = [&](const std::string& name) {
+    Tensor value = Tensor::empty(checkpoint.info(name).shape, DType::f32);
+    checkpoint.read_into(name, value);
+    return value;
+  };
+  const Tensor gate_up = saved("model.layers.1.mlp.experts.gate_up_proj"),
+               down = saved("model.layers.1.mlp.experts.down_proj");
+  ASSERT_EQ(gate_up.shape(), (Shape{experts, d, 2 * ffn}));
+  ASSERT_EQ(down.shape(), (Shape{experts, ffn, d}));
+  const Tensor& ours_gate_up = model.find_parameter("model.layers.1.mlp.experts.gate_up_proj")->var->value;
+  const Tensor& ours_down = model.find_parameter("model.layers.1.mlp.experts.down_proj")->var->value;
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t i = 0; i < d; ++i) {
+      for (int64_t j = 0; j < 2 * ffn; ++j)
+        ASSERT_EQ(gate_up.ptr<float>()[(e * d + i) * 2 * ffn + j],
+                  ours_gate_up.ptr<float>()[(e * 2 * ffn + j) * d + i]);
+      for (int64_t j = 0; j < ffn; ++j)
+        ASSERT_EQ(down.ptr<float>()[(e * ffn + j) * d + i], ours_down.ptr<float>()[(e * d + i) * ffn + j]);
+    }
+  for (const char* name : {"model.layers.1.mlp.experts.gate_up_proj_bias", "model.layers.1.mlp.router.bias",
+                           "model.layers.0.self_attn.sinks", "model.layers.0.self_attn.o_proj.bias"}) {
+    const Tensor value = saved(name);
+    EXPECT_EQ(to_vector<float>(value), to_vector<float>(model.find_parameter(name)->var->value)) << name;
+  }
 }
 
 TEST(HfCheckpoint, Bf16AndShardedSaves) {

@@ -57,6 +57,7 @@ class ConfigReader {
     return value && !value->is_null() ? value : nullptr;
   }
   bool has(const std::string& key) const { return find(key) != nullptr; }
+  bool present(const std::string& key) const { return json_.find(key) != nullptr; }  // null included
 
   double number(const std::string& key) const {
     const Json* value = find(key);
@@ -189,7 +190,9 @@ void read_sliding_window(const ConfigReader& reader, const HfFamily& hf, ModelCo
     LATHE_CHECK(!reader.has("layer_types"), reader.source(), ": \"layer_types\" is not read for ", hf.architecture);
     return;
   }
-  const int64_t window = reader.integer_or("sliding_window", 0);
+  // Absent: the config class's default (GPT-OSS 128); null: no window.
+  const int64_t window =
+      reader.integer_or("sliding_window", reader.present("sliding_window") ? 0 : hf.default_sliding_window);
   if (const Json* layer_types = reader.find("layer_types")) {
     bool any_local = false;
     const int64_t pattern = pattern_from_layer_types(*layer_types, config.n_layers, reader.source(), &any_local);
@@ -306,6 +309,19 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
                 hf.architecture, " (it adds an o_proj bias lathe does not have)");
   LATHE_CHECK(!reader.boolean_or("use_bidirectional_attention", false), source,
               ": \"use_bidirectional_attention\"=true is not supported");
+  if (const Json* quantization = reader.find("quantization_config")) {
+    const Json* method = quantization->is_object() ? quantization->find("quant_method") : nullptr;
+    throw_error(source, ": \"quantization_config\" (quant_method ", method ? method->dump(0) : std::string("?"),
+                ") is not supported: lathe loads unquantised float weights and does not dequantise (GPT-OSS's "
+                "published MXFP4 experts included); convert the checkpoint to bf16/f32 first");
+  }
+  for (const auto& [key, value] : hf.fixed_numbers)
+    LATHE_CHECK(reader.number_or(key, value) == value, source, ": \"", key, "\"=", reader.number(key),
+                " is not supported (lathe's ", family.name, " layer hard-wires ", value, ")");
+  if (hf.default_rope_type)
+    LATHE_CHECK(reader.has("rope_parameters") || reader.has("rope_scaling"), source,
+                ": no \"rope_parameters\", so ", hf.architecture, " defaults to rope_type \"", hf.default_rope_type,
+                "\", which lathe does not support (lathe has default and llama3)");
   read_rope(reader, config, hf.default_rope_theta > 0 ? hf.default_rope_theta : 10000.0);
   read_sliding_window(reader, hf, config);
 
@@ -475,6 +491,7 @@ Json hf_json_from_model_config(const ModelConfig& config) {
   json.set("tie_word_embeddings", config.tie_embeddings);
   json.set("initializer_range", config.init_std);
   for (const char* key : hf.export_false_keys) json.set(key, false);
+  for (const auto& [key, value] : hf.fixed_numbers) json.set(key, value);
   if (hf.moe && config.moe_experts > 0) {
     const HfMoe& moe = *hf.moe;
     json.set(moe.experts_key, config.moe_experts);
@@ -545,7 +562,7 @@ Json hf_json_from_model_config(const ModelConfig& config) {
 std::string hf_config_text(const Json& json) {
   static const char* const kFloatKeys[] = {
       "rope_theta", "rms_norm_eps",    "initializer_range", "final_logit_softcapping", "attn_logit_softcapping",
-      "factor",     "low_freq_factor", "high_freq_factor",  "rope_local_base_freq", "router_aux_loss_coef"};
+      "factor",     "low_freq_factor", "high_freq_factor",  "rope_local_base_freq", "router_aux_loss_coef", "swiglu_alpha", "swiglu_limit"};
   const std::string text = json.dump(2);
   std::string out;
   size_t begin = 0;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "lathe/core/error.h"
 
@@ -217,6 +218,14 @@ ModelConfig exportable(const std::string& family) {
     config.moe_dense_layers = "0,3";
   }
   if (family == "qwen3_moe") config.moe_layer_step = 2;
+  if (family == "gpt_oss") {  // every layer MoE, q/k/v/o biases, layers alternate sliding / full
+    config.moe_experts = 6;
+    config.moe_top_k = 2;
+    config.moe_aux_loss_coef = 0.02;
+    config.attention_bias = true;
+    config.sliding_window = 8;
+    config.sliding_window_pattern = 2;
+  }
   return config;
 }
 
@@ -234,7 +243,7 @@ TEST_P(HfConfigRoundTrip, ExportThenImportIsTheSameConfig) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HfConfigRoundTrip,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "mixtral",
-                                           "qwen2_moe", "qwen3_moe", "olmoe"));
+                                           "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss"));
 
 // Keys a config.json leaves out take the transformers config class's default for that model
 // type (transformers 5.24: MixtralConfig, Qwen3MoeConfig, Qwen2MoeConfig, OlmoeConfig).
@@ -280,6 +289,55 @@ TEST(HfConfig, MissingMoeKeysTakeTheTransformersDefaults) {
   EXPECT_EQ(parse(R"({"model_type": "olmoe", "output_router_logits": true, )" + base + "}").config.moe_aux_loss_coef,
             0.01);
   EXPECT_TRUE(olmoe.qk_norm_full_width);
+}
+
+// GptOssConfig (transformers 5.24 configuration_gpt_oss.py): its defaults, and what lathe refuses.
+TEST(HfConfig, GptOssDefaultsAndRefusals) {
+  const std::string base = R"("hidden_size": 64, "intermediate_size": 48, "num_hidden_layers": 4,
+    "num_attention_heads": 16, "vocab_size": 64, "sliding_window": 128)";
+  const std::string rope = R"("rope_parameters": {"rope_type": "default"}, )";
+  const ModelConfig config = parse(R"({"model_type": "gpt_oss", )" + rope + base + "}").config;
+  EXPECT_EQ(config.family, "gpt_oss");
+  EXPECT_EQ(config.moe_experts, 128);
+  EXPECT_EQ(config.moe_top_k, 4);
+  EXPECT_EQ(config.resolved_moe_ffn_dim(), 48);  // the experts are intermediate_size wide
+  EXPECT_TRUE(config.moe_renormalize);           // softmax over the chosen k
+  EXPECT_EQ(config.moe_aux_loss_coef, 0.0);      // output_router_logits defaults to false
+  EXPECT_EQ(config.n_kv_heads, 8);
+  EXPECT_EQ(config.norm_eps, 1e-5);
+  EXPECT_EQ(config.rope_theta, 150000.0);
+  EXPECT_TRUE(config.attention_bias);
+  // No layer_types: GptOssConfig makes even layers sliding and odd ones full, lathe's pattern 2.
+  EXPECT_EQ(config.sliding_window, 128);
+  EXPECT_EQ(std::vector<bool>({config.layer_is_local(0), config.layer_is_local(1), config.layer_is_local(2),
+                               config.layer_is_local(3)}),
+            std::vector<bool>({true, false, true, false}));
+  // Without the key the window is GptOssConfig's 128; null means none.
+  const std::string no_window = R"("hidden_size": 64, "intermediate_size": 48, "num_hidden_layers": 4,
+    "num_attention_heads": 16, "vocab_size": 64)";
+  EXPECT_EQ(parse(R"({"model_type": "gpt_oss", )" + rope + no_window + "}").config, config);
+  EXPECT_EQ(
+      parse(R"({"model_type": "gpt_oss", "sliding_window": null, )" + rope + no_window + "}").config.sliding_window,
+      0);
+  EXPECT_EQ(
+      parse(R"({"model_type": "gpt_oss", "swiglu_alpha": 1.702, "swiglu_limit": 7.0, )" + rope + base + "}").config,
+      config);
+  expect_error(R"({"model_type": "gpt_oss", )" + base + "}",
+               "no \"rope_parameters\", so GptOssForCausalLM defaults to rope_type \"yarn\"");
+  expect_error(R"({"model_type": "gpt_oss", "rope_parameters": {"rope_type": "yarn", "factor": 32.0}, )" + base + "}",
+               "\"rope_parameters\" rope_type \"yarn\" is not supported");
+  expect_error(R"({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4"}, )" + rope + base + "}",
+               "\"quantization_config\" (quant_method \"mxfp4\") is not supported");
+  expect_error(R"({"model_type": "gpt_oss", "swiglu_limit": 5.0, )" + rope + base + "}",
+               "\"swiglu_limit\"=5 is not supported (lathe's gpt_oss layer hard-wires 7)");
+  expect_error(R"({"model_type": "gpt_oss", "swiglu_alpha": 1.5, )" + rope + base + "}",
+               "\"swiglu_alpha\"=1.5 is not supported");
+  expect_error(R"({"model_type": "gpt_oss", "attention_bias": false, )" + rope + base + "}",
+               "\"attention_bias\"=false is not supported");
+  expect_error(R"({"model_type": "gpt_oss", "layer_types": ["full_attention", "sliding_attention",
+                   "full_attention", "sliding_attention"], )" +
+                   rope + base + "}",
+               "is not a pattern lathe supports");
 }
 
 TEST(HfConfig, ConfigTextWritesFloatKeysAsFloats) {

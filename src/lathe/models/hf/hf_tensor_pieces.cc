@@ -18,6 +18,12 @@ std::vector<HfTensorPiece> hf_tensor_pieces(const Parameter& parameter, const Fa
   const HfMoe* moe = family.hf.moe;
   std::string layer;  // "model.layers.3."
   if (!moe) return {{parameter.name, whole}};
+  if (moe->transposed_stacked_experts) {
+    if (split_suffix(parameter.name, "mlp.experts.gate_up_proj", &layer) ||
+        split_suffix(parameter.name, "mlp.experts.down_proj", &layer))
+      return {{parameter.name, whole.transpose(1, 2)}};
+    return {{parameter.name, whole}};
+  }
   const std::string block = str_cat(moe->checkpoint_block, ".");
   if (split_suffix(parameter.name, "mlp.gate.weight", &layer)) return {{str_cat(layer, block, "gate.weight"), whole}};
   std::vector<HfTensorPiece> pieces;

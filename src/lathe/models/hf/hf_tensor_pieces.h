@@ -7,6 +7,12 @@
 //   mlp.gate.weight (E, d)               <- <block>.gate.weight   (Mixtral's block is "block_sparse_moe")
 // Import reads each piece into its view; export writes the pieces (views, no copies), so the
 // files load in transformers 4.x and 5.x alike.
+// GPT-OSS (HfMoe::transposed_stacked_experts) stores its stacked experts as one tensor each under
+// lathe's name, transposed per expert:
+//   mlp.experts.gate_up_proj (E, 2F, d)  <- the same name, (E, d, 2F): the view transpose(1, 2)
+//   mlp.experts.down_proj (E, d, F)      <- the same name, (E, F, d): the view transpose(1, 2)
+// Such a view is not contiguous: import reads the tensor into a temporary and copies it, export
+// writes a contiguous copy.
 #pragma once
 
 #include <string>
@@ -18,7 +24,8 @@ namespace lathe {
 
 struct HfTensorPiece {
   std::string hf_name;  // the checkpoint tensor
-  TensorView view;      // the part of the parameter it holds (contiguous)
+  TensorView view;      // the part of the parameter it holds, in the checkpoint's shape (contiguous, except
+                        // GPT-OSS's transposed experts)
 };
 
 // The pieces of one parameter of a model of `family`: itself under its name, or the per-expert tensors.

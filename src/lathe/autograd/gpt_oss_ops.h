@@ -1,0 +1,37 @@
+// The differentiable ops GPT-OSS adds to the standard decoder (models/families/gpt_oss.cc), in the
+// style of autograd/ops.h: a float and a double path (the tape's precision picks), each recording its
+// own backward. They are plain loops over memory-bound elementwise work, except attention_with_sinks,
+// which runs the flash-attention op unchanged and corrects its output (below).
+//
+// Shapes and math follow transformers 5.x models/gpt_oss/modeling_gpt_oss.py (cited by line).
+#pragma once
+
+#include "lathe/autograd/tape.h"
+#include "lathe/ops/flash_attention/flash_attention.h"
+
+namespace lathe::autograd {
+
+// Attention with one learned "sink" logit per query head (modeling_gpt_oss.py:255-262, eager_attention_forward):
+// each query's softmax runs over its visible scores plus sinks[h], and the sink takes probability mass but
+// carries no value. With the flash op's o and lse (log-sum-exp over the visible keys):
+//   lse' = logaddexp(lse, sink_h),  o' = o * exp(lse - lse')
+// The standard flash backward run with (o', lse') is then exact for q, k and v (p' = exp(s - lse') are the
+// true probabilities, and D = rowsum(do * o') = sum_j p'_j dp_j since the sink has no value), and
+//   d sink_h = -sum over (batch, query) of exp(sink_h - lse') * rowsum(do * o').
+// q: (batch, seq_q, heads, head_dim); k, v: (batch, seq_k, kv_heads, head_dim); sinks: (heads) -> like q.
+// A query with no visible key gets o' = 0.
+Var attention_with_sinks(Tape& tape, const Var& q, const Var& k, const Var& v, const Var& sinks,
+                         const FlashAttentionOptions& options);
+
+// GPT-OSS's clamped SwiGLU (modeling_gpt_oss.py:69-75, GptOssExperts._apply_gate) on INTERLEAVED columns:
+// gate_up: (rows, 2 * ffn) with gate j in column 2j and up j in column 2j + 1 (transformers' layout) ->
+//   g = min(gate, limit), u = clamp(up, -limit, limit), out = (u + 1) * g * sigmoid(alpha * g)   (rows, ffn)
+// The clamps pass no gradient outside [.., limit] and [-limit, limit] (torch.clamp: bounds inclusive).
+Var clamped_swiglu(Tape& tape, const Var& gate_up, double alpha, double limit);
+
+// x: (rows, out), rows grouped by expert as group_offsets (experts + 1) i64 says; bias: (experts, out) ->
+// x + bias[e] on every row of expert e's group (GPT-OSS's per-expert gate_up_proj_bias and down_proj_bias).
+// The bias gradient of expert e is the output gradient summed over e's rows.
+Var grouped_add_bias(Tape& tape, const Var& x, const Var& bias, const Tensor& group_offsets);
+
+}  // namespace lathe::autograd
