@@ -109,11 +109,11 @@ DispatchedTokens expert_dispatch(Tape& tape, const ExpertShard& shard, const Var
   return dispatched;
 }
 
-Var expert_return(Tape& tape, const ExpertShard& shard, const Var& out, const std::shared_ptr<const ExchangePlan>& plan) {
+Var expert_return(Tape& tape, const ExpertShard& shard, const Var& out,
+                  const std::shared_ptr<const ExchangePlan>& plan) {
   LATHE_CHECK(out->value.dtype() == DType::f32, "expert parallelism needs f32 activations (fast precision)");
   LATHE_ASSERT(out->value.dim(0) == plan->total_recv_rows);
-  Var rows = make_var(backward_exchange(*shard.transport, *plan, out->value, sum(plan->send_rows)),
-                      out->requires_grad);
+  Var rows = make_var(backward_exchange(*shard.transport, *plan, out->value, sum(plan->send_rows)), out->requires_grad);
   if (!tape.recording() || !out->requires_grad) return rows;
   tape.record([rows, out, plan, transport = shard.transport] {
     accumulate_grad(out, forward_exchange(*transport, *plan, rows->grad), true);

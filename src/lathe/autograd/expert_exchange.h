@@ -72,7 +72,8 @@ DispatchedTokens expert_dispatch(Tape& tape, const ExpertShard& shard, const Var
 
 // out: (received rows, d_out) in dispatch order -> (tokens * top_k, d_out) in this rank's
 // moe_permute order: the inverse of expert_dispatch.
-Var expert_return(Tape& tape, const ExpertShard& shard, const Var& out, const std::shared_ptr<const ExchangePlan>& plan);
+Var expert_return(Tape& tape, const ExpertShard& shard, const Var& out,
+                  const std::shared_ptr<const ExchangePlan>& plan);
 
 // The all-to-all buffers of one MoE layer, in elements per routed slot (token * top_k) a rank
 // receives; balanced routing gives each rank as many slots as its own tokens * top_k, the worst

@@ -6,65 +6,14 @@
 
 #include <gtest/gtest.h>
 
-#include <barrier>
-#include <mutex>
 #include <thread>
 
+#include "expert_mailbox.h"
 #include "lathe/core/rng.h"
 #include "test_seed.h"
 
 namespace lathe::autograd {
 namespace {
-
-// N ranks in one process: all_to_all_v posts each rank's send buffer, waits for every rank, copies
-// its parts out of the others' buffers, and waits again before the buffers may change.
-class Mailbox {
- public:
-  explicit Mailbox(int world) : world_(world), sync_(world), posted_(world), counts_(world) {}
-  int world() const { return world_; }
-  template <class T>
-  void exchange(int rank, const T* send, const std::vector<int64_t>& send_counts, T* recv,
-                const std::vector<int64_t>& recv_counts) {
-    posted_[rank] = send;
-    counts_[rank] = send_counts;
-    sync_.arrive_and_wait();
-    int64_t at = 0;
-    for (int p = 0; p < world_; ++p) {
-      int64_t offset = 0;  // where p's part for `rank` starts in p's send buffer
-      for (int q = 0; q < rank; ++q) offset += counts_[p][q];
-      EXPECT_EQ(counts_[p][rank], recv_counts[p]);
-      const T* source = static_cast<const T*>(posted_[p]) + offset;
-      std::copy(source, source + recv_counts[p], recv + at);
-      at += recv_counts[p];
-    }
-    sync_.arrive_and_wait();
-  }
-
- private:
-  int world_;
-  std::barrier<> sync_;
-  std::vector<const void*> posted_;
-  std::vector<std::vector<int64_t>> counts_;
-};
-
-class MailboxTransport final : public ExpertTransport {
- public:
-  MailboxTransport(Mailbox& mailbox, int rank) : mailbox_(mailbox), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int world_size() const override { return mailbox_.world(); }
-  void all_to_all_v(const float* send, const std::vector<int64_t>& send_counts, float* recv,
-                    const std::vector<int64_t>& recv_counts) override {
-    mailbox_.exchange(rank_, send, send_counts, recv, recv_counts);
-  }
-  void all_to_all_v(const int64_t* send, const std::vector<int64_t>& send_counts, int64_t* recv,
-                    const std::vector<int64_t>& recv_counts) override {
-    mailbox_.exchange(rank_, send, send_counts, recv, recv_counts);
-  }
-
- private:
-  Mailbox& mailbox_;
-  int rank_;
-};
 
 constexpr int64_t kExperts = 4, kWidth = 3;
 
@@ -84,7 +33,8 @@ RankInput make_input(const std::vector<int64_t>& counts, uint64_t seed, int rank
   fill_normal(input.rows, seed, 0.0, 1.0, static_cast<uint64_t>(rank));
   input.offsets = Tensor::empty({kExperts + 1}, DType::i64);
   input.offsets.ptr<int64_t>()[0] = 0;
-  for (int64_t e = 0; e < kExperts; ++e) input.offsets.ptr<int64_t>()[e + 1] = input.offsets.ptr<int64_t>()[e] + counts[e];
+  for (int64_t e = 0; e < kExperts; ++e)
+    input.offsets.ptr<int64_t>()[e + 1] = input.offsets.ptr<int64_t>()[e] + counts[e];
   return input;
 }
 
@@ -144,7 +94,8 @@ TEST(ExpertExchange, TwoRanksDispatchByLocalExpertAndReturnExactly) {
   for (int r = 0; r < world; ++r) {
     EXPECT_EQ(dispatched[r], expected_dispatch(inputs, r, local)) << "rank " << r << ", seed " << seed;
     std::vector<int64_t> offsets = {0};
-    for (int64_t l = 0; l < local; ++l) offsets.push_back(offsets.back() + counts[0][r * local + l] + counts[1][r * local + l]);
+    for (int64_t l = 0; l < local; ++l)
+      offsets.push_back(offsets.back() + counts[0][r * local + l] + counts[1][r * local + l]);
     EXPECT_EQ(local_offsets[r], offsets) << "rank " << r;
     EXPECT_EQ(returned[r], to_vector<float>(inputs[r].rows)) << "rank " << r << ", seed " << seed;
   }
@@ -158,7 +109,8 @@ TEST(ExpertExchange, TwoRanksDispatchByLocalExpertAndReturnExactly) {
           const int64_t e = r * local + l, begin = inputs[q].offsets.ptr<int64_t>()[e];
           for (int64_t row = 0; row < counts[q][e]; ++row, ++at)
             if (q == p)
-              for (int64_t j = 0; j < kWidth; ++j) expected[(begin + row) * kWidth + j] = seed_grads[r][at * kWidth + j];
+              for (int64_t j = 0; j < kWidth; ++j)
+                expected[(begin + row) * kWidth + j] = seed_grads[r][at * kWidth + j];
         }
     }
     EXPECT_EQ(dispatch_grads[p], expected) << "rank " << p << ", seed " << seed;

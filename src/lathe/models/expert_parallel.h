@@ -26,10 +26,11 @@ bool is_routed_expert_tensor(const std::string& parameter_name);
 Tensor expert_slice(const TensorView& full, const autograd::ExpertShard& shard);
 
 // The all-to-all buffers of expert parallelism per token of a micro-batch, in elements, for the
-// memory estimate: saved (kept for backward, summed over the MoE layers) and transient (the largest
-// set of exchange buffers live at once: one layer's). Assumes balanced routing (each rank receives
-// as many routed slots as it sends); the worst case, every token on one rank's experts, is
-// world_size times this.
+// memory estimate. saved: kept for backward under remat save_all, summed over the MoE layers
+// (recompute_layer and save_matmuls keep none across layers, one layer's worth while it is
+// recomputed). transient: the largest set of exchange buffers live at once, one layer's.
+// Assumes balanced routing (each rank receives as many routed slots as it sends); the worst case,
+// every token on one rank's experts, is world_size times this.
 autograd::ExpertExchangeElements expert_parallel_elements_per_token(const ModelConfig& config);
 
 }  // namespace lathe

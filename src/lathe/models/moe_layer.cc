@@ -35,7 +35,8 @@ Var moe_mlp(Tape& tape, const BlockContext& context, const MoeWeights& weights, 
   Var gate_up = autograd::grouped_linear(tape, rows, *weights.experts_gate_up, offsets);
   Var hidden = autograd::gated_activation_fused(tape, gate_up, activation);
   Var expert_out = autograd::grouped_linear(tape, hidden, *weights.experts_down, offsets);
-  if (context.expert_shard) expert_out = autograd::expert_return(tape, *context.expert_shard, expert_out, dispatched.plan);
+  if (context.expert_shard)
+    expert_out = autograd::expert_return(tape, *context.expert_shard, expert_out, dispatched.plan);
   Var y = autograd::moe_combine(tape, expert_out, routed.weights, permuted.destination);
   if (!weights.shared_gate_proj || !*weights.shared_gate_proj) return y;
   Var shared = gated_mlp(tape, context, {weights.shared_gate_proj, weights.shared_up_proj, weights.shared_down_proj}, x);

@@ -92,7 +92,8 @@ void TransformerModel::initialize(uint64_t seed) {
       fill_value(parameter.var->value, 1.0 - config_.norm_weight_offset);
     else if (parameter.kind == ParameterKind::bias)
       fill_value(parameter.var->value, 0.0);  // as transformers initialises projection biases
-    else if (parameter.expert_shard) {  // this rank's rows of the single process's draw
+    else if (parameter.expert_shard) {
+      // This rank's rows of the single process's draw.
       Tensor whole = Tensor::empty(whole_shape(parameter), parameter.var->value.dtype());
       fill_normal(whole, seed, 0.0, config_.init_std, /*stream=*/index);
       const Tensor mine = expert_slice(whole, *expert_shard_);
@@ -140,8 +141,7 @@ Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, i
       config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(config_.d_model)) : config_.embedding_scale;
   Var h = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), scale);
   for (int64_t layer = 0; layer < config_.n_layers; ++layer) {
-    BlockContext context{&config_, layer,         batch, seq, cache ? cache->length : 0,
-                         cache,    router_losses, expert_shard()};
+    BlockContext context{&config_, layer, batch, seq, cache ? cache->length : 0, cache, router_losses, expert_shard()};
     const LayerParameters* parameters = &layers_[layer];
     const FamilySpec* family = family_;
     h = autograd::rematerialize(tape, remat, h, [family, context, parameters](Tape& inner, const Var& input) {

@@ -74,10 +74,10 @@ TrainStep::TrainStep(TransformerModel& model, const TrainConfig& config, Communi
       if (!parameter.expert_shard) replicated_parameters_.push_back(parameter);
   }
   if (distributed)
-    reducer_ = std::make_unique<GradientReducer>(
-        expert_parallel ? replicated_parameters_ : model.parameters(), communicator,
-        GradientReducerOptions{static_cast<int64_t>(config_.dist.bucket_mb * 1e6),
-                               config_.dist.overlap && !expert_parallel});
+    reducer_ =
+        std::make_unique<GradientReducer>(expert_parallel ? replicated_parameters_ : model.parameters(), communicator,
+                                          GradientReducerOptions{static_cast<int64_t>(config_.dist.bucket_mb * 1e6),
+                                                                 config_.dist.overlap && !expert_parallel});
   if (distributed && config_.dist.shard_optimizer)
     sharded_optimizer_ = std::make_unique<ShardedAdamW>(model.parameters(), config_.optimizer, communicator,
                                                         static_cast<int64_t>(config_.dist.bucket_mb * 1e6));
@@ -169,8 +169,8 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
   if (sharded_optimizer_)
     result.grad_norm = sharded_optimizer_->step(step, result.lr);
   else if (model_.expert_shard() && communicator_.world_size() > 1)
-    result.grad_norm = whole_optimizer_->step(step, result.lr,
-                                              expert_parallel_gradient_norm(model_.parameters(), communicator_));
+    result.grad_norm =
+        whole_optimizer_->step(step, result.lr, expert_parallel_gradient_norm(model_.parameters(), communicator_));
   else
     result.grad_norm = whole_optimizer_->step(step, result.lr);
   phases->optimizer = now_seconds() - optimizer_start;
@@ -203,7 +203,9 @@ double TrainStep::expert_parallel_validation_loss(const BatchSource& loader, int
     loader.validation_batch(k < batches ? k : 0, inputs, targets);
     autograd::Tape tape(model_.precision(), /*recording=*/false);
     const double loss = read_element(model_.loss(tape, inputs, targets, RematPolicy::save_all)->value, 0);
-    const double weight = k >= batches ? 0.0 : weigh_by_tokens ? static_cast<double>(count_valid_targets(targets)) : 1.0;
+    const double weight = k >= batches      ? 0.0
+                          : weigh_by_tokens ? static_cast<double>(count_valid_targets(targets))
+                                            : 1.0;
     if (weight == 0) continue;
     sums[0] += weight * loss;
     sums[1] += weight;
@@ -231,7 +233,8 @@ void TrainStep::add_optimizer_state(CheckpointContents& contents, const std::str
     const std::vector<Parameter>& parameters = model_.parameters();
     for (size_t i = 0; i < state.size(); ++i) {
       const bool local = parameters[i / 2].expert_shard;  // state(): two moments per parameter, in order
-      if (local) contents.owned.push_back(gather_expert_tensor(communicator_, state[i].second, model_.config().moe_experts));
+      if (local)
+        contents.owned.push_back(gather_expert_tensor(communicator_, state[i].second, model_.config().moe_experts));
       if (communicator_.rank() == 0)
         contents.optimizer.emplace_back(state[i].first, local ? contents.owned.back() : state[i].second);
     }
