@@ -185,6 +185,8 @@ def main():
             check(rms < RMS_TOLERANCE, f"2 ranks: weights' RMS difference within {RMS_TOLERANCE} of their RMS ({rms:.1e})")
             check(stdout.count("done:") == 1, "2 ranks: one rank prints", stdout)
             check("expert parallel: each rank holds 2 of the 4 experts" in stdout, "2 ranks: the run says so", stdout)
+            check("expert parallel: weights" in stdout and "all-to-all buffers" in stdout,
+                  "2 ranks: memory per rank reported with the all-to-all buffers", stdout)
 
             again = os.path.join(work, "two_again")
             if ran(*runner.train(again, *EP, ranks=2), "expert parallel, 2 ranks, again"):

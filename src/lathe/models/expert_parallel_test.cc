@@ -138,6 +138,7 @@ TEST(ExpertParallel, TwoSimulatedRanksMatchOneProcess) {
         EXPECT_EQ(grads, save_all_grads[r]) << to_string(remat) << ": not bitwise save_all's, rank " << r;
     }
   }
+  EXPECT_EQ(ranks[1]->parameter_count(), single.parameter_count());
   if (HasFailure()) ADD_FAILURE() << "seed " << seed;
 }
 

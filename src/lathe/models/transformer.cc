@@ -49,7 +49,10 @@ const Parameter* TransformerModel::find_parameter(const std::string& name) const
 
 int64_t TransformerModel::parameter_count() const {
   int64_t count = 0;
-  for (const Parameter& parameter : parameters_) count += parameter.var->value.numel();
+  for (const Parameter& parameter : parameters_) {
+    const int64_t shards = parameter.expert_shard ? expert_shard_->experts / expert_shard_->local_experts : 1;
+    count += parameter.var->value.numel() * shards;
+  }
   return count;
 }
 

@@ -43,7 +43,7 @@ class TransformerModel {
   std::vector<Parameter>& parameters() { return parameters_; }
   const std::vector<Parameter>& parameters() const { return parameters_; }
   const Parameter* find_parameter(const std::string& name) const;  // null when absent
-  int64_t parameter_count() const;
+  int64_t parameter_count() const;  // the whole model's, also when this rank holds only some experts
 
   // bf16 (mixed precision, fast precision only): every weight a matmul reads (the layers'
   // projections and the LM head, i.e. the embedding table when tied) gets a bf16 copy in

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "lathe/core/clock.h"
+#include "lathe/models/expert_parallel.h"
 #include "lathe/models/memory_estimate.h"
 #include "lathe/train/lr_schedule.h"
 #include "lathe/train/parallel/expert_parallel_training.h"
@@ -268,6 +269,20 @@ std::string TrainStep::describe_memory() const {
   // the moments sharded and the all-gather buffer added.
   const TrainingMemoryEstimate single =
       estimate_training_memory(config_.model, share_.micro_batch_rows, config_.train.seq_len, config_.train.remat);
+  if (model_.expert_shard()) {
+    // This rank's weights (replicated + its experts), their gradients and moments, the single
+    // process's activations at this micro-batch, and the all-to-all buffers at balanced routing.
+    int64_t stored = 0;
+    for (const Parameter& parameter : model_.parameters()) stored += parameter.var->value.numel() * 4;
+    const autograd::ExpertExchangeElements exchange = expert_parallel_elements_per_token(config_.model);
+    const int64_t tokens = share_.micro_batch_rows * config_.train.seq_len;
+    const int64_t exchange_bytes = (exchange.saved + exchange.transient) * tokens * 4;
+    return str_cat("expert parallel: weights ", megabytes(stored), " + gradients ", megabytes(stored), " + moments ",
+                   megabytes(2 * stored), " per rank (one process: ", megabytes(single.parameter_bytes), " each, ",
+                   megabytes(single.optimizer_bytes), " of moments); tensor memory estimate per rank ",
+                   megabytes(4 * stored + single.activation_bytes + single.transient_bytes + exchange_bytes),
+                   " with all-to-all buffers ", megabytes(exchange_bytes), " (balanced routing)");
+  }
   if (!sharded_optimizer_)
     return str_cat("optimizer state replicated (dist.shard_optimizer=false): ", megabytes(single.optimizer_bytes),
                    " per rank; tensor memory estimate per rank ", megabytes(single.total_bytes()));
