@@ -10,6 +10,7 @@
 #include "lathe/dist/communicator.h"
 #include "lathe/ops/op_profile.h"
 #include "lathe/train/parallel/data_parallel_run.h"
+#include "lathe/train/parallel/expert_parallel_training.h"
 #include "lathe/train/trainer.h"
 
 namespace lathe::cli {
@@ -43,6 +44,7 @@ int run_train(int argc, char** argv) {
     config = load_config(arguments);
     if (world_size_from_environment() > 1)
       plan_data_parallel_share(config.train, rank_from_environment(), world_size_from_environment());
+    check_expert_parallel_run(config, world_size_from_environment());
     apply_runtime_options(command_line);
     communicator = make_communicator_from_environment();
   } catch (...) {

@@ -1,11 +1,34 @@
 #include "lathe/dist/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "lathe/core/error.h"
 #include "lathe/dist/mpi_communicator.h"
 
 namespace lathe {
+
+namespace {
+
+template <class T>
+void copy_to_self(const Communicator& communicator, const T* send, const std::vector<int64_t>& send_counts, T* recv,
+                  const std::vector<int64_t>& recv_counts) {
+  LATHE_CHECK(communicator.world_size() == 1, communicator.name(), ": all_to_all_v is not implemented");
+  LATHE_ASSERT(send_counts.size() == 1 && recv_counts.size() == 1 && send_counts[0] == recv_counts[0]);
+  std::copy(send, send + send_counts[0], recv);
+}
+
+}  // namespace
+
+void Communicator::all_to_all_v(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                                const std::vector<int64_t>& recv_counts) {
+  copy_to_self(*this, send, send_counts, recv, recv_counts);
+}
+
+void Communicator::all_to_all_v(const int64_t* send, const std::vector<int64_t>& send_counts, int64_t* recv,
+                                const std::vector<int64_t>& recv_counts) {
+  copy_to_self(*this, send, send_counts, recv, recv_counts);
+}
 
 void SingleProcessCommunicator::abort(int exit_code) { std::exit(exit_code); }
 

@@ -39,6 +39,15 @@ class Communicator {
   // data: (sum of counts) f32; rank r owns [offset(r), offset(r) + counts[r]) and contributes it;
   // afterwards every rank holds every rank's part (MPI_Allgatherv in place).
   virtual void all_gather(float* data, const std::vector<int64_t>& counts) = 0;
+  // Personalised exchange (MPI_Alltoallv): send holds the parts for ranks 0..N-1 back to back,
+  // send_counts[q] elements for rank q; recv receives recv_counts[p] elements from each rank p, back
+  // to back in rank order. The counts must match pairwise (what p sends q is what q expects from p).
+  // Expert parallelism (models/expert_parallel.h) moves token rows and per-expert counts with it.
+  // The defaults serve world size 1 (a copy) and fail for larger worlds.
+  virtual void all_to_all_v(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                            const std::vector<int64_t>& recv_counts);
+  virtual void all_to_all_v(const int64_t* send, const std::vector<int64_t>& send_counts, int64_t* recv,
+                            const std::vector<int64_t>& recv_counts);
   virtual void barrier() = 0;
   // Ends every process of the job with `exit_code` (after a failure on this rank only).
   [[noreturn]] virtual void abort(int exit_code) = 0;

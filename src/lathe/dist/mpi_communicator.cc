@@ -101,6 +101,43 @@ void MpiCommunicator::all_gather(float* data, const std::vector<int64_t>& counts
   wait_politely(request);
 }
 
+namespace {
+
+// MPI_Ialltoallv with int counts and displacements (the exchanged token rows are far below 2^31).
+template <class T>
+void all_to_all_v_ints(const T* send, const std::vector<int64_t>& send_counts, T* recv,
+                       const std::vector<int64_t>& recv_counts, MPI_Datatype type, int world) {
+  LATHE_ASSERT(static_cast<int>(send_counts.size()) == world && static_cast<int>(recv_counts.size()) == world);
+  std::vector<int> counts_out(world), offsets_out(world), counts_in(world), offsets_in(world);
+  int64_t total_out = 0, total_in = 0;
+  for (int q = 0; q < world; ++q) {
+    offsets_out[q] = static_cast<int>(total_out);
+    offsets_in[q] = static_cast<int>(total_in);
+    counts_out[q] = static_cast<int>(send_counts[q]);
+    counts_in[q] = static_cast<int>(recv_counts[q]);
+    total_out += send_counts[q];
+    total_in += recv_counts[q];
+  }
+  LATHE_CHECK(total_out < INT32_MAX && total_in < INT32_MAX, "all_to_all_v: ", std::max(total_out, total_in),
+              " elements exceed MPI's int counts");
+  MPI_Request request;
+  MPI_Ialltoallv(send, counts_out.data(), offsets_out.data(), type, recv, counts_in.data(), offsets_in.data(), type,
+                 MPI_COMM_WORLD, &request);
+  wait_politely(request);
+}
+
+}  // namespace
+
+void MpiCommunicator::all_to_all_v(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                                   const std::vector<int64_t>& recv_counts) {
+  all_to_all_v_ints(send, send_counts, recv, recv_counts, MPI_FLOAT, world_size_);
+}
+
+void MpiCommunicator::all_to_all_v(const int64_t* send, const std::vector<int64_t>& send_counts, int64_t* recv,
+                                   const std::vector<int64_t>& recv_counts) {
+  all_to_all_v_ints(send, send_counts, recv, recv_counts, MPI_INT64_T, world_size_);
+}
+
 void MpiCommunicator::barrier() {
   MPI_Request request;
   MPI_Ibarrier(MPI_COMM_WORLD, &request);

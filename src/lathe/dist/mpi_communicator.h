@@ -28,6 +28,10 @@ class MpiCommunicator final : public Communicator {
   void all_reduce_sum(double* data, int64_t count) override;
   void broadcast(void* data, int64_t bytes, int root) override;
   void all_gather(float* data, const std::vector<int64_t>& counts) override;
+  void all_to_all_v(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                    const std::vector<int64_t>& recv_counts) override;
+  void all_to_all_v(const int64_t* send, const std::vector<int64_t>& send_counts, int64_t* recv,
+                    const std::vector<int64_t>& recv_counts) override;
   void barrier() override;
   [[noreturn]] void abort(int exit_code) override;
 

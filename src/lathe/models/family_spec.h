@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "lathe/autograd/expert_exchange.h"
 #include "lathe/autograd/ops.h"
 #include "lathe/autograd/router_losses.h"
 #include "lathe/models/kv_cache.h"
@@ -56,6 +57,8 @@ struct BlockContext {
   // Training: where mixture-of-experts routers record their rows for the load-balancing and z
   // losses (null for inference and for dense models).
   std::shared_ptr<autograd::RouterLosses> router_losses;
+  // Expert parallelism (models/expert_parallel.h): this rank's experts; null when it holds them all.
+  const autograd::ExpertShard* expert_shard = nullptr;
 };
 
 // How the Hugging Face sliding-window keys map onto ModelConfig (sliding_window and its pattern).

@@ -24,9 +24,19 @@ Var moe_mlp(Tape& tape, const BlockContext& context, const MoeWeights& weights, 
   autograd::RoutedTokens routed =
       autograd::moe_route(tape, logits, Tensor{}, moe_router_options(config), context.router_losses, context.layer);
   autograd::PermutedTokens permuted = autograd::moe_permute(tape, x, routed.expert_ids, config.moe_experts);
-  Var gate_up = autograd::grouped_linear(tape, permuted.rows, *weights.experts_gate_up, permuted.group_offsets);
+  Var rows = permuted.rows;
+  Tensor offsets = permuted.group_offsets;
+  autograd::DispatchedTokens dispatched;
+  if (context.expert_shard) {  // expert parallelism: the rows go to the ranks that hold their experts
+    dispatched = autograd::expert_dispatch(tape, *context.expert_shard, rows, offsets);
+    rows = dispatched.rows;
+    offsets = dispatched.group_offsets;
+  }
+  Var gate_up = autograd::grouped_linear(tape, rows, *weights.experts_gate_up, offsets);
   Var hidden = autograd::gated_activation_fused(tape, gate_up, activation);
-  Var expert_out = autograd::grouped_linear(tape, hidden, *weights.experts_down, permuted.group_offsets);
+  Var expert_out = autograd::grouped_linear(tape, hidden, *weights.experts_down, offsets);
+  if (context.expert_shard)
+    expert_out = autograd::expert_return(tape, *context.expert_shard, expert_out, dispatched.plan);
   Var y = autograd::moe_combine(tape, expert_out, routed.weights, permuted.destination);
   if (!weights.shared_gate_proj || !*weights.shared_gate_proj) return y;
   Var shared = gated_mlp(tape, context, {weights.shared_gate_proj, weights.shared_up_proj, weights.shared_down_proj}, x);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "lathe/core/rng.h"
+#include "lathe/models/expert_parallel.h"
 
 namespace lathe {
 
@@ -36,7 +37,7 @@ Var TransformerModel::add_parameter(const std::string& name, ParameterKind kind,
                                     double active_fraction) {
   const DType dtype = precision_ == autograd::Precision::fast ? DType::f32 : DType::f64;
   Var var = autograd::make_parameter(Tensor::zeros(shape, dtype), Tensor::zeros(shape, dtype));
-  parameters_.push_back({name, kind, var, active_fraction});
+  parameters_.push_back({name, kind, var, active_fraction, false});
   return var;
 }
 
@@ -48,7 +49,10 @@ const Parameter* TransformerModel::find_parameter(const std::string& name) const
 
 int64_t TransformerModel::parameter_count() const {
   int64_t count = 0;
-  for (const Parameter& parameter : parameters_) count += parameter.var->value.numel();
+  for (const Parameter& parameter : parameters_) {
+    const int64_t shards = parameter.expert_shard ? expert_shard_->experts / expert_shard_->local_experts : 1;
+    count += parameter.var->value.numel() * shards;
+  }
   return count;
 }
 
@@ -75,10 +79,11 @@ void TransformerModel::load_weights(const std::vector<std::pair<std::string, Ten
   for (Parameter& parameter : parameters_) {
     auto found = by_name.find(parameter.name);
     LATHE_CHECK(found != by_name.end(), source, ": missing tensor '", parameter.name, "'");
-    LATHE_CHECK(found->second->shape() == parameter.var->value.shape(), source, ": tensor '", parameter.name,
-                "' has shape ", found->second->shape().to_string(), ", expected ",
-                parameter.var->value.shape().to_string());
-    write_from_vector(parameter.var->value, to_vector<float>(*found->second));
+    const Shape expected = whole_shape(parameter);
+    LATHE_CHECK(found->second->shape() == expected, source, ": tensor '", parameter.name, "' has shape ",
+                found->second->shape().to_string(), ", expected ", expected.to_string());
+    const Tensor mine = parameter.expert_shard ? expert_slice(*found->second, *expert_shard_) : *found->second;
+    write_from_vector(parameter.var->value, to_vector<float>(mine));
   }
   refresh_bf16_weights();
 }
@@ -90,10 +95,43 @@ void TransformerModel::initialize(uint64_t seed) {
       fill_value(parameter.var->value, 1.0 - config_.norm_weight_offset);
     else if (parameter.kind == ParameterKind::bias)
       fill_value(parameter.var->value, 0.0);  // as transformers initialises projection biases
-    else
+    else if (parameter.expert_shard) {
+      // This rank's rows of the single process's draw.
+      Tensor whole = Tensor::empty(whole_shape(parameter), parameter.var->value.dtype());
+      fill_normal(whole, seed, 0.0, config_.init_std, /*stream=*/index);
+      const Tensor mine = expert_slice(whole, *expert_shard_);
+      write_from_vector(parameter.var->value, to_vector<double>(mine));
+    } else {
       fill_normal(parameter.var->value, seed, 0.0, config_.init_std, /*stream=*/index);
+    }
   }
   refresh_bf16_weights();
+}
+
+Shape TransformerModel::whole_shape(const Parameter& parameter) const {
+  Shape shape = parameter.var->value.shape();
+  if (parameter.expert_shard) shape[0] = config_.moe_experts;
+  return shape;
+}
+
+void TransformerModel::shard_experts(std::shared_ptr<autograd::ExpertTransport> transport) {
+  LATHE_CHECK(!expert_shard_, "model: experts are already sharded");
+  LATHE_CHECK(precision_ == autograd::Precision::fast, "expert parallelism needs fast (f32) precision");
+  check_expert_parallel(config_, transport->world_size());
+  autograd::ExpertShard shard;
+  shard.experts = config_.moe_experts;
+  shard.local_experts = config_.moe_experts / transport->world_size();
+  shard.transport = std::move(transport);
+  for (Parameter& parameter : parameters_) {
+    if (!is_routed_expert_tensor(parameter.name)) continue;
+    LATHE_ASSERT(parameter.var->value.dim(0) == shard.experts);
+    parameter.var->value = expert_slice(parameter.var->value, shard);
+    parameter.var->grad = expert_slice(parameter.var->grad, shard);
+    if (parameter.var->value_bf16.defined()) parameter.var->value_bf16 = convert(parameter.var->value, DType::bf16);
+    parameter.active_fraction = static_cast<double>(config_.moe_top_k) / static_cast<double>(shard.local_experts);
+    parameter.expert_shard = true;
+  }
+  expert_shard_ = std::move(shard);
 }
 
 void TransformerModel::zero_grads() {
@@ -106,7 +144,7 @@ Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, i
       config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(config_.d_model)) : config_.embedding_scale;
   Var h = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), scale);
   for (int64_t layer = 0; layer < config_.n_layers; ++layer) {
-    BlockContext context{&config_, layer, batch, seq, cache ? cache->length : 0, cache, router_losses};
+    BlockContext context{&config_, layer, batch, seq, cache ? cache->length : 0, cache, router_losses, expert_shard()};
     const LayerParameters* parameters = &layers_[layer];
     const FamilySpec* family = family_;
     h = autograd::rematerialize(tape, remat, h, [family, context, parameters](Tape& inner, const Var& input) {

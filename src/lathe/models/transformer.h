@@ -5,6 +5,8 @@
 // buffer of the same shape that backward accumulates into.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +23,7 @@ struct Parameter {
   ParameterKind kind;
   autograd::Var var;             // value and grad
   double active_fraction = 1.0;  // share one token's forward reads (routed experts: top_k / experts)
+  bool expert_shard = false;     // expert parallelism: holds only this rank's experts (axis 0)
 };
 
 // What the routers of a mixture-of-experts model did in one loss() call.
@@ -40,7 +43,7 @@ class TransformerModel {
   std::vector<Parameter>& parameters() { return parameters_; }
   const std::vector<Parameter>& parameters() const { return parameters_; }
   const Parameter* find_parameter(const std::string& name) const;  // null when absent
-  int64_t parameter_count() const;
+  int64_t parameter_count() const;  // the whole model's, also when this rank holds only some experts
 
   // bf16 (mixed precision, fast precision only): every weight a matmul reads (the layers'
   // projections and the LM head, i.e. the embedding table when tied) gets a bf16 copy in
@@ -62,6 +65,15 @@ class TransformerModel {
   // "<source>: missing tensor 'X'" or "... tensor 'X' has shape (a, b), expected (c, d)".
   void load_weights(const std::vector<std::pair<std::string, Tensor>>& saved, const std::string& source);
   void zero_grads();
+
+  // Expert parallelism (models/expert_parallel.h): keeps only this rank's rows of every
+  // routed-expert tensor (and its gradient) and routes tokens over `transport` from now on. Values
+  // already there are sliced, so call it before or after initialize(); afterwards initialize()
+  // draws the whole tensor and keeps this rank's rows, and load_weights() takes whole expert tensors
+  // and keeps this rank's rows: both give every rank the single process's values. Throws
+  // lathe::Error from check_expert_parallel().
+  void shard_experts(std::shared_ptr<autograd::ExpertTransport> transport);
+  const autograd::ExpertShard* expert_shard() const { return expert_shard_ ? &*expert_shard_ : nullptr; }
 
   // ids, targets: (batch, seq) i32 -> the mean cross-entropy (1), recorded on the tape.
   // Mixture-of-experts models train on cross-entropy + moe_aux_loss_coef * aux_loss +
@@ -90,6 +102,7 @@ class TransformerModel {
                               double active_fraction = 1.0);
   autograd::Var run_layers(autograd::Tape& tape, const Tensor& ids, int64_t batch, int64_t seq, RematPolicy remat,
                            KvCache* cache, const std::shared_ptr<autograd::RouterLosses>& router_losses) const;
+  Shape whole_shape(const Parameter& parameter) const;  // the single-process shape
   const autograd::Var& lm_head() const { return lm_head_ ? lm_head_ : embed_tokens_; }
 
   ModelConfig config_;
@@ -100,6 +113,7 @@ class TransformerModel {
   autograd::Var embed_tokens_, final_norm_, lm_head_;
   std::vector<LayerParameters> layers_;  // per layer, indexed by the family's slots
   std::vector<int64_t> moe_layers_;      // the layers with a mixture-of-experts feed-forward
+  std::optional<autograd::ExpertShard> expert_shard_;  // expert parallelism only
 };
 
 }  // namespace lathe

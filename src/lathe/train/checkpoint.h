@@ -58,6 +58,7 @@ struct CheckpointContents {
   Json trainer_state;
   std::string config_yaml;
   std::vector<StagedCheckpointFile> staged_files;  // moved in when the checkpoint is written
+  std::vector<Tensor> owned;  // storage of views made for this save (gathered expert tensors); save() copies them
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "lathe/train/parallel/data_parallel_run.h"
+#include "lathe/train/parallel/expert_parallel_training.h"
 
 namespace lathe {
 
@@ -60,8 +61,13 @@ void CheckpointHook::save(int64_t step) {
   const double save_start = events.now();  // the sharded optimizer state is written synchronously
   CheckpointContents contents;
   contents.step = step;
-  for (const Parameter& parameter : setup_.model->parameters())
-    contents.model.emplace_back(parameter.name, parameter.var->value);
+  // Expert parallelism: whole expert tensors (collective), so any world size can load them.
+  const int64_t experts = setup_.config->model.moe_experts;
+  for (const Parameter& parameter : setup_.model->parameters()) {
+    if (parameter.expert_shard)
+      contents.owned.push_back(gather_expert_tensor(*setup_.communicator, parameter.var->value, experts));
+    contents.model.emplace_back(parameter.name, parameter.expert_shard ? contents.owned.back() : parameter.var->value);
+  }
   setup_.step->add_optimizer_state(contents, setup_.checkpoints_dir, step);  // collective
   if (manager_) {
     contents.trainer_state = Json::object();

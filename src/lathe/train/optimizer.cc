@@ -61,8 +61,9 @@ float gradient_clip_scale(double norm, const OptimizerSection& config) {
   return 1.0f;
 }
 
-double AdamWOptimizer::step(int64_t step, double lr) {
-  const double norm = gradient_norm();
+double AdamWOptimizer::step(int64_t step, double lr) { return this->step(step, lr, gradient_norm()); }
+
+double AdamWOptimizer::step(int64_t step, double lr, double norm) {
   const float scale = gradient_clip_scale(norm, config_);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Parameter& parameter = parameters_[i];

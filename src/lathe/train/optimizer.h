@@ -30,6 +30,8 @@ class AdamWOptimizer {
   // Clips by the global norm (when grad_clip > 0), then updates every parameter with AdamW at
   // learning rate `lr`; `step` is the 1-based optimizer step. Returns the norm before clipping.
   double step(int64_t step, double lr);
+  // The same with the norm computed by the caller (expert parallelism counts every rank's experts).
+  double step(int64_t step, double lr, double norm);
 
   // Whether weight decay applies to a parameter under the config.
   bool decays(const Parameter& parameter) const;

@@ -175,6 +175,9 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("dist.bucket_mb", dist.bucket_mb, "gradient all-reduce bucket and ZeRO all-gather chunk, MB");
   field("dist.overlap", dist.overlap, "all-reduce gradient buckets while backward still runs");
   field("dist.shard_optimizer", dist.shard_optimizer, "ZeRO-1: each rank keeps 1/N of the optimizer state");
+  field("dist.expert_parallel", dist.expert_parallel,
+        "MoE: shard the routed experts over the ranks (E/N each) with an all-to-all token exchange; needs "
+        "model.moe_experts divisible by the rank count and dist.shard_optimizer=false with more than one rank");
 
   field("load_from", config.load_from,
         "hf:DIR starts from a Hugging Face model (weights, model section, tokenizer); empty: random init");

@@ -86,6 +86,7 @@ struct DistSection {
   double bucket_mb = 4;         // gradient all-reduce bucket and ZeRO all-gather chunk (MB)
   bool overlap = true;          // all-reduce buckets while backward still runs
   bool shard_optimizer = true;  // ZeRO-1: each rank keeps 1/N of the AdamW moments
+  bool expert_parallel = false;  // MoE: rank r of N holds experts [r E/N, (r+1) E/N) (models/expert_parallel.h)
 
   bool operator==(const DistSection&) const = default;
 };

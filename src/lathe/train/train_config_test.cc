@@ -263,6 +263,8 @@ TEST(TrainConfigValidation, EachRuleGivesOneClearLine) {
       {[](TrainConfig& c) { c.train.batch_size = 0; }, "train.batch_size=0 must be > 0"},
       {[](TrainConfig& c) { c.train.grad_accum = 0; }, "train.grad_accum=0 must be > 0"},
       {[](TrainConfig& c) { c.train.threads = -2; }, "train.threads=-2 must be >= 0"},
+      {[](TrainConfig& c) { c.dist.expert_parallel = true; },
+       "dist.expert_parallel=true needs a mixture-of-experts model (model.moe_experts is 0)"},
       {[](TrainConfig& c) { c.train.seq_len = 512; }, "train.seq_len=512 does not fit model.max_seq_len=256"},
       {[](TrainConfig& c) { c.model.sandwich_norms = true; },
        "model.sandwich_norms=true does not match model.family=llama (sandwich norms are the gemma2/gemma3 block's "

@@ -129,6 +129,8 @@ void check_training(const TrainConfig& config, ProblemList& problems) {
   problems.require_positive("train.seq_len", train.seq_len);
   problems.require_positive("train.grad_accum", train.grad_accum);
   problems.require_positive("dist.bucket_mb", config.dist.bucket_mb);
+  if (config.dist.expert_parallel && config.model.moe_experts == 0)
+    problems.add("dist.expert_parallel=true needs a mixture-of-experts model (model.moe_experts is 0)");
   problems.require_non_negative("train.threads", train.threads);
   if (train.seq_len > config.model.max_seq_len && config.model.max_seq_len > 0)
     problems.add("train.seq_len=", train.seq_len, " does not fit model.max_seq_len=", config.model.max_seq_len);

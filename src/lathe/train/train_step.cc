@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include "lathe/core/clock.h"
+#include "lathe/models/expert_parallel.h"
 #include "lathe/models/memory_estimate.h"
 #include "lathe/train/lr_schedule.h"
+#include "lathe/train/parallel/expert_parallel_training.h"
 #include "lathe/train/parallel/sharded_optimizer.h"
 
 namespace lathe {
@@ -65,10 +67,18 @@ TrainStep::TrainStep(TransformerModel& model, const TrainConfig& config, Communi
   inputs_ = Tensor::empty({share_.rows, config_.train.seq_len}, DType::i32);
   targets_ = Tensor::empty({share_.rows, config_.train.seq_len}, DType::i32);
   const bool distributed = communicator.world_size() > 1;
+  const bool expert_parallel = config_.dist.expert_parallel;
+  if (expert_parallel) {  // before the optimizer and the reducer see the parameters' shapes
+    check_expert_parallel_run(config_, communicator.world_size());
+    if (!model.expert_shard()) model.shard_experts(std::make_shared<CommunicatorExpertTransport>(communicator));
+    for (const Parameter& parameter : model.parameters())
+      if (!parameter.expert_shard) replicated_parameters_.push_back(parameter);
+  }
   if (distributed)
-    reducer_ = std::make_unique<GradientReducer>(
-        model.parameters(), communicator,
-        GradientReducerOptions{static_cast<int64_t>(config_.dist.bucket_mb * 1e6), config_.dist.overlap});
+    reducer_ =
+        std::make_unique<GradientReducer>(expert_parallel ? replicated_parameters_ : model.parameters(), communicator,
+                                          GradientReducerOptions{static_cast<int64_t>(config_.dist.bucket_mb * 1e6),
+                                                                 config_.dist.overlap && !expert_parallel});
   if (distributed && config_.dist.shard_optimizer)
     sharded_optimizer_ = std::make_unique<ShardedAdamW>(model.parameters(), config_.optimizer, communicator,
                                                         static_cast<int64_t>(config_.dist.bucket_mb * 1e6));
@@ -157,8 +167,13 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
   result.loss = weighted_loss;
   if (!routing_sums.empty()) fill_routing(routing_sums, result);
   result.lr = learning_rate(config_.optimizer, config_.train.steps, step);
-  result.grad_norm =
-      sharded_optimizer_ ? sharded_optimizer_->step(step, result.lr) : whole_optimizer_->step(step, result.lr);
+  if (sharded_optimizer_)
+    result.grad_norm = sharded_optimizer_->step(step, result.lr);
+  else if (model_.expert_shard() && communicator_.world_size() > 1)
+    result.grad_norm =
+        whole_optimizer_->step(step, result.lr, expert_parallel_gradient_norm(model_.parameters(), communicator_));
+  else
+    result.grad_norm = whole_optimizer_->step(step, result.lr);
   phases->optimizer = now_seconds() - optimizer_start;
   return result;
 }
@@ -171,20 +186,61 @@ double TrainStep::validation_loss(const BatchSource& loader, int64_t batches) {
     });
   };
   if (world == 1) return evaluate(batches);
+  if (model_.expert_shard()) return expert_parallel_validation_loss(loader, batches);
   const int64_t mine = batches > rank ? (batches - rank + world - 1) / world : 0;
   double sum = mine == 0 ? 0.0 : evaluate(mine) * static_cast<double>(mine);
   communicator_.all_reduce_sum(&sum, 1);
   return batches > 0 ? sum / static_cast<double>(batches) : 0.0;
 }
 
+double TrainStep::expert_parallel_validation_loss(const BatchSource& loader, int64_t batches) {
+  const int world = communicator_.world_size(), rank = communicator_.rank();
+  const int64_t batch = config_.train.batch_size, seq = config_.train.seq_len;
+  Tensor inputs = Tensor::empty({batch, seq}, DType::i32), targets = Tensor::empty({batch, seq}, DType::i32);
+  const bool weigh_by_tokens = config_.data.format == "sft";
+  double sums[2] = {0, 0};  // weighted losses, weights
+  for (int64_t round = 0; round * world < batches; ++round) {
+    const int64_t k = rank + round * world;
+    loader.validation_batch(k < batches ? k : 0, inputs, targets);
+    autograd::Tape tape(model_.precision(), /*recording=*/false);
+    const double loss = read_element(model_.loss(tape, inputs, targets, RematPolicy::save_all)->value, 0);
+    const double weight = k >= batches      ? 0.0
+                          : weigh_by_tokens ? static_cast<double>(count_valid_targets(targets))
+                                            : 1.0;
+    if (weight == 0) continue;
+    sums[0] += weight * loss;
+    sums[1] += weight;
+  }
+  communicator_.all_reduce_sum(sums, 2);
+  return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+}
+
 void TrainStep::load_optimizer_state(const LoadedCheckpoint& checkpoint) {
-  if (sharded_optimizer_)
+  if (sharded_optimizer_) {
     sharded_optimizer_->load(checkpoint);
-  else
+  } else if (model_.expert_shard()) {
+    LATHE_CHECK(!checkpoint.optimizer.empty(), "cannot resume ", checkpoint.directory,
+                " with dist.expert_parallel=true: its optimizer state was written by ZeRO-1 (dist.shard_optimizer); "
+                "resume it with the world size and settings that wrote it");
+    whole_optimizer_->load_state(slice_expert_moments(checkpoint.optimizer, model_));
+  } else {
     whole_optimizer_->load_state(whole_optimizer_state(checkpoint, model_.parameters()));
+  }
 }
 
 void TrainStep::add_optimizer_state(CheckpointContents& contents, const std::string& checkpoints_dir, int64_t step) {
+  if (whole_optimizer_ && model_.expert_shard()) {  // collective: whole expert moments on rank 0
+    const std::vector<std::pair<std::string, Tensor>> state = whole_optimizer_->state();
+    const std::vector<Parameter>& parameters = model_.parameters();
+    for (size_t i = 0; i < state.size(); ++i) {
+      const bool local = parameters[i / 2].expert_shard;  // state(): two moments per parameter, in order
+      if (local)
+        contents.owned.push_back(gather_expert_tensor(communicator_, state[i].second, model_.config().moe_experts));
+      if (communicator_.rank() == 0)
+        contents.optimizer.emplace_back(state[i].first, local ? contents.owned.back() : state[i].second);
+    }
+    return;
+  }
   if (whole_optimizer_) {
     if (communicator_.rank() == 0)
       for (const auto& [name, tensor] : whole_optimizer_->state()) contents.optimizer.emplace_back(name, tensor);
@@ -213,6 +269,20 @@ std::string TrainStep::describe_memory() const {
   // the moments sharded and the all-gather buffer added.
   const TrainingMemoryEstimate single =
       estimate_training_memory(config_.model, share_.micro_batch_rows, config_.train.seq_len, config_.train.remat);
+  if (model_.expert_shard()) {
+    // This rank's weights (replicated + its experts), their gradients and moments, the single
+    // process's activations at this micro-batch, and the all-to-all buffers at balanced routing.
+    int64_t stored = 0;
+    for (const Parameter& parameter : model_.parameters()) stored += parameter.var->value.numel() * 4;
+    const autograd::ExpertExchangeElements exchange = expert_parallel_elements_per_token(config_.model);
+    const int64_t tokens = share_.micro_batch_rows * config_.train.seq_len;
+    const int64_t exchange_bytes = (exchange.saved + exchange.transient) * tokens * 4;
+    return str_cat("expert parallel: weights ", megabytes(stored), " + gradients ", megabytes(stored), " + moments ",
+                   megabytes(2 * stored), " per rank (one process: ", megabytes(single.parameter_bytes), " each, ",
+                   megabytes(single.optimizer_bytes), " of moments); tensor memory estimate per rank ",
+                   megabytes(4 * stored + single.activation_bytes + single.transient_bytes + exchange_bytes),
+                   " with all-to-all buffers ", megabytes(exchange_bytes), " (balanced routing)");
+  }
   if (!sharded_optimizer_)
     return str_cat("optimizer state replicated (dist.shard_optimizer=false): ", megabytes(single.optimizer_bytes),
                    " per rank; tensor memory estimate per rank ", megabytes(single.total_bytes()));

@@ -33,6 +33,11 @@
 // N > 1 ranks and dist.shard_optimizer (the default) a ShardedAdamW (ZeRO-1,
 // train/parallel/sharded_optimizer.h) holds 1/N of the moments on each rank. Either way the
 // weights stay identical on all ranks.
+//
+// Expert parallelism (dist.expert_parallel, train/parallel/expert_parallel_training.h): the model's
+// routed experts are split over the ranks; only the replicated parameters are all-reduced (after
+// backward), the clipping norm counts each expert once, and the whole optimizer updates each
+// rank's own rows. Checkpoints still hold whole tensors (gathered on save, sliced on load).
 #pragma once
 
 #include <functional>
@@ -104,10 +109,13 @@ class TrainStep {
   StepResult run(int64_t step, BatchSource& loader, StepPhaseSeconds* phases = nullptr);
 
   // Collective: the mean loss over validation batches 0 .. batches-1, each rank evaluating every
-  // N-th batch (one process: evaluate_loss over all of them).
+  // N-th batch (one process: evaluate_loss over all of them). Under expert parallelism every rank
+  // runs the same number of forwards (the exchanges are collectives), a rank without a batch of its
+  // own re-running batch 0 and discarding it.
   double validation_loss(const BatchSource& loader, int64_t batches);
 
-  // Restores the optimizer from a checkpoint of any world size, sharded or not.
+  // Restores the optimizer from a checkpoint of any world size, sharded or not (expert parallelism:
+  // from a checkpoint with whole moments, i.e. not written by ZeRO-1).
   void load_optimizer_state(const LoadedCheckpoint& checkpoint);
   // Collective: puts the optimizer state into `contents` (on rank 0): the whole state, or the
   // shards every rank writes into a staging directory under checkpoints_dir.
@@ -131,6 +139,7 @@ class TrainStep {
  private:
   // result's aux_loss, z_loss and expert_load from the summed [aux, z, counts...] of add_routing.
   void fill_routing(const std::vector<double>& sums, StepResult& result) const;
+  double expert_parallel_validation_loss(const BatchSource& loader, int64_t batches);
 
   TrainConfig config_;
   TransformerModel& model_;
@@ -139,6 +148,7 @@ class TrainStep {
   std::unique_ptr<AdamWOptimizer> whole_optimizer_;  // one of these two
   std::unique_ptr<ShardedAdamW> sharded_optimizer_;
   std::unique_ptr<GradientReducer> reducer_;  // world size > 1 only
+  std::vector<Parameter> replicated_parameters_;  // expert parallelism: what the reducer sums
   int64_t rank_0_process_id_ = 0;
   Tensor inputs_, targets_;  // (share.rows, seq_len) i32: this rank's rows of the global batch
   int64_t steps_run_ = 0;

@@ -9,6 +9,7 @@
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
 #include "lathe/train/parallel/data_parallel_run.h"
+#include "lathe/train/parallel/expert_parallel_training.h"
 
 namespace lathe {
 namespace {
@@ -77,6 +78,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   Communicator& communicator = *setup.communicator;
   setup.lead = communicator.rank() == 0;
   if (setup.distributed()) plan_data_parallel_share(config.train, communicator.rank(), communicator.world_size());
+  check_expert_parallel_run(config, communicator.world_size());  // e.g. experts not divisible by the ranks
   setup.log = setup.lead ? options.log : discarded_output();
   std::FILE* log = setup.log;
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));

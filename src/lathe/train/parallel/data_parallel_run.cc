@@ -72,7 +72,13 @@ std::string describe_data_parallel_run(const DataParallelShare& share, const Com
                  " thread(s) each; each rank trains ", share.rows, " of the ", share.global_batch,
                  " sequences of a step (", share.micro_batches, " micro-batch(es) of up to ", share.micro_batch_rows,
                  "); gradient buckets of ", config.dist.bucket_mb, " MB",
-                 config.dist.overlap ? ", overlapped with backward" : ", reduced after backward");
+                 config.dist.overlap && !config.dist.expert_parallel ? ", overlapped with backward"
+                                                                     : ", reduced after backward",
+                 config.dist.expert_parallel ? str_cat("; expert parallel: each rank holds ",
+                                                       config.model.moe_experts / communicator.world_size(), " of the ",
+                                                       config.model.moe_experts,
+                                                       " experts of every MoE layer (all-to-all token exchange)")
+                                             : "");
 }
 
 void end_data_parallel_run_with_error(Communicator& communicator, const std::string& message) {
