@@ -84,6 +84,7 @@ constexpr LayerSpec standard_decoder_layer(decltype(LayerSpec::parameters) param
       .activation_counts = decoder_activation_counts,
       .attention_training_flops_per_token = causal_attention_training_flops_per_token,
       .make_kv_cache = make_decoder_kv_cache,
+      .supports_expert_parallel = true,
   };
 }
 

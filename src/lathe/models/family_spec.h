@@ -182,6 +182,9 @@ struct LayerSpec {
   double (*attention_training_flops_per_token)(const ModelConfig& config, int64_t seq_len);
   // The cache generation fills: its capacity is max_seq tokens.
   KvCache (*make_kv_cache)(const ModelConfig& config, int64_t max_seq);
+  // Whether the block sends its experts' rows through the expert-parallel exchange
+  // (BlockContext::expert_shard, as moe_mlp does); dist.expert_parallel is refused otherwise.
+  bool supports_expert_parallel = false;
 };
 
 struct FamilySpec {

@@ -191,6 +191,16 @@ TEST(TrainConfigValidation, EachRuleGivesOneClearLine) {
        "model.vocab_size=256 is too small: at least 257 (256 byte tokens + EOS)"},
       {[](TrainConfig& c) { c.model.d_model = 0; }, "model.d_model=0 must be > 0"},
       {[](TrainConfig& c) {
+         c.model.family = "gpt_oss";
+         c.model.attention_bias = true;
+         c.model.sliding_window = 128;
+         c.model.sliding_window_pattern = 2;
+         c.model.moe_experts = 4;
+         c.dist.expert_parallel = true;
+       },
+       "dist.expert_parallel=true is not supported by model.family=gpt_oss yet (its layer does not route through the "
+       "expert exchange)"},
+      {[](TrainConfig& c) {
          c.model.moe_experts = 4;
          c.model.moe_top_k = 5;
        },

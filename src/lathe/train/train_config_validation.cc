@@ -131,6 +131,10 @@ void check_training(const TrainConfig& config, ProblemList& problems) {
   problems.require_positive("dist.bucket_mb", config.dist.bucket_mb);
   if (config.dist.expert_parallel && config.model.moe_experts == 0)
     problems.add("dist.expert_parallel=true needs a mixture-of-experts model (model.moe_experts is 0)");
+  const FamilySpec* family = find_family_spec_or_null(config.model.family);
+  if (config.dist.expert_parallel && family && !family->layer.supports_expert_parallel)
+    problems.add("dist.expert_parallel=true is not supported by model.family=", config.model.family,
+                 " yet (its layer does not route through the expert exchange)");
   problems.require_non_negative("train.threads", train.threads);
   if (train.seq_len > config.model.max_seq_len && config.model.max_seq_len > 0)
     problems.add("train.seq_len=", train.seq_len, " does not fit model.max_seq_len=", config.model.max_seq_len);
