@@ -19,40 +19,25 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lathe_run import Checks, CRASH_MARKERS, mpi_unavailable_reason, TINY, test_seed, write_corpus  # noqa: E402
+from lathe_run import Checks, CRASH_MARKERS, mpi_unavailable_reason, MpiRunner, TINY  # noqa: E402
 
 STEPS = 6
 check = Checks()
 failures = check.failures
 
 
-class Runner:
-    def __init__(self, binary, work, mpirun):
-        self.binary, self.work, self.mpirun = binary, work, mpirun
-        self.corpus = os.path.join(work, "corpus.txt")
-        write_corpus(self.corpus, test_seed())
-        self.env = dict(os.environ, LATHE_TUNING_CACHE=os.path.join(work, "tuning.json"), OMPI_ALLOW_RUN_AS_ROOT="1",
-                        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
-        self.env.pop("LATHE_NUM_THREADS", None)
-        self.env.pop("LATHE_FORCE_BF16", None)
-
+class Runner(MpiRunner):
     def args(self, run_dir, *extra):
         return ["train", *TINY, f"data.path={self.corpus}", f"data.cache_dir={self.work}/cache",
                 f"train.steps={STEPS}", "train.grad_accum=2", "checkpoint.every=3", "checkpoint.keep_last=5",
                 "log.every=1", "log.eval_every=3", "log.tensorboard=false", f"run_dir={run_dir}", *extra]
 
     def train(self, run_dir, *extra, ranks=1):
-        command = [self.binary, *self.args(run_dir, *extra)]
-        if ranks > 1:
-            command = [self.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), *command]
-        done = subprocess.run(command, capture_output=True, encoding="utf-8", errors="replace", timeout=300,
-                              env=self.env)
-        return done.returncode, done.stdout, done.stderr
+        return self.run(self.args(run_dir, *extra), ranks)
 
 
 def read_bytes(path):

@@ -132,3 +132,26 @@ def mpi_unavailable_reason():
     if done.returncode != 0:
         return f"`mpirun -np 2 true` fails on this machine: {(done.stdout + done.stderr).strip()[:500]}"
     return None
+
+
+class MpiRunner:
+    """Runs `lathe ARGS` in one process or under mpirun with N ranks, in a work directory with its own
+    corpus and tuning cache (the data-parallel and expert-parallel tests)."""
+
+    def __init__(self, binary, work, mpirun):
+        self.binary, self.work, self.mpirun = binary, work, mpirun
+        self.corpus = os.path.join(work, "corpus.txt")
+        write_corpus(self.corpus, test_seed())
+        self.env = dict(os.environ, LATHE_TUNING_CACHE=os.path.join(work, "tuning.json"), OMPI_ALLOW_RUN_AS_ROOT="1",
+                        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+        self.env.pop("LATHE_NUM_THREADS", None)
+        self.env.pop("LATHE_FORCE_BF16", None)
+
+    def run(self, args, ranks=1):
+        """(exit code, stdout, stderr) of `lathe *args` on `ranks` processes."""
+        command = [self.binary, *args]
+        if ranks > 1:
+            command = [self.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), *command]
+        done = subprocess.run(command, capture_output=True, encoding="utf-8", errors="replace", timeout=300,
+                              env=self.env)
+        return done.returncode, done.stdout, done.stderr
