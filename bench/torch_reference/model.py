@@ -57,6 +57,22 @@ MODEL_CONFIG_DEFAULTS = {
     "sliding_window": 0,
     "sliding_window_pattern": 0,
     "init_std": 0.02,
+    # Mixture-of-experts and OLMoE keys: read so lathe's model.json loads, but this reference models
+    # dense layers only (moe_experts must be 0, qk_norm_full_width false).
+    "qk_norm_full_width": False,
+    "moe_experts": 0,
+    "moe_top_k": 2,
+    "moe_ffn_dim": 0,
+    "moe_router_scoring": "softmax",
+    "moe_renormalize": True,
+    "moe_routed_scaling": 1.0,
+    "moe_shared_ffn_dim": 0,
+    "moe_shared_gate": False,
+    "moe_first_dense_layers": 0,
+    "moe_layer_step": 1,
+    "moe_dense_layers": "",
+    "moe_aux_loss_coef": 0.001,
+    "moe_z_loss_coef": 0.0,
 }
 
 
@@ -81,6 +97,9 @@ class ModelConfig:
                     raise ValueError(f"{source}: {key} is {value!r}, expected a number")
                 value = float(value)
             setattr(self, key, value)
+        if self.moe_experts != 0 or self.qk_norm_full_width:
+            raise ValueError(f"{source}: the PyTorch reference models dense layers with per-head q/k norms only "
+                             f"(moe_experts {self.moe_experts}, qk_norm_full_width {self.qk_norm_full_width})")
         if self.ffn_activation not in ("silu", "gelu_tanh"):
             raise ValueError(f"{source}: ffn_activation is {self.ffn_activation!r}, expected silu or gelu_tanh")
         if self.rope_scaling not in ("none", "llama3"):
