@@ -97,7 +97,8 @@ int run_bench_train(int argc, char** argv) {
       "config on random tokens: median step time over --steps after --warmup, tokens/s, model FLOP/s,\n"
       "MFU against the f32 peak measured in the same run (bf16 configs: the bf16 peak), and the\n"
       "forward / backward / optimizer split. With --vs torch (the default when python3 can import\n"
-      "torch) PyTorch runs the same model, batch and thread count and the tokens/s ratio is printed.\n"
+      "torch) PyTorch runs the same model, batch and thread count and the tokens/s ratio is printed\n"
+      "(dense models only; a mixture-of-experts config prints its experts and active-parameter FLOPs).\n"
       "Memory: the predicted bytes (models/memory_estimate.h) of each remat policy beside the measured\n"
       "peak of tensor bytes during one step. Without FILE: the built-in default config.");
   add_runtime_options(command_line);
@@ -127,6 +128,11 @@ int run_bench_train(int argc, char** argv) {
     LATHE_CHECK(available || vs == "auto",
                 "--vs torch: needs python3 with torch and bench/torch_reference/bench_train.py (see --torch-script)");
     if (!available) torch_script.clear();
+    // The PyTorch reference (bench/torch_reference) models dense layers only.
+    const bool dense = config.model.moe_experts == 0 && !config.model.qk_norm_full_width;
+    LATHE_CHECK(dense || vs != "torch", "--vs torch: the PyTorch reference has no mixture-of-experts layers (model.",
+                config.model.moe_experts > 0 ? "moe_experts > 0" : "qk_norm_full_width", "); use --vs none");
+    if (!dense) torch_script.clear();
   }
 
   std::string dtype_note;
