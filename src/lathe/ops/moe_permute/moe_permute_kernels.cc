@@ -10,6 +10,7 @@
 // Every output element has one writer and a fixed order of operations: bitwise identical for any
 // thread count and config.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "lathe/core/aligned_buffer.h"
@@ -26,8 +27,13 @@ using simd::VecF;
 constexpr int W = VecF::width;
 
 // Copies `bytes` bytes as 32-bit words through vector registers (moves never alter bits), then
-// the last 0-3 bytes.
+// the last 0-3 bytes. Rows that do not start on a 4-byte boundary (bf16 rows of odd width) are
+// copied with memcpy instead: a float access there would be misaligned.
 void copy_row(char* destination, const char* source, int64_t bytes, bool streaming) {
+  if ((reinterpret_cast<uintptr_t>(destination) | reinterpret_cast<uintptr_t>(source)) % alignof(float) != 0) {
+    std::memcpy(destination, source, static_cast<size_t>(bytes));
+    return;
+  }
   const int64_t words = bytes / 4;
   float* out = reinterpret_cast<float*>(destination);
   const float* in = reinterpret_cast<const float*>(source);
