@@ -83,6 +83,8 @@ class TransformerModel {
                      float grad_scale = 1.0f, RouterStatistics* routing = nullptr) const;
   // Whether any layer routes tokens to experts.
   bool has_experts() const { return !moe_layers_.empty(); }
+  // The layers with a mixture-of-experts feed-forward, ascending.
+  const std::vector<int64_t>& moe_layers() const { return moe_layers_; }
   // Inference (no tape): ids (1, seq) are appended to the cache (positions cache.length...);
   // returns the logits (vocab) f32 of the last token.
   Tensor next_token_logits(const Tensor& ids, KvCache& cache) const;

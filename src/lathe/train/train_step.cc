@@ -42,8 +42,7 @@ void TrainStep::fill_routing(const std::vector<double>& sums, StepResult& result
   result.z_loss = sums[1];
   const int64_t experts = model_.config().moe_experts;
   size_t at = 2;
-  for (int64_t layer = 0; layer < model_.config().n_layers; ++layer) {
-    if (!model_.config().layer_is_moe(layer)) continue;
+  for (int64_t layer : model_.moe_layers()) {
     ExpertLoad load;
     load.layer = layer;
     double total = 0;

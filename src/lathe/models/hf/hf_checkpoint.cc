@@ -1,6 +1,8 @@
 #include "lathe/models/hf/hf_checkpoint.h"
 
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "lathe/io/durable_file.h"
 #include "lathe/io/safetensors_checkpoint.h"
@@ -69,14 +71,17 @@ void load_weights(TransformerModel& model, const std::string& hf_dir, const HfMo
   // Where each tensor name may come from: a piece of a parameter (hf_tensor_pieces), or a whole
   // parameter under its own name (also accepted for stacked experts: transformers 5.x in-memory names).
   std::map<std::string, std::string> checkpoint_name_of;  // lathe-side name -> checkpoint name
-  std::map<std::string, TensorView> piece_view;
-  for (const Parameter& parameter : model.parameters())
-    for (const HfTensorPiece& piece : hf_tensor_pieces(parameter, family))
-      piece_view.emplace(piece.hf_name, piece.view);
+  std::vector<std::vector<HfTensorPiece>> pieces_of;      // per parameter, in model order
+  std::set<std::string> known;                            // every piece's and parameter's name
+  for (const Parameter& parameter : model.parameters()) {
+    pieces_of.push_back(hf_tensor_pieces(parameter, family));
+    known.insert(parameter.name);
+    for (const HfTensorPiece& piece : pieces_of.back()) known.insert(piece.hf_name);
+  }
   for (const std::string& hf_name : checkpoint.names()) {
     const std::string name = lathe_name_from_hf(hf_name, description);
     if (name.empty() || ends_with(name, "rotary_emb.inv_freq")) continue;
-    if (!piece_view.count(name) && !model.find_parameter(name)) {
+    if (!known.count(name)) {
       if (name == "lm_head.weight" && model.config().tie_embeddings) continue;  // a tied head saved anyway
       throw_error(source, ": unexpected tensor \"", hf_name, "\" (not a parameter of this ", model.config().family,
                   " model)");
@@ -84,8 +89,9 @@ void load_weights(TransformerModel& model, const std::string& hf_dir, const HfMo
     LATHE_CHECK(checkpoint_name_of.emplace(name, hf_name).second, source, ": tensor \"", hf_name, "\" maps to \"", name,
                 "\", which another tensor also maps to");
   }
-  for (const Parameter& parameter : model.parameters()) {
-    const std::vector<HfTensorPiece> pieces = hf_tensor_pieces(parameter, family);
+  for (size_t index = 0; index < model.parameters().size(); ++index) {
+    const Parameter& parameter = model.parameters()[index];
+    const std::vector<HfTensorPiece>& pieces = pieces_of[index];
     // One piece under the parameter's own name may still be a transposed view: read it as a piece.
     const bool own_name = pieces.size() == 1 && pieces[0].hf_name == parameter.name;
     auto whole = checkpoint_name_of.find(parameter.name);
