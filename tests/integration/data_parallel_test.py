@@ -23,7 +23,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lathe_run import Checks, CRASH_MARKERS, mpi_unavailable_reason, MpiRunner, TINY  # noqa: E402
+from lathe_run import (Checks, CRASH_MARKERS, keep_only_checkpoint, mpi_unavailable_reason, MpiRunner,  # noqa: E402
+                       read_bytes, TINY)
 
 STEPS = 6
 check = Checks()
@@ -40,10 +41,6 @@ class Runner(MpiRunner):
         return self.run(self.args(run_dir, *extra), ranks)
 
 
-def read_bytes(path):
-    with open(path, "rb") as file:
-        return file.read()
-
 
 def final_weights(run_dir):
     return read_bytes(os.path.join(run_dir, "checkpoints", f"step_{STEPS:08d}", "model.safetensors"))
@@ -57,13 +54,6 @@ def losses(run_dir):
 def ran(code, stdout, stderr, what):
     return check(code == 0 and not CRASH_MARKERS.search(stderr), f"{what}: exit 0", f"exit {code}\n{stdout}\n{stderr}")
 
-
-def keep_only_checkpoint(source, target, step):
-    """A copy of run `source` whose newest checkpoint is `step` (as if it had stopped there)."""
-    shutil.copytree(source, target)
-    for name in os.listdir(os.path.join(target, "checkpoints")):
-        if name.startswith("step_") and int(name[5:13]) > step:
-            shutil.rmtree(os.path.join(target, "checkpoints", name))
 
 
 def main():

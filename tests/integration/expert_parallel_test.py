@@ -36,7 +36,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lathe_run import Checks, CRASH_MARKERS, mpi_unavailable_reason, MpiRunner, TINY  # noqa: E402
+from lathe_run import (Checks, CRASH_MARKERS, keep_only_checkpoint, mpi_unavailable_reason, MpiRunner,  # noqa: E402
+                       read_bytes, TINY)
 
 STEPS = 6
 # f32: float32 reassociation only (module docstring). Bounds ~100x above the measured differences
@@ -63,10 +64,6 @@ class Runner(MpiRunner):
                          "train.grad_accum=2", "checkpoint.every=3", "checkpoint.keep_last=5", "log.every=1",
                          "log.eval_every=3", "log.tensorboard=false", f"run_dir={run_dir}", *extra], ranks)
 
-
-def read_bytes(path):
-    with open(path, "rb") as file:
-        return file.read()
 
 
 def final_path(run_dir):
@@ -123,12 +120,6 @@ def loss_difference(a_run, b_run):
 def ran(code, stdout, stderr, what):
     return check(code == 0 and not CRASH_MARKERS.search(stderr), f"{what}: exit 0", f"exit {code}\n{stdout}\n{stderr}")
 
-
-def keep_only_checkpoint(source, target, step):
-    shutil.copytree(source, target)
-    for name in os.listdir(os.path.join(target, "checkpoints")):
-        if name.startswith("step_") and int(name[5:13]) > step:
-            shutil.rmtree(os.path.join(target, "checkpoints", name))
 
 
 def refused(runner, work, name, extra, ranks, expected):

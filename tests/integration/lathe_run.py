@@ -103,6 +103,14 @@ def read_bytes(path):
         return file.read()
 
 
+def keep_only_checkpoint(source, target, step):
+    """A copy of run `source` whose newest checkpoint is `step` (as if it had stopped there)."""
+    shutil.copytree(source, target)
+    for name in os.listdir(os.path.join(target, "checkpoints")):
+        if name.startswith("step_") and int(name[5:13]) > step:
+            shutil.rmtree(os.path.join(target, "checkpoints", name))
+
+
 class Checks:
     """check(condition, what, detail=""): prints "ok: what" or "FAIL: what" (plus the detail) and
     collects the failures in check.failures; returns the condition."""
