@@ -15,7 +15,34 @@ int64_t rope_rotary_dim(const RopeParams& params, int64_t head_dim) {
   return params.rotary_dim == 0 ? head_dim : params.rotary_dim;
 }
 
+double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
+
+double yarn_attention_factor(double factor, double mscale, double mscale_all_dim) {
+  if (mscale != 0.0 && mscale_all_dim != 0.0) return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim);
+  return yarn_mscale(factor, 1.0);
+}
+
+// YaRN: the dimension at which a frequency makes `rotations` turns over the original context.
+static double yarn_correction_dim(double rotations, int64_t dim, double theta, double original) {
+  return static_cast<double>(dim) * std::log(original / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
+}
+
+static void yarn_inverse_frequencies(int64_t rotary_dim, double theta, const RopeScaling& scaling, double* out) {
+  double low = yarn_correction_dim(scaling.beta_fast, rotary_dim, theta, scaling.original_max_position_embeddings);
+  double high = yarn_correction_dim(scaling.beta_slow, rotary_dim, theta, scaling.original_max_position_embeddings);
+  if (scaling.truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(rotary_dim - 1));
+  if (low == high) high += 0.001;  // as transformers: avoids a zero-width ramp
+  for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+    const double base = std::pow(theta, -static_cast<double>(2 * i) / static_cast<double>(rotary_dim));
+    const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+    out[i] = base / scaling.factor * ramp + base * (1.0 - ramp);
+  }
+}
+
 void rope_inverse_frequencies(int64_t rotary_dim, double theta, const RopeScaling& scaling, double* out) {
+  if (scaling.type == RopeScalingType::yarn) return yarn_inverse_frequencies(rotary_dim, theta, scaling, out);
   const double low_freq_wavelen = scaling.original_max_position_embeddings / scaling.low_freq_factor;
   const double high_freq_wavelen = scaling.original_max_position_embeddings / scaling.high_freq_factor;
   for (int64_t i = 0; i < rotary_dim / 2; ++i) {
@@ -62,6 +89,14 @@ static void validate_rope(const char* op, const char* in_name, const TensorView&
     check.require(s.high_freq_factor > s.low_freq_factor, "scaling.high_freq_factor (", s.high_freq_factor,
                   ") must exceed scaling.low_freq_factor (", s.low_freq_factor, ")");
   }
+  if (params.scaling.type == RopeScalingType::yarn) {
+    const RopeScaling& s = params.scaling;
+    check.positive("scaling.factor", s.factor).positive("scaling.beta_fast", s.beta_fast);
+    check.positive("scaling.beta_slow", s.beta_slow);
+    check.positive("scaling.original_max_position_embeddings", s.original_max_position_embeddings);
+  }
+  check.require(std::isfinite(params.attention_factor) && params.attention_factor > 0, "attention_factor is ",
+                params.attention_factor, ", expected a finite value > 0");
 }
 
 void validate(const RopeArgs& args) { validate_rope("rope", "x", args.x, "y", args.y, args.positions, args.params); }
@@ -70,7 +105,8 @@ void validate(const RopeBackwardArgs& args) {
   validate_rope("rope_backward", "dy", args.dy, "dx", args.dx, args.positions, args.params);
 }
 
-// Rotates every (i, i + h) pair of `in` by direction * angle into `out`.
+// Rotates every pair of `in` ((i, i + h), or (2i, 2i + 1) interleaved) by direction * angle and
+// scales it by the attention factor, into `out`.
 template <class T>
 static void rotate_reference(const TensorView& in, const TensorView& positions, const TensorView& out,
                              const RopeParams& params, T direction) {
@@ -83,13 +119,15 @@ static void rotate_reference(const TensorView& in, const TensorView& positions, 
     const T position = T((positions.data ? read_element(positions, s) : double(s)) + double(params.position_offset));
     for (int64_t i = 0; i < half; ++i) {
       const T angle = position * T(inv_freq[i]);
-      const T cos_angle = std::cos(angle), sin_angle = direction * std::sin(angle);
+      const T factor = T(params.attention_factor);
+      const T cos_angle = factor * std::cos(angle), sin_angle = factor * direction * std::sin(angle);
+      const int64_t first = params.interleaved ? 2 * i : i, second = params.interleaved ? 2 * i + 1 : i + half;
       for (int64_t b = 0; b < batch; ++b)
         for (int64_t h = 0; h < heads; ++h) {
           const int64_t base = ((b * seq + s) * heads + h) * head_dim;
-          const T x1 = x[base + i], x2 = x[base + i + half];
-          y[base + i] = x1 * cos_angle - x2 * sin_angle;
-          y[base + i + half] = x2 * cos_angle + x1 * sin_angle;
+          const T x1 = x[base + first], x2 = x[base + second];
+          y[base + first] = x1 * cos_angle - x2 * sin_angle;
+          y[base + second] = x2 * cos_angle + x1 * sin_angle;
         }
     }
   }
@@ -136,7 +174,8 @@ static std::vector<RopeCpuConfig> config_space() {
 
 static std::string rope_shape_key(const TensorView& in, const RopeParams& params) {
   return str_cat("batch=", in.dim(0), ",seq=", in.dim(1), ",heads=", in.dim(2), ",head_dim=", in.dim(3),
-                 ",rotary_dim=", rope_rotary_dim(params, in.dim(3)), ",dtype=", dtype_name(in.dtype));
+                 ",rotary_dim=", rope_rotary_dim(params, in.dim(3)), ",dtype=", dtype_name(in.dtype),
+                 params.interleaved ? ",interleaved" : "");
 }
 
 const Op<RopeArgs, RopeCpuConfig>& rope_op() {

@@ -2,13 +2,16 @@
 // Tokens (batch * seq rows) split statically across threads. For each token the cos/sin row of
 // its position is built once and reused by every head: the angle is reduced modulo pi/2 in
 // double (exact enough for any position), then a float minimax sin/cos polynomial on
-// [-pi/4, pi/4] (Cephes sinf/cosf) runs vectorised. Each (i, i + h) pair is then rotated with
-// two FMAs per output; pass-through dims are copied unless the call is in place.
+// [-pi/4, pi/4] (Cephes sinf/cosf) runs vectorised, scaled by the attention factor. Each
+// (i, i + h) pair is then rotated with two FMAs per output; interleaved (2i, 2i + 1) pairs are
+// first split into two contiguous rows, rotated the same way and merged back. Pass-through dims
+// are copied unless the call is in place.
 #include <cmath>
 #include <cstring>
 #include <numbers>
 
 #include "lathe/core/aligned_buffer.h"
+#include "lathe/core/half.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
 #include "lathe/ops/rope/rope.h"
@@ -16,15 +19,15 @@
 namespace lathe::LATHE_ISA_NS {
 namespace {
 
-using simd::VecF;
 using simd::load_row;
 using simd::store_row;
+using simd::VecF;
 constexpr int W = VecF::width;
 
 // cos and sin (times direction) of position * inv_freq[i] for i in [0, padded_half).
 // reduced/quadrant are scratch of the same padded length.
 inline void build_table(double position, const double* inv_freq, int64_t half, int64_t padded_half, float direction,
-                        float* reduced, float* quadrant, float* cos_row, float* sin_row) {
+                        float factor, float* reduced, float* quadrant, float* cos_row, float* sin_row) {
   constexpr double two_over_pi = 2.0 / std::numbers::pi, half_pi = std::numbers::pi / 2.0;
   for (int64_t i = 0; i < half; ++i) {
     const double angle = position * inv_freq[i];
@@ -32,7 +35,8 @@ inline void build_table(double position, const double* inv_freq, int64_t half, i
     reduced[i] = static_cast<float>(angle - turns * half_pi);
     quadrant[i] = static_cast<float>(turns - 4.0 * std::floor(turns * 0.25));  // turns mod 4, in {0,1,2,3}
   }
-  const VecF one = VecF::broadcast(1.0f), two = VecF::broadcast(2.0f), sign = VecF::broadcast(direction);
+  const VecF one = VecF::broadcast(1.0f), two = VecF::broadcast(2.0f), sign = VecF::broadcast(direction * factor);
+  const VecF scale = VecF::broadcast(factor);
   for (int64_t i = 0; i < padded_half; i += W) {
     const VecF r = VecF::load(reduced + i), q = VecF::load(quadrant + i);
     const VecF z = r * r;
@@ -50,8 +54,27 @@ inline void build_table(double position, const double* inv_freq, int64_t half, i
     const VecF sin_value = simd::fma(parity, cos_r, simd::fnma(parity, sin_r, sin_r));
     const VecF cos_value = simd::fma(parity, sin_r, simd::fnma(parity, cos_r, cos_r));
     (simd::fnma(two, upper, one) * sin_value * sign).store(sin_row + i);
-    (simd::fnma(two, cos_upper, one) * cos_value).store(cos_row + i);
+    (simd::fnma(two, cos_upper, one) * cos_value * scale).store(cos_row + i);
   }
+}
+
+inline float to_float(float v) { return v; }
+inline float to_float(uint16_t v) { return bf16_to_float(bf16{v}); }
+inline void from_float(float v, float* out) { *out = v; }
+inline void from_float(float v, uint16_t* out) { *out = float_to_bf16(v).bits; }
+
+// One head's interleaved pairs (x[2i], x[2i + 1]), i < half: split, rotate as rows, merge.
+template <class Element>
+void rotate_interleaved(const Element* x, Element* y, int64_t half, int64_t padded_half, const float* cos_row,
+                        const float* sin_row, float* evens, float* odds) {
+  for (int64_t i = 0; i < half; ++i) evens[i] = to_float(x[2 * i]), odds[i] = to_float(x[2 * i + 1]);
+  for (int64_t i = 0; i < padded_half; i += W) {
+    const VecF a = VecF::load(evens + i), b = VecF::load(odds + i);
+    const VecF c = VecF::load(cos_row + i), sn = VecF::load(sin_row + i);
+    simd::fnma(b, sn, a * c).store(evens + i);
+    simd::fma(a, sn, b * c).store(odds + i);
+  }
+  for (int64_t i = 0; i < half; ++i) from_float(evens[i], y + 2 * i), from_float(odds[i], y + 2 * i + 1);
 }
 
 template <class Element>
@@ -72,12 +95,15 @@ void rotate(const TensorView& in_view, const TensorView& positions, const Tensor
   const int64_t* positions64 =
       positions.data && positions.dtype == DType::i64 ? static_cast<const int64_t*>(positions.data) : nullptr;
   const int64_t token_elements = heads * head_dim;
+  const float factor = static_cast<float>(params.attention_factor);
   parallel_for(batch * seq, config.tokens_per_task, [&](int64_t begin, int64_t end) {
-    AlignedBuffer table_buffer(sizeof(float) * 4 * (padded_half + 1), /*zeroed=*/true);
+    AlignedBuffer table_buffer(sizeof(float) * 6 * (padded_half + 1), /*zeroed=*/true);
     float* reduced = table_buffer.as<float>();
     float* quadrant = reduced + padded_half;
     float* cos_row = quadrant + padded_half;
     float* sin_row = cos_row + padded_half;
+    float* evens = sin_row + padded_half;  // interleaved layout: x[2i] and x[2i + 1] split apart
+    float* odds = evens + padded_half;
     int64_t table_seq_index = -1;
     for (int64_t token = begin; token < end; ++token) {
       const int64_t s = token % seq;
@@ -86,19 +112,23 @@ void rotate(const TensorView& in_view, const TensorView& positions, const Tensor
                                   : positions64 ? positions64[s]
                                                 : s) +
                                  params.position_offset;
-        build_table(static_cast<double>(position), inv_freq, half, padded_half, direction, reduced, quadrant, cos_row,
-                    sin_row);
+        build_table(static_cast<double>(position), inv_freq, half, padded_half, direction, factor, reduced, quadrant,
+                    cos_row, sin_row);
         table_seq_index = s;
       }
       for (int64_t h = 0; h < heads; ++h) {
         const Element* x = in + token * token_elements + h * head_dim;
         Element* y = out + token * token_elements + h * head_dim;
-        for (int64_t i = 0; i < half; i += W) {
-          const int64_t n = half - i;
-          const VecF x1 = load_row(x + i, n), x2 = load_row(x + half + i, n);
-          const VecF c = VecF::load(cos_row + i), sn = VecF::load(sin_row + i);
-          store_row(y + i, simd::fnma(x2, sn, x1 * c), n);
-          store_row(y + half + i, simd::fma(x1, sn, x2 * c), n);
+        if (params.interleaved) {
+          rotate_interleaved(x, y, half, padded_half, cos_row, sin_row, evens, odds);
+        } else {
+          for (int64_t i = 0; i < half; i += W) {
+            const int64_t n = half - i;
+            const VecF x1 = load_row(x + i, n), x2 = load_row(x + half + i, n);
+            const VecF c = VecF::load(cos_row + i), sn = VecF::load(sin_row + i);
+            store_row(y + i, simd::fnma(x2, sn, x1 * c), n);
+            store_row(y + half + i, simd::fma(x1, sn, x2 * c), n);
+          }
         }
         if (!in_place && 2 * half < head_dim)
           std::memcpy(y + 2 * half, x + 2 * half, sizeof(Element) * (head_dim - 2 * half));

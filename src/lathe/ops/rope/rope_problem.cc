@@ -1,14 +1,15 @@
 // rope and rope_backward as registered problems (tests, tuner, bench, `lathe ops`).
 // Shape keys: batch, seq, heads, head_dim, rotary_dim (0: head_dim), dtype, theta,
-// scaling (none|llama3, Llama-3.2 values), offset (position offset), positions (none|i32|i64).
+// scaling (none|llama3, Llama-3.2 values|yarn, GPT-OSS-like values with its attention factor),
+// offset (position offset), positions (none|i32|i64), layout (half|interleaved).
 #include "lathe/ops/problem.h"
 #include "lathe/ops/rope/rope.h"
 
 namespace lathe {
 namespace {
 
-const std::vector<std::string> kShapeKeys = {"batch", "seq",   "heads",   "head_dim", "rotary_dim",
-                                             "dtype", "theta", "scaling", "offset",   "positions"};
+const std::vector<std::string> kShapeKeys = {"batch", "seq",     "heads",  "head_dim",  "rotary_dim", "dtype",
+                                             "theta", "scaling", "offset", "positions", "layout"};
 
 struct RopeSetup {
   Shape shape;
@@ -30,10 +31,19 @@ RopeSetup parse_setup(const char* op, const ShapeSpec& spec) {
   setup.params.position_offset = spec.get_int("offset", 0);
   setup.params.theta = spec.get_double("theta", 10000.0);
   std::string scaling = spec.get("scaling", "none");
-  LATHE_CHECK(scaling == "none" || scaling == "llama3", op, ": scaling must be none or llama3, got '", scaling, "'");
+  LATHE_CHECK(scaling == "none" || scaling == "llama3" || scaling == "yarn", op,
+              ": scaling must be none, llama3 or yarn, got '", scaling, "'");
   if (scaling == "llama3") {  // Llama-3.2 rope_scaling
     setup.params.scaling = {RopeScalingType::llama3, 32.0, 1.0, 4.0, 8192.0};
+  } else if (scaling == "yarn") {  // GPT-OSS rope_scaling (factor 32 over 4096, untruncated)
+    setup.params.scaling = {
+        .type = RopeScalingType::yarn, .factor = 32.0, .original_max_position_embeddings = 4096, .truncate = false};
+    setup.params.attention_factor = yarn_attention_factor(32.0, 0.0, 0.0);
   }
+  const std::string layout = spec.get("layout", "half");
+  LATHE_CHECK(layout == "half" || layout == "interleaved", op, ": layout must be half or interleaved, got '", layout,
+              "'");
+  setup.params.interleaved = layout == "interleaved";
   return setup;
 }
 
@@ -97,7 +107,10 @@ std::string random_rope_shape(uint64_t seed) {
   return str_cat("batch=", random_extent(seed, 0, 1, 3), ",seq=", random_extent(seed, 1, 1, 40),
                  ",heads=", random_extent(seed, 2, 1, 5), ",head_dim=", head_dim, ",rotary_dim=", rotary_dim,
                  ",positions=", positions[seed % 3], seed % 5 == 0 ? ",dtype=bf16" : "",
-                 seed % 7 < 3 ? ",scaling=llama3,theta=500000" : "", seed % 2 ? ",offset=1000" : "");
+                 seed % 7 < 3    ? ",scaling=llama3,theta=500000"
+                 : seed % 7 == 3 ? ",scaling=yarn,theta=150000"
+                                 : "",
+                 seed % 2 ? ",offset=1000" : "", seed % 3 == 1 ? ",layout=interleaved" : "");
 }
 
 const std::vector<NamedShape> kBenchShapes = {
@@ -108,6 +121,8 @@ const std::vector<NamedShape> kBenchShapes = {
      "batch=1,seq=4096,heads=32,head_dim=64,theta=500000,scaling=llama3,dtype=bf16"},
     {"Qwen3-0.6B q, 4 x 2048 tokens (f32)", "batch=4,seq=2048,heads=16,head_dim=128,theta=1000000"},
     {"Phi-2 q (partial rotary 32 of 80), 2048 tokens (f32)", "batch=1,seq=2048,heads=32,head_dim=80,rotary_dim=32"},
+    {"DeepSeek-V3 q rope part (interleaved, YaRN), 4096 tokens (f32)",
+     "batch=1,seq=4096,heads=128,head_dim=64,layout=interleaved,scaling=yarn"},
 };
 const std::vector<std::string> kEdgeShapes = {
     "batch=0,seq=4,heads=2,head_dim=8",
@@ -118,16 +133,19 @@ const std::vector<std::string> kEdgeShapes = {
     "batch=1,seq=33,heads=1,head_dim=10,rotary_dim=4,dtype=bf16",
     "batch=1,seq=4099,heads=1,head_dim=2,positions=i64",
     "batch=1,seq=5,heads=2,head_dim=8,rotary_dim=0,dtype=bf16,offset=7",
+    "batch=2,seq=9,heads=3,head_dim=24,rotary_dim=10,layout=interleaved,scaling=yarn",
+    "batch=1,seq=7,heads=2,head_dim=64,layout=interleaved,dtype=bf16,offset=3",
 };
 
 }  // namespace
 
 void register_rope_ops(std::vector<OpRegistration>& ops) {
-  ops.push_back({"rope", "rotary position embedding, rotate-half layout (partial rotary, llama3 scaling)", kShapeKeys,
-                 "batch=1,seq=4096,heads=32,head_dim=64,theta=500000,scaling=llama3", kBenchShapes, kEdgeShapes,
-                 random_rope_shape, [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
-                   return std::make_unique<RopeProblem>(spec, seed);
-                 }});
+  ops.push_back(
+      {"rope", "rotary position embedding, rotate-half or interleaved layout (partial rotary, llama3/yarn scaling)",
+       kShapeKeys, "batch=1,seq=4096,heads=32,head_dim=64,theta=500000,scaling=llama3", kBenchShapes, kEdgeShapes,
+       random_rope_shape, [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
+         return std::make_unique<RopeProblem>(spec, seed);
+       }});
   ops.push_back({"rope_backward", "gradient of RoPE: dy rotated by -angle", kShapeKeys,
                  "batch=1,seq=4096,heads=32,head_dim=64,theta=500000,scaling=llama3", kBenchShapes, kEdgeShapes,
                  random_rope_shape, [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {

@@ -110,6 +110,77 @@ TEST(Rope, AttentionScoreDependsOnlyOnRelativePosition) {
   EXPECT_GT(std::fabs(score(10, 3) - score(3, 3)), 1e-3) << "different distances should give different scores";
 }
 
+// YaRN frequencies and attention factor against values printed by transformers 5.24
+// (ROPE_INIT_FUNCTIONS["yarn"], computed in float32 there, hence the 2e-7 relative bound):
+// DeepSeek-V3's rope_scaling (factor 40 over 4096, mscale = mscale_all_dim = 1: factor 1) and
+// GPT-OSS's defaults (theta 150000, factor 32 over 4096, truncate false: factor 0.1 ln 32 + 1).
+TEST(Rope, YarnMatchesTransformers) {
+  const int64_t pairs[] = {0, 5, 10, 15, 20, 25, 31};
+  RopeScaling v3{.type = RopeScalingType::yarn, .factor = 40.0, .original_max_position_embeddings = 4096};
+  const double v3_expected[] = {1.0,
+                                0.23713736236095428,
+                                0.05623412877321243,
+                                0.0083345090970397,
+                                0.0007905694073997438,
+                                1.8747354260995053e-05,
+                                3.3338035336782923e-06};
+  std::vector<double> v3_inv = rope_inverse_frequencies(64, 10000.0, v3);
+  for (int i = 0; i < 7; ++i) EXPECT_NEAR(v3_inv[pairs[i]], v3_expected[i], 2e-7 * v3_expected[i]) << pairs[i];
+  EXPECT_DOUBLE_EQ(yarn_attention_factor(40.0, 1.0, 1.0), 1.0);
+  RopeScaling oss{
+      .type = RopeScalingType::yarn, .factor = 32.0, .original_max_position_embeddings = 4096, .truncate = false};
+  const double oss_expected[] = {1.0,
+                                 0.15532298386096954,
+                                 0.019334999844431877,
+                                 0.00105260219424963,
+                                 1.818833698052913e-05,
+                                 2.8250667583051836e-06,
+                                 3.023511396804679e-07};
+  std::vector<double> oss_inv = rope_inverse_frequencies(64, 150000.0, oss);
+  for (int i = 0; i < 7; ++i) EXPECT_NEAR(oss_inv[pairs[i]], oss_expected[i], 2e-7 * oss_expected[i]) << pairs[i];
+  EXPECT_NEAR(yarn_attention_factor(32.0, 0.0, 0.0), 1.3465735902799727, 1e-15);
+  EXPECT_NEAR(yarn_mscale(40.0, 0.707), 0.1 * 0.707 * std::log(40.0) + 1.0, 1e-15);
+}
+
+// The interleaved layout rotates (2i, 2i+1) exactly as the rotate-half layout rotates (i, i+h):
+// permuting the input into rotate-half order, rotating, and permuting back gives the same result.
+// The attention factor scales every rotated value (and only those).
+TEST(Rope, InterleavedEqualsPermutedRotateHalfAndFactorScales) {
+  const Shape shape{2, 5, 3, 12};
+  Tensor x = random_tensor(shape, DType::f32, test_seed(), 1);
+  RopeParams params;
+  params.rotary_dim = 8;
+  params.interleaved = true;
+  params.attention_factor = 1.25;
+  params.position_offset = 17;
+  Tensor y = Tensor::empty(shape, DType::f32);
+  rope({x, TensorView{}, y, params});
+  // the same data permuted: rotate-half pair (i, i + 4) <- interleaved pair (2i, 2i + 1)
+  Tensor permuted = random_tensor(shape, DType::f32, test_seed(), 1), expected = Tensor::empty(shape, DType::f32);
+  const int64_t rows = 2 * 5 * 3;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < 4; ++i) {
+      permuted.ptr<float>()[r * 12 + i] = x.ptr<float>()[r * 12 + 2 * i];
+      permuted.ptr<float>()[r * 12 + 4 + i] = x.ptr<float>()[r * 12 + 2 * i + 1];
+    }
+  RopeParams half = params;
+  half.interleaved = false;
+  rope({permuted, TensorView{}, expected, half});
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_NEAR(y.ptr<float>()[r * 12 + 2 * i], expected.ptr<float>()[r * 12 + i], 1e-6);
+      EXPECT_NEAR(y.ptr<float>()[r * 12 + 2 * i + 1], expected.ptr<float>()[r * 12 + 4 + i], 1e-6);
+    }
+    for (int64_t d = 8; d < 12; ++d) EXPECT_EQ(y.ptr<float>()[r * 12 + d], x.ptr<float>()[r * 12 + d]);
+  }
+  // Pair norms grow by exactly the factor.
+  for (int64_t i = 0; i < 4; ++i) {
+    const float* in = x.ptr<float>() + 7 * 12;
+    const float* out = y.ptr<float>() + 7 * 12;
+    EXPECT_NEAR(std::hypot(out[2 * i], out[2 * i + 1]), 1.25 * std::hypot(in[2 * i], in[2 * i + 1]), 1e-5);
+  }
+}
+
 // The llama3 rule re-derived from its definition (three wavelength regimes).
 TEST(Rope, Llama3InverseFrequenciesFollowTheDefinition) {
   const int64_t rotary_dim = 64;
@@ -191,8 +262,8 @@ TEST(Rope, RejectsBadArguments) {
   Tensor long_positions = Tensor::empty({5}, DType::i64), float_positions = Tensor::empty({4}, DType::f32);
   Tensor bf16_y = Tensor::empty({1, 4, 2, 8}, DType::bf16), narrow_y = Tensor::empty({1, 4, 2, 6}, DType::f32);
   Tensor rank3_x = Tensor::empty({4, 2, 8}, DType::f32);
-  EXPECT_THROW(rope({x, long_positions, y, params}), Error);   // positions length
-  EXPECT_THROW(rope({x, float_positions, y, params}), Error);  // positions dtype
+  EXPECT_THROW(rope({x, long_positions, y, params}), Error);       // positions length
+  EXPECT_THROW(rope({x, float_positions, y, params}), Error);      // positions dtype
   EXPECT_THROW(rope({x, TensorView{}, bf16_y, params}), Error);    // y dtype
   EXPECT_THROW(rope({x, TensorView{}, narrow_y, params}), Error);  // y shape
   EXPECT_THROW(rope({rank3_x, TensorView{}, y, params}), Error);   // rank
