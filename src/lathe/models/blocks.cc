@@ -8,10 +8,8 @@ namespace lathe {
 using autograd::Tape;
 using autograd::Var;
 
-namespace {
-
-// The feed-forward's parameters: dense gate/up/down, or router + experts (+ shared expert).
-void add_feed_forward_parameters(const ModelConfig& config, int64_t layer, std::vector<LayerParameterSpec>& out) {
+void add_feed_forward_parameters(const ModelConfig& config, int64_t layer, const char* shared_expert_prefix,
+                                 std::vector<LayerParameterSpec>& out) {
   const int64_t d = config.d_model;
   if (!config.layer_is_moe(layer)) {
     out.push_back({kGateProj, "mlp.gate_proj.weight", ParameterKind::matrix, {config.ffn_dim, d}});
@@ -22,19 +20,20 @@ void add_feed_forward_parameters(const ModelConfig& config, int64_t layer, std::
   const int64_t experts = config.moe_experts, ffn = config.resolved_moe_ffn_dim();
   const double active = static_cast<double>(config.moe_top_k) / static_cast<double>(experts);
   out.push_back({kRouter, "mlp.gate.weight", ParameterKind::router, {experts, d}});
+  if (config.moe_bias_update_rate > 0)
+    out.push_back({kSelectionBias, "mlp.gate.e_score_correction_bias", ParameterKind::buffer, {experts}});
   out.push_back({kExpertsGateUp, "mlp.experts.gate_up_proj", ParameterKind::matrix, {experts, 2 * ffn, d}, active});
   out.push_back({kExpertsDown, "mlp.experts.down_proj", ParameterKind::matrix, {experts, d, ffn}, active});
   if (config.moe_shared_ffn_dim > 0) {
     const int64_t shared = config.moe_shared_ffn_dim;
-    out.push_back({kSharedGateProj, "mlp.shared_expert.gate_proj.weight", ParameterKind::matrix, {shared, d}});
-    out.push_back({kSharedUpProj, "mlp.shared_expert.up_proj.weight", ParameterKind::matrix, {shared, d}});
-    out.push_back({kSharedDownProj, "mlp.shared_expert.down_proj.weight", ParameterKind::matrix, {d, shared}});
+    const std::string prefix = std::string(shared_expert_prefix) + ".";
+    out.push_back({kSharedGateProj, prefix + "gate_proj.weight", ParameterKind::matrix, {shared, d}});
+    out.push_back({kSharedUpProj, prefix + "up_proj.weight", ParameterKind::matrix, {shared, d}});
+    out.push_back({kSharedDownProj, prefix + "down_proj.weight", ParameterKind::matrix, {d, shared}});
     if (config.moe_shared_gate)
       out.push_back({kSharedExpertGate, "mlp.shared_expert_gate.weight", ParameterKind::matrix, {1, d}});
   }
 }
-
-}  // namespace
 
 std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config, int64_t layer,
                                                          std::span<const char* const> norm_names) {
@@ -61,7 +60,7 @@ std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& conf
   }
   for (size_t i = 1; i < norm_names.size(); ++i)
     parameters.push_back({static_cast<int>(kNorm0 + i), norm_name(i), ParameterKind::norm, {d}});
-  add_feed_forward_parameters(config, layer, parameters);
+  add_feed_forward_parameters(config, layer, "mlp.shared_expert", parameters);
   return parameters;
 }
 
@@ -86,8 +85,8 @@ AttentionWeights attention_weights(const LayerParameters& p) {
 
 Var feed_forward(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& x) {
   if (!p[kRouter]) return gated_mlp(tape, context, {&p[kGateProj], &p[kUpProj], &p[kDownProj]}, x);
-  const MoeWeights weights{&p[kRouter],       &p[kExpertsGateUp], &p[kExpertsDown],    &p[kSharedGateProj],
-                           &p[kSharedUpProj], &p[kSharedDownProj], &p[kSharedExpertGate]};
+  const MoeWeights weights{&p[kRouter],       &p[kExpertsGateUp],  &p[kExpertsDown],      &p[kSharedGateProj],
+                           &p[kSharedUpProj], &p[kSharedDownProj], &p[kSharedExpertGate], &p[kSelectionBias]};
   return moe_mlp(tape, context, weights, x);
 }
 
@@ -105,16 +104,14 @@ Var sandwich_block(Tape& tape, const BlockContext& context, const LayerParameter
   return autograd::add(tape, after_attention, norm(tape, context, mlp_out, p[kNorm3]));
 }
 
-namespace {
-
-// What the feed-forward keeps per token: {everything, the matmul outputs alone}.
 LayerActivationCounts feed_forward_counts(const ModelConfig& config, int64_t layer) {
   const int64_t d = config.d_model;
   if (!config.layer_is_moe(layer)) return {3 * config.ffn_dim + d, 2 * config.ffn_dim + d};  // gate, up, act, down
   const int64_t experts = config.moe_experts, top_k = config.moe_top_k, ffn = config.resolved_moe_ffn_dim();
   // Router logits and probs; weights, ids, destination per slot; per routed copy the permuted row,
   // gate_up, the activation and the expert output; the combined output.
-  LayerActivationCounts counts{2 * experts + 3 * top_k + top_k * (d + 3 * ffn + d) + d, experts + top_k * (2 * ffn + d)};
+  LayerActivationCounts counts{2 * experts + 3 * top_k + top_k * (d + 3 * ffn + d) + d,
+                               experts + top_k * (2 * ffn + d)};
   if (config.moe_shared_ffn_dim > 0) {
     const int64_t shared = config.moe_shared_ffn_dim, gate = config.moe_shared_gate ? 1 + d : 0;
     counts.save_all += 3 * shared + d + gate + d;  // the shared MLP, its gate logit and gated output, the sum
@@ -122,8 +119,6 @@ LayerActivationCounts feed_forward_counts(const ModelConfig& config, int64_t lay
   }
   return counts;
 }
-
-}  // namespace
 
 LayerActivationCounts decoder_activation_counts(const ModelConfig& config, int64_t layer) {
   const int64_t head_dim = config.resolved_head_dim();

@@ -40,6 +40,7 @@ enum DecoderSlot : int {
   kSharedUpProj,
   kSharedDownProj,
   kSharedExpertGate,
+  kSelectionBias,  // the router's selection bias (moe_bias_update_rate > 0)
   kDecoderSlotCount
 };
 
@@ -49,6 +50,13 @@ enum DecoderSlot : int {
 // optional shared expert and its gate. norm_names: 2 (pre-norm) or 4 (sandwich) names.
 std::vector<LayerParameterSpec> decoder_layer_parameters(const ModelConfig& config, int64_t layer,
                                                          std::span<const char* const> norm_names);
+// Appends the feed-forward's parameters of layer `layer` (DecoderSlot slots): gate/up/down for a
+// dense layer; for a mixture-of-experts layer the router "mlp.gate.weight", its selection bias
+// "mlp.gate.e_score_correction_bias" (moe_bias_update_rate > 0), the stacked experts and the
+// optional shared expert "<shared_expert_prefix>.{gate,up,down}_proj.weight" ("mlp.shared_expert"
+// for Qwen2-MoE, "mlp.shared_experts" for DeepSeek) with its gate.
+void add_feed_forward_parameters(const ModelConfig& config, int64_t layer, const char* shared_expert_prefix,
+                                 std::vector<LayerParameterSpec>& out);
 // The two standard norm sets under Hugging Face's names: pre-norm (input_layernorm,
 // post_attention_layernorm) for pre_norm_block, and sandwich (those plus pre_feedforward_layernorm,
 // post_feedforward_layernorm) for sandwich_block.
@@ -66,6 +74,8 @@ autograd::Var pre_norm_block(autograd::Tape& tape, const BlockContext& context, 
 autograd::Var sandwich_block(autograd::Tape& tape, const BlockContext& context, const LayerParameters& parameters,
                              const autograd::Var& h);
 
+// What the feed-forward of layer `layer` keeps per token: {everything, the matmul outputs alone}.
+LayerActivationCounts feed_forward_counts(const ModelConfig& config, int64_t layer);
 // What one standard layer keeps per token (models/memory_estimate.h lists the terms).
 LayerActivationCounts decoder_activation_counts(const ModelConfig& config, int64_t layer);
 // Causal attention: 6 * n_heads * head_dim * seq per token (half the full score matrix, the
@@ -76,7 +86,8 @@ KvCache make_decoder_kv_cache(const ModelConfig& config, int64_t max_seq);
 
 // A standard decoder layer with the given parameter list and block (the counts, FLOPs and KV
 // cache are the same for both norm layouts).
-constexpr LayerSpec standard_decoder_layer(decltype(LayerSpec::parameters) parameters, decltype(LayerSpec::block) block) {
+constexpr LayerSpec standard_decoder_layer(decltype(LayerSpec::parameters) parameters,
+                                           decltype(LayerSpec::block) block) {
   return {
       .parameters = parameters,
       .slot_count = kDecoderSlotCount,

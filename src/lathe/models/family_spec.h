@@ -27,8 +27,10 @@ namespace lathe {
 
 // matrix: a weight matmuls read (decayed, bf16 copies in bf16 mode); router: a mixture-of-experts
 // router's weight, a matrix whose matmul stays in f32 in bf16 mode (a rounding must not move which
-// experts a token goes to; Megatron's and MaxText's routers also compute in f32).
-enum class ParameterKind { matrix, norm, embedding, bias, router };
+// experts a token goes to; Megatron's and MaxText's routers also compute in f32); buffer: a value
+// the optimizer never updates (no gradient reaches it), moved by its own rule (DeepSeek-V3's
+// e_score_correction_bias, train/train_step.h), starting at 0.
+enum class ParameterKind { matrix, norm, embedding, bias, router, buffer };
 
 // One parameter a layer declares. The transformer creates it as "model.layers.{i}." + name and
 // hands the block a LayerParameters whose entry `slot` is this parameter (absent slots are null),
@@ -90,9 +92,9 @@ struct HfMoe {
   const char* experts_key;        // "num_local_experts" (Mixtral) or "num_experts"; written on export
   const char* experts_alias_key;  // the other spelling, also read (transformers' attribute maps write either)
   int64_t default_experts;
-  int64_t default_top_k;       // "num_experts_per_tok"
-  const char* expert_ffn_key;  // "moe_intermediate_size"; "intermediate_size" when every layer is MoE (Mixtral, OLMoE)
-  int64_t default_expert_ffn;  // when expert_ffn_key is absent
+  int64_t default_top_k;        // "num_experts_per_tok"
+  const char* expert_ffn_key;   // "moe_intermediate_size"; "intermediate_size" when every layer is MoE (Mixtral, OLMoE)
+  int64_t default_expert_ffn;   // when expert_ffn_key is absent
   const char* renormalize_key;  // "norm_topk_prob"; null: the combine weights are always renormalised (Mixtral)
   bool default_renormalize;
   double default_aux_loss_coef;  // "router_aux_loss_coef"
@@ -109,6 +111,24 @@ struct HfMoe {
   // transposed per expert ((E, in, out), used as x @ W); lathe's (E, out, in) parameter is read and
   // written through a transposed view (models/hf/hf_tensor_pieces.h). The per-expert names above are unused.
   bool transposed_stacked_experts = false;
+};
+
+// The DeepSeek-V2/V3 config keys (multi-head latent attention, DeepSeekMoE, multi-token
+// prediction) and the defaults of their transformers config classes, for keys a config.json may
+// leave out. Read and written by models/hf/hf_config.cc beside the HfMoe keys.
+struct HfDeepseek {
+  const char* scoring;             // the router's scoring: "softmax" (V2) or "sigmoid" (V3); "scoring_func" must match
+  const char* topk_method;         // the default "topk_method": "greedy" (V2) or "noaux_tc" (V3)
+  bool selection_bias;             // V3: the router's e_score_correction_bias
+  bool renormalize_key;            // V3 reads norm_topk_prob; V2's router never renormalises
+  bool rope_interleave_key;        // V3 reads rope_interleave (default true); V2 always interleaves
+  int64_t default_shared_experts;  // "n_shared_experts"
+  int64_t default_first_dense;     // "first_k_dense_replace"
+  double default_routed_scaling;   // "routed_scaling_factor"
+  int64_t default_n_group;         // "n_group" (0: None)
+  int64_t default_topk_group;      // "topk_group" (0: None)
+  int64_t group_score_experts;     // a group's score: sum of its best N (V3: 2) or max (V2: 1)
+  int64_t default_mtp_layers;      // "num_mtp_layers" / "num_nextn_predict_layers" (V3: 1)
 };
 
 // What the family's Hugging Face architecture is and hard-wires (read by models/hf/hf_config.cc).
@@ -130,7 +150,8 @@ struct HfFamily {
   // Boolean keys an export writes as false, in this order ("attention_bias", "mlp_bias", ...).
   std::vector<const char*> export_false_keys = {};
   const HfMultimodalWrapper* multimodal = nullptr;
-  const HfMoe* moe = nullptr;  // a mixture-of-experts architecture
+  const HfMoe* moe = nullptr;            // a mixture-of-experts architecture
+  const HfDeepseek* deepseek = nullptr;  // DeepSeek-V2/V3 (with moe)
   // Defaults of the config class for keys a config.json may leave out (0: the common default:
   // num_key_value_heads = num_attention_heads, rms_norm_eps 1e-6, rope theta 10000).
   int64_t default_kv_heads = 0;

@@ -250,8 +250,8 @@ TEST(FamilyRegistry, MixtureOfExpertsCountsActiveExperts) {
   config.n_layers = 4;
   config.moe_layer_step = 2;
   config.moe_dense_layers = "3";
-  EXPECT_EQ(std::vector<bool>({config.layer_is_moe(0), config.layer_is_moe(1), config.layer_is_moe(2),
-                               config.layer_is_moe(3)}),
+  EXPECT_EQ(std::vector<bool>(
+                {config.layer_is_moe(0), config.layer_is_moe(1), config.layer_is_moe(2), config.layer_is_moe(3)}),
             std::vector<bool>({false, true, false, false}));
   config.moe_layer_step = 1;
   config.moe_first_dense_layers = 1;

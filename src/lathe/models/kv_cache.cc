@@ -9,4 +9,19 @@ KvCache::KvCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head
   }
 }
 
+KvCache KvCache::latent(int64_t layers, int64_t max_seq, int64_t width) {
+  KvCache cache;
+  for (int64_t layer = 0; layer < layers; ++layer)
+    cache.keys.push_back(Tensor::zeros({1, max_seq, 1, width}, DType::f32));
+  return cache;
+}
+
+int64_t KvCache::bytes_per_token() const {
+  int64_t bytes = 0;
+  for (const std::vector<Tensor>* tensors : {&keys, &values})
+    for (const Tensor& tensor : *tensors)
+      if (tensor.dim(1) > 0) bytes += tensor.numel() / tensor.dim(1) * static_cast<int64_t>(dtype_size(tensor.dtype()));
+  return bytes;
+}
+
 }  // namespace lathe

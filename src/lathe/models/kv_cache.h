@@ -1,5 +1,6 @@
 // Keys and values of the tokens decoded so far, per layer, so each new token attends to them
-// without recomputing the prefix.
+// without recomputing the prefix. Standard attention keeps per-head keys and values; multi-head
+// latent attention (models/mla_layer.h) keeps one latent row per token in `keys` and no values.
 #pragma once
 
 #include <vector>
@@ -9,12 +10,20 @@
 namespace lathe {
 
 struct KvCache {
-  std::vector<Tensor> keys;    // per layer: (1, max_seq, n_kv_heads, head_dim) f32, after RoPE
-  std::vector<Tensor> values;  // per layer: (1, max_seq, n_kv_heads, head_dim) f32
+  std::vector<Tensor> keys;    // per layer: (1, max_seq, n_kv_heads, head_dim) f32, after RoPE;
+                               // latent: (1, max_seq, 1, kv_lora_rank + qk_rope_head_dim)
+  std::vector<Tensor> values;  // per layer: (1, max_seq, n_kv_heads, head_dim) f32; latent: none
   int64_t length = 0;          // tokens stored (the same for every layer)
   int64_t capacity() const { return keys.empty() ? 0 : keys[0].dim(1); }
+  // Bytes one token adds over all layers (what a longer context costs).
+  int64_t bytes_per_token() const;
 
   KvCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim);
+  // One row of `width` floats per token and layer, no values (multi-head latent attention).
+  static KvCache latent(int64_t layers, int64_t max_seq, int64_t width);
+
+ private:
+  KvCache() = default;
 };
 
 }  // namespace lathe

@@ -15,18 +15,30 @@ Var norm(Tape& tape, const BlockContext& context, const Var& x, const Var& weigh
                             context.config->norm_weight_offset);
 }
 
-static RopeParams rope_params(const ModelConfig& config, int64_t layer, int64_t position_offset) {
+RopeParams rope_params(const ModelConfig& config, int64_t layer, int64_t position_offset) {
   RopeParams params;
-  params.rotary_dim = config.rotary_dim();
+  params.rotary_dim = config.uses_mla() ? config.qk_rope_head_dim : config.rotary_dim();
+  params.interleaved = config.rope_interleave;
   params.position_offset = position_offset;
-  params.theta = config.layer_is_local(layer) && config.rope_local_theta > 0 ? config.rope_local_theta
-                                                                             : config.rope_theta;
+  params.theta =
+      config.layer_is_local(layer) && config.rope_local_theta > 0 ? config.rope_local_theta : config.rope_theta;
   if (config.rope_scaling == "llama3") {
     params.scaling.type = RopeScalingType::llama3;
     params.scaling.factor = config.rope_scaling_factor;
     params.scaling.low_freq_factor = config.rope_low_freq_factor;
     params.scaling.high_freq_factor = config.rope_high_freq_factor;
     params.scaling.original_max_position_embeddings = static_cast<double>(config.rope_original_max_position);
+  } else if (config.rope_scaling == "yarn") {
+    params.scaling.type = RopeScalingType::yarn;
+    params.scaling.factor = config.rope_scaling_factor;
+    params.scaling.original_max_position_embeddings = static_cast<double>(config.rope_original_max_position);
+    params.scaling.beta_fast = config.rope_yarn_beta_fast;
+    params.scaling.beta_slow = config.rope_yarn_beta_slow;
+    params.scaling.truncate = config.rope_yarn_truncate;
+    params.attention_factor = config.rope_attention_factor > 0
+                                  ? config.rope_attention_factor
+                                  : yarn_attention_factor(config.rope_scaling_factor, config.rope_yarn_mscale,
+                                                          config.rope_yarn_mscale_all_dim);
   }
   return params;
 }
@@ -91,9 +103,8 @@ Var self_attention(Tape& tape, const BlockContext& context, const AttentionWeigh
 }
 
 Var gated_mlp(Tape& tape, const BlockContext& context, const MlpWeights& weights, const Var& x) {
-  const GatedActivation activation = context.config->ffn_activation == FfnActivation::silu
-                                         ? GatedActivation::silu
-                                         : GatedActivation::gelu_tanh;
+  const GatedActivation activation =
+      context.config->ffn_activation == FfnActivation::silu ? GatedActivation::silu : GatedActivation::gelu_tanh;
   Var gate = autograd::linear(tape, x, *weights.gate_proj);
   Var up = autograd::linear(tape, x, *weights.up_proj);
   return autograd::linear(tape, autograd::gated_activation(tape, gate, up, activation), *weights.down_proj);

@@ -34,6 +34,8 @@ struct MlpWeights {
   const autograd::Var* down_proj;  // (d_model, ffn_dim)
 };
 
+// The RoPE of layer `layer` (theta, scaling, layout; the MLA rope width for latent attention).
+RopeParams rope_params(const ModelConfig& config, int64_t layer, int64_t position_offset);
 // x: (rows, d_model) -> RMSNorm with the model's eps and weight offset.
 autograd::Var norm(autograd::Tape& tape, const BlockContext& context, const autograd::Var& x,
                    const autograd::Var& weight);

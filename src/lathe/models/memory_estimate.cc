@@ -62,8 +62,7 @@ TrainingMemoryEstimate estimate_training_memory(const ModelConfig& config, int64
   for (int64_t layer = 0; layer < config.n_layers; ++layer) {
     if (policy == RematPolicy::recompute_layer) recomputed = std::max(recomputed, save_all_elements(config, layer) - d);
     if (policy == RematPolicy::save_matmuls)
-      recomputed =
-          std::max(recomputed, save_all_elements(config, layer) - matmul_output_elements(config, layer) - d);
+      recomputed = std::max(recomputed, save_all_elements(config, layer) - matmul_output_elements(config, layer) - d);
   }
   int64_t widest = std::max({d, config.ffn_dim, config.n_heads * config.resolved_head_dim()});
   if (experts > 0) widest = std::max(widest, top_k * std::max(2 * config.resolved_moe_ffn_dim(), d));

@@ -5,7 +5,6 @@
 #include <cstdlib>
 
 #include "lathe/core/error.h"
-
 #include "lathe/models/family_spec.h"
 
 namespace lathe {

@@ -56,11 +56,19 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double rope_local_theta = 0.0;       // theta for sliding-window layers (Gemma 3: 10000); 0: rope_theta
   double partial_rotary_factor = 1.0;  // rotary_dim = head_dim * factor (rounded down to even)
-  std::string rope_scaling = "none";   // none | llama3
+  std::string rope_scaling = "none";   // none | llama3 | yarn
   double rope_scaling_factor = 8.0;
-  double rope_low_freq_factor = 1.0;
-  double rope_high_freq_factor = 4.0;
+  double rope_low_freq_factor = 1.0;   // llama3
+  double rope_high_freq_factor = 4.0;  // llama3
   int64_t rope_original_max_position = 8192;
+  double rope_yarn_beta_fast = 32.0;  // yarn: ramp bounds in rotations
+  double rope_yarn_beta_slow = 1.0;
+  bool rope_yarn_truncate = true;         // yarn: integer ramp bounds (GPT-OSS: false)
+  double rope_yarn_mscale = 0.0;          // yarn: attention factor mscale (0: unset)
+  double rope_yarn_mscale_all_dim = 0.0;  // yarn: attention factor denominator; DeepSeek also
+                                          // multiplies the softmax scale by mscale(factor, this)^2
+  double rope_attention_factor = 0.0;     // yarn: cos/sin multiplier; 0: derived from the mscales
+  bool rope_interleave = false;           // rotate (2i, 2i+1) pairs (DeepSeek) instead of halves
 
   double norm_eps = 1e-5;
   float norm_weight_offset = 0.0f;  // Gemma stores RMSNorm weights as w - 1 (offset 1)
@@ -81,19 +89,39 @@ struct ModelConfig {
   int64_t sliding_window_pattern = 0;
 
   // Mixture of experts (models/moe_layer.h). moe_experts = 0: every layer has the dense MLP.
-  int64_t moe_experts = 0;                  // routed experts per MoE layer
-  int64_t moe_top_k = 2;                    // experts each token is sent to
-  int64_t moe_ffn_dim = 0;                  // hidden width of one expert; 0: ffn_dim
+  int64_t moe_experts = 0;                     // routed experts per MoE layer
+  int64_t moe_top_k = 2;                       // experts each token is sent to
+  int64_t moe_ffn_dim = 0;                     // hidden width of one expert; 0: ffn_dim
   std::string moe_router_scoring = "softmax";  // softmax | sigmoid (over the router logits)
-  bool moe_renormalize = true;              // combine weights / their sum over the chosen experts
-  double moe_routed_scaling = 1.0;          // multiplies the combine weights (DeepSeek's routed_scaling_factor)
-  int64_t moe_shared_ffn_dim = 0;           // width of an always-on shared expert; 0: none
-  bool moe_shared_gate = false;             // shared output * sigmoid(x . shared_expert_gate) (Qwen2-MoE)
-  int64_t moe_first_dense_layers = 0;       // the first N layers stay dense (DeepSeek first_k_dense_replace)
-  int64_t moe_layer_step = 1;               // layer i is MoE when (i + 1) % step == 0 (decoder_sparse_step)
-  std::string moe_dense_layers;             // comma-separated layers kept dense (Qwen's mlp_only_layers)
-  double moe_aux_loss_coef = 0.001;         // weight of the load-balancing loss in the objective
-  double moe_z_loss_coef = 0.0;             // weight of the router z-loss in the objective
+  bool moe_renormalize = true;                 // combine weights / their sum over the chosen experts
+  double moe_routed_scaling = 1.0;             // multiplies the combine weights (DeepSeek's routed_scaling_factor)
+  int64_t moe_shared_ffn_dim = 0;              // width of an always-on shared expert; 0: none
+  bool moe_shared_gate = false;                // shared output * sigmoid(x . shared_expert_gate) (Qwen2-MoE)
+  int64_t moe_first_dense_layers = 0;          // the first N layers stay dense (DeepSeek first_k_dense_replace)
+  int64_t moe_layer_step = 1;                  // layer i is MoE when (i + 1) % step == 0 (decoder_sparse_step)
+  std::string moe_dense_layers;                // comma-separated layers kept dense (Qwen's mlp_only_layers)
+  double moe_aux_loss_coef = 0.001;            // weight of the load-balancing loss in the objective
+  double moe_z_loss_coef = 0.0;                // weight of the router z-loss in the objective
+
+  double moe_bias_update_rate = 0.0;    // > 0: a per-expert selection bias (DeepSeek-V3's
+                                        // e_score_correction_bias) moved by this rate each step
+  int64_t moe_groups = 1;               // group-limited routing: experts in N groups (n_group)
+  int64_t moe_topk_groups = 1;          // ... of which the best N are selectable (topk_group)
+  int64_t moe_group_score_experts = 2;  // a group's score: the sum of its best N scores (V2: 1 = max)
+
+  // Multi-head latent attention (DeepSeek, models/mla_layer.h); kv_lora_rank > 0 selects it in the
+  // families that support it. Per head: queries and keys of qk_nope_head_dim + qk_rope_head_dim,
+  // values of v_head_dim.
+  int64_t q_lora_rank = 0;  // query compression rank; 0: a full q_proj (V2-Lite)
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+
+  // Multi-token prediction (DeepSeek-V3): mtp_layers extra modules after the last layer, each a
+  // decoder layer predicting one token further; trained with weight mtp_loss_weight (0: kept, not trained).
+  int64_t mtp_layers = 0;
+  double mtp_loss_weight = 0.0;
 
   double init_std = 0.02;  // normal(0, init_std) for matrices; norms start at 1 (0 with offset 1)
 
@@ -105,6 +133,7 @@ struct ModelConfig {
   // dense layers, on the layer step, not listed in moe_dense_layers).
   bool layer_is_moe(int64_t layer) const;
   int64_t resolved_moe_ffn_dim() const { return moe_ffn_dim > 0 ? moe_ffn_dim : ffn_dim; }
+  bool uses_mla() const { return kv_lora_rank > 0; }
   // Parameters one token's forward touches: the routed experts count top_k of moe_experts.
   int64_t active_parameter_count() const;  // total, counting tied embeddings once; throws for an unknown family
   double rope_theta_for_layer(int64_t layer) const {

@@ -13,6 +13,9 @@ MoeRouterOptions moe_router_options(const ModelConfig& config) {
   options.top_k = config.moe_top_k;
   options.renormalize = config.moe_renormalize;
   options.scaling = static_cast<float>(config.moe_routed_scaling);
+  options.n_groups = config.moe_groups;
+  options.topk_group = config.moe_topk_groups;
+  options.group_score_experts = config.moe_group_score_experts;
   return options;
 }
 
@@ -21,8 +24,10 @@ Var moe_mlp(Tape& tape, const BlockContext& context, const MoeWeights& weights, 
   const GatedActivation activation =
       config.ffn_activation == FfnActivation::silu ? GatedActivation::silu : GatedActivation::gelu_tanh;
   Var logits = autograd::linear(tape, x, *weights.router);
-  autograd::RoutedTokens routed =
-      autograd::moe_route(tape, logits, Tensor{}, moe_router_options(config), context.router_losses, context.layer);
+  const Tensor selection_bias =
+      weights.selection_bias && *weights.selection_bias ? (*weights.selection_bias)->value : Tensor{};
+  autograd::RoutedTokens routed = autograd::moe_route(tape, logits, selection_bias, moe_router_options(config),
+                                                      context.router_losses, context.layer);
   autograd::PermutedTokens permuted = autograd::moe_permute(tape, x, routed.expert_ids, config.moe_experts);
   Var rows = permuted.rows;
   Tensor offsets = permuted.group_offsets;
@@ -39,7 +44,8 @@ Var moe_mlp(Tape& tape, const BlockContext& context, const MoeWeights& weights, 
     expert_out = autograd::expert_return(tape, *context.expert_shard, expert_out, dispatched.plan);
   Var y = autograd::moe_combine(tape, expert_out, routed.weights, permuted.destination);
   if (!weights.shared_gate_proj || !*weights.shared_gate_proj) return y;
-  Var shared = gated_mlp(tape, context, {weights.shared_gate_proj, weights.shared_up_proj, weights.shared_down_proj}, x);
+  Var shared =
+      gated_mlp(tape, context, {weights.shared_gate_proj, weights.shared_up_proj, weights.shared_down_proj}, x);
   if (weights.shared_expert_gate && *weights.shared_expert_gate)
     shared = autograd::sigmoid_gate(tape, shared, autograd::linear(tape, x, *weights.shared_expert_gate));
   return autograd::add(tape, y, shared);

@@ -25,6 +25,9 @@ struct MoeWeights {
   const autograd::Var* shared_up_proj;      // (shared_ffn, d_model)
   const autograd::Var* shared_down_proj;    // (d_model, shared_ffn)
   const autograd::Var* shared_expert_gate;  // (1, d_model), moe_shared_gate only
+  // (experts) f32, moe_bias_update_rate > 0 only: added to the scores for the choice alone
+  // (DeepSeek-V3's e_score_correction_bias), moved by the trainer, never by a gradient.
+  const autograd::Var* selection_bias = nullptr;
 };
 
 // The router options of a config (scoring, top-k, renormalisation, scaling).

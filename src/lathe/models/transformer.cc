@@ -93,7 +93,7 @@ void TransformerModel::initialize(uint64_t seed) {
     const Parameter& parameter = parameters_[index];
     if (parameter.kind == ParameterKind::norm)
       fill_value(parameter.var->value, 1.0 - config_.norm_weight_offset);
-    else if (parameter.kind == ParameterKind::bias)
+    else if (parameter.kind == ParameterKind::bias || parameter.kind == ParameterKind::buffer)
       fill_value(parameter.var->value, 0.0);  // as transformers initialises projection biases
     else if (parameter.expert_shard) {
       // This rank's rows of the single process's draw.
@@ -154,8 +154,8 @@ Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, i
   return autograd::rms_norm(tape, h, final_norm_, static_cast<float>(config_.norm_eps), config_.norm_weight_offset);
 }
 
-Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets, RematPolicy remat,
-                           float grad_scale, RouterStatistics* routing) const {
+Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets, RematPolicy remat, float grad_scale,
+                           RouterStatistics* routing) const {
   LATHE_CHECK(ids.shape().rank() == 2 && targets.shape() == ids.shape(), "model: ids and targets must both be ",
               "(batch, seq), got ", ids.shape().to_string(), " and ", targets.shape().to_string());
   const int64_t batch = ids.dim(0), seq = ids.dim(1);
@@ -183,7 +183,9 @@ Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets,
   return autograd::cross_entropy(tape, hidden, lm_head(), targets.reshape({batch * seq}), options);
 }
 
-KvCache TransformerModel::make_kv_cache(int64_t max_seq) const { return family_->layer.make_kv_cache(config_, max_seq); }
+KvCache TransformerModel::make_kv_cache(int64_t max_seq) const {
+  return family_->layer.make_kv_cache(config_, max_seq);
+}
 
 Tensor TransformerModel::next_token_logits(const Tensor& ids, KvCache& cache) const {
   LATHE_ASSERT(precision_ == autograd::Precision::fast);

@@ -24,13 +24,14 @@ struct Parameter {
   autograd::Var var;             // value and grad
   double active_fraction = 1.0;  // share one token's forward reads (routed experts: top_k / experts)
   bool expert_shard = false;     // expert parallelism: holds only this rank's experts (axis 0)
+  bool frozen = false;           // kept and saved, not trained (multi-token prediction with weight 0)
 };
 
 // What the routers of a mixture-of-experts model did in one loss() call.
 struct RouterStatistics {
-  double aux_loss = 0;               // the load-balancing loss over all MoE layers (before its coefficient)
-  double z_loss = 0;                 // the router z-loss (before its coefficient)
-  std::vector<int64_t> moe_layers;   // the layers that route
+  double aux_loss = 0;              // the load-balancing loss over all MoE layers (before its coefficient)
+  double z_loss = 0;                // the router z-loss (before its coefficient)
+  std::vector<int64_t> moe_layers;  // the layers that route
   std::vector<std::vector<int64_t>> expert_counts;  // per MoE layer: tokens routed to each expert (all top-k slots)
 };
 
@@ -113,8 +114,8 @@ class TransformerModel {
   const FamilySpec* family_;
   std::vector<Parameter> parameters_;
   autograd::Var embed_tokens_, final_norm_, lm_head_;
-  std::vector<LayerParameters> layers_;  // per layer, indexed by the family's slots
-  std::vector<int64_t> moe_layers_;      // the layers with a mixture-of-experts feed-forward
+  std::vector<LayerParameters> layers_;                // per layer, indexed by the family's slots
+  std::vector<int64_t> moe_layers_;                    // the layers with a mixture-of-experts feed-forward
   std::optional<autograd::ExpertShard> expert_shard_;  // expert parallelism only
 };
 

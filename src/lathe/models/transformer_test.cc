@@ -105,7 +105,8 @@ Batch random_batch(const ModelConfig& config, int64_t batch, int64_t seq, uint64
 double loss_value(const TransformerModel& model, const Batch& batch, RematPolicy remat = RematPolicy::save_all) {
   Tape tape(model.precision(), /*recording=*/false);
   RouterStatistics routing;
-  const double cross_entropy = read_element(model.loss(tape, batch.ids, batch.targets, remat, 1.0f, &routing)->value, 0);
+  const double cross_entropy =
+      read_element(model.loss(tape, batch.ids, batch.targets, remat, 1.0f, &routing)->value, 0);
   const ModelConfig& config = model.config();
   return cross_entropy + config.moe_aux_loss_coef * routing.aux_loss + config.moe_z_loss_coef * routing.z_loss;
 }
@@ -230,7 +231,8 @@ TEST_P(ModelVariants, LogitsGiveTheLoss) {
     total += largest + std::log(sum) - row[batch.targets.ptr<int32_t>()[token]];
   }
   Tape tape(model.precision(), /*recording=*/false);
-  const double cross_entropy = read_element(model.loss(tape, batch.ids, batch.targets, RematPolicy::save_all)->value, 0);
+  const double cross_entropy =
+      read_element(model.loss(tape, batch.ids, batch.targets, RematPolicy::save_all)->value, 0);
   EXPECT_NEAR(total / static_cast<double>(tokens), cross_entropy, 1e-12) << GetParam() << " seed " << seed;
 }
 

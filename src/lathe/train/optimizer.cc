@@ -27,8 +27,14 @@ bool parameter_decays(const Parameter& parameter, const OptimizerSection& config
       return config.decay_norms_and_biases;
     case ParameterKind::embedding:
       return config.decay_embeddings;
+    case ParameterKind::buffer:
+      return false;
   }
   return true;
+}
+
+bool parameter_trains(const Parameter& parameter) {
+  return parameter.kind != ParameterKind::buffer && !parameter.frozen;
 }
 
 bool AdamWOptimizer::decays(const Parameter& parameter) const { return parameter_decays(parameter, config_); }
@@ -67,6 +73,7 @@ double AdamWOptimizer::step(int64_t step, double lr, double norm) {
   const float scale = gradient_clip_scale(norm, config_);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Parameter& parameter = parameters_[i];
+    if (!parameter_trains(parameter)) continue;
     const int64_t n = parameter.var->value.numel();
     AdamWArgs args;
     args.param = parameter.var->value.view().reshape({n});

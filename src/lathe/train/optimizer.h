@@ -18,6 +18,8 @@ namespace lathe {
 double global_gradient_norm(const std::vector<Parameter>& parameters);
 // Whether weight decay applies to a parameter under the config.
 bool parameter_decays(const Parameter& parameter, const OptimizerSection& config);
+// Whether the optimizer updates the parameter at all (not a buffer, not frozen).
+bool parameter_trains(const Parameter& parameter);
 // The factor grad_clip asks for at this norm (1 when no clipping).
 float gradient_clip_scale(double norm, const OptimizerSection& config);
 

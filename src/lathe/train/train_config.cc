@@ -55,7 +55,7 @@ std::vector<const char*> enum_names() {
 }
 
 using Choices = std::span<const char* const>;
-constexpr std::array<const char*, 2> kRopeScalings = {"none", "llama3"};
+constexpr std::array<const char*, 3> kRopeScalings = {"none", "llama3", "yarn"};
 constexpr std::array<const char*, 2> kDataFormats = {"text", "sft"};
 constexpr std::array<const char*, 2> kRouterScorings = {"softmax", "sigmoid"};
 constexpr std::array<const char*, 6> kChatTemplates = {"auto", "plain", "chatml", "llama3", "gemma", "mistral"};
@@ -95,7 +95,17 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("model.rope_scaling_factor", model.rope_scaling_factor, "llama3 scaling: context extension factor");
   field("model.rope_low_freq_factor", model.rope_low_freq_factor, "llama3 scaling: low-frequency boundary");
   field("model.rope_high_freq_factor", model.rope_high_freq_factor, "llama3 scaling: high-frequency boundary");
-  field("model.rope_original_max_position", model.rope_original_max_position, "llama3 scaling: pre-training context");
+  field("model.rope_original_max_position", model.rope_original_max_position,
+        "llama3 / yarn scaling: pre-training context");
+  field("model.rope_yarn_beta_fast", model.rope_yarn_beta_fast, "yarn scaling: fast ramp bound (rotations)");
+  field("model.rope_yarn_beta_slow", model.rope_yarn_beta_slow, "yarn scaling: slow ramp bound (rotations)");
+  field("model.rope_yarn_truncate", model.rope_yarn_truncate, "yarn scaling: round the ramp bounds to integers");
+  field("model.rope_yarn_mscale", model.rope_yarn_mscale, "yarn scaling: attention factor mscale; 0: unset");
+  field("model.rope_yarn_mscale_all_dim", model.rope_yarn_mscale_all_dim,
+        "yarn scaling: attention factor denominator (DeepSeek: also scales the softmax); 0: unset");
+  field("model.rope_attention_factor", model.rope_attention_factor,
+        "yarn scaling: cos/sin multiplier; 0: derived from factor and the mscales");
+  field("model.rope_interleave", model.rope_interleave, "RoPE rotates adjacent pairs (DeepSeek) instead of halves");
   field("model.norm_eps", model.norm_eps, "RMSNorm epsilon");
   field("model.norm_weight_offset", model.norm_weight_offset, "RMSNorm scales by (offset + weight); Gemma: 1");
   field("model.tie_embeddings", model.tie_embeddings, "lm_head shares the embedding matrix");
@@ -123,6 +133,19 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("model.moe_dense_layers", model.moe_dense_layers, "comma-separated layers that keep the dense MLP");
   field("model.moe_aux_loss_coef", model.moe_aux_loss_coef, "weight of the load-balancing loss in the objective");
   field("model.moe_z_loss_coef", model.moe_z_loss_coef, "weight of the router z-loss in the objective");
+  field("model.moe_bias_update_rate", model.moe_bias_update_rate,
+        "aux-loss-free balancing: per-expert selection bias moved by this each step (DeepSeek-V3); 0: no bias");
+  field("model.moe_groups", model.moe_groups, "group-limited routing: experts in this many groups (n_group)");
+  field("model.moe_topk_groups", model.moe_topk_groups, "group-limited routing: groups a token may use (topk_group)");
+  field("model.moe_group_score_experts", model.moe_group_score_experts,
+        "group-limited routing: a group scores the sum of its best N experts (V3: 2, V2: 1)");
+  field("model.q_lora_rank", model.q_lora_rank, "latent attention: query compression rank; 0: full q_proj");
+  field("model.kv_lora_rank", model.kv_lora_rank, "latent attention: key/value latent width; 0: not MLA");
+  field("model.qk_nope_head_dim", model.qk_nope_head_dim, "latent attention: per-head query/key width without RoPE");
+  field("model.qk_rope_head_dim", model.qk_rope_head_dim, "latent attention: per-head RoPE width (key shared)");
+  field("model.v_head_dim", model.v_head_dim, "latent attention: per-head value width");
+  field("model.mtp_layers", model.mtp_layers, "multi-token prediction modules after the last layer (DeepSeek-V3)");
+  field("model.mtp_loss_weight", model.mtp_loss_weight, "weight of the multi-token prediction loss; 0: not trained");
   field("model.init_std", model.init_std, "standard deviation of the initial weight matrices");
 
   TrainSection& train = config.train;

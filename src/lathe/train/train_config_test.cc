@@ -101,7 +101,8 @@ TEST(TrainConfig, WrongTypesNameKeyExpectationAndValue) {
   EXPECT_EQ(error_of([] { from_yaml("checkpoint: {async: yes}\n"); }),
             "test.yaml:1:14: checkpoint.async: expected true or false, got 'yes'");
   EXPECT_EQ(error_of([] { from_yaml("model: {family: lama}\n"); }),
-            "test.yaml:1:9: model.family: expected one of llama, mistral, qwen2, qwen3, gemma2, gemma3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt_oss, "
+            "test.yaml:1:9: model.family: expected one of llama, mistral, qwen2, qwen3, gemma2, gemma3, mixtral, "
+            "qwen2_moe, qwen3_moe, olmoe, gpt_oss, "
             "got 'lama'");
   EXPECT_EQ(error_of([] { from_yaml("train: {remat: all}\n"); }),
             "test.yaml:1:9: train.remat: expected one of save_all, recompute_layer, save_matmuls, got 'all'");

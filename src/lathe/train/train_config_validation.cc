@@ -34,6 +34,7 @@ class ProblemList {
 };
 
 void check_experts(const ModelConfig& model, ProblemList& problems);
+void check_latent_attention(const ModelConfig& model, ProblemList& problems);
 
 void check_model(const ModelConfig& model, ProblemList& problems) {
   if (model.vocab_size < 257)
@@ -85,6 +86,16 @@ void check_model(const ModelConfig& model, ProblemList& problems) {
                    " must be > model.rope_low_freq_factor=", model.rope_low_freq_factor);
     problems.require_positive("model.rope_original_max_position", model.rope_original_max_position);
   }
+  if (model.rope_scaling == "yarn") {
+    problems.require_positive("model.rope_scaling_factor", model.rope_scaling_factor);
+    problems.require_positive("model.rope_original_max_position", model.rope_original_max_position);
+    problems.require_positive("model.rope_yarn_beta_fast", model.rope_yarn_beta_fast);
+    problems.require_positive("model.rope_yarn_beta_slow", model.rope_yarn_beta_slow);
+  }
+  problems.require_non_negative("model.rope_yarn_mscale", model.rope_yarn_mscale);
+  problems.require_non_negative("model.rope_yarn_mscale_all_dim", model.rope_yarn_mscale_all_dim);
+  problems.require_non_negative("model.rope_attention_factor", model.rope_attention_factor);
+  check_latent_attention(model, problems);
   problems.require_positive("model.norm_eps", model.norm_eps);
   problems.require_non_negative("model.embedding_scale", model.embedding_scale);
   problems.require_non_negative("model.final_logit_softcap", model.final_logit_softcap);
@@ -97,6 +108,19 @@ void check_model(const ModelConfig& model, ProblemList& problems) {
                  " has no effect without model.sliding_window > 0");
   problems.require_positive("model.init_std", model.init_std);
   check_experts(model, problems);
+}
+
+void check_latent_attention(const ModelConfig& model, ProblemList& problems) {
+  problems.require_non_negative("model.q_lora_rank", model.q_lora_rank);
+  problems.require_non_negative("model.kv_lora_rank", model.kv_lora_rank);
+  problems.require_non_negative("model.mtp_layers", model.mtp_layers);
+  problems.require_non_negative("model.mtp_loss_weight", model.mtp_loss_weight);
+  if (!model.uses_mla()) return;
+  problems.require_positive("model.qk_rope_head_dim", model.qk_rope_head_dim);
+  problems.require_positive("model.v_head_dim", model.v_head_dim);
+  problems.require_non_negative("model.qk_nope_head_dim", model.qk_nope_head_dim);
+  if (model.qk_rope_head_dim % 2 != 0)
+    problems.add("model.qk_rope_head_dim=", model.qk_rope_head_dim, " must be even (RoPE rotates pairs)");
 }
 
 void check_experts(const ModelConfig& model, ProblemList& problems) {
@@ -113,6 +137,23 @@ void check_experts(const ModelConfig& model, ProblemList& problems) {
   problems.require_positive("model.moe_layer_step", model.moe_layer_step);
   problems.require_non_negative("model.moe_aux_loss_coef", model.moe_aux_loss_coef);
   problems.require_non_negative("model.moe_z_loss_coef", model.moe_z_loss_coef);
+  problems.require_non_negative("model.moe_bias_update_rate", model.moe_bias_update_rate);
+  problems.require_positive("model.moe_groups", model.moe_groups);
+  if (model.moe_groups > 0 && model.moe_experts % model.moe_groups != 0)
+    problems.add("model.moe_groups=", model.moe_groups, " must divide model.moe_experts=", model.moe_experts);
+  if (model.moe_groups > 0 && (model.moe_topk_groups < 1 || model.moe_topk_groups > model.moe_groups))
+    problems.add("model.moe_topk_groups=", model.moe_topk_groups, " must be in [1, model.moe_groups=", model.moe_groups,
+                 "]");
+  if (model.moe_groups > 1 && model.moe_experts % model.moe_groups == 0) {
+    const int64_t per_group = model.moe_experts / model.moe_groups;
+    if (model.moe_group_score_experts < 1 || model.moe_group_score_experts > per_group)
+      problems.add("model.moe_group_score_experts=", model.moe_group_score_experts, " must be in [1, ", per_group,
+                   "] (experts per group)");
+    if (model.moe_topk_groups >= 1 && model.moe_top_k > model.moe_topk_groups * per_group)
+      problems.add("model.moe_top_k=", model.moe_top_k,
+                   " exceeds the experts of model.moe_topk_groups=", model.moe_topk_groups, " groups (",
+                   model.moe_topk_groups * per_group, ")");
+  }
   try {
     for (int64_t layer : parse_layer_list(model.moe_dense_layers))
       if (layer >= model.n_layers)

@@ -135,8 +135,7 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
     if (last && reducer_) reducer_->before_forward();
     autograd::Tape tape;
     RouterStatistics routing;
-    autograd::Var loss =
-        model_.loss(tape, inputs, targets, config_.train.remat, static_cast<float>(weight), &routing);
+    autograd::Var loss = model_.loss(tape, inputs, targets, config_.train.remat, static_cast<float>(weight), &routing);
     const double forward_end = now_seconds();
     if (last && reducer_) reducer_->watch(tape);
     tape.backward(loss);

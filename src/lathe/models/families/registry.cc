@@ -16,7 +16,9 @@
   X(qwen2_moe)            \
   X(qwen3_moe)            \
   X(olmoe)                \
-  X(gpt_oss)
+  X(gpt_oss)              \
+  X(deepseek_v2)          \
+  X(deepseek_v3)
 
 namespace lathe {
 

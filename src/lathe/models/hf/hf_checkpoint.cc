@@ -37,7 +37,15 @@ std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) 
       LATHE_COMPARE(moe_router_scoring) LATHE_COMPARE(moe_renormalize) LATHE_COMPARE(moe_routed_scaling)
           LATHE_COMPARE(moe_shared_ffn_dim) LATHE_COMPARE(moe_shared_gate) LATHE_COMPARE(moe_first_dense_layers)
               LATHE_COMPARE(moe_layer_step) LATHE_COMPARE(moe_dense_layers) LATHE_COMPARE(moe_aux_loss_coef)
-                  LATHE_COMPARE(moe_z_loss_coef)
+                  LATHE_COMPARE(moe_z_loss_coef) LATHE_COMPARE(rope_yarn_beta_fast) LATHE_COMPARE(rope_yarn_beta_slow)
+                      LATHE_COMPARE(rope_yarn_truncate) LATHE_COMPARE(rope_yarn_mscale)
+                          LATHE_COMPARE(rope_yarn_mscale_all_dim) LATHE_COMPARE(rope_attention_factor)
+                              LATHE_COMPARE(rope_interleave) LATHE_COMPARE(moe_bias_update_rate)
+                                  LATHE_COMPARE(moe_groups) LATHE_COMPARE(moe_topk_groups)
+                                      LATHE_COMPARE(moe_group_score_experts) LATHE_COMPARE(q_lora_rank)
+                                          LATHE_COMPARE(kv_lora_rank) LATHE_COMPARE(qk_nope_head_dim)
+                                              LATHE_COMPARE(qk_rope_head_dim) LATHE_COMPARE(v_head_dim)
+                                                  LATHE_COMPARE(mtp_layers) LATHE_COMPARE(mtp_loss_weight)
 #undef LATHE_COMPARE
                                           if (a.ffn_activation != b.ffn_activation) return str_cat(
                                               "model.ffn_activation (", to_string(a.ffn_activation), " vs ",

@@ -113,8 +113,23 @@ void read_rope_object(const Json& rope, const std::string& key, const ConfigRead
   LATHE_CHECK(partial == 1.0, top.source(), ": \"", key, ".partial_rotary_factor\"=", partial,
               " is not supported for this architecture (expected 1)");
   if (type == "default") return;
-  LATHE_CHECK(type == "llama3", top.source(), ": \"", key, "\" rope_type \"", type,
-              "\" is not supported (lathe has default and llama3)");
+  LATHE_CHECK(type == "llama3" || type == "yarn", top.source(), ": \"", key, "\" rope_type \"", type,
+              "\" is not supported (lathe has default, llama3 and yarn)");
+  if (type == "yarn") {  // transformers' _compute_yarn_parameters
+    config.rope_scaling = "yarn";
+    config.rope_original_max_position = reader.integer_or("original_max_position_embeddings", config.max_seq_len);
+    // factor absent: max_position_embeddings / original_max_position_embeddings, as transformers
+    config.rope_scaling_factor =
+        reader.number_or("factor", static_cast<double>(config.max_seq_len) /
+                                       static_cast<double>(std::max<int64_t>(1, config.rope_original_max_position)));
+    config.rope_yarn_beta_fast = reader.number_or("beta_fast", 32.0);
+    config.rope_yarn_beta_slow = reader.number_or("beta_slow", 1.0);
+    config.rope_yarn_truncate = reader.boolean_or("truncate", true);
+    config.rope_yarn_mscale = reader.number_or("mscale", 0.0);
+    config.rope_yarn_mscale_all_dim = reader.number_or("mscale_all_dim", 0.0);
+    config.rope_attention_factor = reader.number_or("attention_factor", 0.0);
+    return;
+  }
   config.rope_scaling = "llama3";
   config.rope_scaling_factor = reader.number("factor");
   config.rope_low_freq_factor = reader.number("low_freq_factor");
@@ -234,11 +249,13 @@ std::string layer_list_text(const Json& list, const std::string& key, const std:
 // The mixture-of-experts keys (HfMoe); defaults are the transformers config class's.
 void read_moe(const ConfigReader& reader, const HfMoe& moe, ModelConfig& config) {
   const std::string& source = reader.source();
-  config.moe_experts = reader.integer_or(moe.experts_key, reader.integer_or(moe.experts_alias_key, moe.default_experts));
+  config.moe_experts =
+      reader.integer_or(moe.experts_key, reader.integer_or(moe.experts_alias_key, moe.default_experts));
   config.moe_top_k = reader.integer_or("num_experts_per_tok", moe.default_top_k);
   if (config.moe_experts == 0) return;  // a dense model of this architecture
-  LATHE_CHECK(config.moe_top_k >= 1 && config.moe_top_k <= config.moe_experts, source, ": \"num_experts_per_tok\"=",
-              config.moe_top_k, " must be in [1, ", moe.experts_key, "=", config.moe_experts, "]");
+  LATHE_CHECK(config.moe_top_k >= 1 && config.moe_top_k <= config.moe_experts, source,
+              ": \"num_experts_per_tok\"=", config.moe_top_k, " must be in [1, ", moe.experts_key, "=",
+              config.moe_experts, "]");
   const int64_t expert_ffn = reader.integer_or(moe.expert_ffn_key, moe.default_expert_ffn);
   LATHE_CHECK(expert_ffn > 0, source, ": \"", moe.expert_ffn_key, "\" must be positive");
   config.moe_ffn_dim = expert_ffn == config.ffn_dim ? 0 : expert_ffn;
@@ -251,8 +268,8 @@ void read_moe(const ConfigReader& reader, const HfMoe& moe, ModelConfig& config)
   LATHE_CHECK(jitter == 0.0, source, ": \"router_jitter_noise\"=", jitter,
               " is not supported (lathe routes deterministically; expected 0)");
   const std::string scoring = reader.string_or("scoring_func", "softmax");
-  LATHE_CHECK(scoring == "softmax", source, ": \"scoring_func\"=\"", scoring, "\" is not supported for ",
-              "this architecture (expected \"softmax\")");
+  LATHE_CHECK(scoring == "softmax" || moe.experts_key == std::string("n_routed_experts"), source,
+              ": \"scoring_func\"=\"", scoring, "\" is not supported for ", "this architecture (expected \"softmax\")");
   LATHE_CHECK(!reader.has("clip_qkv"), source, ": \"clip_qkv\"=", reader.number("clip_qkv"),
               " is not supported (expected null)");
   if (moe.sparse_step_keys) {
@@ -271,6 +288,62 @@ void read_moe(const ConfigReader& reader, const HfMoe& moe, ModelConfig& config)
   }
 }
 
+// "key" when the config gives it a non-negative integer, its alias, or the default (0 standing for None).
+int64_t integer_key_or(const ConfigReader& reader, const char* key, const char* alias, int64_t fallback) {
+  return reader.integer_or(key, alias ? reader.integer_or(alias, fallback) : fallback);
+}
+
+// DeepSeek's latent-attention widths (before the generic head checks: head_dim is qk_rope_head_dim).
+void read_deepseek_attention(const ConfigReader& reader, ModelConfig& config) {
+  const std::string& source = reader.source();
+  config.q_lora_rank = reader.integer_or("q_lora_rank", reader.present("q_lora_rank") ? 0 : 1536);  // null: q_proj
+  config.kv_lora_rank = reader.integer_or("kv_lora_rank", 512);
+  config.qk_nope_head_dim = reader.integer_or("qk_nope_head_dim", 128);
+  config.qk_rope_head_dim = reader.integer_or("qk_rope_head_dim", 64);
+  config.v_head_dim = reader.integer_or("v_head_dim", 128);
+  LATHE_CHECK(config.kv_lora_rank > 0 && config.qk_rope_head_dim > 0 && config.qk_rope_head_dim % 2 == 0 &&
+                  config.v_head_dim > 0,
+              source, ": kv_lora_rank, v_head_dim and an even qk_rope_head_dim must be positive (found ",
+              config.kv_lora_rank, ", ", config.v_head_dim, ", ", config.qk_rope_head_dim, ")");
+  config.head_dim = config.qk_rope_head_dim;  // transformers' __post_init__
+  config.n_kv_heads = config.n_heads;         // MLA has no key/value heads of its own
+}
+
+// DeepSeek's routing, dense-layer and multi-token-prediction keys (after read_moe).
+void read_deepseek(const ConfigReader& reader, const HfDeepseek& deepseek, ModelConfig& config) {
+  const std::string& source = reader.source();
+  const std::string scoring = reader.string_or("scoring_func", deepseek.scoring);
+  LATHE_CHECK(scoring == deepseek.scoring, source, ": \"scoring_func\"=\"", scoring, "\" is not supported (",
+              config.family, " routes with \"", deepseek.scoring, "\")");
+  config.moe_router_scoring = deepseek.scoring;
+  const std::string method = reader.string_or("topk_method", deepseek.topk_method);
+  const bool grouped_v2 = !deepseek.selection_bias && method == "group_limited_greedy";
+  LATHE_CHECK(method == deepseek.topk_method || grouped_v2, source, ": \"topk_method\"=\"", method,
+              "\" is not supported (", config.family, " has \"", deepseek.topk_method, "\"",
+              deepseek.selection_bias ? "" : " and \"group_limited_greedy\"", ")");
+  LATHE_CHECK(config.moe_top_k > 0, source, ": \"num_experts_per_tok\" must be given (", config.family,
+              "'s config class has no default)");
+  if (!deepseek.renormalize_key) config.moe_renormalize = false;
+  config.moe_routed_scaling = reader.number_or("routed_scaling_factor", deepseek.default_routed_scaling);
+  LATHE_CHECK(config.moe_routed_scaling > 0, source, ": \"routed_scaling_factor\" must be positive");
+  config.moe_first_dense_layers = reader.integer_or("first_k_dense_replace", deepseek.default_first_dense);
+  const int64_t shared = reader.integer_or("n_shared_experts", deepseek.default_shared_experts);
+  config.moe_shared_ffn_dim = shared * config.resolved_moe_ffn_dim();
+  const int64_t groups = reader.integer_or("n_group", deepseek.default_n_group);
+  const int64_t topk_group = reader.integer_or("topk_group", deepseek.default_topk_group);
+  if (deepseek.selection_bias || grouped_v2) {  // V3 always groups; V2 with group_limited_greedy
+    LATHE_CHECK(groups > 0 && topk_group > 0 && config.moe_experts % groups == 0, source, ": \"n_group\"=", groups,
+                " and \"topk_group\"=", topk_group, " must be positive, n_group dividing ",
+                "n_routed_experts=", config.moe_experts);
+    config.moe_groups = groups;
+    config.moe_topk_groups = topk_group;
+    config.moe_group_score_experts = deepseek.group_score_experts;
+  }
+  if (deepseek.selection_bias) config.moe_bias_update_rate = 0.001;  // DeepSeek-V3's gamma for most of training
+  config.rope_interleave = deepseek.rope_interleave_key ? reader.boolean_or("rope_interleave", true) : true;
+  config.mtp_layers = integer_key_or(reader, "num_mtp_layers", "num_nextn_predict_layers", deepseek.default_mtp_layers);
+}
+
 ModelConfig read_text_config(const Json& json, const FamilySpec& family, const std::string& source) {
   LATHE_CHECK(json.is_object(), source, ": the config must be a JSON object");
   ConfigReader reader(json, source);
@@ -283,14 +356,14 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
   config.n_heads = reader.positive_integer("num_attention_heads");
   // Absent: the config class's default; null: the head count (transformers' __post_init__).
   const Json* kv_heads = json.find("num_key_value_heads");
-  config.n_kv_heads = kv_heads && kv_heads->is_null() ? config.n_heads
-                      : kv_heads || hf.default_kv_heads == 0
-                          ? reader.integer_or("num_key_value_heads", config.n_heads)
-                          : hf.default_kv_heads;
+  config.n_kv_heads = kv_heads && kv_heads->is_null()        ? config.n_heads
+                      : kv_heads || hf.default_kv_heads == 0 ? reader.integer_or("num_key_value_heads", config.n_heads)
+                                                             : hf.default_kv_heads;
   LATHE_CHECK(config.n_heads > 0 && config.n_kv_heads > 0 && config.n_heads % config.n_kv_heads == 0, source,
               ": num_attention_heads=", config.n_heads,
               " must be a positive multiple of num_key_value_heads=", config.n_kv_heads);
   config.head_dim = reader.integer_or("head_dim", 0);
+  if (hf.deepseek) read_deepseek_attention(reader, config);
   LATHE_CHECK(config.head_dim > 0 || config.d_model % config.n_heads == 0, source, ": hidden_size=", config.d_model,
               " is not divisible by num_attention_heads=", config.n_heads, " and \"head_dim\" is not given");
   LATHE_CHECK(config.resolved_head_dim() % 2 == 0, source, ": head_dim ", config.resolved_head_dim(),
@@ -313,14 +386,15 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
     const Json* method = quantization->is_object() ? quantization->find("quant_method") : nullptr;
     throw_error(source, ": \"quantization_config\" (quant_method ", method ? method->dump(0) : std::string("?"),
                 ") is not supported: lathe loads unquantised float weights and does not dequantise (GPT-OSS's "
-                "published MXFP4 experts included); convert the checkpoint to bf16/f32 first");
+                "published MXFP4 experts and DeepSeek's FP8 block-scaled weights included); convert the checkpoint "
+                "to bf16/f32 first");
   }
   for (const auto& [key, value] : hf.fixed_numbers)
     LATHE_CHECK(reader.number_or(key, value) == value, source, ": \"", key, "\"=", reader.number(key),
                 " is not supported (lathe's ", family.name, " layer hard-wires ", value, ")");
   if (hf.default_rope_type)
-    LATHE_CHECK(reader.has("rope_parameters") || reader.has("rope_scaling"), source,
-                ": no \"rope_parameters\", so ", hf.architecture, " defaults to rope_type \"", hf.default_rope_type,
+    LATHE_CHECK(reader.has("rope_parameters") || reader.has("rope_scaling"), source, ": no \"rope_parameters\", so ",
+                hf.architecture, " defaults to rope_type \"", hf.default_rope_type,
                 "\", which lathe does not support (lathe has default and llama3)");
   read_rope(reader, config, hf.default_rope_theta > 0 ? hf.default_rope_theta : 10000.0);
   read_sliding_window(reader, hf, config);
@@ -340,6 +414,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
     config.attn_logit_softcap = static_cast<float>(reader.number_or("attn_logit_softcapping", 0.0));
   }
   if (hf.moe) read_moe(reader, *hf.moe, config);
+  if (hf.deepseek) read_deepseek(reader, *hf.deepseek, config);
   return config;
 }
 
@@ -411,9 +486,38 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
         "attention_scale=0 (1/sqrt(head_dim))");
   }
   if (!hf.rope_per_layer_type) require(config.rope_local_theta == 0, "rope_local_theta=0");
+  if (hf.deepseek) {
+    const HfDeepseek& deepseek = *hf.deepseek;
+    require(config.uses_mla(), "multi-head latent attention (kv_lora_rank > 0)");
+    require(config.moe_experts > 0, "moe_experts > 0");
+    require(config.moe_router_scoring == deepseek.scoring, str_cat("moe_router_scoring=", deepseek.scoring));
+    require(config.moe_z_loss_coef == 0.0 && config.moe_aux_loss_coef == 0.0,
+            "moe_aux_loss_coef=0 and moe_z_loss_coef=0 (transformers adds no router loss here)");
+    require(config.moe_layer_step == 1 && config.moe_dense_layers.empty(),
+            "MoE on every layer past the first dense ones (moe_layer_step=1, no moe_dense_layers)");
+    require(config.moe_shared_gate == false, "moe_shared_gate=false (DeepSeek's shared experts are ungated)");
+    require(config.moe_shared_ffn_dim % config.resolved_moe_ffn_dim() == 0,
+            "moe_shared_ffn_dim a multiple of the expert width (n_shared_experts)");
+    if (!deepseek.renormalize_key) require(!config.moe_renormalize, "moe_renormalize=false");
+    require((config.moe_bias_update_rate > 0) == deepseek.selection_bias,
+            deepseek.selection_bias ? "moe_bias_update_rate > 0 (its router has a selection bias)"
+                                    : "moe_bias_update_rate=0 (no selection bias)");
+    if (deepseek.selection_bias)
+      require(config.moe_groups > 1 || config.moe_topk_groups == 1, "group-limited routing or none");
+    require(config.moe_groups == 1 || config.moe_group_score_experts == deepseek.group_score_experts,
+            str_cat("moe_group_score_experts=", deepseek.group_score_experts));
+    if (!deepseek.rope_interleave_key) require(config.rope_interleave, "rope_interleave=true");
+    if (deepseek.default_mtp_layers == 0) require(config.mtp_layers == 0, "mtp_layers=0");
+  } else {
+    require(!config.uses_mla(), "kv_lora_rank=0 (its architecture has no latent attention)");
+    require(!config.rope_interleave, "rope_interleave=false");
+    require(config.mtp_layers == 0, "mtp_layers=0");
+    require(config.moe_bias_update_rate == 0, "moe_bias_update_rate=0 (no selection bias)");
+    require(config.moe_groups == 1, "moe_groups=1");
+  }
   if (!hf.moe) {
     require(config.moe_experts == 0, "moe_experts=0 (its architecture has no experts)");
-  } else if (config.moe_experts > 0) {
+  } else if (config.moe_experts > 0 && !hf.deepseek) {
     const HfMoe& moe = *hf.moe;
     require(config.moe_router_scoring == "softmax", "moe_router_scoring=softmax");
     require(config.moe_routed_scaling == 1.0, "moe_routed_scaling=1");
@@ -453,7 +557,17 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
 Json rope_object(double theta, const ModelConfig& config, bool scaled) {
   Json rope = Json::object();
   rope.set("rope_theta", theta);
-  if (scaled && config.rope_scaling == "llama3") {
+  if (scaled && config.rope_scaling == "yarn") {
+    rope.set("rope_type", "yarn");
+    rope.set("factor", config.rope_scaling_factor);
+    rope.set("original_max_position_embeddings", config.rope_original_max_position);
+    rope.set("beta_fast", config.rope_yarn_beta_fast);
+    rope.set("beta_slow", config.rope_yarn_beta_slow);
+    rope.set("truncate", config.rope_yarn_truncate);
+    if (config.rope_yarn_mscale > 0) rope.set("mscale", config.rope_yarn_mscale);
+    if (config.rope_yarn_mscale_all_dim > 0) rope.set("mscale_all_dim", config.rope_yarn_mscale_all_dim);
+    if (config.rope_attention_factor > 0) rope.set("attention_factor", config.rope_attention_factor);
+  } else if (scaled && config.rope_scaling == "llama3") {
     rope.set("rope_type", "llama3");
     rope.set("factor", config.rope_scaling_factor);
     rope.set("low_freq_factor", config.rope_low_freq_factor);
@@ -465,13 +579,33 @@ Json rope_object(double theta, const ModelConfig& config, bool scaled) {
   return rope;
 }
 
+void write_deepseek(const ModelConfig& config, const HfDeepseek& deepseek, Json& json) {
+  json.set("q_lora_rank", config.q_lora_rank > 0 ? Json(config.q_lora_rank) : Json());
+  json.set("kv_lora_rank", config.kv_lora_rank);
+  json.set("qk_nope_head_dim", config.qk_nope_head_dim);
+  json.set("qk_rope_head_dim", config.qk_rope_head_dim);
+  json.set("v_head_dim", config.v_head_dim);
+  json.set("head_dim", config.qk_rope_head_dim);
+  json.set("n_shared_experts", config.moe_shared_ffn_dim / config.resolved_moe_ffn_dim());
+  json.set("routed_scaling_factor", config.moe_routed_scaling);
+  json.set("first_k_dense_replace", config.moe_first_dense_layers);
+  json.set("scoring_func", deepseek.scoring);
+  const bool grouped = config.moe_groups > 1 || deepseek.selection_bias;
+  json.set("topk_method", deepseek.selection_bias ? deepseek.topk_method : grouped ? "group_limited_greedy" : "greedy");
+  json.set("n_group", grouped ? Json(config.moe_groups) : Json());
+  json.set("topk_group", grouped ? Json(config.moe_topk_groups) : Json());
+  if (deepseek.renormalize_key) json.set("norm_topk_prob", config.moe_renormalize);
+  if (deepseek.rope_interleave_key) json.set("rope_interleave", config.rope_interleave);
+  if (deepseek.default_mtp_layers > 0) json.set("num_mtp_layers", config.mtp_layers);
+}
+
 }  // namespace
 
 Json hf_json_from_model_config(const ModelConfig& config) {
   const FamilySpec& family = find_family_for_export(config.family);
   const HfFamily& hf = family.hf;
   check_exportable(config, family);
-  LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "llama3",
+  LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "llama3" || config.rope_scaling == "yarn",
               "export to Hugging Face: model.rope_scaling '", config.rope_scaling, "' is not supported");
   Json json = Json::object();
   Json architectures = Json::array();
@@ -498,8 +632,8 @@ Json hf_json_from_model_config(const ModelConfig& config) {
     json.set("num_experts_per_tok", config.moe_top_k);
     json.set(moe.expert_ffn_key, config.resolved_moe_ffn_dim());
     if (moe.renormalize_key) json.set(moe.renormalize_key, config.moe_renormalize);
-    json.set("router_aux_loss_coef", config.moe_aux_loss_coef > 0 ? config.moe_aux_loss_coef
-                                                                   : moe.default_aux_loss_coef);
+    json.set("router_aux_loss_coef",
+             config.moe_aux_loss_coef > 0 ? config.moe_aux_loss_coef : moe.default_aux_loss_coef);
     json.set("output_router_logits", config.moe_aux_loss_coef > 0);
     if (moe.qkv_bias_key) json.set(moe.qkv_bias_key, true);
     if (moe.sparse_step_keys) {
@@ -510,6 +644,7 @@ Json hf_json_from_model_config(const ModelConfig& config) {
     }
     if (moe.default_shared_ffn > 0) json.set("shared_expert_intermediate_size", config.moe_shared_ffn_dim);
   }
+  if (hf.deepseek) write_deepseek(config, *hf.deepseek, json);
 
   // RoPE: 5.x rope_parameters and the 4.x keys that mean the same.
   json.set("rope_theta", config.rope_theta);
@@ -524,7 +659,7 @@ Json hf_json_from_model_config(const ModelConfig& config) {
                 config.rope_scaling, "' is not supported");
   } else {
     json.set("rope_parameters", rope_object(config.rope_theta, config, true));
-    if (config.rope_scaling == "llama3") {
+    if (config.rope_scaling != "none") {
       Json scaling = rope_object(config.rope_theta, config, true);
       json.set("rope_scaling", std::move(scaling));
     }
@@ -561,8 +696,9 @@ Json hf_json_from_model_config(const ModelConfig& config) {
 
 std::string hf_config_text(const Json& json) {
   static const char* const kFloatKeys[] = {
-      "rope_theta", "rms_norm_eps",    "initializer_range", "final_logit_softcapping", "attn_logit_softcapping",
-      "factor",     "low_freq_factor", "high_freq_factor",  "rope_local_base_freq", "router_aux_loss_coef", "swiglu_alpha", "swiglu_limit"};
+      "rope_theta",   "rms_norm_eps",    "initializer_range", "final_logit_softcapping", "attn_logit_softcapping",
+      "factor",       "low_freq_factor", "high_freq_factor",  "rope_local_base_freq",    "router_aux_loss_coef",
+      "swiglu_alpha", "swiglu_limit"};
   const std::string text = json.dump(2);
   std::string out;
   size_t begin = 0;

@@ -161,6 +161,7 @@ double ShardedAdamW::step(int64_t step, double lr) {
   const float scale = gradient_clip_scale(norm, config_);
   for (const Piece& piece : pieces_) {
     const Parameter& parameter = parameters_[piece.parameter];
+    if (!parameter_trains(parameter)) continue;
     const int64_t n = parameter.var->value.numel();
     auto part = [&](const Tensor& tensor) {
       return tensor.view().reshape({n}).slice(0, piece.offset, piece.offset + piece.length);

@@ -1,0 +1,116 @@
+#include "lathe/models/mla_layer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "lathe/autograd/mla_ops.h"
+#include "lathe/models/layers.h"
+
+namespace lathe {
+
+using autograd::Tape;
+using autograd::Var;
+
+namespace {
+
+constexpr float kLatentNormEps = 1e-6f;  // DeepseekV3RMSNorm's default: q_a/kv_a norms ignore rms_norm_eps
+
+Var latent_norm(Tape& tape, const BlockContext& context, const Var& x, const Var& weight) {
+  return autograd::rms_norm(tape, x, weight, kLatentNormEps, context.config->norm_weight_offset);
+}
+
+// Appends this call's latent rows (1, seq, 1, r + dr) to the cache; returns all rows cached so far.
+Var append_latent(const BlockContext& context, const Var& rows) {
+  KvCache& cache = *context.cache;
+  const int64_t seq = rows->value.dim(1), width = rows->value.dim(3), end = context.position_offset + seq;
+  LATHE_CHECK(end <= cache.capacity(), "generation: ", end, " tokens exceed the KV cache capacity of ",
+              cache.capacity(), " (model.max_seq_len)");
+  Tensor& keys = cache.keys[context.layer];
+  std::memcpy(keys.ptr<float>() + context.position_offset * width, rows->value.ptr<float>(),
+              static_cast<size_t>(seq * width) * sizeof(float));
+  return autograd::make_var(keys.share_view(keys.view().slice(1, 0, end)));
+}
+
+}  // namespace
+
+float mla_softmax_scale(const ModelConfig& config) {
+  double scale = 1.0 / std::sqrt(static_cast<double>(config.qk_nope_head_dim + config.qk_rope_head_dim));
+  if (config.rope_scaling == "yarn" && config.rope_yarn_mscale_all_dim != 0.0) {
+    const double mscale = yarn_mscale(config.rope_scaling_factor, config.rope_yarn_mscale_all_dim);
+    scale *= mscale * mscale;
+  }
+  return static_cast<float>(scale);
+}
+
+Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, const Var& x) {
+  const ModelConfig& config = *context.config;
+  const int64_t batch = context.batch, seq = context.seq, heads = config.n_heads;
+  const int64_t dn = config.qk_nope_head_dim, dr = config.qk_rope_head_dim, dv = config.v_head_dim;
+  const int64_t rank = config.kv_lora_rank;
+  const bool compressed_q = w.q_a_proj && *w.q_a_proj;
+  Var q = compressed_q
+              ? autograd::linear(tape, latent_norm(tape, context, autograd::linear(tape, x, *w.q_a_proj), *w.q_a_norm),
+                                 *w.q_b_proj)
+              : autograd::linear(tape, x, *w.q_proj);
+  const int64_t q_widths[] = {dn, dr};
+  std::vector<Var> q_parts =
+      autograd::split_last_dim(tape, autograd::reshape(tape, q, {batch, seq, heads, dn + dr}), q_widths);
+  const RopeParams rope = rope_params(config, context.layer, context.position_offset);
+  Var q_rope = autograd::rope(tape, q_parts[1], rope);
+
+  const int64_t kv_widths[] = {rank, dr};
+  std::vector<Var> kv_parts = autograd::split_last_dim(tape, autograd::linear(tape, x, *w.kv_a_proj), kv_widths);
+  Var latent = latent_norm(tape, context, kv_parts[0], *w.kv_a_norm);                                  // (tokens, r)
+  Var k_rope = autograd::rope(tape, autograd::reshape(tape, kv_parts[1], {batch, seq, 1, dr}), rope);  // (B, S, 1, dr)
+  int64_t key_tokens = seq;
+  if (context.cache) {  // keep [latent | rope key] per token; attend over everything cached
+    Var rows = autograd::concat_heads(tape, autograd::reshape(tape, latent, {batch, seq, 1, rank}), k_rope);
+    Var cached = append_latent(context, rows);
+    key_tokens = cached->value.dim(1);
+    std::vector<Var> cached_parts = autograd::split_last_dim(tape, cached, kv_widths);
+    latent = autograd::reshape(tape, cached_parts[0], {key_tokens, rank});
+    k_rope = cached_parts[1];
+  }
+  const int64_t kv_up_widths[] = {dn, dv};
+  std::vector<Var> kv_up = autograd::split_last_dim(
+      tape, autograd::reshape(tape, autograd::linear(tape, latent, *w.kv_b_proj), {batch, key_tokens, heads, dn + dv}),
+      kv_up_widths);
+  Var query = autograd::concat_heads(tape, q_parts[0], q_rope);  // (B, S, H, dn + dr)
+  Var key = autograd::concat_heads(tape, kv_up[0], k_rope);      // (B, L, H, dn + dr)
+
+  FlashAttentionOptions options;
+  options.causal = true;
+  options.scale = mla_softmax_scale(config);
+  Var attended = autograd::attention(tape, query, key, kv_up[1], options);  // (B, S, H, dv)
+  return autograd::linear(tape, autograd::reshape(tape, attended, {batch * seq, heads * dv}), *w.o_proj);
+}
+
+LayerActivationCounts mla_activation_counts(const ModelConfig& config) {
+  const int64_t heads = config.n_heads, dn = config.qk_nope_head_dim, dr = config.qk_rope_head_dim;
+  const int64_t dv = config.v_head_dim, rank = config.kv_lora_rank, q_rank = config.q_lora_rank;
+  const int64_t qk = heads * (dn + dr);
+  int64_t saved = 0, matmuls = 0;
+  if (q_rank > 0) {
+    saved += 2 * q_rank + 1;  // q_a output, its norm (+ inv_rms)
+    matmuls += q_rank;
+  }
+  saved += qk + heads * dr;                      // q projection, rotated q rope part
+  saved += rank + dr + rank + 1 + dr;            // kv_a output, latent norm (+ inv_rms), rotated rope key
+  saved += heads * (dn + dv);                    // kv_b output
+  saved += 2 * qk;                               // assembled q and k
+  saved += heads * dv + heads + config.d_model;  // attention output, lse, o_proj
+  matmuls += qk + rank + dr + heads * (dn + dv) + config.d_model;
+  return {saved, matmuls};
+}
+
+double mla_attention_training_flops_per_token(const ModelConfig& config, int64_t seq_len) {
+  const double per_pair =
+      static_cast<double>(config.n_heads * (config.qk_nope_head_dim + config.qk_rope_head_dim + config.v_head_dim));
+  return 3.0 * per_pair * static_cast<double>(seq_len);  // 2 FLOPs * (qk + v) per pair, half the pairs, x3 for fwd+bwd
+}
+
+KvCache make_mla_kv_cache(const ModelConfig& config, int64_t max_seq) {
+  return KvCache::latent(config.n_layers, max_seq, config.kv_lora_rank + config.qk_rope_head_dim);
+}
+
+}  // namespace lathe
