@@ -138,6 +138,82 @@ void attend_part(const Geometry& g, const Element* q, const Element* cache, int6
   }
 }
 
+// Few query rows (decode: seq_q x n_heads up to kMaxVectors vectors): the transposed score tile
+// S^T = C Q^T (block_k x rows) takes the cache rows as the broadcast operand in place, so no cache
+// block is transposed (that copy costs as much as the product when only ~16 rows share it), and
+// Q^T (width x rows) is packed once per task. The online softmax then runs across the query
+// columns, one vector at a time; p @ c_kv reads P^T with strides (1, rows_padded).
+template <class Element>
+void attend_part_key_rows(const Geometry& g, const Element* q, const Element* cache, int64_t b, int64_t r0,
+                          int64_t rows, int64_t kb_begin, int64_t kb_end, float* qt, float* k_rows, float* v_tile,
+                          float* st, float* column_state, const Partial& part) {
+  const int64_t rp = g.padded_rank, mp = round_up(rows, W);
+  float* column_max = column_state;
+  float* column_sum = column_state + mp;
+  float* alpha = column_state + 2 * mp;
+  pack_transposed(q + (b * g.rows + r0) * g.width, g.width, rows, g.width, mp, qt);
+  const VecF scale = VecF::broadcast(g.scale);
+  for (int64_t i = 0; i < g.width * mp; i += W) (VecF::load(qt + i) * scale).store(qt + i);
+  std::memset(part.acc, 0, sizeof(float) * rows * rp);
+  // kMaskedScore, not -inf: simd::exp(-inf) is not defined to be 0.
+  for (int64_t r = 0; r < mp; ++r) column_max[r] = kMaskedScore, column_sum[r] = 0.0f;
+  const int64_t last_end = g.visible_end(r0 + rows - 1);
+  kb_end = std::min(kb_end, (last_end + g.block_k - 1) / g.block_k);
+  const Element* cache_batch = cache + b * g.cache_batch_stride;
+  for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
+    const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
+    const Element* block = cache_batch + j0 * g.width;
+    const float* rows_f32;
+    if constexpr (std::is_same_v<Element, float>) {
+      rows_f32 = block;
+    } else {
+      pack_rows(block, g.width, count, g.width, g.width, 1.0f, k_rows);
+      rows_f32 = k_rows;
+    }
+    gemm(count, mp / W, g.width, rows_f32, g.width, 1, qt, mp, st, mp, false);
+    // Causal: keys at or after a query's visible end are masked (bottom-right alignment makes the
+    // visible set a prefix, so only the last blocks of a row have any): out of the max, and their
+    // p zeroed after the exponential. Without the zeroing, a query that has seen no key yet would
+    // get p = exp(kMaskedScore - kMaskedScore) = 1; the merge weighs a part whose max stayed at
+    // kMaskedScore by 0, but a query that sees no key at all must end with a sum of 0.
+    auto mask = [&](float value) {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = std::max<int64_t>(0, g.visible_end(r0 + r) - j0); c < count; ++c) st[c * mp + r] = value;
+    };
+    mask(kMaskedScore);
+    for (int64_t v = 0; v < mp; v += W) {
+      VecF tile_max = VecF::broadcast(kMaskedScore);
+      for (int64_t c = 0; c < count; ++c) tile_max = simd::max(tile_max, VecF::load(st + c * mp + v));
+      const VecF new_max = simd::max(VecF::load(column_max + v), tile_max);
+      for (int64_t c = 0; c < count; ++c) simd::exp(VecF::load(st + c * mp + v) - new_max).store(st + c * mp + v);
+      new_max.store(alpha + v);  // the new max, until the sums below
+    }
+    mask(0.0f);
+    for (int64_t v = 0; v < mp; v += W) {
+      VecF sum = VecF::zero();
+      for (int64_t c = 0; c < count; ++c) sum += VecF::load(st + c * mp + v);
+      const VecF old_max = VecF::load(column_max + v), new_max = VecF::load(alpha + v);
+      const VecF factor = simd::exp(old_max - new_max);
+      factor.store(alpha + v);
+      simd::fma(VecF::load(column_sum + v), factor, sum).store(column_sum + v);
+      new_max.store(column_max + v);
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      if (alpha[r] != 1.0f) {
+        const VecF factor = VecF::broadcast(alpha[r]);
+        float* acc_row = part.acc + r * rp;
+        for (int64_t d = 0; d < rp; d += W) (VecF::load(acc_row + d) * factor).store(acc_row + d);
+      }
+    if (g.kv_rank % W == 0) {  // c_kv read in place from the f32 rows: no copy
+      gemm(rows, rp / W, count, st, 1, mp, rows_f32, g.width, part.acc, rp, true);
+    } else {
+      pack_rows(rows_f32, g.width, count, g.kv_rank, rp, 1.0f, v_tile);
+      gemm(rows, rp / W, count, st, 1, mp, v_tile, rp, part.acc, rp, true);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) part.row_max[r] = column_max[r], part.row_sum[r] = column_sum[r];
+}
+
 // Writes o and lse of `rows` query rows from the parts' states, merged in part order.
 template <class Element>
 void finish_rows(const Geometry& g, const Partial* parts, int64_t part_count, int64_t b, int64_t r0, int64_t rows,
@@ -188,12 +264,15 @@ void forward(const MlaDecodeArgs& args, const MlaDecodeCpuConfig& config) {
 
   const int64_t tasks = g.batch * g.row_blocks * splits;
   parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
-    AlignedBuffer buffers[5];
-    float* q_tile = scratch(buffers[0], g.block_q * g.padded_width);
-    float* kt = scratch(buffers[1], g.width * bkp);
+    AlignedBuffer buffers[6];
+    // Score tiles in either orientation; key_rows uses q_tile for Q^T and kt for f32 cache rows.
+    const int64_t mp = round_up(g.block_q, W);
+    float* q_tile = scratch(buffers[0], std::max(g.block_q * g.padded_width, g.width * mp));
+    float* kt = scratch(buffers[1], g.width * std::max(bkp, g.block_k));
     float* v_tile = scratch(buffers[2], g.block_k * rp);
-    float* s = scratch(buffers[3], g.block_q * bkp);
+    float* s = scratch(buffers[3], std::max(g.block_q * bkp, g.block_k * mp));
     float* own = splits > 1 ? nullptr : scratch(buffers[4], part_floats);
+    float* column_state = scratch(buffers[5], 4 * mp);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t split = task % splits, block_task = task / splits;
       const int64_t b = block_task / g.row_blocks, rb = zigzag(block_task % g.row_blocks, g.row_blocks);
@@ -201,7 +280,10 @@ void forward(const MlaDecodeArgs& args, const MlaDecodeCpuConfig& config) {
       const int64_t kb_begin = g.key_blocks * split / splits, kb_end = g.key_blocks * (split + 1) / splits;
       float* state = splits > 1 ? parts_all + ((b * g.row_blocks + rb) * splits + split) * part_floats : own;
       const Partial part = part_at(state);
-      attend_part(g, q, cache, b, r0, rows, kb_begin, kb_end, q_tile, kt, v_tile, s, part);
+      if (round_up(rows, W) <= kMaxVectors * W)
+        attend_part_key_rows(g, q, cache, b, r0, rows, kb_begin, kb_end, q_tile, kt, v_tile, s, column_state, part);
+      else
+        attend_part(g, q, cache, b, r0, rows, kb_begin, kb_end, q_tile, kt, v_tile, s, part);
       if (splits == 1) finish_rows(g, &part, 1, b, r0, rows, o, lse);
     }
   });

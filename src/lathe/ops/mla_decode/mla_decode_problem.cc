@@ -72,6 +72,10 @@ const std::vector<std::string> kEdgeShapes = {
     "batch=2,seq_q=5,seq_k=70,heads=3,kv_rank=24,rope_dim=8,capacity=90",
     "batch=1,seq_q=9,seq_k=4,heads=2,kv_rank=16,rope_dim=3",  // causal: early queries see nothing
     "batch=1,seq_q=3,seq_k=131,heads=16,kv_rank=512,rope_dim=64",
+    // 16 query rows (the decode path on AVX2) in two key parts; query 0 sees no key of the second.
+    "batch=1,seq_q=8,seq_k=70,heads=2,kv_rank=32,rope_dim=8",
+    "batch=1,seq_q=8,seq_k=70,heads=2,kv_rank=20,rope_dim=8",
+    "batch=1,seq_q=8,seq_k=4,heads=2,kv_rank=16,rope_dim=3",  // the same path, queries 0-3 see nothing
     "batch=1,seq_q=2,seq_k=67,heads=4,kv_rank=33,rope_dim=5,causal=0,dtype=bf16",
 };
 
