@@ -1,12 +1,16 @@
 // mla_decode CPU kernel, compiled once per ISA (scalar, avx2, avx512) via lathe_add_isa_kernels.
 // All seq_q x n_heads query rows of a batch attend over the same cache rows, so they are flattened
 // into one (rows, width) matrix (q's layout already is) and tiled like a GEMM: a task owns a block of
-// query rows and one part of the key range; per key block it packs the cache block transposed
-// (width x block_k), computes the block_q x block_k score tile, runs the online softmax (running max
-// m, sum l) and accumulates p @ c_kv into a block_q x kv_rank accumulator, reading c_kv straight
-// from the cache rows when they are f32 and kv_rank is a whole number of vectors. Parts of the key
-// range are merged in part order afterwards (rescaled by exp(m_part - m)), so the result does not
-// depend on the thread count.
+// query rows and one part of the key range, keeps an online softmax (running max m, sum l) per row
+// and accumulates p @ c_kv into a rows x kv_rank accumulator, reading c_kv straight from the cache
+// rows when they are f32 and kv_rank is a whole number of vectors. Two orientations of the score
+// tile:
+//   attend_part           (many rows, prefill): the cache block is packed transposed (width x
+//                         block_k) once and shared by up to block_q rows; S = Q C^T.
+//   attend_part_key_rows  (up to kMaxVectors vectors of rows, decode): S^T = C Q^T with the cache
+//                         rows read in place and Q^T packed once per task; softmax across columns.
+// Parts of the key range are merged in part order afterwards (rescaled by exp(m_part - m)), so the
+// result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
