@@ -123,7 +123,7 @@ Var attention_with_sinks(Tape& tape, const Var& q, const Var& k, const Var& v, c
                          const FlashAttentionOptions& options) {
   const int64_t batch = q->value.dim(0), seq_q = q->value.dim(1), heads = q->value.dim(2);
   LATHE_ASSERT(sinks->value.shape() == Shape({heads}) && sinks->value.dtype() == tape.dtype());
-  Var out = make_var(Tensor::empty(q->value.shape(), tape.dtype()),
+  Var out = make_var(Tensor::empty({batch, seq_q, heads, v->value.dim(3)}, tape.dtype()),
                      q->requires_grad || k->requires_grad || v->requires_grad || sinks->requires_grad);
   Tensor lse = Tensor::empty({batch, heads, seq_q}, tape.dtype());
   FlashAttentionArgs args{q->value, k->value, v->value, out->value, lse, options};

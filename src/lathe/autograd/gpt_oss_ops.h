@@ -18,7 +18,8 @@ namespace lathe::autograd {
 // The standard flash backward run with (o', lse') is then exact for q, k and v (p' = exp(s - lse') are the
 // true probabilities, and D = rowsum(do * o') = sum_j p'_j dp_j since the sink has no value), and
 //   d sink_h = -sum over (batch, query) of exp(sink_h - lse') * rowsum(do * o').
-// q: (batch, seq_q, heads, head_dim); k, v: (batch, seq_k, kv_heads, head_dim); sinks: (heads) -> like q.
+// q: (batch, seq_q, heads, head_dim); k: (batch, seq_k, kv_heads, head_dim); v: (batch, seq_k, kv_heads,
+// v_head_dim); sinks: (heads) -> (batch, seq_q, heads, v_head_dim).
 // A query with no visible key gets o' = 0.
 Var attention_with_sinks(Tape& tape, const Var& q, const Var& k, const Var& v, const Var& sinks,
                          const FlashAttentionOptions& options);

@@ -1,6 +1,7 @@
 // gpt_oss_ops: each forward against an independent float64 definition (attention with sinks as an
 // explicit softmax over the scores plus the sink column), the f64 backward against finite
-// differences, and the f32 path against the f64 one.
+// differences, and the f32 path against the f64 one. Also attention and attention_with_sinks with
+// a value width of their own (MLA).
 #include "lathe/autograd/gpt_oss_ops.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "finite_difference.h"
+#include "lathe/autograd/ops.h"
 #include "lathe/core/rng.h"
 #include "test_seed.h"
 
@@ -160,6 +162,39 @@ TEST(AttentionWithSinks, FastMatchesReference) {
   check_fast_matches_reference({random({2, 9, 4, 8}, seed, 1), random({2, 9, 2, 8}, seed, 2),
                                 random({2, 9, 2, 8}, seed, 3), random({4}, seed, 4)},
                                {2, 9, 4, 8}, op, seed, 2e-5);
+}
+
+// MLA: v has a width of its own (3 and 5 against q/k's 4); the output takes v's width, and the
+// gradients of attention and attention_with_sinks still match finite differences and the f32 path.
+TEST(AttentionValueWidth, GradientsMatchFiniteDifferencesAndFastPath) {
+  const uint64_t seed = test_seed();
+  FlashAttentionOptions options;
+  options.causal = true;
+  auto plain = [&](Tape& tape, const std::vector<Var>& in) { return attention(tape, in[0], in[1], in[2], options); };
+  auto sinks = [&](Tape& tape, const std::vector<Var>& in) {
+    return attention_with_sinks(tape, in[0], in[1], in[2], in[3], options);
+  };
+  for (int64_t v_dim : {3, 5}) {
+    const Tensor q = random({1, 5, 4, 4}, seed, 1), k = random({1, 5, 2, 4}, seed, 2),
+                 v = random({1, 5, 2, v_dim}, seed, 3), sink = random({4}, seed, 4);
+    const Tensor probe = random({1, 5, 4, v_dim}, seed, 5);
+    {
+      SCOPED_TRACE(str_cat("attention fd v_dim=", v_dim));
+      check_finite_differences({q, k, v}, probe, plain, seed);
+    }
+    {
+      SCOPED_TRACE(str_cat("sinks fd v_dim=", v_dim));
+      check_finite_differences({q, k, v, sink}, probe, sinks, seed);
+    }
+    {
+      SCOPED_TRACE(str_cat("attention fast v_dim=", v_dim));
+      check_fast_matches_reference({q, k, v}, {1, 5, 4, v_dim}, plain, seed, 2e-5);
+    }
+    {
+      SCOPED_TRACE(str_cat("sinks fast v_dim=", v_dim));
+      check_fast_matches_reference({q, k, v, sink}, {1, 5, 4, v_dim}, sinks, seed, 2e-5);
+    }
+  }
 }
 
 TEST(ClampedSwiglu, ForwardMatchesDefinitionOnInterleavedColumns) {

@@ -121,7 +121,9 @@ Var rope(Tape& tape, const Var& x, const RopeParams& params) {
 
 Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options) {
   const int64_t batch = q->value.dim(0), seq_q = q->value.dim(1), heads = q->value.dim(2);
-  Var out = make_var(new_tensor(tape, q->value.shape()), q->requires_grad || k->requires_grad || v->requires_grad);
+  // out: (batch, seq_q, heads, v_head_dim): v's width, which may differ from q's (MLA).
+  Var out = make_var(new_tensor(tape, {batch, seq_q, heads, v->value.dim(3)}),
+                     q->requires_grad || k->requires_grad || v->requires_grad);
   Tensor lse = Tensor::empty({batch, heads, seq_q}, fast(tape) ? DType::f32 : DType::f64);
   FlashAttentionArgs args{q->value, k->value, v->value, out->value, lse, options};
   fast(tape) ? flash_attention(args) : flash_attention_reference<double>(args);

@@ -21,7 +21,8 @@ Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weigh
 Var linear(Tape& tape, const Var& x, const Var& weight);
 // x: (batch, seq, heads, head_dim) -> rotated copy (positions 0..seq-1 + params.position_offset).
 Var rope(Tape& tape, const Var& x, const RopeParams& params);
-// q: (batch, seq_q, heads, head_dim); k, v: (batch, seq_k, kv_heads, head_dim) -> like q.
+// q: (batch, seq_q, heads, head_dim); k: (batch, seq_k, kv_heads, head_dim); v: (batch, seq_k, kv_heads,
+// v_head_dim) -> (batch, seq_q, heads, v_head_dim).
 Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options);
 // gate, up: (rows, ffn) -> act(gate) * up.
 Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation);

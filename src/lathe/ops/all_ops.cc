@@ -8,6 +8,7 @@ namespace lathe {
 void register_rms_norm_ops(std::vector<OpRegistration>& ops);
 void register_matmul_ops(std::vector<OpRegistration>& ops);
 void register_flash_attention_ops(std::vector<OpRegistration>& ops);
+void register_mla_decode_ops(std::vector<OpRegistration>& ops);
 void register_linear_cross_entropy_ops(std::vector<OpRegistration>& ops);
 void register_rope_ops(std::vector<OpRegistration>& ops);
 void register_gated_activation_ops(std::vector<OpRegistration>& ops);
@@ -28,6 +29,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_rms_norm_ops(list);
     register_matmul_ops(list);
     register_flash_attention_ops(list);
+    register_mla_decode_ops(list);
     register_linear_cross_entropy_ops(list);
     register_rope_ops(list);
     register_gated_activation_ops(list);

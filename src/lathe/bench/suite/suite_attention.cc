@@ -2,8 +2,8 @@
 // (Mistral-7B), logit softcap (Gemma-2), MLA (DeepSeek-V3) and decode over a paged KV cache (vLLM
 // layout). Layout (batch, seq, heads, head_dim) as Hugging Face.
 //   lathe: flash_attention, as its own registered problem (suite_op_problem.h) for the plain
-//          attention problems (MLA: matmul up-projections + flash_attention with v zero-padded to the
-//          q/k width; paged decode: plain gather of the pages + flash_attention per sequence).
+//          attention problems (MLA: matmul up-projections + flash_attention with v of its own width;
+//          paged decode: plain gather of the pages + flash_attention per sequence).
 //   vendor: the unfused composition a BLAS user writes: per head, S = Q K^T with the GEMM vendor's
 //          sgemm, masking and softmax in plain loops, O = P V with sgemm (the full score matrix).
 #include <cmath>
@@ -114,10 +114,8 @@ class MlaProblem : public SuiteProblemWithReference<MlaProblem> {
     v_up_ = Tensor::empty({s_.seq, s_.heads * s_.dim_v}, DType::f32);
     q_ = Tensor::empty({1, s_.seq, s_.heads, width}, DType::f32);
     k_ = Tensor::empty({1, s_.seq, s_.heads, width}, DType::f32);
-    v_padded_ = Tensor::zeros({1, s_.seq, s_.heads, width}, DType::f32);
-    o_padded_ = Tensor::empty({1, s_.seq, s_.heads, width}, DType::f32);
     lse_ = Tensor::empty({1, s_.heads, s_.seq}, DType::f32);
-    mutable_info().lathe_path = "matmul (k, v up-projections) + plain concat + flash_attention (v zero-padded)";
+    mutable_info().lathe_path = "matmul (k, v up-projections) + plain concat + flash_attention (v_head_dim of its own)";
     if (best_gemm_vendor() != GemmVendor::none) {
       scores_ = Tensor::empty({s_.seq, s_.seq}, DType::f32);
       mutable_info().vendor = str_cat(gemm_vendor_name(best_gemm_vendor()),
@@ -137,16 +135,15 @@ class MlaProblem : public SuiteProblemWithReference<MlaProblem> {
       args.a = a, args.b = b, args.c = c;
       matmul(args);
     });
-    assemble(v_padded_.ptr<float>(), qk_dim());
+    assemble();
+    // v straight from the up-projection, o straight into the output: (1, seq, heads, dim_v).
     FlashAttentionArgs args;
-    args.q = q_.view(), args.k = k_.view(), args.v = v_padded_.view(), args.o = o_padded_.view();
+    args.q = q_.view(), args.k = k_.view();
+    args.v = v_up_.view().reshape({1, s_.seq, s_.heads, s_.dim_v});
+    args.o = out(0).reshape({1, s_.seq, s_.heads, s_.dim_v});
     args.lse = lse_.view();
     args.options.causal = true;
     flash_attention(args);
-    const float* padded = o_padded_.ptr<float>();
-    float* o = out_f32(0);
-    for (int64_t row = 0; row < s_.seq * s_.heads; ++row)
-      std::memcpy(o + row * s_.dim_v, padded + row * qk_dim(), sizeof(float) * s_.dim_v);
   }
 
   void run_vendor() override {
@@ -155,7 +152,7 @@ class MlaProblem : public SuiteProblemWithReference<MlaProblem> {
       vendor_sgemm(vendor, false, a.dim(0), b.dim(1), a.dim(1), 1.0f, static_cast<const float*>(a.data), a.dim(1),
                    static_cast<const float*>(b.data), b.dim(1), 0.0f, static_cast<float*>(c.data), c.dim(1));
     });
-    assemble(nullptr, 0);
+    assemble();
     vendor_attention(vendor, q_.ptr<float>(), k_.ptr<float>(), v_up_.ptr<float>(), out_f32(0), 1, s_.seq, s_.seq,
                      s_.heads, s_.heads, qk_dim(), s_.dim_v, scale(), true, 0, 0, scores_.ptr<float>());
   }
@@ -195,11 +192,11 @@ class MlaProblem : public SuiteProblemWithReference<MlaProblem> {
     gemm(in(2), in(5), v_up_.view());
   }
 
-  // q = [q_nope, q_rope], k = [k_nope, k_rope] per head; with v_padded, also v into its first dim_v.
-  void assemble(float* v_padded, int64_t v_stride) {
+  // q = [q_nope, q_rope], k = [k_nope, k_rope] per head.
+  void assemble() {
     int64_t width = qk_dim();
     const float *q_nope = in_f32(0), *q_rope = in_f32(1), *k_rope = in_f32(3);
-    const float *k_nope = k_nope_.ptr<float>(), *v = v_up_.ptr<float>();
+    const float* k_nope = k_nope_.ptr<float>();
     float *q = q_.ptr<float>(), *k = k_.ptr<float>();
     parallel_for(s_.seq, 16, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t)
@@ -209,13 +206,12 @@ class MlaProblem : public SuiteProblemWithReference<MlaProblem> {
           std::memcpy(q + row * width + s_.nope, q_rope + row * s_.rope, sizeof(float) * s_.rope);
           std::memcpy(k + row * width, k_nope + row * s_.nope, sizeof(float) * s_.nope);
           std::memcpy(k + row * width + s_.nope, k_rope + t * s_.rope, sizeof(float) * s_.rope);
-          if (v_padded) std::memcpy(v_padded + row * v_stride, v + row * s_.dim_v, sizeof(float) * s_.dim_v);
         }
     });
   }
 
   MlaShape s_;
-  Tensor k_nope_, v_up_, q_, k_, v_padded_, o_padded_, lse_, scores_;
+  Tensor k_nope_, v_up_, q_, k_, lse_, scores_;
 };
 
 // Decode attention over a paged KV cache (vLLM layout): each sequence has one new query token and

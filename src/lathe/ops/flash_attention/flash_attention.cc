@@ -19,7 +19,8 @@ void validate_common(ArgChecker& check, const TensorView& q, const TensorView& k
   check.rank("k", k, 4).dtype("k", k, q.dtype).contiguous("k", k);
   int64_t seq_k = k.dim(1), n_kv_heads = k.dim(2);
   check.shape("k", k, {batch, seq_k, n_kv_heads, head_dim});
-  check.shape("v", v, {batch, seq_k, n_kv_heads, head_dim}).dtype("v", v, q.dtype).contiguous("v", v);
+  check.rank("v", v, 4).shape("v", v, {batch, seq_k, n_kv_heads, v.dim(3)});
+  check.dtype("v", v, q.dtype).contiguous("v", v);
   check.require(n_kv_heads > 0 || n_heads == 0, "k has ", n_kv_heads, " kv heads, expected at least 1");
   check.require(n_kv_heads == 0 || n_heads % n_kv_heads == 0, "q has ", n_heads, " heads, expected a multiple of the ",
                 n_kv_heads, " kv heads of k");
@@ -30,8 +31,9 @@ void validate_common(ArgChecker& check, const TensorView& q, const TensorView& k
   check.require(options.scale >= 0 && std::isfinite(options.scale), "scale is ", options.scale, ", expected >= 0");
 }
 
-void check_like(ArgChecker& check, const char* name, const TensorView& view, const TensorView& like) {
-  check.rank(name, view, 4).shape(name, view, {like.dim(0), like.dim(1), like.dim(2), like.dim(3)});
+// view: (like.dim(0), like.dim(1), like.dim(2), last) with like's dtype, contiguous.
+void check_like(ArgChecker& check, const char* name, const TensorView& view, const TensorView& like, int64_t last) {
+  check.rank(name, view, 4).shape(name, view, {like.dim(0), like.dim(1), like.dim(2), last});
   check.dtype(name, view, like.dtype).contiguous(name, view);
 }
 
@@ -45,19 +47,20 @@ void check_lse(ArgChecker& check, const TensorView& lse, const TensorView& q) {
 void validate(const FlashAttentionArgs& args) {
   ArgChecker check("flash_attention");
   validate_common(check, args.q, args.k, args.v, args.options);
-  check_like(check, "o", args.o, args.q);
+  check_like(check, "o", args.o, args.q, args.v.dim(3));
   check_lse(check, args.lse, args.q);
 }
 
 void validate(const FlashAttentionBackwardArgs& args) {
   ArgChecker check("flash_attention_backward");
   validate_common(check, args.q, args.k, args.v, args.options);
-  check_like(check, "o", args.o, args.q);
+  const int64_t v_head_dim = args.v.dim(3);
+  check_like(check, "o", args.o, args.q, v_head_dim);
   check_lse(check, args.lse, args.q);
-  check_like(check, "d_o", args.d_o, args.q);
-  check_like(check, "dq", args.dq, args.q);
-  check_like(check, "dk", args.dk, args.k);
-  check_like(check, "dv", args.dv, args.k);
+  check_like(check, "d_o", args.d_o, args.q, v_head_dim);
+  check_like(check, "dq", args.dq, args.q, args.q.dim(3));
+  check_like(check, "dk", args.dk, args.k, args.k.dim(3));
+  check_like(check, "dv", args.dv, args.v, v_head_dim);
 }
 
 float attention_scale(const FlashAttentionOptions& options, int64_t head_dim) {
@@ -75,10 +78,10 @@ void visible_keys(const FlashAttentionOptions& options, int64_t i, int64_t seq_q
 template <class T>
 void flash_attention_reference(const FlashAttentionArgs& args) {
   const int64_t batch = args.q.dim(0), seq_q = args.q.dim(1), n_heads = args.q.dim(2), head_dim = args.q.dim(3);
-  const int64_t seq_k = args.k.dim(1), n_kv_heads = args.k.dim(2);
+  const int64_t seq_k = args.k.dim(1), n_kv_heads = args.k.dim(2), v_head_dim = args.v.dim(3);
   const T scale = T(attention_scale(args.options, head_dim)), cap = T(args.options.softcap);
   std::vector<T> q = to_vector<T>(args.q), k = to_vector<T>(args.k), v = to_vector<T>(args.v);
-  std::vector<T> o(q.size(), T(0)), lse(static_cast<size_t>(batch * n_heads * seq_q));
+  std::vector<T> o(static_cast<size_t>(args.o.numel()), T(0)), lse(static_cast<size_t>(batch * n_heads * seq_q));
   std::vector<T> scores(static_cast<size_t>(seq_k));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < n_heads; ++h) {
@@ -87,7 +90,7 @@ void flash_attention_reference(const FlashAttentionArgs& args) {
         int64_t begin, end;
         visible_keys(args.options, i, seq_q, seq_k, &begin, &end);
         const T* q_row = &q[((b * seq_q + i) * n_heads + h) * head_dim];
-        T* o_row = &o[((b * seq_q + i) * n_heads + h) * head_dim];
+        T* o_row = &o[((b * seq_q + i) * n_heads + h) * v_head_dim];
         T max_score = -INFINITY;
         for (int64_t j = begin; j < end; ++j) {
           const T* k_row = &k[((b * seq_k + j) * n_kv_heads + g) * head_dim];
@@ -102,8 +105,8 @@ void flash_attention_reference(const FlashAttentionArgs& args) {
         for (int64_t j = begin; j < end; ++j) sum += std::exp(scores[j] - max_score);
         for (int64_t j = begin; j < end; ++j) {
           T p = std::exp(scores[j] - max_score) / sum;
-          const T* v_row = &v[((b * seq_k + j) * n_kv_heads + g) * head_dim];
-          for (int64_t d = 0; d < head_dim; ++d) o_row[d] += p * v_row[d];
+          const T* v_row = &v[((b * seq_k + j) * n_kv_heads + g) * v_head_dim];
+          for (int64_t d = 0; d < v_head_dim; ++d) o_row[d] += p * v_row[d];
         }
         lse[(b * n_heads + h) * seq_q + i] = end > begin ? max_score + std::log(sum) : T(-INFINITY);
       }
@@ -115,7 +118,7 @@ void flash_attention_reference(const FlashAttentionArgs& args) {
 template <class T>
 void flash_attention_backward_reference(const FlashAttentionBackwardArgs& args) {
   const int64_t batch = args.q.dim(0), seq_q = args.q.dim(1), n_heads = args.q.dim(2), head_dim = args.q.dim(3);
-  const int64_t seq_k = args.k.dim(1), n_kv_heads = args.k.dim(2);
+  const int64_t seq_k = args.k.dim(1), n_kv_heads = args.k.dim(2), v_head_dim = args.v.dim(3);
   const T scale = T(attention_scale(args.options, head_dim)), cap = T(args.options.softcap);
   std::vector<T> q = to_vector<T>(args.q), k = to_vector<T>(args.k), v = to_vector<T>(args.v);
   std::vector<T> o = to_vector<T>(args.o), lse = to_vector<T>(args.lse), d_o = to_vector<T>(args.d_o);
@@ -127,16 +130,16 @@ void flash_attention_backward_reference(const FlashAttentionBackwardArgs& args) 
         int64_t begin, end;
         visible_keys(args.options, i, seq_q, seq_k, &begin, &end);
         const int64_t row = ((b * seq_q + i) * n_heads + h) * head_dim;
+        const int64_t o_row = ((b * seq_q + i) * n_heads + h) * v_head_dim;
         T delta = 0;  // D[i] = do[i] . o[i]
-        for (int64_t d = 0; d < head_dim; ++d) delta += d_o[row + d] * o[row + d];
+        for (int64_t d = 0; d < v_head_dim; ++d) delta += d_o[o_row + d] * o[o_row + d];
         const T row_lse = lse[(b * n_heads + h) * seq_q + i];
         for (int64_t j = begin; j < end; ++j) {
           const int64_t kv_row = ((b * seq_k + j) * n_kv_heads + g) * head_dim;
+          const int64_t v_row = ((b * seq_k + j) * n_kv_heads + g) * v_head_dim;
           T dot = 0, dp = 0;
-          for (int64_t d = 0; d < head_dim; ++d) {
-            dot += q[row + d] * k[kv_row + d];
-            dp += d_o[row + d] * v[kv_row + d];
-          }
+          for (int64_t d = 0; d < head_dim; ++d) dot += q[row + d] * k[kv_row + d];
+          for (int64_t d = 0; d < v_head_dim; ++d) dp += d_o[o_row + d] * v[v_row + d];
           T s = dot * scale, capped_derivative = 1;
           if (cap > 0) {
             T t = std::tanh(s / cap);
@@ -148,8 +151,8 @@ void flash_attention_backward_reference(const FlashAttentionBackwardArgs& args) 
           for (int64_t d = 0; d < head_dim; ++d) {
             dq[row + d] += ds * k[kv_row + d];
             dk[kv_row + d] += ds * q[row + d];
-            dv[kv_row + d] += p * d_o[row + d];
           }
+          for (int64_t d = 0; d < v_head_dim; ++d) dv[v_row + d] += p * d_o[o_row + d];
         }
       }
     }
@@ -176,20 +179,36 @@ double visible_pairs(const FlashAttentionOptions& options, int64_t seq_q, int64_
   return pairs;
 }
 
-OpCost forward_cost(const TensorView& q, const TensorView& k, const FlashAttentionOptions& options) {
+// Per visible (query, key) pair and head: q . k (2 head_dim) and p v (2 v_head_dim); the backward
+// recomputes q . k, and computes dp = do v^T, dv, dk and dq: 2 (3 head_dim + 2 v_head_dim).
+double attention_flops(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const FlashAttentionOptions& options, double head_dim_factor, double v_head_dim_factor) {
   const double batch = static_cast<double>(q.dim(0)), n_heads = static_cast<double>(q.dim(2));
-  const double head_dim = static_cast<double>(q.dim(3));
-  double flops = 4.0 * batch * n_heads * head_dim * visible_pairs(options, q.dim(1), k.dim(1));
-  const double element = dtype_size(q.dtype);
-  double bytes = element * (2.0 * static_cast<double>(q.numel()) + 2.0 * static_cast<double>(k.numel())) +
-                 4.0 * batch * n_heads * static_cast<double>(q.dim(1));
-  return {flops, bytes};
+  const double per_pair =
+      head_dim_factor * static_cast<double>(q.dim(3)) + v_head_dim_factor * static_cast<double>(v.dim(3));
+  return 2.0 * batch * n_heads * per_pair * visible_pairs(options, q.dim(1), k.dim(1));
 }
 
-std::string shape_key(const TensorView& q, const TensorView& k, const FlashAttentionOptions& options) {
+// Reads q, k, v; writes o (q's rows, v's width) and lse.
+OpCost forward_cost(const TensorView& q, const TensorView& k, const TensorView& v,
+                    const FlashAttentionOptions& options) {
+  const double element = dtype_size(q.dtype);
+  const double o_numel =
+      static_cast<double>(q.numel() / std::max<int64_t>(1, q.dim(3))) * static_cast<double>(v.dim(3));
+  double bytes = element * (static_cast<double>(q.numel()) + o_numel + static_cast<double>(k.numel()) +
+                            static_cast<double>(v.numel())) +
+                 4.0 * static_cast<double>(q.dim(0) * q.dim(2) * q.dim(1));
+  return {attention_flops(q, k, v, options, 1, 1), bytes};
+}
+
+// v_head_dim appears only where it differs from head_dim, so tuning caches of equal widths stay valid.
+std::string shape_key(const TensorView& q, const TensorView& k, const TensorView& v,
+                      const FlashAttentionOptions& options) {
   return str_cat("batch=", q.dim(0), ",seq_q=", q.dim(1), ",seq_k=", k.dim(1), ",heads=", q.dim(2),
-                 ",kv_heads=", k.dim(2), ",head_dim=", q.dim(3), ",causal=", options.causal ? 1 : 0,
-                 ",window=", options.window, ",softcap=", options.softcap, ",dtype=", dtype_name(q.dtype));
+                 ",kv_heads=", k.dim(2), ",head_dim=", q.dim(3),
+                 v.dim(3) != q.dim(3) ? str_cat(",v_head_dim=", v.dim(3)) : std::string(),
+                 ",causal=", options.causal ? 1 : 0, ",window=", options.window, ",softcap=", options.softcap,
+                 ",dtype=", dtype_name(q.dtype));
 }
 
 // Tiles of 64 x 64 keep the packed Q, K^T, V and score tiles (~80 KB at head_dim 64) in L2 while
@@ -212,15 +231,18 @@ std::vector<FlashAttentionCpuConfig> config_space() {
 
 }  // namespace
 
-OpCost flash_attention_cost(const FlashAttentionArgs& args) { return forward_cost(args.q, args.k, args.options); }
+OpCost flash_attention_cost(const FlashAttentionArgs& args) {
+  return forward_cost(args.q, args.k, args.v, args.options);
+}
 
 OpCost flash_attention_backward_cost(const FlashAttentionBackwardArgs& args) {
-  OpCost forward = forward_cost(args.q, args.k, args.options);
   // Reads q, k, v, o, do, lse; writes dq, dk, dv.
   const double element = dtype_size(args.q.dtype);
-  double bytes = element * (4.0 * static_cast<double>(args.q.numel()) + 4.0 * static_cast<double>(args.k.numel())) +
+  double bytes = element * 2.0 *
+                     (static_cast<double>(args.q.numel()) + static_cast<double>(args.o.numel()) +
+                      static_cast<double>(args.k.numel()) + static_cast<double>(args.v.numel())) +
                  4.0 * static_cast<double>(args.lse.numel());
-  return {2.5 * forward.flops, bytes};
+  return {attention_flops(args.q, args.k, args.v, args.options, 3, 2), bytes};
 }
 
 const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
@@ -230,7 +252,7 @@ const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
           flash_attention_forward_kernel,
           [](const FlashAttentionArgs& args, Isa) { return heuristic_config(args.q, args.k); },
           [](const FlashAttentionArgs&, Isa) { return config_space(); }),
-      [](const FlashAttentionArgs& args) { return shape_key(args.q, args.k, args.options); });
+      [](const FlashAttentionArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;
 }
 
@@ -241,7 +263,7 @@ const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>& flash_attention_b
           flash_attention_backward_kernel,
           [](const FlashAttentionBackwardArgs& args, Isa) { return heuristic_config(args.q, args.k); },
           [](const FlashAttentionBackwardArgs&, Isa) { return config_space(); }),
-      [](const FlashAttentionBackwardArgs& args) { return shape_key(args.q, args.k, args.options); });
+      [](const FlashAttentionBackwardArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;
 }
 

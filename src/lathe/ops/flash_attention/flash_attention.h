@@ -3,6 +3,8 @@
 //   s'[i, j] = softcap * tanh(s[i, j] / softcap)        (softcap > 0 only; Gemma 2)
 //   p[i, j]  = exp(s'[i, j] - lse[i]) over visible j,   lse[i] = log sum_visible exp(s'[i, j])
 //   o[i]     = sum_j p[i, j] v[j]
+// q and k share head_dim; v, o and do have their own v_head_dim (MLA: head_dim 192 = 128 nope + 64
+// rope, v_head_dim 128), which may be smaller, equal or larger. The default scale uses head_dim.
 // Visibility: with causal, query i sees keys j <= i + (seq_k - seq_q) (bottom-right aligned, as
 // FlashAttention 2); with window > 0 (requires causal) also j > i + (seq_k - seq_q) - window
 // (Mistral / Gemma sliding window). A query with no visible key gets o = 0 and lse = -inf.
@@ -31,22 +33,22 @@ struct FlashAttentionOptions {
 struct FlashAttentionArgs {
   TensorView q;    // (batch, seq_q, n_heads, head_dim)
   TensorView k;    // (batch, seq_k, n_kv_heads, head_dim)
-  TensorView v;    // (batch, seq_k, n_kv_heads, head_dim)
-  TensorView o;    // (batch, seq_q, n_heads, head_dim)  output
-  TensorView lse;  // (batch, n_heads, seq_q) f32        output, saved for backward
+  TensorView v;    // (batch, seq_k, n_kv_heads, v_head_dim)
+  TensorView o;    // (batch, seq_q, n_heads, v_head_dim)  output
+  TensorView lse;  // (batch, n_heads, seq_q) f32          output, saved for backward
   FlashAttentionOptions options;
 };
 
 struct FlashAttentionBackwardArgs {
   TensorView q;    // (batch, seq_q, n_heads, head_dim)
   TensorView k;    // (batch, seq_k, n_kv_heads, head_dim)
-  TensorView v;    // (batch, seq_k, n_kv_heads, head_dim)
-  TensorView o;    // (batch, seq_q, n_heads, head_dim)  from the forward
-  TensorView lse;  // (batch, n_heads, seq_q)            from the forward
-  TensorView d_o;  // (batch, seq_q, n_heads, head_dim)  gradient of o
-  TensorView dq;   // (batch, seq_q, n_heads, head_dim)  output
-  TensorView dk;   // (batch, seq_k, n_kv_heads, head_dim) output
-  TensorView dv;   // (batch, seq_k, n_kv_heads, head_dim) output
+  TensorView v;    // (batch, seq_k, n_kv_heads, v_head_dim)
+  TensorView o;    // (batch, seq_q, n_heads, v_head_dim)    from the forward
+  TensorView lse;  // (batch, n_heads, seq_q)                from the forward
+  TensorView d_o;  // (batch, seq_q, n_heads, v_head_dim)    gradient of o
+  TensorView dq;   // (batch, seq_q, n_heads, head_dim)      output
+  TensorView dk;   // (batch, seq_k, n_kv_heads, head_dim)   output
+  TensorView dv;   // (batch, seq_k, n_kv_heads, v_head_dim) output
   FlashAttentionOptions options;
 };
 

@@ -1,7 +1,8 @@
 // Flash attention CPU kernels, compiled once per ISA (scalar, avx2, avx512) via lathe_add_isa_kernels.
 // Forward: K is packed once into transposed tiles (head_dim x block_k, keys along the vector) and V
-// into zero-padded rows; each task (batch, head, query block) keeps a block_q x block_k score tile,
-// an online softmax (running max m, sum l) and a block_q x head_dim accumulator. Products are
+// into rows padded to whole vectors (v_head_dim wide, which may differ from head_dim); each task
+// (batch, head, query block) keeps a block_q x block_k score tile, an online softmax (running max m,
+// sum l) and a block_q x v_head_dim accumulator. Products are
 // register-blocked microkernels (6 rows x up to 4 vectors of accumulators).
 // Backward: FlashAttention-2 over (batch, kv head, key block) tasks; dK/dV accumulate locally over
 // every query head of the group, dQ goes into per-thread partials summed in thread order.
@@ -13,90 +14,13 @@
 #include "lathe/core/aligned_buffer.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
+#include "lathe/ops/flash_attention/attention_tiles.h"
 #include "lathe/ops/flash_attention/flash_attention.h"
 
 namespace lathe::LATHE_ISA_NS {
 namespace {
 
-using simd::VecF;
-constexpr int W = VecF::width;
-constexpr int kRows = 6;                     // rows of accumulators in a microkernel
-constexpr int kMaxVectors = W == 8 ? 2 : 4;  // vectors of accumulators per row (avx2 has 16 registers)
-constexpr float kMaskedScore = -1e30f;       // exp(kMaskedScore - finite max) == 0
-
-inline int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
-// Pairs cheap and expensive blocks (causal) so contiguous static chunks get balanced work.
-inline int64_t zigzag(int64_t t, int64_t n) { return t % 2 == 0 ? t / 2 : n - 1 - t / 2; }
-
-float* scratch(AlignedBuffer& buffer, int64_t floats) {
-  buffer = AlignedBuffer(sizeof(float) * static_cast<size_t>(std::max<int64_t>(floats, 16)), /*zeroed=*/true);
-  return buffer.as<float>();
-}
-
-// C[r][0 .. NV*W) (+)= sum_p A(r, p) * B[p][0 .. NV*W),  A(r, p) = a[r * a_row + p * a_col].
-template <int MR, int NV>
-inline void gemm_block(int64_t depth, const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb,
-                       float* c, int64_t ldc, bool accumulate) {
-  VecF acc[MR][NV];
-  for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? VecF::load(c + r * ldc + v * W) : VecF::zero();
-  for (int64_t p = 0; p < depth; ++p) {
-    const float* b_row = b + p * ldb;
-    VecF bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b_row + v * W);
-    for (int r = 0; r < MR; ++r) {
-      VecF av = VecF::broadcast(a[r * a_row + p * a_col]);
-      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fma(av, bv[v], acc[r][v]);
-    }
-  }
-  for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v].store(c + r * ldc + v * W);
-}
-
-template <int MR>
-inline void gemm_rows(int64_t vectors, int64_t depth, const float* a, int64_t a_row, int64_t a_col, const float* b,
-                      int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  int64_t v = 0;
-  for (; v + kMaxVectors <= vectors; v += kMaxVectors)
-    gemm_block<MR, kMaxVectors>(depth, a, a_row, a_col, b + v * W, ldb, c + v * W, ldc, accumulate);
-  const int64_t left = vectors - v;
-  if (left == 1) gemm_block<MR, 1>(depth, a, a_row, a_col, b + v * W, ldb, c + v * W, ldc, accumulate);
-  if constexpr (kMaxVectors > 2) {
-    if (left == 2) gemm_block<MR, 2>(depth, a, a_row, a_col, b + v * W, ldb, c + v * W, ldc, accumulate);
-    if (left == 3) gemm_block<MR, 3>(depth, a, a_row, a_col, b + v * W, ldb, c + v * W, ldc, accumulate);
-  }
-}
-
-// C (rows x vectors*W, leading dimension ldc) (+)= A (rows x depth, strides a_row / a_col) * B (depth x
-// vectors*W, leading dimension ldb). B and C columns are padded to whole vectors.
-void gemm(int64_t rows, int64_t vectors, int64_t depth, const float* a, int64_t a_row, int64_t a_col, const float* b,
-          int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  if (vectors <= 0) return;
-  int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows)
-    gemm_rows<kRows>(vectors, depth, a + r * a_row, a_row, a_col, b, ldb, c + r * ldc, ldc, accumulate);
-  const float* a_tail = a + r * a_row;
-  float* c_tail = c + r * ldc;
-  switch (rows - r) {
-    case 1:
-      gemm_rows<1>(vectors, depth, a_tail, a_row, a_col, b, ldb, c_tail, ldc, accumulate);
-      break;
-    case 2:
-      gemm_rows<2>(vectors, depth, a_tail, a_row, a_col, b, ldb, c_tail, ldc, accumulate);
-      break;
-    case 3:
-      gemm_rows<3>(vectors, depth, a_tail, a_row, a_col, b, ldb, c_tail, ldc, accumulate);
-      break;
-    case 4:
-      gemm_rows<4>(vectors, depth, a_tail, a_row, a_col, b, ldb, c_tail, ldc, accumulate);
-      break;
-    case 5:
-      gemm_rows<5>(vectors, depth, a_tail, a_row, a_col, b, ldb, c_tail, ldc, accumulate);
-      break;
-    default:
-      break;
-  }
-}
+using namespace attention_tiles;
 
 // tanh accurate to a few ulp also near 0 (Cephes tanhf polynomial below 0.625, where
 // 1 - 2 / (exp(2x) + 1) would cancel).
@@ -115,21 +39,22 @@ inline VecF accurate_tanh(VecF x) {
 }
 
 struct Geometry {
-  int64_t batch, seq_q, seq_k, n_heads, n_kv_heads, head_dim, group;
-  int64_t block_q, block_k, padded_block_k, padded_dim, key_blocks;
+  int64_t batch, seq_q, seq_k, n_heads, n_kv_heads, head_dim, v_head_dim, group;
+  int64_t block_q, block_k, padded_block_k, padded_dim, padded_v_dim, key_blocks;
   float scale, softcap;
   bool causal;
   int64_t window;
 
-  Geometry(const TensorView& q, const TensorView& k, const FlashAttentionOptions& options,
+  Geometry(const TensorView& q, const TensorView& k, const TensorView& v, const FlashAttentionOptions& options,
            const FlashAttentionCpuConfig& config) {
-    batch = q.dim(0), seq_q = q.dim(1), n_heads = q.dim(2), head_dim = q.dim(3);
+    batch = q.dim(0), seq_q = q.dim(1), n_heads = q.dim(2), head_dim = q.dim(3), v_head_dim = v.dim(3);
     seq_k = k.dim(1), n_kv_heads = k.dim(2);
     group = n_kv_heads > 0 ? n_heads / n_kv_heads : 1;
     block_q = std::max<int64_t>(1, config.block_q);
     block_k = std::max<int64_t>(1, config.block_k);
     padded_block_k = round_up(block_k, W);
     padded_dim = round_up(head_dim, W);
+    padded_v_dim = round_up(v_head_dim, W);
     key_blocks = (seq_k + block_k - 1) / block_k;
     scale = attention_scale(options, head_dim);
     softcap = options.softcap;
@@ -150,23 +75,6 @@ struct Geometry {
   }
 };
 
-inline float to_float(float x) { return x; }
-inline float to_float(uint16_t bf16) {
-  const uint32_t bits = static_cast<uint32_t>(bf16) << 16;
-  float x;
-  std::memcpy(&x, &bits, sizeof(x));
-  return x;
-}
-
-// Stores the first n (<= W) lanes of a vector as float or bf16 (round to nearest even).
-template <class Element>
-inline void store_lanes(VecF value, Element* p, int64_t n) {
-  if constexpr (std::is_same_v<Element, float>)
-    n >= W ? value.store(p) : value.store_partial(p, static_cast<int>(n));
-  else
-    n >= W ? value.store_bf16(p) : value.store_bf16_partial(p, static_cast<int>(n));
-}
-
 // Copies `rows` rows of head_dim elements (source stride `stride`) times `factor` into zero-padded
 // float rows.
 template <class Element>
@@ -179,10 +87,12 @@ void pack_rows(const Element* source, int64_t stride, int64_t rows, int64_t head
   }
 }
 
-// Packs `count` key rows transposed: packed[d * padded_block_k + c] = source[c][d], padding zero.
+// Packs `count` rows of `dim` elements transposed: packed[d * padded_block_k + c] = source[c][d],
+// padding zero.
 template <class Element>
-void pack_transposed(const Element* source, int64_t stride, int64_t count, const Geometry& g, float* packed) {
-  for (int64_t d = 0; d < g.head_dim; ++d) {
+void pack_transposed(const Element* source, int64_t stride, int64_t count, int64_t dim, const Geometry& g,
+                     float* packed) {
+  for (int64_t d = 0; d < dim; ++d) {
     float* out = packed + d * g.padded_block_k;
     for (int64_t c = 0; c < count; ++c) out[c] = to_float(source[c * stride + d]);
     for (int64_t c = count; c < g.padded_block_k; ++c) out[c] = 0.0f;
@@ -196,15 +106,16 @@ void apply_softcap(float* row, int64_t length, float softcap) {
 
 template <class Element>
 void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
-  const Geometry g(args.q, args.k, args.options, config);
+  const Geometry g(args.q, args.k, args.v, args.options, config);
   const Element* q = static_cast<const Element*>(args.q.data);
   const Element* k = static_cast<const Element*>(args.k.data);
   const Element* v = static_cast<const Element*>(args.v.data);
   Element* o = static_cast<Element*>(args.o.data);
   float* lse = args.lse.ptr<float>();
   const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
-  const int64_t bkp = g.padded_block_k, dp = g.padded_dim;
-  const int64_t kt_tile = g.head_dim * bkp, v_tile = g.block_k * dp;
+  const int64_t v_stride = g.n_kv_heads * g.v_head_dim;
+  const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
+  const int64_t kt_tile = g.head_dim * bkp, v_tile = g.block_k * vp;
 
   // K^T tiles and padded V rows for every (batch, kv head, key block), packed once.
   const int64_t tiles = g.batch * g.n_kv_heads * g.key_blocks;
@@ -216,9 +127,9 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       const int64_t kb = t % g.key_blocks, bg = t / g.key_blocks;
       const int64_t b = bg / g.n_kv_heads, kv_head = bg % g.n_kv_heads;
       const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
-      const int64_t offset = ((b * g.seq_k + j0) * g.n_kv_heads + kv_head) * g.head_dim;
-      pack_transposed(k + offset, kv_stride, count, g, kt_all + t * kt_tile);
-      pack_rows(v + offset, kv_stride, count, g.head_dim, dp, 1.0f, v_all + t * v_tile);
+      const int64_t row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
+      pack_transposed(k + row * g.head_dim, kv_stride, count, g.head_dim, g, kt_all + t * kt_tile);
+      pack_rows(v + row * g.v_head_dim, v_stride, count, g.v_head_dim, vp, 1.0f, v_all + t * v_tile);
     }
   });
 
@@ -227,7 +138,7 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
     AlignedBuffer q_buffer, s_buffer, acc_buffer, stat_buffer;
     float* q_tile = scratch(q_buffer, g.block_q * dp);
     float* s = scratch(s_buffer, g.block_q * bkp);
-    float* acc = scratch(acc_buffer, g.block_q * dp);
+    float* acc = scratch(acc_buffer, g.block_q * vp);
     float* stats = scratch(stat_buffer, 2 * g.block_q);
     float* row_max = stats;
     float* row_sum = stats + g.block_q;
@@ -237,7 +148,7 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       const int64_t i0 = qb * g.block_q, rows = std::min(g.block_q, g.seq_q - i0);
       const Element* q_block = q + ((b * g.seq_q + i0) * g.n_heads + h) * g.head_dim;
       pack_rows(q_block, q_stride, rows, g.head_dim, dp, g.scale, q_tile);
-      std::memset(acc, 0, sizeof(float) * rows * dp);
+      std::memset(acc, 0, sizeof(float) * rows * vp);
       for (int64_t r = 0; r < rows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
 
       int64_t first_begin, first_end, last_begin, last_end;
@@ -276,18 +187,18 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
           row_max[r] = new_max;
           if (alpha != 1.0f) {
             const VecF factor = VecF::broadcast(alpha);
-            for (int64_t d = 0; d < dp; d += W) (VecF::load(acc + r * dp + d) * factor).store(acc + r * dp + d);
+            for (int64_t d = 0; d < vp; d += W) (VecF::load(acc + r * vp + d) * factor).store(acc + r * vp + d);
           }
         }
-        gemm(rows, dp / W, count, s, bkp, 1, v_head + kb * v_tile, dp, acc, dp, true);
+        gemm(rows, vp / W, count, s, bkp, 1, v_head + kb * v_tile, vp, acc, vp, true);
       }
 
       for (int64_t r = 0; r < rows; ++r) {
-        Element* o_row = o + ((b * g.seq_q + i0 + r) * g.n_heads + h) * g.head_dim;
+        Element* o_row = o + ((b * g.seq_q + i0 + r) * g.n_heads + h) * g.v_head_dim;
         const bool empty = row_sum[r] == 0.0f;
         const VecF factor = VecF::broadcast(empty ? 0.0f : 1.0f / row_sum[r]);
-        for (int64_t d = 0; d < g.head_dim; d += W)
-          store_lanes(VecF::load(acc + r * dp + d) * factor, o_row + d, g.head_dim - d);
+        for (int64_t d = 0; d < g.v_head_dim; d += W)
+          store_lanes(VecF::load(acc + r * vp + d) * factor, o_row + d, g.v_head_dim - d);
         lse[(b * g.n_heads + h) * g.seq_q + i0 + r] = empty ? -INFINITY : row_max[r] + std::log(row_sum[r]);
       }
     }
@@ -296,7 +207,7 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
 
 template <class Element>
 void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
-  const Geometry g(args.q, args.k, args.options, config);
+  const Geometry g(args.q, args.k, args.v, args.options, config);
   const Element* q = static_cast<const Element*>(args.q.data);
   const Element* k = static_cast<const Element*>(args.k.data);
   const Element* v = static_cast<const Element*>(args.v.data);
@@ -307,7 +218,8 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   Element* dk = static_cast<Element*>(args.dk.data);
   Element* dv = static_cast<Element*>(args.dv.data);
   const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
-  const int64_t bkp = g.padded_block_k, dp = g.padded_dim;
+  const int64_t o_stride = g.n_heads * g.v_head_dim, v_stride = g.n_kv_heads * g.v_head_dim;
+  const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
   const int64_t query_rows = g.batch * g.n_heads * g.seq_q;
 
   // delta[(b, h, i)] = do[b, i, h] . o[b, i, h]
@@ -317,8 +229,8 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     for (int64_t row = begin; row < end; ++row) {  // row = (b * seq_q + i) * n_heads + h
       const int64_t h = row % g.n_heads, bi = row / g.n_heads, b = bi / g.seq_q, i = bi % g.seq_q;
       float sum = 0.0f;
-      for (int64_t d = 0; d < g.head_dim; ++d)
-        sum += to_float(d_o[row * g.head_dim + d]) * to_float(o[row * g.head_dim + d]);
+      for (int64_t d = 0; d < g.v_head_dim; ++d)
+        sum += to_float(d_o[row * g.v_head_dim + d]) * to_float(o[row * g.v_head_dim + d]);
       delta[(b * g.n_heads + h) * g.seq_q + i] = sum;
     }
   });
@@ -336,25 +248,26 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     float* dq_partial = partials + thread * partial_floats;
     AlignedBuffer buffers[9];
     float* kt = scratch(buffers[0], g.head_dim * bkp);
-    float* vt = scratch(buffers[1], g.head_dim * bkp);
+    float* vt = scratch(buffers[1], g.v_head_dim * bkp);
     float* k_rows = scratch(buffers[2], g.block_k * dp);
     float* q_tile = scratch(buffers[3], g.block_q * dp);
-    float* do_tile = scratch(buffers[4], g.block_q * dp);
+    float* do_tile = scratch(buffers[4], g.block_q * vp);
     float* s = scratch(buffers[5], g.block_q * bkp);
     float* ds = scratch(buffers[6], g.block_q * bkp);
     float* dk_acc = scratch(buffers[7], g.block_k * dp);
-    float* dv_acc = scratch(buffers[8], g.block_k * dp);
+    float* dv_acc = scratch(buffers[8], g.block_k * vp);
     const int64_t task_begin = tasks * thread / thread_count, task_end = tasks * (thread + 1) / thread_count;
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;
       const int64_t b = bg / g.n_kv_heads, kv_head = bg % g.n_kv_heads;
       const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
-      const int64_t kv_offset = ((b * g.seq_k + j0) * g.n_kv_heads + kv_head) * g.head_dim;
-      pack_transposed(k + kv_offset, kv_stride, count, g, kt);
-      pack_transposed(v + kv_offset, kv_stride, count, g, vt);
+      const int64_t kv_row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
+      const int64_t kv_offset = kv_row * g.head_dim, v_offset = kv_row * g.v_head_dim;
+      pack_transposed(k + kv_offset, kv_stride, count, g.head_dim, g, kt);
+      pack_transposed(v + v_offset, v_stride, count, g.v_head_dim, g, vt);
       pack_rows(k + kv_offset, kv_stride, count, g.head_dim, dp, 1.0f, k_rows);
       std::memset(dk_acc, 0, sizeof(float) * count * dp);
-      std::memset(dv_acc, 0, sizeof(float) * count * dp);
+      std::memset(dv_acc, 0, sizeof(float) * count * vp);
       // Queries that see any key of this block.
       const int64_t i_begin = std::clamp<int64_t>(g.causal ? j0 - offset : 0, 0, g.seq_q);
       const int64_t i_end =
@@ -363,11 +276,11 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
         const int64_t head_row = (b * g.n_heads + h) * g.seq_q;
         for (int64_t i0 = i_begin; i0 < i_end; i0 += g.block_q) {
           const int64_t rows = std::min(g.block_q, i_end - i0);
-          const int64_t q_offset = ((b * g.seq_q + i0) * g.n_heads + h) * g.head_dim;
-          pack_rows(q + q_offset, q_stride, rows, g.head_dim, dp, g.scale, q_tile);
-          pack_rows(d_o + q_offset, q_stride, rows, g.head_dim, dp, 1.0f, do_tile);
+          const int64_t q_row = (b * g.seq_q + i0) * g.n_heads + h;
+          pack_rows(q + q_row * g.head_dim, q_stride, rows, g.head_dim, dp, g.scale, q_tile);
+          pack_rows(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, vp, 1.0f, do_tile);
           gemm(rows, bkp / W, g.head_dim, q_tile, dp, 1, kt, bkp, s, bkp, false);
-          gemm(rows, bkp / W, g.head_dim, do_tile, dp, 1, vt, bkp, ds, bkp, false);
+          gemm(rows, bkp / W, g.v_head_dim, do_tile, vp, 1, vt, bkp, ds, bkp, false);
           for (int64_t r = 0; r < rows; ++r) {
             float* s_row = s + r * bkp;
             float* ds_row = ds + r * bkp;
@@ -396,16 +309,17 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
             for (int64_t c = 0; c < c_begin; ++c) s_row[c] = 0.0f, ds_row[c] = 0.0f;
             for (int64_t c = c_end; c < bkp; ++c) s_row[c] = 0.0f, ds_row[c] = 0.0f;
           }
-          gemm(count, dp / W, rows, s, 1, bkp, do_tile, dp, dv_acc, dp, true);  // dV += P^T dO
+          gemm(count, vp / W, rows, s, 1, bkp, do_tile, vp, dv_acc, vp, true);  // dV += P^T dO
           gemm(count, dp / W, rows, ds, 1, bkp, q_tile, dp, dk_acc, dp, true);  // dK += dS^T (scale Q)
           gemm(rows, dp / W, count, ds, bkp, 1, k_rows, dp, dq_partial + (head_row + i0) * dp, dp, true);
         }
       }
-      for (int64_t c = 0; c < count; ++c)
-        for (int64_t d = 0; d < g.head_dim; d += W) {
+      for (int64_t c = 0; c < count; ++c) {
+        for (int64_t d = 0; d < g.head_dim; d += W)
           store_lanes(VecF::load(dk_acc + c * dp + d), dk + kv_offset + c * kv_stride + d, g.head_dim - d);
-          store_lanes(VecF::load(dv_acc + c * dp + d), dv + kv_offset + c * kv_stride + d, g.head_dim - d);
-        }
+        for (int64_t d = 0; d < g.v_head_dim; d += W)
+          store_lanes(VecF::load(dv_acc + c * vp + d), dv + v_offset + c * v_stride + d, g.v_head_dim - d);
+      }
     }
   });
 

@@ -5,11 +5,12 @@
 namespace lathe {
 namespace {
 
-const std::vector<std::string> kShapeKeys = {"batch",    "seq",    "seq_q",  "seq_k",   "heads", "kv_heads",
-                                             "head_dim", "causal", "window", "softcap", "scale", "dtype"};
+const std::vector<std::string> kShapeKeys = {"batch",    "seq",      "seq_q",      "seq_k",  "heads",
+                                             "kv_heads", "head_dim", "v_head_dim", "causal", "window",
+                                             "softcap",  "scale",    "dtype"};
 
 struct AttentionShape {
-  int64_t batch, seq_q, seq_k, heads, kv_heads, head_dim;
+  int64_t batch, seq_q, seq_k, heads, kv_heads, head_dim, v_head_dim;
   DType dtype;
   FlashAttentionOptions options;
 
@@ -23,13 +24,16 @@ struct AttentionShape {
     heads = spec.get_int("heads", 4);
     kv_heads = spec.get_int("kv_heads", heads);
     head_dim = spec.get_int("head_dim", 64);
+    v_head_dim = spec.get_int("v_head_dim", head_dim);
     options.causal = spec.get_int("causal", 0) != 0;
     options.window = spec.get_int("window", 0);
     options.softcap = static_cast<float>(spec.get_double("softcap", 0));
     options.scale = static_cast<float>(spec.get_double("scale", 0));
   }
   Shape q() const { return {batch, seq_q, heads, head_dim}; }
-  Shape kv() const { return {batch, seq_k, kv_heads, head_dim}; }
+  Shape k() const { return {batch, seq_k, kv_heads, head_dim}; }
+  Shape v() const { return {batch, seq_k, kv_heads, v_head_dim}; }
+  Shape o() const { return {batch, seq_q, heads, v_head_dim}; }
   Shape lse() const { return {batch, heads, seq_q}; }
 };
 
@@ -38,9 +42,9 @@ class FlashAttentionProblem : public TypedProblem<FlashAttentionArgs, FlashAtten
   FlashAttentionProblem(const ShapeSpec& spec, uint64_t seed) : TypedProblem(flash_attention_op(), flash_attention) {
     AttentionShape shape(spec, "flash_attention");
     args_.q = random_tensor(shape.q(), shape.dtype, seed, -2, 2);
-    args_.k = random_tensor(shape.kv(), shape.dtype, seed, -2, 2);
-    args_.v = random_tensor(shape.kv(), shape.dtype, seed, -1, 1);
-    args_.o = output_tensor(shape.q(), shape.dtype);
+    args_.k = random_tensor(shape.k(), shape.dtype, seed, -2, 2);
+    args_.v = random_tensor(shape.v(), shape.dtype, seed, -1, 1);
+    args_.o = output_tensor(shape.o(), shape.dtype);
     args_.lse = output_tensor(shape.lse(), DType::f32);
     args_.options = shape.options;
   }
@@ -64,17 +68,17 @@ class FlashAttentionBackwardProblem : public TypedProblem<FlashAttentionBackward
       : TypedProblem(flash_attention_backward_op(), flash_attention_backward) {
     AttentionShape shape(spec, "flash_attention_backward");
     args_.q = random_tensor(shape.q(), shape.dtype, seed, -2, 2);
-    args_.k = random_tensor(shape.kv(), shape.dtype, seed, -2, 2);
-    args_.v = random_tensor(shape.kv(), shape.dtype, seed, -1, 1);
-    args_.d_o = random_tensor(shape.q(), shape.dtype, seed, -1, 1);
+    args_.k = random_tensor(shape.k(), shape.dtype, seed, -2, 2);
+    args_.v = random_tensor(shape.v(), shape.dtype, seed, -1, 1);
+    args_.d_o = random_tensor(shape.o(), shape.dtype, seed, -1, 1);
     args_.options = shape.options;
     // o and lse as the forward saves them.
-    args_.o = output_tensor(shape.q(), shape.dtype);
+    args_.o = output_tensor(shape.o(), shape.dtype);
     args_.lse = output_tensor(shape.lse(), DType::f32);
     flash_attention_reference<double>({args_.q, args_.k, args_.v, args_.o, args_.lse, args_.options});
     args_.dq = output_tensor(shape.q(), shape.dtype);
-    args_.dk = output_tensor(shape.kv(), shape.dtype);
-    args_.dv = output_tensor(shape.kv(), shape.dtype);
+    args_.dk = output_tensor(shape.k(), shape.dtype);
+    args_.dv = output_tensor(shape.v(), shape.dtype);
   }
   OpCost cost() const override { return flash_attention_backward_cost(args_); }
 
@@ -91,7 +95,8 @@ class FlashAttentionBackwardProblem : public TypedProblem<FlashAttentionBackward
   }
 };
 
-// Small enough for the float64 reference: seq up to ~70, head_dim 1..40 or 64, up to 4 heads.
+// Small enough for the float64 reference: seq up to ~70, head_dim 1..40 or 64, up to 4 heads; a third
+// of the shapes have a v_head_dim of its own (1..40, MLA).
 std::string random_attention_shape(uint64_t seed) {
   const int64_t kv_heads = random_extent(seed, 0, 1, 2);
   const int64_t heads = kv_heads * random_extent(seed, 1, 1, 2);
@@ -102,6 +107,7 @@ std::string random_attention_shape(uint64_t seed) {
   std::string shape =
       str_cat("batch=", random_extent(seed, 5, 1, 2), ",seq_q=", seq_q, ",seq_k=", seq_k, ",heads=", heads,
               ",kv_heads=", kv_heads, ",head_dim=", head_dim, ",causal=", causal ? 1 : 0);
+  if (seed % 3 == 2) shape += str_cat(",v_head_dim=", random_extent(seed, 7, 1, 40));
   if (causal && seed % 3 != 1) shape += str_cat(",window=", random_extent(seed, 6, 1, 40));
   if (seed % 7 < 3) shape += ",softcap=3";
   if (seed % 5 == 1) shape += ",dtype=bf16";
@@ -116,6 +122,8 @@ const std::vector<NamedShape> kBenchShapes = {
     {"Mistral-7B sliding window 4096 (8 of 32 heads), 8192 tokens",
      "batch=1,seq=8192,heads=8,kv_heads=2,head_dim=128,causal=1,window=4096"},
     {"Gemma-2-2B softcap 50, 2048 tokens", "batch=1,seq=2048,heads=8,kv_heads=4,head_dim=256,causal=1,softcap=50"},
+    {"DeepSeek-V3 MLA (16 of 128 heads, qk 192, v 128), 2048 tokens",
+     "batch=1,seq=2048,heads=16,head_dim=192,v_head_dim=128,causal=1"},
 };
 const std::vector<std::string> kEdgeShapes = {
     "batch=1,seq=0,heads=1,head_dim=8",
@@ -127,13 +135,19 @@ const std::vector<std::string> kEdgeShapes = {
     "batch=1,seq=70,heads=2,kv_heads=1,head_dim=64,causal=1,window=1",
     "batch=1,seq=33,heads=1,head_dim=17,softcap=1.5",
     "batch=1,seq=21,heads=2,kv_heads=1,head_dim=24,causal=1,dtype=bf16",
+    "batch=2,seq=19,heads=3,head_dim=24,v_head_dim=16,causal=1",
+    "batch=1,seq_q=7,seq_k=30,heads=4,kv_heads=2,head_dim=12,v_head_dim=37,causal=1,window=9,softcap=2",
+    "batch=1,seq=40,heads=2,head_dim=192,v_head_dim=128,causal=1",
+    "batch=1,seq=23,heads=2,kv_heads=1,head_dim=9,v_head_dim=33,dtype=bf16",
+    "batch=1,seq_q=4,seq_k=0,heads=2,head_dim=8,v_head_dim=5",
 };
 
 }  // namespace
 
 void register_flash_attention_ops(std::vector<OpRegistration>& ops) {
-  ops.push_back({"flash_attention", "attention with online softmax (causal, sliding window, softcap, GQA)", kShapeKeys,
-                 "batch=1,seq=2048,heads=32,kv_heads=8,head_dim=64,causal=1", kBenchShapes, kEdgeShapes,
+  ops.push_back({"flash_attention",
+                 "attention with online softmax (causal, sliding window, softcap, GQA, v_head_dim of its own)",
+                 kShapeKeys, "batch=1,seq=2048,heads=32,kv_heads=8,head_dim=64,causal=1", kBenchShapes, kEdgeShapes,
                  random_attention_shape, [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
                    return std::make_unique<FlashAttentionProblem>(spec, seed);
                  }});

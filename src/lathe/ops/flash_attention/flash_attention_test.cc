@@ -22,6 +22,7 @@ Tensor random(const Shape& shape, DType dtype, uint64_t seed, uint64_t stream, d
 struct FdCase {
   int64_t seq_q, seq_k, heads, kv_heads, head_dim;
   FlashAttentionOptions options;
+  int64_t v_head_dim = 0;  // 0: head_dim
 };
 
 // loss = sum(o * weight); gradients of the float64 reference backward vs central differences
@@ -29,18 +30,22 @@ struct FdCase {
 TEST(FlashAttention, ReferenceBackwardMatchesFiniteDifferences) {
   const uint64_t seed = test_seed();
   const FdCase cases[] = {
-      {5, 5, 2, 2, 3, {0.0f, false, 0, 0.0f}}, {6, 6, 4, 2, 3, {0.0f, true, 0, 0.0f}},
-      {4, 7, 4, 1, 2, {0.7f, true, 3, 1.5f}},   // seq_q < seq_k, MQA, window, softcap
-      {5, 5, 2, 1, 4, {0.0f, false, 0, 0.8f}},  // softcap, non-causal
-      {7, 4, 2, 2, 3, {0.0f, true, 2, 0.0f}},   // seq_q > seq_k: some rows see no key
+      {5, 5, 2, 2, 3, {0.0f, false, 0, 0.0f}},   {6, 6, 4, 2, 3, {0.0f, true, 0, 0.0f}},
+      {4, 7, 4, 1, 2, {0.7f, true, 3, 1.5f}},     // seq_q < seq_k, MQA, window, softcap
+      {5, 5, 2, 1, 4, {0.0f, false, 0, 0.8f}},    // softcap, non-causal
+      {7, 4, 2, 2, 3, {0.0f, true, 2, 0.0f}},     // seq_q > seq_k: some rows see no key
+      {5, 6, 4, 2, 5, {0.0f, true, 0, 0.0f}, 3},  // v narrower than q/k (MLA)
+      {4, 7, 2, 1, 2, {0.6f, true, 3, 1.5f}, 5},  // v wider, MQA, window, softcap
   };
   uint64_t stream = 1;
   for (const FdCase& c : cases) {
+    const int64_t v_head_dim = c.v_head_dim > 0 ? c.v_head_dim : c.head_dim;
     Shape q_shape{2, c.seq_q, c.heads, c.head_dim}, kv_shape{2, c.seq_k, c.kv_heads, c.head_dim};
+    Shape v_shape{2, c.seq_k, c.kv_heads, v_head_dim}, o_shape{2, c.seq_q, c.heads, v_head_dim};
     Tensor q = random(q_shape, DType::f64, seed, stream++, -2, 2),
            k = random(kv_shape, DType::f64, seed, stream++, -2, 2);
-    Tensor v = random(kv_shape, DType::f64, seed, stream++), weight = random(q_shape, DType::f64, seed, stream++);
-    Tensor o = Tensor::empty(q_shape, DType::f64), lse = Tensor::empty({2, c.heads, c.seq_q}, DType::f64);
+    Tensor v = random(v_shape, DType::f64, seed, stream++), weight = random(o_shape, DType::f64, seed, stream++);
+    Tensor o = Tensor::empty(o_shape, DType::f64), lse = Tensor::empty({2, c.heads, c.seq_q}, DType::f64);
     auto loss = [&] {
       flash_attention_reference<double>({q, k, v, o, lse, c.options});
       double sum = 0;
@@ -49,7 +54,7 @@ TEST(FlashAttention, ReferenceBackwardMatchesFiniteDifferences) {
     };
     loss();
     Tensor dq = Tensor::empty(q_shape, DType::f64), dk = Tensor::empty(kv_shape, DType::f64);
-    Tensor dv = Tensor::empty(kv_shape, DType::f64);
+    Tensor dv = Tensor::empty(v_shape, DType::f64);
     flash_attention_backward_reference<double>({q, k, v, o, lse, weight, dq, dk, dv, c.options});
     for (auto [input, grad, name] : {std::tuple{q, dq, "q"}, {k, dk, "k"}, {v, dv, "v"}}) {
       for (int64_t i = 0; i < input.numel(); ++i) {
@@ -62,7 +67,7 @@ TEST(FlashAttention, ReferenceBackwardMatchesFiniteDifferences) {
         x = saved;
         double numeric = (plus - minus) / (2 * step), analytic = grad.ptr<double>()[i];
         EXPECT_NEAR(analytic, numeric, 1e-7 * std::max(1.0, std::fabs(numeric)))
-            << "d" << name << "[" << i << "] seq_q=" << c.seq_q << " seq_k=" << c.seq_k
+            << "d" << name << "[" << i << "] seq_q=" << c.seq_q << " seq_k=" << c.seq_k << " v_head_dim=" << v_head_dim
             << " causal=" << c.options.causal << " window=" << c.options.window << " softcap=" << c.options.softcap
             << " seed=" << seed;
       }
@@ -73,11 +78,11 @@ TEST(FlashAttention, ReferenceBackwardMatchesFiniteDifferences) {
 struct Attention {
   Tensor q, k, v, o, lse;
   Attention(int64_t batch, int64_t seq_q, int64_t seq_k, int64_t heads, int64_t kv_heads, int64_t head_dim,
-            uint64_t seed)
+            uint64_t seed, int64_t v_head_dim = 0)
       : q(random({batch, seq_q, heads, head_dim}, DType::f32, seed, 1, -2, 2)),
         k(random({batch, seq_k, kv_heads, head_dim}, DType::f32, seed, 2, -2, 2)),
-        v(random({batch, seq_k, kv_heads, head_dim}, DType::f32, seed, 3)),
-        o(Tensor::empty({batch, seq_q, heads, head_dim}, DType::f32)),
+        v(random({batch, seq_k, kv_heads, v_head_dim > 0 ? v_head_dim : head_dim}, DType::f32, seed, 3)),
+        o(Tensor::empty({batch, seq_q, heads, v_head_dim > 0 ? v_head_dim : head_dim}, DType::f32)),
         lse(Tensor::empty({batch, heads, seq_q}, DType::f32)) {
     poison(o);
     poison(lse);
@@ -181,6 +186,73 @@ TEST(FlashAttention, GroupedQueryAttentionEqualsMultiHeadWithRepeatedKv) {
           }
 }
 
+// Attention is linear in v: splitting v's columns into two attention calls with the same q and k
+// gives the two halves of o (and the same lse); the gradients of q and k are the sums of the halves'
+// (d_o split the same way), dv the concatenation. Shapes with v narrower and wider than q/k.
+TEST(FlashAttention, ValueWidthSplitsIntoIndependentColumns) {
+  const uint64_t seed = test_seed();
+  struct Case {
+    int64_t head_dim, v_head_dim, split;
+  };
+  for (Case c : {Case{24, 16, 9}, Case{12, 40, 17}, Case{192, 128, 64}}) {
+    const int64_t batch = 2, seq_q = 21, seq_k = 33, heads = 4, kv_heads = 2;
+    Attention whole(batch, seq_q, seq_k, heads, kv_heads, c.head_dim, seed, c.v_head_dim);
+    Attention left(batch, seq_q, seq_k, heads, kv_heads, c.head_dim, seed, c.split);
+    Attention right(batch, seq_q, seq_k, heads, kv_heads, c.head_dim, seed, c.v_head_dim - c.split);
+    // Same q and k everywhere (same seed and streams); v's columns split.
+    const int64_t kv_rows = batch * seq_k * kv_heads, q_rows = batch * seq_q * heads;
+    auto split_columns = [&](const Tensor& from, Tensor& to_left, Tensor& to_right, int64_t rows) {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t d = 0; d < c.v_head_dim; ++d) {
+          const float x = from.ptr<float>()[r * c.v_head_dim + d];
+          if (d < c.split)
+            to_left.ptr<float>()[r * c.split + d] = x;
+          else
+            to_right.ptr<float>()[r * (c.v_head_dim - c.split) + d - c.split] = x;
+        }
+    };
+    split_columns(whole.v, left.v, right.v, kv_rows);
+    FlashAttentionOptions options;
+    options.causal = true;
+    options.window = seed % 2 ? 11 : 0;
+    options.softcap = seed % 3 ? 0.0f : 3.0f;
+    for (Attention* a : {&whole, &left, &right}) flash_attention(a->args(options));
+    Tensor o_left = Tensor::empty(left.o.shape(), DType::f32), o_right = Tensor::empty(right.o.shape(), DType::f32);
+    split_columns(whole.o, o_left, o_right, q_rows);
+    for (int64_t i = 0; i < o_left.numel(); ++i)
+      ASSERT_NEAR(o_left.ptr<float>()[i], left.o.ptr<float>()[i], 1e-5) << "o_left[" << i << "] seed=" << seed;
+    for (int64_t i = 0; i < o_right.numel(); ++i)
+      ASSERT_NEAR(o_right.ptr<float>()[i], right.o.ptr<float>()[i], 1e-5) << "o_right[" << i << "] seed=" << seed;
+    for (int64_t i = 0; i < whole.lse.numel(); ++i)
+      ASSERT_NEAR(whole.lse.ptr<float>()[i], left.lse.ptr<float>()[i], 1e-5) << "lse[" << i << "] seed=" << seed;
+
+    Tensor d_o = random(whole.o.shape(), DType::f32, seed, 9);
+    Tensor d_o_left = Tensor::empty(left.o.shape(), DType::f32), d_o_right = Tensor::empty(right.o.shape(), DType::f32);
+    split_columns(d_o, d_o_left, d_o_right, q_rows);
+    auto gradients = [&](const Attention& a, const Tensor& grad) {
+      std::vector<Tensor> grads = {Tensor::empty(a.q.shape(), DType::f32), Tensor::empty(a.k.shape(), DType::f32),
+                                   Tensor::empty(a.v.shape(), DType::f32)};
+      for (Tensor& g : grads) poison(g);
+      flash_attention_backward({a.q, a.k, a.v, a.o, a.lse, grad, grads[0], grads[1], grads[2], options});
+      return grads;
+    };
+    std::vector<Tensor> g_whole = gradients(whole, d_o), g_left = gradients(left, d_o_left),
+                        g_right = gradients(right, d_o_right);
+    for (int which : {0, 1})
+      for (int64_t i = 0; i < g_whole[which].numel(); ++i) {
+        const double sum = double(g_left[which].ptr<float>()[i]) + g_right[which].ptr<float>()[i];
+        ASSERT_NEAR(g_whole[which].ptr<float>()[i], sum, 1e-4 * std::max(1.0, std::fabs(sum)))
+            << (which == 0 ? "dq[" : "dk[") << i << "] head_dim=" << c.head_dim << " seed=" << seed;
+      }
+    Tensor dv_left = Tensor::empty(left.v.shape(), DType::f32), dv_right = Tensor::empty(right.v.shape(), DType::f32);
+    split_columns(g_whole[2], dv_left, dv_right, kv_rows);
+    for (int64_t i = 0; i < dv_left.numel(); ++i)
+      ASSERT_NEAR(dv_left.ptr<float>()[i], g_left[2].ptr<float>()[i], 1e-5) << "dv[" << i << "] seed=" << seed;
+    for (int64_t i = 0; i < dv_right.numel(); ++i)
+      ASSERT_NEAR(dv_right.ptr<float>()[i], g_right[2].ptr<float>()[i], 1e-5) << "dv[" << i << "] seed=" << seed;
+  }
+}
+
 TEST(FlashAttention, RejectsMisshapedArguments) {
   Attention a(1, 8, 8, 4, 2, 16, 1);
   FlashAttentionArgs good = a.args({});
@@ -207,6 +279,22 @@ TEST(FlashAttention, RejectsMisshapedArguments) {
   EXPECT_THROW(flash_attention(args), Error);
   Tensor dq = Tensor::empty({1, 8, 4, 16}, DType::f32), dk = Tensor::empty({1, 8, 2, 16}, DType::f32);
   EXPECT_THROW(flash_attention_backward({a.q, a.k, a.v, a.o, a.lse, a.o, dq, dk, dq, {}}), Error);  // dv misshaped
+  // v_head_dim of its own: o must follow v's width, not q's.
+  Attention narrow(1, 8, 8, 4, 2, 16, 1, 12);
+  EXPECT_NO_THROW(flash_attention(narrow.args({})));
+  args = narrow.args({});
+  args.o = a.o;  // (1, 8, 4, 16), expected (1, 8, 4, 12)
+  EXPECT_THROW(flash_attention(args), Error);
+  Tensor dv_wide = Tensor::empty({1, 8, 2, 16}, DType::f32), dv_narrow = Tensor::empty({1, 8, 2, 12}, DType::f32);
+  EXPECT_NO_THROW(
+      flash_attention_backward({narrow.q, narrow.k, narrow.v, narrow.o, narrow.lse, narrow.o, dq, dk, dv_narrow, {}}));
+  EXPECT_THROW(
+      flash_attention_backward({narrow.q, narrow.k, narrow.v, narrow.o, narrow.lse, narrow.o, dq, dk, dv_wide, {}}),
+      Error);
+  Tensor v_other_kv = Tensor::empty({1, 8, 4, 12}, DType::f32);  // v's kv heads differ from k's
+  args = narrow.args({});
+  args.v = v_other_kv;
+  EXPECT_THROW(flash_attention(args), Error);
 }
 
 }  // namespace
