@@ -3,6 +3,12 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "lathe/core/json.h"
@@ -77,6 +83,62 @@ TEST(Parallel, RethrowsAChunksExceptionAndNestedCallsRunSerially) {
   });
   EXPECT_EQ(inner_total.load(), 40);
   set_num_threads(0);
+}
+
+// The CPUs /proc says this process may run on ("Cpus_allowed_list: 0-3,8"), counted apart from
+// sched_getaffinity.
+int cpus_allowed_from_proc() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Cpus_allowed_list:", 0) != 0) continue;
+    std::stringstream ranges(line.substr(line.find(':') + 1));
+    std::string range;
+    int count = 0;
+    while (std::getline(ranges, range, ',')) {
+      const size_t dash = range.find('-');
+      count += dash == std::string::npos ? 1 : std::stoi(range.substr(dash + 1)) - std::stoi(range) + 1;
+    }
+    return count;
+  }
+  return -1;
+}
+
+TEST(Parallel, ThreadCountPrecedenceExplicitThenConfiguredThenAffinity) {
+  if (std::getenv("LATHE_NUM_THREADS")) GTEST_SKIP() << "LATHE_NUM_THREADS is set (it sits between the two levels)";
+  const int allowed = cpus_allowed_from_proc();
+  ASSERT_GT(allowed, 0);
+  EXPECT_EQ(available_cpus(), allowed);
+  EXPECT_EQ(num_threads(), allowed);
+  EXPECT_STREQ(num_threads_source(), "affinity");
+  set_configured_num_threads(allowed + 2);
+  EXPECT_EQ(num_threads(), allowed + 2);
+  EXPECT_STREQ(num_threads_source(), "config");
+  set_num_threads(allowed + 1);
+  EXPECT_EQ(num_threads(), allowed + 1);
+  EXPECT_STREQ(num_threads_source(), "--threads");
+  set_num_threads(0);  // withdrawn: the configured count again
+  EXPECT_EQ(num_threads(), allowed + 2);
+  set_configured_num_threads(0);
+  EXPECT_EQ(num_threads(), allowed);
+  EXPECT_THROW(set_configured_num_threads(-1), Error);
+}
+
+TEST(Parallel, ThreadCountFromTheEnvironmentIsStrict) {
+  const char* saved = std::getenv("LATHE_NUM_THREADS");
+  const std::string before = saved ? saved : "";
+  for (const char* bad : {"two", "-1", "3x", "1025"}) {
+    setenv("LATHE_NUM_THREADS", bad, 1);
+    EXPECT_THROW(thread_count_from_environment(), Error) << bad;
+  }
+  setenv("LATHE_NUM_THREADS", "7", 1);
+  EXPECT_EQ(thread_count_from_environment(), 7);
+  setenv("LATHE_NUM_THREADS", "", 1);
+  EXPECT_EQ(thread_count_from_environment(), 0);
+  if (saved)
+    setenv("LATHE_NUM_THREADS", before.c_str(), 1);
+  else
+    unsetenv("LATHE_NUM_THREADS");
 }
 
 TEST(Rng, FillIsIndependentOfTheThreadCount) {

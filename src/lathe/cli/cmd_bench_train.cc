@@ -114,7 +114,7 @@ int run_bench_train(int argc, char** argv) {
   const ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
   TrainConfig config = parse_train_config(arguments.path, arguments.overrides);
   validate_train_config(config, /*check_files=*/false);  // random tokens: no data files needed
-  if (config.train.threads > 0 && !command_line.has("threads")) set_num_threads(static_cast<int>(config.train.threads));
+  if (config.train.threads > 0) set_configured_num_threads(static_cast<int>(config.train.threads));
   const int64_t steps = command_line.get_int("steps"), warmup = command_line.get_int("warmup");
   LATHE_CHECK(steps >= 1, "--steps: expected a positive integer, got ", steps);
   LATHE_CHECK(warmup >= 0, "--warmup: expected a non-negative integer, got ", warmup);

@@ -132,7 +132,9 @@ std::string CommandLine::help() const {
 }
 
 void add_runtime_options(CommandLine& command_line) {
-  command_line.option("threads", "N", "worker threads; 0 = all cores (env LATHE_NUM_THREADS)", "0");
+  command_line.option("threads", "N",
+                      "worker threads (0: automatic). Precedence: --threads > env LATHE_NUM_THREADS > a config's "
+                      "train.threads > the CPUs this process may use (its affinity mask, e.g. taskset)");
   command_line.option("isa", "NAME", "highest instruction set to use: scalar, avx2, avx512, avx512_bf16 (env LATHE_ISA)");
   command_line.repeated("pin", "OP:IMPL:K=V,...", "pin a kernel config, e.g. rms_norm:avx512:rows_per_task=4");
   command_line.option("tuning-cache", "PATH", "tuning cache file (env LATHE_TUNING_CACHE; default ~/.cache/lathe/tuning.json)");
@@ -140,8 +142,12 @@ void add_runtime_options(CommandLine& command_line) {
 }
 
 std::string apply_runtime_options(const CommandLine& command_line) {
-  int threads = command_line.get_int("threads");
-  set_num_threads(threads);
+  thread_count_from_environment();  // a malformed LATHE_NUM_THREADS is an error, not silently ignored
+  if (command_line.has("threads")) {
+    const int threads = command_line.get_int("threads");
+    LATHE_CHECK(threads >= 0 && threads <= 1024, "--threads must be between 0 (automatic) and 1024, got ", threads);
+    set_num_threads(threads);
+  }
   if (command_line.has("isa")) set_isa_limit(parse_isa(command_line.get("isa")));
   else if (const char* env = std::getenv("LATHE_ISA"); env && *env) set_isa_limit(parse_isa(env));
   for (const auto& pin : command_line.get_all("pin")) {

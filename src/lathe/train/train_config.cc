@@ -134,7 +134,8 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("train.dtype", train.dtype,
         "compute precision; bf16 keeps f32 master weights (falls back without AVX512_BF16)");
   field("train.remat", train.remat, "activation memory: save_all, recompute_layer or save_matmuls");
-  field("train.threads", train.threads, "worker threads; 0: all cores");
+  field("train.threads", train.threads,
+        "worker threads; 0: automatic (the CPUs this process may use); --threads and LATHE_NUM_THREADS win");
 
   OptimizerSection& optimizer = config.optimizer;
   field("optimizer.lr", optimizer.lr, "peak learning rate");
