@@ -20,6 +20,7 @@
 #include "lathe/core/clock.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
+#include "lathe/core/version.h"
 #include "lathe/models/memory_estimate.h"
 #include "lathe/train/compute_dtype.h"
 #include "lathe/train/train_step.h"
@@ -247,6 +248,8 @@ int run_bench_train(int argc, char** argv) {
     Json report = Json::object();
     report.set("config", train_config_to_json(config));
     report.set("threads", num_threads());
+    report.set("lathe_version", lathe_version());
+    report.set("lathe_commit", lathe_git_commit());
     report.set("peaks", peaks.to_json());
     report.set("steps", steps);
     report.set("warmup", warmup);

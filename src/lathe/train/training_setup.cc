@@ -6,6 +6,7 @@
 
 #include "lathe/bench/machine_peaks.h"
 #include "lathe/core/parallel.h"
+#include "lathe/core/version.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
 #include "lathe/train/parallel/data_parallel_run.h"
@@ -94,7 +95,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   LATHE_CHECK(!directory_error, "cannot create run_dir '", setup.run_dir, "': ", directory_error.message());
   setup.checkpoints_dir = setup.run_dir + "/checkpoints";
   setup.events = std::make_unique<TrainingEvents>(setup.run_dir);
-  setup.config_yaml = train_config_to_yaml(config);
+  setup.config_yaml = "# written by " + lathe_version_line() + "\n" + train_config_to_yaml(config);
 
   // Data: tokenizer + shards (cached), then the loader.
   const std::string cache_dir = config.data.cache_dir.empty() ? setup.run_dir + "/data" : config.data.cache_dir;
