@@ -9,6 +9,7 @@ Usage: conventions_test.py LATHE_BINARY EXPECTED_COMMIT
   - `-` reads standard input: tokenizer encode --file - and --json-lines -, generate --prompt-file -
     (same ids as the text given directly);
   - the version in a run's config.yaml, its checkpoint manifest, a benchmark report and a suite report;
+  - JSON output keeps every digit (`lathe config --json optimizer.lr=0.1234567891234`);
   - `lathe completion bash` completes commands, actions and each command's options (every option of
     its --help), `lathe completion zsh` is valid zsh defining each command's function (when zsh is
     installed), and `lathe man` is roff groff renders without warnings, with every option of every
@@ -162,6 +163,11 @@ def run_checks(lathe, work, expected_commit):
         run = report.get("run", {})
         check(run.get("lathe_version") == version and run.get("lathe_commit") == expected_commit,
               "the suite report names the lathe that measured it", str(run)[:300])
+
+    # JSON output keeps every digit (the value Python's json reads back equals the one given).
+    code, out, err = lathe.run("config", "--json", "optimizer.lr=0.1234567891234")
+    check(code == 0 and json.loads(out)["optimizer"]["lr"] == 0.1234567891234,
+          "config --json keeps optimizer.lr=0.1234567891234", out[:400] + err)
 
     check_completion(lathe, work, helps)
     check_manual(lathe, helps)

@@ -191,6 +191,80 @@ TEST(Json, LargeObjectsKeepEveryKeyAndRejectDuplicates) {
   EXPECT_THROW(Json::parse(text + ",\"k19999\": 0}"), Error);
 }
 
+std::string json_error(const std::string& text) {
+  try {
+    Json::parse(text);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(accepted)";
+}
+
+TEST(Json, RejectsWhatRfc8259Rejects) {
+  // The issue's [+72, 0101, 1.], each piece alone, and the other leniencies a hand parser slips into.
+  for (const char* bad : {"[+72, 0101, 1.]",
+                          "+72",
+                          "0101",
+                          "1.",
+                          ".5",
+                          "1e",
+                          "1e+",
+                          "-",
+                          "--1",
+                          "0x10",
+                          "NaN",
+                          "Infinity",
+                          "-Infinity",
+                          "[1,]",
+                          "{\"a\": 1,}",
+                          "// comment\n1",
+                          "'a'",
+                          "\"\\ud800\"",
+                          "\"\\x41\"",
+                          "\"\xff\"",
+                          "\"a\tb\"",
+                          "1e400",
+                          "[1] [2]",
+                          "nul"})
+    EXPECT_NE(json_error(bad).rfind("invalid JSON", 0), std::string::npos) << bad << " -> " << json_error(bad);
+  for (const char* good : {"-0", "0", "0.5", "1e5", "1E-7", "-12.5e+3", "\"\\ud83d\\ude00\"", " [ ] ", "{}"})
+    EXPECT_NO_THROW(Json::parse(good)) << good;
+  EXPECT_EQ(Json::parse("\"\\ud83d\\ude00\"").as_string(), "\xf0\x9f\x98\x80");
+  // Errors point at the offending character by line and column (the '+' is line 2, column 8).
+  const std::string message = json_error("{\n  \"a\": +1}");
+  EXPECT_NE(message.find("line 2, column 8"), std::string::npos) << message;
+  EXPECT_NE(json_error("{\"a\": 1, \"a\": 2}").find("duplicate key \"a\""), std::string::npos);
+  std::string deep(300, '[');
+  EXPECT_NE(json_error(deep + std::string(300, ']')).find("nesting deeper than"), std::string::npos);
+}
+
+TEST(Json, NumbersKeepFullPrecision) {
+  // Shortest round trip: every double reads back bit for bit, on fresh random values of every scale.
+  std::mt19937_64 random(test_seed());
+  std::uniform_real_distribution<double> mantissa(-1, 1);
+  std::uniform_int_distribution<int> exponent(-300, 300);
+  for (int i = 0; i < 10000; ++i) {
+    const double value = std::ldexp(mantissa(random), exponent(random));
+    const double back = Json::parse(Json(value).dump(0)).as_number();
+    ASSERT_EQ(std::memcmp(&value, &back, sizeof value), 0) << Json(value).dump(0) << " seed=" << test_seed();
+  }
+  // The example, and the shortest text for it (what Python's repr prints).
+  EXPECT_EQ(Json(0.1234567891234).dump(0), "0.1234567891234");
+  EXPECT_EQ(Json(0.1).dump(0), "0.1");
+  EXPECT_EQ(Json(1e-7).dump(0), "1e-07");
+  // Integers are exact across the whole int64 range (doubles stop at 2^53).
+  const int64_t above_double = (int64_t{1} << 53) + 1;
+  EXPECT_EQ(Json(above_double).dump(0), "9007199254740993");
+  EXPECT_EQ(Json::parse("9007199254740993").as_int(), above_double);
+  EXPECT_EQ(Json::parse("9223372036854775807").as_int(), INT64_MAX);
+  EXPECT_EQ(Json::parse("-9223372036854775808").as_int(), INT64_MIN);
+  EXPECT_TRUE(Json::parse("3").is_integer());
+  EXPECT_FALSE(Json::parse("3.0").is_integer());
+  EXPECT_EQ(Json::parse("3.0").as_int(), 3);
+  EXPECT_THROW(Json::parse("18446744073709551615").as_int(), Error);  // beyond int64: a double, not an int64
+  EXPECT_THROW(Json::parse("2.5").as_int(), Error);
+}
+
 TEST(ConfigParams, ParsesAndPrintsAndRejectsGarbage) {
   ConfigParams params = ConfigParams::parse("block_q=64,block_k=128");
   EXPECT_EQ(params.to_string(), "block_q=64,block_k=128");
