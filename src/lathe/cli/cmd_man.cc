@@ -6,6 +6,7 @@
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/command_specs.h"
 #include "lathe/cli/commands.h"
+#include "lathe/core/error.h"
 #include "lathe/core/version.h"
 
 namespace lathe::cli {
@@ -29,7 +30,7 @@ std::string roff(const std::string& text) {
 }
 
 std::string manual_page(const std::vector<CommandSpec>& specs) {
-  std::string page = ".TH LATHE 1 \"\" \"" + roff(lathe_version_line()) + "\" \"User Commands\"\n.nh\n";
+  std::string page = str_cat(".TH LATHE 1 \"\" \"", roff(lathe_version_line()), "\" \"User Commands\"\n.nh\n");
   page +=
       ".SH NAME\n"
       "lathe \\- train and run large language models on CPUs with lathe's own kernel library\n"
@@ -49,20 +50,22 @@ std::string manual_page(const std::vector<CommandSpec>& specs) {
       "\\fB\\-\\fR reads standard input where a command reads a file.\n"
       ".SS Commands\n";
   for (const Command& command : all_commands())
-    page += ".TP\n.B " + roff(command.name) + "\n" + roff(command.summary) + "\n";
+    page += str_cat(".TP\n.B ", roff(command.name), "\n", roff(command.summary), "\n");
   page += ".SH COMMANDS\n";
   for (const CommandSpec& spec : specs) {
     const CommandLine& command_line = spec.command_line;
-    page += ".SS \"lathe " + roff(spec.path) + "\"\n.nf\n" + roff(command_line.usage()) + "\n.fi\n.PP\n" +
-            roff(command_line.description()) + "\n";
+    page += str_cat(".SS \"lathe ", roff(spec.path), "\"\n.nf\n", roff(command_line.usage()), "\n.fi\n.PP\n",
+                    roff(command_line.description()), "\n");
     if (!command_line.positional_name().empty())
-      page += ".TP\n.I " + roff(command_line.positional_name()) + "\n" + roff(command_line.positional_help()) + "\n";
+      page +=
+          str_cat(".TP\n.I ", roff(command_line.positional_name()), "\n", roff(command_line.positional_help()), "\n");
     for (const auto& option : command_line.options()) {
-      page += ".TP\n.B \\-\\-" + roff(option.name);
+      // str_cat, not "literal" + std::string&&: GCC 12 warns on that (-Wrestrict, a false positive).
+      page += str_cat(".TP\n.B \\-\\-", roff(option.name));
       if (option.name == "help") page += ", \\-h";
-      if (!option.is_flag) page += " \\fI" + roff(option.value_name) + "\\fR";
-      page += "\n" + roff(option.help);
-      if (!option.fallback.empty()) page += " (default: " + roff(option.fallback) + ")";
+      if (!option.is_flag) page += str_cat(" \\fI", roff(option.value_name), "\\fR");
+      page += str_cat("\n", roff(option.help));
+      if (!option.fallback.empty()) page += str_cat(" (default: ", roff(option.fallback), ")");
       if (option.is_repeated) page += " (repeatable)";
       page += "\n";
     }
