@@ -3,7 +3,7 @@
 # pip packages of tests/python/requirements.txt (tokenizers, tensorboard, numpy). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(python3-torch python3-numpy python3-pip)
+packages=(python3-torch python3-numpy python3-pip zsh)  # zsh: the completion test's zsh half
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

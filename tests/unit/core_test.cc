@@ -3,6 +3,12 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "lathe/core/json.h"
@@ -79,6 +85,62 @@ TEST(Parallel, RethrowsAChunksExceptionAndNestedCallsRunSerially) {
   set_num_threads(0);
 }
 
+// The CPUs /proc says this process may run on ("Cpus_allowed_list: 0-3,8"), counted apart from
+// sched_getaffinity.
+int cpus_allowed_from_proc() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Cpus_allowed_list:", 0) != 0) continue;
+    std::stringstream ranges(line.substr(line.find(':') + 1));
+    std::string range;
+    int count = 0;
+    while (std::getline(ranges, range, ',')) {
+      const size_t dash = range.find('-');
+      count += dash == std::string::npos ? 1 : std::stoi(range.substr(dash + 1)) - std::stoi(range) + 1;
+    }
+    return count;
+  }
+  return -1;
+}
+
+TEST(Parallel, ThreadCountPrecedenceExplicitThenConfiguredThenAffinity) {
+  if (std::getenv("LATHE_NUM_THREADS")) GTEST_SKIP() << "LATHE_NUM_THREADS is set (it sits between the two levels)";
+  const int allowed = cpus_allowed_from_proc();
+  ASSERT_GT(allowed, 0);
+  EXPECT_EQ(available_cpus(), allowed);
+  EXPECT_EQ(num_threads(), allowed);
+  EXPECT_STREQ(num_threads_source(), "affinity");
+  set_configured_num_threads(allowed + 2);
+  EXPECT_EQ(num_threads(), allowed + 2);
+  EXPECT_STREQ(num_threads_source(), "config");
+  set_num_threads(allowed + 1);
+  EXPECT_EQ(num_threads(), allowed + 1);
+  EXPECT_STREQ(num_threads_source(), "--threads");
+  set_num_threads(0);  // withdrawn: the configured count again
+  EXPECT_EQ(num_threads(), allowed + 2);
+  set_configured_num_threads(0);
+  EXPECT_EQ(num_threads(), allowed);
+  EXPECT_THROW(set_configured_num_threads(-1), Error);
+}
+
+TEST(Parallel, ThreadCountFromTheEnvironmentIsStrict) {
+  const char* saved = std::getenv("LATHE_NUM_THREADS");
+  const std::string before = saved ? saved : "";
+  for (const char* bad : {"two", "-1", "3x", "1025"}) {
+    setenv("LATHE_NUM_THREADS", bad, 1);
+    EXPECT_THROW(thread_count_from_environment(), Error) << bad;
+  }
+  setenv("LATHE_NUM_THREADS", "7", 1);
+  EXPECT_EQ(thread_count_from_environment(), 7);
+  setenv("LATHE_NUM_THREADS", "", 1);
+  EXPECT_EQ(thread_count_from_environment(), 0);
+  if (saved)
+    setenv("LATHE_NUM_THREADS", before.c_str(), 1);
+  else
+    unsetenv("LATHE_NUM_THREADS");
+}
+
 TEST(Rng, FillIsIndependentOfTheThreadCount) {
   uint64_t seed = test_seed();
   Tensor one = Tensor::empty({100003}, DType::f32), many = Tensor::empty({100003}, DType::f32);
@@ -127,6 +189,80 @@ TEST(Json, LargeObjectsKeepEveryKeyAndRejectDuplicates) {
   EXPECT_EQ(value.get("k19999").as_int(), 19999);
   EXPECT_THROW(Json::parse(text + ",\"k7\": 0}"), Error);  // duplicate far past the scan limit
   EXPECT_THROW(Json::parse(text + ",\"k19999\": 0}"), Error);
+}
+
+std::string json_error(const std::string& text) {
+  try {
+    Json::parse(text);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(accepted)";
+}
+
+TEST(Json, RejectsWhatRfc8259Rejects) {
+  // The issue's [+72, 0101, 1.], each piece alone, and the other leniencies a hand parser slips into.
+  for (const char* bad : {"[+72, 0101, 1.]",
+                          "+72",
+                          "0101",
+                          "1.",
+                          ".5",
+                          "1e",
+                          "1e+",
+                          "-",
+                          "--1",
+                          "0x10",
+                          "NaN",
+                          "Infinity",
+                          "-Infinity",
+                          "[1,]",
+                          "{\"a\": 1,}",
+                          "// comment\n1",
+                          "'a'",
+                          "\"\\ud800\"",
+                          "\"\\x41\"",
+                          "\"\xff\"",
+                          "\"a\tb\"",
+                          "1e400",
+                          "[1] [2]",
+                          "nul"})
+    EXPECT_NE(json_error(bad).rfind("invalid JSON", 0), std::string::npos) << bad << " -> " << json_error(bad);
+  for (const char* good : {"-0", "0", "0.5", "1e5", "1E-7", "-12.5e+3", "\"\\ud83d\\ude00\"", " [ ] ", "{}"})
+    EXPECT_NO_THROW(Json::parse(good)) << good;
+  EXPECT_EQ(Json::parse("\"\\ud83d\\ude00\"").as_string(), "\xf0\x9f\x98\x80");
+  // Errors point at the offending character by line and column (the '+' is line 2, column 8).
+  const std::string message = json_error("{\n  \"a\": +1}");
+  EXPECT_NE(message.find("line 2, column 8"), std::string::npos) << message;
+  EXPECT_NE(json_error("{\"a\": 1, \"a\": 2}").find("duplicate key \"a\""), std::string::npos);
+  std::string deep(300, '[');
+  EXPECT_NE(json_error(deep + std::string(300, ']')).find("nesting deeper than"), std::string::npos);
+}
+
+TEST(Json, NumbersKeepFullPrecision) {
+  // Shortest round trip: every double reads back bit for bit, on fresh random values of every scale.
+  std::mt19937_64 random(test_seed());
+  std::uniform_real_distribution<double> mantissa(-1, 1);
+  std::uniform_int_distribution<int> exponent(-300, 300);
+  for (int i = 0; i < 10000; ++i) {
+    const double value = std::ldexp(mantissa(random), exponent(random));
+    const double back = Json::parse(Json(value).dump(0)).as_number();
+    ASSERT_EQ(std::memcmp(&value, &back, sizeof value), 0) << Json(value).dump(0) << " seed=" << test_seed();
+  }
+  // The example, and the shortest text for it (what Python's repr prints).
+  EXPECT_EQ(Json(0.1234567891234).dump(0), "0.1234567891234");
+  EXPECT_EQ(Json(0.1).dump(0), "0.1");
+  EXPECT_EQ(Json(1e-7).dump(0), "1e-07");
+  // Integers are exact across the whole int64 range (doubles stop at 2^53).
+  const int64_t above_double = (int64_t{1} << 53) + 1;
+  EXPECT_EQ(Json(above_double).dump(0), "9007199254740993");
+  EXPECT_EQ(Json::parse("9007199254740993").as_int(), above_double);
+  EXPECT_EQ(Json::parse("9223372036854775807").as_int(), INT64_MAX);
+  EXPECT_EQ(Json::parse("-9223372036854775808").as_int(), INT64_MIN);
+  EXPECT_TRUE(Json::parse("3").is_integer());
+  EXPECT_FALSE(Json::parse("3.0").is_integer());
+  EXPECT_EQ(Json::parse("3.0").as_int(), 3);
+  EXPECT_THROW(Json::parse("18446744073709551615").as_int(), Error);  // beyond int64: a double, not an int64
+  EXPECT_THROW(Json::parse("2.5").as_int(), Error);
 }
 
 TEST(ConfigParams, ParsesAndPrintsAndRejectsGarbage) {

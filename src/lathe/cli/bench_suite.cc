@@ -12,6 +12,7 @@
 #include "lathe/bench/timing.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
+#include "lathe/core/version.h"
 
 namespace lathe::cli {
 
@@ -129,6 +130,8 @@ int run_bench_suite(const CommandLine& command_line) {
   Json run = Json::object();
   run.set("cpu", cpu_features().model);
   run.set("threads", num_threads());
+  run.set("lathe_version", lathe_version());
+  run.set("lathe_commit", lathe_git_commit());
   run.set("active_isa", isa_name(active_isa()));
   run.set("quick", quick);
   run.set("cache_mode", options.cold ? "cold" : "warm");

@@ -11,6 +11,7 @@
 #include "lathe/cli/commands.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
+#include "lathe/core/version.h"
 
 namespace lathe::cli {
 
@@ -131,6 +132,8 @@ int run_bench(int argc, char** argv) {
   Json report = Json::object();
   report.set("cpu", cpu_features().model);
   report.set("threads", num_threads());
+  report.set("lathe_version", lathe_version());
+  report.set("lathe_commit", lathe_git_commit());
   report.set("active_isa", isa_name(active_isa()));
   report.set("peaks", peaks.to_json());
   report.set("peaks_start", peaks_before.to_json());

@@ -9,6 +9,7 @@
 #include "lathe/cli/commands.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
+#include "lathe/core/version.h"
 #include "lathe/ops/problem.h"
 
 namespace lathe::cli {
@@ -82,6 +83,8 @@ int run_bench_moe_layer(int argc, char** argv) {
   Json report = Json::object();
   report.set("cpu", cpu_features().model);
   report.set("threads", num_threads());
+  report.set("lathe_version", lathe_version());
+  report.set("lathe_commit", lathe_git_commit());
   report.set("active_isa", isa_name(active_isa()));
   Json results = Json::array();
   for (const auto& shape : shapes) {

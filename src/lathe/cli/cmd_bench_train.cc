@@ -20,6 +20,7 @@
 #include "lathe/core/clock.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
+#include "lathe/core/version.h"
 #include "lathe/models/memory_estimate.h"
 #include "lathe/train/compute_dtype.h"
 #include "lathe/train/train_step.h"
@@ -114,7 +115,7 @@ int run_bench_train(int argc, char** argv) {
   const ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
   TrainConfig config = parse_train_config(arguments.path, arguments.overrides);
   validate_train_config(config, /*check_files=*/false);  // random tokens: no data files needed
-  if (config.train.threads > 0 && !command_line.has("threads")) set_num_threads(static_cast<int>(config.train.threads));
+  if (config.train.threads > 0) set_configured_num_threads(static_cast<int>(config.train.threads));
   const int64_t steps = command_line.get_int("steps"), warmup = command_line.get_int("warmup");
   LATHE_CHECK(steps >= 1, "--steps: expected a positive integer, got ", steps);
   LATHE_CHECK(warmup >= 0, "--warmup: expected a non-negative integer, got ", warmup);
@@ -247,6 +248,8 @@ int run_bench_train(int argc, char** argv) {
     Json report = Json::object();
     report.set("config", train_config_to_json(config));
     report.set("threads", num_threads());
+    report.set("lathe_version", lathe_version());
+    report.set("lathe_commit", lathe_git_commit());
     report.set("peaks", peaks.to_json());
     report.set("steps", steps);
     report.set("warmup", warmup);

@@ -68,7 +68,9 @@ int run_config(int argc, char** argv) {
   command_line.flag("check", "only validate; print one summary line");
   command_line.flag("json", "print the resolved config as JSON instead of YAML");
   command_line.flag("keys", "list every config key with its type, meaning and default");
+  add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
+  apply_runtime_options(command_line);
   if (command_line.has("keys")) {
     print_keys();
     return 0;

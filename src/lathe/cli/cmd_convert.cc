@@ -11,6 +11,7 @@
 
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
+#include "lathe/core/version.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/io/safetensors_checkpoint.h"
 #include "lathe/models/hf/hf_checkpoint.h"
@@ -35,7 +36,7 @@ void convert_hf_to_lathe(const std::string& hf_dir, const std::string& out_dir) 
     fs::copy_file(tokenizer, fs::path(out_dir) / "tokenizer.json", fs::copy_options::overwrite_existing);
     config.data.tokenizer = (fs::path(out_dir) / "tokenizer.json").string();
   }
-  const std::string config_yaml = train_config_to_yaml(config);
+  const std::string config_yaml = "# written by " + lathe_version_line() + "\n" + train_config_to_yaml(config);
   write_file_atomically((fs::path(out_dir) / "config.yaml").string(), config_yaml);
 
   CheckpointManagerOptions options;
@@ -93,7 +94,9 @@ int run_convert(int argc, char** argv) {
   command_line.option("to", "hf|OUT_DIR", "what to write: 'hf' (then HF_DIR) or a lathe run directory");
   command_line.option("dtype", "f32|bf16", "weight dtype when writing HF", "f32");
   command_line.option("max-shard-size", "SIZE", "shard HF weights above this size (2GB, 500MB; 0: one file)", "0");
+  add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
+  apply_runtime_options(command_line);
   LATHE_CHECK(command_line.has("from") && command_line.has("to"), "give both --from and --to (see --help)");
   const std::string from = command_line.get("from"), to = command_line.get("to");
   LATHE_CHECK((from == "hf") != (to == "hf"), "exactly one of --from and --to must be 'hf', got --from ", from,

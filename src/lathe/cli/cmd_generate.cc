@@ -34,6 +34,7 @@ int run_generate(int argc, char** argv) {
                            "Sampling: --temperature 0 is greedy; --top-k and --top-p restrict the candidates.");
   command_line.positionals("[RUN_DIR | CHECKPOINT_DIR]", "what to load (default runs/default)");
   command_line.option("prompt", "TEXT", "text to continue", "");
+  command_line.option("prompt-file", "FILE", "continue this file's text instead (- reads standard input)");
   command_line.option("max-tokens", "N", "tokens to generate", "200");
   command_line.option("temperature", "T", "softmax temperature; 0 = greedy", "0.8");
   command_line.option("top-k", "K", "sample among the K most likely tokens; 0 = all", "40");
@@ -46,6 +47,10 @@ int run_generate(int argc, char** argv) {
   if (!command_line.parse(argc, argv)) return 0;
   apply_runtime_options(command_line);
   LATHE_CHECK(command_line.positional_values().size() <= 1, "give at most one run or checkpoint directory");
+  LATHE_CHECK(!(command_line.has("prompt") && command_line.has("prompt-file")),
+              "give --prompt or --prompt-file, not both");
+  const std::string prompt_text =
+      command_line.has("prompt-file") ? read_input(command_line.get("prompt-file")) : command_line.get("prompt");
   const std::string target =
       command_line.positional_values().empty() ? "runs/default" : command_line.positional_values()[0];
   const std::string checkpoint_dir = resolve_checkpoint_directory(target);
@@ -83,12 +88,12 @@ int run_generate(int argc, char** argv) {
     prompt.push_back(*bos);
   else if (eos)
     prompt.push_back(*eos);
-  tokenizer->encode_append(command_line.get("prompt"), prompt, {.add_special_tokens = false});
+  tokenizer->encode_append(prompt_text, prompt, {.add_special_tokens = false});
   const int64_t capacity = config.model.max_seq_len;
   LATHE_CHECK(static_cast<int64_t>(prompt.size()) < capacity, "the prompt is ", prompt.size(),
               " tokens; the model's context is ", capacity);
   KvCache cache = model.make_kv_cache(capacity);
-  std::fputs(command_line.get("prompt").c_str(), stdout);
+  std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
   std::fflush(stdout);
 
   // Ids past the tokenizer's vocabulary (padding rows of an embedding) are never sampled.

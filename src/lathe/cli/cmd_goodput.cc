@@ -23,7 +23,9 @@ int run_goodput(int argc, char** argv) {
   command_line.flag("json", "print the figures as JSON instead of a table");
   command_line.option("svg", "FILE", "also write a bar chart of the categories");
   command_line.flag("tensorboard", "also write the figures to RUN_DIR/tensorboard/goodput");
+  add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
+  apply_runtime_options(command_line);
   const auto& positionals = command_line.positional_values();
   LATHE_CHECK(positionals.size() == 1, "expected one RUN_DIR, got ", positionals.size(), " arguments (see --help)");
   const std::string run_dir = positionals[0];

@@ -31,6 +31,8 @@ int run_info(int argc, char** argv) {
     json.set("detected_isa", isa_name(detected_isa()));
     json.set("active_isa", isa_name(active_isa()));
     json.set("threads", num_threads());
+    json.set("threads_source", num_threads_source());
+    json.set("available_cpus", available_cpus());
     if (!command_line.has("no-measure")) json.set("peaks", peaks.to_json());
     std::printf("%s\n", json.dump(2).c_str());
     return 0;
@@ -38,7 +40,8 @@ int run_info(int argc, char** argv) {
   std::printf("cpu           %s (%s)\n", cpu.model.c_str(), cpu.vendor.c_str());
   std::printf("features      %s\n", cpu.flags_summary().c_str());
   std::printf("isa           detected %s, active %s\n", isa_name(detected_isa()), isa_name(active_isa()));
-  std::printf("threads       %d (of %d logical cores)\n", num_threads(), cpu.logical_cores);
+  std::printf("threads       %d (from %s; %d of %d logical cores available)\n", num_threads(), num_threads_source(),
+              available_cpus(), cpu.logical_cores);
   if (command_line.has("no-measure")) return 0;
   std::printf("f32 FMA peak  %.1f GFLOP/s (%s, all threads)\n", peaks.f32_gflops, peaks.isa.c_str());
   if (peaks.bf16_gflops > 0) std::printf("bf16 dot peak %.1f GFLOP/s (vdpbf16ps)\n", peaks.bf16_gflops);

@@ -25,6 +25,9 @@ TrainConfig config_of_train_arguments(const std::vector<std::string>& arguments)
       positionals.push_back(argument);
       continue;
     }
+    // `lathe train` options that take a separate value: the value is not a positional.
+    for (const char* option : {"--threads", "--isa", "--pin", "--tuning-cache"})
+      if (argument == option) ++i;
     for (const auto& [option, key] : {std::pair{"--run-dir", "run_dir="}, std::pair{"--data", "data.path="}}) {
       const std::string name = option;
       if (argument == name && i + 1 < arguments.size())
@@ -62,6 +65,7 @@ int run_launch(int argc, char** argv) {
   command_line.option("capacity-file", "FILE",
                       "a file holding the number of slots available now (re-read while running)");
   command_line.option("mpirun", "PATH", "the mpirun to use (default: the one on PATH)");
+  add_runtime_options(command_line);  // passed on to every worker's `lathe train`
 
   int own = argc;
   for (int i = 0; i < argc; ++i)
@@ -73,7 +77,7 @@ int run_launch(int argc, char** argv) {
   LATHE_CHECK(command_line.positional_values().empty(), "unexpected argument '",
               command_line.positional_values().empty() ? "" : command_line.positional_values()[0],
               "': put the `lathe train` arguments after --");
-  std::vector<std::string> train_arguments(argv + std::min(own + 1, argc), argv + argc);
+  const std::vector<std::string> train_arguments(argv + std::min(own + 1, argc), argv + argc);
 
   ElasticOptions options;
   options.limits.nproc = command_line.get_int("nproc");
@@ -109,7 +113,8 @@ int run_launch(int argc, char** argv) {
   options.run_dir = config.run_dir;
   std::filesystem::create_directories(options.run_dir);
   options.lathe_binary = std::filesystem::read_symlink("/proc/self/exe").string();
-  options.train_arguments = train_arguments;
+  options.train_arguments = runtime_arguments(command_line);
+  options.train_arguments.insert(options.train_arguments.end(), train_arguments.begin(), train_arguments.end());
   return run_elastic_supervisor(options);
 }
 

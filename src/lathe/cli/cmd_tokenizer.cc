@@ -49,13 +49,13 @@ std::string join_ids(const std::vector<int32_t>& ids) {
 }
 
 // Calls visit(value, "FILE:LINE") for each line of a JSON-lines file.
+// "-" reads standard input ("<stdin>:LINE").
 template <class Visit>
 void for_each_json_line(const std::string& path, Visit&& visit) {
-  std::ifstream in(path, std::ios::binary);
-  LATHE_CHECK(in, "cannot open ", path);
+  std::istringstream in(read_input(path));
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
-    std::string where = path + ":" + std::to_string(number);
+    std::string where = input_name(path) + ":" + std::to_string(number);
     Json value;
     try {
       value = Json::parse(line);
@@ -74,7 +74,9 @@ int run_tokenizer_train(int argc, char** argv) {
   command_line.option("vocab-size", "N", "vocabulary size: 256 bytes + merges + special tokens", "4096");
   command_line.option("output", "FILE", "tokenizer.json to write");
   command_line.repeated("special", "TOKEN", "special tokens (default: <|endoftext|>)");
+  add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
+  apply_runtime_options(command_line);
   LATHE_CHECK(command_line.has("output"), "missing --output FILE (see --help)");
   int64_t vocab_size = parse_integer(command_line.get("vocab-size"), "--vocab-size");
   std::vector<std::string> specials = command_line.get_all("special");
@@ -112,7 +114,7 @@ int run_encode(int argc, char** argv) {
                            "Encodes text (the positional arguments joined by spaces, or a file) and prints the token\n"
                            "ids on one line.");
   command_line.option("tokenizer", "FILE", "tokenizer.json");
-  command_line.option("file", "F", "encode this file's bytes instead of TEXT");
+  command_line.option("file", "F", "encode this file's bytes instead of TEXT (- reads standard input)");
   command_line.flag("count", "print only the token count and the encoding speed");
   command_line.flag("special", "encode special token text (e.g. <|endoftext|>) as the special token");
   command_line.flag("hf",
@@ -120,9 +122,12 @@ int run_encode(int argc, char** argv) {
                     "files use lathe's BPE and any other supported tokenizer.json, e.g. Llama 2/3, Qwen,\n"
                     "GPT-2, Mistral, Gemma, the HF pipeline); added tokens are always matched, as `tokenizers` does");
   command_line.flag("add-special-tokens", "apply the post-processor (e.g. add BOS)");
-  command_line.option("json-lines", "F", "encode each line of F (a JSON string); print one line of ids each");
+  command_line.option("json-lines", "F",
+                      "encode each line of F (a JSON string; - reads standard input); print one line of ids each");
   command_line.positionals("TEXT", "text to encode");
+  add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
+  apply_runtime_options(command_line);
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
   const auto& words = command_line.positional_values();
   const EncodeOptions options{.add_special_tokens = command_line.has("add-special-tokens"),
@@ -138,11 +143,7 @@ int run_encode(int argc, char** argv) {
   LATHE_CHECK(command_line.has("file") != !words.empty(), "give either TEXT or --file F (see --help)");
   std::string text;
   if (command_line.has("file")) {
-    std::ifstream in(command_line.get("file"), std::ios::binary);
-    LATHE_CHECK(in, "cannot open ", command_line.get("file"));
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    text = buffer.str();
+    text = read_input(command_line.get("file"));
   } else {
     for (size_t i = 0; i < words.size(); ++i) {
       if (i) text += ' ';
@@ -177,10 +178,12 @@ int run_decode(int argc, char** argv) {
   command_line.flag("skip-special-tokens", "leave out special tokens");
   command_line.flag("no-newline", "do not end the output with a newline");
   command_line.option("json-lines", "F",
-                      "with --hf: decode each line of F (a JSON array of ids); print each text\n"
-                      "as one line holding a JSON string");
+                      "with --hf: decode each line of F (a JSON array of ids; - reads standard input);\n"
+                      "print each text as one line holding a JSON string");
   command_line.positionals("IDS", "token ids");
+  add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
+  apply_runtime_options(command_line);
   LATHE_CHECK(command_line.has("tokenizer"), "missing --tokenizer FILE (see --help)");
   if (command_line.has("json-lines")) {
     LATHE_CHECK(command_line.has("hf"), "--json-lines needs --hf (see --help)");

@@ -88,14 +88,14 @@ std::vector<Prompt> default_prompts(const ModelConfig& config) {
 
 // --prompts FILE: one JSON value a line, an array of token ids or a string of text, which the
 // model directory's tokenizer.json encodes (with its special tokens, e.g. BOS); blank lines are skipped.
+// "-" reads standard input.
 std::vector<Prompt> read_prompts(const std::string& path, const HfTokenizer* tokenizer) {
-  std::ifstream file(path);
-  LATHE_CHECK(file.good(), "--prompts ", path, ": cannot open the file");
+  std::istringstream file(read_input(path));
   std::vector<Prompt> prompts;
   std::string line;
   for (int line_number = 1; std::getline(file, line); ++line_number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = str_cat("--prompts ", path, " line ", line_number);
+    const std::string where = str_cat("--prompts ", input_name(path), " line ", line_number);
     Json value;
     try {
       value = Json::parse(line);

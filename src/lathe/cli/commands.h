@@ -2,6 +2,9 @@
 // user errors throw lathe::Error, which main() prints as one line (exit 2).
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace lathe::cli {
 
 int run_info(int argc, char** argv);
@@ -18,5 +21,20 @@ int run_convert(int argc, char** argv);
 int run_launch(int argc, char** argv);
 int run_goodput(int argc, char** argv);
 int run_verify(int argc, char** argv);
+int run_completion(int argc, char** argv);
+int run_man(int argc, char** argv);
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+  // Words that select a different command line (`lathe tokenizer encode`, `lathe bench train`);
+  // a command with actions and no options of its own (tokenizer) has `actions_only`.
+  std::vector<std::string> actions;
+  bool actions_only = false;
+};
+
+// Every command, in the order `lathe --help` lists them.
+const std::vector<Command>& all_commands();
 
 }  // namespace lathe::cli

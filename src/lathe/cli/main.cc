@@ -5,39 +5,25 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "lathe/cli/commands.h"
 #include "lathe/core/error.h"
+#include "lathe/core/spelling.h"
+#include "lathe/core/version.h"
 
 namespace {
 
-struct Command {
-  const char* name;
-  int (*run)(int, char**);
-  const char* summary;
-};
-
-const Command kCommands[] = {
-    {"train", lathe::cli::run_train, "train a decoder LLM from a YAML config (default: a small model on the fortune corpus)"},
-    {"generate", lathe::cli::run_generate, "sample text from a trained checkpoint with a KV cache (greedy, temperature, top-k, top-p)"},
-    {"convert", lathe::cli::run_convert, "Hugging Face model directory <-> lathe checkpoint (config.json, sharded safetensors)"},
-    {"launch", lathe::cli::run_launch, "elastic supervisor: runs `lathe train` workers, restarts them from the newest checkpoint on failure"},
-    {"goodput", lathe::cli::run_goodput, "goodput %, badput by category, MTTI and MTTR of a run from its event log"},
-    {"info", lathe::cli::run_info, "CPU features and measured peaks (f32 FMA, bf16 dot, memory bandwidth)"},
-    {"ops", lathe::cli::run_ops, "list the kernel library's ops, shapes, implementations and config spaces"},
-    {"bench", lathe::cli::run_bench, "benchmark ops at real-model shapes: time, GFLOP/s, GB/s, % of roofline, peers"},
-    {"tune", lathe::cli::run_tune, "autotune an op's kernel configs for given shapes into the tuning cache"},
-    {"config", lathe::cli::run_config, "load, validate and print a training config (YAML + key=value overrides)"},
-    {"verify", lathe::cli::run_verify, "check lathe's logits against Hugging Face transformers on fixed prompts (max diff, KL, top-1)"},
-    {"tokenizer", lathe::cli::run_tokenizer, "train, encode and decode with byte-level BPE tokenizers (tokenizer.json)"},
-};
+using lathe::cli::all_commands;
 
 void print_usage(FILE* out) {
   std::fprintf(out,
                "usage: lathe COMMAND [options]\n\n"
                "lathe: a C++ LLM training stack built around its own CPU kernel library.\n\ncommands:\n");
-  for (const auto& command : kCommands) std::fprintf(out, "  %-10s %s\n", command.name, command.summary);
-  std::fprintf(out, "\n`lathe COMMAND --help` shows each command's options.\n");
+  for (const auto& command : all_commands()) std::fprintf(out, "  %-10s %s\n", command.name, command.summary);
+  std::fprintf(out,
+               "\n`lathe COMMAND --help` (or -h) shows each command's options; `lathe --version` prints the version\n"
+               "and git commit; `lathe completion bash|zsh` and `lathe man` print completion and the manual.\n");
 }
 
 // OpenBLAS reads OPENBLAS_CORETYPE when the library loads, before main. Some machines set it to an
@@ -73,8 +59,12 @@ int main(int argc, char** argv) {
     print_usage(stdout);
     return 0;
   }
+  if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "-V") || !std::strcmp(argv[1], "version")) {
+    std::printf("%s\n", lathe::lathe_version_line().c_str());
+    return 0;
+  }
   std::string name = argv[1];
-  for (const auto& command : kCommands) {
+  for (const auto& command : all_commands()) {
     if (name != command.name) continue;
     if (name == "bench") restart_for_fair_peers(argc, argv);
     try {
@@ -97,8 +87,19 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::vector<std::string> names;
   std::string known;
-  for (const auto& command : kCommands) known += (known.empty() ? "" : ", ") + std::string(command.name);
-  std::fprintf(stderr, "lathe: unknown command '%s' (commands: %s; try `lathe --help`)\n", name.c_str(), known.c_str());
+  for (const auto& command : all_commands()) {
+    names.push_back(command.name);
+    known += (known.empty() ? "" : ", ") + std::string(command.name);
+  }
+  if (name.rfind("-", 0) == 0) {
+    std::fprintf(stderr, "lathe: unknown option '%s'%s (options come after the command; try `lathe --help`)\n",
+                 name.c_str(), lathe::did_you_mean(name, {"--help", "--version"}).c_str());
+    return 2;
+  }
+  const std::string suggestion = lathe::did_you_mean(name, names);
+  std::fprintf(stderr, "lathe: unknown command '%s'%s (commands: %s; try `lathe --help`)\n", name.c_str(),
+               suggestion.c_str(), known.c_str());
   return 2;
 }

@@ -1,7 +1,10 @@
 #include "lathe/core/json.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <unordered_set>
 
 #include "lathe/core/error.h"
@@ -27,7 +30,10 @@ double Json::as_number(const char* what) const {
 
 int64_t Json::as_int(const char* what) const {
   double value = as_number(what);
-  LATHE_CHECK(std::floor(value) == value, what, " must be an integer, found ", value);
+  if (is_integer_) return integer_;
+  // 2^63 is exactly representable; every double below it in magnitude converts without overflow.
+  LATHE_CHECK(std::floor(value) == value && value >= -9223372036854775808.0 && value < 9223372036854775808.0, what,
+              " must be an integer, found ", Json(value).dump(0));
   return static_cast<int64_t>(value);
 }
 
@@ -121,14 +127,16 @@ void Json::dump_to(std::string& out, int indent, int depth) const {
     case Kind::null: out += "null"; break;
     case Kind::boolean: out += bool_ ? "true" : "false"; break;
     case Kind::number: {
-      if (!std::isfinite(number_)) {
+      if (is_integer_) {
+        out += std::to_string(integer_);
+      } else if (!std::isfinite(number_)) {
         out += "null";
       } else if (std::floor(number_) == number_ && std::fabs(number_) < 1e15) {
         out += std::to_string(static_cast<int64_t>(number_));
       } else {
-        char buffer[32];
-        std::snprintf(buffer, sizeof buffer, "%.9g", number_);
-        out += buffer;
+        char buffer[32];  // the shortest text that reads back to the same double
+        const auto written = std::to_chars(buffer, buffer + sizeof buffer, number_);
+        out.append(buffer, written.ptr);
       }
       break;
     }
@@ -166,211 +174,116 @@ std::string Json::dump(int indent) const {
 
 namespace {
 
-class Parser {
+// nlohmann/json's SAX events build a lathe::Json directly (no second tree). The parser itself is
+// iterative; the depth limit keeps the recursive dump and destructor of a hostile file bounded.
+class JsonBuilder {
  public:
-  explicit Parser(const std::string& text) : text_(text) {}
+  using number_integer_t = nlohmann::json::number_integer_t;
+  using number_unsigned_t = nlohmann::json::number_unsigned_t;
+  using number_float_t = nlohmann::json::number_float_t;
+  using string_t = nlohmann::json::string_t;
+  using binary_t = nlohmann::json::binary_t;
 
-  Json parse_document() {
-    Json value = parse_value(0);
-    skip_space();
-    if (position_ != text_.size()) fail("unexpected text after the JSON value");
-    return value;
+  static constexpr size_t kMaxDepth = 200;
+  static constexpr size_t kScanLimit = 16;  // objects beyond this many keys check duplicates by hash
+
+  bool null() { return add(Json()); }
+  bool boolean(bool value) { return add(Json(value)); }
+  bool number_integer(number_integer_t value) { return add(Json(static_cast<int64_t>(value))); }
+  bool number_unsigned(number_unsigned_t value) {
+    if (value <= static_cast<number_unsigned_t>(INT64_MAX)) return add(Json(static_cast<int64_t>(value)));
+    return add(Json(static_cast<double>(value)));
   }
+  bool number_float(number_float_t value, const string_t& text) {
+    if (!std::isfinite(value)) return fail("number " + text + " is out of range");
+    return add(Json(static_cast<double>(value)));
+  }
+  bool string(string_t& value) { return add(Json(std::move(value))); }
+  bool binary(binary_t&) { return fail("binary values are not JSON"); }
+  bool start_object(size_t) {
+    if (!add(Json::object())) return false;
+    return open();
+  }
+  bool key(string_t& key) {
+    Frame& frame = frames_.back();
+    bool duplicate;
+    if (frame.container->size() < kScanLimit) {
+      duplicate = frame.container->find(key) != nullptr;
+    } else {
+      if (!frame.keys) {
+        frame.keys = std::make_unique<std::unordered_set<std::string>>();
+        for (const auto& member : frame.container->members()) frame.keys->insert(member.first);
+      }
+      duplicate = !frame.keys->insert(key).second;
+    }
+    if (duplicate) return fail("duplicate key \"" + key + "\"");
+    pending_key_ = std::move(key);
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool start_array(size_t) {
+    if (!add(Json::array())) return false;
+    return open();
+  }
+  bool end_array() { return close(); }
+  bool parse_error(size_t, const std::string&, const nlohmann::detail::exception& error) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..." -> from "line".
+    const std::string what = error.what();
+    const size_t at = what.find(" at line ");
+    error_ = at == std::string::npos ? what : what.substr(at + 4);
+    return false;
+  }
+
+  Json take_root() { return std::move(root_); }
+  const std::string& error() const { return error_; }
 
  private:
-  [[noreturn]] void fail(const char* message) { throw_error("invalid JSON at byte ", position_, ": ", message); }
+  struct Frame {
+    Json* container;
+    std::unique_ptr<std::unordered_set<std::string>> keys;
+  };
 
-  void skip_space() {
-    while (position_ < text_.size() && (text_[position_] == ' ' || text_[position_] == '\n' ||
-                                        text_[position_] == '\t' || text_[position_] == '\r'))
-      ++position_;
+  bool fail(std::string message) {
+    error_ = std::move(message);
+    return false;
   }
-
-  bool consume(const char* literal) {
-    size_t length = std::char_traits<char>::length(literal);
-    if (text_.compare(position_, length, literal) != 0) return false;
-    position_ += length;
+  // The value's slot: the root, the next array element or the member named by the pending key.
+  // Pointers into a parent stay valid: a parent grows only after its open child has closed.
+  bool add(Json value) {
+    if (frames_.empty()) {
+      root_ = std::move(value);
+      last_ = &root_;
+    } else if (frames_.back().container->is_array()) {
+      last_ = &frames_.back().container->push(std::move(value));
+    } else {
+      last_ = &frames_.back().container->append_member(std::move(pending_key_), std::move(value));
+    }
+    return true;
+  }
+  bool open() {
+    if (frames_.size() >= kMaxDepth) return fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    frames_.push_back({last_, nullptr});
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
     return true;
   }
 
-  Json parse_value(int depth) {
-    if (depth > 200) fail("nesting too deep");
-    skip_space();
-    if (position_ >= text_.size()) fail("unexpected end of input");
-    char c = text_[position_];
-    if (c == '{') return parse_object(depth);
-    if (c == '[') return parse_array(depth);
-    if (c == '"') return Json(parse_string());
-    if (consume("true")) return Json(true);
-    if (consume("false")) return Json(false);
-    if (consume("null")) return Json();
-    return parse_number();
-  }
-
-  Json parse_object(int depth) {
-    Json object = Json::object();
-    ++position_;
-    skip_space();
-    if (position_ < text_.size() && text_[position_] == '}') {
-      ++position_;
-      return object;
-    }
-    // Small objects look for duplicate keys by scanning; large ones (a tokenizer's vocabulary has
-    // 10^5 keys) switch to a hash set, keeping parsing linear.
-    std::unordered_set<std::string> keys;
-    constexpr size_t kScanLimit = 16;
-    for (;;) {
-      skip_space();
-      if (position_ >= text_.size() || text_[position_] != '"') fail("expected a string key");
-      std::string key = parse_string();
-      skip_space();
-      if (position_ >= text_.size() || text_[position_] != ':') fail("expected ':'");
-      ++position_;
-      bool duplicate;
-      if (object.size() < kScanLimit) {
-        duplicate = object.find(key) != nullptr;
-      } else {
-        if (keys.empty())
-          for (const auto& member : object.members()) keys.insert(member.first);
-        duplicate = !keys.insert(key).second;
-      }
-      if (duplicate) throw_error("invalid JSON at byte ", position_, ": duplicate key \"", key, "\"");
-      object.append_member(std::move(key), parse_value(depth + 1));
-      skip_space();
-      if (position_ < text_.size() && text_[position_] == ',') {
-        ++position_;
-        continue;
-      }
-      if (position_ < text_.size() && text_[position_] == '}') {
-        ++position_;
-        return object;
-      }
-      fail("expected ',' or '}'");
-    }
-  }
-
-  Json parse_array(int depth) {
-    Json array = Json::array();
-    ++position_;
-    skip_space();
-    if (position_ < text_.size() && text_[position_] == ']') {
-      ++position_;
-      return array;
-    }
-    for (;;) {
-      array.push(parse_value(depth + 1));
-      skip_space();
-      if (position_ < text_.size() && text_[position_] == ',') {
-        ++position_;
-        continue;
-      }
-      if (position_ < text_.size() && text_[position_] == ']') {
-        ++position_;
-        return array;
-      }
-      fail("expected ',' or ']'");
-    }
-  }
-
-  static void append_utf8(std::string& out, uint32_t code) {
-    if (code < 0x80) {
-      out += static_cast<char>(code);
-    } else if (code < 0x800) {
-      out += static_cast<char>(0xc0 | (code >> 6));
-      out += static_cast<char>(0x80 | (code & 0x3f));
-    } else if (code < 0x10000) {
-      out += static_cast<char>(0xe0 | (code >> 12));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (code & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (code >> 18));
-      out += static_cast<char>(0x80 | ((code >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (code & 0x3f));
-    }
-  }
-
-  uint32_t parse_hex4() {
-    if (position_ + 4 > text_.size()) fail("truncated \\u escape");
-    uint32_t code = 0;
-    for (int i = 0; i < 4; ++i) {
-      char h = text_[position_++];
-      code <<= 4;
-      if (h >= '0' && h <= '9') code |= h - '0';
-      else if (h >= 'a' && h <= 'f') code |= h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F') code |= h - 'A' + 10;
-      else fail("bad hex digit in \\u escape");
-    }
-    return code;
-  }
-
-  std::string parse_string() {
-    ++position_;
-    std::string out;
-    while (position_ < text_.size()) {
-      char c = text_[position_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (position_ >= text_.size()) break;
-      char escape = text_[position_++];
-      switch (escape) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t code = parse_hex4();
-          if (code >= 0xd800 && code < 0xdc00 && consume("\\u")) {
-            uint32_t low = parse_hex4();
-            if (low < 0xdc00 || low >= 0xe000) fail("bad surrogate pair");
-            code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
-          }
-          append_utf8(out, code);
-          break;
-        }
-        default: fail("unknown escape");
-      }
-    }
-    fail("unterminated string");
-  }
-
-  Json parse_number() {
-    size_t start = position_;
-    if (position_ < text_.size() && text_[position_] == '-') ++position_;
-    while (position_ < text_.size() && (isdigit(static_cast<unsigned char>(text_[position_])) || text_[position_] == '.' ||
-                                        text_[position_] == 'e' || text_[position_] == 'E' || text_[position_] == '+' ||
-                                        text_[position_] == '-'))
-      ++position_;
-    std::string token = text_.substr(start, position_ - start);
-    if (token.empty() || token == "-") fail("expected a value");
-    size_t used = 0;
-    double value = 0;
-    try {
-      value = std::stod(token, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != token.size()) {
-      position_ = start;
-      fail("malformed number");
-    }
-    return Json(value);
-  }
-
-  const std::string& text_;
-  size_t position_ = 0;
+  Json root_;
+  Json* last_ = nullptr;
+  std::vector<Frame> frames_;
+  std::string pending_key_, error_;
 };
 
 }  // namespace
 
-Json Json::parse(const std::string& text) { return Parser(text).parse_document(); }
+Json Json::parse(const std::string& text) {
+  JsonBuilder builder;
+  const bool parsed = nlohmann::json::sax_parse(text, &builder, nlohmann::json::input_format_t::json, /*strict=*/true,
+                                                /*ignore_comments=*/false);
+  if (!parsed) throw_error("invalid JSON", builder.error().rfind("line ", 0) == 0 ? " at " : ": ", builder.error());
+  return builder.take_root();
+}
 
 }  // namespace lathe

@@ -1,5 +1,9 @@
 // A small JSON value with a strict parser and a pretty printer, for the tuning cache, benchmark
-// reports and machine-readable CLI output. Parse errors throw lathe::Error with the byte offset.
+// reports and machine-readable CLI output. Parsing is RFC 8259 strict (nlohmann/json's SAX parser:
+// `+1`, `01`, `1.`, comments, trailing commas, invalid UTF-8 and lone surrogates are errors), plus
+// duplicate keys rejected; errors throw lathe::Error with the line and column. Integers (from
+// int64_t or parsed without fraction or exponent, within int64) are kept exactly; other numbers are
+// doubles and print in the shortest form that reads back to the same double (std::to_chars).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +21,8 @@ class Json {
   Json() = default;
   Json(std::nullptr_t) {}
   Json(bool value) : kind_(Kind::boolean), bool_(value) {}
-  Json(int value) : kind_(Kind::number), number_(value) {}
-  Json(int64_t value) : kind_(Kind::number), number_(static_cast<double>(value)) {}
+  Json(int value) : Json(static_cast<int64_t>(value)) {}
+  Json(int64_t value) : kind_(Kind::number), is_integer_(true), number_(static_cast<double>(value)), integer_(value) {}
   Json(double value) : kind_(Kind::number), number_(value) {}
   Json(const char* value) : kind_(Kind::string), string_(value) {}
   Json(std::string value) : kind_(Kind::string), string_(std::move(value)) {}
@@ -32,7 +36,10 @@ class Json {
   bool is_array() const { return kind_ == Kind::array; }
   bool is_object() const { return kind_ == Kind::object; }
 
-  // Typed accessors throw lathe::Error naming `what` when the kind differs.
+  bool is_integer() const { return kind_ == Kind::number && is_integer_; }  // exact int64 (see above)
+
+  // Typed accessors throw lathe::Error naming `what` when the kind differs (as_int also when the
+  // number is not an integer in int64's range).
   double as_number(const char* what = "value") const;
   int64_t as_int(const char* what = "value") const;
   bool as_bool(const char* what = "value") const;
@@ -58,7 +65,9 @@ class Json {
 
   Kind kind_ = Kind::null;
   bool bool_ = false;
-  double number_ = 0;
+  bool is_integer_ = false;
+  double number_ = 0;    // every number, integers rounded
+  int64_t integer_ = 0;  // exact, when is_integer_
   std::string string_;
   std::vector<Json> array_;
   std::vector<std::pair<std::string, Json>> object_;

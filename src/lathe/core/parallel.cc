@@ -1,11 +1,14 @@
 #include "lathe/core/parallel.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -96,19 +99,37 @@ class ThreadPool {
   bool stopping_ = false;
 };
 
-int requested_threads = -1;  // -1: not yet read from the environment
+constexpr int kMaxThreads = 1024;
+int explicit_threads = 0;    // set_num_threads
+int configured_threads = 0;  // set_configured_num_threads
 std::unique_ptr<ThreadPool> pool;
 std::mutex pool_mutex;
 
-int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+int environment_threads = -1;  // read once, at first use (parallel_for must not parse it per call)
+
+int environment_threads_or_zero() {
+  if (environment_threads < 0) {
+    try {
+      environment_threads = thread_count_from_environment();
+    } catch (const Error&) {
+      environment_threads = 0;  // the CLI reports it; a library user keeps the default
+    }
+  }
+  return environment_threads;
+}
+
+// The count and its source, by the precedence of parallel.h. Caller holds pool_mutex.
+int resolve_threads(const char** source) {
+  if (explicit_threads > 0) return *source = "--threads", explicit_threads;
+  if (int env = environment_threads_or_zero(); env > 0) return *source = "LATHE_NUM_THREADS", env;
+  if (configured_threads > 0) return *source = "config", configured_threads;
+  return *source = "affinity", available_cpus();
+}
 
 ThreadPool& get_pool() {
   std::lock_guard<std::mutex> lock(pool_mutex);
-  if (requested_threads < 0) {
-    requested_threads = 0;
-    if (const char* env = std::getenv("LATHE_NUM_THREADS")) requested_threads = std::max(0, std::atoi(env));
-  }
-  int threads = requested_threads == 0 ? hardware_threads() : requested_threads;
+  const char* source = nullptr;
+  int threads = resolve_threads(&source);
   if (!pool || pool->thread_count() != threads) {
     pool.reset();
     pool = std::make_unique<ThreadPool>(threads);
@@ -118,10 +139,52 @@ ThreadPool& get_pool() {
 
 }  // namespace
 
+int available_cpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
+    const int count = CPU_COUNT(&mask);
+    if (count > 0) return std::min(count, kMaxThreads);
+  }
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
+}
+
+int thread_count_from_environment() {
+  const char* env = std::getenv("LATHE_NUM_THREADS");
+  if (!env || !*env) return 0;
+  const std::string text = env;
+  size_t used = 0;
+  long value = -1;
+  try {
+    value = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  LATHE_CHECK(used == text.size() && value >= 0 && value <= kMaxThreads,
+              "LATHE_NUM_THREADS must be an integer between 0 (all available CPUs) and ", kMaxThreads, ", got '", text,
+              "'");
+  return static_cast<int>(value);
+}
+
 void set_num_threads(int threads) {
-  LATHE_CHECK(threads >= 0 && threads <= 1024, "thread count must be between 0 (all cores) and 1024, got ", threads);
+  LATHE_CHECK(threads >= 0 && threads <= kMaxThreads, "thread count must be between 0 (all available CPUs) and ",
+              kMaxThreads, ", got ", threads);
   std::lock_guard<std::mutex> lock(pool_mutex);
-  requested_threads = threads;
+  explicit_threads = threads;
+}
+
+void set_configured_num_threads(int threads) {
+  LATHE_CHECK(threads >= 0 && threads <= kMaxThreads, "thread count must be between 0 (all available CPUs) and ",
+              kMaxThreads, ", got ", threads);
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  configured_threads = threads;
+}
+
+const char* num_threads_source() {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  const char* source = nullptr;
+  resolve_threads(&source);
+  return source;
 }
 
 int num_threads() { return get_pool().thread_count(); }

@@ -9,10 +9,28 @@
 
 namespace lathe {
 
-// Threads used by parallel regions. 0 means the hardware concurrency. The first use reads
-// LATHE_NUM_THREADS from the environment.
+// Threads used by parallel regions, chosen by the first of (highest precedence first):
+//   1. set_num_threads(N > 0): an explicit choice (the CLI's --threads, tests);
+//   2. the environment variable LATHE_NUM_THREADS (an integer > 0; 0 or malformed: ignored here,
+//      the CLI reports a malformed one through thread_count_from_environment);
+//   3. set_configured_num_threads(N > 0): a config's preference (train.threads) or a computed
+//      default such as the data-parallel share of the cores;
+//   4. the CPUs this process may run on (sched_getaffinity: taskset, cgroups cpusets, Slurm),
+//      not the machine's core count.
+// set_num_threads(0) and set_configured_num_threads(0) withdraw that level's choice.
 void set_num_threads(int threads);
+void set_configured_num_threads(int threads);
 int num_threads();
+
+// Where num_threads() comes from: "--threads", "LATHE_NUM_THREADS", "config" or "affinity".
+const char* num_threads_source();
+
+// CPUs in this process's affinity mask (at least 1; the hardware concurrency where unknown).
+int available_cpus();
+
+// LATHE_NUM_THREADS parsed strictly: 0 when unset or empty; throws lathe::Error naming the
+// variable when it is not an integer in [0, 1024].
+int thread_count_from_environment();
 
 // Runs fn(begin, end) over disjoint chunks covering [0, n), each chunk at least `grain` long
 // (except the last), in parallel. Returns after all chunks finish; rethrows a chunk's exception.

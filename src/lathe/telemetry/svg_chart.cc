@@ -74,12 +74,30 @@ std::string polyline_points(const Plot& plot, const std::vector<double>& steps, 
   return out;
 }
 
+// Width of text in a monospace font: 0.6 em per character (UTF-8 continuation bytes do not count),
+// rounded up so a chart sized by it never clips its last glyph.
+int monospace_width(const std::string& text, double font_size) {
+  int64_t characters = 0;
+  for (unsigned char c : text) characters += (c & 0xc0) != 0x80;
+  return static_cast<int>(std::ceil(static_cast<double>(characters) * 0.6 * font_size));
+}
+
 }  // namespace
 
 std::string percent_bar_chart_svg(const std::vector<PercentBar>& bars, const std::string& title,
                                   const std::string& legend, const BarChartLayout& layout) {
-  const int top = 56, label_width = layout.label_width, bar_width = layout.bar_width;
-  const int width = label_width + bar_width + layout.right_width;
+  // The layout's widths are minimums: the label column, the text right of the bars and the title
+  // grow to fit their longest text, so nothing is cut off at an edge.
+  constexpr int kMargin = 10, kGap = 8, kFontSize = 12;
+  const int top = 56, bar_width = layout.bar_width;
+  int label_width = layout.label_width, right_width = layout.right_width;
+  for (const PercentBar& bar : bars) {
+    label_width = std::max(label_width, kMargin + monospace_width(bar.label, kFontSize) + kGap);
+    right_width =
+        std::max(right_width, kGap + monospace_width(format("%.1f%%  ", bar.percent) + bar.right, kFontSize) + kMargin);
+  }
+  const int width = std::max({label_width + bar_width + right_width, 2 * kMargin + monospace_width(title, 15),
+                              2 * kMargin + monospace_width(legend, kFontSize)});
   const int height = top + layout.row_height * static_cast<int>(bars.size()) + 40;
   std::string svg;
   char buffer[256];
@@ -107,7 +125,7 @@ std::string percent_bar_chart_svg(const std::vector<PercentBar>& bars, const std
                   label_width, y + 3, bar_width * percent / 100.0, layout.row_height - 6, bar.colour.c_str());
     svg += buffer;
     if (!bar.tooltip.empty()) svg += "<title>" + escape_xml(bar.tooltip) + "</title>";
-    std::snprintf(buffer, sizeof buffer, "</rect>\n<text x=\"%d\" y=\"%d\">%.1f%%  ", label_width + bar_width + 8,
+    std::snprintf(buffer, sizeof buffer, "</rect>\n<text x=\"%d\" y=\"%d\">%.1f%%  ", label_width + bar_width + kGap,
                   y + 15, bar.percent);
     svg += buffer;
     svg += escape_xml(bar.right) + "</text>\n";

@@ -21,6 +21,8 @@ struct PercentBar {
   std::string tooltip;  // <title> of the bar; empty: none
 };
 
+// label_width and right_width are minimums: the chart widens to fit its longest label, right-hand
+// text and title (monospace glyphs of 0.6 em), so no text is clipped at an edge.
 struct BarChartLayout {
   int row_height = 22, label_width = 560, bar_width = 420, right_width = 260;
 };

@@ -38,6 +38,37 @@ TEST(SvgChart, BarLengthsAreThePercentOfTheBarWidthClampedToTheChart) {
   EXPECT_EQ(count(svg, "<title>"), 1u);  // only the bar with a tooltip
 }
 
+// Every <text> of a bar chart ends inside the picture, measuring a glyph of a monospace font as
+// 0.6 em (its usual advance; the chart asks for font-family monospace). XML entities count as one glyph.
+TEST(SvgChart, BarChartTextIsNeverClippedAtTheRightEdge) {
+  const std::string long_right = "1.02x vs oneDNN, 0.97x vs OpenBLAS, 31.4x vs the float64 reference";
+  const std::string long_label = std::string(120, 'L') + " matmul m=4096,n=4096,k=4096,dtype=bf16";
+  std::vector<PercentBar> bars = {{"rms_norm", 42, "#111111", long_right, ""}, {long_label, 7, "#222222", "", ""}};
+  const std::string svg = percent_bar_chart_svg(bars, std::string(150, 'T'), "legend", BarChartLayout{});
+  expect_self_contained_and_balanced(svg);
+  double svg_width = 0;
+  std::sscanf(svg.c_str() + svg.find("width=\"") + 7, "%lf", &svg_width);
+  int texts = 0;
+  for (size_t at = svg.find("<text"); at != std::string::npos; at = svg.find("<text", at + 1)) {
+    double x = 0, font_size = 12;
+    std::sscanf(svg.c_str() + svg.find("x=\"", at) + 3, "%lf", &x);
+    const size_t open_end = svg.find('>', at);
+    const size_t size_at = svg.find("font-size=\"", at);
+    if (size_at < open_end) std::sscanf(svg.c_str() + size_at + 11, "%lf", &font_size);
+    std::string content = svg.substr(open_end + 1, svg.find("</text>", at) - open_end - 1);
+    size_t glyphs = 0;
+    for (size_t i = 0; i < content.size(); ++i, ++glyphs)
+      if (content[i] == '&') i = content.find(';', i);
+    EXPECT_LE(x + static_cast<double>(glyphs) * 0.6 * font_size, svg_width) << content;
+    ++texts;
+  }
+  EXPECT_GE(texts, 4 + 5);  // title, legend, 2 labels, 2 right texts (+ 5 tick labels)
+  // The bars start after the longest label.
+  double bar_x = 0;
+  std::sscanf(svg.c_str() + svg.find("x=\"", svg.find("<rect", svg.find("<rect") + 1)) + 3, "%lf", &bar_x);
+  EXPECT_GE(bar_x, 10 + static_cast<double>(long_label.size()) * 0.6 * 12);
+}
+
 TEST(SvgChart, LineChartMarkersLegendAndLogAxisLabel) {
   LineChart chart;
   chart.title = "t";

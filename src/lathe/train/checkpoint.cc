@@ -14,6 +14,7 @@
 
 #include "lathe/core/clock.h"
 #include "lathe/core/parallel.h"
+#include "lathe/core/version.h"
 #include "lathe/io/checksum.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/io/tensor_bytes.h"
@@ -441,6 +442,8 @@ void CheckpointManager::write_snapshot() {
     manifest.set("format", kFormatName);
     manifest.set("format_version", kFormatVersion);
     manifest.set("step", snapshot.step);
+    manifest.set("lathe_version", lathe_version());
+    manifest.set("lathe_commit", lathe_git_commit());
     manifest.set("files", std::move(files));
     total_bytes += write_file_synced(join_path(temporary, kManifestFile), manifest.dump(2) + "\n").bytes;
     sync_directory(temporary);

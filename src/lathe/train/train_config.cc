@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "lathe/core/error.h"
+#include "lathe/core/spelling.h"
 #include "lathe/io/yaml.h"
 #include "lathe/models/family_spec.h"
 #include "lathe/train/load_from.h"
@@ -157,7 +158,8 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("train.dtype", train.dtype,
         "compute precision; bf16 keeps f32 master weights (falls back without AVX512_BF16)");
   field("train.remat", train.remat, "activation memory: save_all, recompute_layer or save_matmuls");
-  field("train.threads", train.threads, "worker threads; 0: all cores");
+  field("train.threads", train.threads,
+        "worker threads; 0: automatic (the CPUs this process may use); --threads and LATHE_NUM_THREADS win");
 
   OptimizerSection& optimizer = config.optimizer;
   field("optimizer.lr", optimizer.lr, "peak learning rate");
@@ -460,18 +462,6 @@ struct JsonWriter {
 
 // ---- Unknown keys ----
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> previous(b.size() + 1), current(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) previous[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    current[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(previous, current);
-  }
-  return previous[b.size()];
-}
-
 std::string last_segment(const std::string& key) { return key.substr(key.rfind('.') + 1); }
 
 bool is_section(const std::string& key) {
@@ -485,14 +475,7 @@ std::string unknown_key_message(const std::string& key) {
   std::string closest;
   for (const auto& candidate : candidates)  // the right name in the wrong section (or in none)
     if (candidate.find('.') != std::string::npos && last_segment(candidate) == last_segment(key)) closest = candidate;
-  if (closest.empty()) {
-    size_t closest_distance = SIZE_MAX;
-    for (const auto& candidate : candidates) {
-      size_t distance = edit_distance(key, candidate);
-      if (distance < closest_distance) closest_distance = distance, closest = candidate;
-    }
-    if (closest_distance > std::max<size_t>(2, key.size() / 4)) closest.clear();  // too far to be a typo
-  }
+  if (closest.empty()) closest = closest_match(key, candidates);
   if (closest.empty()) return "unknown key '" + key + "' (`lathe config --keys` lists them)";
   return "unknown key '" + key + "' (did you mean '" + closest + "'?)";
 }

@@ -42,7 +42,7 @@ struct TrainSection {
   uint64_t seed = 1234;     // init, data order, sampling
   ComputeDtype dtype = ComputeDtype::f32;
   RematPolicy remat = RematPolicy::save_all;
-  int64_t threads = 0;  // 0: all cores
+  int64_t threads = 0;  // 0: automatic; below --threads and LATHE_NUM_THREADS (core/parallel.h)
 
   bool operator==(const TrainSection&) const = default;
 };

@@ -7,7 +7,7 @@
 //   metrics.jsonl        one row per logged step and per validation
 //   tensorboard/         TensorBoard event files (loss, lr, grad norm, tokens/s, MFU, val loss)
 //   checkpoints/         step_XXXXXXXX/ directories (train/checkpoint.h), the newest keep_last
-//   loss_curve.svg       written at the end (and on interruption)
+//   loss_curve.svg       redrawn at every validation (log.eval_every) and at the end (and on interruption)
 // A run directory holding a valid checkpoint is resumed from its newest one; the model section of
 // its config must match. SIGINT/SIGTERM finish the current step, save a checkpoint and return.
 //

@@ -26,6 +26,11 @@ void write_curve(const std::string& run_dir, const std::string& title) {
   write_loss_curve_svg(run_dir + "/loss_curve.svg", train_points, validation_points, title);
 }
 
+std::string curve_title(const TrainingSetup& setup) {
+  return str_cat(setup.config->model.family, ", ", format_count(static_cast<double>(setup.model->parameter_count())),
+                 " parameters, ", setup.run_dir);
+}
+
 }  // namespace
 
 TrainingMetrics::TrainingMetrics(TrainingSetup& setup) : setup_(setup) {
@@ -109,22 +114,23 @@ void TrainingMetrics::validate_if_due(int64_t step) {
     validation_loss_ = setup_.step->validation_loss(loader, batches);
   }
   setup_.events->evaluation(evaluation_start);
-  if (!std::isfinite(validation_loss_)) return;
-  progress_->print_line(str_cat("step ", step, ": validation loss ", validation_loss_));
-  Json row = Json::object();
-  row.set("step", step);
-  row.set("val_loss", validation_loss_);
-  if (metrics_) metrics_->append(row);
-  if (tensorboard_) tensorboard_->add_scalar("val/loss", validation_loss_, step);
+  if (std::isfinite(validation_loss_)) {
+    progress_->print_line(str_cat("step ", step, ": validation loss ", validation_loss_));
+    Json row = Json::object();
+    row.set("step", step);
+    row.set("val_loss", validation_loss_);
+    if (metrics_) metrics_->append(row);
+    if (tensorboard_) tensorboard_->add_scalar("val/loss", validation_loss_, step);
+  }
+  // The picture follows the run (a long run, or one killed, has a current curve); the last step's
+  // is drawn by finish().
+  if (setup_.lead && step != config.train.steps) write_curve(setup_.run_dir, curve_title(setup_));
 }
 
 void TrainingMetrics::finish(int64_t last_step) {
   progress_->finish();
   if (tensorboard_) tensorboard_->close();
-  if (last_step > setup_.first_step && setup_.lead)
-    write_curve(setup_.run_dir, str_cat(setup_.config->model.family, ", ",
-                                        format_count(static_cast<double>(setup_.model->parameter_count())),
-                                        " parameters, ", setup_.run_dir));
+  if (last_step > setup_.first_step && setup_.lead) write_curve(setup_.run_dir, curve_title(setup_));
 }
 
 }  // namespace lathe

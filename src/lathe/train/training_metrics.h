@@ -1,7 +1,7 @@
 // Where a run's numbers go (train/trainer.h): the progress line (rank 0's log), metrics.jsonl and
 // TensorBoard (rank 0 only; TensorBoard when log.tensorboard) every log.every steps and at the
-// last, the validation loss every log.eval_every steps and at the last, and at the end the loss
-// curve (loss_curve.svg, from metrics.jsonl).
+// last, the validation loss every log.eval_every steps and at the last, and the loss curve
+// (loss_curve.svg, from metrics.jsonl) at each of those validations and at the end.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,8 @@ class TrainingMetrics {
   // the TensorBoard scalars, with tokens/s over the steps since the previous row.
   void after_step(int64_t step, const StepResult& result, double seconds);
   // Collective: every log.eval_every steps and at the last, the validation loss (when the data has
-  // validation batches): a line, a metrics.jsonl row and a TensorBoard scalar.
+  // validation batches): a line, a metrics.jsonl row and a TensorBoard scalar; then (rank 0, before
+  // the last step) loss_curve.svg is redrawn.
   void validate_if_due(int64_t step);
   // Ends the progress line and closes TensorBoard; a run that trained writes loss_curve.svg (rank 0).
   void finish(int64_t last_step);

@@ -6,6 +6,7 @@
 
 #include "lathe/bench/machine_peaks.h"
 #include "lathe/core/parallel.h"
+#include "lathe/core/version.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
 #include "lathe/train/parallel/data_parallel_run.h"
@@ -81,8 +82,9 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   check_expert_parallel_run(config, communicator.world_size());  // e.g. experts not divisible by the ranks
   setup.log = setup.lead ? options.log : discarded_output();
   std::FILE* log = setup.log;
-  if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
-  if (config.train.threads == 0 && setup.distributed()) set_num_threads(threads_per_rank(communicator));
+  // A config's thread count yields to --threads and LATHE_NUM_THREADS (core/parallel.h).
+  if (config.train.threads > 0) set_configured_num_threads(static_cast<int>(config.train.threads));
+  if (config.train.threads == 0 && setup.distributed()) set_configured_num_threads(threads_per_rank(communicator));
   std::string dtype_note;
   setup.compute_dtype = resolve_compute_dtype(config.train.dtype, &dtype_note);
   if (!dtype_note.empty()) std::fprintf(log, "%s\n", dtype_note.c_str());
@@ -93,7 +95,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   LATHE_CHECK(!directory_error, "cannot create run_dir '", setup.run_dir, "': ", directory_error.message());
   setup.checkpoints_dir = setup.run_dir + "/checkpoints";
   setup.events = std::make_unique<TrainingEvents>(setup.run_dir);
-  setup.config_yaml = train_config_to_yaml(config);
+  setup.config_yaml = "# written by " + lathe_version_line() + "\n" + train_config_to_yaml(config);
 
   // Data: tokenizer + shards (cached), then the loader.
   const std::string cache_dir = config.data.cache_dir.empty() ? setup.run_dir + "/data" : config.data.cache_dir;
@@ -125,13 +127,14 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   // AVX512_BF16 has no bf16 peak and is counted against f32).
   const bool bf16_peak = setup.compute_dtype == ComputeDtype::bf16 && peaks.bf16_gflops > 0;
   setup.peak_gflops = bf16_peak ? peaks.bf16_gflops : peaks.f32_gflops;
-  std::fprintf(log,
-               "model: %s, %.2fM parameters%s, %d threads; %lld tokens/step, %.1f MFLOP/token; %s compute, %s peak "
-               "%.0f GFLOP/s\n",
-               config.model.family.c_str(), static_cast<double>(setup.model->parameter_count()) / 1e6,
-               active_parameters_note(config.model).c_str(), num_threads(),
-               static_cast<long long>(setup.tokens_per_step), setup.flops_per_token / 1e6,
-               to_string(setup.compute_dtype), bf16_peak ? "bf16" : "f32", setup.peak_gflops);
+  std::fprintf(
+      log,
+      "model: %s, %.2fM parameters%s, %d threads (from %s); %lld tokens/step, %.1f MFLOP/token; %s compute, %s peak "
+      "%.0f GFLOP/s\n",
+      config.model.family.c_str(), static_cast<double>(setup.model->parameter_count()) / 1e6,
+      active_parameters_note(config.model).c_str(), num_threads(), num_threads_source(),
+      static_cast<long long>(setup.tokens_per_step), setup.flops_per_token / 1e6, to_string(setup.compute_dtype),
+      bf16_peak ? "bf16" : "f32", setup.peak_gflops);
   return setup;
 }
 

@@ -19,7 +19,7 @@ std::ostream& discarded_stream() {
 }
 
 int threads_per_rank(const Communicator& communicator) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = available_cpus();  // the affinity mask, not the machine
   return std::max(1, cores / std::max(1, communicator.local_world_size()));
 }
 
