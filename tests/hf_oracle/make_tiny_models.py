@@ -131,10 +131,34 @@ ARCHITECTURES.update({
                 dict(MOE_COMMON, num_local_experts=4, intermediate_size=16, sliding_window=4,
                      layer_types=["sliding_attention", "full_attention"])),
 })
+# DeepSeek: multi-head latent attention (qk 8 + 4 rope dims per head, values 6 wide, a 16-wide latent),
+# layer 0 dense (first_k_dense_replace 1) and layer 1 DeepSeekMoE with 8 routed experts of 16, shared
+# experts and group-limited routing (4 groups of 2, 2 selectable, top-2). No load-balancing loss in
+# transformers' objective for these (DEEPSEEK): the training step is plain cross-entropy.
+DEEPSEEK_COMMON = dict(head_dim=None, num_key_value_heads=4, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4,
+                       v_head_dim=6, n_routed_experts=8, moe_intermediate_size=16, num_experts_per_tok=2, n_group=4,
+                       topk_group=2, first_k_dense_replace=1, tie_word_embeddings=False)
+ARCHITECTURES.update({
+    # V3: query compression, sigmoid router with the selection bias (seeded noise), top-2 sums per group,
+    # renormalised weights x 2.5, interleaved RoPE, YaRN (factor 4 over 32 positions, softmax mscale).
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                    dict(DEEPSEEK_COMMON, q_lora_rank=12, n_shared_experts=1, routed_scaling_factor=2.5,
+                         norm_topk_prob=True, rope_interleave=True, num_mtp_layers=0,
+                         rope_parameters=dict(rope_type="yarn", rope_theta=1000.0, factor=4.0,
+                                              original_max_position_embeddings=32, beta_fast=32.0, beta_slow=1.0,
+                                              mscale=1.0, mscale_all_dim=1.0))),
+    # V2-Lite style: no query compression, softmax router, group_limited_greedy (max per group), weights
+    # not renormalised, x 1.5, two shared experts, RoPE on interleaved (complex) pairs.
+    "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM",
+                    dict(DEEPSEEK_COMMON, q_lora_rank=None, n_shared_experts=2, routed_scaling_factor=1.5,
+                         topk_method="group_limited_greedy",
+                         rope_parameters=dict(rope_type="default", rope_theta=1000.0))),
+})
+DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 # Per MoE architecture: (weight seed, factor on every router weight), chosen with --search so that the
 # routing margins hold (see the module docstring). Dense architectures use SEED and no factor.
 MOE = {"mixtral": (1270, 1.0), "qwen3_moe": (1271, 1.0), "qwen3_moe_norm": (1278, 2.0), "qwen2_moe": (1249, 2.0),
-       "olmoe": (1312, 1.0), "gpt_oss": (1276, 2.0)}
+       "olmoe": (1312, 1.0), "gpt_oss": (1276, 2.0), "deepseek_v2": (1234, 1.0), "deepseek_v3": (1234, 1.0)}
 # GPT-OSS: a factor on the experts' gate_up_proj, so that some gate and up values pass swiglu_limit (7)
 # and the clamps' zero gradients show in the goldens; attention sinks get std-1 noise so they take visible mass.
 EXPERT_SCALE = {"gpt_oss": 6.0}
@@ -170,7 +194,31 @@ def make_model(arch, dtype=torch.float32, moe_tuning=None):
                                                        dtype=torch.float64).to(dtype))
                 if name.endswith("experts.gate_up_proj"):
                     parameter.mul_(EXPERT_SCALE[arch])
+        for name, buffer in model.named_buffers():  # DeepSeek-V3's selection bias starts at zero
+            if name.endswith("e_score_correction_bias"):
+                buffer.add_(0.05 * torch.randn(buffer.shape, generator=generator, dtype=torch.float64).to(buffer.dtype))
     return model.eval()
+
+
+def deepseek_choice_scores(model, logits):
+    """DeepSeek's routing in float64 from router logits (rows, experts): the scores the top-k is taken over,
+    with the experts of unselected groups at -inf, and the gap between the last selected and the first
+    unselected group's score (inf without groups)."""
+    config = model.config
+    rows, experts = logits.shape
+    if config.model_type == "deepseek_v3":
+        scores = torch.sigmoid(logits.double())
+        layer = next(layer for layer in model.model.layers if hasattr(layer.mlp, "gate"))
+        scores = scores + layer.mlp.gate.e_score_correction_bias.double()
+        group_scores = scores.view(rows, config.n_group, -1).topk(2, dim=-1).values.sum(dim=-1)
+    else:
+        scores = torch.softmax(logits.double(), dim=-1)
+        group_scores = scores.view(rows, config.n_group, -1).max(dim=-1).values
+    ordered = group_scores.sort(dim=-1, descending=True).values
+    group_gap = ordered[:, config.topk_group - 1] - ordered[:, config.topk_group]
+    keep = torch.zeros_like(group_scores).scatter_(1, group_scores.topk(config.topk_group, dim=-1).indices, 1.0)
+    mask = keep.unsqueeze(-1).expand(rows, config.n_group, experts // config.n_group).reshape(rows, experts)
+    return scores.masked_fill(mask == 0, float("-inf")), group_gap
 
 
 def prompts_and_batch():
@@ -212,6 +260,21 @@ def routing_margins(arch, prompts, inputs, moe_tuning=None):
               for dtype in (torch.float64, torch.float32, torch.bfloat16)}
     reference = logits[torch.float64]
     top_k = ARCHITECTURES[arch][2]["num_experts_per_tok"]
+    if arch in DEEPSEEK:  # the choice is over group-masked (sigmoid + bias or softmax) scores
+        model64 = make_model(arch, torch.float64, moe_tuning)
+        scored = {dtype: deepseek_choice_scores(model64, value.double())[0] for dtype, value in logits.items()}
+        choice_scores, group_gap = deepseek_choice_scores(model64, reference)
+        ordered = choice_scores.sort(dim=-1, descending=True).values
+        expert_gap = ordered[:, top_k - 1] - ordered[:, top_k]
+        choices = {dtype: value.topk(top_k, dim=-1).indices.sort(dim=-1).values for dtype, value in scored.items()}
+        flips = sum(int((choices[dtype] != choices[torch.float64]).any(dim=-1).sum())
+                    for dtype in (torch.float32, torch.bfloat16))
+        sorted_logits = reference.sort(dim=-1, descending=True).values
+        return dict(min_router_margin=float(torch.minimum(expert_gap, group_gap).min()),
+                    min_router_logit_gap=float((sorted_logits[:, top_k - 1] - sorted_logits[:, top_k]).min()),
+                    router_bf16_error=float((logits[torch.bfloat16].double() - reference).abs().max()),
+                    router_logit_scale=float(reference.abs().max()), routing_flips=flips,
+                    router_rows=reference.shape[0])
     probabilities = torch.softmax(reference, dim=-1).sort(dim=-1, descending=True).values
     sorted_logits = reference.sort(dim=-1, descending=True).values
     choices = {dtype: torch.softmax(value.float(), dim=-1).topk(top_k, dim=-1).indices.sort(dim=-1).values
@@ -313,7 +376,15 @@ def write_architecture(arch, out_dir):
 
     model.train()  # no dropout in these configs; train() only mirrors a training step
     model.zero_grad()
-    if arch in MOE:
+    if arch in DEEPSEEK:  # transformers' objective for these is the cross-entropy alone
+        logits = model(inputs).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB).float(), targets.reshape(-1))
+        loss.backward()
+        with torch.no_grad():
+            theirs = float(model(inputs, labels=targets, shift_labels=targets).loss)
+        assert abs(theirs - float(loss)) <= 1e-6 * abs(float(loss)), (theirs, float(loss))
+        moe = dict(ce_loss=float(loss.detach()), aux_loss=0.0, router_aux_loss_coef=0.0, hf_aux_f32_error=0.0, **moe)
+    elif arch in MOE:
         loss, ce, aux = moe_training_step(model, inputs, targets)
         # float64 from the f64 model's router logits on the batch, by the definition: checks both that
         # definition and the f32 error of transformers' aux loss.

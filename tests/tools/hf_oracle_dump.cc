@@ -90,6 +90,7 @@ void dump(const std::string& hf_dir, const std::string& golden_path, const std::
   const lathe::FamilySpec& family = lathe::find_family_spec(config.family);
   keep_alive.reserve(keep_alive.size() + model.parameters().size());
   for (const lathe::Parameter& parameter : model.parameters()) {
+    if (parameter.kind == lathe::ParameterKind::buffer) continue;  // a buffer in transformers too: no gradient
     lathe::Parameter gradient = parameter;
     gradient.var = lathe::autograd::make_var(parameter.var->grad);
     const std::vector<lathe::HfTensorPiece> pieces = lathe::hf_tensor_pieces(gradient, family);

@@ -58,6 +58,25 @@ void TrainStep::fill_routing(const std::vector<double>& sums, StepResult& result
   }
 }
 
+void TrainStep::update_selection_biases(const std::vector<double>& sums) {
+  const int64_t experts = model_.config().moe_experts;
+  const auto rate = static_cast<float>(model_.config().moe_bias_update_rate);
+  size_t at = 2;
+  for (const autograd::Var& bias : selection_biases_) {
+    double total = 0;
+    for (int64_t e = 0; e < experts; ++e) total += sums[at + e];
+    if (bias) {
+      float* values = bias->value.ptr<float>();
+      for (int64_t e = 0; e < experts; ++e) {
+        // mean - count_e compared exactly in integers: total - experts * count_e
+        const double difference = total - static_cast<double>(experts) * sums[at + e];
+        values[e] += rate * static_cast<float>((difference > 0) - (difference < 0));
+      }
+    }
+    at += static_cast<size_t>(experts);
+  }
+}
+
 TrainStep::TrainStep(TransformerModel& model, const TrainConfig& config, Communicator& communicator)
     : config_(config),
       model_(model),
@@ -85,6 +104,10 @@ TrainStep::TrainStep(TransformerModel& model, const TrainConfig& config, Communi
     whole_optimizer_ = std::make_unique<AdamWOptimizer>(model.parameters(), config_.optimizer);
   // The staging directory of sharded checkpoints carries rank 0's pid, so a later run's
   // CheckpointManager removes it when a crash left it behind (train/checkpoint.h).
+  for (int64_t layer : model.moe_layers()) {
+    const Parameter* bias = model.find_parameter(str_cat("model.layers.", layer, ".mlp.gate.e_score_correction_bias"));
+    selection_biases_.push_back(bias ? bias->var : nullptr);
+  }
   double process_id = communicator.rank() == 0 ? static_cast<double>(::getpid()) : 0.0;
   communicator.all_reduce_sum(&process_id, 1);
   rank_0_process_id_ = static_cast<int64_t>(process_id);
@@ -172,6 +195,7 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
         whole_optimizer_->step(step, result.lr, expert_parallel_gradient_norm(model_.parameters(), communicator_));
   else
     result.grad_norm = whole_optimizer_->step(step, result.lr);
+  if (!routing_sums.empty()) update_selection_biases(routing_sums);
   phases->optimizer = now_seconds() - optimizer_start;
   return result;
 }

@@ -139,6 +139,10 @@ class TrainStep {
  private:
   // result's aux_loss, z_loss and expert_load from the summed [aux, z, counts...] of add_routing.
   void fill_routing(const std::vector<double>& sums, StepResult& result) const;
+  // Aux-loss-free balancing (DeepSeek-V3; the rule of ops/moe_losses moe_bias_update): each
+  // selection bias moves by model.moe_bias_update_rate * sign(mean load - load_e), the loads being
+  // the step's token counts summed over micro-batches and ranks, so every rank moves alike.
+  void update_selection_biases(const std::vector<double>& sums);
   double expert_parallel_validation_loss(const BatchSource& loader, int64_t batches);
 
   TrainConfig config_;
@@ -149,6 +153,7 @@ class TrainStep {
   std::unique_ptr<ShardedAdamW> sharded_optimizer_;
   std::unique_ptr<GradientReducer> reducer_;  // world size > 1 only
   std::vector<Parameter> replicated_parameters_;  // expert parallelism: what the reducer sums
+  std::vector<autograd::Var> selection_biases_;   // per MoE layer: its router's selection bias, or null
   int64_t rank_0_process_id_ = 0;
   Tensor inputs_, targets_;  // (share.rows, seq_len) i32: this rank's rows of the global batch
   int64_t steps_run_ = 0;
