@@ -40,9 +40,11 @@ CheckpointHook::CheckpointHook(TrainingSetup& setup, const TrainOptions& options
   std::signal(SIGINT, options.install_signal_handlers ? handle_stop_signal : SIG_DFL);
   std::signal(SIGTERM, options.install_signal_handlers ? handle_stop_signal : SIG_DFL);
   training_stop_signal().store(0);
+  external_stop_ = std::make_unique<ExternalStopWatcher>();
 }
 
 CheckpointHook::~CheckpointHook() {
+  external_stop_.reset();
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
 }

@@ -8,6 +8,7 @@
 #include "lathe/core/parallel.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
+#include "lathe/train/memory_check.h"
 #include "lathe/train/parallel/data_parallel_run.h"
 #include "lathe/train/parallel/expert_parallel_training.h"
 
@@ -79,6 +80,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   setup.lead = communicator.rank() == 0;
   if (setup.distributed()) plan_data_parallel_share(config.train, communicator.rank(), communicator.world_size());
   check_expert_parallel_run(config, communicator.world_size());  // e.g. experts not divisible by the ranks
+  check_training_memory(config, communicator.world_size(), communicator.local_world_size());  // before any work
   setup.log = setup.lead ? options.log : discarded_output();
   std::FILE* log = setup.log;
   if (config.train.threads > 0) set_num_threads(static_cast<int>(config.train.threads));
@@ -91,6 +93,11 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   std::error_code directory_error;
   fs::create_directories(setup.run_dir, directory_error);
   LATHE_CHECK(!directory_error, "cannot create run_dir '", setup.run_dir, "': ", directory_error.message());
+  // Before anything is written there: two runs on one directory would interleave their metrics
+  // and checkpoints.
+  run_on_rank_0_first(communicator, [&] {
+    if (setup.lead) setup.run_dir_lock = RunDirectoryLock::acquire(setup.run_dir, "lathe train");
+  });
   setup.checkpoints_dir = setup.run_dir + "/checkpoints";
   setup.events = std::make_unique<TrainingEvents>(setup.run_dir);
   setup.config_yaml = train_config_to_yaml(config);
