@@ -11,6 +11,7 @@
 #include "lathe/ops/op_profile.h"
 #include "lathe/train/parallel/data_parallel_run.h"
 #include "lathe/train/parallel/expert_parallel_training.h"
+#include "lathe/train/memory_check.h"
 #include "lathe/train/trainer.h"
 
 namespace lathe::cli {
@@ -45,6 +46,8 @@ int run_train(int argc, char** argv) {
     if (world_size_from_environment() > 1)
       plan_data_parallel_share(config.train, rank_from_environment(), world_size_from_environment());
     check_expert_parallel_run(config, world_size_from_environment());
+    // Before data preparation and model building (train/memory_check.h).
+    check_training_memory(config, world_size_from_environment(), local_world_size_from_environment());
     apply_runtime_options(command_line);
     communicator = make_communicator_from_environment();
   } catch (...) {

@@ -135,6 +135,8 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
         "compute precision; bf16 keeps f32 master weights (falls back without AVX512_BF16)");
   field("train.remat", train.remat, "activation memory: save_all, recompute_layer or save_matmuls");
   field("train.threads", train.threads, "worker threads; 0: all cores");
+  field("train.check_memory", train.check_memory,
+        "refuse a run whose predicted memory exceeds the memory available (cgroup limits included); false: skip");
 
   OptimizerSection& optimizer = config.optimizer;
   field("optimizer.lr", optimizer.lr, "peak learning rate");
