@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "lathe/core/error.h"
+#include "lathe/core/quote_input.h"
 #include "lathe/io/yaml.h"
 #include "lathe/models/family_spec.h"
 #include "lathe/train/load_from.h"
@@ -239,7 +240,7 @@ std::string describe(const Json& value) {
       return "'" + (integral ? std::to_string(static_cast<int64_t>(number)) : format_double(number)) + "'";
     }
     case Json::Kind::string:
-      return "'" + value.as_string() + "'";
+      return "'" + quote_input(value.as_string()) + "'";
     case Json::Kind::array:
       return "a list";
     case Json::Kind::object:

@@ -6,6 +6,7 @@
 
 #include "lathe/bench/machine_peaks.h"
 #include "lathe/core/parallel.h"
+#include "lathe/telemetry/metrics_log.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
 #include "lathe/train/memory_check.h"
@@ -96,7 +97,10 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   // Before anything is written there: two runs on one directory would interleave their metrics
   // and checkpoints.
   run_on_rank_0_first(communicator, [&] {
-    if (setup.lead) setup.run_dir_lock = RunDirectoryLock::acquire(setup.run_dir, "lathe train");
+    if (!setup.lead) return;
+    setup.run_dir_lock = RunDirectoryLock::acquire(setup.run_dir, "lathe train");
+    // A malformed metrics log would only fail the loss curve at the end: report it now.
+    check_metrics_log_before_appending(setup.run_dir + "/metrics.jsonl");
   });
   setup.checkpoints_dir = setup.run_dir + "/checkpoints";
   setup.events = std::make_unique<TrainingEvents>(setup.run_dir);
@@ -109,6 +113,14 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
     setup.data = open_training_data(config.data, data_requirements(config), cache_dir, setup.lead ? log : nullptr);
   });
 
+  if (setup.data.tokenizer_vocab_size > 0 && setup.data.tokenizer_vocab_size < config.model.vocab_size)
+    std::fprintf(log,
+                 "note: model.vocab_size=%lld but the tokenizer has %lld tokens: the other %lld embedding and output "
+                 "rows are never used (model.vocab_size=%lld would match it)\n",
+                 static_cast<long long>(config.model.vocab_size),
+                 static_cast<long long>(setup.data.tokenizer_vocab_size),
+                 static_cast<long long>(config.model.vocab_size - setup.data.tokenizer_vocab_size),
+                 static_cast<long long>(setup.data.tokenizer_vocab_size));
   setup.model = std::make_unique<TransformerModel>(config.model);
   setup.model->set_compute_dtype(setup.compute_dtype);
   setup.model->initialize(config.train.seed);
