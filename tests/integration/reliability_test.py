@@ -272,7 +272,220 @@ def case_cache(suite):
                   f"data.path={path} is refused by `lathe {command[0]}`", f"exit {code}: {stderr}")
 
 
-CASES = {"lock": case_lock, "orphans": case_orphans, "memory": case_memory, "cache": case_cache}
+def heartbeat_steps(run_dir):
+    """The step in each rank's heartbeat file of the running attempt ([] before any)."""
+    steps = []
+    for path in glob.glob(os.path.join(run_dir, "launch", "heartbeat-*", "rank*")):
+        try:
+            steps.append(int(open(path).read().split()[0]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return steps
+
+
+def complete_checkpoints(run_dir):
+    names = os.listdir(os.path.join(run_dir, "checkpoints")) if os.path.isdir(os.path.join(run_dir, "checkpoints")) else []
+    return sorted(int(name[5:13]) for name in names
+                  if name.startswith("step_") and "." not in name and
+                  os.path.exists(os.path.join(run_dir, "checkpoints", name, "manifest.json")))
+
+
+def model_bytes(run_dir, step):
+    return read_bytes(os.path.join(checkpoint_dir(run_dir, step), "model.safetensors"))
+
+
+STOP_STEPS = 200
+# Slower steps than TINY's (~20 ms on 2 ranks) so that ten stops land at different steps.
+STOP_MODEL = ["model.d_model=128", "model.ffn_dim=512", "model.n_heads=4", "model.n_kv_heads=2", "train.seq_len=64",
+              "train.batch_size=4"]
+
+
+def case_stop(suite):
+    """`lathe launch --nproc 2` stopped by SIGTERM or SIGINT at random moments (a few before training
+    begins), resumed by the same command each time: every stop saves a checkpoint at or after the step
+    the ranks had finished when the signal came (no trained step lost), and the run finally ends
+    bitwise equal to an uninterrupted one (so every saved and resumed state was exact)."""
+    reason = mpi_unavailable_reason()
+    if reason:
+        print(f"skip: stop ({reason})")
+        return
+    rng = random.Random(test_seed())
+    common = [*TINY, *STOP_MODEL, f"data.path={suite.corpus}", f"train.steps={STOP_STEPS}", "log.every=1"]
+    reference = suite.path("stop-reference")
+    code, output = suite.finish(suite.start("launch", "--nproc", "2", "--", *common, f"run_dir={reference}"),
+                                timeout=300)
+    if not check(code == 0, "the uninterrupted 2-rank reference run", output[-2000:]):
+        return
+    run_dir = suite.path("stop-run")
+    lost = []
+    stops = 0
+    for attempt in range(suite.options.stops):
+        stop_signal = rng.choice((signal.SIGTERM, signal.SIGINT))
+        launcher = suite.start("launch", "--nproc", "2", "--", *common, f"run_dir={run_dir}", "checkpoint.every=1000")
+        before_training = rng.random() < 0.2
+        start = time.monotonic()
+        if before_training:
+            time.sleep(rng.uniform(0.05, 0.6))
+        else:
+            done = max(complete_checkpoints(run_dir), default=0)
+            target = min(STOP_STEPS - 1, done + rng.randint(1, 10))
+            while time.monotonic() - start < 120 and launcher.poll() is None and min(heartbeat_steps(run_dir) or [0]) < target:
+                time.sleep(0.002)
+        trained = max(heartbeat_steps(run_dir) or [0])
+        launcher.send_signal(stop_signal)
+        code, output = suite.finish(launcher)
+        stops += 1
+        newest = max(complete_checkpoints(run_dir), default=0)
+        print(f"stop {attempt + 1}: {stop_signal.name} {'before training' if before_training else ''} "
+              f"after step {trained}: exit {code}, newest checkpoint {newest}")
+        if code not in (0, 128 + stop_signal):
+            check(False, f"stop {attempt + 1}: the launcher exits {128 + stop_signal}", output[-2000:])
+        if newest < trained:
+            lost.append(f"stop {attempt + 1}: trained step {trained}, newest checkpoint {newest}")
+        if newest >= STOP_STEPS:
+            break
+    check(not lost and stops == suite.options.stops,
+          f"{stops} random stops of a 2-rank run: every stop saved the steps trained before it", "; ".join(lost))
+    code, output = suite.finish(suite.start("launch", "--nproc", "2", "--", *common, f"run_dir={run_dir}",
+                                            "checkpoint.every=1000"), timeout=300)
+    check(code == 0 and model_bytes(run_dir, STOP_STEPS) == model_bytes(reference, STOP_STEPS),
+          "resumed after the stops, the run ends bitwise equal to the uninterrupted one", output[-2000:])
+
+
+def case_bounds(suite):
+    run_dir = suite.path("bounds")
+    code, _, stderr = suite.run(*suite.train_args(run_dir, "train.steps=2"))
+    check(code == 0, "a tiny run for the bounds checks", stderr)
+    with open(os.path.join(run_dir, "tokenizer.json")) as file:
+        tokenizer = json.load(file)
+    tokenizer["normalizer"] = {"type": "NFC"}  # not lathe's own layout: the Hugging Face reader
+    first = tokenizer["added_tokens"][0]
+    first["id"] = 2147483000
+    tokenizer["model"]["vocab"][first["content"]] = 2147483000
+    huge = suite.path("huge_id.json")
+    with open(huge, "w") as file:
+        json.dump(tokenizer, file)
+    code, _, stderr = suite.run("tokenizer", "encode", "--tokenizer", huge, "hello")
+    check(one_error_line(code, stderr) and "2147483000" in stderr and huge in stderr,
+          "a tokenizer.json id near 2^31 is refused naming the file and the id (no gigabyte table)",
+          f"exit {code}: {stderr}")
+    # A 4 MB token with control characters, quoted in an error: shortened and escaped.
+    with open(os.path.join(run_dir, "tokenizer.json")) as file:
+        tokenizer = json.load(file)
+    tokenizer["normalizer"] = {"type": "NFC"}
+    tokenizer["model"]["merges"].append("\x1b[31m" + "x" * 4000000 + " y")
+    long_merge = suite.path("long_merge.json")
+    with open(long_merge, "w") as file:
+        json.dump(tokenizer, file)
+    code, _, stderr = suite.run("tokenizer", "encode", "--tokenizer", long_merge, "hello")
+    check(one_error_line(code, stderr) and len(stderr) < 1500 and "\x1b" not in stderr and "\\x1b" in stderr,
+          "user text quoted in an error is shortened and its control characters escaped",
+          f"exit {code}: {len(stderr)} characters: {stderr[:300]!r}")
+    code, _, stderr = suite.run("config", "--check", "model.family=" + "\x07bell" + "z" * 5000)
+    check(code == 2 and len(stderr) < 2000 and "\x07" not in stderr,
+          "a 5000-character config value in an error is shortened and escaped", f"{len(stderr)}: {stderr[:300]!r}")
+    # A malformed metrics.jsonl is reported when the run starts.
+    with open(os.path.join(run_dir, "metrics.jsonl"), "a") as file:
+        file.write('{"step": "two", "loss": 1}\n')
+    started = time.monotonic()
+    code, stdout, stderr = suite.run(*suite.train_args(run_dir, "train.steps=4"))
+    check(one_error_line(code, stderr) and "metrics.jsonl:" in stderr and not os.path.exists(checkpoint_dir(run_dir, 4)),
+          "a malformed metrics.jsonl line is reported before training", f"exit {code}: {stderr}")
+    # model.vocab_size larger than the tokenizer: a note.
+    code, stdout, stderr = suite.run(*suite.train_args(suite.path("vocab-note"), "train.steps=2", "model.vocab_size=400",
+                                                       f"data.tokenizer={os.path.join(run_dir, 'tokenizer.json')}"))
+    check(code == 0 and "note: model.vocab_size=400 but the tokenizer has 300 tokens" in stdout + stderr,
+          "model.vocab_size larger than the tokenizer's vocabulary gets a note", stdout + stderr)
+
+
+def mutate(data, rng, region=None):
+    """One seeded mutation of bytes `data` (inside [0, region) when given)."""
+    data = bytearray(data)
+    end = min(len(data), region or len(data))
+    choice = rng.randrange(7)
+    position = rng.randrange(max(1, end))
+    if choice == 0 and data:  # flip bits of one byte
+        data[position] ^= 1 << rng.randrange(8)
+    elif choice == 1:  # insert random bytes
+        data[position:position] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+    elif choice == 2:  # delete a span
+        del data[position:position + rng.randint(1, 16)]
+    elif choice == 3:  # duplicate a span
+        data[position:position] = data[position:position + rng.randint(1, 64)]
+    elif choice == 4:  # truncate
+        del data[position:]
+    elif choice == 5:  # a digit run becomes a huge or negative number
+        digits = [i for i in range(end) if chr(data[i]).isdigit()]
+        if digits:
+            at = rng.choice(digits)
+            data[at:at + 1] = rng.choice([b"2147483647", b"-1", b"99999999999999999999", b"1e308", b"0.5"])
+    else:  # a structural character replaced
+        data[position:position + 1] = rng.choice([b"{", b"}", b"[", b"]", b'"', b":", b",", b"\n", b"\x00", b"\xff"])
+    return bytes(data)
+
+
+def case_fuzz(suite):
+    """Seeded mutations of each parser's input; every command must end cleanly (exit 0 or one error
+    line with exit 2), never crash or hang."""
+    rng = random.Random(test_seed() + 20)
+    run_dir = suite.path("fuzz-run")
+    code, _, stderr = suite.run(*suite.train_args(run_dir, "train.steps=2", "checkpoint.every=1"))
+    check(code == 0, "a tiny run whose files are fuzzed", stderr)
+    hf_dir = suite.path("fuzz-hf")
+    code, _, stderr = suite.run("convert", "--from", run_dir, "--to", "hf", hf_dir)
+    check(code == 0, "its HF export (the safetensors to fuzz)", stderr)
+    config = suite.path("fuzz-config.yaml")
+    code, stdout, _ = suite.run("config", *TINY)
+    with open(config, "w") as file:
+        file.write(stdout)
+    sft = suite.path("fuzz-sft.jsonl")
+    with open(sft, "w") as file:
+        for i in range(8):
+            file.write(json.dumps({"prompt": f"what is {i} plus {i}?", "response": f"{2 * i}"}) + "\n")
+    with open(os.path.join(hf_dir, "model.safetensors"), "rb") as file:
+        header_end = 8 + int.from_bytes(file.read(8), "little")
+    tokenizer = os.path.join(run_dir, "tokenizer.json")
+    targets = [  # (name, file to mutate, region, command using the mutated copy at PATH)
+        ("config", config, None, lambda path: ["config", "--check", path]),
+        ("tokenizer.json", tokenizer, None, lambda path: ["tokenizer", "encode", "--tokenizer", path, "hello world"]),
+        ("safetensors header", os.path.join(hf_dir, "model.safetensors"), header_end,
+         lambda path: ["convert", "--from", "hf", os.path.dirname(path), "--to", suite.path("fuzz-out")]),
+        ("SFT JSONL", sft, None, lambda path: ["train", *TINY, "data.format=sft", f"data.path={path}",
+                                              f"data.tokenizer={tokenizer}", f"run_dir={suite.path('fuzz-sft-run')}",
+                                              "train.steps=1", "optimizer.warmup_steps=0", "log.eval_batches=1",
+                                              "train.batch_size=1"]),
+        ("goodput events", glob.glob(os.path.join(run_dir, "events", "rank0-*.jsonl"))[0], None,
+         lambda path: ["goodput", os.path.dirname(os.path.dirname(path)), "--json"]),
+    ]
+    for name, source, region, command in targets:
+        original = read_bytes(source)
+        before = (tally.tried, tally.crashes, tally.hangs)
+        scratch = suite.path(f"fuzz-{name.replace(' ', '-')}")
+        os.makedirs(scratch, exist_ok=True)
+        if name == "safetensors header":
+            for entry in os.listdir(hf_dir):
+                if entry != "model.safetensors":
+                    shutil.copy(os.path.join(hf_dir, entry), scratch)
+        elif name == "goodput events":
+            os.makedirs(os.path.join(scratch, "events"), exist_ok=True)
+        target = (os.path.join(scratch, "events", os.path.basename(source)) if name == "goodput events"
+                  else os.path.join(scratch, os.path.basename(source)))
+        for _ in range(suite.options.mutations):
+            data = original
+            for _ in range(rng.randint(1, 3)):
+                data = mutate(data, rng, region)
+            with open(target, "wb") as file:
+                file.write(data)
+            shutil.rmtree(suite.path("fuzz-out"), ignore_errors=True)
+            shutil.rmtree(suite.path("fuzz-sft-run"), ignore_errors=True)
+            suite.run(*command(target), timeout=60)
+        tried, crashes, hangs = (tally.tried - before[0], tally.crashes - before[1], tally.hangs - before[2])
+        check(crashes == 0 and hangs == 0, f"fuzz {name}: {tried} mutations, no crash and no hang",
+              f"{crashes} crashes, {hangs} hangs")
+
+
+CASES = {"lock": case_lock, "orphans": case_orphans, "memory": case_memory, "cache": case_cache, "bounds": case_bounds,
+         "fuzz": case_fuzz, "stop": case_stop}
 
 
 def main():

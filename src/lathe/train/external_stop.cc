@@ -15,15 +15,21 @@ namespace lathe {
 
 std::string stop_file_path(const std::string& heartbeat_dir) { return heartbeat_dir + "/stop"; }
 
-ExternalStopWatcher::ExternalStopWatcher(double orphan_exit_seconds) : orphan_exit_seconds_(orphan_exit_seconds) {
+ExternalStopWatcher::ExternalStopWatcher(const std::string& run_dir, double orphan_exit_seconds)
+    : orphan_exit_seconds_(orphan_exit_seconds) {
+  if (!run_dir.empty()) run_stop_file_ = stop_file_path(run_dir);
   if (const char* directory = std::getenv("LATHE_HEARTBEAT_DIR"); directory && *directory)
     stop_file_ = stop_file_path(directory);
   if (const char* supervisor = std::getenv("LATHE_SUPERVISOR"); supervisor && *supervisor) supervisor_ = supervisor;
-  if (!stop_file_.empty() || !supervisor_.empty()) thread_ = std::thread([this] { watch(); });
+  thread_ = std::thread([this] { watch(); });
 }
 
 ExternalStopWatcher::~ExternalStopWatcher() {
-  done_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  wake_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -31,10 +37,14 @@ void ExternalStopWatcher::watch() {
   using Clock = std::chrono::steady_clock;
   bool orphaned = false;
   Clock::time_point orphaned_at;
-  while (!done_.load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!stop_file_.empty() && training_stop_signal().load() == 0) {
-      std::ifstream file(stop_file_);
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return done_; })) return;
+    }
+    for (const std::string* path : {&stop_file_, &run_stop_file_}) {
+      if (path->empty() || training_stop_signal().load() != 0) continue;
+      std::ifstream file(*path);
       int signal_number = 0;
       if (file.is_open()) training_stop_signal().store(file >> signal_number && signal_number > 0 ? signal_number : SIGTERM);
     }

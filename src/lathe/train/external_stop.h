@@ -4,6 +4,10 @@
 //     group (launch/elastic_supervisor.h): it holds the signal number the supervisor got (15 for a
 //     planned resize). The file reaches every rank at once, whatever mpirun does with signals
 //     and however busy its output forwarding is;
+//   - the stop file <run_dir>/stop, for runs started without `lathe launch` (`mpirun -np N lathe
+//     train`: Open MPI 4.1's mpirun gives its ranks no time to save on Ctrl-C, see README):
+//     `touch RUN_DIR/stop` stops the run the same way; the lead removes the file when the run
+//     stops, so the next run does not stop at once;
 //   - the supervisor named by LATHE_SUPERVISOR ("<pid> <start time>", core/process_identity.h):
 //     when it is gone (SIGKILL), the run stops as on SIGHUP, and a process still alive
 //     orphan_exit_seconds later (stuck in a collective, say) exits with code 129, so no worker
@@ -12,7 +16,8 @@
 // the step by an all-reduce (train/checkpoint_hook.h). Without those variables nothing is watched.
 #pragma once
 
-#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -20,7 +25,8 @@ namespace lathe {
 
 class ExternalStopWatcher {
  public:
-  explicit ExternalStopWatcher(double orphan_exit_seconds = 300);
+  // run_dir: whose stop file to watch ("" for none).
+  explicit ExternalStopWatcher(const std::string& run_dir, double orphan_exit_seconds = 300);
   ~ExternalStopWatcher();  // stops and joins the thread
   ExternalStopWatcher(const ExternalStopWatcher&) = delete;
   ExternalStopWatcher& operator=(const ExternalStopWatcher&) = delete;
@@ -28,9 +34,11 @@ class ExternalStopWatcher {
  private:
   void watch();
 
-  std::string stop_file_, supervisor_;
+  std::string stop_file_, run_stop_file_, supervisor_;
   double orphan_exit_seconds_;
-  std::atomic<bool> done_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;  // guarded by mutex_
   std::thread thread_;
 };
 
