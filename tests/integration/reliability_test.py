@@ -131,7 +131,7 @@ def process_alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as file:
             return file.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (FileNotFoundError, IndexError):
+    except (OSError, IndexError):  # gone, possibly between the open and the read
         return False
 
 
