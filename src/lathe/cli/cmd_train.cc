@@ -9,9 +9,9 @@
 #include "lathe/cli/config_arguments.h"
 #include "lathe/dist/communicator.h"
 #include "lathe/ops/op_profile.h"
+#include "lathe/train/memory_check.h"
 #include "lathe/train/parallel/data_parallel_run.h"
 #include "lathe/train/parallel/expert_parallel_training.h"
-#include "lathe/train/memory_check.h"
 #include "lathe/train/trainer.h"
 
 namespace lathe::cli {

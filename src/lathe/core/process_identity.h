@@ -3,9 +3,9 @@
 // Linux only (/proc).
 #pragma once
 
-#include <string>
-
 #include <sys/types.h>
+
+#include <string>
 
 namespace lathe {
 

@@ -8,9 +8,15 @@ namespace {
 
 void append_escaped(std::string& out, unsigned char c) {
   switch (c) {
-    case '\n': out += "\\n"; return;
-    case '\t': out += "\\t"; return;
-    case '\r': out += "\\r"; return;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
     default: {
       char hex[8];
       std::snprintf(hex, sizeof hex, "\\x%02x", c);

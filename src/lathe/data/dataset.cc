@@ -89,10 +89,9 @@ bool load_cached(PreparedDataset& result, std::string& problem) {
     TokenShard train = TokenShard::open(result.train_shard_path);
     TokenShard val = TokenShard::open(result.val_shard_path);
     const std::string tokenizer_hash = hex64(hash_string(read_file(result.tokenizer_path, "dataset cache")));
-    for (const auto& [key, actual, file] :
-         {std::tuple{"tokenizer_hash", tokenizer_hash, "tokenizer.json"},
-          std::tuple{"train_checksum", hex64(train.checksum()), "train.bin"},
-          std::tuple{"val_checksum", hex64(val.checksum()), "val.bin"}}) {
+    for (const auto& [key, actual, file] : {std::tuple{"tokenizer_hash", tokenizer_hash, "tokenizer.json"},
+                                            std::tuple{"train_checksum", hex64(train.checksum()), "train.bin"},
+                                            std::tuple{"val_checksum", hex64(val.checksum()), "val.bin"}}) {
       const std::string recorded = manifest.get(key).as_string(key);
       if (recorded != actual) {
         problem = str_cat(file, " has hash ", actual, ", not the ", recorded, " recorded when the cache was made");

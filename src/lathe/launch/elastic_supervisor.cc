@@ -185,7 +185,8 @@ WorkerGroup Supervisor::start_group(const BatchPlan& plan) {
     // signal handling (SIGTERM to the ranks only after odls_base_sigkill_timeout, then SIGKILL,
     // and no more output forwarding meanwhile) does not matter.
     arguments = {mpirun, "--oversubscribe", "-np", std::to_string(plan.world)};
-    for (const char* variable : {"LATHE_ATTEMPT", "LATHE_HEARTBEAT_DIR", "LATHE_SUPERVISOR", "LATHE_RUN_DIR_LOCK_HOLDER"}) {
+    for (const char* variable :
+         {"LATHE_ATTEMPT", "LATHE_HEARTBEAT_DIR", "LATHE_SUPERVISOR", "LATHE_RUN_DIR_LOCK_HOLDER"}) {
       arguments.push_back("-x");
       arguments.push_back(variable);
     }
@@ -421,7 +422,8 @@ int run_elastic_supervisor(const ElasticOptions& options) {
   validate_elastic_limits(options.limits);
   // One job per run directory. The worker group inherits the lock (so it stays held until the last
   // worker is gone, even when the supervisor is SIGKILLed) and is told who holds it.
-  const RunDirectoryLock lock = RunDirectoryLock::acquire(options.run_dir, "lathe launch", /*inherited_by_children=*/true);
+  const RunDirectoryLock lock =
+      RunDirectoryLock::acquire(options.run_dir, "lathe launch", /*inherited_by_children=*/true);
   ::setenv("LATHE_RUN_DIR_LOCK_HOLDER", std::to_string(::getpid()).c_str(), 1);
   // The trainers stop when this process is gone (train/external_stop.h).
   ::setenv("LATHE_SUPERVISOR", process_identity(::getpid()).c_str(), 1);

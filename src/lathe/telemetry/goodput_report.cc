@@ -205,8 +205,9 @@ GoodputReport analyze_goodput(const std::vector<Json>& events) {
   report.goodput_fraction = report.total_seconds > 0 ? report.seconds("productive") / report.total_seconds : 0;
 
   // A planned resize interrupts nothing unexpectedly: MTTI and MTTR are about failures.
-  const auto failures = static_cast<size_t>(std::count_if(report.disruptions.begin(), report.disruptions.end(),
-                                                          [](const GoodputDisruption& d) { return d.kind == "failure"; }));
+  const auto failures =
+      static_cast<size_t>(std::count_if(report.disruptions.begin(), report.disruptions.end(),
+                                        [](const GoodputDisruption& d) { return d.kind == "failure"; }));
   report.mtti_seconds = failures == 0 ? kNan : report.total_seconds / static_cast<double>(failures);
   double repair = 0, after_detection = 0;
   int recovered = 0;

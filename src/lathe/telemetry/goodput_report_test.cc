@@ -144,7 +144,7 @@ TEST(GoodputReport, PlannedResizeIsNoFailureAndJsonTimesKeepMilliseconds) {
   const GoodputReport report = analyze_goodput(events);
   ASSERT_EQ(report.disruptions.size(), 2u);
   EXPECT_NEAR(report.total_seconds, 8, 1e-6);
-  EXPECT_NEAR(report.mtti_seconds, 8 / 1.0, 1e-6);               // one failure; the resize is planned
+  EXPECT_NEAR(report.mtti_seconds, 8 / 1.0, 1e-6);                   // one failure; the resize is planned
   EXPECT_NEAR(report.mttr_seconds, (t0 + 4.5) - (t0 + 2.25), 1e-6);  // the failure's repair only
   const Json json = Json::parse(goodput_report_to_json(report).dump(0));
   const Json& disruptions = json.get("disruptions");

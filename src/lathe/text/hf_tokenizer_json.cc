@@ -238,7 +238,8 @@ void read_post_processor(const Reader& reader, const Json& value, const std::str
         reader.fail(item_where, "must be {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
       const std::string& name = special.get("id").as_string();
       const Json& entry = special_tokens.get(name);
-      if (!entry.is_object()) reader.fail(item_where, "names \"" + quote_input(name) + "\", which special_tokens does not define");
+      if (!entry.is_object())
+        reader.fail(item_where, "names \"" + quote_input(name) + "\", which special_tokens does not define");
       for (const Json& id : reader.array(entry, "ids", where + ".special_tokens." + name))
         (seen_sequence ? parts.template_after : parts.template_before)
             .push_back(static_cast<int32_t>(reader.integer(id, where + ".special_tokens." + name + ".ids")));
@@ -279,7 +280,8 @@ int64_t token_id_limit(const Json& json) {
 void place_token(const Reader& reader, HfTokenizer::Parts& parts, int64_t id, const std::string& token, int8_t kind,
                  const std::string& where) {
   if (id >= parts.id_limit)
-    reader.fail(where, "has id " + std::to_string(id) + ", beyond what a vocabulary of its entries can use (ids below " +
+    reader.fail(where, "has id " + std::to_string(id) +
+                           ", beyond what a vocabulary of its entries can use (ids below " +
                            std::to_string(parts.id_limit) + ")");
   size_t index = static_cast<size_t>(id);
   if (parts.id_to_token.size() <= index) {
@@ -340,8 +342,10 @@ void read_model(const Reader& reader, const Json& json, HfTokenizer::Parts& part
     std::string where = "model.merges[" + std::to_string(rank) + "]";
     auto [left, right] = read_merge(reader, merges[rank], where);
     auto left_id = bpe.vocab.find(left), right_id = bpe.vocab.find(right);
-    if (left_id == bpe.vocab.end()) reader.fail(where, "uses \"" + quote_input(left) + "\", which is not a token of model.vocab");
-    if (right_id == bpe.vocab.end()) reader.fail(where, "uses \"" + quote_input(right) + "\", which is not a token of model.vocab");
+    if (left_id == bpe.vocab.end())
+      reader.fail(where, "uses \"" + quote_input(left) + "\", which is not a token of model.vocab");
+    if (right_id == bpe.vocab.end())
+      reader.fail(where, "uses \"" + quote_input(right) + "\", which is not a token of model.vocab");
     std::string joined = left + right;
     if (!bpe.continuing_subword_prefix.empty() &&
         right.compare(0, bpe.continuing_subword_prefix.size(), bpe.continuing_subword_prefix) == 0)

@@ -46,7 +46,8 @@ void ExternalStopWatcher::watch() {
       if (path->empty() || training_stop_signal().load() != 0) continue;
       std::ifstream file(*path);
       int signal_number = 0;
-      if (file.is_open()) training_stop_signal().store(file >> signal_number && signal_number > 0 ? signal_number : SIGTERM);
+      if (file.is_open())
+        training_stop_signal().store(file >> signal_number && signal_number > 0 ? signal_number : SIGTERM);
     }
     if (supervisor_.empty()) continue;
     if (!orphaned && !process_identity_alive(supervisor_)) {

@@ -140,9 +140,9 @@ std::string memory_refusal(const TrainConfig& config, const MemoryPrediction& pr
   if (!config.train.check_memory || available.bytes < 0 || prediction.total_bytes() <= available.bytes) return "";
   const TrainSection& train = config.train;
   const int64_t ranks = prediction.local_ranks;
-  std::string knobs = str_cat("a smaller train.batch_size (now ", train.batch_size,
-                              "; raise train.grad_accum to keep the global batch), a shorter train.seq_len (now ",
-                              train.seq_len, ")");
+  std::string knobs =
+      str_cat("a smaller train.batch_size (now ", train.batch_size,
+              "; raise train.grad_accum to keep the global batch), a shorter train.seq_len (now ", train.seq_len, ")");
   if (train.remat != RematPolicy::recompute_layer) {
     const int64_t recompute =
         estimate_per_rank(config, prediction.micro_batch_rows, prediction.world, RematPolicy::recompute_layer)
@@ -151,9 +151,9 @@ std::string memory_refusal(const TrainConfig& config, const MemoryPrediction& pr
                      gigabytes(recompute * ranks), ")");
   }
   const TrainingMemoryEstimate one_row = estimate_per_rank(config, 1, prediction.world, train.remat);
-  knobs += str_cat(" or a smaller model (the weights, gradients and optimizer state alone need ",
-                   gigabytes((one_row.parameter_bytes + one_row.gradient_bytes + one_row.optimizer_bytes) * ranks),
-                   ")");
+  knobs +=
+      str_cat(" or a smaller model (the weights, gradients and optimizer state alone need ",
+              gigabytes((one_row.parameter_bytes + one_row.gradient_bytes + one_row.optimizer_bytes) * ranks), ")");
   return str_cat("the run needs about ", gigabytes(prediction.total_bytes()), " (", prediction.total_bytes(),
                  " bytes predicted", ranks > 1 ? str_cat(" for ", ranks, " ranks on this machine") : "", ") but ",
                  gigabytes(available.bytes), " (", available.bytes, " bytes) are available (", available.source,
@@ -162,8 +162,8 @@ std::string memory_refusal(const TrainConfig& config, const MemoryPrediction& pr
 
 void check_training_memory(const TrainConfig& config, int world, int local_ranks) {
   if (!config.train.check_memory) return;
-  const std::string refusal = memory_refusal(config, predict_training_memory(config, world, local_ranks),
-                                             available_memory());
+  const std::string refusal =
+      memory_refusal(config, predict_training_memory(config, world, local_ranks), available_memory());
   LATHE_CHECK(refusal.empty(), refusal);
 }
 

@@ -107,11 +107,10 @@ TEST(MemoryCheck, RefusalNamesBothByteCountsAndTheKnobs) {
   EXPECT_EQ(memory_refusal(config, prediction, plenty), "");  // exactly fits
   const AvailableMemory scarce{prediction.total_bytes() - 1, "cgroup v2 memory.max of /x"};
   const std::string refusal = memory_refusal(config, prediction, scarce);
-  for (const std::string& part :
-       {std::to_string(prediction.total_bytes()) + " bytes predicted", std::to_string(scarce.bytes) + " bytes",
-        std::string("cgroup v2 memory.max of /x"), std::string("train.batch_size (now 4"),
-        std::string("train.seq_len (now 32)"), std::string("train.remat=recompute_layer"),
-        std::string("train.check_memory=false")})
+  for (const std::string& part : {std::to_string(prediction.total_bytes()) + " bytes predicted",
+                                  std::to_string(scarce.bytes) + " bytes", std::string("cgroup v2 memory.max of /x"),
+                                  std::string("train.batch_size (now 4"), std::string("train.seq_len (now 32)"),
+                                  std::string("train.remat=recompute_layer"), std::string("train.check_memory=false")})
     EXPECT_NE(refusal.find(part), std::string::npos) << part << " not in: " << refusal;
   EXPECT_EQ(refusal.find('\n'), std::string::npos);
   config.train.check_memory = false;

@@ -168,11 +168,16 @@ void check_training(const TrainConfig& config, ProblemList& problems) {
 const char* describe_file_type(std::filesystem::file_type type) {
   using std::filesystem::file_type;
   switch (type) {
-    case file_type::fifo: return "a FIFO (named pipe)";
-    case file_type::character: return "a character device";
-    case file_type::block: return "a block device";
-    case file_type::socket: return "a socket";
-    default: return "not a regular file";
+    case file_type::fifo:
+      return "a FIFO (named pipe)";
+    case file_type::character:
+      return "a character device";
+    case file_type::block:
+      return "a block device";
+    case file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
   }
 }
 

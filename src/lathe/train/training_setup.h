@@ -32,7 +32,7 @@ struct TrainingSetup {
   std::FILE* log = nullptr;  // options.log on rank 0, discarded elsewhere
   std::string run_dir, checkpoints_dir;
   RunDirectoryLock run_dir_lock;  // rank 0: one writer per run directory (io/run_directory_lock.h)
-  std::string config_yaml;  // the resolved config (config.yaml, checkpoints, TensorBoard)
+  std::string config_yaml;        // the resolved config (config.yaml, checkpoints, TensorBoard)
   ComputeDtype compute_dtype = ComputeDtype::f32;
   std::unique_ptr<TrainingEvents> events;  // goodput event log and supervisor heartbeat
   TrainingData data;
