@@ -384,6 +384,20 @@ def case_bounds(suite):
     code, _, stderr = suite.run("config", "--check", "model.family=" + "\x07bell" + "z" * 5000)
     check(code == 2 and len(stderr) < 2000 and "\x07" not in stderr,
           "a 5000-character config value in an error is shortened and escaped", f"{len(stderr)}: {stderr[:300]!r}")
+    # Absurd dimensions (a config key, an HF config.json): refused at once, not counted layer by layer.
+    code, _, stderr = suite.run("config", "--check", "model.n_layers=2000000000", timeout=30)
+    check(one_error_line(code, stderr) and "model.n_layers=2000000000" in stderr,
+          "model.n_layers=2000000000 is refused at once (it hung `lathe config --check`)", f"exit {code}: {stderr}")
+    hf_dir = suite.path("bounds-hf")
+    code, _, stderr = suite.run("convert", "--from", run_dir, "--to", "hf", hf_dir)
+    with open(os.path.join(hf_dir, "config.json")) as file:
+        hf_config = json.load(file)
+    hf_config["num_hidden_layers"] = 2000000000
+    with open(os.path.join(hf_dir, "config.json"), "w") as file:
+        json.dump(hf_config, file)
+    code, _, stderr = suite.run("convert", "--from", "hf", hf_dir, "--to", suite.path("bounds-out"), timeout=30)
+    check(one_error_line(code, stderr) and "n_layers=2000000000" in stderr,
+          "an HF config.json with 2e9 layers is refused before any allocation", f"exit {code}: {stderr}")
     # A malformed metrics.jsonl is reported when the run starts.
     with open(os.path.join(run_dir, "metrics.jsonl"), "a") as file:
         file.write('{"step": "two", "loss": 1}\n')

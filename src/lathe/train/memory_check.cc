@@ -3,12 +3,14 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "lathe/core/error.h"
 #include "lathe/models/memory_estimate.h"
+#include "lathe/train/model_bounds.h"
 #include "lathe/train/parallel/data_parallel_share.h"
 
 namespace lathe {
@@ -165,6 +167,16 @@ void check_training_memory(const TrainConfig& config, int world, int local_ranks
   const std::string refusal =
       memory_refusal(config, predict_training_memory(config, world, local_ranks), available_memory());
   LATHE_CHECK(refusal.empty(), refusal);
+}
+
+void check_weights_fit_in_memory(const ModelConfig& model, const std::string& what) {
+  const std::vector<std::string> beyond = model_dimension_problems(model);  // before counting per layer
+  LATHE_CHECK(beyond.empty(), what, ": ", beyond.empty() ? "" : beyond.front());
+  const AvailableMemory available = available_memory();
+  const int64_t parameters = model.parameter_count();
+  const int64_t bytes = parameters > INT64_MAX / 4 ? INT64_MAX : parameters * 4;
+  LATHE_CHECK(available.bytes < 0 || bytes <= available.bytes, what, " has ", parameters, " parameters (",
+              gigabytes(bytes), " in f32) but ", gigabytes(available.bytes), " are available (", available.source, ")");
 }
 
 }  // namespace lathe

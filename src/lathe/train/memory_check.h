@@ -52,4 +52,10 @@ std::string memory_refusal(const TrainConfig& config, const MemoryPrediction& pr
 // Throws lathe::Error with memory_refusal's line when the run does not fit here.
 void check_training_memory(const TrainConfig& config, int world, int local_ranks);
 
+// For commands that only hold the weights (`lathe convert`, `lathe generate`): throws lathe::Error
+// naming `what`, its parameter count and both byte counts when its f32 weights alone exceed the
+// available memory (a config.json with an absurd layer count would otherwise allocate until the
+// kernel kills the process).
+void check_weights_fit_in_memory(const ModelConfig& model, const std::string& what);
+
 }  // namespace lathe

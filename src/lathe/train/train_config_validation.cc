@@ -5,6 +5,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/models/family_spec.h"
+#include "lathe/train/model_bounds.h"
 #include "lathe/train/train_config.h"
 
 namespace lathe {
@@ -36,6 +37,11 @@ class ProblemList {
 void check_experts(const ModelConfig& model, ProblemList& problems);
 
 void check_model(const ModelConfig& model, ProblemList& problems) {
+  // First, and alone: the checks below loop over layers and multiply dimensions.
+  if (const std::vector<std::string> beyond = model_dimension_problems(model); !beyond.empty()) {
+    for (const std::string& line : beyond) problems.add(line);
+    return;
+  }
   if (model.vocab_size < 257)
     problems.add("model.vocab_size=", model.vocab_size, " is too small: at least 257 (256 byte tokens + EOS)");
   problems.require_positive("model.d_model", model.d_model);
