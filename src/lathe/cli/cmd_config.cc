@@ -8,6 +8,7 @@
 #include "lathe/cli/commands.h"
 #include "lathe/cli/config_arguments.h"
 #include "lathe/core/error.h"
+#include "lathe/train/memory_check.h"
 #include "lathe/train/train_config.h"
 
 namespace lathe::cli {
@@ -85,8 +86,13 @@ int run_config(int argc, char** argv) {
   }
   int64_t parameters = config.model.parameter_count();
   if (command_line.has("check")) {
-    std::printf("%s: ok (%s parameters%s)\n", path.empty() ? "built-in defaults" : path.c_str(),
-                format_count(parameters).c_str(), active_parameters_note(config.model).c_str());
+    // As `lathe train` would refuse it here: one process (train/memory_check.h).
+    const MemoryPrediction memory = predict_training_memory(config, 1, 1);
+    const std::string refusal = memory_refusal(config, memory, available_memory());
+    if (!refusal.empty()) return report_problems(refusal);
+    std::printf("%s: ok (%s parameters%s; about %.2f GB of memory for one process)\n",
+                path.empty() ? "built-in defaults" : path.c_str(), format_count(parameters).c_str(),
+                active_parameters_note(config.model).c_str(), static_cast<double>(memory.total_bytes()) / 1e9);
   } else if (command_line.has("json")) {
     std::printf("%s\n", train_config_to_json(config).dump().c_str());
   } else {

@@ -16,6 +16,7 @@
 #include "lathe/io/safetensors_checkpoint.h"
 #include "lathe/models/hf/hf_checkpoint.h"
 #include "lathe/train/checkpoint.h"
+#include "lathe/train/memory_check.h"
 #include "lathe/train/train_config.h"
 
 namespace lathe::cli {
@@ -24,6 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 void convert_hf_to_lathe(const std::string& hf_dir, const std::string& out_dir) {
+  check_weights_fit_in_memory(read_hf_model_config(hf_dir), "the model of " + hf_dir + "/config.json");
   const TransformerModel model = load_hf_model(hf_dir);
   TrainConfig config;
   config.model = model.config();

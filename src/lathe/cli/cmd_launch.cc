@@ -53,7 +53,9 @@ int run_launch(int argc, char** argv) {
       "same at every world size: each rank's gradient accumulation (micro-batches per step) adapts. A failed\n"
       "slot is unavailable for --cooldown seconds (or see --capacity-file); when capacity returns the group\n"
       "is stopped after its next checkpoint and restarted larger. Events for `lathe goodput` go to\n"
-      "RUN_DIR/events/. Example: lathe launch --nproc 2 --min-nproc 1 -- train.steps=500 run_dir=runs/x");
+      "RUN_DIR/events/. Ctrl-C, SIGTERM or SIGHUP stop every worker at once (a stop file they poll): they save\n"
+      "one checkpoint and exit; run the same command again to resume. Workers stop too if the supervisor is killed.\n"
+      "Example: lathe launch --nproc 2 --min-nproc 1 -- train.steps=500 run_dir=runs/x");
   command_line.positionals("-- [train arguments]", "what `lathe train` gets (config file, key=value overrides)");
   command_line.option("nproc", "N", "workers of the first launch", "1");
   command_line.option("min-nproc", "M", "fewest workers to train with (default: --nproc)");

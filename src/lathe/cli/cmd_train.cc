@@ -9,6 +9,7 @@
 #include "lathe/cli/config_arguments.h"
 #include "lathe/dist/communicator.h"
 #include "lathe/ops/op_profile.h"
+#include "lathe/train/memory_check.h"
 #include "lathe/train/parallel/data_parallel_run.h"
 #include "lathe/train/parallel/expert_parallel_training.h"
 #include "lathe/train/trainer.h"
@@ -23,7 +24,8 @@ int run_train(int argc, char** argv) {
       "KEY=VALUE override, e.g. `lathe train data.path=book.txt train.steps=500 run_dir=runs/book`.\n"
       "`lathe config --keys` lists every key. The run directory gets the resolved config, tokenizer,\n"
       "metrics.jsonl, TensorBoard events, checkpoints and loss_curve.svg. A run directory with a\n"
-      "checkpoint is resumed from its newest valid one. Ctrl-C saves a checkpoint and stops (exit 130; SIGTERM: 143).\n"
+      "checkpoint is resumed from its newest valid one. Ctrl-C saves a checkpoint and stops (exit 130; SIGTERM: 143),\n"
+      "as does `touch RUN_DIR/stop` (the way to stop an mpirun run; see the README). One run per run directory.\n"
       "Data parallel: `mpirun -np N lathe train ...` trains on N processes with the same global batch\n"
       "(train.batch_size * train.grad_accum sequences; N must divide it); see the dist.* keys.");
   command_line.positionals("[FILE] [KEY=VALUE...]", "config file, then overrides");
@@ -45,6 +47,8 @@ int run_train(int argc, char** argv) {
     if (world_size_from_environment() > 1)
       plan_data_parallel_share(config.train, rank_from_environment(), world_size_from_environment());
     check_expert_parallel_run(config, world_size_from_environment());
+    // Before data preparation and model building (train/memory_check.h).
+    check_training_memory(config, world_size_from_environment(), local_world_size_from_environment());
     apply_runtime_options(command_line);
     communicator = make_communicator_from_environment();
   } catch (...) {

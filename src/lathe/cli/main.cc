@@ -11,6 +11,7 @@
 #include "lathe/core/error.h"
 #include "lathe/core/spelling.h"
 #include "lathe/core/version.h"
+#include "lathe/core/quote_input.h"
 
 namespace {
 
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
       return command.run(argc - 2, argv + 2);
     } catch (const lathe::Error& error) {
       // One line per problem (a config with three bad keys reports three lines).
-      const std::string message = error.what();
+      // Escaped and shortened: a message may quote megabytes of user input (core/quote_input.h).
+      const std::string message = lathe::printable_error_message(error.what());
       for (size_t begin = 0; begin <= message.size();) {
         size_t end = message.find('\n', begin);
         if (end == std::string::npos) end = message.size();
@@ -83,7 +85,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "lathe %s: error: out of memory\n", command.name);
       return 3;
     } catch (const std::exception& error) {  // e.g. std::filesystem_error from an unusable path
-      std::fprintf(stderr, "lathe %s: error: %s\n", command.name, error.what());
+      std::fprintf(stderr, "lathe %s: error: %s\n", command.name, lathe::printable_error_message(error.what()).c_str());
       return 2;
     }
   }

@@ -50,6 +50,7 @@ TrainingData open_sft_data(const DataOptions& data, const DataRequirements& requ
   result.batches = std::make_unique<SftDataLoader>(std::move(dataset.train), std::move(dataset.validation),
                                                    requirements.seq_len, requirements.seed);
   result.tokenizer_path = data.tokenizer;
+  result.tokenizer_vocab_size = tokenizer->vocab_size();
   return result;
 }
 
@@ -63,6 +64,7 @@ TrainingData open_training_data(const DataOptions& data, const DataRequirements&
   result.batches = std::make_unique<TextBatchSource>(
       DataLoader(dataset.train_shard_path, dataset.val_shard_path, requirements.seq_len, requirements.seed));
   result.tokenizer_path = dataset.tokenizer_path;
+  result.tokenizer_vocab_size = dataset.vocab_size;
   return result;
 }
 

@@ -38,7 +38,8 @@ class BatchSource {
 
 struct TrainingData {
   std::unique_ptr<BatchSource> batches;
-  std::string tokenizer_path;  // the tokenizer.json the run uses (copied into the run directory)
+  std::string tokenizer_path;        // the tokenizer.json the run uses (copied into the run directory)
+  int64_t tokenizer_vocab_size = 0;  // its tokens (at most model.vocab_size)
 };
 
 // data.format=text: prepares (or reuses) the token shards in cache_dir (data/dataset.h).

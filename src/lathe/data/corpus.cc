@@ -99,6 +99,9 @@ Corpus read_corpus(const std::string& path, std::FILE* log) {
   Corpus corpus;
   struct stat info;
   LATHE_CHECK(::stat(path.c_str(), &info) == 0, path, ": no such file or folder");
+  // A FIFO blocks forever and a device such as /dev/zero never ends: regular files and folders only.
+  LATHE_CHECK(S_ISDIR(info.st_mode) || S_ISREG(info.st_mode), path,
+              ": not a regular file or a folder (a FIFO, device or socket cannot be a corpus)");
   if (!S_ISDIR(info.st_mode)) {
     std::string text = read_file(path);
     LATHE_CHECK(!text.empty(), path, ": file is empty");

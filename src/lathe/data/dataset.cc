@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "lathe/core/clock.h"
 #include "lathe/core/error.h"
@@ -23,8 +24,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Bump when tokenization or the split changes, so old caches are not reused.
-constexpr const char* kDatasetFormat = "lathe-dataset-v1";
+// Bump when tokenization, the split or the manifest changes, so old caches are not reused.
+// v2: the manifest records the tokenizer's hash and each shard's payload checksum.
+constexpr const char* kDatasetFormat = "lathe-dataset-v2";
 
 // 1234 -> "1234", 38123 -> "38k", 1923456 -> "1.9M".
 std::string short_count(int64_t count) {
@@ -74,22 +76,36 @@ uint64_t dataset_key(const Corpus& corpus, int64_t vocab_size, double val_fracti
   return hash_string(tokenizer_text, hash_value(tokenizer_text.size(), hash));
 }
 
-// Fills `result` from a finished cache folder; false when it is missing or incomplete.
-bool load_cached(PreparedDataset& result) {
+// Fills `result` from a finished cache folder; false when it is missing, incomplete or changed
+// since it was made (then `problem` says what, for the note before the rebuild). The tokenizer's
+// hash and the shards' payload checksums (verified by TokenShard::open against their own bytes)
+// must equal those the manifest recorded: a valid but different file (an edited tokenizer.json, a
+// shard of another dataset) is caught, not trained on.
+bool load_cached(PreparedDataset& result, std::string& problem) {
   std::string manifest_path = result.folder + "/dataset.json";
   if (!fs::exists(manifest_path)) return false;
   try {
     Json manifest = Json::parse(read_file(manifest_path, "dataset cache"));
     TokenShard train = TokenShard::open(result.train_shard_path);
     TokenShard val = TokenShard::open(result.val_shard_path);
+    const std::string tokenizer_hash = hex64(hash_string(read_file(result.tokenizer_path, "dataset cache")));
+    for (const auto& [key, actual, file] : {std::tuple{"tokenizer_hash", tokenizer_hash, "tokenizer.json"},
+                                            std::tuple{"train_checksum", hex64(train.checksum()), "train.bin"},
+                                            std::tuple{"val_checksum", hex64(val.checksum()), "val.bin"}}) {
+      const std::string recorded = manifest.get(key).as_string(key);
+      if (recorded != actual) {
+        problem = str_cat(file, " has hash ", actual, ", not the ", recorded, " recorded when the cache was made");
+        return false;
+      }
+    }
     result.vocab_size = manifest.get("vocab_size").as_int("vocab_size");
     result.train_documents = manifest.get("train_documents").as_int("train_documents");
     result.val_documents = manifest.get("val_documents").as_int("val_documents");
     result.train_tokens = train.size();
     result.val_tokens = val.size();
-    return fs::exists(result.tokenizer_path) && train.vocab_size() == result.vocab_size &&
-           val.vocab_size() == result.vocab_size;
-  } catch (const Error&) {
+    return train.vocab_size() == result.vocab_size && val.vocab_size() == result.vocab_size;
+  } catch (const Error& error) {
+    problem = error.what();
     return false;  // a damaged cache is rebuilt
   }
 }
@@ -142,7 +158,8 @@ PreparedDataset prepare_dataset(const DataOptions& data, int64_t vocab_size, uin
   result.tokenizer_path = result.folder + "/tokenizer.json";
   result.train_shard_path = result.folder + "/train.bin";
   result.val_shard_path = result.folder + "/val.bin";
-  if (load_cached(result)) {
+  std::string cache_problem;
+  if (load_cached(result, cache_problem)) {
     result.from_cache = true;
     if (log)
       std::fprintf(log, "data: reusing %s (%lld-token tokenizer; %s train / %s val tokens) in %.2f s\n",
@@ -151,6 +168,9 @@ PreparedDataset prepare_dataset(const DataOptions& data, int64_t vocab_size, uin
                    seconds_since(start));
     return result;
   }
+  if (!cache_problem.empty())
+    std::fprintf(stderr, "data: the cache %s changed since it was made (%s): rebuilding it\n", result.folder.c_str(),
+                 cache_problem.c_str());
   std::error_code error;
   fs::create_directories(result.folder, error);
   LATHE_CHECK(!error, "data.cache_dir: cannot create ", result.folder, " (", error.message(), ")");
@@ -190,6 +210,10 @@ PreparedDataset prepare_dataset(const DataOptions& data, int64_t vocab_size, uin
   double encode_seconds = seconds_since(step_start);
   write_token_shard(result.train_shard_path, train_tokens, tokenizer->vocab_size());
   write_token_shard(result.val_shard_path, val_tokens, tokenizer->vocab_size());
+  // What load_cached checks a reused cache against.
+  const std::string tokenizer_hash = hex64(hash_string(read_file(result.tokenizer_path, "dataset cache")));
+  const std::string train_checksum = hex64(TokenShard::open(result.train_shard_path).checksum());
+  const std::string val_checksum = hex64(TokenShard::open(result.val_shard_path).checksum());
 
   result.vocab_size = tokenizer->vocab_size();
   result.train_tokens = static_cast<int64_t>(train_tokens.size());
@@ -208,6 +232,9 @@ PreparedDataset prepare_dataset(const DataOptions& data, int64_t vocab_size, uin
   manifest.set("val_documents", result.val_documents);
   manifest.set("train_tokens", result.train_tokens);
   manifest.set("val_tokens", result.val_tokens);
+  manifest.set("tokenizer_hash", tokenizer_hash);
+  manifest.set("train_checksum", train_checksum);
+  manifest.set("val_checksum", val_checksum);
   write_file_atomically(result.folder + "/dataset.json", manifest.dump(2) + "\n");  // written last: marks completion
   if (log)
     std::fprintf(log, "data: %s; encoded %.2f MB in %.2f s; %s train / %s val tokens (%lld / %lld documents) -> %s\n",

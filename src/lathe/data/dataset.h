@@ -12,6 +12,9 @@
 // Results live in cache_dir/<key>/ (tokenizer.json, train.bin, val.bin, dataset.json), the key a
 // hash of the corpus documents, vocab_size, val_fraction, seed and the tokenizer file's bytes, so
 // a second run with the same inputs only re-reads the corpus to hash it and reuses the files.
+// dataset.json records the tokenizer's hash and each shard's payload checksum; a cache whose
+// files no longer match them (edited, replaced, damaged) is rebuilt with a note on stderr, never
+// trained on.
 // Progress lines with timings go to `log` (nullptr: silent). Errors name the config key at fault.
 #pragma once
 

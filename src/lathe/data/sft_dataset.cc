@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "lathe/core/error.h"
@@ -61,6 +62,9 @@ SftConversation parse_sft_record(const Json& record, const std::string& where) {
 }
 
 std::vector<SftConversation> read_sft_jsonl(const std::string& path) {
+  std::error_code error;
+  LATHE_CHECK(!std::filesystem::exists(path, error) || std::filesystem::is_regular_file(path, error),
+              "data.path: ", path, " is not a regular file (a FIFO or device would be read forever)");
   std::ifstream in(path, std::ios::binary);
   LATHE_CHECK(in, "data.path: cannot open ", path);
   std::vector<SftConversation> conversations;

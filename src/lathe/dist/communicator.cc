@@ -41,6 +41,9 @@ static int environment_int(const char* name, int fallback) {
 
 int rank_from_environment() { return environment_int("OMPI_COMM_WORLD_RANK", 0); }
 int world_size_from_environment() { return environment_int("OMPI_COMM_WORLD_SIZE", 1); }
+int local_world_size_from_environment() {
+  return environment_int("OMPI_COMM_WORLD_LOCAL_SIZE", world_size_from_environment());
+}
 
 std::unique_ptr<Communicator> make_communicator_from_environment() {
   if (!launched_by_mpirun()) return std::make_unique<SingleProcessCommunicator>();

@@ -71,6 +71,7 @@ bool launched_by_mpirun();
 // The rank and world size mpirun gave this process, readable before MPI starts (0 and 1 without mpirun).
 int rank_from_environment();
 int world_size_from_environment();
+int local_world_size_from_environment();  // the ranks on this machine
 
 // An MPI communicator when launched by mpirun (MPI_Init_thread here, MPI_Finalize when it is
 // destroyed: create at most one per process), else a SingleProcessCommunicator. Throws

@@ -17,6 +17,8 @@
 #include <thread>
 
 #include "lathe/core/error.h"
+#include "lathe/core/process_identity.h"
+#include "lathe/io/run_directory_lock.h"
 #include "lathe/telemetry/goodput_events.h"
 
 namespace lathe {
@@ -84,6 +86,18 @@ struct WorkerGroup {
   bool reaped = false;
   int status = 0;
 };
+
+// Asks the group's trainers to save a checkpoint and stop: the stop file in its heartbeat directory,
+// holding the signal number. Written under a temporary name first so no rank reads it half written.
+void request_stop(const WorkerGroup& group, int signal_number) {
+  const std::string path = group.heartbeat_dir + "/stop";
+  {
+    std::ofstream file(path + ".tmp", std::ios::trunc);
+    file << signal_number << "\n";
+  }
+  std::error_code error;
+  fs::rename(path + ".tmp", path, error);
+}
 
 // SIGKILL to every process of the group's session until none is left; reaps the leader.
 void kill_group(WorkerGroup& group) {
@@ -167,12 +181,12 @@ WorkerGroup Supervisor::start_group(const BatchPlan& plan) {
     LATHE_CHECK(!mpirun.empty() && ::access(mpirun.c_str(), X_OK) == 0, "cannot run ", plan.world, " workers: mpirun ",
                 mpirun.empty() ? "was not found on PATH" : "'" + mpirun + "' is not executable",
                 " (install Open MPI: apt-get install openmpi-bin libopenmpi-dev, or run with --max-nproc 1)");
-    // mpirun forwards SIGTERM to the ranks and SIGKILLs them 1 s later by default: give them the
-    // grace period to save their checkpoint on a planned stop.
-    const std::string sigkill_timeout = std::to_string(static_cast<int>(options_.stop_grace_seconds));
-    arguments = {mpirun, "--oversubscribe",         "--mca", "odls_base_sigkill_timeout", sigkill_timeout,
-                 "-np",  std::to_string(plan.world)};
-    for (const char* variable : {"LATHE_ATTEMPT", "LATHE_HEARTBEAT_DIR"}) {
+    // mpirun is never signalled on a planned stop (the ranks read the stop file), so its own
+    // signal handling (SIGTERM to the ranks only after odls_base_sigkill_timeout, then SIGKILL,
+    // and no more output forwarding meanwhile) does not matter.
+    arguments = {mpirun, "--oversubscribe", "-np", std::to_string(plan.world)};
+    for (const char* variable :
+         {"LATHE_ATTEMPT", "LATHE_HEARTBEAT_DIR", "LATHE_SUPERVISOR", "LATHE_RUN_DIR_LOCK_HOLDER"}) {
       arguments.push_back("-x");
       arguments.push_back(variable);
     }
@@ -315,8 +329,8 @@ Supervisor::Outcome Supervisor::watch(WorkerGroup& group, std::string& reason, d
 }
 
 int Supervisor::run() {
-  std::signal(SIGINT, handle_supervisor_signal);
-  std::signal(SIGTERM, handle_supervisor_signal);
+  // SIGHUP (the terminal closed) stops the job like Ctrl-C: the group would otherwise train on unwatched.
+  for (const int signal_number : {SIGINT, SIGTERM, SIGHUP}) std::signal(signal_number, handle_supervisor_signal);
   supervisor_stop_signal.store(0);
   events_.record_point("job_start", goodput_clock());
   int failures = 0;
@@ -356,8 +370,9 @@ int Supervisor::run() {
       return 0;
     }
     if (outcome == Outcome::stop_requested || outcome == Outcome::resize) {
-      // A graceful stop first: a trainer saves a checkpoint on SIGTERM.
-      ::kill(group.leader, SIGTERM);
+      // A graceful stop first: every rank reads the stop file within 0.1 s, the ranks agree on a
+      // step, save one checkpoint and exit (train/external_stop.h).
+      request_stop(group, outcome == Outcome::resize ? SIGTERM : supervisor_stop_signal.load());
       const double deadline = goodput_clock() + options_.stop_grace_seconds;
       while (goodput_clock() < deadline && ::waitpid(group.leader, &group.status, WNOHANG) != group.leader)
         sleep_seconds(0.02);
@@ -405,11 +420,17 @@ int Supervisor::run() {
 
 int run_elastic_supervisor(const ElasticOptions& options) {
   validate_elastic_limits(options.limits);
+  // One job per run directory. The worker group inherits the lock (so it stays held until the last
+  // worker is gone, even when the supervisor is SIGKILLed) and is told who holds it.
+  const RunDirectoryLock lock =
+      RunDirectoryLock::acquire(options.run_dir, "lathe launch", /*inherited_by_children=*/true);
+  ::setenv("LATHE_RUN_DIR_LOCK_HOLDER", std::to_string(::getpid()).c_str(), 1);
+  // The trainers stop when this process is gone (train/external_stop.h).
+  ::setenv("LATHE_SUPERVISOR", process_identity(::getpid()).c_str(), 1);
   struct Cleanup {
     std::string launch_dir;
     ~Cleanup() {
-      std::signal(SIGINT, SIG_DFL);
-      std::signal(SIGTERM, SIG_DFL);
+      for (const int signal_number : {SIGINT, SIGTERM, SIGHUP}) std::signal(signal_number, SIG_DFL);
       std::error_code ignored;
       fs::remove(launch_dir, ignored);  // the heartbeat directories' parent, when empty
     }

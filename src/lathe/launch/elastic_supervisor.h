@@ -10,7 +10,11 @@
 // own session (setsid): Open MPI puts each rank in its own process group, so stopping the group
 // means SIGKILL to every process of that session.
 // Environment of the workers: LATHE_ATTEMPT (goodput attempt id), LATHE_HEARTBEAT_DIR (each rank
-// rewrites <dir>/rank<r> after every step, train/goodput_events.h).
+// rewrites <dir>/rank<r> after every step, train/goodput_events.h; <dir>/stop asks them to stop),
+// LATHE_SUPERVISOR (this process's identity: the workers stop when it is gone, e.g. SIGKILLed,
+// train/external_stop.h) and LATHE_RUN_DIR_LOCK_HOLDER (this pid: the supervisor holds the run
+// directory's lock for the whole job, io/run_directory_lock.h, and the group inherits it, so a
+// second job on the run directory is refused).
 //
 // Failures: the group exits non-zero or is killed by a signal (a rank crashed or was SIGKILLed);
 // a rank's heartbeat is older than heartbeat_timeout (a hang; the failure time is the last
@@ -20,10 +24,14 @@
 // failures. The supervisor never touches checkpoints: the trainer's write protocol keeps the last
 // complete one intact whatever moment a worker dies (train/checkpoint.h).
 //
+// Stopping the group (a stop request or a resize): the supervisor writes the stop file; every rank
+// reads it within 0.1 s, the ranks agree on a step (an all-reduce after each step), save one
+// checkpoint and exit; whatever is left after stop_grace_seconds is SIGKILLed. mpirun is never
+// signalled: Open MPI 4.1 forwards SIGTERM to the ranks only after odls_base_sigkill_timeout and
+// stops forwarding their output meanwhile, so ranks printing progress would block.
 // Scale-up: while the group runs with fewer workers than capacity allows, the supervisor waits
-// for the group's next complete checkpoint, then stops it (SIGTERM: a world-1 trainer saves and
-// exits; after a grace period SIGKILL) and restarts with more workers ("resize" event).
-// SIGINT/SIGTERM to the supervisor are passed to the group, which saves a checkpoint and stops.
+// for the group's next complete checkpoint, then stops it and restarts with more workers
+// ("resize" event). SIGINT/SIGTERM/SIGHUP to the supervisor stop the group that way and end the job.
 //
 // Every decision is an event in <run_dir>/events/launcher-<pid>.jsonl (goodput accounting) and a
 // line on `log`.

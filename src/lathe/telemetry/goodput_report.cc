@@ -204,11 +204,15 @@ GoodputReport analyze_goodput(const std::vector<Json>& events) {
   for (size_t i = 0; i < categories.size(); ++i) report.seconds_by_category.push_back({categories[i], seconds[i]});
   report.goodput_fraction = report.total_seconds > 0 ? report.seconds("productive") / report.total_seconds : 0;
 
-  report.mtti_seconds = report.disruptions.empty() ? kNan : report.total_seconds / report.disruptions.size();
+  // A planned resize interrupts nothing unexpectedly: MTTI and MTTR are about failures.
+  const auto failures =
+      static_cast<size_t>(std::count_if(report.disruptions.begin(), report.disruptions.end(),
+                                        [](const GoodputDisruption& d) { return d.kind == "failure"; }));
+  report.mtti_seconds = failures == 0 ? kNan : report.total_seconds / static_cast<double>(failures);
   double repair = 0, after_detection = 0;
   int recovered = 0;
   for (const GoodputDisruption& disruption : report.disruptions)
-    if (disruption.recovered > 0) {
+    if (disruption.kind == "failure" && disruption.recovered > 0) {
       repair += disruption.recovered - disruption.time;
       after_detection += disruption.recovered - disruption.detected;
       ++recovered;
@@ -252,7 +256,8 @@ std::string format_goodput_table(const GoodputReport& report) {
   std::snprintf(line, sizeof line, "disruptions  %zu\n", report.disruptions.size());
   text += line;
   for (const GoodputDisruption& disruption : report.disruptions) {
-    std::snprintf(line, sizeof line, "  %-8s at +%.2f s: %s; recovered %s\n", disruption.kind.c_str(),
+    std::snprintf(line, sizeof line, "  %-8s at +%.3f s: %s; recovered %s\n",
+                  disruption.kind == "resize" ? "resize (planned)" : disruption.kind.c_str(),
                   disruption.time - report.start, disruption.reason.c_str(),
                   disruption.recovered > 0
                       ? str_cat("after ", seconds_text(disruption.recovered - disruption.time)).c_str()
@@ -287,10 +292,13 @@ Json goodput_report_to_json(const GoodputReport& report) {
   for (const GoodputDisruption& disruption : report.disruptions) {
     Json row = Json::object();
     row.set("kind", disruption.kind);
+    row.set("planned", disruption.kind == "resize");
     row.set("reason", disruption.reason);
-    row.set("time", disruption.time);
-    row.set("detected", disruption.detected);
-    row.set("recovered", disruption.recovered > 0 ? Json(disruption.recovered) : Json());
+    // Seconds since start_unix_seconds: a JSON number keeps 9 significant digits, which for a Unix
+    // time is 10 s; relative times keep milliseconds for runs of up to a few days.
+    row.set("time", disruption.time - report.start);
+    row.set("detected", disruption.detected - report.start);
+    row.set("recovered", disruption.recovered > 0 ? Json(disruption.recovered - report.start) : Json());
     disruptions.push(row);
   }
   json.set("disruptions", disruptions);

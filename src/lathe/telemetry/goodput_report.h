@@ -24,9 +24,10 @@
 //     resize              supervisor: from a planned stop (scale up) until the next group started
 //     other               covered by nothing above (process exits, supervisor bookkeeping)
 //   goodput = productive / total; badput = every other category.
-// Disruptions: every failure and every resize the supervisor recorded.
-//   MTTI (mean time between interruptions) = total time / disruptions (none: not reported).
-//   MTTR = mean over disruptions of (end of the first productive step of a later attempt that
+// Disruptions: every failure and every resize the supervisor recorded; a resize is planned and
+// counts in neither MTTI nor MTTR (its time is the "resize" category).
+//   MTTI (mean time between interruptions) = total time / failures (none: not reported).
+//   MTTR = mean over failures of (end of the first productive step of a later attempt that
 //   started after the disruption - the disruption's time). For a hang the failure time is the last heartbeat, so
 //   MTTR includes the heartbeat timeout; mttr_after_detection_seconds starts the clock when the
 //   supervisor noticed instead.
@@ -74,8 +75,9 @@ GoodputReport analyze_goodput(const std::vector<Json>& events);
 
 // A table for people: total, goodput %, one row per badput category, disruptions, MTTI, MTTR.
 std::string format_goodput_table(const GoodputReport& report);
-// {"start_unix_seconds", "total_seconds", "goodput_percent", "seconds": {category: s}, "percent": {...}, "disruptions",
-//  "mtti_seconds", "mttr_seconds", "mttr_after_detection_seconds", "events": [...]} (NaN: null).
+// {"start_unix_seconds" (a string, microseconds), "total_seconds", "goodput_percent", "seconds": {category: s},
+//  "percent": {...}, "disruptions": [{"kind", "planned", "reason", "time", "detected", "recovered"}] (times in
+//  seconds since start_unix_seconds), "mtti_seconds", "mttr_seconds", "mttr_after_detection_seconds"} (NaN: null).
 Json goodput_report_to_json(const GoodputReport& report);
 // One bar per category: its share of the job's wall-clock time.
 std::string goodput_report_svg(const GoodputReport& report, const std::string& title);

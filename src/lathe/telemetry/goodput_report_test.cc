@@ -121,6 +121,43 @@ TEST(GoodputReport, FailureCountsRedoneStepsAndRecovery) {
   EXPECT_NE(goodput_report_svg(report, "t").find("<svg"), std::string::npos);
 }
 
+// Unix-time events (as real runs write them): a failure and a planned resize. MTTI and MTTR count
+// the failure only; --json gives disruption times to the millisecond after its own dump and parse
+// (a Unix time as a JSON number keeps only 9 digits, 10 s).
+TEST(GoodputReport, PlannedResizeIsNoFailureAndJsonTimesKeepMilliseconds) {
+  const double t0 = 1796067970.0;
+  const std::string launcher = "launcher-9.jsonl", a = "rank0-10.jsonl", b = "rank0-11.jsonl", c = "rank0-12.jsonl";
+  std::vector<Json> events = {process(launcher, "launcher", t0), process(a, "A", t0 + 0.5)};
+  events.push_back(step(a, 1, t0 + 1, t0 + 2));
+  Json failure = point(launcher, "failure", t0 + 2.25);
+  failure.set("attempt", "A");
+  failure.set("reason", "worker group killed by signal 9");
+  events.push_back(failure);
+  events.push_back(process(b, "B", t0 + 3));
+  events.push_back(step(b, 2, t0 + 3.5, t0 + 4.5));
+  Json resize = point(launcher, "resize", t0 + 5.125);
+  resize.set("attempt", "B");
+  resize.set("reason", "capacity for 2 workers (running 1)");
+  events.push_back(resize);
+  events.push_back(process(c, "C", t0 + 6));
+  events.push_back(step(c, 3, t0 + 7, t0 + 8));
+  const GoodputReport report = analyze_goodput(events);
+  ASSERT_EQ(report.disruptions.size(), 2u);
+  EXPECT_NEAR(report.total_seconds, 8, 1e-6);
+  EXPECT_NEAR(report.mtti_seconds, 8 / 1.0, 1e-6);                   // one failure; the resize is planned
+  EXPECT_NEAR(report.mttr_seconds, (t0 + 4.5) - (t0 + 2.25), 1e-6);  // the failure's repair only
+  const Json json = Json::parse(goodput_report_to_json(report).dump(0));
+  const Json& disruptions = json.get("disruptions");
+  ASSERT_EQ(disruptions.size(), 2u);
+  EXPECT_EQ(disruptions.items()[0].get("planned").as_bool(), false);
+  EXPECT_EQ(disruptions.items()[1].get("planned").as_bool(), true);
+  const double start = std::strtod(json.get("start_unix_seconds").as_string().c_str(), nullptr);
+  EXPECT_NEAR(start + disruptions.items()[0].get("time").as_number(), t0 + 2.25, 1e-3);
+  EXPECT_NEAR(start + disruptions.items()[1].get("time").as_number(), t0 + 5.125, 1e-3);
+  EXPECT_NEAR(start + disruptions.items()[0].get("recovered").as_number(), t0 + 4.5, 1e-3);
+  EXPECT_NE(format_goodput_table(report).find("resize (planned)"), std::string::npos);
+}
+
 TEST(GoodputReport, MttrWaitsForALaterAttemptAfterAHang) {
   // A hang: the failure time is rank 1's last heartbeat (2), rank 0 of the same attempt still
   // logged step 2 after it; detection came 3 s later; attempt B redid step 2 from 6 to 7.

@@ -1,6 +1,7 @@
 #include "lathe/telemetry/metrics_log.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -73,6 +74,38 @@ std::vector<Json> read_metrics_log(const std::string& path) {
     LATHE_CHECK(rows.back().is_object(), path, ":", line_number, ": expected a JSON object per line");
   }
   return rows;
+}
+
+void check_metrics_log_before_appending(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return;
+  const std::string contents = read_whole_file(path);
+  const size_t complete = contents.rfind('\n') == std::string::npos ? 0 : contents.rfind('\n') + 1;
+  if (complete < contents.size()) {
+    std::filesystem::resize_file(path, complete, error);
+    LATHE_CHECK(!error, "cannot cut the torn last line of ", path, ": ", error.message());
+  }
+  size_t line_start = 0;
+  for (int line_number = 1; line_start < complete; ++line_number) {
+    const size_t line_end = contents.find('\n', line_start);
+    const std::string line = contents.substr(line_start, line_end - line_start);
+    line_start = line_end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = str_cat(path, ":", line_number);
+    const std::string fix = " (fix or delete that line, or use another run_dir)";
+    Json row;
+    try {
+      row = Json::parse(line);
+    } catch (const Error& parse_error) {
+      throw Error(str_cat(where, ": ", parse_error.what(), fix));
+    }
+    LATHE_CHECK(row.is_object(), where, ": expected a JSON object per line", fix);
+    const Json& step = row.get("step");
+    LATHE_CHECK(step.is_number() && step.as_number() == std::floor(step.as_number()), where,
+                ": expected an integer \"step\"", fix);
+    for (const char* key : {"loss", "val_loss"})
+      LATHE_CHECK(!row.find(key) || row.get(key).is_number(), where, ": \"", key, "\" must be a number", fix);
+  }
 }
 
 }  // namespace lathe

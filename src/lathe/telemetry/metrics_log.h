@@ -34,4 +34,11 @@ class MetricsLog {
 // any other malformed line throws lathe::Error naming the file and line number.
 std::vector<Json> read_metrics_log(const std::string& path);
 
+// Before a run appends to an existing metrics log: every complete line must be a JSON object with
+// an integer "step" and numeric "loss"/"val_loss" when present (what the loss curve reads at the
+// end), else lathe::Error names the file and line now rather than after training. A torn last
+// line (a process killed mid-write) is cut off, so the next row starts on a line of its own.
+// A missing file is fine.
+void check_metrics_log_before_appending(const std::string& path);
+
 }  // namespace lathe

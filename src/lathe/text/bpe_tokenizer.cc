@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "lathe/core/error.h"
+#include "lathe/core/quote_input.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/text/pretokenize.h"
 
@@ -363,13 +364,13 @@ BpeTokenizer BpeTokenizer::from_json(const Json& json, const std::string& source
     size_t id = static_cast<size_t>(number);
     if (spellings.size() <= id) spellings.resize(id + 1);
     LATHE_CHECK(spellings[id].empty() || spellings[id] == spelling, source, ": id ", id, " is given to both '",
-                spellings[id], "' and '", spelling, "'");
+                quote_input(spellings[id]), "' and '", quote_input(spelling), "'");
     spellings[id] = spelling;
     return static_cast<int64_t>(id);
   };
   for (const auto& [spelling, id] : vocab.members()) {
     LATHE_CHECK(!spelling.empty(), source, ": model.vocab has an empty token");
-    place(id, spelling, "model.vocab[\"" + spelling + "\"]");
+    place(id, spelling, "model.vocab[\"" + quote_input(spelling) + "\"]");
   }
   std::vector<int64_t> added_ids;
   if (added.is_array()) {

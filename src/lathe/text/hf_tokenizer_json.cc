@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "lathe/core/error.h"
+#include "lathe/core/quote_input.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/io/utf8.h"
 #include "lathe/text/hf_tokenizer_parts.h"
@@ -237,7 +238,8 @@ void read_post_processor(const Reader& reader, const Json& value, const std::str
         reader.fail(item_where, "must be {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
       const std::string& name = special.get("id").as_string();
       const Json& entry = special_tokens.get(name);
-      if (!entry.is_object()) reader.fail(item_where, "names \"" + name + "\", which special_tokens does not define");
+      if (!entry.is_object())
+        reader.fail(item_where, "names \"" + quote_input(name) + "\", which special_tokens does not define");
       for (const Json& id : reader.array(entry, "ids", where + ".special_tokens." + name))
         (seen_sequence ? parts.template_after : parts.template_before)
             .push_back(static_cast<int32_t>(reader.integer(id, where + ".special_tokens." + name + ".ids")));
@@ -255,7 +257,7 @@ std::pair<std::string, std::string> read_merge(const Reader& reader, const Json&
     size_t space = text.find(' ');
     if (space == std::string::npos || space == 0 || space + 1 == text.size() ||
         text.find(' ', space + 1) != std::string::npos)
-      reader.fail(where, "must be \"left right\" (two tokens, one space), found \"" + text + "\"");
+      reader.fail(where, "must be \"left right\" (two tokens, one space), found \"" + quote_input(text) + "\"");
     return {text.substr(0, space), text.substr(space + 1)};
   }
   if (!entry.is_array() || entry.size() != 2 || !entry.items()[0].is_string() || !entry.items()[1].is_string())
@@ -263,8 +265,24 @@ std::pair<std::string, std::string> read_merge(const Reader& reader, const Json&
   return {entry.items()[0].as_string(), entry.items()[1].as_string()};
 }
 
+// Ids index a table: one far beyond the entries the file lists would allocate gigabytes for
+// nothing. Published vocabularies are dense or nearly so; allow gaps up to this many ids.
+constexpr int64_t kTokenIdGapAllowance = 65536;
+
+// The largest id + 1 a tokenizer.json may use: its vocabulary and added tokens, plus the gaps.
+int64_t token_id_limit(const Json& json) {
+  const Json& vocab = json.get("model").get("vocab");  // null when absent: get() on a non-object
+  const Json& added = json.get("added_tokens");
+  return static_cast<int64_t>((vocab.is_object() ? vocab.size() : 0) + (added.is_array() ? added.size() : 0)) +
+         kTokenIdGapAllowance;
+}
+
 void place_token(const Reader& reader, HfTokenizer::Parts& parts, int64_t id, const std::string& token, int8_t kind,
                  const std::string& where) {
+  if (id >= parts.id_limit)
+    reader.fail(where, "has id " + std::to_string(id) +
+                           ", beyond what a vocabulary of its entries can use (ids below " +
+                           std::to_string(parts.id_limit) + ")");
   size_t index = static_cast<size_t>(id);
   if (parts.id_to_token.size() <= index) {
     parts.id_to_token.resize(index + 1);
@@ -275,7 +293,7 @@ void place_token(const Reader& reader, HfTokenizer::Parts& parts, int64_t id, co
   if (existing != 0) {
     // An added token may also be a vocabulary entry with the same id and text; nothing else shares.
     if (parts.id_to_token[index] != token || (existing >= 2) == (kind >= 2))
-      reader.fail(where, "gives id " + std::to_string(id) + " to \"" + token + "\", already used by \"" +
+      reader.fail(where, "gives id " + std::to_string(id) + " to \"" + quote_input(token) + "\", already used by \"" +
                              parts.id_to_token[index] + "\"");
     kind = std::max(kind, existing);
   }
@@ -304,7 +322,7 @@ void read_model(const Reader& reader, const Json& json, HfTokenizer::Parts& part
   const Json& vocab = reader.object(model.get("vocab"), "model.vocab");
   bpe.vocab.reserve(vocab.size());
   for (const auto& [token, id_value] : vocab.members()) {
-    std::string where = "model.vocab[\"" + token + "\"]";
+    std::string where = "model.vocab[\"" + quote_input(token) + "\"]";
     if (token.empty()) reader.fail("model.vocab", "has an empty token");
     int64_t id = reader.integer(id_value, where);
     place_token(reader, parts, id, token, 1, where);
@@ -324,8 +342,10 @@ void read_model(const Reader& reader, const Json& json, HfTokenizer::Parts& part
     std::string where = "model.merges[" + std::to_string(rank) + "]";
     auto [left, right] = read_merge(reader, merges[rank], where);
     auto left_id = bpe.vocab.find(left), right_id = bpe.vocab.find(right);
-    if (left_id == bpe.vocab.end()) reader.fail(where, "uses \"" + left + "\", which is not a token of model.vocab");
-    if (right_id == bpe.vocab.end()) reader.fail(where, "uses \"" + right + "\", which is not a token of model.vocab");
+    if (left_id == bpe.vocab.end())
+      reader.fail(where, "uses \"" + quote_input(left) + "\", which is not a token of model.vocab");
+    if (right_id == bpe.vocab.end())
+      reader.fail(where, "uses \"" + quote_input(right) + "\", which is not a token of model.vocab");
     std::string joined = left + right;
     if (!bpe.continuing_subword_prefix.empty() &&
         right.compare(0, bpe.continuing_subword_prefix.size(), bpe.continuing_subword_prefix) == 0)
@@ -366,6 +386,7 @@ HfTokenizer HfTokenizer::from_json(const Json& json, const std::string& source) 
   Reader reader(source);
   if (!json.is_object()) throw_error(source, ": a tokenizer.json must be a JSON object");
   auto parts = std::make_unique<Parts>();
+  parts->id_limit = token_id_limit(json);
   read_added_tokens(reader, json, *parts);
   read_model(reader, json, *parts);
   read_normalizer(reader, json.get("normalizer"), "normalizer", parts->normalizer);

@@ -81,6 +81,7 @@ struct HfTokenizer::Parts {
   std::vector<HfDecoderStep> decoder;
   std::vector<int32_t> template_before, template_after;  // TemplateProcessing "single" around $A
   std::vector<std::string> id_to_token;                  // "" where no token has the id
+  int64_t id_limit = 0;                                  // ids must be below it (text/hf_tokenizer_json.cc)
   std::vector<int8_t> id_kind;                           // 0 none, 1 model token, 2 added, 3 added special
   std::unique_ptr<HfWordCache> cache = std::make_unique<HfWordCache>();
   // added_index[normalized][first byte]: the added tokens to try there, longest first.

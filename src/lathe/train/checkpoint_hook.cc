@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -40,9 +41,11 @@ CheckpointHook::CheckpointHook(TrainingSetup& setup, const TrainOptions& options
   std::signal(SIGINT, options.install_signal_handlers ? handle_stop_signal : SIG_DFL);
   std::signal(SIGTERM, options.install_signal_handlers ? handle_stop_signal : SIG_DFL);
   training_stop_signal().store(0);
+  external_stop_ = std::make_unique<ExternalStopWatcher>(setup.run_dir);
 }
 
 CheckpointHook::~CheckpointHook() {
+  external_stop_.reset();
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
 }
@@ -83,6 +86,8 @@ void CheckpointHook::save(int64_t step) {
 void CheckpointHook::finish(int64_t last_step) {
   const double start = setup_.events->now();
   if (manager_) manager_->wait();
+  // A stop requested through <run_dir>/stop is done: the next run must not stop at once.
+  if (setup_.lead && training_stop_signal().load() != 0) std::remove(stop_file_path(setup_.run_dir).c_str());
   setup_.events->checkpoint(start, last_step);
 }
 

@@ -1,6 +1,7 @@
 // When a run saves checkpoints (train/trainer.h): every checkpoint.every steps, at the last step,
 // and when the run stops early - SIGINT/SIGTERM (handlers installed for the hook's lifetime when
-// TrainOptions::install_signal_handlers) or TrainOptions::stop_after_step. Rank 0 writes them with
+// TrainOptions::install_signal_handlers), a stop file or a vanished supervisor under `lathe launch`
+// (train/external_stop.h, watched for the hook's lifetime) or TrainOptions::stop_after_step. Rank 0 writes them with
 // a CheckpointManager (train/checkpoint.h: asynchronous, the newest checkpoint.keep_last kept);
 // the optimizer state comes from the TrainStep (collective: ZeRO-1 shards are staged by every rank).
 //
@@ -11,6 +12,7 @@
 #include <memory>
 
 #include "lathe/train/checkpoint.h"
+#include "lathe/train/external_stop.h"
 #include "lathe/train/training_setup.h"
 
 namespace lathe {
@@ -35,6 +37,7 @@ class CheckpointHook {
   TrainingSetup& setup_;
   int64_t stop_after_step_ = 0;
   std::unique_ptr<CheckpointManager> manager_;  // rank 0
+  std::unique_ptr<ExternalStopWatcher> external_stop_;
 };
 
 }  // namespace lathe

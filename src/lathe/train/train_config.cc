@@ -16,6 +16,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/core/spelling.h"
+#include "lathe/core/quote_input.h"
 #include "lathe/io/yaml.h"
 #include "lathe/models/family_spec.h"
 #include "lathe/train/load_from.h"
@@ -160,6 +161,8 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("train.remat", train.remat, "activation memory: save_all, recompute_layer or save_matmuls");
   field("train.threads", train.threads,
         "worker threads; 0: automatic (the CPUs this process may use); --threads and LATHE_NUM_THREADS win");
+  field("train.check_memory", train.check_memory,
+        "refuse a run whose predicted memory exceeds the memory available (cgroup limits included); false: skip");
 
   OptimizerSection& optimizer = config.optimizer;
   field("optimizer.lr", optimizer.lr, "peak learning rate");
@@ -262,7 +265,7 @@ std::string describe(const Json& value) {
       return "'" + (integral ? std::to_string(static_cast<int64_t>(number)) : format_double(number)) + "'";
     }
     case Json::Kind::string:
-      return "'" + value.as_string() + "'";
+      return "'" + quote_input(value.as_string()) + "'";
     case Json::Kind::array:
       return "a list";
     case Json::Kind::object:

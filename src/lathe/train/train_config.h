@@ -43,6 +43,7 @@ struct TrainSection {
   ComputeDtype dtype = ComputeDtype::f32;
   RematPolicy remat = RematPolicy::save_all;
   int64_t threads = 0;  // 0: automatic; below --threads and LATHE_NUM_THREADS (core/parallel.h)
+  bool check_memory = true;  // refuse a run predicted not to fit in the available memory (train/memory_check.h)
 
   bool operator==(const TrainSection&) const = default;
 };

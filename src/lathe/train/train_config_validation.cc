@@ -5,6 +5,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/models/family_spec.h"
+#include "lathe/train/model_bounds.h"
 #include "lathe/train/train_config.h"
 
 namespace lathe {
@@ -37,6 +38,11 @@ void check_experts(const ModelConfig& model, ProblemList& problems);
 void check_latent_attention(const ModelConfig& model, ProblemList& problems);
 
 void check_model(const ModelConfig& model, ProblemList& problems) {
+  // First, and alone: the checks below loop over layers and multiply dimensions.
+  if (const std::vector<std::string> beyond = model_dimension_problems(model); !beyond.empty()) {
+    for (const std::string& line : beyond) problems.add(line);
+    return;
+  }
   if (model.vocab_size < 257)
     problems.add("model.vocab_size=", model.vocab_size, " is too small: at least 257 (256 byte tokens + EOS)");
   problems.require_positive("model.d_model", model.d_model);
@@ -205,6 +211,23 @@ void check_training(const TrainConfig& config, ProblemList& problems) {
   }
 }
 
+// "a FIFO", "a character device", ... for a refusal.
+const char* describe_file_type(std::filesystem::file_type type) {
+  using std::filesystem::file_type;
+  switch (type) {
+    case file_type::fifo:
+      return "a FIFO (named pipe)";
+    case file_type::character:
+      return "a character device";
+    case file_type::block:
+      return "a block device";
+    case file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
+
 void check_data_and_outputs(const TrainConfig& config, bool check_files, ProblemList& problems) {
   const DataOptions& data = config.data;
   namespace fs = std::filesystem;
@@ -213,6 +236,10 @@ void check_data_and_outputs(const TrainConfig& config, bool check_files, Problem
     problems.add("data.path is empty: expected a text file or a folder of text files");
   } else if (check_files && !fs::exists(data.path, error)) {
     problems.add("data.path '", data.path, "' does not exist (expected a text file or a folder of text files)");
+  } else if (check_files && !fs::is_regular_file(data.path, error) && !fs::is_directory(data.path, error)) {
+    // A FIFO would block forever and /dev/zero would be read until memory runs out.
+    problems.add("data.path '", data.path, "' is ", describe_file_type(fs::status(data.path, error).type()),
+                 ", not a text file or a folder of text files");
   }
   if (!data.tokenizer.empty() && check_files && !fs::is_regular_file(data.tokenizer, error))
     problems.add("data.tokenizer '", data.tokenizer, "' is not a file (expected a tokenizer.json; empty: train one)");

@@ -7,8 +7,10 @@
 #include "lathe/bench/machine_peaks.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/version.h"
+#include "lathe/telemetry/metrics_log.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
+#include "lathe/train/memory_check.h"
 #include "lathe/train/parallel/data_parallel_run.h"
 #include "lathe/train/parallel/expert_parallel_training.h"
 
@@ -80,6 +82,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   setup.lead = communicator.rank() == 0;
   if (setup.distributed()) plan_data_parallel_share(config.train, communicator.rank(), communicator.world_size());
   check_expert_parallel_run(config, communicator.world_size());  // e.g. experts not divisible by the ranks
+  check_training_memory(config, communicator.world_size(), communicator.local_world_size());  // before any work
   setup.log = setup.lead ? options.log : discarded_output();
   std::FILE* log = setup.log;
   // A config's thread count yields to --threads and LATHE_NUM_THREADS (core/parallel.h).
@@ -93,6 +96,14 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   std::error_code directory_error;
   fs::create_directories(setup.run_dir, directory_error);
   LATHE_CHECK(!directory_error, "cannot create run_dir '", setup.run_dir, "': ", directory_error.message());
+  // Before anything is written there: two runs on one directory would interleave their metrics
+  // and checkpoints.
+  run_on_rank_0_first(communicator, [&] {
+    if (!setup.lead) return;
+    setup.run_dir_lock = RunDirectoryLock::acquire(setup.run_dir, "lathe train");
+    // A malformed metrics log would only fail the loss curve at the end: report it now.
+    check_metrics_log_before_appending(setup.run_dir + "/metrics.jsonl");
+  });
   setup.checkpoints_dir = setup.run_dir + "/checkpoints";
   setup.events = std::make_unique<TrainingEvents>(setup.run_dir);
   setup.config_yaml = "# written by " + lathe_version_line() + "\n" + train_config_to_yaml(config);
@@ -104,6 +115,14 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
     setup.data = open_training_data(config.data, data_requirements(config), cache_dir, setup.lead ? log : nullptr);
   });
 
+  if (setup.data.tokenizer_vocab_size > 0 && setup.data.tokenizer_vocab_size < config.model.vocab_size)
+    std::fprintf(log,
+                 "note: model.vocab_size=%lld but the tokenizer has %lld tokens: the other %lld embedding and output "
+                 "rows are never used (model.vocab_size=%lld would match it)\n",
+                 static_cast<long long>(config.model.vocab_size),
+                 static_cast<long long>(setup.data.tokenizer_vocab_size),
+                 static_cast<long long>(config.model.vocab_size - setup.data.tokenizer_vocab_size),
+                 static_cast<long long>(setup.data.tokenizer_vocab_size));
   setup.model = std::make_unique<TransformerModel>(config.model);
   setup.model->set_compute_dtype(setup.compute_dtype);
   setup.model->initialize(config.train.seed);

@@ -1,5 +1,6 @@
 // Everything a run needs before its first step (train/trainer.h), in the order a run makes it:
-// the validated config, threads and compute dtype, the run directory and its goodput event log,
+// the validated config, threads and compute dtype, the run directory (rank 0 locks it: a second
+// run on it is refused, naming the holder's pid) and its goodput event log,
 // the data (rank 0 builds the token cache first), the model and its TrainStep (optimizer included),
 // then the resume from the newest valid checkpoint (or load_from=hf:DIR / a fresh start), the
 // run's tokenizer.json and config.yaml (rank 0), and the machine's peaks for MFU.
@@ -13,6 +14,7 @@
 
 #include "lathe/data/batch_source.h"
 #include "lathe/dist/communicator.h"
+#include "lathe/io/run_directory_lock.h"
 #include "lathe/models/transformer.h"
 #include "lathe/telemetry/goodput_events.h"
 #include "lathe/train/compute_dtype.h"
@@ -29,7 +31,8 @@ struct TrainingSetup {
   bool lead = true;          // rank 0: writes the run directory and prints
   std::FILE* log = nullptr;  // options.log on rank 0, discarded elsewhere
   std::string run_dir, checkpoints_dir;
-  std::string config_yaml;  // the resolved config (config.yaml, checkpoints, TensorBoard)
+  RunDirectoryLock run_dir_lock;  // rank 0: one writer per run directory (io/run_directory_lock.h)
+  std::string config_yaml;        // the resolved config (config.yaml, checkpoints, TensorBoard)
   ComputeDtype compute_dtype = ComputeDtype::f32;
   std::unique_ptr<TrainingEvents> events;  // goodput event log and supervisor heartbeat
   TrainingData data;
