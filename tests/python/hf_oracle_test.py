@@ -65,7 +65,7 @@ def aux_loss_bound(golden, config):
     the final norm, so max |dz| gets the f32 logit bound relative to their own scale:
     F32_LOGIT_BOUND * router_logit_scale. (The f32 rounding of the sums themselves, ~1e-7 relative, is
     far below that.)"""
-    experts = config.get("num_local_experts") or config["num_experts"]
+    experts = config.get("num_local_experts") or config.get("n_routed_experts") or config["num_experts"]
     return experts * config["num_experts_per_tok"] / 2 * F32_LOGIT_BOUND * golden["router_logit_scale"]
 
 LATHE = os.environ.get("LATHE_BINARY")
