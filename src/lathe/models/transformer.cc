@@ -3,6 +3,8 @@
 #include <cmath>
 #include <map>
 
+#include "lathe/autograd/mla_ops.h"
+#include "lathe/autograd/objective.h"
 #include "lathe/core/rng.h"
 #include "lathe/models/expert_parallel.h"
 
@@ -10,6 +12,10 @@ namespace lathe {
 
 using autograd::Tape;
 using autograd::Var;
+
+namespace {
+constexpr int32_t kIgnoredTargetId = -100;  // the cross-entropy's ignore_index
+}  // namespace
 
 TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precision precision)
     : config_(config), precision_(precision), family_(&find_family_spec(config.family)) {
@@ -28,6 +34,21 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
     }
     layers_.push_back(std::move(parameters));
     if (config.layer_is_moe(layer)) moe_layers_.push_back(layer);
+  }
+  for (int64_t k = 0; k < config.mtp_layers; ++k) {
+    const int64_t layer = config.n_layers + k;
+    const std::string prefix = str_cat("model.layers.", layer, ".");
+    const size_t first = parameters_.size();
+    MtpModule module;
+    module.enorm = add_parameter(prefix + "enorm.weight", ParameterKind::norm, {d});
+    module.hnorm = add_parameter(prefix + "hnorm.weight", ParameterKind::norm, {d});
+    module.eh_proj = add_parameter(prefix + "eh_proj.weight", ParameterKind::matrix, {d, 2 * d});
+    module.block.resize(family_->layer.slot_count);
+    for (const LayerParameterSpec& spec : family_->layer.parameters(config, layer))
+      module.block[spec.slot] = add_parameter(prefix + spec.name, spec.kind, spec.shape, spec.active_fraction);
+    module.shared_norm = add_parameter(prefix + "shared_head.norm.weight", ParameterKind::norm, {d});
+    for (size_t i = first; i < parameters_.size(); ++i) parameters_[i].frozen = config.mtp_loss_weight == 0;
+    mtp_modules_.push_back(std::move(module));
   }
   final_norm_ = add_parameter("model.norm.weight", ParameterKind::norm, {d});
   if (!config.tie_embeddings) lm_head_ = add_parameter("lm_head.weight", ParameterKind::matrix, {config.vocab_size, d});
@@ -180,7 +201,55 @@ Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets,
   autograd::CrossEntropyOptions options;
   options.softcap = config_.final_logit_softcap;
   options.grad_scale = grad_scale;
-  return autograd::cross_entropy(tape, hidden, lm_head(), targets.reshape({batch * seq}), options);
+  Var main = autograd::cross_entropy(tape, hidden, lm_head(), targets.reshape({batch * seq}), options);
+  if (mtp_modules_.empty() || config_.mtp_loss_weight == 0 || (!tape.recording() && !routing)) return main;
+  std::vector<Var> extra = mtp_losses(tape, hidden, targets, remat, grad_scale);
+  if (routing) {
+    routing->mtp_loss = 0;
+    for (const Var& loss : extra) routing->mtp_loss += read_element(loss->value, 0) / static_cast<double>(extra.size());
+  }
+  return autograd::with_extra_losses(tape, main, extra);
+}
+
+std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, const Tensor& targets, RematPolicy remat,
+                                              float grad_scale) const {
+  const int64_t batch = targets.dim(0), seq = targets.dim(1), d = config_.d_model;
+  const float eps = static_cast<float>(config_.norm_eps), offset = config_.norm_weight_offset;
+  const float embed_scale =
+      config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(d)) : config_.embedding_scale;
+  autograd::CrossEntropyOptions options;
+  options.softcap = config_.final_logit_softcap;
+  options.grad_scale = grad_scale * static_cast<float>(config_.mtp_loss_weight / static_cast<double>(mtp_modules_.size()));
+  std::vector<Var> losses;
+  Var previous = hidden;  // h_k: (tokens, d)
+  for (size_t k = 0; k < mtp_modules_.size(); ++k) {
+    const MtpModule& module = mtp_modules_[k];
+    // Position t reads token t + k + 1 (= targets[t + k]) and predicts token t + k + 2 (= targets[t + k + 1]);
+    // positions past the sequence read token 0 and predict nothing.
+    Tensor ids = Tensor::zeros({batch, seq}, DType::i32), labels = Tensor::empty({batch, seq}, DType::i32);
+    const int32_t* target = targets.ptr<int32_t>();
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < seq; ++t) {
+        const int64_t read = t + static_cast<int64_t>(k), predict = read + 1;
+        if (read < seq) ids.ptr<int32_t>()[b * seq + t] = std::max(target[b * seq + read], 0);
+        labels.ptr<int32_t>()[b * seq + t] = predict < seq ? target[b * seq + predict] : kIgnoredTargetId;
+      }
+    Var embedded = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), embed_scale);
+    Var joined = autograd::concat_heads(
+        tape, autograd::reshape(tape, autograd::rms_norm(tape, embedded, module.enorm, eps, offset), {batch * seq, 1, d}),
+        autograd::reshape(tape, autograd::rms_norm(tape, previous, module.hnorm, eps, offset), {batch * seq, 1, d}));
+    Var x = autograd::linear(tape, autograd::reshape(tape, joined, {batch * seq, 2 * d}), module.eh_proj);
+    BlockContext context{&config_, config_.n_layers + static_cast<int64_t>(k), batch, seq, 0, nullptr, nullptr,
+                         expert_shard()};
+    const LayerParameters* parameters = &module.block;
+    const FamilySpec* family = family_;
+    Var h = autograd::rematerialize(tape, remat, x, [family, context, parameters](Tape& inner, const Var& input) {
+      return family->layer.block(inner, context, *parameters, input);
+    });
+    previous = autograd::rms_norm(tape, h, module.shared_norm, eps, offset);
+    losses.push_back(autograd::cross_entropy(tape, previous, lm_head(), labels.reshape({batch * seq}), options));
+  }
+  return losses;
 }
 
 KvCache TransformerModel::make_kv_cache(int64_t max_seq) const {
@@ -222,11 +291,13 @@ Tensor TransformerModel::logits(const Tensor& ids) const {
 double TransformerModel::training_flops_per_token(int64_t seq_len) const {
   double matmul_weights = 0;
   for (const Parameter& parameter : parameters_)
-    if (parameter.kind == ParameterKind::matrix || parameter.kind == ParameterKind::router)
+    if ((parameter.kind == ParameterKind::matrix || parameter.kind == ParameterKind::router) && !parameter.frozen)
       matmul_weights += static_cast<double>(parameter.var->value.numel()) * parameter.active_fraction;
   if (config_.tie_embeddings) matmul_weights += static_cast<double>(config_.vocab_size * config_.d_model);
-  const double attention =
-      static_cast<double>(config_.n_layers) * family_->layer.attention_training_flops_per_token(config_, seq_len);
+  const int64_t trained_mtp = config_.mtp_loss_weight > 0 ? config_.mtp_layers : 0;
+  matmul_weights += static_cast<double>(trained_mtp * config_.vocab_size * config_.d_model);  // each module's head
+  const double attention = static_cast<double>(config_.n_layers + trained_mtp) *
+                           family_->layer.attention_training_flops_per_token(config_, seq_len);
   return 6.0 * matmul_weights + attention;
 }
 

@@ -33,6 +33,9 @@ struct RouterStatistics {
   double z_loss = 0;                // the router z-loss (before its coefficient)
   std::vector<int64_t> moe_layers;  // the layers that route
   std::vector<std::vector<int64_t>> expert_counts;  // per MoE layer: tokens routed to each expert (all top-k slots)
+  // Multi-token prediction (model.mtp_layers > 0 with model.mtp_loss_weight > 0, training only): the
+  // mean over the modules of their cross-entropies (before the weight); 0 otherwise.
+  double mtp_loss = 0;
 };
 
 class TransformerModel {
@@ -76,6 +79,17 @@ class TransformerModel {
   void shard_experts(std::shared_ptr<autograd::ExpertTransport> transport);
   const autograd::ExpertShard* expert_shard() const { return expert_shard_ ? &*expert_shard_ : nullptr; }
 
+  // Multi-token prediction (DeepSeek-V3, model.mtp_layers = D > 0): module k (0-based) is stored as
+  // layer n_layers + k, as DeepSeek's checkpoints store it:
+  //   model.layers.{n+k}.enorm.weight, .hnorm.weight (d_model), .eh_proj.weight (d_model, 2 d_model),
+  //   the family's decoder layer parameters, .shared_head.norm.weight (d_model)
+  // and, from the main model's final hidden state h_0 = norm(h) (transformers' MtpModel reads the
+  // normed one), computes at each position t
+  //   h_{k+1} = shared_head.norm(block(eh_proj([enorm(embed(token t+k+1)); hnorm(h_k)])))
+  // whose logits (the shared LM head) predict token t+k+2. Training adds
+  // mtp_loss_weight / D * sum_k CE_k to the objective (DeepSeek-V3, eq. 25); with weight 0 the
+  // modules are kept (loaded, saved, exported) but frozen and not run.
+  //
   // ids, targets: (batch, seq) i32 -> the mean cross-entropy (1), recorded on the tape.
   // Mixture-of-experts models train on cross-entropy + moe_aux_loss_coef * aux_loss +
   // moe_z_loss_coef * z_loss: backward from the returned cross-entropy also carries the router
@@ -107,6 +121,15 @@ class TransformerModel {
                            KvCache* cache, const std::shared_ptr<autograd::RouterLosses>& router_losses) const;
   Shape whole_shape(const Parameter& parameter) const;  // the single-process shape
   const autograd::Var& lm_head() const { return lm_head_ ? lm_head_ : embed_tokens_; }
+  // The multi-token prediction cross-entropies (one per module), their gradients scaled by
+  // grad_scale * mtp_loss_weight / mtp_layers. hidden: the main model's normed output (tokens, d_model).
+  std::vector<autograd::Var> mtp_losses(autograd::Tape& tape, const autograd::Var& hidden, const Tensor& targets,
+                                        RematPolicy remat, float grad_scale) const;
+
+  struct MtpModule {
+    autograd::Var enorm, hnorm, eh_proj, shared_norm;
+    LayerParameters block;
+  };
 
   ModelConfig config_;
   autograd::Precision precision_;
@@ -116,6 +139,7 @@ class TransformerModel {
   autograd::Var embed_tokens_, final_norm_, lm_head_;
   std::vector<LayerParameters> layers_;                // per layer, indexed by the family's slots
   std::vector<int64_t> moe_layers_;                    // the layers with a mixture-of-experts feed-forward
+  std::vector<MtpModule> mtp_modules_;                 // model.mtp_layers of them
   std::optional<autograd::ExpertShard> expert_shard_;  // expert parallelism only
 };
 

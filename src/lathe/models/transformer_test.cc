@@ -86,11 +86,16 @@ ModelConfig tiny_config(const std::string& variant) {
     config.moe_top_k = 2;
     config.moe_ffn_dim = 6;
     config.moe_aux_loss_coef = 0.2;
-  } else if (variant == std::string("deepseek_v3") || variant == std::string("deepseek_v2")) {
+  } else if (variant == std::string("deepseek_v3") || variant == std::string("deepseek_v2") ||
+             variant == std::string("deepseek_v3_mtp")) {
     // latent attention (values narrower than keys), layer 0 dense, layer 1 DeepSeekMoE with shared experts
     // and group-limited routing
-    const bool v3 = variant == std::string("deepseek_v3");
-    config.family = variant;
+    const bool v3 = variant != std::string("deepseek_v2");
+    config.family = v3 ? "deepseek_v3" : "deepseek_v2";
+    if (variant == std::string("deepseek_v3_mtp")) {  // two multi-token prediction modules, trained
+      config.mtp_layers = 2;
+      config.mtp_loss_weight = 0.3;
+    }
     config.kv_lora_rank = 6;
     config.q_lora_rank = v3 ? 5 : 0;
     config.qk_nope_head_dim = 3;
@@ -139,7 +144,8 @@ double loss_value(const TransformerModel& model, const Batch& batch, RematPolicy
   const double cross_entropy =
       read_element(model.loss(tape, batch.ids, batch.targets, remat, 1.0f, &routing)->value, 0);
   const ModelConfig& config = model.config();
-  return cross_entropy + config.moe_aux_loss_coef * routing.aux_loss + config.moe_z_loss_coef * routing.z_loss;
+  return cross_entropy + config.moe_aux_loss_coef * routing.aux_loss + config.moe_z_loss_coef * routing.z_loss +
+         config.mtp_loss_weight * routing.mtp_loss;
 }
 
 void run_backward(TransformerModel& model, const Batch& batch, RematPolicy remat) {
@@ -269,7 +275,8 @@ TEST_P(ModelVariants, LogitsGiveTheLoss) {
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelVariants,
                          ::testing::Values("llama", "qwen2", "qwen3", "llama3_scaling", "gemma2", "mixtral",
-                                           "qwen2_moe", "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3"));
+                                           "qwen2_moe", "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3",
+                                           "deepseek_v3_mtp"));
 
 TEST(TransformerModel, ParameterNamesFollowHuggingFace) {
   TransformerModel model(tiny_config("qwen3"));

@@ -21,16 +21,17 @@ NextBatchSlice single_process_batches(NextBatch next_batch, int64_t micro_batch_
 
 namespace {
 
-// Adds one micro-batch's router statistics to sums = [aux, z, counts of MoE layer 0..., ...].
+// Adds one micro-batch's router statistics to sums = [aux, z, mtp, counts of MoE layer 0..., ...].
 void add_routing(const RouterStatistics& routing, double weight, std::vector<double>& sums) {
   if (sums.empty()) {
-    size_t size = 2;
+    size_t size = 3;
     for (const std::vector<int64_t>& counts : routing.expert_counts) size += counts.size();
     sums.assign(size, 0.0);
   }
   sums[0] += routing.aux_loss * weight;
   sums[1] += routing.z_loss * weight;
-  size_t at = 2;
+  sums[2] += routing.mtp_loss * weight;
+  size_t at = 3;
   for (const std::vector<int64_t>& counts : routing.expert_counts)
     for (int64_t count : counts) sums[at++] += static_cast<double>(count);
 }
@@ -40,8 +41,9 @@ void add_routing(const RouterStatistics& routing, double weight, std::vector<dou
 void TrainStep::fill_routing(const std::vector<double>& sums, StepResult& result) const {
   result.aux_loss = sums[0];
   result.z_loss = sums[1];
+  result.mtp_loss = sums[2];
   const int64_t experts = model_.config().moe_experts;
-  size_t at = 2;
+  size_t at = 3;
   for (int64_t layer : model_.moe_layers()) {
     ExpertLoad load;
     load.layer = layer;
@@ -61,7 +63,7 @@ void TrainStep::fill_routing(const std::vector<double>& sums, StepResult& result
 void TrainStep::update_selection_biases(const std::vector<double>& sums) {
   const int64_t experts = model_.config().moe_experts;
   const auto rate = static_cast<float>(model_.config().moe_bias_update_rate);
-  size_t at = 2;
+  size_t at = 3;
   for (const autograd::Var& bias : selection_biases_) {
     double total = 0;
     for (int64_t e = 0; e < experts; ++e) total += sums[at + e];
@@ -143,7 +145,7 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
   }
   const double global_rows = static_cast<double>(share_.global_batch);
   double weighted_loss = 0;  // sum over this rank's micro-batches of mean loss * weight
-  // Mixture of experts: [aux, z, then every MoE layer's per-expert token counts], summed like the loss.
+  // Mixture of experts: [aux, z, mtp, then every MoE layer's per-expert token counts], summed like the loss.
   std::vector<double> routing_sums;
   for (int64_t micro = 0; micro < share_.micro_batches; ++micro) {
     const int64_t begin = micro * share_.micro_batch_rows;

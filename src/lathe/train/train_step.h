@@ -71,6 +71,7 @@ struct StepResult {
   double lr = 0;
   // Mixture-of-experts models (the objective adds moe_aux_loss_coef * aux_loss + moe_z_loss_coef * z_loss):
   double aux_loss = 0;  // the load-balancing loss, averaged like the loss
+  double mtp_loss = 0;  // multi-token prediction (model.mtp_loss_weight > 0): its mean cross-entropy, averaged alike
   double z_loss = 0;    // the router z-loss, averaged like the loss
   std::vector<ExpertLoad> expert_load;  // one per MoE layer; empty for a dense model
 };
@@ -137,7 +138,7 @@ class TrainStep {
   const DataParallelShare& share() const { return share_; }
 
  private:
-  // result's aux_loss, z_loss and expert_load from the summed [aux, z, counts...] of add_routing.
+  // result's aux_loss, z_loss and expert_load from the summed [aux, z, mtp, counts...] of add_routing.
   void fill_routing(const std::vector<double>& sums, StepResult& result) const;
   // Aux-loss-free balancing (DeepSeek-V3; the rule of ops/moe_losses moe_bias_update): each
   // selection bias moves by model.moe_bias_update_rate * sign(mean load - load_e), the loads being

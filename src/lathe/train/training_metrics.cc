@@ -69,6 +69,7 @@ void TrainingMetrics::after_step(int64_t step, const StepResult& result, double 
   if (!result.expert_load.empty()) {  // mixture of experts: the router losses and each layer's expert load
     row.set("aux_loss", result.aux_loss);
     row.set("z_loss", result.z_loss);
+    if (config.model.mtp_loss_weight > 0 && config.model.mtp_layers > 0) row.set("mtp_loss", result.mtp_loss);
     for (const ExpertLoad& load : result.expert_load) {
       const std::string prefix = str_cat("expert_load.", load.layer, ".");
       row.set(prefix + "min", load.min_tokens);
@@ -86,6 +87,8 @@ void TrainingMetrics::after_step(int64_t step, const StepResult& result, double 
     if (!result.expert_load.empty()) {
       tensorboard_->add_scalar("moe/aux_loss", result.aux_loss, step);
       tensorboard_->add_scalar("moe/z_loss", result.z_loss, step);
+      if (config.model.mtp_loss_weight > 0 && config.model.mtp_layers > 0)
+        tensorboard_->add_scalar("train/mtp_loss", result.mtp_loss, step);
       for (const ExpertLoad& load : result.expert_load) {
         const std::string prefix = str_cat("moe/layer_", load.layer, "/tokens_per_expert_");
         tensorboard_->add_scalar(prefix + "min", static_cast<double>(load.min_tokens), step);

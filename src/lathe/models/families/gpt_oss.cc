@@ -20,7 +20,8 @@
 // The checkpoint mapping (models/hf/hf_tensor_pieces.h) reads and writes the two weights as transposed
 // views, so files and gradients by HF name are in transformers' layout.
 // alpha and limit are lathe constants here: an import refuses other swiglu_alpha / swiglu_limit values.
-// RoPE: GPT-OSS ships YaRN scaling, which lathe lacks (issue 13): such configs are refused on import.
+// RoPE: GPT-OSS ships YaRN scaling (ops/rope: factor 32 over 4096 positions, untruncated ramp),
+// read from its rope_parameters; a config without them is refused (its class default is YaRN).
 // Published checkpoints store the experts in MXFP4 (quantization_config): refused on import.
 #include "lathe/autograd/gpt_oss_ops.h"
 #include "lathe/models/blocks.h"

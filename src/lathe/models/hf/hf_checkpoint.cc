@@ -1,6 +1,7 @@
 #include "lathe/models/hf/hf_checkpoint.h"
 
 #include <filesystem>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -53,6 +54,17 @@ std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) 
   return "";
 }
 
+// DeepSeek-V3 checkpoints repeat the shared embedding and LM head inside each multi-token
+// prediction module ("model.layers.{n+k}.embed_tokens.weight", ".shared_head.head.weight");
+// lathe shares them, as transformers' MtpModel does, and skips the copies.
+bool is_mtp_copy_of_shared_tensor(const std::string& name, const ModelConfig& config) {
+  for (int64_t k = 0; k < config.mtp_layers; ++k) {
+    const std::string prefix = str_cat("model.layers.", config.n_layers + k, ".");
+    if (name == prefix + "embed_tokens.weight" || name == prefix + "shared_head.head.weight") return true;
+  }
+  return false;
+}
+
 // Reads one checkpoint tensor into `destination` after checking its dtype and shape.
 void read_piece(const SafetensorsCheckpoint& checkpoint, const std::string& hf_name, const TensorView& destination) {
   const std::string& source = checkpoint.path();
@@ -91,6 +103,7 @@ void load_weights(TransformerModel& model, const std::string& hf_dir, const HfMo
     if (name.empty() || ends_with(name, "rotary_emb.inv_freq")) continue;
     if (!known.count(name)) {
       if (name == "lm_head.weight" && model.config().tie_embeddings) continue;  // a tied head saved anyway
+      if (is_mtp_copy_of_shared_tensor(name, model.config())) continue;
       throw_error(source, ": unexpected tensor \"", hf_name, "\" (not a parameter of this ", model.config().family,
                   " model)");
     }
@@ -126,7 +139,23 @@ HfModelDescription read_hf_model_description(const std::string& hf_dir) {
   const std::string path = (fs::path(hf_dir) / "config.json").string();
   std::error_code error;
   LATHE_CHECK(fs::is_regular_file(path, error), hf_dir, ": no config.json (not a Hugging Face model directory)");
-  return model_config_from_hf_json(read_json_file(path), path);
+  HfModelDescription description = model_config_from_hf_json(read_json_file(path), path);
+  ModelConfig& config = description.config;
+  if (config.mtp_layers > 0) {
+    // A checkpoint saved by transformers has no multi-token prediction weights (DeepseekV3ForCausalLM
+    // neither builds nor saves them): the model then has none.
+    const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(hf_dir);
+    const std::string probe = str_cat("model.layers.", config.n_layers, ".eh_proj.weight");
+    bool present = false;
+    for (const std::string& name : checkpoint.names()) present = present || name == probe;
+    if (!present) {
+      std::fprintf(stderr, "note: %s: config.json has num_mtp_layers=%lld but the checkpoint holds no multi-token "
+                   "prediction weights (no \"%s\"); loading without them\n", hf_dir.c_str(),
+                   static_cast<long long>(config.mtp_layers), probe.c_str());
+      config.mtp_layers = 0;
+    }
+  }
+  return description;
 }
 
 ModelConfig read_hf_model_config(const std::string& hf_dir) { return read_hf_model_description(hf_dir).config; }

@@ -55,6 +55,38 @@ ModelConfig tiny_config(const std::string& family) {
     config.moe_dense_layers = "1";
   }
   if (family == "qwen3_moe") config.moe_layer_step = 2;
+  if (family == "deepseek_v2" || family == "deepseek_v3") {  // as an import of its config.json sets them
+    const bool v3 = family == "deepseek_v3";
+    config.kv_lora_rank = 6;
+    config.q_lora_rank = v3 ? 5 : 0;
+    config.qk_nope_head_dim = 3;
+    config.qk_rope_head_dim = 2;
+    config.v_head_dim = 5;
+    config.head_dim = 2;
+    config.n_kv_heads = 4;
+    config.rope_interleave = true;
+    config.moe_experts = 4;
+    config.moe_top_k = 2;
+    config.moe_ffn_dim = 6;
+    config.moe_shared_ffn_dim = v3 ? 6 : 12;
+    config.moe_first_dense_layers = 1;
+    config.moe_router_scoring = v3 ? "sigmoid" : "softmax";
+    config.moe_renormalize = v3;
+    config.moe_routed_scaling = v3 ? 2.5 : 1.5;
+    config.moe_groups = 2;
+    config.moe_topk_groups = 1;
+    config.moe_group_score_experts = v3 ? 2 : 1;
+    config.moe_bias_update_rate = v3 ? 0.001 : 0.0;
+    config.moe_aux_loss_coef = 0;
+    config.mtp_layers = v3 ? 1 : 0;
+    if (v3) {
+      config.rope_scaling = "yarn";
+      config.rope_scaling_factor = 4;
+      config.rope_original_max_position = 16;
+      config.rope_yarn_mscale = 1;
+      config.rope_yarn_mscale_all_dim = 1;
+    }
+  }
   if (family == "gpt_oss") {
     config.moe_experts = 3;
     config.moe_top_k = 2;
@@ -103,7 +135,49 @@ TEST_P(HfCheckpointFamilies, SaveThenLoadGivesTheSameModelAndLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HfCheckpointFamilies,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "mixtral",
-                                           "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss"));
+                                           "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3"));
+
+// DeepSeek-V3's multi-token prediction modules travel as layers num_hidden_layers + k (above, the
+// round trip keeps them); a checkpoint without them (transformers saves none) loads without them,
+// and the copies of the shared embedding and head that DeepSeek's own checkpoints carry are skipped.
+TEST(HfCheckpoint, MultiTokenPredictionWeightsAreKeptOrAbsentWithANote) {
+  const uint64_t seed = test_seed();
+  ScratchDirectory scratch;
+  const TransformerModel model = random_model(tiny_config("deepseek_v3"), seed);
+  save_hf_model(model, scratch.path());
+  const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(scratch.path());
+  for (const char* name : {"model.layers.3.eh_proj.weight", "model.layers.3.enorm.weight",
+                           "model.layers.3.shared_head.norm.weight", "model.layers.3.self_attn.kv_b_proj.weight",
+                           "model.layers.3.mlp.gate.e_score_correction_bias"})
+    EXPECT_NO_THROW(checkpoint.info(name)) << name;
+  // DeepSeek's own layout: the module also stores the shared embedding and head.
+  ScratchDirectory with_copies;
+  NamedTensorViews tensors;
+  for (const std::string& name : checkpoint.names()) {
+    Tensor value = Tensor::empty(checkpoint.info(name).shape, DType::f32);
+    checkpoint.read_into(name, value);
+    tensors.emplace_back(name, value.view());
+    static std::vector<Tensor> keep;
+    keep.push_back(value);
+  }
+  const Tensor& embedding = model.find_parameter("model.embed_tokens.weight")->var->value;
+  tensors.emplace_back("model.layers.3.embed_tokens.weight", embedding.view());
+  tensors.emplace_back("model.layers.3.shared_head.head.weight", model.find_parameter("lm_head.weight")->var->value.view());
+  write_safetensors_checkpoint(with_copies.path(), tensors, 0);
+  std::filesystem::copy_file(scratch.file("config.json"), with_copies.file("config.json"));
+  expect_same_parameters(model, load_hf_model(with_copies.path()), "with copies");
+
+  // Without the module's tensors: config.json still says num_mtp_layers 1.
+  ScratchDirectory without;
+  ModelConfig plain = tiny_config("deepseek_v3");
+  plain.mtp_layers = 0;
+  save_hf_model(random_model(plain, seed), without.path());
+  Json config = read_json_file(without.file("config.json"));
+  config.set("num_mtp_layers", int64_t{1});
+  write_file_atomically(without.file("config.json"), config.dump(2));
+  EXPECT_EQ(read_hf_model_config(without.path()).mtp_layers, 0);
+  EXPECT_EQ(load_hf_model(without.path()).config().mtp_layers, 0);
+}
 
 // Published MoE checkpoints hold one tensor per expert and projection: the export writes those
 // names (Mixtral's block_sparse_moe.experts.<e>.w1/w3/w2), each the matching slice of lathe's

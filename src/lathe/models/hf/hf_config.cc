@@ -253,6 +253,8 @@ void read_moe(const ConfigReader& reader, const HfMoe& moe, ModelConfig& config)
       reader.integer_or(moe.experts_key, reader.integer_or(moe.experts_alias_key, moe.default_experts));
   config.moe_top_k = reader.integer_or("num_experts_per_tok", moe.default_top_k);
   if (config.moe_experts == 0) return;  // a dense model of this architecture
+  LATHE_CHECK(reader.has("num_experts_per_tok") || moe.default_top_k > 0, source,
+              ": \"num_experts_per_tok\" must be given (the config class has no default)");
   LATHE_CHECK(config.moe_top_k >= 1 && config.moe_top_k <= config.moe_experts, source,
               ": \"num_experts_per_tok\"=", config.moe_top_k, " must be in [1, ", moe.experts_key, "=",
               config.moe_experts, "]");
@@ -321,8 +323,6 @@ void read_deepseek(const ConfigReader& reader, const HfDeepseek& deepseek, Model
   LATHE_CHECK(method == deepseek.topk_method || grouped_v2, source, ": \"topk_method\"=\"", method,
               "\" is not supported (", config.family, " has \"", deepseek.topk_method, "\"",
               deepseek.selection_bias ? "" : " and \"group_limited_greedy\"", ")");
-  LATHE_CHECK(config.moe_top_k > 0, source, ": \"num_experts_per_tok\" must be given (", config.family,
-              "'s config class has no default)");
   if (!deepseek.renormalize_key) config.moe_renormalize = false;
   config.moe_routed_scaling = reader.number_or("routed_scaling_factor", deepseek.default_routed_scaling);
   LATHE_CHECK(config.moe_routed_scaling > 0, source, ": \"routed_scaling_factor\" must be positive");
@@ -395,7 +395,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
   if (hf.default_rope_type)
     LATHE_CHECK(reader.has("rope_parameters") || reader.has("rope_scaling"), source, ": no \"rope_parameters\", so ",
                 hf.architecture, " defaults to rope_type \"", hf.default_rope_type,
-                "\", which lathe does not support (lathe has default and llama3)");
+                "\" with parameters the config does not give; write its \"rope_parameters\" out");
   read_rope(reader, config, hf.default_rope_theta > 0 ? hf.default_rope_theta : 10000.0);
   read_sliding_window(reader, hf, config);
 

@@ -324,8 +324,19 @@ TEST(HfConfig, GptOssDefaultsAndRefusals) {
       config);
   expect_error(R"({"model_type": "gpt_oss", )" + base + "}",
                "no \"rope_parameters\", so GptOssForCausalLM defaults to rope_type \"yarn\"");
-  expect_error(R"({"model_type": "gpt_oss", "rope_parameters": {"rope_type": "yarn", "factor": 32.0}, )" + base + "}",
-               "\"rope_parameters\" rope_type \"yarn\" is not supported");
+  // GPT-OSS's own YaRN (factor 32 over 4096 positions, untruncated ramp) loads.
+  const ModelConfig yarn = parse(R"({"model_type": "gpt_oss", "rope_parameters": {"rope_type": "yarn", "factor": 32.0, )"
+                                 R"("beta_fast": 32.0, "beta_slow": 1.0, "truncate": false, )"
+                                 R"("original_max_position_embeddings": 4096, "rope_theta": 150000}, )" +
+                                 base + "}")
+                               .config;
+  EXPECT_EQ(yarn.rope_scaling, "yarn");
+  EXPECT_EQ(yarn.rope_scaling_factor, 32.0);
+  EXPECT_EQ(yarn.rope_original_max_position, 4096);
+  EXPECT_FALSE(yarn.rope_yarn_truncate);
+  expect_error(R"({"model_type": "gpt_oss", "rope_parameters": {"rope_type": "longrope", "factor": 32.0}, )" + base +
+                   "}",
+               "\"rope_parameters\" rope_type \"longrope\" is not supported");
   expect_error(R"({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4"}, )" + rope + base + "}",
                "\"quantization_config\" (quant_method \"mxfp4\") is not supported");
   expect_error(R"({"model_type": "gpt_oss", "swiglu_limit": 5.0, )" + rope + base + "}",
@@ -338,6 +349,87 @@ TEST(HfConfig, GptOssDefaultsAndRefusals) {
                    "full_attention", "sliding_attention"], )" +
                    rope + base + "}",
                "is not a pattern lathe supports");
+}
+
+// The defaults of transformers 5.24's DeepseekV3Config / DeepseekV2Config (configuration_deepseek_v3.py,
+// configuration_deepseek_v2.py) for every key a config.json may leave out.
+TEST(HfConfig, MissingDeepseekKeysTakeTheTransformersDefaults) {
+  const std::string base = R"("vocab_size": 64, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 4,
+      "num_attention_heads": 4)";
+  const ModelConfig v3 = parse(R"({"model_type": "deepseek_v3", )" + base + "}").config;
+  EXPECT_EQ(v3.family, "deepseek_v3");
+  EXPECT_EQ(v3.q_lora_rank, 1536);
+  EXPECT_EQ(v3.kv_lora_rank, 512);
+  EXPECT_EQ(v3.qk_nope_head_dim, 128);
+  EXPECT_EQ(v3.qk_rope_head_dim, 64);
+  EXPECT_EQ(v3.v_head_dim, 128);
+  EXPECT_EQ(v3.head_dim, 64);  // __post_init__: head_dim = qk_rope_head_dim
+  EXPECT_EQ(v3.moe_experts, 256);
+  EXPECT_EQ(v3.moe_top_k, 8);
+  EXPECT_EQ(v3.moe_ffn_dim, 2048);
+  EXPECT_EQ(v3.moe_shared_ffn_dim, 2048);  // n_shared_experts 1
+  EXPECT_EQ(v3.moe_first_dense_layers, 3);
+  EXPECT_EQ(v3.moe_routed_scaling, 2.5);
+  EXPECT_EQ(v3.moe_groups, 8);
+  EXPECT_EQ(v3.moe_topk_groups, 4);
+  EXPECT_EQ(v3.moe_group_score_experts, 2);
+  EXPECT_EQ(v3.moe_router_scoring, "sigmoid");
+  EXPECT_TRUE(v3.moe_renormalize);  // norm_topk_prob
+  EXPECT_GT(v3.moe_bias_update_rate, 0);  // e_score_correction_bias exists
+  EXPECT_EQ(v3.moe_aux_loss_coef, 0);
+  EXPECT_TRUE(v3.rope_interleave);
+  EXPECT_EQ(v3.mtp_layers, 1);
+  EXPECT_EQ(v3.norm_eps, 1e-6);
+  EXPECT_FALSE(v3.tie_embeddings);
+  EXPECT_EQ(v3.rope_theta, 10000.0);
+
+  const ModelConfig v2 = parse(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 6, "q_lora_rank": null, )" +
+                               base + "}")
+                             .config;
+  EXPECT_EQ(v2.q_lora_rank, 0);  // null: a full q_proj (V2-Lite)
+  EXPECT_EQ(v2.moe_experts, 64);
+  EXPECT_EQ(v2.moe_ffn_dim, 1407);
+  EXPECT_EQ(v2.moe_shared_ffn_dim, 2 * 1407);
+  EXPECT_EQ(v2.moe_first_dense_layers, 0);
+  EXPECT_EQ(v2.moe_routed_scaling, 1.0);
+  EXPECT_EQ(v2.moe_groups, 1);  // topk_method "greedy"
+  EXPECT_EQ(v2.moe_router_scoring, "softmax");
+  EXPECT_FALSE(v2.moe_renormalize);  // V2's router never renormalises
+  EXPECT_EQ(v2.moe_bias_update_rate, 0);
+  EXPECT_TRUE(v2.rope_interleave);
+  EXPECT_EQ(v2.mtp_layers, 0);
+  const ModelConfig grouped =
+      parse(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 6, "topk_method": "group_limited_greedy", )"
+            R"("n_group": 8, "topk_group": 3, )" + base + "}")
+          .config;
+  EXPECT_EQ(grouped.moe_groups, 8);
+  EXPECT_EQ(grouped.moe_topk_groups, 3);
+  EXPECT_EQ(grouped.moe_group_score_experts, 1);  // the best expert of a group scores it
+  // YaRN with DeepSeek-V3's published values
+  const ModelConfig yarn = parse(R"({"model_type": "deepseek_v3", "max_position_embeddings": 163840, )"
+                                 R"("rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, )"
+                                 R"("beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}, )" +
+                                 base + "}")
+                               .config;
+  EXPECT_EQ(yarn.rope_scaling, "yarn");
+  EXPECT_EQ(yarn.rope_scaling_factor, 40.0);
+  EXPECT_EQ(yarn.rope_yarn_mscale_all_dim, 1.0);
+}
+
+TEST(HfConfig, DeepseekOptionsLatheLacksAreRefusedByKey) {
+  const std::string base = R"("vocab_size": 64, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 4,
+      "num_attention_heads": 4)";
+  expect_error(R"({"model_type": "deepseek_v3", "scoring_func": "softmax", )" + base + "}",
+               "\"scoring_func\"=\"softmax\" is not supported");
+  expect_error(R"({"model_type": "deepseek_v3", "topk_method": "group_limited_greedy", )" + base + "}",
+               "\"topk_method\"=\"group_limited_greedy\" is not supported");
+  expect_error(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 6, "topk_method": "noaux_tc", )" + base + "}",
+               "\"topk_method\"=\"noaux_tc\" is not supported");
+  expect_error(R"({"model_type": "deepseek_v2", )" + base + "}", "\"num_experts_per_tok\" must be given");
+  expect_error(R"({"model_type": "deepseek_v3", "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", )"
+               R"("weight_block_size": [128, 128]}, )" + base + "}",
+               "\"quantization_config\" (quant_method \"fp8\") is not supported");
+  expect_error(R"({"model_type": "deepseek_v3", "n_group": 3, )" + base + "}", "\"n_group\"=3");
 }
 
 TEST(HfConfig, ConfigTextWritesFloatKeysAsFloats) {
@@ -372,8 +464,8 @@ TEST(HfConfig, UnsupportedOptionsAreOneClearErrorEach) {
                "\"attention_bias\"=true is not supported for LlamaForCausalLM");
   expect_error(R"({"model_type": "llama", "rope_scaling": {"rope_type": "linear", "factor": 2.0}, )" + base + "}",
                "\"rope_scaling\" rope_type \"linear\" is not supported");
-  expect_error(R"({"model_type": "llama", "rope_parameters": {"rope_type": "yarn", "factor": 2.0}, )" + base + "}",
-               "\"rope_parameters\" rope_type \"yarn\" is not supported");
+  expect_error(R"({"model_type": "llama", "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}, )" + base + "}",
+               "\"rope_parameters\" rope_type \"dynamic\" is not supported");
   expect_error(R"({"model_type": "qwen2", "use_sliding_window": true, )" + base + "}",
                "\"use_sliding_window\"=true is not supported");
   expect_error(R"({"model_type": "gemma3_text", "sliding_window": 4,
