@@ -205,6 +205,16 @@ int run_bench_train(int argc, char** argv) {
         static_cast<long long>(m.resolved_moe_ffn_dim()), model.training_flops_per_token(seq) / 1e6,
         static_cast<double>(m.active_parameter_count()) / 1e6, static_cast<double>(m.parameter_count()) / 1e6);
   }
+  if (config.model.uses_mla()) {  // what generation keeps per token, against standard multi-head attention
+    const ModelConfig& m = config.model;
+    const int64_t latent = model.make_kv_cache(1).bytes_per_token();
+    const int64_t standard = m.n_layers * m.n_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) * 4;
+    std::printf("kv cache: %lld bytes/token (latent: %lld layers x (kv_lora_rank %lld + qk_rope_head_dim %lld) x 4); "
+                "standard multi-head attention would keep %lld (%.1fx)\n",
+                static_cast<long long>(latent), static_cast<long long>(m.n_layers),
+                static_cast<long long>(m.kv_lora_rank), static_cast<long long>(m.qk_rope_head_dim),
+                static_cast<long long>(standard), static_cast<double>(standard) / static_cast<double>(latent));
+  }
   std::fflush(stdout);
 
   // One step per policy with the peak counter reset just before it: model, gradients and moments

@@ -130,6 +130,10 @@ int run_generate(int argc, char** argv) {
     ids.set("generated_ids", id_array(generated));
     write_file_atomically(command_line.get("save-ids"), ids.dump(0) + "\n");
   }
+  if (config.model.uses_mla())  // the latent cache: one (kv_lora_rank + qk_rope_head_dim) row per token and layer
+    std::fprintf(stderr, "kv cache: %lld tokens x %lld bytes/token (latent attention) = %.1f KiB\n",
+                 static_cast<long long>(cache.length), static_cast<long long>(cache.bytes_per_token()),
+                 static_cast<double>(cache.length * cache.bytes_per_token()) / 1024.0);
   if (cache.length >= capacity)
     std::fprintf(stderr, "note: stopped at the model's context length (%lld tokens)\n",
                  static_cast<long long>(capacity));

@@ -1,7 +1,9 @@
 #include "lathe/models/mla_layer.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "lathe/autograd/mla_ops.h"
 #include "lathe/models/layers.h"
@@ -65,6 +67,17 @@ Tensor absorbed_attention(const ModelConfig& config, const Tensor& q_nope, const
   return out;
 }
 
+// LATHE_MLA_PADDED_V=1: attention over values zero-padded to the query/key width, as lathe ran MLA
+// before flash attention took a value width of its own (the suite's composed path); docs/perf.md
+// compares the two end to end. Read once.
+bool composed_with_padded_values() {
+  static const bool padded = [] {
+    const char* value = std::getenv("LATHE_MLA_PADDED_V");
+    return value && std::string(value) == "1";
+  }();
+  return padded;
+}
+
 }  // namespace
 
 float mla_softmax_scale(const ModelConfig& config) {
@@ -115,7 +128,16 @@ Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, 
   FlashAttentionOptions options;
   options.causal = true;
   options.scale = mla_softmax_scale(config);
-  Var attended = autograd::attention(tape, query, key, kv_up[1], options);  // (B, S, H, dv)
+  Var attended;
+  const int64_t pad = dn + dr - dv;
+  if (pad > 0 && composed_with_padded_values()) {  // the path this layer replaced, for benchmarks only
+    Var zeros = autograd::make_var(Tensor::zeros({batch, seq, 1, pad}, query->value.dtype()));
+    Var padded = autograd::attention(tape, query, key, autograd::concat_heads(tape, kv_up[1], zeros), options);
+    const int64_t widths[] = {dv, pad};
+    attended = autograd::split_last_dim(tape, padded, widths)[0];
+  } else {
+    attended = autograd::attention(tape, query, key, kv_up[1], options);  // (B, S, H, dv)
+  }
   return autograd::linear(tape, autograd::reshape(tape, attended, {batch * seq, heads * dv}), *w.o_proj);
 }
 
