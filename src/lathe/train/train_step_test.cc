@@ -113,5 +113,58 @@ TEST(TrainStep, MicroBatchesOfOneRowTakeTheStepOfTheirBatch) {
             1e-4 * whole.results[0].grad_norm);
 }
 
+
+// DeepSeek-V3's aux-loss-free balancing: after the step each selection bias moved by exactly
+// rate * sign(mean load - load_e), the loads summed over both micro-batches (recounted here by
+// routing the same rows through the model before the step); the optimizer leaves the bias alone.
+TEST(TrainStep, SelectionBiasMovesByTheStepsSummedExpertLoad) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << seed);
+  TrainConfig config = tiny_config(1, 2);
+  ModelConfig& m = config.model;
+  m.family = "deepseek_v3";
+  m.n_kv_heads = 2;
+  m.kv_lora_rank = 8, m.q_lora_rank = 0, m.qk_nope_head_dim = 4, m.qk_rope_head_dim = 4, m.v_head_dim = 6;
+  m.moe_experts = 6, m.moe_top_k = 2, m.moe_ffn_dim = 8, m.moe_first_dense_layers = 1;
+  m.moe_router_scoring = "sigmoid";
+  m.moe_groups = 3, m.moe_topk_groups = 2;
+  m.moe_bias_update_rate = 0.01;
+  m.moe_aux_loss_coef = 0;
+  TransformerModel model(m);
+  model.initialize(seed);
+  const Parameter* bias = model.find_parameter("model.layers.1.mlp.gate.e_score_correction_bias");
+  ASSERT_NE(bias, nullptr);
+  fill_uniform(bias->var->value, seed, -0.05, 0.05, 9);  // a bias that already takes part in the choice
+  const std::vector<float> before = to_vector<float>(bias->var->value);
+  std::vector<double> counts(6, 0.0);
+  for (int64_t micro = 0; micro < 2; ++micro) {
+    Tensor inputs = Tensor::empty({1, 12}, DType::i32), targets = Tensor::empty({1, 12}, DType::i32);
+    fill_rows(seed, 1, micro, inputs, targets);
+    autograd::Tape tape(autograd::Precision::fast, /*recording=*/false);
+    RouterStatistics routing;
+    model.loss(tape, inputs, targets, RematPolicy::save_all, 1.0f, &routing);
+    for (int64_t e = 0; e < 6; ++e) counts[e] += static_cast<double>(routing.expert_counts.at(0).at(e));
+  }
+  SingleProcessCommunicator communicator;
+  TrainStep step(model, config, communicator);
+  int64_t next_row = 0;
+  step.run(1, single_process_batches(
+                  [&](const TensorView& inputs, const TensorView& targets) {
+                    fill_rows(seed, 1, next_row, inputs, targets);
+                    next_row += inputs.dim(0);
+                  },
+                  1));
+  const std::vector<float> after = to_vector<float>(bias->var->value);
+  const double total = 2 * 12 * 2;  // rows x seq x top_k
+  int moved = 0;
+  for (int64_t e = 0; e < 6; ++e) {
+    const double difference = total - 6 * counts[e];
+    const float expected = before[e] + 0.01f * static_cast<float>((difference > 0) - (difference < 0));
+    EXPECT_EQ(after[e], expected) << "expert " << e << " count " << counts[e];
+    moved += after[e] != before[e];
+  }
+  EXPECT_GT(moved, 0);
+}
+
 }  // namespace
 }  // namespace lathe

@@ -181,6 +181,34 @@ TEST_F(TrainerEndToEnd, MixtureOfExpertsResumesBitwiseAndLogsExpertLoad) {
   EXPECT_GT(row.get("z_loss").as_number(), 0.0);
 }
 
+// DeepSeek-V3 with a trained multi-token prediction module and the selection bias: both are part
+// of the state a resume must restore bitwise; metrics.jsonl logs the MTP loss.
+TEST_F(TrainerEndToEnd, DeepseekWithMultiTokenPredictionResumesBitwise) {
+  SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
+  auto deepseek = [&](const std::string& name) {
+    TrainConfig config = config_in(name);
+    ModelConfig& m = config.model;
+    m.family = "deepseek_v3";
+    m.n_layers = 2;
+    m.n_kv_heads = m.n_heads;
+    m.kv_lora_rank = 16, m.q_lora_rank = 12, m.qk_nope_head_dim = 8, m.qk_rope_head_dim = 4, m.v_head_dim = 6;
+    m.rope_interleave = true;
+    m.moe_experts = 4, m.moe_top_k = 2, m.moe_ffn_dim = 16, m.moe_shared_ffn_dim = 16, m.moe_first_dense_layers = 1;
+    m.moe_router_scoring = "sigmoid";
+    m.moe_bias_update_rate = 0.001;
+    m.moe_aux_loss_coef = 0;
+    m.mtp_layers = 1;
+    m.mtp_loss_weight = 0.3;
+    return config;
+  };
+  const TrainConfig straight = deepseek("straight"), resumed = deepseek("resumed");
+  expect_resume_is_bitwise(straight, resumed);
+  const std::vector<Json> rows = read_metrics_log(straight.run_dir + "/metrics.jsonl");
+  ASSERT_FALSE(rows.empty());
+  ASSERT_TRUE(rows.front().find("mtp_loss")) << rows.front().dump();
+  EXPECT_GT(rows.front().get("mtp_loss").as_number(), 1.0);  // a cross-entropy over the vocabulary, untrained
+}
+
 TEST_F(TrainerEndToEnd, TruncatedNewestCheckpointResumesFromThePreviousOne) {
   SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
   const TrainConfig straight = config_in("straight");
