@@ -73,6 +73,27 @@ MODEL_CONFIG_DEFAULTS = {
     "moe_dense_layers": "",
     "moe_aux_loss_coef": 0.001,
     "moe_z_loss_coef": 0.0,
+    # DeepSeek keys (latent attention, YaRN, interleaved RoPE, group routing, selection bias,
+    # multi-token prediction): read so lathe's model.json loads; this reference has none of them
+    # (kv_lora_rank, mtp_layers and moe_bias_update_rate must be 0, rope_interleave false).
+    "rope_yarn_beta_fast": 32.0,
+    "rope_yarn_beta_slow": 1.0,
+    "rope_yarn_truncate": True,
+    "rope_yarn_mscale": 0.0,
+    "rope_yarn_mscale_all_dim": 0.0,
+    "rope_attention_factor": 0.0,
+    "rope_interleave": False,
+    "moe_bias_update_rate": 0.0,
+    "moe_groups": 1,
+    "moe_topk_groups": 1,
+    "moe_group_score_experts": 2,
+    "q_lora_rank": 0,
+    "kv_lora_rank": 0,
+    "qk_nope_head_dim": 0,
+    "qk_rope_head_dim": 0,
+    "v_head_dim": 0,
+    "mtp_layers": 0,
+    "mtp_loss_weight": 0.0,
 }
 
 
@@ -97,6 +118,10 @@ class ModelConfig:
                     raise ValueError(f"{source}: {key} is {value!r}, expected a number")
                 value = float(value)
             setattr(self, key, value)
+        if self.kv_lora_rank != 0 or self.mtp_layers != 0 or self.rope_interleave:
+            raise ValueError(f"{source}: the PyTorch reference has no latent attention, multi-token prediction or "
+                             f"interleaved RoPE (kv_lora_rank {self.kv_lora_rank}, mtp_layers {self.mtp_layers}, "
+                             f"rope_interleave {self.rope_interleave})")
         if self.moe_experts != 0 or self.qk_norm_full_width:
             raise ValueError(f"{source}: the PyTorch reference models dense layers with per-head q/k norms only "
                              f"(moe_experts {self.moe_experts}, qk_norm_full_width {self.qk_norm_full_width})")

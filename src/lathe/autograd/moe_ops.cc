@@ -28,8 +28,9 @@ RoutedTokens moe_route(Tape& tape, const Var& logits, const Tensor& selection_bi
   routed.weights = make_var(new_tensor(tape, {tokens, k}), logits->requires_grad);
   routed.expert_ids = Tensor::empty({tokens, k}, DType::i32);
   routed.probs = new_tensor(tape, {tokens, experts});
-  MoeRouterArgs args{logits->value, selection_bias.defined() ? selection_bias.view() : TensorView{}, routed.probs,
-                     routed.expert_ids, routed.weights->value, options};
+  MoeRouterArgs args{logits->value,         selection_bias.defined() ? selection_bias.view() : TensorView{},
+                     routed.probs,          routed.expert_ids,
+                     routed.weights->value, options};
   fast(tape.precision()) ? moe_router(args) : moe_router_reference<double>(args);
   if (losses) losses->record(loss_index, logits->value, routed.probs, routed.expert_ids);
   if (!tape.recording() || !routed.weights->requires_grad) return routed;
@@ -43,8 +44,8 @@ RoutedTokens moe_route(Tape& tape, const Var& logits, const Tensor& selection_bi
       fill_value(d_weights, 0.0);
     }
     Tensor d_logits = Tensor::empty(logits->value.shape(), logits->value.dtype());
-    MoeRouterBackwardArgs args{probs, ids, d_weights, losses ? losses->d_probs(loss_index) : TensorView{}, d_logits,
-                               options};
+    MoeRouterBackwardArgs args{probs,    ids,    d_weights, losses ? losses->d_probs(loss_index) : TensorView{},
+                               d_logits, options};
     fast(precision) ? moe_router_backward(args) : moe_router_backward_reference<double>(args);
     if (losses && losses->d_logits(loss_index).data) add_into(precision, d_logits, losses->d_logits(loss_index));
     accumulate_grad(logits, d_logits, true);
@@ -59,8 +60,8 @@ PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, i
   permuted.group_offsets = Tensor::empty({n_experts + 1}, DType::i64);
   permuted.destination = Tensor::empty({tokens * k}, DType::i32);
   Tensor source = Tensor::empty({tokens * k}, DType::i32);
-  MoePermuteArgs args{x->value,        expert_ids, n_experts, permuted.rows->value, permuted.group_offsets,
-                      source,          permuted.destination};
+  MoePermuteArgs args{x->value, expert_ids,          n_experts, permuted.rows->value, permuted.group_offsets,
+                      source,   permuted.destination};
   fast(tape.precision()) ? lathe::moe_permute(args) : moe_permute_reference<double>(args);
   if (!tape.recording() || !x->requires_grad) return permuted;
   const Precision precision = tape.precision();
@@ -119,7 +120,7 @@ Var gated_activation_fused(Tape& tape, const Var& gate_up, GatedActivation activ
     Tensor d_gate_up = Tensor::empty(gate_up->value.shape(), gate_up->value.dtype());
     const TensorView value = gate_up->value.view(), grad = d_gate_up.view();
     GatedActivationBackwardArgs args{value.slice(1, 0, ffn), value.slice(1, ffn, 2 * ffn), out->grad,
-                                     grad.slice(1, 0, ffn),  grad.slice(1, ffn, 2 * ffn), activation};
+                                     grad.slice(1, 0, ffn),  grad.slice(1, ffn, 2 * ffn),  activation};
     fast(precision) ? gated_activation_backward(args) : gated_activation_backward_reference<double>(args);
     accumulate_grad(gate_up, d_gate_up, true);
   });
@@ -137,7 +138,10 @@ Var moe_combine(Tape& tape, const Var& expert_out, const Var& weights, const Ten
     Tensor d_expert_out, d_weights;
     if (expert_out->requires_grad) d_expert_out = Tensor::empty(expert_out->value.shape(), expert_out->value.dtype());
     if (weights->requires_grad) d_weights = Tensor::empty(weights->value.shape(), weights->value.dtype());
-    MoeCombineBackwardArgs args{expert_out->value, weights->value, destination, y->grad,
+    MoeCombineBackwardArgs args{expert_out->value,
+                                weights->value,
+                                destination,
+                                y->grad,
                                 d_expert_out.defined() ? d_expert_out.view() : TensorView{},
                                 d_weights.defined() ? d_weights.view() : TensorView{}};
     fast(precision) ? moe_combine_backward(args) : moe_combine_backward_reference<double>(args);

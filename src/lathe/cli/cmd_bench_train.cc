@@ -166,9 +166,9 @@ int run_bench_train(int argc, char** argv) {
       "lathe bench train: %s, %.2fM parameters%s, %d threads, batch %lld x seq %lld x grad_accum %lld, remat %s, "
       "%s compute\n",
       config.model.family.c_str(), static_cast<double>(model.parameter_count()) / 1e6,
-      active_parameters_note(config.model).c_str(), num_threads(),
-      static_cast<long long>(batch), static_cast<long long>(seq), static_cast<long long>(accum),
-      to_string(config.train.remat), to_string(compute_dtype));
+      active_parameters_note(config.model).c_str(), num_threads(), static_cast<long long>(batch),
+      static_cast<long long>(seq), static_cast<long long>(accum), to_string(config.train.remat),
+      to_string(compute_dtype));
   if (!dtype_note.empty()) std::printf("%s\n", dtype_note.c_str());
   std::printf("peaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (MFU against %s)\n", peaks.f32_gflops, peaks.bf16_gflops,
               bf16 ? "bf16" : "f32");
@@ -209,11 +209,12 @@ int run_bench_train(int argc, char** argv) {
     const ModelConfig& m = config.model;
     const int64_t latent = model.make_kv_cache(1).bytes_per_token();
     const int64_t standard = m.n_layers * m.n_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) * 4;
-    std::printf("kv cache: %lld bytes/token (latent: %lld layers x (kv_lora_rank %lld + qk_rope_head_dim %lld) x 4); "
-                "standard multi-head attention would keep %lld (%.1fx)\n",
-                static_cast<long long>(latent), static_cast<long long>(m.n_layers),
-                static_cast<long long>(m.kv_lora_rank), static_cast<long long>(m.qk_rope_head_dim),
-                static_cast<long long>(standard), static_cast<double>(standard) / static_cast<double>(latent));
+    std::printf(
+        "kv cache: %lld bytes/token (latent: %lld layers x (kv_lora_rank %lld + qk_rope_head_dim %lld) x 4); "
+        "standard multi-head attention would keep %lld (%.1fx)\n",
+        static_cast<long long>(latent), static_cast<long long>(m.n_layers), static_cast<long long>(m.kv_lora_rank),
+        static_cast<long long>(m.qk_rope_head_dim), static_cast<long long>(standard),
+        static_cast<double>(standard) / static_cast<double>(latent));
   }
   std::fflush(stdout);
 

@@ -50,4 +50,23 @@ LayerActivationCounts deepseek_activation_counts(const ModelConfig& config, int6
   return {attention.save_all + ffn.save_all + 2 * d + 2 + 2 * d, attention.matmul_outputs + ffn.matmul_outputs};
 }
 
+FamilySpec deepseek_family_spec(const char* name, const char* architecture, const char* model_type, const HfMoe* moe,
+                                const HfDeepseek* deepseek, std::vector<const char*> export_false_keys) {
+  return {
+      .name = name,
+      .hf = {.architecture = architecture,
+             .model_type = model_type,
+             .default_tie_embeddings = false,
+             .activation_key = "hidden_act",
+             .default_activation = "silu",
+             .sliding_window = HfSlidingWindow::none,
+             .export_false_keys = std::move(export_false_keys),
+             .moe = moe,
+             .deepseek = deepseek},
+      .traits = {},
+      .default_chat_template = "plain",
+      .layer = kDeepseekLayer,
+  };
+}
+
 }  // namespace lathe

@@ -38,6 +38,36 @@ autograd::Var deepseek_block(autograd::Tape& tape, const BlockContext& context, 
                              const autograd::Var& h);
 LayerActivationCounts deepseek_activation_counts(const ModelConfig& config, int64_t layer);
 
+// Both families' MoE checkpoint conventions: "n_routed_experts" (alias `experts_alias_key`),
+// "moe_intermediate_size", per-expert mlp.experts.<e>.{gate,up,down}_proj names, no router loss in
+// transformers' objective; the rest as given.
+constexpr HfMoe deepseek_hf_moe(const char* experts_alias_key, int64_t default_experts, int64_t default_top_k,
+                                int64_t default_expert_ffn, const char* renormalize_key, bool default_renormalize) {
+  return {
+      .experts_key = "n_routed_experts",
+      .experts_alias_key = experts_alias_key,
+      .default_experts = default_experts,
+      .default_top_k = default_top_k,
+      .expert_ffn_key = "moe_intermediate_size",
+      .default_expert_ffn = default_expert_ffn,
+      .renormalize_key = renormalize_key,
+      .default_renormalize = default_renormalize,
+      .default_aux_loss_coef = 0.0,  // DeepseekV2/V3ForCausalLM add no load-balancing loss
+      .sparse_step_keys = false,
+      .default_shared_ffn = 0,  // shared experts: n_shared_experts (HfDeepseek)
+      .qkv_bias_key = nullptr,
+      .checkpoint_block = "mlp",
+      .gate_proj = "gate_proj",
+      .up_proj = "up_proj",
+      .down_proj = "down_proj",
+  };
+}
+
+// A DeepSeek FamilySpec: the HF architecture and model type, the MoE and DeepSeek key tables, the
+// boolean keys an export writes as false; plain chat template, kDeepseekLayer.
+FamilySpec deepseek_family_spec(const char* name, const char* architecture, const char* model_type, const HfMoe* moe,
+                                const HfDeepseek* deepseek, std::vector<const char*> export_false_keys);
+
 inline constexpr LayerSpec kDeepseekLayer = {
     .parameters = deepseek_layer_parameters,
     .slot_count = kDeepseekSlotCount,

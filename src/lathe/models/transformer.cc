@@ -219,7 +219,8 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
       config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(d)) : config_.embedding_scale;
   autograd::CrossEntropyOptions options;
   options.softcap = config_.final_logit_softcap;
-  options.grad_scale = grad_scale * static_cast<float>(config_.mtp_loss_weight / static_cast<double>(mtp_modules_.size()));
+  options.grad_scale =
+      grad_scale * static_cast<float>(config_.mtp_loss_weight / static_cast<double>(mtp_modules_.size()));
   std::vector<Var> losses;
   Var previous = hidden;  // h_k: (tokens, d)
   for (size_t k = 0; k < mtp_modules_.size(); ++k) {
@@ -236,10 +237,11 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
       }
     Var embedded = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), embed_scale);
     Var joined = autograd::concat_heads(
-        tape, autograd::reshape(tape, autograd::rms_norm(tape, embedded, module.enorm, eps, offset), {batch * seq, 1, d}),
+        tape,
+        autograd::reshape(tape, autograd::rms_norm(tape, embedded, module.enorm, eps, offset), {batch * seq, 1, d}),
         autograd::reshape(tape, autograd::rms_norm(tape, previous, module.hnorm, eps, offset), {batch * seq, 1, d}));
     Var x = autograd::linear(tape, autograd::reshape(tape, joined, {batch * seq, 2 * d}), module.eh_proj);
-    BlockContext context{&config_, config_.n_layers + static_cast<int64_t>(k), batch, seq, 0, nullptr, nullptr,
+    BlockContext context{&config_,      config_.n_layers + static_cast<int64_t>(k), batch, seq, 0, nullptr, nullptr,
                          expert_shard()};
     const LayerParameters* parameters = &module.block;
     const FamilySpec* family = family_;

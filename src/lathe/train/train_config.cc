@@ -15,8 +15,8 @@
 #include <type_traits>
 
 #include "lathe/core/error.h"
-#include "lathe/core/spelling.h"
 #include "lathe/core/quote_input.h"
+#include "lathe/core/spelling.h"
 #include "lathe/io/yaml.h"
 #include "lathe/models/family_spec.h"
 #include "lathe/train/load_from.h"

@@ -113,7 +113,6 @@ TEST(TrainStep, MicroBatchesOfOneRowTakeTheStepOfTheirBatch) {
             1e-4 * whole.results[0].grad_norm);
 }
 
-
 // DeepSeek-V3's aux-loss-free balancing: after the step each selection bias moved by exactly
 // rate * sign(mean load - load_e), the loads summed over both micro-batches (recounted here by
 // routing the same rows through the model before the step); the optimizer leaves the bias alone.

@@ -12,24 +12,8 @@ namespace lathe {
 
 namespace {
 
-const HfMoe kDeepseekV2Moe = {
-    .experts_key = "n_routed_experts",
-    .experts_alias_key = "num_experts",
-    .default_experts = 64,
-    .default_top_k = 0,  // None in DeepseekV2Config: a config must give num_experts_per_tok
-    .expert_ffn_key = "moe_intermediate_size",
-    .default_expert_ffn = 1407,
-    .renormalize_key = nullptr,
-    .default_renormalize = false,
-    .default_aux_loss_coef = 0.0,  // DeepseekV2ForCausalLM adds no load-balancing loss
-    .sparse_step_keys = false,
-    .default_shared_ffn = 0,
-    .qkv_bias_key = nullptr,
-    .checkpoint_block = "mlp",
-    .gate_proj = "gate_proj",
-    .up_proj = "up_proj",
-    .down_proj = "down_proj",
-};
+// default_top_k 0: None in DeepseekV2Config, a config must give num_experts_per_tok
+constexpr HfMoe kDeepseekV2Moe = deepseek_hf_moe("num_experts", 64, 0, 1407, nullptr, false);
 
 const HfDeepseek kDeepseekV2 = {
     .scoring = "softmax",
@@ -49,21 +33,8 @@ const HfDeepseek kDeepseekV2 = {
 }  // namespace
 
 const FamilySpec& deepseek_v2_family() {
-  static const FamilySpec spec = {
-      .name = "deepseek_v2",
-      .hf = {.architecture = "DeepseekV2ForCausalLM",
-             .model_type = "deepseek_v2",
-             .default_tie_embeddings = false,
-             .activation_key = "hidden_act",
-             .default_activation = "silu",
-             .sliding_window = HfSlidingWindow::none,
-             .export_false_keys = {"attention_bias", "mlp_bias"},
-             .moe = &kDeepseekV2Moe,
-             .deepseek = &kDeepseekV2},
-      .traits = {},
-      .default_chat_template = "plain",
-      .layer = kDeepseekLayer,
-  };
+  static const FamilySpec spec = deepseek_family_spec("deepseek_v2", "DeepseekV2ForCausalLM", "deepseek_v2",
+                                                      &kDeepseekV2Moe, &kDeepseekV2, {"attention_bias", "mlp_bias"});
   return spec;
 }
 

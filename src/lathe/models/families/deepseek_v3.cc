@@ -16,24 +16,7 @@ namespace lathe {
 
 namespace {
 
-const HfMoe kDeepseekV3Moe = {
-    .experts_key = "n_routed_experts",
-    .experts_alias_key = "num_local_experts",
-    .default_experts = 256,
-    .default_top_k = 8,
-    .expert_ffn_key = "moe_intermediate_size",
-    .default_expert_ffn = 2048,
-    .renormalize_key = "norm_topk_prob",
-    .default_renormalize = true,
-    .default_aux_loss_coef = 0.0,  // DeepseekV3ForCausalLM adds no load-balancing loss
-    .sparse_step_keys = false,
-    .default_shared_ffn = 0,
-    .qkv_bias_key = nullptr,
-    .checkpoint_block = "mlp",
-    .gate_proj = "gate_proj",
-    .up_proj = "up_proj",
-    .down_proj = "down_proj",
-};
+constexpr HfMoe kDeepseekV3Moe = deepseek_hf_moe("num_local_experts", 256, 8, 2048, "norm_topk_prob", true);
 
 const HfDeepseek kDeepseekV3 = {
     .scoring = "sigmoid",
@@ -53,21 +36,8 @@ const HfDeepseek kDeepseekV3 = {
 }  // namespace
 
 const FamilySpec& deepseek_v3_family() {
-  static const FamilySpec spec = {
-      .name = "deepseek_v3",
-      .hf = {.architecture = "DeepseekV3ForCausalLM",
-             .model_type = "deepseek_v3",
-             .default_tie_embeddings = false,
-             .activation_key = "hidden_act",
-             .default_activation = "silu",
-             .sliding_window = HfSlidingWindow::none,
-             .export_false_keys = {"attention_bias"},
-             .moe = &kDeepseekV3Moe,
-             .deepseek = &kDeepseekV3},
-      .traits = {},
-      .default_chat_template = "plain",
-      .layer = kDeepseekLayer,
-  };
+  static const FamilySpec spec = deepseek_family_spec("deepseek_v3", "DeepseekV3ForCausalLM", "deepseek_v3",
+                                                      &kDeepseekV3Moe, &kDeepseekV3, {"attention_bias"});
   return spec;
 }
 

@@ -146,9 +146,9 @@ TEST(HfCheckpoint, MultiTokenPredictionWeightsAreKeptOrAbsentWithANote) {
   const TransformerModel model = random_model(tiny_config("deepseek_v3"), seed);
   save_hf_model(model, scratch.path());
   const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(scratch.path());
-  for (const char* name : {"model.layers.3.eh_proj.weight", "model.layers.3.enorm.weight",
-                           "model.layers.3.shared_head.norm.weight", "model.layers.3.self_attn.kv_b_proj.weight",
-                           "model.layers.3.mlp.gate.e_score_correction_bias"})
+  for (const char* name :
+       {"model.layers.3.eh_proj.weight", "model.layers.3.enorm.weight", "model.layers.3.shared_head.norm.weight",
+        "model.layers.3.self_attn.kv_b_proj.weight", "model.layers.3.mlp.gate.e_score_correction_bias"})
     EXPECT_NO_THROW(checkpoint.info(name)) << name;
   // DeepSeek's own layout: the module also stores the shared embedding and head.
   ScratchDirectory with_copies;
@@ -162,7 +162,8 @@ TEST(HfCheckpoint, MultiTokenPredictionWeightsAreKeptOrAbsentWithANote) {
   }
   const Tensor& embedding = model.find_parameter("model.embed_tokens.weight")->var->value;
   tensors.emplace_back("model.layers.3.embed_tokens.weight", embedding.view());
-  tensors.emplace_back("model.layers.3.shared_head.head.weight", model.find_parameter("lm_head.weight")->var->value.view());
+  tensors.emplace_back("model.layers.3.shared_head.head.weight",
+                       model.find_parameter("lm_head.weight")->var->value.view());
   write_safetensors_checkpoint(with_copies.path(), tensors, 0);
   std::filesystem::copy_file(scratch.file("config.json"), with_copies.file("config.json"));
   expect_same_parameters(model, load_hf_model(with_copies.path()), "with copies");
@@ -191,8 +192,10 @@ TEST(HfCheckpoint, ExpertsAreSavedPerExpertAndLoadFromEitherLayout) {
   for (const char* stacked : {"model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.gate.weight"})
     EXPECT_THROW(checkpoint.info(stacked), Error) << stacked;
   const int64_t ffn = 24, d = 16;
-  const std::vector<float> gate_up = to_vector<float>(model.find_parameter("model.layers.2.mlp.experts.gate_up_proj")->var->value);
-  const std::vector<float> down = to_vector<float>(model.find_parameter("model.layers.2.mlp.experts.down_proj")->var->value);
+  const std::vector<float> gate_up =
+      to_vector<float>(model.find_parameter("model.layers.2.mlp.experts.gate_up_proj")->var->value);
+  const std::vector<float> down =
+      to_vector<float>(model.find_parameter("model.layers.2.mlp.experts.down_proj")->var->value);
   auto saved = [&](const std::string& name) {
     Tensor value = Tensor::empty(checkpoint.info(name).shape, DType::f32);
     checkpoint.read_into(name, value);
@@ -212,7 +215,8 @@ TEST(HfCheckpoint, ExpertsAreSavedPerExpertAndLoadFromEitherLayout) {
   // The stacked names (transformers 5.x in memory) load as well.
   ScratchDirectory stacked;
   NamedTensorViews tensors;
-  for (const Parameter& parameter : model.parameters()) tensors.emplace_back(parameter.name, parameter.var->value.view());
+  for (const Parameter& parameter : model.parameters())
+    tensors.emplace_back(parameter.name, parameter.var->value.view());
   write_safetensors_checkpoint(stacked.path(), tensors, 0);
   write_file_atomically(stacked.file("config.json"), read_file_contents(scratch.file("config.json")));
   expect_same_parameters(model, load_hf_model(stacked.path()), "stacked names");

@@ -317,26 +317,26 @@ TEST(HfConfig, GptOssDefaultsAndRefusals) {
     "num_attention_heads": 16, "vocab_size": 64)";
   EXPECT_EQ(parse(R"({"model_type": "gpt_oss", )" + rope + no_window + "}").config, config);
   EXPECT_EQ(
-      parse(R"({"model_type": "gpt_oss", "sliding_window": null, )" + rope + no_window + "}").config.sliding_window,
-      0);
+      parse(R"({"model_type": "gpt_oss", "sliding_window": null, )" + rope + no_window + "}").config.sliding_window, 0);
   EXPECT_EQ(
       parse(R"({"model_type": "gpt_oss", "swiglu_alpha": 1.702, "swiglu_limit": 7.0, )" + rope + base + "}").config,
       config);
   expect_error(R"({"model_type": "gpt_oss", )" + base + "}",
                "no \"rope_parameters\", so GptOssForCausalLM defaults to rope_type \"yarn\"");
   // GPT-OSS's own YaRN (factor 32 over 4096 positions, untruncated ramp) loads.
-  const ModelConfig yarn = parse(R"({"model_type": "gpt_oss", "rope_parameters": {"rope_type": "yarn", "factor": 32.0, )"
-                                 R"("beta_fast": 32.0, "beta_slow": 1.0, "truncate": false, )"
-                                 R"("original_max_position_embeddings": 4096, "rope_theta": 150000}, )" +
-                                 base + "}")
-                               .config;
+  const ModelConfig yarn =
+      parse(R"({"model_type": "gpt_oss", "rope_parameters": {"rope_type": "yarn", "factor": 32.0, )"
+            R"("beta_fast": 32.0, "beta_slow": 1.0, "truncate": false, )"
+            R"("original_max_position_embeddings": 4096, "rope_theta": 150000}, )" +
+            base + "}")
+          .config;
   EXPECT_EQ(yarn.rope_scaling, "yarn");
   EXPECT_EQ(yarn.rope_scaling_factor, 32.0);
   EXPECT_EQ(yarn.rope_original_max_position, 4096);
   EXPECT_FALSE(yarn.rope_yarn_truncate);
-  expect_error(R"({"model_type": "gpt_oss", "rope_parameters": {"rope_type": "longrope", "factor": 32.0}, )" + base +
-                   "}",
-               "\"rope_parameters\" rope_type \"longrope\" is not supported");
+  expect_error(
+      R"({"model_type": "gpt_oss", "rope_parameters": {"rope_type": "longrope", "factor": 32.0}, )" + base + "}",
+      "\"rope_parameters\" rope_type \"longrope\" is not supported");
   expect_error(R"({"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4"}, )" + rope + base + "}",
                "\"quantization_config\" (quant_method \"mxfp4\") is not supported");
   expect_error(R"({"model_type": "gpt_oss", "swiglu_limit": 5.0, )" + rope + base + "}",
@@ -374,7 +374,7 @@ TEST(HfConfig, MissingDeepseekKeysTakeTheTransformersDefaults) {
   EXPECT_EQ(v3.moe_topk_groups, 4);
   EXPECT_EQ(v3.moe_group_score_experts, 2);
   EXPECT_EQ(v3.moe_router_scoring, "sigmoid");
-  EXPECT_TRUE(v3.moe_renormalize);  // norm_topk_prob
+  EXPECT_TRUE(v3.moe_renormalize);        // norm_topk_prob
   EXPECT_GT(v3.moe_bias_update_rate, 0);  // e_score_correction_bias exists
   EXPECT_EQ(v3.moe_aux_loss_coef, 0);
   EXPECT_TRUE(v3.rope_interleave);
@@ -383,9 +383,8 @@ TEST(HfConfig, MissingDeepseekKeysTakeTheTransformersDefaults) {
   EXPECT_FALSE(v3.tie_embeddings);
   EXPECT_EQ(v3.rope_theta, 10000.0);
 
-  const ModelConfig v2 = parse(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 6, "q_lora_rank": null, )" +
-                               base + "}")
-                             .config;
+  const ModelConfig v2 =
+      parse(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 6, "q_lora_rank": null, )" + base + "}").config;
   EXPECT_EQ(v2.q_lora_rank, 0);  // null: a full q_proj (V2-Lite)
   EXPECT_EQ(v2.moe_experts, 64);
   EXPECT_EQ(v2.moe_ffn_dim, 1407);
@@ -400,17 +399,19 @@ TEST(HfConfig, MissingDeepseekKeysTakeTheTransformersDefaults) {
   EXPECT_EQ(v2.mtp_layers, 0);
   const ModelConfig grouped =
       parse(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 6, "topk_method": "group_limited_greedy", )"
-            R"("n_group": 8, "topk_group": 3, )" + base + "}")
+            R"("n_group": 8, "topk_group": 3, )" +
+            base + "}")
           .config;
   EXPECT_EQ(grouped.moe_groups, 8);
   EXPECT_EQ(grouped.moe_topk_groups, 3);
   EXPECT_EQ(grouped.moe_group_score_experts, 1);  // the best expert of a group scores it
   // YaRN with DeepSeek-V3's published values
-  const ModelConfig yarn = parse(R"({"model_type": "deepseek_v3", "max_position_embeddings": 163840, )"
-                                 R"("rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, )"
-                                 R"("beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}, )" +
-                                 base + "}")
-                               .config;
+  const ModelConfig yarn =
+      parse(R"({"model_type": "deepseek_v3", "max_position_embeddings": 163840, )"
+            R"("rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, )"
+            R"("beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}, )" +
+            base + "}")
+          .config;
   EXPECT_EQ(yarn.rope_scaling, "yarn");
   EXPECT_EQ(yarn.rope_scaling_factor, 40.0);
   EXPECT_EQ(yarn.rope_yarn_mscale_all_dim, 1.0);
@@ -427,7 +428,8 @@ TEST(HfConfig, DeepseekOptionsLatheLacksAreRefusedByKey) {
                "\"topk_method\"=\"noaux_tc\" is not supported");
   expect_error(R"({"model_type": "deepseek_v2", )" + base + "}", "\"num_experts_per_tok\" must be given");
   expect_error(R"({"model_type": "deepseek_v3", "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", )"
-               R"("weight_block_size": [128, 128]}, )" + base + "}",
+               R"("weight_block_size": [128, 128]}, )" +
+                   base + "}",
                "\"quantization_config\" (quant_method \"fp8\") is not supported");
   expect_error(R"({"model_type": "deepseek_v3", "n_group": 3, )" + base + "}", "\"n_group\"=3");
 }
@@ -492,10 +494,14 @@ TEST(HfConfig, UnsupportedOptionsAreOneClearErrorEach) {
                "\"router_jitter_noise\"=0.1 is not supported");
   expect_error(R"({"model_type": "qwen3_moe", "scoring_func": "sigmoid", "num_key_value_heads": 4, )" + base + "}",
                "\"scoring_func\"=\"sigmoid\" is not supported");
-  expect_error(R"({"model_type": "olmoe", "clip_qkv": 8.0, "num_key_value_heads": 4, )" + base + "}", "\"clip_qkv\"=8 is not supported");
-  expect_error(R"({"model_type": "qwen2_moe", "qkv_bias": false, "num_key_value_heads": 4, )" + base + "}", "\"qkv_bias\"=false is not supported");
-  expect_error(R"({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 5, "num_key_value_heads": 4, )" + base + "}",
-               "\"num_experts_per_tok\"=5 must be in [1, num_local_experts=4]");
+  expect_error(R"({"model_type": "olmoe", "clip_qkv": 8.0, "num_key_value_heads": 4, )" + base + "}",
+               "\"clip_qkv\"=8 is not supported");
+  expect_error(R"({"model_type": "qwen2_moe", "qkv_bias": false, "num_key_value_heads": 4, )" + base + "}",
+               "\"qkv_bias\"=false is not supported");
+  expect_error(
+      R"({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 5, "num_key_value_heads": 4, )" +
+          base + "}",
+      "\"num_experts_per_tok\"=5 must be in [1, num_local_experts=4]");
   expect_error(R"({"model_type": "qwen3_moe", "mlp_only_layers": [0, -1], "num_key_value_heads": 4, )" + base + "}",
                "\"mlp_only_layers\" must list non-negative layer indices, found -1");
 }
