@@ -40,6 +40,7 @@ int run_train(int argc, char** argv) {
   TrainConfig config;
   std::unique_ptr<Communicator> communicator;
   try {
+    require_supported_launcher();  // torchrun and the like: refused before anything else
     ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
     if (command_line.has("data")) arguments.overrides.push_back("data.path=" + command_line.get("data"));
     if (command_line.has("run-dir")) arguments.overrides.push_back("run_dir=" + command_line.get("run-dir"));
