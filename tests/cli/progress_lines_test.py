@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lathe_run import Checks, TINY, Lathe, mpi_unavailable_reason, test_seed, write_corpus  # noqa: E402
 
 check = Checks()
-STAMPED_STEP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d step +(\d+)/6 \| loss ", re.MULTILINE)
+STAMPED_STEP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:INFO )?step +(\d+)/6 \| loss ", re.MULTILINE)
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 

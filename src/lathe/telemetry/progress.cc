@@ -130,6 +130,7 @@ void ProgressPrinter::update(int64_t step, double loss, double lr, double tokens
   if (options_.total_steps > 0)
     report.eta_seconds = step_time_.eta_seconds(std::max<int64_t>(0, options_.total_steps - step));
   std::string line = format_progress(report);
+  if (options_.on_line) options_.on_line(line);
   if (!rewrite_line_) return write(prefix() + line + "\n");
   // Blank out what is left of a longer previous line.
   std::string padding(current_line_.size() > line.size() ? current_line_.size() - line.size() : 0, ' ');
@@ -138,6 +139,7 @@ void ProgressPrinter::update(int64_t step, double loss, double lr, double tokens
 }
 
 void ProgressPrinter::print_line(const std::string& message) {
+  if (options_.on_line) options_.on_line(message);
   if (!rewrite_line_ || current_line_.empty()) return write(prefix() + message + "\n");
   std::string padding(current_line_.size() > message.size() ? current_line_.size() - message.size() : 0, ' ');
   write("\r" + message + padding + "\n" + current_line_);  // the message above, the progress line redrawn

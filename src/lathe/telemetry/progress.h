@@ -70,7 +70,8 @@ struct ProgressOptions {
   std::optional<bool> rewrite_line;        // default: progress_rewrites_line(isatty(stream), launch_environment())
   std::optional<bool> timestamp_lines;     // default: !rewrite_line; prefixes each line with timestamp()
   std::function<std::string()> timestamp;  // default: local_timestamp (tests inject one)
-  std::function<double()> clock;           // seconds; default: a steady clock (tests inject one)
+  std::function<void(const std::string&)> on_line;  // each complete line, unprefixed (a log file's copy)
+  std::function<double()> clock;                    // seconds; default: a steady clock (tests inject one)
 };
 
 class ProgressPrinter {
