@@ -32,6 +32,8 @@ int run_train(int argc, char** argv) {
   command_line.option("data", "PATH", "text file or folder to train on (same as data.path=PATH)");
   command_line.option("run-dir", "DIR", "where the run lives (same as run_dir=DIR)");
   command_line.flag("profile", "print the time spent in each library op at the end");
+  command_line.flag("quiet", "print only warnings and errors (RUN_DIR/train.log still gets every line)");
+  command_line.flag("verbose", "print debug lines too");
   add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
   if (command_line.has("profile")) set_op_profiling(true);
@@ -40,6 +42,7 @@ int run_train(int argc, char** argv) {
   TrainConfig config;
   std::unique_ptr<Communicator> communicator;
   try {
+    require_supported_launcher();  // torchrun and the like: refused before anything else
     ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
     if (command_line.has("data")) arguments.overrides.push_back("data.path=" + command_line.get("data"));
     if (command_line.has("run-dir")) arguments.overrides.push_back("run_dir=" + command_line.get("run-dir"));
@@ -58,6 +61,8 @@ int run_train(int argc, char** argv) {
 
   TrainOptions options;
   options.communicator = communicator.get();
+  if (command_line.has("quiet")) options.log_level = LogLevel::warning;
+  if (command_line.has("verbose")) options.log_level = LogLevel::debug;
   TrainSummary summary;
   if (communicator->world_size() == 1) {
     summary = run_training(config, options);

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "lathe/core/launcher.h"
+
 namespace lathe {
 
 class Communicator {
@@ -68,14 +70,26 @@ class SingleProcessCommunicator final : public Communicator {
 
 // True when this process was started by Open MPI's mpirun (OMPI_COMM_WORLD_SIZE is set).
 bool launched_by_mpirun();
-// The rank and world size mpirun gave this process, readable before MPI starts (0 and 1 without mpirun).
+// The rank and world size the launcher gave this process (core/launcher.h: Open MPI, PMI, Slurm,
+// torchrun), readable before MPI starts (0 and 1 without a launcher).
 int rank_from_environment();
 int world_size_from_environment();
 int local_world_size_from_environment();  // the ranks on this machine
 
-// An MPI communicator when launched by mpirun (MPI_Init_thread here, MPI_Finalize when it is
-// destroyed: create at most one per process), else a SingleProcessCommunicator. Throws
-// lathe::Error when launched by mpirun but this build has no MPI.
+// Whether this build's MPI library is Open MPI (false without MPI).
+bool mpi_library_is_open_mpi();
+// "" when lathe can run under `environment`'s launcher, else the one-line reason it cannot:
+// torchrun with several processes (lathe's processes talk over MPI, which torchrun does not
+// start), an MPICH/Intel MPI (PMI) launcher when lathe is built with Open MPI, any multi-process
+// launcher when lathe is built without MPI. A launcher with a world of one runs single-process.
+std::string check_launcher_supported(const LaunchEnvironment& environment, bool have_mpi, bool mpi_is_open_mpi);
+// Throws lathe::Error with check_launcher_supported's reason for this process's launcher and build.
+void require_supported_launcher();
+
+// An MPI communicator when launched by mpirun or another supported launcher with several
+// processes (MPI_Init_thread here, MPI_Finalize when it is destroyed: create at most one per
+// process), else a SingleProcessCommunicator. Throws lathe::Error with check_launcher_supported's
+// reason when the launcher cannot be served, or when MPI's world differs from the launcher's.
 std::unique_ptr<Communicator> make_communicator_from_environment();
 
 }  // namespace lathe

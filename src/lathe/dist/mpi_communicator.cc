@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "lathe/core/error.h"
+#include "lathe/core/launcher.h"
 
 namespace lathe {
 namespace {
@@ -41,11 +42,6 @@ void all_reduce_in_pieces(T* data, int64_t count, MPI_Datatype type) {
   }
 }
 
-int environment_int(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value ? std::atoi(value) : fallback;
-}
-
 }  // namespace
 
 MpiCommunicator::MpiCommunicator() {
@@ -59,7 +55,7 @@ MpiCommunicator::MpiCommunicator() {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
-  local_world_size_ = std::max(1, environment_int("OMPI_COMM_WORLD_LOCAL_SIZE", world_size_));
+  local_world_size_ = std::max(1, std::min(world_size_, launch_environment().local_world_size));
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int length = 0;
   MPI_Get_library_version(version, &length);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "lathe/core/error.h"
+#include "lathe/core/launcher.h"
 #include "lathe/telemetry/metrics_log.h"
 
 namespace lathe {
@@ -22,11 +23,6 @@ double goodput_clock() {
 }
 
 namespace {
-
-int environment_int(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? std::atoi(value) : fallback;
-}
 
 // When this process started, in Unix seconds: /proc/self/stat field 22 counts clock ticks since
 // boot; CLOCK_BOOTTIME says how long ago boot was. Falls back to now (10 ms resolution is plenty:
@@ -101,8 +97,8 @@ std::string heartbeat_file(const std::string& heartbeat_dir, int rank) {
   return heartbeat_dir + "/rank" + std::to_string(rank);
 }
 
-int process_rank_from_environment() { return environment_int("OMPI_COMM_WORLD_RANK", 0); }
-int process_world_from_environment() { return environment_int("OMPI_COMM_WORLD_SIZE", 1); }
+int process_rank_from_environment() { return launch_environment().rank; }
+int process_world_from_environment() { return launch_environment().world_size; }
 
 TrainingEvents::TrainingEvents(const std::string& run_dir)
     : run_dir_(run_dir), rank_(process_rank_from_environment()), process_start_(process_start_time()) {

@@ -67,8 +67,8 @@ class GoodputEventLog {
 };
 
 // The trainer's hooks: the event log of this rank plus the heartbeat file the supervisor watches.
-// Rank and world come from Open MPI's environment (OMPI_COMM_WORLD_RANK / _SIZE; 0 and 1
-// without), the attempt from LATHE_ATTEMPT, the heartbeat directory from LATHE_HEARTBEAT_DIR
+// Rank and world come from the launcher's environment (core/launcher.h: Open MPI, PMI, Slurm,
+// torchrun; 0 and 1 without), the attempt from LATHE_ATTEMPT, the heartbeat directory from LATHE_HEARTBEAT_DIR
 // (none when unset). Every hook is cheap next to a training step (one flushed line). The event
 // file is created by training_begins(): a run refused before training (bad config, another
 // model's checkpoint) leaves the run directory untouched; earlier events wait in memory.

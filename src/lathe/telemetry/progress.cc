@@ -1,5 +1,6 @@
 #include "lathe/telemetry/progress.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include "lathe/core/clock.h"
@@ -82,13 +83,31 @@ void StepTimeEstimator::record(int64_t steps, double seconds) {
 
 double StepTimeEstimator::seconds_per_step() const { return weight_ > 0 ? average_ / weight_ : NAN; }
 
+bool progress_rewrites_line(bool stream_is_terminal, Launcher launcher) {
+  return stream_is_terminal && launcher == Launcher::none;
+}
+
+std::string local_timestamp() {
+  const time_t now = time(nullptr);
+  struct tm local {};
+  localtime_r(&now, &local);
+  char buffer[32];
+  strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &local);
+  return buffer;
+}
+
 ProgressPrinter::ProgressPrinter(ProgressOptions options) : options_(std::move(options)) {
   LATHE_ASSERT(options_.stream != nullptr);
   if (!options_.clock) options_.clock = now_seconds;
-  rewrite_line_ = options_.rewrite_line.value_or(isatty(fileno(options_.stream)) == 1);
+  rewrite_line_ = options_.rewrite_line.value_or(
+      progress_rewrites_line(isatty(fileno(options_.stream)) == 1, launch_environment().launcher));
+  timestamp_lines_ = options_.timestamp_lines.value_or(!rewrite_line_);
+  if (!options_.timestamp) options_.timestamp = local_timestamp;
   start_time_ = last_time_ = options_.clock();
   last_step_ = options_.start_step;
 }
+
+std::string ProgressPrinter::prefix() const { return timestamp_lines_ ? options_.timestamp() + " " : ""; }
 
 void ProgressPrinter::write(const std::string& text) {
   std::fputs(text.c_str(), options_.stream);
@@ -111,7 +130,8 @@ void ProgressPrinter::update(int64_t step, double loss, double lr, double tokens
   if (options_.total_steps > 0)
     report.eta_seconds = step_time_.eta_seconds(std::max<int64_t>(0, options_.total_steps - step));
   std::string line = format_progress(report);
-  if (!rewrite_line_) return write(line + "\n");
+  if (options_.on_line) options_.on_line(line);
+  if (!rewrite_line_) return write(prefix() + line + "\n");
   // Blank out what is left of a longer previous line.
   std::string padding(current_line_.size() > line.size() ? current_line_.size() - line.size() : 0, ' ');
   write("\r" + line + padding);
@@ -119,7 +139,8 @@ void ProgressPrinter::update(int64_t step, double loss, double lr, double tokens
 }
 
 void ProgressPrinter::print_line(const std::string& message) {
-  if (!rewrite_line_ || current_line_.empty()) return write(message + "\n");
+  if (options_.on_line) options_.on_line(message);
+  if (!rewrite_line_ || current_line_.empty()) return write(prefix() + message + "\n");
   std::string padding(current_line_.size() > message.size() ? current_line_.size() - message.size() : 0, ' ');
   write("\r" + message + padding + "\n" + current_line_);  // the message above, the progress line redrawn
 }

@@ -1,7 +1,10 @@
 // The training progress line and its printer:
 //   step 120/600 | loss 3.412 | lr 2.9e-03 | 5.1k tok/s | MFU 41.2% | 3m12s elapsed | ETA 7m05s
-// On a terminal the printer rewrites one line in place ('\r'); into a file or pipe (CI logs,
-// nohup) it prints a full line per update, since carriage returns make logs unreadable.
+// On a terminal of a single process the printer rewrites one line in place ('\r'). Into a file or
+// pipe (CI logs, nohup), and under any launcher (mpirun and lathe launch give every rank a
+// pseudo-terminal whose output ends up in one log), it prints one complete line per update,
+// prefixed with the local date and time ("2026-12-01 08:00:00 step 120/600 | ..."), since
+// carriage returns make logs unreadable.
 // The ETA comes from an exponential moving average of seconds per step, so one slow step
 // (a checkpoint, an evaluation) moves it a little, not a lot.
 #pragma once
@@ -12,6 +15,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+
+#include "lathe/core/launcher.h"
 
 namespace lathe {
 
@@ -52,12 +57,21 @@ class StepTimeEstimator {
   double weight_ = 0;  // 1 - (1 - smoothing)^records: the bias correction
 };
 
+// Whether progress rewrites its line: only on a terminal, and only when no launcher started this
+// process (Launcher::none).
+bool progress_rewrites_line(bool stream_is_terminal, Launcher launcher);
+// The local date and time as "2026-12-01 08:00:00", the prefix of line-mode progress.
+std::string local_timestamp();
+
 struct ProgressOptions {
   int64_t total_steps = 0;
   int64_t start_step = 0;  // resumed runs: the step the run continues from
   std::FILE* stream = stderr;
-  std::optional<bool> rewrite_line;  // default: whether `stream` is a terminal
-  std::function<double()> clock;     // seconds; default: a steady clock (tests inject one)
+  std::optional<bool> rewrite_line;        // default: progress_rewrites_line(isatty(stream), launch_environment())
+  std::optional<bool> timestamp_lines;     // default: !rewrite_line; prefixes each line with timestamp()
+  std::function<std::string()> timestamp;  // default: local_timestamp (tests inject one)
+  std::function<void(const std::string&)> on_line;  // each complete line, unprefixed (a log file's copy)
+  std::function<double()> clock;                    // seconds; default: a steady clock (tests inject one)
 };
 
 class ProgressPrinter {
@@ -76,9 +90,11 @@ class ProgressPrinter {
 
  private:
   void write(const std::string& text);
+  std::string prefix() const;  // "2026-12-01 08:00:00 " in timestamped line mode, else ""
 
   ProgressOptions options_;
   bool rewrite_line_;
+  bool timestamp_lines_;
   double start_time_;
   double last_time_;
   int64_t last_step_;

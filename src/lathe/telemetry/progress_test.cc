@@ -6,6 +6,8 @@
 #include <cmath>
 #include <string>
 
+#include "lathe/core/error.h"
+
 namespace lathe {
 namespace {
 
@@ -86,8 +88,13 @@ TEST(Progress, PrinterWritesFullLinesWhenNotATerminal) {
   ASSERT_NE(file, nullptr);
   double now = 100;
   {
-    ProgressPrinter printer(
-        {.total_steps = 100, .start_step = 0, .stream = file, .rewrite_line = false, .clock = [&] { return now; }});
+    ProgressOptions options;
+    options.total_steps = 100;
+    options.stream = file;
+    options.rewrite_line = false;  // timestamp_lines then defaults to true
+    options.timestamp = [&] { return str_cat("T", static_cast<int>(now)); };
+    options.clock = [&] { return now; };
+    ProgressPrinter printer(options);
     now = 110;
     printer.update(10, 2.0);  // 1 s/step, 90 steps left
     printer.print_line("eval loss 2.100");
@@ -96,11 +103,26 @@ TEST(Progress, PrinterWritesFullLinesWhenNotATerminal) {
   }
   double eta = 80 * (0.1 * 2 + 0.09 * 1) / 0.19;  // 122.1 s
   EXPECT_EQ(captured(file),
-            "step  10/100 | loss 2.000 | 10s elapsed | ETA 1m30s\neval loss 2.100\n"
-            "step  20/100 | loss 1.500 | 30s elapsed | ETA " +
+            "T110 step  10/100 | loss 2.000 | 10s elapsed | ETA 1m30s\nT110 eval loss 2.100\n"
+            "T130 step  20/100 | loss 1.500 | 30s elapsed | ETA " +
                 format_duration(eta) + "\n");
   EXPECT_EQ(format_duration(eta), "2m02s");
   std::fclose(file);
+}
+
+TEST(Progress, RewritesOnlyOnATerminalOfASingleProcess) {
+  EXPECT_TRUE(progress_rewrites_line(true, Launcher::none));
+  EXPECT_FALSE(progress_rewrites_line(false, Launcher::none));
+  for (Launcher launcher : {Launcher::open_mpi, Launcher::pmi, Launcher::slurm, Launcher::torchrun})
+    EXPECT_FALSE(progress_rewrites_line(true, launcher)) << launcher_name(launcher);
+}
+
+TEST(Progress, LocalTimestampIsDateAndTime) {
+  const std::string stamp = local_timestamp();  // "2026-12-01 08:00:00"
+  ASSERT_EQ(stamp.size(), 19u) << stamp;
+  EXPECT_EQ(stamp[4], '-');
+  EXPECT_EQ(stamp[10], ' ');
+  EXPECT_EQ(stamp[13], ':');
 }
 
 TEST(Progress, PrinterRewritesOneLineOnATerminal) {
@@ -108,8 +130,12 @@ TEST(Progress, PrinterRewritesOneLineOnATerminal) {
   ASSERT_NE(file, nullptr);
   double now = 0;
   {
-    ProgressPrinter printer(
-        {.total_steps = 0, .start_step = 5, .stream = file, .rewrite_line = true, .clock = [&] { return now; }});
+    ProgressOptions options;
+    options.start_step = 5;
+    options.stream = file;
+    options.rewrite_line = true;  // no timestamps then
+    options.clock = [&] { return now; };
+    ProgressPrinter printer(options);
     printer.update(6, 12.25);
     printer.update(7, 2.5);  // shorter than the previous line: padded with one blank
     printer.print_line("saved");

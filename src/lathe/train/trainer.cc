@@ -23,6 +23,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   const double run_start = now_seconds();
   events.training_begins();
+  if (setup.run_log) setup.run_log->open_file(setup.run_dir + "/train.log");
   TrainSummary summary;
   summary.run_dir = setup.run_dir;
   summary.first_step = setup.first_step;

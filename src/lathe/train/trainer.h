@@ -35,12 +35,14 @@
 #include <string>
 
 #include "lathe/dist/communicator.h"
+#include "lathe/telemetry/run_log.h"
 #include "lathe/train/train_config.h"
 
 namespace lathe {
 
 struct TrainOptions {
-  std::FILE* log = stdout;               // progress and notes
+  std::FILE* log = stdout;               // progress and notes (a timestamped, levelled copy in RUN_DIR/train.log)
+  LogLevel log_level = LogLevel::info;   // the lowest level printed to `log` (--verbose: debug, --quiet: warning)
   bool install_signal_handlers = true;   // SIGINT/SIGTERM -> checkpoint and stop
   int64_t stop_after_step = 0;           // > 0: behave as if interrupted after this step (tests)
   Communicator* communicator = nullptr;  // null or world size 1: a single-process run

@@ -43,7 +43,17 @@ TrainingMetrics::TrainingMetrics(TrainingSetup& setup) : setup_(setup) {
   ProgressOptions progress_options;
   progress_options.total_steps = config.train.steps;
   progress_options.start_step = setup.first_step;
-  progress_options.stream = setup.log;
+  // The console shows progress itself (redrawn on a terminal, timestamped lines otherwise) and the
+  // run log copies each line into train.log; under --quiet the lines go to the run log alone.
+  progress_options.stream = setup.console ? setup.console : setup.log;
+  if (setup.run_log && setup.console_level > LogLevel::info) {
+    progress_options.stream = setup.log;
+    progress_options.rewrite_line = false;
+    progress_options.timestamp_lines = false;  // the run log stamps its file lines
+  } else if (setup.run_log) {
+    RunLog* run_log = setup.run_log.get();
+    progress_options.on_line = [run_log](const std::string& line) { run_log->to_file(LogLevel::info, line); };
+  }
   progress_ = std::make_unique<ProgressPrinter>(progress_options);
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "lathe/bench/machine_peaks.h"
+#include "lathe/core/launcher.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/version.h"
 #include "lathe/telemetry/metrics_log.h"
@@ -84,6 +85,8 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   check_expert_parallel_run(config, communicator.world_size());  // e.g. experts not divisible by the ranks
   check_training_memory(config, communicator.world_size(), communicator.local_world_size());  // before any work
   setup.log = setup.lead ? options.log : discarded_output();
+  setup.console = setup.lead ? options.log : nullptr;
+  setup.console_level = options.log_level;
   std::FILE* log = setup.log;
   // A config's thread count yields to --threads and LATHE_NUM_THREADS (core/parallel.h).
   if (config.train.threads > 0) set_configured_num_threads(static_cast<int>(config.train.threads));
@@ -103,6 +106,10 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
     setup.run_dir_lock = RunDirectoryLock::acquire(setup.run_dir, "lathe train");
     // A malformed metrics log would only fail the loss curve at the end: report it now.
     check_metrics_log_before_appending(setup.run_dir + "/metrics.jsonl");
+    setup.run_log = std::make_unique<RunLog>(options.log, options.log_level);
+    setup.log = log = setup.run_log->stream();
+    setup.run_log->debug(str_cat("rank 0 of ", communicator.world_size(), " (", communicator.name(), "), launcher ",
+                                 launcher_name(launch_environment().launcher), ", run_dir ", setup.run_dir));
   });
   setup.checkpoints_dir = setup.run_dir + "/checkpoints";
   setup.events = std::make_unique<TrainingEvents>(setup.run_dir);

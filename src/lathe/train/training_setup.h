@@ -28,8 +28,11 @@ struct TrainingSetup {
   const TrainConfig* config = nullptr;
   std::unique_ptr<SingleProcessCommunicator> single_process;  // when options.communicator is null
   Communicator* communicator = nullptr;
-  bool lead = true;          // rank 0: writes the run directory and prints
-  std::FILE* log = nullptr;  // options.log on rank 0, discarded elsewhere
+  bool lead = true;              // rank 0: writes the run directory and prints
+  std::FILE* log = nullptr;      // run_log's stream on rank 0 once the run directory is locked, discarded elsewhere
+  std::FILE* console = nullptr;  // options.log on rank 0 (where progress redraws its line), else null
+  LogLevel console_level = LogLevel::info;
+  std::unique_ptr<RunLog> run_log;  // rank 0: lines to the console, timestamped and levelled in RUN_DIR/train.log
   std::string run_dir, checkpoints_dir;
   RunDirectoryLock run_dir_lock;  // rank 0: one writer per run directory (io/run_directory_lock.h)
   std::string config_yaml;        // the resolved config (config.yaml, checkpoints, TensorBoard)
