@@ -28,6 +28,7 @@
 #include "lathe/core/parallel.h"
 #include "lathe/ops/grouped_matmul/grouped_matmul.h"
 #include "lathe/ops/problem.h"
+#include "op_output_hashes.h"
 
 namespace {
 
@@ -167,34 +168,9 @@ int profile(const std::string& pass, double seconds, const std::string& shape) {
   return 0;
 }
 
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
-  return hash;
-}
-
 int hash_outputs(int random_shapes) {
-  for (const char* op : {"matmul", "matmul_backward", "grouped_matmul", "grouped_matmul_backward"}) {
-    const OpRegistration& registration = find_op(op);
-    std::vector<std::string> shapes = registration.edge_shapes;
-    for (int seed = 1; seed <= random_shapes; ++seed) shapes.push_back(registration.random_shape(seed));
-    for (const std::string& shape : shapes) {
-      auto problem = registration.make_problem(ShapeSpec::parse(shape), 7);
-      for (const std::string& impl : problem->impl_names())
-        for (const ConfigParams& config : problem->config_space(impl)) {
-          for (const auto& output : problem->outputs())
-            std::memset(output.second.data, 0xff, output.second.numel() * dtype_size(output.second.dtype));
-          problem->prepare_run();
-          problem->run(impl, &config);
-          uint64_t hash = 1469598103934665603ull;
-          for (const auto& output : problem->outputs())
-            hash = fnv1a(output.second.data, output.second.numel() * dtype_size(output.second.dtype), hash);
-          std::printf("%s %s %s %s %016llx\n", op, shape.c_str(), impl.c_str(), config.to_string().c_str(),
-                      static_cast<unsigned long long>(hash));
-        }
-    }
-  }
-  return 0;
+  return print_op_output_hashes({"matmul", "matmul_backward", "grouped_matmul", "grouped_matmul_backward"},
+                                random_shapes);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include "lathe/ops/matmul/matmul.h"
 #include "lathe/ops/mla_decode/mla_decode.h"
 #include "lathe/ops/problem.h"
+#include "op_output_hashes.h"
 
 namespace {
 
@@ -244,35 +245,10 @@ int bench_decode(int64_t context, int64_t heads, int rounds, int reps) {
   return 0;
 }
 
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
-  return hash;
-}
-
 int hash_outputs() {
-  for (const char* op : {"flash_attention", "flash_attention_backward"}) {
-    const OpRegistration& registration = find_op(op);
-    std::vector<std::string> shapes = registration.edge_shapes;
-    for (int seed = 1; seed <= 8; ++seed) shapes.push_back(registration.random_shape(seed));
-    for (const std::string& shape : shapes) {
-      if (shape.find("v_head_dim") != std::string::npos) continue;  // equal widths only
-      auto problem = registration.make_problem(ShapeSpec::parse(shape), 7);
-      for (const std::string& impl : problem->impl_names())
-        for (const ConfigParams& config : problem->config_space(impl)) {
-          for (const auto& output : problem->outputs())
-            std::memset(output.second.data, 0xff, output.second.numel() * dtype_size(output.second.dtype));
-          problem->prepare_run();
-          problem->run(impl, &config);
-          uint64_t hash = 1469598103934665603ull;
-          for (const auto& output : problem->outputs())
-            hash = fnv1a(output.second.data, output.second.numel() * dtype_size(output.second.dtype), hash);
-          std::printf("%s %s %s %s %016llx\n", op, shape.c_str(), impl.c_str(), config.to_string().c_str(),
-                      static_cast<unsigned long long>(hash));
-        }
-    }
-  }
-  return 0;
+  // equal widths only: the listing compares builds from before value widths of their own
+  return print_op_output_hashes({"flash_attention", "flash_attention_backward"}, 8,
+                                [](const std::string& shape) { return shape.find("v_head_dim") == std::string::npos; });
 }
 
 int usage() {

@@ -88,7 +88,9 @@ TEST(FamilyRegistry, EachSpecHasItsArchitectureTraitsAndChatTemplate) {
     EXPECT_EQ(spec->traits.sandwich_norms, expected.sandwich_norms);
     EXPECT_EQ(spec->traits.qk_norm_full_width, expected.qk_norm_full_width);
     EXPECT_EQ(spec->hf.moe != nullptr, expected.experts);
-    if (spec->hf.moe) EXPECT_EQ(spec->hf.moe->default_shared_ffn > 0, expected.shared_expert);
+    if (spec->hf.moe) {
+      EXPECT_EQ(spec->hf.moe->default_shared_ffn > 0, expected.shared_expert);
+    }
     // Gemma's (1 + w) norms and sqrt(d_model) embedding scale go with its sandwich block.
     EXPECT_EQ(spec->traits.norm_weight_offset, expected.sandwich_norms ? 1.0f : 0.0f);
     EXPECT_EQ(spec->traits.embedding_scale, expected.sandwich_norms ? 0.0f : 1.0f);

@@ -1,5 +1,10 @@
 #include "lathe/models/kv_cache.h"
 
+#include <algorithm>
+#include <cstring>
+
+#include "lathe/core/error.h"
+
 namespace lathe {
 
 KvCache::KvCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim) {
@@ -22,6 +27,16 @@ int64_t KvCache::bytes_per_token() const {
     for (const Tensor& tensor : *tensors)
       if (tensor.dim(1) > 0) bytes += tensor.numel() / tensor.dim(1) * static_cast<int64_t>(dtype_size(tensor.dtype()));
   return bytes;
+}
+
+Tensor append_tokens(Tensor& buffer, int64_t offset, const Tensor& rows) {
+  const int64_t seq = rows.dim(1), end = offset + seq, capacity = buffer.dim(1);
+  LATHE_CHECK(end <= capacity, "generation: ", end, " tokens exceed the KV cache capacity of ", capacity,
+              " (model.max_seq_len)");
+  const int64_t token_elements = rows.numel() / std::max<int64_t>(seq, 1);
+  std::memcpy(buffer.ptr<float>() + offset * token_elements, rows.ptr<float>(),
+              static_cast<size_t>(seq * token_elements) * sizeof(float));
+  return buffer.share_view(buffer.view().slice(1, 0, end));
 }
 
 }  // namespace lathe

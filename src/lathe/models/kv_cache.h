@@ -26,4 +26,9 @@ struct KvCache {
   KvCache() = default;
 };
 
+// Copies `rows` (1, seq, ...) f32 into `buffer` (1, capacity, ...) at token `offset` and returns
+// the buffer's tokens [0, offset + seq) as a view sharing its storage. lathe::Error "generation: N
+// tokens exceed the KV cache capacity of C (model.max_seq_len)" when they do not fit.
+Tensor append_tokens(Tensor& buffer, int64_t offset, const Tensor& rows);
+
 }  // namespace lathe

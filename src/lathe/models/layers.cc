@@ -1,7 +1,6 @@
 #include "lathe/models/layers.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "lathe/autograd/gpt_oss_ops.h"
 
@@ -53,16 +52,8 @@ static Var head_norm(Tape& tape, const BlockContext& context, const Var& x, cons
 // Appends this call's keys and values to the cache and returns views of everything cached so far.
 static void append_to_cache(const BlockContext& context, const Var& k, const Var& v, Var* all_k, Var* all_v) {
   KvCache& cache = *context.cache;
-  const int64_t seq = k->value.dim(1), end = context.position_offset + seq;
-  LATHE_CHECK(end <= cache.capacity(), "generation: ", end, " tokens exceed the KV cache capacity of ",
-              cache.capacity(), " (model.max_seq_len)");
-  const int64_t row = k->value.dim(2) * k->value.dim(3);
-  Tensor& keys = cache.keys[context.layer];
-  Tensor& values = cache.values[context.layer];
-  std::memcpy(keys.ptr<float>() + context.position_offset * row, k->value.ptr<float>(), seq * row * sizeof(float));
-  std::memcpy(values.ptr<float>() + context.position_offset * row, v->value.ptr<float>(), seq * row * sizeof(float));
-  *all_k = autograd::make_var(keys.share_view(keys.view().slice(1, 0, end)));
-  *all_v = autograd::make_var(values.share_view(values.view().slice(1, 0, end)));
+  *all_k = autograd::make_var(append_tokens(cache.keys[context.layer], context.position_offset, k->value));
+  *all_v = autograd::make_var(append_tokens(cache.values[context.layer], context.position_offset, v->value));
 }
 
 Var self_attention(Tape& tape, const BlockContext& context, const AttentionWeights& weights, const Var& x) {

@@ -23,18 +23,6 @@ Var latent_norm(Tape& tape, const BlockContext& context, const Var& x, const Var
   return autograd::rms_norm(tape, x, weight, kLatentNormEps, context.config->norm_weight_offset);
 }
 
-// Appends this call's latent rows (1, seq, 1, r + dr) to the cache; returns all rows cached so far.
-Var append_latent(const BlockContext& context, const Var& rows) {
-  KvCache& cache = *context.cache;
-  const int64_t seq = rows->value.dim(1), width = rows->value.dim(3), end = context.position_offset + seq;
-  LATHE_CHECK(end <= cache.capacity(), "generation: ", end, " tokens exceed the KV cache capacity of ",
-              cache.capacity(), " (model.max_seq_len)");
-  Tensor& keys = cache.keys[context.layer];
-  std::memcpy(keys.ptr<float>() + context.position_offset * width, rows->value.ptr<float>(),
-              static_cast<size_t>(seq * width) * sizeof(float));
-  return autograd::make_var(keys.share_view(keys.view().slice(1, 0, end)));
-}
-
 // c[h] = a[h] @ op(b[h]) over the heads; a, b, c are (heads, rows, cols) views, strided as they come.
 void per_head_matmul(const TensorView& a, const TensorView& b, const TensorView& c, bool trans_b) {
   MatmulArgs args;
@@ -113,7 +101,8 @@ Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, 
     LATHE_CHECK(!tape.recording() && tape.precision() == autograd::Precision::fast && batch == 1,
                 "multi-head latent attention: the KV cache is for f32 inference of one sequence");
     Var rows = autograd::concat_heads(tape, autograd::reshape(tape, latent, {batch, seq, 1, rank}), k_rope);
-    Var cached = append_latent(context, rows);
+    Var cached =
+        autograd::make_var(append_tokens(context.cache->keys[context.layer], context.position_offset, rows->value));
     Var attended = autograd::make_var(
         absorbed_attention(config, q_parts[0]->value, q_rope->value, cached->value, (*w.kv_b_proj)->value));
     return autograd::linear(tape, autograd::reshape(tape, attended, {seq, heads * dv}), *w.o_proj);

@@ -159,11 +159,13 @@ void TransformerModel::zero_grads() {
   for (const Parameter& parameter : parameters_) fill_value(parameter.var->grad, 0.0);
 }
 
+float TransformerModel::embedding_multiplier() const {
+  return config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(config_.d_model)) : config_.embedding_scale;
+}
+
 Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, int64_t seq, RematPolicy remat,
                                  KvCache* cache, const std::shared_ptr<autograd::RouterLosses>& router_losses) const {
-  const float scale =
-      config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(config_.d_model)) : config_.embedding_scale;
-  Var h = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), scale);
+  Var h = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), embedding_multiplier());
   for (int64_t layer = 0; layer < config_.n_layers; ++layer) {
     BlockContext context{&config_, layer, batch, seq, cache ? cache->length : 0, cache, router_losses, expert_shard()};
     const LayerParameters* parameters = &layers_[layer];
@@ -215,8 +217,6 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
                                               float grad_scale) const {
   const int64_t batch = targets.dim(0), seq = targets.dim(1), d = config_.d_model;
   const float eps = static_cast<float>(config_.norm_eps), offset = config_.norm_weight_offset;
-  const float embed_scale =
-      config_.embedding_scale == 0.0f ? std::sqrt(static_cast<float>(d)) : config_.embedding_scale;
   autograd::CrossEntropyOptions options;
   options.softcap = config_.final_logit_softcap;
   options.grad_scale =
@@ -235,7 +235,7 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
         if (read < seq) ids.ptr<int32_t>()[b * seq + t] = std::max(target[b * seq + read], 0);
         labels.ptr<int32_t>()[b * seq + t] = predict < seq ? target[b * seq + predict] : kIgnoredTargetId;
       }
-    Var embedded = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), embed_scale);
+    Var embedded = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), embedding_multiplier());
     Var joined = autograd::concat_heads(
         tape,
         autograd::reshape(tape, autograd::rms_norm(tape, embedded, module.enorm, eps, offset), {batch * seq, 1, d}),

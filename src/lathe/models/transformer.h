@@ -121,6 +121,7 @@ class TransformerModel {
                            KvCache* cache, const std::shared_ptr<autograd::RouterLosses>& router_losses) const;
   Shape whole_shape(const Parameter& parameter) const;  // the single-process shape
   const autograd::Var& lm_head() const { return lm_head_ ? lm_head_ : embed_tokens_; }
+  float embedding_multiplier() const;  // model.embedding_scale, or sqrt(d_model) when it is 0
   // The multi-token prediction cross-entropies (one per module), their gradients scaled by
   // grad_scale * mtp_loss_weight / mtp_layers. hidden: the main model's normed output (tokens, d_model).
   std::vector<autograd::Var> mtp_losses(autograd::Tape& tape, const autograd::Var& hidden, const Tensor& targets,

@@ -25,23 +25,23 @@ std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) 
   if (!(a.field == b.field)) return str_cat("model." #field " (", a.field, " vs ", b.field, ")");
   LATHE_COMPARE(family)
   LATHE_COMPARE(vocab_size)
-  LATHE_COMPARE(d_model) LATHE_COMPARE(n_layers) LATHE_COMPARE(n_heads) LATHE_COMPARE(n_kv_heads) LATHE_COMPARE(
-      head_dim) LATHE_COMPARE(ffn_dim) LATHE_COMPARE(max_seq_len) LATHE_COMPARE(rope_theta)
-      LATHE_COMPARE(rope_local_theta) LATHE_COMPARE(partial_rotary_factor) LATHE_COMPARE(rope_scaling) LATHE_COMPARE(
-          rope_scaling_factor) LATHE_COMPARE(rope_low_freq_factor) LATHE_COMPARE(rope_high_freq_factor)
-          LATHE_COMPARE(rope_original_max_position) LATHE_COMPARE(norm_eps) LATHE_COMPARE(norm_weight_offset)
-              LATHE_COMPARE(tie_embeddings) LATHE_COMPARE(qk_norm) LATHE_COMPARE(attention_bias) LATHE_COMPARE(
-                  embedding_scale) LATHE_COMPARE(sandwich_norms) LATHE_COMPARE(final_logit_softcap)
-                  LATHE_COMPARE(attn_logit_softcap) LATHE_COMPARE(attention_scale) LATHE_COMPARE(sliding_window)
-                      LATHE_COMPARE(sliding_window_pattern) LATHE_COMPARE(init_std) LATHE_COMPARE(qk_norm_full_width)
-                          LATHE_COMPARE(moe_experts) LATHE_COMPARE(moe_top_k) LATHE_COMPARE(moe_ffn_dim) LATHE_COMPARE(
-                              moe_router_scoring) LATHE_COMPARE(moe_renormalize) LATHE_COMPARE(moe_routed_scaling)
-                              LATHE_COMPARE(moe_shared_ffn_dim) LATHE_COMPARE(moe_shared_gate) LATHE_COMPARE(
-                                  moe_first_dense_layers) LATHE_COMPARE(moe_layer_step) LATHE_COMPARE(moe_dense_layers)
-                                  LATHE_COMPARE(moe_aux_loss_coef) LATHE_COMPARE(moe_z_loss_coef) LATHE_COMPARE(
-                                      rope_yarn_beta_fast) LATHE_COMPARE(rope_yarn_beta_slow)
-                                      LATHE_COMPARE(rope_yarn_truncate) LATHE_COMPARE(rope_yarn_mscale) LATHE_COMPARE(
-                                          rope_yarn_mscale_all_dim) LATHE_COMPARE(rope_attention_factor)
+  LATHE_COMPARE(d_model)
+  LATHE_COMPARE(n_layers) LATHE_COMPARE(n_heads) LATHE_COMPARE(n_kv_heads) LATHE_COMPARE(head_dim) LATHE_COMPARE(
+      ffn_dim) LATHE_COMPARE(max_seq_len) LATHE_COMPARE(rope_theta) LATHE_COMPARE(rope_local_theta)
+      LATHE_COMPARE(partial_rotary_factor) LATHE_COMPARE(rope_scaling) LATHE_COMPARE(rope_scaling_factor) LATHE_COMPARE(
+          rope_low_freq_factor) LATHE_COMPARE(rope_high_freq_factor) LATHE_COMPARE(rope_original_max_position)
+          LATHE_COMPARE(norm_eps) LATHE_COMPARE(norm_weight_offset) LATHE_COMPARE(tie_embeddings) LATHE_COMPARE(qk_norm)
+              LATHE_COMPARE(attention_bias) LATHE_COMPARE(embedding_scale) LATHE_COMPARE(sandwich_norms) LATHE_COMPARE(
+                  final_logit_softcap) LATHE_COMPARE(attn_logit_softcap) LATHE_COMPARE(attention_scale)
+                  LATHE_COMPARE(sliding_window) LATHE_COMPARE(sliding_window_pattern) LATHE_COMPARE(
+                      init_std) LATHE_COMPARE(qk_norm_full_width) LATHE_COMPARE(moe_experts) LATHE_COMPARE(moe_top_k)
+                      LATHE_COMPARE(moe_ffn_dim) LATHE_COMPARE(moe_router_scoring) LATHE_COMPARE(moe_renormalize)
+                          LATHE_COMPARE(moe_routed_scaling) LATHE_COMPARE(moe_shared_ffn_dim) LATHE_COMPARE(
+                              moe_shared_gate) LATHE_COMPARE(moe_first_dense_layers) LATHE_COMPARE(moe_layer_step)
+                              LATHE_COMPARE(moe_dense_layers) LATHE_COMPARE(moe_aux_loss_coef) LATHE_COMPARE(
+                                  moe_z_loss_coef) LATHE_COMPARE(rope_yarn_beta_fast) LATHE_COMPARE(rope_yarn_beta_slow)
+                                  LATHE_COMPARE(rope_yarn_truncate) LATHE_COMPARE(rope_yarn_mscale)
+                                      LATHE_COMPARE(rope_yarn_mscale_all_dim) LATHE_COMPARE(rope_attention_factor)
                                           LATHE_COMPARE(rope_interleave) LATHE_COMPARE(moe_bias_update_rate)
                                               LATHE_COMPARE(moe_groups) LATHE_COMPARE(moe_topk_groups) LATHE_COMPARE(
                                                   moe_group_score_experts) LATHE_COMPARE(q_lora_rank)
@@ -147,9 +147,7 @@ HfModelDescription read_hf_model_description(const std::string& hf_dir) {
     // neither builds nor saves them): the model then has none.
     const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(hf_dir);
     const std::string probe = str_cat("model.layers.", config.n_layers, ".eh_proj.weight");
-    bool present = false;
-    for (const std::string& name : checkpoint.names()) present = present || name == probe;
-    if (!present) {
+    if (!checkpoint.contains(probe)) {
       std::fprintf(stderr,
                    "note: %s: config.json has num_mtp_layers=%lld but the checkpoint holds no multi-token "
                    "prediction weights (no \"%s\"); loading without them\n",

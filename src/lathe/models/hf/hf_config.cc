@@ -247,7 +247,8 @@ std::string layer_list_text(const Json& list, const std::string& key, const std:
 }
 
 // The mixture-of-experts keys (HfMoe); defaults are the transformers config class's.
-void read_moe(const ConfigReader& reader, const HfMoe& moe, ModelConfig& config) {
+void read_moe(const ConfigReader& reader, const HfFamily& hf, ModelConfig& config) {
+  const HfMoe& moe = *hf.moe;
   const std::string& source = reader.source();
   config.moe_experts =
       reader.integer_or(moe.experts_key, reader.integer_or(moe.experts_alias_key, moe.default_experts));
@@ -269,9 +270,11 @@ void read_moe(const ConfigReader& reader, const HfMoe& moe, ModelConfig& config)
   const double jitter = reader.number_or("router_jitter_noise", 0.0);
   LATHE_CHECK(jitter == 0.0, source, ": \"router_jitter_noise\"=", jitter,
               " is not supported (lathe routes deterministically; expected 0)");
-  const std::string scoring = reader.string_or("scoring_func", "softmax");
-  LATHE_CHECK(scoring == "softmax" || moe.experts_key == std::string("n_routed_experts"), source,
-              ": \"scoring_func\"=\"", scoring, "\" is not supported for ", "this architecture (expected \"softmax\")");
+  if (!hf.deepseek) {  // DeepSeek's scoring is read by read_deepseek
+    const std::string scoring = reader.string_or("scoring_func", "softmax");
+    LATHE_CHECK(scoring == "softmax", source, ": \"scoring_func\"=\"", scoring, "\" is not supported for ",
+                "this architecture (expected \"softmax\")");
+  }
   LATHE_CHECK(!reader.has("clip_qkv"), source, ": \"clip_qkv\"=", reader.number("clip_qkv"),
               " is not supported (expected null)");
   if (moe.sparse_step_keys) {
@@ -413,7 +416,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
     config.final_logit_softcap = static_cast<float>(reader.number_or("final_logit_softcapping", 0.0));
     config.attn_logit_softcap = static_cast<float>(reader.number_or("attn_logit_softcapping", 0.0));
   }
-  if (hf.moe) read_moe(reader, *hf.moe, config);
+  if (hf.moe) read_moe(reader, hf, config);
   if (hf.deepseek) read_deepseek(reader, *hf.deepseek, config);
   return config;
 }

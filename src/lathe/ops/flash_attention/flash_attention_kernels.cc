@@ -75,30 +75,6 @@ struct Geometry {
   }
 };
 
-// Copies `rows` rows of head_dim elements (source stride `stride`) times `factor` into zero-padded
-// float rows.
-template <class Element>
-void pack_rows(const Element* source, int64_t stride, int64_t rows, int64_t head_dim, int64_t padded_dim, float factor,
-               float* packed) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* out = packed + r * padded_dim;
-    for (int64_t d = 0; d < head_dim; ++d) out[d] = to_float(source[r * stride + d]) * factor;
-    for (int64_t d = head_dim; d < padded_dim; ++d) out[d] = 0.0f;
-  }
-}
-
-// Packs `count` rows of `dim` elements transposed: packed[d * padded_block_k + c] = source[c][d],
-// padding zero.
-template <class Element>
-void pack_transposed(const Element* source, int64_t stride, int64_t count, int64_t dim, const Geometry& g,
-                     float* packed) {
-  for (int64_t d = 0; d < dim; ++d) {
-    float* out = packed + d * g.padded_block_k;
-    for (int64_t c = 0; c < count; ++c) out[c] = to_float(source[c * stride + d]);
-    for (int64_t c = count; c < g.padded_block_k; ++c) out[c] = 0.0f;
-  }
-}
-
 void apply_softcap(float* row, int64_t length, float softcap) {
   const VecF cap = VecF::broadcast(softcap), inverse = VecF::broadcast(1.0f / softcap);
   for (int64_t c = 0; c < length; c += W) (cap * accurate_tanh(VecF::load(row + c) * inverse)).store(row + c);
@@ -128,7 +104,7 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       const int64_t b = bg / g.n_kv_heads, kv_head = bg % g.n_kv_heads;
       const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
       const int64_t row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
-      pack_transposed(k + row * g.head_dim, kv_stride, count, g.head_dim, g, kt_all + t * kt_tile);
+      pack_transposed(k + row * g.head_dim, kv_stride, count, g.head_dim, g.padded_block_k, kt_all + t * kt_tile);
       pack_rows(v + row * g.v_head_dim, v_stride, count, g.v_head_dim, vp, 1.0f, v_all + t * v_tile);
     }
   });
@@ -263,8 +239,8 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
       const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
       const int64_t kv_row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
       const int64_t kv_offset = kv_row * g.head_dim, v_offset = kv_row * g.v_head_dim;
-      pack_transposed(k + kv_offset, kv_stride, count, g.head_dim, g, kt);
-      pack_transposed(v + v_offset, v_stride, count, g.v_head_dim, g, vt);
+      pack_transposed(k + kv_offset, kv_stride, count, g.head_dim, g.padded_block_k, kt);
+      pack_transposed(v + v_offset, v_stride, count, g.v_head_dim, g.padded_block_k, vt);
       pack_rows(k + kv_offset, kv_stride, count, g.head_dim, dp, 1.0f, k_rows);
       std::memset(dk_acc, 0, sizeof(float) * count * dp);
       std::memset(dv_acc, 0, sizeof(float) * count * vp);

@@ -56,29 +56,6 @@ struct Geometry {
   }
 };
 
-// Copies `rows` rows of `dim` elements (source stride `stride`) times `factor` into float rows of
-// `padded` (zero tail).
-template <class Element>
-void pack_rows(const Element* source, int64_t stride, int64_t rows, int64_t dim, int64_t padded, float factor,
-               float* packed) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* out = packed + r * padded;
-    for (int64_t d = 0; d < dim; ++d) out[d] = to_float(source[r * stride + d]) * factor;
-    for (int64_t d = dim; d < padded; ++d) out[d] = 0.0f;
-  }
-}
-
-// packed[d * padded_count + c] = source[c][d] for `count` rows of `dim` elements; zero padding.
-template <class Element>
-void pack_transposed(const Element* source, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
-                     float* packed) {
-  for (int64_t d = 0; d < dim; ++d) {
-    float* out = packed + d * padded_count;
-    for (int64_t c = 0; c < count; ++c) out[c] = to_float(source[c * stride + d]);
-    for (int64_t c = count; c < padded_count; ++c) out[c] = 0.0f;
-  }
-}
-
 // The state of one (batch, query-row block, key part) task: accumulator (block_q x padded_rank),
 // running max and sum (block_q each).
 struct Partial {
