@@ -16,9 +16,20 @@ tokens (the prompt still goes through the byte fallback: 'é' and '€' have no 
 
 Checks, with `tokenizers` as the independent judge: the prompt's ids are `tokenizers`' own encoding
 (with the file's BOS where it has one, else after <|endoftext|>) and decode back to the prompt; every
-generated id is a token (none from qwen2's padding rows); what generate prints is the prompt followed
-by exactly `tokenizers`' decode of the generated ids (in the context of the prompt; an end-of-text
-token prints as a blank line); --stop-at-eos stops there; greedy generation is deterministic.
+generated id is a token (none from qwen2's padding rows); what generate --ignore-eos prints is the
+prompt followed by exactly `tokenizers`' decode of the generated ids (in the context of the prompt;
+an end-of-text token prints as a blank line); by default (and with --stop-at-eos) it stops there;
+greedy generation is deterministic.
+
+Chat (`generate --chat`, two turns from a prompt file): each turn's context ids are `tokenizers`'
+encoding of the conversation written out here by hand in the family's template (Llama 3, ChatML,
+Mistral [INST], Gemma turns), the first reply included as its decoded text; replies never contain
+the end-of-turn or end-of-text token.
+
+Export (`convert --to hf`): config.json and generation_config.json carry the tokenizer's bos/eos
+ids (and the end-of-turn token among generation's eos ids), tokenizer_config.json their spellings
+and a chat template that renders (with jinja2, when installed) the same text as above. A second
+`convert --from hf` into the same run directory is refused; with --overwrite it replaces it.
 Weights come from a fresh seed every run (LATHE_TEST_SEED fixes it).
 
 usage: convert_generate_test.py LATHE_BINARY   (exit 77 = skipped: no `tokenizers`)
@@ -202,7 +213,8 @@ def check_family(binary, work, family, seed):
                  f"exit {code}\n{stderr}"):
         return
     runs = {}
-    for name, extra in (("first", []), ("again", []), ("stop_at_eos", ["--stop-at-eos"])):
+    for name, extra in (("first", ["--ignore-eos"]), ("again", ["--ignore-eos"]), ("default", []),
+                        ("stop_at_eos", ["--stop-at-eos"])):
         ids_path = os.path.join(work, f"{family}_ids_{name}.json")
         code, stdout, stderr = run(binary, "generate", out_dir, "--prompt", PROMPT, "--max-tokens", str(MAX_TOKENS),
                                    "--temperature", "0", "--save-ids", ids_path, *extra)
@@ -229,9 +241,10 @@ def check_family(binary, work, family, seed):
           " rows)", str(generated))
     eos = tokenizer.token_to_id({"<s>": "</s>", "<bos>": "<eos>", "<|begin_of_text|>": "<|end_of_text|>"}.get(
         first_token, "<|endoftext|>"))
-    stopped = runs["stop_at_eos"][1]["generated_ids"]
+    stopped = runs["default"][1]["generated_ids"]
     check(stopped == (generated[:generated.index(eos)] if eos in generated else generated),
-          f"{family}: --stop-at-eos stops where the end-of-text token comes", f"{stopped}\n{generated}")
+          f"{family}: generation stops where the end-of-text token comes", f"{stopped}\n{generated}")
+    check(runs["stop_at_eos"] == runs["default"], f"{family}: --stop-at-eos is the default")
 
     # What generate prints: the prompt, then each token as it reads in context; an end-of-text token
     # is a blank line after which text decodes afresh.
@@ -249,6 +262,117 @@ def check_family(binary, work, family, seed):
     check(stdout == expected.encode("utf-8"),
           f"{family}: printed text is the prompt + tokenizers' decode of the generated ids",
           f"lathe      {stdout!r}\ntokenizers {expected.encode('utf-8')!r}")
+    check_chat(binary, work, family, tokenizer, out_dir)
+    check_export(binary, work, family, tokenizer, out_dir)
+    check_overwrite(binary, family, hf_dir, out_dir)
+
+
+# family -> (template renderer, end-of-turn token). Written from the formats the families use
+# (data/chat_template.h describes lathe's side), not from lathe's output.
+def render_llama3(messages, generation_prompt):
+    text = "<|begin_of_text|>" + "".join(f"<|start_header_id|>{m['role']}<|end_header_id|>\n\n{m['content']}<|eot_id|>"
+                                         for m in messages)
+    return text + ("<|start_header_id|>assistant<|end_header_id|>\n\n" if generation_prompt else "")
+
+
+def render_chatml(messages, generation_prompt):
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return text + ("<|im_start|>assistant\n" if generation_prompt else "")
+
+
+def render_mistral(messages, generation_prompt):
+    return "<s>" + "".join(f"[INST] {m['content']} [/INST]" if m["role"] == "user" else f" {m['content']}</s>"
+                           for m in messages)
+
+
+def render_gemma(messages, generation_prompt):
+    text = "<bos>" + "".join(f"<start_of_turn>{'model' if m['role'] == 'assistant' else 'user'}\n{m['content']}"
+                             "<end_of_turn>\n" for m in messages)
+    return text + ("<start_of_turn>model\n" if generation_prompt else "")
+
+
+CHAT = {
+    "llama": (render_llama3, "<|eot_id|>", "<|begin_of_text|>", "<|end_of_text|>"),
+    "qwen2": (render_chatml, "<|im_end|>", "<|endoftext|>", "<|endoftext|>"),
+    "qwen3": (render_chatml, "<|im_end|>", "<|endoftext|>", "<|endoftext|>"),
+    "mistral": (render_mistral, "</s>", "<s>", "</s>"),
+    "gemma2": (render_gemma, "<end_of_turn>", "<bos>", "<eos>"),
+    "gemma3": (render_gemma, "<end_of_turn>", "<bos>", "<eos>"),
+}
+TURNS = ["Hello there", "And the fox?"]
+
+
+def check_chat(binary, work, family, tokenizer, out_dir):
+    render, turn_end, _, eos = CHAT[family]
+    turns_path, ids_path = os.path.join(work, f"{family}_turns.txt"), os.path.join(work, f"{family}_chat.json")
+    with open(turns_path, "w") as file:
+        file.write("\n".join(TURNS) + "\n")
+    code, stdout, stderr = run(binary, "generate", out_dir, "--chat", "--prompt-file", turns_path, "--temperature", "0",
+                               "--max-tokens", "12", "--save-ids", ids_path)
+    if not check(code == 0 and not CRASH_MARKERS.search(stderr), f"{family}: generate --chat", f"exit {code}\n{stderr}"):
+        return
+    with open(ids_path) as file:
+        turns = json.load(file)["turns"]
+    if not check(len(turns) == 2, f"{family}: --chat answered both turns", str(turns)):
+        return
+    stops = {tokenizer.token_to_id(turn_end), tokenizer.token_to_id(eos)}
+    messages = []
+    for turn, (user, ids) in enumerate(zip(TURNS, turns)):
+        messages.append({"role": "user", "content": user})
+        expected = tokenizer.encode(render(messages, True), add_special_tokens=False).ids
+        check(ids["context_ids"] == expected, f"{family}: chat turn {turn + 1}'s context is the {render.__name__} text",
+              f"lathe      {ids['context_ids']}\ntokenizers {expected}")
+        reply = ids["generated_ids"]
+        check(len(reply) <= 12 and not stops & set(reply), f"{family}: reply {turn + 1} stops before its end tokens",
+              str(reply))
+        messages.append({"role": "assistant", "content": tokenizer.decode(reply, skip_special_tokens=True)})
+
+
+def check_export(binary, work, family, tokenizer, out_dir):
+    render, turn_end, bos, eos = CHAT[family]
+    export = os.path.join(work, family + "_export")
+    code, _, stderr = run(binary, "convert", "--from", out_dir, "--to", "hf", export)
+    if not check(code == 0, f"{family}: convert --to hf", f"exit {code}\n{stderr}"):
+        return
+    with open(os.path.join(export, "config.json")) as file:
+        config = json.load(file)
+    with open(os.path.join(export, "generation_config.json")) as file:
+        generation = json.load(file)
+    with open(os.path.join(export, "tokenizer_config.json")) as file:
+        tokenizer_config = json.load(file)
+    bos_id, eos_id, turn_end_id = (tokenizer.token_to_id(t) for t in (bos, eos, turn_end))
+    check((config.get("bos_token_id"), config.get("eos_token_id")) == (bos_id, eos_id),
+          f"{family}: exported config.json has bos {bos} and eos {eos}", f"{config.get('bos_token_id')} "
+          f"{config.get('eos_token_id')} vs {bos_id} {eos_id}")
+    expected_eos = eos_id if turn_end_id == eos_id else [eos_id, turn_end_id]
+    check(generation.get("bos_token_id") == bos_id and generation.get("eos_token_id") == expected_eos,
+          f"{family}: generation_config.json stops at {eos} and {turn_end}", json.dumps(generation))
+    check((tokenizer_config.get("bos_token"), tokenizer_config.get("eos_token")) == (bos, eos),
+          f"{family}: tokenizer_config.json names bos and eos", json.dumps(tokenizer_config)[:300])
+    try:
+        import jinja2
+    except ImportError:
+        print(f"note: {family}: jinja2 is not installed; the exported chat template was not rendered")
+        return
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+                {"role": "user", "content": "Bye"}]
+    template = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(tokenizer_config["chat_template"])
+    for generation_prompt in (False, True):
+        rendered = template.render(messages=messages, add_generation_prompt=generation_prompt)
+        check(rendered == render(messages, generation_prompt),
+              f"{family}: the exported chat template renders the {render.__name__} text "
+              f"(add_generation_prompt={generation_prompt})", repr(rendered))
+
+
+def check_overwrite(binary, family, hf_dir, out_dir):
+    code, _, stderr = run(binary, "convert", "--from", "hf", hf_dir, "--to", out_dir)
+    check(code == 2 and "already exists and is not empty" in stderr and "--overwrite" in stderr,
+          f"{family}: convert --from hf refuses an existing run directory", f"exit {code}\n{stderr}")
+    stale = os.path.join(out_dir, "checkpoints", "step_00000099")
+    os.makedirs(stale, exist_ok=True)
+    code, _, stderr = run(binary, "convert", "--from", "hf", hf_dir, "--to", out_dir, "--overwrite")
+    check(code == 0 and not os.path.exists(stale), f"{family}: convert --overwrite replaces the run directory",
+          f"exit {code}\n{stderr}")
 
 
 def main():

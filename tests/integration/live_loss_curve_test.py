@@ -4,7 +4,8 @@ Usage: live_loss_curve_test.py LATHE_BINARY
 A tiny model set to train far longer than the test waits (100000 steps), validating every 2
 steps: loss_curve.svg must appear while the process still runs, hold the validation points
 logged so far, and survive SIGKILL (it was written atomically, and the kill costs the picture
-nothing). Before this, the curve was drawn only when training ended.
+nothing). Before this, the curve was drawn only when training ended. `lathe plot` then redraws the
+killed run from its metrics.jsonl.
 Prints one line per check; exits 1 when any failed.
 """
 import json
@@ -54,6 +55,14 @@ def main():
             code, _, stderr = finish(process)
         check(code == -signal.SIGKILL, "the run was still training when killed", f"exit {code}: {stderr[-500:]}")
         check(os.path.exists(curve) and not os.path.exists(curve + ".tmp"), "the curve survives SIGKILL whole")
+        # `lathe plot` redraws the killed run from its metrics.jsonl, over tokens, with its learning rate.
+        picture = os.path.join(work, "plot.svg")
+        code, stdout, stderr = lathe.run("plot", run_dir, "--x", "tokens", "--out", picture)
+        svg = open(picture).read() if code == 0 and os.path.exists(picture) else ""
+        check(code == 0 and svg.count("<svg") == 3 and "learning rate" in svg and ">tokens<" in svg and run_dir in svg,
+              "lathe plot redraws the killed run over tokens with its learning rate", f"exit {code}: {stderr[-500:]}")
+        code, _, stderr = lathe.run("plot", os.path.join(work, "no_such_run"))
+        check(code == 2 and "is not a run directory" in stderr, "lathe plot names a missing run", stderr[-300:])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{len(check.failures)} failure(s)" if check.failures else "all passed")

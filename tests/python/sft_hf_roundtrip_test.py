@@ -74,6 +74,44 @@ def response_loss(model, tokenizer):
     return total / count
 
 
+def check_exported_tokens(binary, run_dir, hf_out, tokenizer, tuned, work):
+    """transformers reads the export's token ids and chat template as lathe uses them (issue 19, item 5)."""
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(hf_out)
+    end_of_text, im_end = tokenizer.token_to_id("<|endoftext|>"), tokenizer.token_to_id("<|im_end|>")
+    check(hf_tokenizer.eos_token == "<|endoftext|>" and hf_tokenizer.bos_token == "<|endoftext|>",
+          "AutoTokenizer reads eos and bos (<|endoftext|>: the tokenizer has no BOS)",
+          f"{hf_tokenizer.bos_token} {hf_tokenizer.eos_token}")
+    check(tuned.config.eos_token_id == end_of_text and tuned.config.bos_token_id == end_of_text,
+          "config.json's eos/bos ids are the tokenizer's", f"{tuned.config.bos_token_id} {tuned.config.eos_token_id}")
+    generation = transformers.GenerationConfig.from_pretrained(hf_out)
+    check(generation.eos_token_id == [end_of_text, im_end], "generation stops at <|endoftext|> and <|im_end|>",
+          str(generation.eos_token_id))
+    question = "What is the capital of France?"
+    expected = tokenizer.encode(chatml([{"role": "user", "content": question}]) + "<|im_start|>assistant\n").ids
+    rendered = hf_tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
+                                                tokenize=True)
+    rendered = rendered["input_ids"] if isinstance(rendered, dict) or hasattr(rendered, "keys") else rendered
+    check(list(rendered) == expected, "apply_chat_template gives the ChatML ids SFT trained on",
+          f"{list(rendered)}\n{expected}")
+    ids_path = os.path.join(work, "chat_ids.json")
+    code, output = run(binary, "generate", run_dir, "--chat", "--prompt", question, "--temperature", "0",
+                       "--max-tokens", "16", "--save-ids", ids_path)
+    if not check(code == 0, "lathe generate --chat", output):
+        return
+    with open(ids_path) as file:
+        turn = json.load(file)["turns"][0]
+    check(turn["context_ids"] == expected, "lathe's chat context equals transformers' apply_chat_template",
+          f"{turn['context_ids']}\n{expected}")
+    # Greedy in transformers stops where lathe's reply stopped (the same weights, the same stop ids).
+    with torch.no_grad():
+        output_ids = tuned.generate(torch.tensor([expected]), max_new_tokens=16, do_sample=False,
+                                    generation_config=generation)[0].tolist()[len(expected):]
+    if output_ids and output_ids[-1] in (end_of_text, im_end):
+        output_ids = output_ids[:-1]
+    check(output_ids == turn["generated_ids"], "transformers' greedy reply equals lathe --chat's",
+          f"{output_ids}\n{turn['generated_ids']}")
+
+
 def main():
     binary = sys.argv[1]
     code, _ = run(binary, "convert", "--help")
@@ -116,6 +154,7 @@ def main():
         loss_after = response_loss(tuned, tokenizer)
         check(loss_after < 0.5 * loss_before,
               f"response-token loss in transformers falls: {loss_before:.3f} -> {loss_after:.3f}")
+        check_exported_tokens(binary, run_dir, hf_out, tokenizer, tuned, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{len(failures)} failed" if failures else "all passed")

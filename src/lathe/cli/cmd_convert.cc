@@ -1,11 +1,13 @@
 // `lathe convert`: Hugging Face model directory <-> lathe checkpoint.
-//   lathe convert --from hf HF_DIR --to OUT_DIR      OUT_DIR becomes a run directory holding one
+//   lathe convert --from hf HF_DIR|ORG/NAME --to OUT_DIR [--overwrite]   OUT_DIR (new or empty, or
+//       emptied with --overwrite) becomes a run directory holding one
 //       checkpoint (step 0, no optimizer state), its config.yaml and the tokenizer.json when
 //       HF_DIR has one, so `lathe generate OUT_DIR` runs it. (To fine-tune, prefer
 //       `lathe train load_from=hf:HF_DIR`, which starts a run with fresh optimizer state.)
 //   lathe convert --from RUN_OR_CHECKPOINT --to hf HF_DIR [--dtype bf16] [--max-shard-size 2GB]
-//       writes config.json, generation_config.json, safetensors (sharded past the size) and the
-//       run's tokenizer.json: a directory transformers' from_pretrained loads.
+//       writes config.json, generation_config.json, safetensors (sharded past the size), the run's
+//       tokenizer.json and a tokenizer_config.json with its token ids and chat template
+//       (train/hf_export.h): a directory transformers' from_pretrained loads.
 #include <cstdio>
 #include <filesystem>
 
@@ -13,9 +15,13 @@
 #include "lathe/cli/commands.h"
 #include "lathe/core/version.h"
 #include "lathe/io/durable_file.h"
+#include "lathe/io/run_directory_lock.h"
 #include "lathe/io/safetensors_checkpoint.h"
 #include "lathe/models/hf/hf_checkpoint.h"
+#include "lathe/models/hf/hf_model_location.h"
+#include "lathe/text/tokenizer.h"
 #include "lathe/train/checkpoint.h"
+#include "lathe/train/hf_export.h"
 #include "lathe/train/memory_check.h"
 #include "lathe/train/train_config.h"
 
@@ -24,15 +30,31 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void convert_hf_to_lathe(const std::string& hf_dir, const std::string& out_dir) {
+// An existing, non-empty OUT_DIR is refused: writing a fresh step-0 checkpoint beside a run's own
+// would leave its newer checkpoints to win later (an export then mixed old weights with the new
+// tokenizer). With --overwrite the directory is emptied first, under its run-directory lock.
+void prepare_output_run_directory(const std::string& out_dir, bool overwrite) {
+  std::error_code error;
+  if (fs::exists(out_dir, error) && !fs::is_empty(out_dir, error)) {
+    LATHE_CHECK(fs::is_directory(out_dir, error), "--to: '", out_dir, "' exists and is not a directory");
+    LATHE_CHECK(overwrite, "--to: '", out_dir, "' already exists and is not empty (a run directory?); choose a new ",
+                "directory, or pass --overwrite to replace everything in it");
+    const RunDirectoryLock lock = RunDirectoryLock::acquire(out_dir, "lathe convert");
+    for (const fs::directory_entry& entry : fs::directory_iterator(out_dir))
+      if (entry.path().filename() != "lock") fs::remove_all(entry.path());
+  }
+  fs::create_directories(out_dir, error);
+  LATHE_CHECK(fs::is_directory(out_dir, error), "--to: cannot create directory '", out_dir, "'");
+}
+
+void convert_hf_to_lathe(const std::string& hf_dir, const std::string& out_dir, bool overwrite) {
   check_weights_fit_in_memory(read_hf_model_config(hf_dir), "the model of " + hf_dir + "/config.json");
   const TransformerModel model = load_hf_model(hf_dir);
   TrainConfig config;
   config.model = model.config();
   config.run_dir = out_dir;
+  prepare_output_run_directory(out_dir, overwrite);
   std::error_code error;
-  fs::create_directories(out_dir, error);
-  LATHE_CHECK(fs::is_directory(out_dir, error), "--to: cannot create directory '", out_dir, "'");
   const fs::path tokenizer = fs::path(hf_dir) / "tokenizer.json";
   if (fs::is_regular_file(tokenizer, error)) {
     fs::copy_file(tokenizer, fs::path(out_dir) / "tokenizer.json", fs::copy_options::overwrite_existing);
@@ -74,7 +96,11 @@ void convert_lathe_to_hf(const std::string& from, const std::string& hf_dir, con
   HfSaveOptions options = base_options;
   const fs::path run_tokenizer = fs::path(checkpoint_dir).parent_path().parent_path() / "tokenizer.json";
   std::error_code error;
-  if (fs::is_regular_file(run_tokenizer, error)) options.tokenizer_json = run_tokenizer.string();
+  if (fs::is_regular_file(run_tokenizer, error))
+    add_tokenizer_to_hf_export(config, *load_tokenizer(run_tokenizer.string()), run_tokenizer.string(), options);
+  else
+    std::fprintf(stderr, "note: %s has no tokenizer.json; the export has no tokenizer files or token ids\n",
+                 fs::path(checkpoint_dir).parent_path().parent_path().string().c_str());
   save_hf_model(model, hf_dir, options);
   std::printf("converted %s (step %lld) -> %s (%s, %s)\n", checkpoint_dir.c_str(),
               static_cast<long long>(checkpoint.step), hf_dir.c_str(),
@@ -85,7 +111,7 @@ void convert_lathe_to_hf(const std::string& from, const std::string& hf_dir, con
 
 int run_convert(int argc, char** argv) {
   CommandLine command_line(
-      "lathe convert --from hf HF_DIR --to OUT_DIR\n"
+      "lathe convert --from hf HF_DIR|ORG/NAME --to OUT_DIR [--overwrite]\n"
       "       lathe convert --from RUN_OR_CHECKPOINT --to hf HF_DIR [--dtype bf16|f32] [--max-shard-size 2GB]",
       "Converts between a Hugging Face model directory (config.json + safetensors, sharded or not) and a\n"
       "lathe checkpoint. From HF, OUT_DIR becomes a run directory with one step-0 checkpoint that\n"
@@ -96,6 +122,7 @@ int run_convert(int argc, char** argv) {
   command_line.option("to", "hf|OUT_DIR", "what to write: 'hf' (then HF_DIR) or a lathe run directory");
   command_line.option("dtype", "f32|bf16", "weight dtype when writing HF", "f32");
   command_line.option("max-shard-size", "SIZE", "shard HF weights above this size (2GB, 500MB; 0: one file)", "0");
+  command_line.flag("overwrite", "--from hf: replace the contents of an existing, non-empty OUT_DIR");
   add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
   apply_runtime_options(command_line);
@@ -104,11 +131,13 @@ int run_convert(int argc, char** argv) {
   LATHE_CHECK((from == "hf") != (to == "hf"), "exactly one of --from and --to must be 'hf', got --from ", from,
               " --to ", to);
   LATHE_CHECK(command_line.positional_values().size() == 1, "give exactly one HF_DIR after --from hf / --to hf");
-  const std::string hf_dir = command_line.positional_values()[0];
   if (from == "hf") {
-    convert_hf_to_lathe(hf_dir, to);
+    convert_hf_to_lathe(resolve_hf_model_directory(command_line.positional_values()[0]), to,
+                        command_line.has("overwrite"));
     return 0;
   }
+  LATHE_CHECK(!command_line.has("overwrite"), "--overwrite goes with --from hf (an HF export replaces its files)");
+  const std::string hf_dir = command_line.positional_values()[0];
   HfSaveOptions options;
   const std::string dtype = command_line.get("dtype");
   LATHE_CHECK(dtype == "f32" || dtype == "bf16", "--dtype: '", dtype, "' is not supported (f32 or bf16)");

@@ -27,11 +27,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -46,6 +46,7 @@
 #include "lathe/io/durable_file.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/models/hf/hf_checkpoint.h"
+#include "lathe/models/hf/hf_model_location.h"
 #include "lathe/models/hf/logit_comparison.h"
 #include "lathe/models/transformer.h"
 #include "lathe/text/hf_tokenizer.h"
@@ -260,7 +261,8 @@ int run_verify(int argc, char** argv) {
       "  f32:  max abs diff 1e-4 s, mean KL 1e-6, top-1 >= 0.99  (float32 rounding on both sides)\n"
       "  bf16: max abs diff 0.1 s,  mean KL 1e-2, top-1 >= 0.9   (lathe's bf16 matmul inputs)\n"
       "Exit 0 within tolerance, 1 beyond it, 2 for bad input.");
-  command_line.option("hf", "DIR", "Hugging Face model directory (config.json + *.safetensors)");
+  command_line.option("hf", "DIR|ORG/NAME",
+                      "Hugging Face model directory (config.json + *.safetensors), or a model in the local HF cache");
   command_line.option("prompts", "FILE",
                       "JSON lines, each an array of token ids or a text string (needs DIR/tokenizer.json); default: "
                       "4 fixed random-id prompts of 1-128 tokens, plus 2 fixed texts when DIR has tokenizer.json");
@@ -291,7 +293,7 @@ int run_verify(int argc, char** argv) {
               "--reference and --save-reference exclude each other");
   apply_runtime_options(command_line);
 
-  const std::string model_dir = command_line.get("hf");
+  const std::string model_dir = resolve_hf_model_directory(command_line.get("hf"));
   TransformerModel model = load_hf_model(model_dir);
   model.set_compute_dtype(dtype == "bf16" ? ComputeDtype::bf16 : ComputeDtype::f32);
   const ModelConfig& config = model.config();

@@ -20,6 +20,7 @@ int run_generate(int argc, char** argv);
 int run_convert(int argc, char** argv);
 int run_launch(int argc, char** argv);
 int run_goodput(int argc, char** argv);
+int run_plot(int argc, char** argv);
 int run_verify(int argc, char** argv);
 int run_completion(int argc, char** argv);
 int run_man(int argc, char** argv);

@@ -176,4 +176,95 @@ std::vector<ChatPiece> format_chat(ChatTemplate chat_template, const std::vector
   return pieces.take();
 }
 
+std::vector<ChatPiece> format_generation_prompt(ChatTemplate chat_template, const std::vector<ChatMessage>& messages,
+                                                const HasSpecialToken& has_special_token) {
+  std::vector<ChatMessage> with_reply = messages;
+  with_reply.push_back({ChatRole::assistant, ""});
+  std::vector<ChatPiece> pieces = format_chat(chat_template, with_reply, has_special_token);
+  // The empty reply leaves only its trainable end (and maybe a separator after it): cut before it.
+  size_t end = pieces.size();
+  while (end > 0 && !pieces[end - 1].trainable) --end;
+  while (end > 0 && pieces[end - 1].trainable) --end;
+  pieces.resize(end);
+  return pieces;
+}
+
+std::string assistant_turn_end_token(ChatTemplate chat_template, const HasSpecialToken& has_special_token) {
+  const std::vector<ChatPiece> pieces =
+      format_chat(chat_template, {{ChatRole::user, "u"}, {ChatRole::assistant, "a"}}, has_special_token);
+  for (auto piece = pieces.rbegin(); piece != pieces.rend(); ++piece)
+    if (piece->special && piece->trainable) return piece->text;
+  throw Error(str_cat("chat template ", to_string(chat_template), " has no token that ends an assistant turn"));
+}
+
+namespace {
+
+// Jinja string literal of `text` (single quotes).
+std::string jinja_string(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'' || c == '\\') quoted += '\\';
+    if (c == '\n') {
+      quoted += "\\n";
+      continue;
+    }
+    quoted += c;
+  }
+  return quoted + "'";
+}
+
+// Gemma and Mistral fold system messages into the next user message (fold_system_into_user).
+constexpr const char* kFoldSystemJinja =
+    "{%- set ns = namespace(system='') -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'system' -%}"
+    "{%- set ns.system = ns.system + ('\\n\\n' if ns.system else '') + message['content'] -%}"
+    "{%- else -%}"
+    "{%- set content = message['content'] -%}"
+    "{%- if message['role'] == 'user' and ns.system -%}"
+    "{%- set content = ns.system + '\\n\\n' + content -%}{%- set ns.system = '' -%}"
+    "{%- endif -%}";
+
+}  // namespace
+
+std::string chat_template_jinja(ChatTemplate chat_template, const HasSpecialToken& has_special_token) {
+  // Checks the tokenizer has what the template needs, with the same error as format_chat.
+  format_chat(chat_template, {{ChatRole::system, "s"}, {ChatRole::user, "u"}, {ChatRole::assistant, "a"}},
+              has_special_token);
+  switch (chat_template) {
+    case ChatTemplate::plain:
+      return "{%- for message in messages -%}"
+             "{%- if message['role'] == 'assistant' -%}{{ message['content'] + " +
+             jinja_string(plain_end_token(has_special_token)) +
+             " }}"
+             "{%- else -%}{{ message['content'] + '\\n' }}{%- endif -%}"
+             "{%- endfor -%}";
+    case ChatTemplate::chatml:
+      return "{%- for message in messages -%}"
+             "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+             "{%- endfor -%}"
+             "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}";
+    case ChatTemplate::llama3:
+      return "{{- '<|begin_of_text|>' -}}"
+             "{%- for message in messages -%}"
+             "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] + "
+             "'<|eot_id|>' }}"
+             "{%- endfor -%}"
+             "{%- if add_generation_prompt -%}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+             "{%- endif -%}";
+    case ChatTemplate::gemma:
+      return std::string("{{- '<bos>' -}}") + kFoldSystemJinja +
+             "{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else 'user') + '\\n' + content + "
+             "'<end_of_turn>\\n' }}"
+             "{%- endif -%}{%- endfor -%}"
+             "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}";
+    case ChatTemplate::mistral:
+      return std::string("{{- '<s>' -}}") + kFoldSystemJinja +
+             "{%- if message['role'] == 'assistant' -%}{{ ' ' + content + '</s>' }}"
+             "{%- else -%}{{ '[INST] ' + content + ' [/INST]' }}{%- endif -%}"
+             "{%- endif -%}{%- endfor -%}";
+  }
+  return "";
+}
+
 }  // namespace lathe

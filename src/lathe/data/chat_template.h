@@ -57,4 +57,20 @@ ChatTemplate resolve_chat_template(const std::string& name, const std::string& f
 std::vector<ChatPiece> format_chat(ChatTemplate chat_template, const std::vector<ChatMessage>& messages,
                                    const HasSpecialToken& has_special_token);
 
+// What prompts the model for the next assistant turn after `messages`: format_chat of the
+// conversation plus an assistant message, cut where that message's content would begin (Hugging
+// Face's add_generation_prompt). `lathe generate --chat` feeds this and samples the reply.
+std::vector<ChatPiece> format_generation_prompt(ChatTemplate chat_template, const std::vector<ChatMessage>& messages,
+                                                const HasSpecialToken& has_special_token);
+
+// The special token that ends an assistant turn: <|im_end|>, <|eot_id|>, <end_of_turn>, </s>, or
+// plain's end token. Generation in chat mode stops there; an HF export lists it among the
+// generation config's eos_token_id.
+std::string assistant_turn_end_token(ChatTemplate chat_template, const HasSpecialToken& has_special_token);
+
+// The same template as a Jinja string for tokenizer_config.json's "chat_template": rendering
+// `messages` gives format_chat's text (special pieces spelled out), and add_generation_prompt
+// appends what format_generation_prompt adds. Throws as format_chat when a token is missing.
+std::string chat_template_jinja(ChatTemplate chat_template, const HasSpecialToken& has_special_token);
+
 }  // namespace lathe

@@ -100,5 +100,50 @@ TEST(ChatTemplate, AutoPicksByTokenizerTokensThenFamily) {
   EXPECT_THROW(resolve_chat_template("vicuna", "plain", tokens({})), Error);
 }
 
+// The generation prompt is the conversation with an empty assistant turn, cut where the reply's
+// content begins (pieces written out by hand from the formats in chat_template.h).
+TEST(ChatTemplate, GenerationPromptsEndWhereTheAssistantsContentBegins) {
+  const std::vector<ChatMessage> question = {{ChatRole::system, "Be brief."}, {ChatRole::user, "Hi"}};
+  EXPECT_EQ(
+      describe(format_generation_prompt(ChatTemplate::chatml, question, tokens({"<|im_start|>", "<|im_end|>"}))),
+      (std::vector<std::string>{"S:<|im_start|>", "T:system\n", "T:Be brief.", "S:<|im_end|>", "T:\n", "S:<|im_start|>",
+                                "T:user\n", "T:Hi", "S:<|im_end|>", "T:\n", "S:<|im_start|>", "T:assistant\n"}));
+  EXPECT_EQ(describe(format_generation_prompt(ChatTemplate::gemma, question,
+                                              tokens({"<bos>", "<start_of_turn>", "<end_of_turn>"}))),
+            (std::vector<std::string>{"S:<bos>", "S:<start_of_turn>", "T:user\n", "T:Be brief.\n\nHi",
+                                      "S:<end_of_turn>", "T:\n", "S:<start_of_turn>", "T:model\n"}));
+  EXPECT_EQ(describe(format_generation_prompt(ChatTemplate::mistral, {{ChatRole::user, "Hi"}},
+                                              tokens({"<s>", "</s>", "[INST]", "[/INST]"}))),
+            (std::vector<std::string>{"S:<s>", "S:[INST]", "T: Hi ", "S:[/INST]"}));
+  EXPECT_EQ(describe(format_generation_prompt(ChatTemplate::plain, question, tokens({"</s>"}))),
+            (std::vector<std::string>{"T:Be brief.\n", "T:Hi\n"}));
+  // A second turn keeps the first reply as context.
+  const std::vector<ChatMessage> second = {
+      {ChatRole::user, "Hi"}, {ChatRole::assistant, "Hello"}, {ChatRole::user, "Bye"}};
+  EXPECT_EQ(describe(format_generation_prompt(ChatTemplate::plain, second, tokens({"<|endoftext|>"}))),
+            (std::vector<std::string>{"T:Hi\n", "T:Hello*", "S:<|endoftext|>*", "T:Bye\n"}));
+}
+
+TEST(ChatTemplate, EachTemplateNamesTheTokenThatEndsAnAssistantTurn) {
+  EXPECT_EQ(assistant_turn_end_token(ChatTemplate::chatml, tokens({"<|im_start|>", "<|im_end|>"})), "<|im_end|>");
+  EXPECT_EQ(assistant_turn_end_token(ChatTemplate::llama3, tokens({"<|begin_of_text|>", "<|start_header_id|>",
+                                                                   "<|end_header_id|>", "<|eot_id|>"})),
+            "<|eot_id|>");
+  EXPECT_EQ(assistant_turn_end_token(ChatTemplate::gemma, tokens({"<bos>", "<start_of_turn>", "<end_of_turn>"})),
+            "<end_of_turn>");
+  EXPECT_EQ(assistant_turn_end_token(ChatTemplate::mistral, tokens({"<s>", "</s>"})), "</s>");
+  EXPECT_EQ(assistant_turn_end_token(ChatTemplate::plain, tokens({"<eos>"})), "<eos>");
+}
+
+// The Jinja form is rendered by transformers in tests/python/hf_oracle_test.py (live checks); here
+// only that it spells the template's tokens and refuses a tokenizer without them.
+TEST(ChatTemplate, JinjaFormsNeedTheSameTokens) {
+  EXPECT_NE(chat_template_jinja(ChatTemplate::plain, tokens({"</s>"})).find("'</s>'"), std::string::npos);
+  EXPECT_NE(
+      chat_template_jinja(ChatTemplate::chatml, tokens({"<|im_start|>", "<|im_end|>"})).find("add_generation_prompt"),
+      std::string::npos);
+  EXPECT_THROW(chat_template_jinja(ChatTemplate::gemma, tokens({"<bos>"})), Error);
+}
+
 }  // namespace
 }  // namespace lathe

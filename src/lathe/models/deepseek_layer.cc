@@ -51,7 +51,8 @@ LayerActivationCounts deepseek_activation_counts(const ModelConfig& config, int6
 }
 
 FamilySpec deepseek_family_spec(const char* name, const char* architecture, const char* model_type, const HfMoe* moe,
-                                const HfDeepseek* deepseek, std::vector<const char*> export_false_keys) {
+                                const HfDeepseek* deepseek, std::vector<const char*> export_false_keys,
+                                int64_t default_max_position) {
   return {
       .name = name,
       .hf = {.architecture = architecture,
@@ -62,7 +63,8 @@ FamilySpec deepseek_family_spec(const char* name, const char* architecture, cons
              .sliding_window = HfSlidingWindow::none,
              .export_false_keys = std::move(export_false_keys),
              .moe = moe,
-             .deepseek = deepseek},
+             .deepseek = deepseek,
+             .default_max_position = default_max_position},
       .traits = {},
       .default_chat_template = "plain",
       .layer = kDeepseekLayer,

@@ -64,9 +64,11 @@ constexpr HfMoe deepseek_hf_moe(const char* experts_alias_key, int64_t default_e
 }
 
 // A DeepSeek FamilySpec: the HF architecture and model type, the MoE and DeepSeek key tables, the
-// boolean keys an export writes as false; plain chat template, kDeepseekLayer.
+// boolean keys an export writes as false, the config class's max_position_embeddings; plain chat
+// template, kDeepseekLayer.
 FamilySpec deepseek_family_spec(const char* name, const char* architecture, const char* model_type, const HfMoe* moe,
-                                const HfDeepseek* deepseek, std::vector<const char*> export_false_keys);
+                                const HfDeepseek* deepseek, std::vector<const char*> export_false_keys,
+                                int64_t default_max_position);
 
 inline constexpr LayerSpec kDeepseekLayer = {
     .parameters = deepseek_layer_parameters,

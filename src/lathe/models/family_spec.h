@@ -157,8 +157,17 @@ struct HfFamily {
   int64_t default_kv_heads = 0;
   double default_norm_eps = 0;
   double default_rope_theta = 0;
-  // "sliding_window" when the key is absent (GPT-OSS: 128); 0: no window.
+  // "sliding_window" when the key is absent (GPT-OSS: 128, Mistral and Gemma: 4096); 0: no window.
   int64_t default_sliding_window = 0;
+  // "head_dim" absent (not null): Qwen3 128, Gemma 256; 0: hidden_size / num_attention_heads.
+  int64_t default_head_dim = 0;
+  // "max_position_embeddings" absent; 0: 2048 (Llama's).
+  int64_t default_max_position = 0;
+  // Gemma 3's sliding layers' theta when neither rope_parameters.sliding_attention nor
+  // rope_local_base_freq gives it (0: the global theta).
+  double default_rope_local_theta = 0;
+  // Gemma 2's soft-caps when "final_logit_softcapping" / "attn_logit_softcapping" are absent.
+  double default_final_logit_softcap = 0, default_attn_logit_softcap = 0;
   // Numeric config keys whose value lathe's layer hard-wires (GPT-OSS: swiglu_alpha 1.702,
   // swiglu_limit 7): an import refuses another value, an export writes these.
   std::vector<std::pair<const char*, double>> fixed_numbers = {};

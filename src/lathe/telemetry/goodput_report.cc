@@ -105,6 +105,32 @@ GoodputReport analyze_goodput(const std::vector<Json>& events) {
   report.end = end;
   report.total_seconds = std::max(0.0, end - start);
   report.attempts = static_cast<int64_t>(attempt_start.size());
+  for (const auto& [attempt, first] : attempt_start)
+    report.timeline.push_back({attempt, first, attempt_last_end[attempt], 0, "ended"});
+  std::sort(report.timeline.begin(), report.timeline.end(),
+            [](const GoodputAttempt& a, const GoodputAttempt& b) { return a.start < b.start; });
+  auto timeline_entry = [&](const std::string& attempt) -> GoodputAttempt* {
+    for (GoodputAttempt& entry : report.timeline)
+      if (entry.attempt == attempt) return &entry;
+    return nullptr;
+  };
+  for (const Json& event : events) {
+    const std::string& kind = event.get("kind").as_string();
+    GoodputAttempt* entry =
+        timeline_entry(kind == "failure" || kind == "resize" ? string_field(event, "attempt") : attempt_of(event));
+    if (!entry) continue;
+    if (kind == "process" && event.find("world"))
+      entry->world = std::max(entry->world, static_cast<int64_t>(number_field(event, "world")));
+    if (kind == "job_end") {
+      const Json* interrupted = event.find("interrupted");
+      entry->outcome = interrupted && interrupted->kind() == Json::Kind::boolean && interrupted->as_bool()
+                           ? "interrupted"
+                           : "finished";
+    }
+    if (kind == "failure") entry->outcome = "failed: " + string_field(event, "reason");
+    if (kind == "resize") entry->outcome = "resized";
+    if (kind == "failure" || kind == "resize") entry->end = std::max(entry->end, number_field(event, "time"));
+  }
 
   std::vector<Labelled> intervals;
   std::map<std::string, bool> file_saw_first_step;
@@ -302,6 +328,17 @@ Json goodput_report_to_json(const GoodputReport& report) {
     disruptions.push(row);
   }
   json.set("disruptions", disruptions);
+  Json timeline = Json::array();
+  for (const GoodputAttempt& attempt : report.timeline) {
+    Json row = Json::object();
+    row.set("attempt", attempt.attempt);
+    row.set("start", attempt.start - report.start);
+    row.set("end", attempt.end - report.start);
+    row.set("world", attempt.world);
+    row.set("outcome", attempt.outcome);
+    timeline.push(row);
+  }
+  json.set("timeline", timeline);
   json.set("mtti_seconds", number_or_null(report.mtti_seconds));
   json.set("mttr_seconds", number_or_null(report.mttr_seconds));
   json.set("mttr_after_detection_seconds", number_or_null(report.mttr_after_detection_seconds));
@@ -324,7 +361,47 @@ std::string goodput_report_svg(const GoodputReport& report, const std::string& t
   BarChartLayout layout;
   layout.label_width = 170;
   layout.right_width = 140;
-  return percent_bar_chart_svg(bars, title, legend, layout);
+  const std::string breakdown = percent_bar_chart_svg(bars, title, legend, layout);
+  if (report.timeline.empty()) return breakdown;
+
+  // The timeline: attempt i is a thick bar at y = i over its seconds since the job's start;
+  // failures are marked where they happened, on their attempt's row.
+  LineChart timeline;
+  timeline.title = "attempts over time";
+  timeline.subtitle = "one row per start of the worker group: world size and how it ended; circles: failures";
+  timeline.x_label = "seconds since the job started";
+  timeline.y_label = "attempt";
+  const double span = std::max(report.total_seconds, 1e-3);
+  timeline.x_axis = choose_axis(0, span, false);
+  timeline.y_axis = choose_axis(0, static_cast<double>(report.timeline.size()) + 1, false, 1);
+  for (size_t index = 0; index < report.timeline.size(); ++index) {
+    const GoodputAttempt& attempt = report.timeline[index];
+    const double row = static_cast<double>(index) + 1;
+    const bool failed = attempt.outcome.rfind("failed", 0) == 0;
+    const char* colour = failed ? "#d8553b" : attempt.outcome == "resized" ? "#e69f00" : "#3a9a4a";
+    timeline.series.push_back({str_cat("#", index + 1, " world ", attempt.world, ": ", attempt.outcome),
+                               colour,
+                               1,
+                               8,
+                               PointMarkers::if_single,
+                               {attempt.start - report.start, std::max(attempt.end, attempt.start) - report.start},
+                               {row, row}});
+  }
+  for (const GoodputDisruption& disruption : report.disruptions) {
+    if (disruption.kind != "failure") continue;
+    // The row of the attempt running at the failure: the last one started before it.
+    size_t row = 0;
+    for (size_t index = 0; index < report.timeline.size(); ++index)
+      if (report.timeline[index].start <= disruption.time) row = index + 1;
+    timeline.series.push_back({"",
+                               "#000000",
+                               1,
+                               1,
+                               PointMarkers::all,
+                               {disruption.time - report.start},
+                               {static_cast<double>(std::max<size_t>(row, 1))}});
+  }
+  return stack_svgs_vertically({breakdown, line_chart_svg(timeline)});
 }
 
 void write_goodput_tensorboard(const GoodputReport& report, const std::string& log_dir) {

@@ -54,6 +54,15 @@ struct GoodputDisruption {
   double recovered = 0;  // end of the first productive step after it; 0: never recovered
 };
 
+// One start of a worker group, for the timeline: from its first to its last recorded moment (a
+// failure or resize that ended it included).
+struct GoodputAttempt {
+  std::string attempt;        // the attempt's name (LATHE_ATTEMPT, an MPI job id or a pid)
+  double start = 0, end = 0;  // Unix seconds
+  int64_t world = 0;          // ranks that recorded a process event (the largest "world" they gave)
+  std::string outcome;        // "finished", "interrupted", "failed: <reason>", "resized", "ended" (no record)
+};
+
 struct GoodputReport {
   double start = 0, end = 0;  // Unix seconds
   double total_seconds = 0;
@@ -63,6 +72,7 @@ struct GoodputReport {
   int64_t lost_steps = 0;        // step executions redone later
   int64_t attempts = 0;          // starts of a worker group (processes started together)
   std::vector<GoodputDisruption> disruptions;
+  std::vector<GoodputAttempt> timeline;     // attempts in start order
   double mtti_seconds = 0;                  // NaN without disruptions
   double mttr_seconds = 0;                  // NaN without a recovered disruption
   double mttr_after_detection_seconds = 0;  // NaN likewise
@@ -76,10 +86,12 @@ GoodputReport analyze_goodput(const std::vector<Json>& events);
 // A table for people: total, goodput %, one row per badput category, disruptions, MTTI, MTTR.
 std::string format_goodput_table(const GoodputReport& report);
 // {"start_unix_seconds" (a string, microseconds), "total_seconds", "goodput_percent", "seconds": {category: s},
-//  "percent": {...}, "disruptions": [{"kind", "planned", "reason", "time", "detected", "recovered"}] (times in
-//  seconds since start_unix_seconds), "mtti_seconds", "mttr_seconds", "mttr_after_detection_seconds"} (NaN: null).
+//  "percent": {...}, "disruptions": [{"kind", "planned", "reason", "time", "detected", "recovered"}],
+//  "timeline": [{"attempt", "start", "end", "world", "outcome"}] (times in seconds since start_unix_seconds),
+//  "mtti_seconds", "mttr_seconds", "mttr_after_detection_seconds"} (NaN: null).
 Json goodput_report_to_json(const GoodputReport& report);
-// One bar per category: its share of the job's wall-clock time.
+// One bar per category: its share of the job's wall-clock time; below it the timeline, one row per
+// attempt (labelled with its world size and outcome) with a mark at each failure.
 std::string goodput_report_svg(const GoodputReport& report, const std::string& title);
 // The same figures as TensorBoard scalars (goodput/percent, goodput/<category>_seconds, ...) at
 // step = productive steps, into <log_dir>. Throws lathe::Error when the directory is not writable.

@@ -12,6 +12,7 @@
 #include "lathe/core/error.h"
 #include "lathe/telemetry/goodput_events.h"
 #include "scratch_directory.h"
+#include "svg_markup.h"
 
 namespace lathe {
 namespace {
@@ -97,10 +98,13 @@ TEST(GoodputReport, FailureCountsRedoneStepsAndRecovery) {
   Json recovery = interval(launcher, "recovery", 4.5, 5);
   recovery.set("cause", "failure");
   events.push_back(recovery);
-  events.push_back(process(second, "B", 5.1));
+  Json second_process = process(second, "B", 5.1);
+  second_process.set("world", 2);
+  events.push_back(second_process);
   events.push_back(interval(second, "restore", 5.2, 5.4));
   events.push_back(step(second, 3, 6, 7));
   events.push_back(step(second, 4, 7, 8));
+  events.push_back(point(second, "job_end", 8));
   const GoodputReport report = analyze_goodput(events);
   EXPECT_NEAR(report.total_seconds, 8, 1e-9);
   EXPECT_NEAR(report.seconds("progress_lost"), 1 + 0.5, 1e-9);  // step 3 of A and A's tail [4, 4.5]
@@ -118,7 +122,24 @@ TEST(GoodputReport, FailureCountsRedoneStepsAndRecovery) {
   const Json json = goodput_report_to_json(report);
   EXPECT_NEAR(json.get("goodput_percent").as_number(), 50, 1e-9);
   EXPECT_NE(format_goodput_table(report).find("progress_lost"), std::string::npos);
-  EXPECT_NE(goodput_report_svg(report, "t").find("<svg"), std::string::npos);
+  // The timeline: A from its process event to the failure, B (2 ranks) to its normal end.
+  ASSERT_EQ(report.timeline.size(), 2u);
+  EXPECT_EQ(report.timeline[0].attempt, "A");
+  EXPECT_NEAR(report.timeline[0].start, 0.5, 1e-9);
+  EXPECT_NEAR(report.timeline[0].end, 4.5, 1e-9);
+  EXPECT_EQ(report.timeline[0].outcome, "failed: worker group killed by signal 9");
+  EXPECT_EQ(report.timeline[1].attempt, "B");
+  EXPECT_NEAR(report.timeline[1].start, 5.1, 1e-9);
+  EXPECT_NEAR(report.timeline[1].end, 8, 1e-9);
+  EXPECT_EQ(report.timeline[1].world, 2);
+  EXPECT_EQ(report.timeline[1].outcome, "finished");
+  EXPECT_EQ(json.get("timeline").items().size(), 2u);
+  EXPECT_EQ(json.get("timeline").items()[1].get("outcome").as_string(), "finished");
+  const std::string svg = goodput_report_svg(report, "t");
+  expect_self_contained_and_balanced(svg);
+  EXPECT_NE(svg.find("attempts over time"), std::string::npos);
+  EXPECT_NE(svg.find("#1 world 0: failed: worker group killed by signal 9"), std::string::npos);
+  EXPECT_NE(svg.find("#2 world 2: finished"), std::string::npos);
 }
 
 // Unix-time events (as real runs write them): a failure and a planned resize. MTTI and MTTR count

@@ -134,25 +134,29 @@ std::string percent_bar_chart_svg(const std::vector<PercentBar>& bars, const std
   return svg;
 }
 
+ChartAxis logarithmic_axis(double data_min, double data_max) {
+  LATHE_ASSERT(data_min > 0 && data_min <= data_max && std::isfinite(data_max));
+  ChartAxis axis;
+  axis.logarithmic = true;
+  int low_exponent = static_cast<int>(std::floor(std::log10(data_min)));
+  int high_exponent = std::max(static_cast<int>(std::ceil(std::log10(data_max))), low_exponent + 1);
+  axis.low = std::pow(10.0, low_exponent);
+  axis.high = std::pow(10.0, high_exponent);
+  for (int exponent = low_exponent; exponent <= high_exponent; ++exponent) {
+    double decade = std::pow(10.0, exponent);
+    axis.ticks.push_back(decade);
+    if (high_exponent - low_exponent <= 3 && exponent < high_exponent) {
+      axis.ticks.push_back(2 * decade);
+      axis.ticks.push_back(5 * decade);
+    }
+  }
+  return axis;
+}
+
 ChartAxis choose_axis(double data_min, double data_max, bool allow_logarithmic, double minimum_step) {
   LATHE_ASSERT(std::isfinite(data_min) && std::isfinite(data_max) && data_min <= data_max);
+  if (allow_logarithmic && data_min > 0 && data_max / data_min > 100) return logarithmic_axis(data_min, data_max);
   ChartAxis axis;
-  if (allow_logarithmic && data_min > 0 && data_max / data_min > 100) {
-    axis.logarithmic = true;
-    int low_exponent = static_cast<int>(std::floor(std::log10(data_min)));
-    int high_exponent = static_cast<int>(std::ceil(std::log10(data_max)));
-    axis.low = std::pow(10.0, low_exponent);
-    axis.high = std::pow(10.0, high_exponent);
-    for (int exponent = low_exponent; exponent <= high_exponent; ++exponent) {
-      double decade = std::pow(10.0, exponent);
-      axis.ticks.push_back(decade);
-      if (high_exponent - low_exponent <= 3 && exponent < high_exponent) {
-        axis.ticks.push_back(2 * decade);
-        axis.ticks.push_back(5 * decade);
-      }
-    }
-    return axis;
-  }
   // One value, or a spread too small to label at this magnitude: centre it in a small range.
   double magnitude = std::max(std::fabs(data_min), std::fabs(data_max));
   if (data_max - data_min <= magnitude * 1e-9) {
@@ -247,6 +251,35 @@ std::string line_chart_svg(const LineChart& chart) {
   }
   svg += "</svg>\n";
   return svg;
+}
+
+namespace {
+
+// The number in attribute `name`="..." of the root <svg ...> tag of a chart made here.
+double root_attribute(const std::string& svg, const std::string& name) {
+  const size_t tag_end = svg.find('>');
+  const size_t at = svg.find(" " + name + "=\"");
+  LATHE_ASSERT(tag_end != std::string::npos && at != std::string::npos && at < tag_end);
+  return std::stod(svg.substr(at + name.size() + 3));
+}
+
+}  // namespace
+
+std::string stack_svgs_vertically(const std::vector<std::string>& charts) {
+  double width = 0, height = 0;
+  for (const std::string& chart : charts) width = std::max(width, root_attribute(chart, "width"));
+  std::string body;
+  for (const std::string& chart : charts) {
+    // A nested <svg> placed at (0, height): the chart's own root with a position added.
+    const size_t open = chart.find("<svg");
+    LATHE_ASSERT(open != std::string::npos);
+    body += format("<svg x=\"0\" y=\"%.0f\"", height) + chart.substr(open + 4);
+    if (body.back() != '\n') body += '\n';
+    height += root_attribute(chart, "height");
+  }
+  return format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">\n",
+                width, height, width, height) +
+         "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n" + body + "</svg>\n";
 }
 
 }  // namespace lathe

@@ -43,6 +43,9 @@ struct ChartAxis {
   std::vector<double> ticks;
 };
 ChartAxis choose_axis(double data_min, double data_max, bool allow_logarithmic, double minimum_step = 0);
+// A logarithmic axis whatever the range (0 < data_min <= data_max), from the decade below to the
+// decade above (at least one decade).
+ChartAxis logarithmic_axis(double data_min, double data_max);
 
 enum class PointMarkers {
   none,
@@ -68,5 +71,11 @@ struct LineChart {
 };
 
 std::string line_chart_svg(const LineChart& chart);
+
+// ---- pictures of several charts ----
+
+// One SVG holding the given charts (each a whole SVG from this file) one below the other, as wide
+// as the widest: a loss chart over its learning-rate chart, a goodput breakdown over its timeline.
+std::string stack_svgs_vertically(const std::vector<std::string>& charts);
 
 }  // namespace lathe

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "expect_error.h"
 #include "lathe/core/rng.h"
 #include "lathe/io/durable_file.h"
@@ -72,7 +74,32 @@ TEST(LoadFrom, ContradictionsAndBadValuesAreErrors) {
       },
       "model.n_layers=5 contradicts " + scratch.path() + "/config.json, which gives 3");
   expect_error([&] { parse_train_config("", {"load_from=" + scratch.path()}); }, "is not supported (expected hf:DIR");
-  expect_error([&] { parse_train_config("", {"load_from=hf:" + scratch.file("nothing")}); }, "no config.json");
+  expect_error([&] { parse_train_config("", {"load_from=hf:" + scratch.file("nothing")}); },
+               "is neither a directory nor a Hugging Face model name");
+  std::filesystem::create_directories(scratch.file("empty"));
+  expect_error([&] { parse_train_config("", {"load_from=hf:" + scratch.file("empty")}); }, "no config.json");
+}
+
+// A value the user gives is checked even when it equals lathe's own default: model.n_layers=4 (the
+// default) on the 3-layer checkpoint was once dropped silently and trained 3 layers.
+TEST(LoadFrom, AGivenValueEqualToLathesDefaultIsStillChecked) {
+  ScratchDirectory scratch;
+  TransformerModel pretrained(pretrained_config());
+  save_hf_model(pretrained, scratch.file("hf"));
+  const std::string load_from = "load_from=hf:" + scratch.file("hf");
+  const int64_t lathe_default = ModelConfig{}.n_layers;
+  ASSERT_NE(lathe_default, pretrained_config().n_layers);
+  const std::string given = "model.n_layers=" + std::to_string(lathe_default);
+  expect_error(
+      [&] {
+        parse_train_config("", {load_from, given});
+      },
+      given + " contradicts " + scratch.file("hf") + "/config.json, which gives 3");
+  write_file_atomically(scratch.file("run.yaml"), "load_from: hf:" + scratch.file("hf") +
+                                                      "\nmodel:\n  n_layers: " + std::to_string(lathe_default) + "\n");
+  expect_error([&] { parse_train_config(scratch.file("run.yaml"), {}); }, given + " contradicts");
+  // Keys left alone still take the checkpoint's values.
+  EXPECT_EQ(parse_train_config("", {load_from, "model.n_layers=3"}).model, pretrained.config());
 }
 
 }  // namespace

@@ -200,7 +200,7 @@ TEST_F(SftTrainingEndToEnd, FineTunesAnHfModelAndExportsItBack) {
 
   config.load_from = "hf:" + hf_in;
   config.data.tokenizer.clear();  // load_from supplies hf_in/tokenizer.json
-  apply_load_from(config);
+  apply_load_from(config, {});
   EXPECT_EQ(config.data.tokenizer, hf_in + "/tokenizer.json");
   const TrainSummary summary = train_quietly(config);
   const std::map<int64_t, double> losses = logged_losses(config.run_dir);

@@ -561,19 +561,44 @@ void throw_if_any(const std::vector<std::string>& errors) {
   if (!errors.empty()) throw Error(join_lines(errors));
 }
 
+// The model.* keys a document sets ("model.n_layers"), written as a section or as dotted keys.
+void collect_model_keys(const Json& root, std::set<std::string>& keys) {
+  if (!root.is_object()) return;
+  for (const auto& [key, value] : root.members()) {
+    if (key == "model" && value.is_object())
+      for (const auto& [member, member_value] : value.members()) keys.insert("model." + member);
+    else if (key.rfind("model.", 0) == 0)
+      keys.insert(key);
+  }
+}
+
+// The key of a "model.X=value" override.
+void collect_model_key(const std::string& assignment, std::set<std::string>& keys) {
+  const std::string key = assignment.substr(0, assignment.find('='));
+  const size_t begin = key.find_first_not_of(" \t"), end = key.find_last_not_of(" \t");
+  if (begin == std::string::npos) return;
+  const std::string trimmed = key.substr(begin, end - begin + 1);
+  if (trimmed.rfind("model.", 0) == 0) keys.insert(trimmed);
+}
+
 }  // namespace
 
 TrainConfig parse_train_config(const std::string& yaml_path_or_empty, const std::vector<std::string>& overrides) {
   TrainConfig config;
   std::vector<std::string> errors;
+  std::set<std::string> model_keys_given;
   if (!yaml_path_or_empty.empty()) {
     YamlKeyPositions positions;
     Json root = load_yaml_file(yaml_path_or_empty, &positions);
     apply_document(config, root, yaml_path_or_empty, positions, errors);
+    collect_model_keys(root, model_keys_given);
   }
-  for (const auto& assignment : overrides) apply_override(config, assignment, errors);
+  for (const auto& assignment : overrides) {
+    apply_override(config, assignment, errors);
+    collect_model_key(assignment, model_keys_given);
+  }
   throw_if_any(errors);
-  apply_load_from(config);
+  apply_load_from(config, model_keys_given);
   return config;
 }
 

@@ -33,8 +33,9 @@ const HfDeepseek kDeepseekV2 = {
 }  // namespace
 
 const FamilySpec& deepseek_v2_family() {
-  static const FamilySpec spec = deepseek_family_spec("deepseek_v2", "DeepseekV2ForCausalLM", "deepseek_v2",
-                                                      &kDeepseekV2Moe, &kDeepseekV2, {"attention_bias", "mlp_bias"});
+  static const FamilySpec spec =
+      deepseek_family_spec("deepseek_v2", "DeepseekV2ForCausalLM", "deepseek_v2", &kDeepseekV2Moe, &kDeepseekV2,
+                           {"attention_bias", "mlp_bias"}, 2048);
   return spec;
 }
 

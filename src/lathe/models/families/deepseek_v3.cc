@@ -37,7 +37,7 @@ const HfDeepseek kDeepseekV3 = {
 
 const FamilySpec& deepseek_v3_family() {
   static const FamilySpec spec = deepseek_family_spec("deepseek_v3", "DeepseekV3ForCausalLM", "deepseek_v3",
-                                                      &kDeepseekV3Moe, &kDeepseekV3, {"attention_bias"});
+                                                      &kDeepseekV3Moe, &kDeepseekV3, {"attention_bias"}, 4096);
   return spec;
 }
 

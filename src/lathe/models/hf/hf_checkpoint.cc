@@ -19,42 +19,6 @@ bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// "model.d_model (64 vs 32)" for the first field where two configs differ; "" when equal.
-std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) {
-#define LATHE_COMPARE(field) \
-  if (!(a.field == b.field)) return str_cat("model." #field " (", a.field, " vs ", b.field, ")");
-  LATHE_COMPARE(family)
-  LATHE_COMPARE(vocab_size)
-  LATHE_COMPARE(d_model)
-  LATHE_COMPARE(n_layers) LATHE_COMPARE(n_heads) LATHE_COMPARE(n_kv_heads) LATHE_COMPARE(head_dim) LATHE_COMPARE(
-      ffn_dim) LATHE_COMPARE(max_seq_len) LATHE_COMPARE(rope_theta) LATHE_COMPARE(rope_local_theta)
-      LATHE_COMPARE(partial_rotary_factor) LATHE_COMPARE(rope_scaling) LATHE_COMPARE(rope_scaling_factor) LATHE_COMPARE(
-          rope_low_freq_factor) LATHE_COMPARE(rope_high_freq_factor) LATHE_COMPARE(rope_original_max_position)
-          LATHE_COMPARE(norm_eps) LATHE_COMPARE(norm_weight_offset) LATHE_COMPARE(tie_embeddings) LATHE_COMPARE(qk_norm)
-              LATHE_COMPARE(attention_bias) LATHE_COMPARE(embedding_scale) LATHE_COMPARE(sandwich_norms) LATHE_COMPARE(
-                  final_logit_softcap) LATHE_COMPARE(attn_logit_softcap) LATHE_COMPARE(attention_scale)
-                  LATHE_COMPARE(sliding_window) LATHE_COMPARE(sliding_window_pattern) LATHE_COMPARE(
-                      init_std) LATHE_COMPARE(qk_norm_full_width) LATHE_COMPARE(moe_experts) LATHE_COMPARE(moe_top_k)
-                      LATHE_COMPARE(moe_ffn_dim) LATHE_COMPARE(moe_router_scoring) LATHE_COMPARE(moe_renormalize)
-                          LATHE_COMPARE(moe_routed_scaling) LATHE_COMPARE(moe_shared_ffn_dim) LATHE_COMPARE(
-                              moe_shared_gate) LATHE_COMPARE(moe_first_dense_layers) LATHE_COMPARE(moe_layer_step)
-                              LATHE_COMPARE(moe_dense_layers) LATHE_COMPARE(moe_aux_loss_coef) LATHE_COMPARE(
-                                  moe_z_loss_coef) LATHE_COMPARE(rope_yarn_beta_fast) LATHE_COMPARE(rope_yarn_beta_slow)
-                                  LATHE_COMPARE(rope_yarn_truncate) LATHE_COMPARE(rope_yarn_mscale)
-                                      LATHE_COMPARE(rope_yarn_mscale_all_dim) LATHE_COMPARE(rope_attention_factor)
-                                          LATHE_COMPARE(rope_interleave) LATHE_COMPARE(moe_bias_update_rate)
-                                              LATHE_COMPARE(moe_groups) LATHE_COMPARE(moe_topk_groups) LATHE_COMPARE(
-                                                  moe_group_score_experts) LATHE_COMPARE(q_lora_rank)
-                                                  LATHE_COMPARE(kv_lora_rank) LATHE_COMPARE(qk_nope_head_dim)
-                                                      LATHE_COMPARE(qk_rope_head_dim) LATHE_COMPARE(v_head_dim)
-                                                          LATHE_COMPARE(mtp_layers) LATHE_COMPARE(mtp_loss_weight)
-#undef LATHE_COMPARE
-                                                              if (a.ffn_activation != b.ffn_activation) return str_cat(
-                                                                  "model.ffn_activation (", to_string(a.ffn_activation),
-                                                                  " vs ", to_string(b.ffn_activation), ")");
-  return "";
-}
-
 // DeepSeek-V3 checkpoints repeat the shared embedding and LM head inside each multi-token
 // prediction module ("model.layers.{n+k}.embed_tokens.weight", ".shared_head.head.weight");
 // lathe shares them, as transformers' MtpModel does, and skips the copies.
@@ -136,6 +100,43 @@ void copy_file_into(const std::string& source, const std::string& destination) {
 
 }  // namespace
 
+// "model.d_model (64 vs 32)" for the first field where two configs differ; "" when equal.
+std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) {
+#define LATHE_COMPARE(field) \
+  if (!(a.field == b.field)) return str_cat("model." #field " (", a.field, " vs ", b.field, ")");
+  LATHE_COMPARE(family)
+  LATHE_COMPARE(vocab_size)
+  LATHE_COMPARE(d_model)
+  LATHE_COMPARE(n_layers)
+  LATHE_COMPARE(n_heads) LATHE_COMPARE(n_kv_heads) LATHE_COMPARE(head_dim) LATHE_COMPARE(ffn_dim) LATHE_COMPARE(
+      max_seq_len) LATHE_COMPARE(rope_theta) LATHE_COMPARE(rope_local_theta) LATHE_COMPARE(partial_rotary_factor)
+      LATHE_COMPARE(rope_scaling) LATHE_COMPARE(rope_scaling_factor) LATHE_COMPARE(rope_low_freq_factor) LATHE_COMPARE(
+          rope_high_freq_factor) LATHE_COMPARE(rope_original_max_position) LATHE_COMPARE(norm_eps)
+          LATHE_COMPARE(norm_weight_offset) LATHE_COMPARE(tie_embeddings) LATHE_COMPARE(qk_norm)
+              LATHE_COMPARE(attention_bias) LATHE_COMPARE(embedding_scale) LATHE_COMPARE(sandwich_norms) LATHE_COMPARE(
+                  final_logit_softcap) LATHE_COMPARE(attn_logit_softcap) LATHE_COMPARE(attention_scale)
+                  LATHE_COMPARE(sliding_window) LATHE_COMPARE(sliding_window_pattern) LATHE_COMPARE(
+                      init_std) LATHE_COMPARE(qk_norm_full_width) LATHE_COMPARE(moe_experts) LATHE_COMPARE(moe_top_k)
+                      LATHE_COMPARE(moe_ffn_dim) LATHE_COMPARE(moe_router_scoring) LATHE_COMPARE(moe_renormalize)
+                          LATHE_COMPARE(moe_routed_scaling) LATHE_COMPARE(moe_shared_ffn_dim) LATHE_COMPARE(
+                              moe_shared_gate) LATHE_COMPARE(moe_first_dense_layers) LATHE_COMPARE(moe_layer_step)
+                              LATHE_COMPARE(moe_dense_layers) LATHE_COMPARE(moe_aux_loss_coef) LATHE_COMPARE(
+                                  moe_z_loss_coef) LATHE_COMPARE(rope_yarn_beta_fast) LATHE_COMPARE(rope_yarn_beta_slow)
+                                  LATHE_COMPARE(rope_yarn_truncate) LATHE_COMPARE(rope_yarn_mscale)
+                                      LATHE_COMPARE(rope_yarn_mscale_all_dim) LATHE_COMPARE(rope_attention_factor)
+                                          LATHE_COMPARE(rope_interleave) LATHE_COMPARE(moe_bias_update_rate)
+                                              LATHE_COMPARE(moe_groups) LATHE_COMPARE(moe_topk_groups) LATHE_COMPARE(
+                                                  moe_group_score_experts) LATHE_COMPARE(q_lora_rank)
+                                                  LATHE_COMPARE(kv_lora_rank) LATHE_COMPARE(qk_nope_head_dim)
+                                                      LATHE_COMPARE(qk_rope_head_dim) LATHE_COMPARE(v_head_dim)
+                                                          LATHE_COMPARE(mtp_layers) LATHE_COMPARE(mtp_loss_weight)
+#undef LATHE_COMPARE
+                                                              if (a.ffn_activation != b.ffn_activation) return str_cat(
+                                                                  "model.ffn_activation (", to_string(a.ffn_activation),
+                                                                  " vs ", to_string(b.ffn_activation), ")");
+  return "";
+}
+
 HfModelDescription read_hf_model_description(const std::string& hf_dir) {
   const std::string path = (fs::path(hf_dir) / "config.json").string();
   std::error_code error;
@@ -181,6 +182,8 @@ void save_hf_model(const TransformerModel& model, const std::string& hf_dir, con
   const char* torch_dtype = options.dtype == DType::bf16 ? "bfloat16" : "float32";
   config.set("dtype", torch_dtype);        // transformers 5.x
   config.set("torch_dtype", torch_dtype);  // transformers 4.x
+  if (options.bos_token_id) config.set("bos_token_id", static_cast<int64_t>(*options.bos_token_id));
+  if (options.eos_token_id) config.set("eos_token_id", static_cast<int64_t>(*options.eos_token_id));
   std::error_code error;
   fs::create_directories(hf_dir, error);
   LATHE_CHECK(fs::is_directory(hf_dir, error), "cannot create directory ", hf_dir);
@@ -201,12 +204,20 @@ void save_hf_model(const TransformerModel& model, const std::string& hf_dir, con
   write_safetensors_checkpoint(hf_dir, tensors, options.max_shard_bytes);
   write_file_atomically((fs::path(hf_dir) / "config.json").string(), hf_config_text(config));
   Json generation = Json::object();
-  generation.set("_from_model_config", true);
+  if (options.bos_token_id) generation.set("bos_token_id", static_cast<int64_t>(*options.bos_token_id));
+  if (options.generation_eos_token_ids.size() > 1) {
+    Json ids = Json::array();
+    for (int32_t id : options.generation_eos_token_ids) ids.push(static_cast<int64_t>(id));
+    generation.set("eos_token_id", std::move(ids));
+  } else if (options.eos_token_id) {
+    generation.set("eos_token_id", static_cast<int64_t>(*options.eos_token_id));
+  }
+  if (generation.members().empty()) generation.set("_from_model_config", true);
   write_file_atomically((fs::path(hf_dir) / "generation_config.json").string(), generation.dump(2) + "\n");
   if (!options.tokenizer_json.empty())
     copy_file_into(options.tokenizer_json, (fs::path(hf_dir) / "tokenizer.json").string());
-  if (!options.tokenizer_config_json.empty())
-    copy_file_into(options.tokenizer_config_json, (fs::path(hf_dir) / "tokenizer_config.json").string());
+  if (!options.tokenizer_config.empty())
+    write_file_atomically((fs::path(hf_dir) / "tokenizer_config.json").string(), options.tokenizer_config);
 }
 
 }  // namespace lathe

@@ -2,8 +2,8 @@
 //   <dir>/config.json                 the architecture (models/hf_config.h)
 //   <dir>/model.safetensors           weights, or model.safetensors.index.json + shards
 //                                     (io/safetensors_checkpoint.h)
-//   <dir>/generation_config.json      written on save
-//   <dir>/tokenizer.json, tokenizer_config.json   copied on save when given
+//   <dir>/generation_config.json      written on save (token ids when given)
+//   <dir>/tokenizer.json, tokenizer_config.json   written on save when given
 //
 // Loading converts every tensor (F32, BF16, F16, F64) to the f32 master weights straight from the
 // mapped files. The checkpoint must hold exactly the model's parameters: a missing tensor, an
@@ -12,7 +12,10 @@
 // buffers of old checkpoints and Gemma 3's vision weights are skipped.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "lathe/core/dtype.h"
 #include "lathe/models/hf/hf_config.h"
@@ -31,11 +34,20 @@ TransformerModel load_hf_model(const std::string& hf_dir);
 // (lathe::Error naming the first differing key otherwise); refreshes the model's bf16 copies.
 void load_hf_weights(TransformerModel& model, const std::string& hf_dir);
 
+// "model.d_model (64 vs 32)" for the first field where two configs differ; "" when equal.
+std::string first_config_difference(const ModelConfig& a, const ModelConfig& b);
+
 struct HfSaveOptions {
-  DType dtype = DType::f32;           // f32 or bf16 (round-to-nearest-even)
-  int64_t max_shard_bytes = 0;        // 0: one model.safetensors; else shards + index
-  std::string tokenizer_json;         // copied to <hf_dir>/tokenizer.json when not empty
-  std::string tokenizer_config_json;  // copied to <hf_dir>/tokenizer_config.json when not empty
+  DType dtype = DType::f32;     // f32 or bf16 (round-to-nearest-even)
+  int64_t max_shard_bytes = 0;  // 0: one model.safetensors; else shards + index
+  std::string tokenizer_json;   // copied to <hf_dir>/tokenizer.json when not empty
+  // The tokenizer's side (train/hf_export.h fills these from a run): bos/eos written to config.json
+  // and generation_config.json (whose eos_token_id lists generation_eos_token_ids when more than
+  // one), and tokenizer_config.json's text when not empty. Without them transformers takes its
+  // config class's defaults.
+  std::optional<int32_t> bos_token_id, eos_token_id;
+  std::vector<int32_t> generation_eos_token_ids;
+  std::string tokenizer_config;
 };
 
 // Writes config.json, generation_config.json, the weights and the tokenizer files into hf_dir

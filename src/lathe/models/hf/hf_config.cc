@@ -365,14 +365,15 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
   LATHE_CHECK(config.n_heads > 0 && config.n_kv_heads > 0 && config.n_heads % config.n_kv_heads == 0, source,
               ": num_attention_heads=", config.n_heads,
               " must be a positive multiple of num_key_value_heads=", config.n_kv_heads);
-  config.head_dim = reader.integer_or("head_dim", 0);
+  config.head_dim = reader.present("head_dim") ? reader.integer_or("head_dim", 0) : hf.default_head_dim;
   if (hf.deepseek) read_deepseek_attention(reader, config);
   LATHE_CHECK(config.head_dim > 0 || config.d_model % config.n_heads == 0, source, ": hidden_size=", config.d_model,
               " is not divisible by num_attention_heads=", config.n_heads, " and \"head_dim\" is not given");
   LATHE_CHECK(config.resolved_head_dim() % 2 == 0, source, ": head_dim ", config.resolved_head_dim(),
               " must be even (RoPE rotates pairs)");
   config.ffn_dim = reader.positive_integer("intermediate_size");
-  config.max_seq_len = reader.integer_or("max_position_embeddings", 2048);
+  config.max_seq_len =
+      reader.integer_or("max_position_embeddings", hf.default_max_position > 0 ? hf.default_max_position : 2048);
   LATHE_CHECK(config.max_seq_len > 0, source, ": \"max_position_embeddings\" must be positive");
   config.ffn_activation = read_activation(reader, hf);
   config.norm_eps = reader.number_or("rms_norm_eps", hf.default_norm_eps > 0 ? hf.default_norm_eps : 1e-6);
@@ -399,8 +400,11 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
     LATHE_CHECK(reader.has("rope_parameters") || reader.has("rope_scaling"), source, ": no \"rope_parameters\", so ",
                 hf.architecture, " defaults to rope_type \"", hf.default_rope_type,
                 "\" with parameters the config does not give; write its \"rope_parameters\" out");
+  config.rope_local_theta = hf.default_rope_local_theta;
   read_rope(reader, config, hf.default_rope_theta > 0 ? hf.default_rope_theta : 10000.0);
   read_sliding_window(reader, hf, config);
+  // A pattern longer than the model means every layer is local, which pattern 0 says.
+  if (config.sliding_window_pattern > config.n_layers) config.sliding_window_pattern = 0;
 
   // The architecture's fixed traits (Qwen2 always has q/k/v biases, and none on o_proj).
   config.qk_norm = family.traits.qk_norm;
@@ -413,8 +417,11 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
     const double scalar = reader.number_or("query_pre_attn_scalar", 256.0);
     LATHE_CHECK(scalar > 0, source, ": \"query_pre_attn_scalar\" must be positive, found ", scalar);
     config.attention_scale = static_cast<float>(1.0 / std::sqrt(scalar));
-    config.final_logit_softcap = static_cast<float>(reader.number_or("final_logit_softcapping", 0.0));
-    config.attn_logit_softcap = static_cast<float>(reader.number_or("attn_logit_softcapping", 0.0));
+    // Absent: the config class's default; null: no cap.
+    config.final_logit_softcap = static_cast<float>(reader.number_or(
+        "final_logit_softcapping", reader.present("final_logit_softcapping") ? 0.0 : hf.default_final_logit_softcap));
+    config.attn_logit_softcap = static_cast<float>(reader.number_or(
+        "attn_logit_softcapping", reader.present("attn_logit_softcapping") ? 0.0 : hf.default_attn_logit_softcap));
   }
   if (hf.moe) read_moe(reader, hf, config);
   if (hf.deepseek) read_deepseek(reader, *hf.deepseek, config);

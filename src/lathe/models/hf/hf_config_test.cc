@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "lathe/core/error.h"
+#include "lathe/io/durable_file.h"
+#include "lathe/models/hf/hf_checkpoint.h"
 
 namespace lathe {
 namespace {
@@ -468,7 +471,7 @@ TEST(HfConfig, UnsupportedOptionsAreOneClearErrorEach) {
                "\"rope_scaling\" rope_type \"linear\" is not supported");
   expect_error(R"({"model_type": "llama", "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}, )" + base + "}",
                "\"rope_parameters\" rope_type \"dynamic\" is not supported");
-  expect_error(R"({"model_type": "qwen2", "use_sliding_window": true, )" + base + "}",
+  expect_error(R"({"model_type": "qwen2", "use_sliding_window": true, "num_key_value_heads": 4, )" + base + "}",
                "\"use_sliding_window\"=true is not supported");
   expect_error(R"({"model_type": "gemma3_text", "sliding_window": 4,
                    "layer_types": ["full_attention", "sliding_attention"], )" +
@@ -504,6 +507,29 @@ TEST(HfConfig, UnsupportedOptionsAreOneClearErrorEach) {
       "\"num_experts_per_tok\"=5 must be in [1, num_local_experts=4]");
   expect_error(R"({"model_type": "qwen3_moe", "mlp_only_layers": [0, -1], "num_key_value_heads": 4, )" + base + "}",
                "\"mlp_only_layers\" must list non-negative layer indices, found -1");
+}
+
+// A config.json that leaves optional keys out means transformers' defaults for that model type,
+// never lathe's own. tests/golden/hf_defaults/<model_type>.json (tests/hf_oracle/
+// make_config_defaults.py) holds a config with only the sizes ("minimal") and the same config as
+// transformers 5.24 completes it with its class defaults ("full"); both must read as one model.
+TEST(HfConfig, MissingKeysTakeTransformersDefaultsOfTheModelType) {
+  const std::filesystem::path directory = LATHE_SOURCE_DIR "/tests/golden/hf_defaults";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    if (entry.path().extension() != ".json") continue;
+    SCOPED_TRACE(entry.path().filename().string());
+    const Json record = Json::parse(read_file_contents(entry.path().string()));
+    ModelConfig minimal = model_config_from_hf_json(*record.find("minimal"), "minimal").config;
+    ModelConfig full = model_config_from_hf_json(*record.find("full"), "full").config;
+    // A head_dim left to hidden_size / num_attention_heads and one given equal to it are one model.
+    minimal.head_dim = minimal.resolved_head_dim();
+    full.head_dim = full.resolved_head_dim();
+    EXPECT_EQ(first_config_difference(minimal, full), "");
+    EXPECT_TRUE(minimal == full);
+    ++checked;
+  }
+  EXPECT_GE(checked, 12);
 }
 
 }  // namespace
