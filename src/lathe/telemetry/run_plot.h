@@ -4,7 +4,7 @@
 // read_run_curves(metrics.jsonl) keeps, per step, the row of the attempt that counts: a resumed
 // run appends again from its checkpoint's step, so a step logged twice was redone and the later
 // row wins. Each place where logging restarted (the step went back, or the process's
-// elapsed_seconds did) is a restart, drawn as a vertical marker at the step the run resumed at.
+// elapsed_seconds did) is a restart, drawn as a vertical marker at the first step logged after it.
 //
 // run_plot_svg draws two charts stacked (telemetry/svg_chart.h): the training losses (raw faint,
 // moving average solid, one colour per run) with validation losses as points, and below them
