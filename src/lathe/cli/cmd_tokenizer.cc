@@ -70,7 +70,7 @@ int run_tokenizer_train(int argc, char** argv) {
   CommandLine command_line("lathe tokenizer train --input PATH --vocab-size N --output FILE",
                            "Trains a byte-level BPE tokenizer on a text file or a folder of text files (fortune\n"
                            "files are split into documents at '%' lines) and writes it as tokenizer.json.");
-  command_line.option("input", "PATH", "text file or folder", "/usr/share/games/fortunes");
+  command_line.option("input", "PATH", "text or JSONL file (.gz/.zst too) or folder", "/usr/share/games/fortunes");
   command_line.option("vocab-size", "N", "vocabulary size: 256 bytes + merges + special tokens", "4096");
   command_line.option("output", "FILE", "tokenizer.json to write");
   command_line.repeated("special", "TOKEN", "special tokens (default: <|endoftext|>)");

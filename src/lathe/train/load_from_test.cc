@@ -40,15 +40,15 @@ TEST(LoadFrom, ModelSectionAndTokenizerComeFromTheDirectory) {
   save_hf_model(pretrained, scratch.path());
   const std::string load_from = "load_from=hf:" + scratch.path();
 
-  TrainConfig config = parse_train_config("", {load_from});
+  TrainConfig config = parse_train_config({}, {load_from});
   EXPECT_EQ(config.model, pretrained.config());
   EXPECT_EQ(config.data.tokenizer, "");  // the directory has no tokenizer.json yet
   write_file_atomically(scratch.file("tokenizer.json"), "{}");
-  config = parse_train_config("", {load_from, "model.n_layers=3", "train.steps=7"});
+  config = parse_train_config({}, {load_from, "model.n_layers=3", "train.steps=7"});
   EXPECT_EQ(config.model, pretrained.config());
   EXPECT_EQ(config.train.steps, 7);
   EXPECT_EQ(config.data.tokenizer, scratch.file("tokenizer.json"));
-  EXPECT_EQ(parse_train_config("", {load_from, "data.tokenizer=mine.json"}).data.tokenizer, "mine.json");
+  EXPECT_EQ(parse_train_config({}, {load_from, "data.tokenizer=mine.json"}).data.tokenizer, "mine.json");
 
   TransformerModel model(config.model);
   model.initialize(seed + 1);
@@ -68,11 +68,11 @@ TEST(LoadFrom, ContradictionsAndBadValuesAreErrors) {
   const std::string load_from = "load_from=hf:" + scratch.path();
   expect_error(
       [&] {
-        parse_train_config("", {load_from, "model.n_layers=5"});
+        parse_train_config({}, {load_from, "model.n_layers=5"});
       },
       "model.n_layers=5 contradicts " + scratch.path() + "/config.json, which gives 3");
-  expect_error([&] { parse_train_config("", {"load_from=" + scratch.path()}); }, "is not supported (expected hf:DIR");
-  expect_error([&] { parse_train_config("", {"load_from=hf:" + scratch.file("nothing")}); }, "no config.json");
+  expect_error([&] { parse_train_config({}, {"load_from=" + scratch.path()}); }, "is not supported (expected hf:DIR");
+  expect_error([&] { parse_train_config({}, {"load_from=hf:" + scratch.file("nothing")}); }, "no config.json");
 }
 
 }  // namespace
