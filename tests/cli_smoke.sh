@@ -61,9 +61,9 @@ grep -q "tab.yaml:3:1: tab in indentation" "$work/err" || { echo "FAIL: no line:
 mkdir -p "$work/layers/presets"
 printf 'x-layers: &layers 2\nmodel:\n  n_layers: *layers\n  d_model: 64\ntrain: {steps: 50}\n' >"$work/layers/presets/base.yaml"
 printf 'base_config: presets/base.yaml\nmodel:\n  <<: {n_heads: 2, n_kv_heads: 2, d_model: 32}\n  d_model: 96\n' >"$work/layers/top.yaml"
-printf 'train:\n  steps: 3\n' >"$work/layers/last.yaml"
+printf 'train:\n  steps: 30\n' >"$work/layers/last.yaml"
 expect 0 "config layered files" -- "$lathe" config "$work/layers/top.yaml" "$work/layers/last.yaml" train.seed=9 --json
-python3 -c "import json,sys; c=json.load(sys.stdin); m=c['model']; assert (m['n_layers'], m['d_model'], m['n_heads'], c['train']['steps'], c['train']['seed']) == (2, 96, 2, 3, 9), c" <"$work/out" \
+python3 -c "import json,sys; c=json.load(sys.stdin); m=c['model']; assert (m['n_layers'], m['d_model'], m['n_heads'], c['train']['steps'], c['train']['seed']) == (2, 96, 2, 30, 9), c" <"$work/out" \
   || { echo "FAIL: layered config resolved wrongly"; failures=$((failures + 1)); }
 printf 'base_config: b.yaml\n' >"$work/layers/a.yaml"
 printf 'base_config: a.yaml\n' >"$work/layers/b.yaml"

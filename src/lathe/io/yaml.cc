@@ -109,6 +109,12 @@ class YamlConverter {
       document = YAML::Load(text_);
     } catch (const YAML::ParserException& error) {
       fail_at_tab_before(error.mark);
+      if (error.msg == YAML::ErrorMsg::END_OF_SEQ_FLOW || error.msg == YAML::ErrorMsg::END_OF_MAP_FLOW) {
+        const YAML::Mark open = unclosed_bracket(error.mark);
+        if (open.pos != error.mark.pos)
+          fail(open, text_[static_cast<size_t>(open.pos)] == '[' ? "unterminated '[' (no matching ']')"
+                                                                 : "unterminated '{' (no matching '}')");
+      }
       fail(error.mark, explain_parser_message(error.msg));
     } catch (const YAML::Exception& error) {
       fail(error.mark, error.msg);
@@ -172,6 +178,47 @@ class YamlConverter {
       }
       line_start = line_end + 1;
     }
+  }
+
+  // yaml-cpp places an unterminated flow collection at the end of the input; the opening bracket
+  // left open before `end` (outside quotes and comments) is where the mistake is.
+  YAML::Mark unclosed_bracket(const YAML::Mark& end) const {
+    struct Open {
+      size_t at;
+      int line, column;
+    };
+    std::vector<Open> open;
+    int line = 0, column = 0;
+    char quote = 0;
+    const size_t stop = std::min(text_.size(), static_cast<size_t>(std::max(end.pos, 0)));
+    for (size_t i = 0; i < stop; ++i, ++column) {
+      const char c = text_[i];
+      if (c == '\n') {
+        ++line;
+        column = -1;
+      } else if (quote) {
+        if (quote == '"' && c == '\\') {
+          ++i;
+          ++column;
+        } else if (c == quote) {
+          quote = 0;
+        }
+      } else if (c == '#' && (i == 0 || text_[i - 1] == ' ' || text_[i - 1] == '\t' || text_[i - 1] == '\n')) {
+        while (i + 1 < stop && text_[i + 1] != '\n') ++i;
+      } else if ((c == '"' || c == '\'') && !open.empty()) {
+        quote = c;
+      } else if (c == '[' || c == '{') {
+        open.push_back({i, line, column});
+      } else if ((c == ']' || c == '}') && !open.empty()) {
+        open.pop_back();
+      }
+    }
+    if (open.empty()) return end;
+    YAML::Mark mark;
+    mark.pos = static_cast<int>(open.back().at);
+    mark.line = open.back().line;
+    mark.column = open.back().column;
+    return mark;
   }
 
   void count_value(const YAML::Node& node) {

@@ -164,8 +164,9 @@ TEST(Yaml, ScalarAndFlowErrorsNameLineAndColumn) {
   EXPECT_EQ(yaml_error("a: 1\nb: \"open\n"), "test.yaml:2:4: unterminated double-quoted string");
   EXPECT_EQ(yaml_error("b: 'open\n"), "test.yaml:1:4: unterminated single-quoted string");
   EXPECT_EQ(yaml_error("b: \"\\q\"\n"), "test.yaml:1:7: unknown escape character: q");
-  EXPECT_EQ(yaml_error("b: [1, 2\n"), "test.yaml:2:1: unterminated '[' (no matching ']')");
-  EXPECT_EQ(yaml_error("b: {k: 1\n"), "test.yaml:2:1: unterminated '{' (no matching '}')");
+  EXPECT_EQ(yaml_error("b: [1, 2\n"), "test.yaml:1:4: unterminated '[' (no matching ']')");
+  EXPECT_EQ(yaml_error("# [ not this\nb: {k: '[', l: [1, 2],\n  m: 1\n"),
+            "test.yaml:2:4: unterminated '{' (no matching '}')");
   EXPECT_EQ(yaml_error("b: [1, 2] ]\n"), "test.yaml:1:11: unexpected ']' or '}' (nothing open to close)");
   EXPECT_EQ(yaml_error("b: @x\n"), "test.yaml:1:4: a plain value cannot start with '@' or '`'; quote it");
   EXPECT_EQ(yaml_error("b: *missing\n"),

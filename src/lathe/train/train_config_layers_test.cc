@@ -85,7 +85,7 @@ TEST(TrainConfigLayers, ErrorsNameTheFileHoldingTheMistake) {
   const std::string bad_base = write(scratch.file("bad_base.yaml"), "model: {d_model: [1\n");
   const std::string uses_bad = write(scratch.file("uses_bad.yaml"), "base_config: bad_base.yaml\n");
   EXPECT_EQ(error_of([&] { parse_train_config({uses_bad}, {}); }),
-            bad_base + ":2:1: unterminated '[' (no matching ']')");
+            bad_base + ":1:18: unterminated '[' (no matching ']')");
   EXPECT_EQ(error_of([] { train_config_from_yaml("base_config: x.yaml\n", "text"); }),
             "text:1:1: base_config: only a config file (not text without a file) can name a base_config");
   EXPECT_EQ(error_of([] { parse_train_config({}, {"base_config=x.yaml"}); }),
