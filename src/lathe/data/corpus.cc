@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -16,11 +15,6 @@ namespace lathe {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool ends_with(const std::string& text, const char* suffix) {
-  const size_t length = std::strlen(suffix);
-  return text.size() >= length && text.compare(text.size() - length, length, suffix) == 0;
-}
 
 // Why a file's bytes are not text ("" when they are).
 std::string text_problem(const std::string& text) {
@@ -88,7 +82,7 @@ void read_jsonl_documents(const std::string& path, const std::string& field, std
 
 bool is_jsonl_name(const std::string& path) {
   const std::string name = name_without_compression(path);
-  return ends_with(name, ".jsonl") || ends_with(name, ".ndjson");
+  return name.ends_with(".jsonl") || name.ends_with(".ndjson");
 }
 
 void split_documents(const std::string& text, std::vector<std::string>& documents) {

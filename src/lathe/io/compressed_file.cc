@@ -15,10 +15,6 @@ namespace {
 
 constexpr size_t kInputPiece = 64 * 1024;
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 const char* to_string(Compression compression) {
@@ -34,14 +30,14 @@ const char* to_string(Compression compression) {
 }
 
 Compression compression_from_name(const std::string& path) {
-  if (ends_with(path, ".gz")) return Compression::gzip;
-  if (ends_with(path, ".zst") || ends_with(path, ".zstd")) return Compression::zstd;
+  if (path.ends_with(".gz")) return Compression::gzip;
+  if (path.ends_with(".zst") || path.ends_with(".zstd")) return Compression::zstd;
   return Compression::none;
 }
 
 std::string name_without_compression(const std::string& path) {
   for (const char* suffix : {".gz", ".zst", ".zstd"})
-    if (ends_with(path, suffix)) return path.substr(0, path.size() - std::strlen(suffix));
+    if (path.ends_with(suffix)) return path.substr(0, path.size() - std::strlen(suffix));
   return path;
 }
 

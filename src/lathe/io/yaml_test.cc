@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 
+#include "expect_error.h"
 #include "lathe/core/error.h"
 #include "test_seed.h"
 
@@ -19,21 +20,11 @@ namespace {
 
 // The error message thrown for `text`, or "" when it parses.
 std::string yaml_error(const std::string& text) {
-  try {
-    parse_yaml(text, "test.yaml");
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
+  return error_message_of([&] { parse_yaml(text, "test.yaml"); });
 }
 
 std::string error_of_value(const std::string& text) {
-  try {
-    parse_yaml_value(text, "override");
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
+  return error_message_of([&] { parse_yaml_value(text, "override"); });
 }
 
 TEST(Yaml, NestedBlockMappingsAndSequences) {

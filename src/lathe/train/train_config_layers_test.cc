@@ -7,21 +7,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "expect_error.h"
 #include "lathe/core/error.h"
 #include "lathe/train/train_config.h"
 #include "scratch_directory.h"
 
 namespace lathe {
 namespace {
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
 
 std::string write(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -61,10 +53,10 @@ TEST(TrainConfigLayers, CyclesAreOneErrorNamingTheFiles) {
   ScratchDirectory scratch;
   const std::string a = write(scratch.file("a.yaml"), "base_config: b.yaml\n");
   const std::string b = write(scratch.file("b.yaml"), "base_config: a.yaml\n");
-  EXPECT_EQ(error_of([&] { parse_train_config({a}, {}); }),
+  EXPECT_EQ(error_message_of([&] { parse_train_config({a}, {}); }),
             "base_config cycle: " + a + " -> " + b + " -> " + scratch.file("a.yaml"));
   const std::string self = write(scratch.file("self.yaml"), "base_config: ./self.yaml\n");
-  EXPECT_EQ(error_of([&] { parse_train_config({self}, {}); }),
+  EXPECT_EQ(error_message_of([&] { parse_train_config({self}, {}); }),
             "base_config cycle: " + self + " -> " + scratch.file("./self.yaml"));
 }
 
@@ -72,23 +64,23 @@ TEST(TrainConfigLayers, ErrorsNameTheFileHoldingTheMistake) {
   ScratchDirectory scratch;
   const std::string base = write(scratch.file("base.yaml"), "model:\n  d_modle: 3\n");
   const std::string top = write(scratch.file("top.yaml"), "base_config: base.yaml\ntrain:\n  steps: many\n");
-  EXPECT_EQ(error_of([&] { parse_train_config({top}, {}); }),
+  EXPECT_EQ(error_message_of([&] { parse_train_config({top}, {}); }),
             base + ":2:3: unknown key 'model.d_modle' (did you mean 'model.d_model'?)\n" + top +
                 ":3:3: train.steps: expected an integer, got 'many'");
   const std::string missing = write(scratch.file("missing.yaml"), "\nbase_config: nowhere.yaml\n");
-  EXPECT_EQ(error_of([&] { parse_train_config({missing}, {}); }),
+  EXPECT_EQ(error_message_of([&] { parse_train_config({missing}, {}); }),
             missing + ":2:1: base_config: 'nowhere.yaml' not found (" + scratch.file("nowhere.yaml") +
                 "; relative to the file that names it)");
   const std::string wrong_type = write(scratch.file("list.yaml"), "base_config: [a.yaml]\n");
-  EXPECT_EQ(error_of([&] { parse_train_config({wrong_type}, {}); }),
+  EXPECT_EQ(error_message_of([&] { parse_train_config({wrong_type}, {}); }),
             wrong_type + ":1:1: base_config: expected the path of another config file, got a list");
   const std::string bad_base = write(scratch.file("bad_base.yaml"), "model: {d_model: [1\n");
   const std::string uses_bad = write(scratch.file("uses_bad.yaml"), "base_config: bad_base.yaml\n");
-  EXPECT_EQ(error_of([&] { parse_train_config({uses_bad}, {}); }),
+  EXPECT_EQ(error_message_of([&] { parse_train_config({uses_bad}, {}); }),
             bad_base + ":1:18: unterminated '[' (no matching ']')");
-  EXPECT_EQ(error_of([] { train_config_from_yaml("base_config: x.yaml\n", "text"); }),
+  EXPECT_EQ(error_message_of([] { train_config_from_yaml("base_config: x.yaml\n", "text"); }),
             "text:1:1: base_config: only a config file (not text without a file) can name a base_config");
-  EXPECT_EQ(error_of([] { parse_train_config({}, {"base_config=x.yaml"}); }),
+  EXPECT_EQ(error_message_of([] { parse_train_config({}, {"base_config=x.yaml"}); }),
             "unknown key 'base_config' (`lathe config --keys` lists them)");
 }
 
@@ -112,7 +104,8 @@ TEST(TrainConfigLayers, AnchorsMergeKeysAndBlockScalarsReachTheConfig) {
   EXPECT_EQ(config.data.tokenizer, "/tmp/a b.json");
   // An "x-" key holds anchors and is otherwise ignored; "base" is no config key; a merged key with a
   // wrong value is located where it was written.
-  EXPECT_EQ(error_of([] { train_config_from_yaml("base: &base {n_layers: two}\nmodel:\n  <<: *base\n", "test.yaml"); }),
+  EXPECT_EQ(error_message_of(
+                [] { train_config_from_yaml("base: &base {n_layers: two}\nmodel:\n  <<: *base\n", "test.yaml"); }),
             "test.yaml:1:1: unknown key 'base' (`lathe config --keys` lists them)\n"
             "test.yaml:1:14: model.n_layers: expected an integer, got 'two'");
 }
