@@ -47,7 +47,8 @@ grep -q "^# parameters: 6.29M" "$work/out" || { echo "FAIL: config printed no pa
 cp "$work/out" "$work/resolved.yaml"
 expect 0 "config resolved round trip" -- "$lathe" config "$work/resolved.yaml" --check
 for preset in "$root"/configs/*.yaml; do
-  expect 0 "config $preset" -- "$lathe" config "$preset" --check data.path="$root/README.md"
+  # The memory check would make this depend on what else runs here (llama3.2-1b needs ~22.5 GB of 24).
+  expect 0 "config $preset" -- "$lathe" config "$preset" --check data.path="$root/README.md" train.check_memory=false
 done
 expect 0 "config keys" -- "$lathe" config --keys
 expect 0 "config json" -- "$lathe" config --json model.n_layers=2
