@@ -2,12 +2,8 @@
 // keys and error messages (see yaml.h for the list).
 #include "lathe/io/yaml.h"
 
-// yaml-cpp 0.7's node templates trip GCC 12's -Wdangling-pointer when inlined into our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdangling-pointer"
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
-#pragma GCC diagnostic pop
 
 #include <cmath>
 #include <cstdlib>
@@ -308,14 +304,14 @@ class YamlConverter {
   void add_mapping(Json& mapping, const YAML::Node& node, const std::string& path, int depth, bool from_merge) {
     std::vector<YAML::Node> merges;
     std::map<std::string, int> first_line_of_key;
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& key_node = it->first;
+    for (const auto& entry : node) {  // *iterator is a temporary: `it->first` would dangle
+      const YAML::Node& key_node = entry.first;
       if (key_node.Type() == YAML::NodeType::Null) fail(key_node.Mark(), "missing key before ':'");
       if (key_node.Type() != YAML::NodeType::Scalar)
         fail(key_node.Mark(), "a mapping key must be a plain value, not a list or mapping");
       const std::string key = convert_key(key_node);
       if (key == "<<" && key_node.Tag() == "?") {
-        merges.push_back(it->second);
+        merges.push_back(entry.second);
         continue;
       }
       auto [previous, inserted] = first_line_of_key.emplace(key, key_node.Mark().line + 1);
@@ -324,7 +320,7 @@ class YamlConverter {
       std::string key_path = child_path(path, key);
       if (key_positions_ && !(from_merge && key_positions_->count(key_path)))
         (*key_positions_)[key_path] = {key_node.Mark().line + 1, key_node.Mark().column + 1};
-      mapping.set(key, convert(it->second, key_path, depth + 1));
+      mapping.set(key, convert(entry.second, key_path, depth + 1));
     }
     for (const YAML::Node& merge : merges) {
       if (merge.IsMap()) {
