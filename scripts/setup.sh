@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build libgtest-dev libdnnl-dev libopenblas-dev python3 fortunes libopenmpi-dev openmpi-bin
-          nlohmann-json3-dev)
+          nlohmann-json3-dev libyaml-cpp-dev zlib1g-dev libzstd-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

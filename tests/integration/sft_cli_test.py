@@ -50,8 +50,11 @@ def main():
         print(f"LATHE_TEST_SEED={seed}")
         chatml = os.path.join(work, "chatml.json")
         plain = os.path.join(work, "plain.json")
+        # The conversations' raw text (a .jsonl name would be read as {"text": ...} lines).
+        raw_text = os.path.join(work, "capitals.txt")
+        shutil.copyfile(DATA, raw_text)
         for path, specials in ((chatml, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]), (plain, ["<|endoftext|>"])):
-            args = ["tokenizer", "train", "--input", DATA, "--vocab-size", "290", "--output", path]
+            args = ["tokenizer", "train", "--input", raw_text, "--vocab-size", "290", "--output", path]
             for special in specials:
                 args += ["--special", special]
             code, _, stderr = lathe.run(*args)

@@ -8,12 +8,15 @@ Usage: trainer_cli_test.py LATHE_BINARY
   - SIGKILL while a checkpoint is half written (LATHE_TEST_CHECKPOINT_FILE_DELAY_MS, trainer.h):
     the previous checkpoint is intact, the stale directory is removed, the resumed run ends with
     the uninterrupted run's weights;
+  - two layered config files (base_config, an anchor) training on a gzip JSONL corpus, the run's
+    config.yaml being the resolved result;
   - bad input (config, corpus, another model): one error line, exit 2, no crash, the existing run
     untouched; a truncated newest model.safetensors or a corrupt manifest falls back to the previous
     checkpoint with a warning; `lathe generate` on a missing or corrupt checkpoint.
 Prints one line per check; exits 1 when any failed.
 """
 import glob
+import gzip
 import json
 import os
 import re
@@ -177,8 +180,26 @@ class Suite:
         shutil.copy(binary, os.path.join(no_text, "a.txt"))
         shutil.copy(latin1, os.path.join(no_text, "b.txt"))
 
+        corrupt_gz = os.path.join(self.work, "corrupt.txt.gz")
+        with open(self.corpus, "rb") as file:
+            damaged = bytearray(gzip.compress(file.read()))
+        damaged[len(damaged) // 2] ^= 0x40
+        with open(corrupt_gz, "wb") as file:
+            file.write(damaged)
+        bad_jsonl = os.path.join(self.work, "bad.jsonl")
+        with open(bad_jsonl, "w") as file:
+            file.write('{"text": "fine"}\n\n{"text": ["not", "a", "string"]}\n')
+        cycle_a, cycle_b = os.path.join(self.work, "cycle_a.yaml"), os.path.join(self.work, "cycle_b.yaml")
+        with open(cycle_a, "w") as file:
+            file.write("base_config: cycle_b.yaml\n")
+        with open(cycle_b, "w") as file:
+            file.write("base_config: cycle_a.yaml\n")
+
         cases = [
             ("malformed YAML", [bad_yaml], "bad.yaml:2:"),
+            ("base_config cycle", [cycle_a], "base_config cycle: " + cycle_a),
+            ("corrupt gzip corpus", [f"data.path={corrupt_gz}"], "corrupt.txt.gz: corrupt gzip data"),
+            ("bad JSONL line", [f"data.path={bad_jsonl}"], "bad.jsonl:3: expected a JSON object"),
             ("unknown key", ["model.d_modle=64"], "model.d_modle"),
             ("wrong type", ["model.n_layers=two"], "model.n_layers"),
             ("heads not dividing d_model", ["model.n_heads=3", "model.n_kv_heads=3"], "model.n_heads=3"),
@@ -201,6 +222,40 @@ class Suite:
             if one_error_line(code, stderr, what):
                 check(named in stderr, f"{what}: the error names '{named}'", stderr)
             check(run_untouched(before, files_of(run_dir)), f"{what}: the existing run is untouched")
+
+    def layered_config_on_compressed_jsonl(self):
+        """Two config files (the first with a base_config) and an override train on a gzip JSONL corpus;
+        the run directory keeps the resolved config, which reloads to what `lathe config` resolves."""
+        run_dir = os.path.join(self.work, "layered")
+        corpus = os.path.join(self.work, "corpus.jsonl.gz")
+        with open(self.corpus, encoding="utf-8") as file:
+            documents = [document.strip() for document in file.read().split("\n%\n")]
+        with gzip.open(corpus, "wt", encoding="utf-8") as file:
+            file.writelines(json.dumps({"text": document, "id": i}) + "\n" for i, document in enumerate(documents))
+        os.makedirs(os.path.join(self.work, "presets"), exist_ok=True)
+        base = os.path.join(self.work, "presets", "tiny.yaml")
+        with open(base, "w") as file:
+            file.write("model:\n" + "".join(f"  {key.split('.')[1]}: {value}\n" for key, value in
+                                              (item.split("=") for item in TINY if item.startswith("model."))))
+        first = os.path.join(self.work, "first.yaml")
+        with open(first, "w") as file:
+            file.write(f"base_config: presets/tiny.yaml\ndata:\n  path: {corpus}\ntrain: {{steps: 9}}\n")
+        second = os.path.join(self.work, "second.yaml")
+        with open(second, "w") as file:
+            file.write("x-lr: &lr 0.002\noptimizer:\n  lr: *lr\ntrain:\n  steps: 3\n")
+        rest = [item for item in TINY if not item.startswith("model.")] + ["log.every=1", f"run_dir={run_dir}"]
+        code, stdout, stderr = self.lathe.run("train", first, second, *rest)
+        if not check(code == 0, "training from two layered config files on a .jsonl.gz corpus", stdout + stderr):
+            return
+        check(logged_steps(run_dir) == [1, 2, 3], "the later file's train.steps=3 wins", str(logged_steps(run_dir)))
+        code, saved, err_saved = self.lathe.run("config", os.path.join(run_dir, "config.yaml"), "--json")
+        code_given, given, err_given = self.lathe.run("config", first, second, *rest, "--json")
+        ok = code == 0 and code_given == 0 and json.loads(saved) == json.loads(given)
+        if check(ok, "run_dir/config.yaml is the resolved layered config", err_saved + err_given + saved + given):
+            resolved = json.loads(saved)
+            check(resolved["optimizer"]["lr"] == 0.002 and resolved["model"]["d_model"] == 64 and
+                  resolved["data"]["path"] == corpus, "values from the base, both files and the anchor",
+                  saved)
 
     def damaged_newest_checkpoint(self, what, damage):
         run_dir = os.path.join(self.work, what.replace(" ", "_"))
@@ -259,6 +314,7 @@ def main():
         suite.interrupted_run(signal.SIGTERM, 143, resume=False)
         suite.killed_mid_checkpoint()
         suite.bad_input_keeps_run()
+        suite.layered_config_on_compressed_jsonl()
         suite.damaged_newest_checkpoint("truncated model", truncate_model)
         suite.damaged_newest_checkpoint("corrupt manifest", corrupt_manifest)
         suite.generate_errors()

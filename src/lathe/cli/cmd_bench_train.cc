@@ -93,7 +93,7 @@ struct MemoryRow {
 
 int run_bench_train(int argc, char** argv) {
   CommandLine command_line(
-      "lathe bench train [FILE] [KEY=VALUE...] [options]",
+      "lathe bench train [FILE...] [KEY=VALUE...] [options]",
       "Times the training step (forward + backward + AdamW, TrainStep as `lathe train` runs it) of a\n"
       "config on random tokens: median step time over --steps after --warmup, tokens/s, model FLOP/s,\n"
       "MFU against the f32 peak measured in the same run (bf16 configs: the bf16 peak), and the\n"
@@ -103,7 +103,8 @@ int run_bench_train(int argc, char** argv) {
       "Memory: the predicted bytes (models/memory_estimate.h) of each remat policy beside the measured\n"
       "peak of tensor bytes during one step. Without FILE: the built-in default config.");
   add_runtime_options(command_line);
-  command_line.positionals("[FILE] [KEY=VALUE...]", "config YAML and dotted-key overrides (see `lathe config --keys`)");
+  command_line.positionals("[FILE...] [KEY=VALUE...]",
+                           "config YAML files and dotted-key overrides (see `lathe config --keys`)");
   command_line.option("steps", "N", "timed steps", "5");
   command_line.option("warmup", "N", "untimed steps before them", "1");
   command_line.option("vs", "PEER", "torch, none, or auto (torch when importable)", "auto");
@@ -113,7 +114,7 @@ int run_bench_train(int argc, char** argv) {
   apply_runtime_options(command_line);
 
   const ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
-  TrainConfig config = parse_train_config(arguments.path, arguments.overrides);
+  TrainConfig config = parse_train_config(arguments.paths, arguments.overrides);
   validate_train_config(config, /*check_files=*/false);  // random tokens: no data files needed
   if (config.train.threads > 0) set_configured_num_threads(static_cast<int>(config.train.threads));
   const int64_t steps = command_line.get_int("steps"), warmup = command_line.get_int("warmup");

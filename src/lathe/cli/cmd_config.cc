@@ -60,12 +60,14 @@ static int report_problems(const std::string& message) {
 }
 
 int run_config(int argc, char** argv) {
-  CommandLine command_line("lathe config [FILE] [KEY=VALUE...] [options]",
-                           "Loads a training config the way `lathe train` does: the built-in defaults, then FILE\n"
-                           "(YAML, e.g. configs/llama3.2-1b.yaml), then each KEY=VALUE override (dotted keys such as\n"
-                           "model.n_layers=2 optimizer.lr=1e-3). Validates it and prints the resolved YAML with every\n"
-                           "key and the model's parameter count. Each problem is one line on stderr (exit 2).");
-  command_line.positionals("[FILE] [KEY=VALUE...]", "config file, then overrides");
+  CommandLine command_line(
+      "lathe config [FILE...] [KEY=VALUE...] [options]",
+      "Loads a training config the way `lathe train` does: the built-in defaults, then each FILE\n"
+      "(YAML, e.g. configs/llama3.2-1b.yaml; a file's base_config: other.yaml is read before it;\n"
+      "later files win), then each KEY=VALUE override (dotted keys such as model.n_layers=2\n"
+      "optimizer.lr=1e-3). Validates it and prints the resolved YAML with every key and the model's\n"
+      "parameter count. Each problem is one line on stderr (exit 2).");
+  command_line.positionals("[FILE...] [KEY=VALUE...]", "config files (later ones win), then overrides");
   command_line.flag("check", "only validate; print one summary line");
   command_line.flag("json", "print the resolved config as JSON instead of YAML");
   command_line.flag("keys", "list every config key with its type, meaning and default");
@@ -77,7 +79,8 @@ int run_config(int argc, char** argv) {
     return 0;
   }
   const ConfigArguments arguments = parse_config_arguments(command_line.positional_values());
-  const std::string& path = arguments.path;
+  std::string files;  // "a.yaml + b.yaml"
+  for (const std::string& path : arguments.paths) files += (files.empty() ? "" : " + ") + path;
   TrainConfig config;
   try {
     config = load_config(arguments);
@@ -91,7 +94,7 @@ int run_config(int argc, char** argv) {
     const std::string refusal = memory_refusal(config, memory, available_memory());
     if (!refusal.empty()) return report_problems(refusal);
     std::printf("%s: ok (%s parameters%s; about %.2f GB of memory for one process)\n",
-                path.empty() ? "built-in defaults" : path.c_str(), format_count(parameters).c_str(),
+                files.empty() ? "built-in defaults" : files.c_str(), format_count(parameters).c_str(),
                 active_parameters_note(config.model).c_str(), static_cast<double>(memory.total_bytes()) / 1e9);
   } else if (command_line.has("json")) {
     std::printf("%s\n", train_config_to_json(config).dump().c_str());

@@ -45,7 +45,7 @@ TrainConfig config_of_train_arguments(const std::vector<std::string>& arguments)
 
 int run_launch(int argc, char** argv) {
   CommandLine command_line(
-      "lathe launch [options] -- [FILE] [KEY=VALUE...] [train options]",
+      "lathe launch [options] -- [FILE...] [KEY=VALUE...] [train options]",
       "Elastic supervisor: runs `lathe train` with --nproc workers (`mpirun -np N` when N > 1), watches them\n"
       "(exit codes, signals, and a heartbeat file each rank rewrites after every step) and, when one fails,\n"
       "stops the whole group and restarts it from the newest complete checkpoint with the workers available\n"

@@ -67,10 +67,13 @@ void for_each_json_line(const std::string& path, Visit&& visit) {
 }
 
 int run_tokenizer_train(int argc, char** argv) {
-  CommandLine command_line("lathe tokenizer train --input PATH --vocab-size N --output FILE",
-                           "Trains a byte-level BPE tokenizer on a text file or a folder of text files (fortune\n"
-                           "files are split into documents at '%' lines) and writes it as tokenizer.json.");
-  command_line.option("input", "PATH", "text file or folder", "/usr/share/games/fortunes");
+  CommandLine command_line(
+      "lathe tokenizer train --input PATH --vocab-size N --output FILE",
+      "Trains a byte-level BPE tokenizer on a corpus as `lathe train` reads it (data/corpus.h: text\n"
+      "files, fortune files split at '%' lines, *.jsonl one document per line, any of them .gz or\n"
+      ".zst compressed, or a folder of them) and writes it as tokenizer.json.");
+  command_line.option("input", "PATH", "text or JSONL file (.gz/.zst too) or folder", "/usr/share/games/fortunes");
+  command_line.option("jsonl-field", "NAME", "*.jsonl input: the string member holding each document", "text");
   command_line.option("vocab-size", "N", "vocabulary size: 256 bytes + merges + special tokens", "4096");
   command_line.option("output", "FILE", "tokenizer.json to write");
   command_line.repeated("special", "TOKEN", "special tokens (default: <|endoftext|>)");
@@ -86,7 +89,7 @@ int run_tokenizer_train(int argc, char** argv) {
               " is too small: byte-level BPE needs 256 byte tokens + ", specials.size(), " special token(s)");
 
   double start = now_seconds();
-  Corpus corpus = read_corpus(command_line.get("input"));
+  Corpus corpus = read_corpus(command_line.get("input"), stderr, command_line.get("jsonl-field"));
   std::fprintf(stderr, "tokenizer: read %zu documents (%.2f MB) from %zu files in %.2f s\n", corpus.documents.size(),
                corpus.bytes / 1e6, corpus.files.size(), seconds_since(start));
   start = now_seconds();

@@ -18,18 +18,20 @@ namespace lathe::cli {
 
 int run_train(int argc, char** argv) {
   CommandLine command_line(
-      "lathe train [FILE] [KEY=VALUE...] [options]",
+      "lathe train [FILE...] [KEY=VALUE...] [options]",
       "Trains a decoder LLM. The config is the built-in default (configs/default.yaml: a ~6M-parameter\n"
-      "Llama-style model on the fortune database in /usr/share/games/fortunes), then FILE, then each\n"
-      "KEY=VALUE override, e.g. `lathe train data.path=book.txt train.steps=500 run_dir=runs/book`.\n"
+      "Llama-style model on the fortune database in /usr/share/games/fortunes), then each FILE (later\n"
+      "files win; a file's base_config: other.yaml is read first), then each KEY=VALUE override,\n"
+      "e.g. `lathe train data.path=book.txt train.steps=500 run_dir=runs/book`.\n"
       "`lathe config --keys` lists every key. The run directory gets the resolved config, tokenizer,\n"
       "metrics.jsonl, TensorBoard events, checkpoints and loss_curve.svg. A run directory with a\n"
       "checkpoint is resumed from its newest valid one. Ctrl-C saves a checkpoint and stops (exit 130; SIGTERM: 143),\n"
       "as does `touch RUN_DIR/stop` (the way to stop an mpirun run; see the README). One run per run directory.\n"
       "Data parallel: `mpirun -np N lathe train ...` trains on N processes with the same global batch\n"
       "(train.batch_size * train.grad_accum sequences; N must divide it); see the dist.* keys.");
-  command_line.positionals("[FILE] [KEY=VALUE...]", "config file, then overrides");
-  command_line.option("data", "PATH", "text file or folder to train on (same as data.path=PATH)");
+  command_line.positionals("[FILE...] [KEY=VALUE...]", "config files (later ones win), then overrides");
+  command_line.option("data", "PATH",
+                      "text or JSONL file (.gz/.zst too) or folder to train on (same as data.path=PATH)");
   command_line.option("run-dir", "DIR", "where the run lives (same as run_dir=DIR)");
   command_line.flag("profile", "print the time spent in each library op at the end");
   command_line.flag("quiet", "print only warnings and errors (RUN_DIR/train.log still gets every line)");

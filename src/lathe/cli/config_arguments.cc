@@ -10,15 +10,15 @@ ConfigArguments parse_config_arguments(const std::vector<std::string>& positiona
     if (argument.find('=') != std::string::npos) {
       arguments.overrides.push_back(argument);
     } else {
-      LATHE_CHECK(arguments.path.empty(), "unexpected argument '", argument,
-                  "': give one config FILE, then KEY=VALUE overrides");
       LATHE_CHECK(arguments.overrides.empty(), "config file '", argument, "' must come before the KEY=VALUE overrides");
-      arguments.path = argument;
+      arguments.paths.push_back(argument);
     }
   }
   return arguments;
 }
 
-TrainConfig load_config(const ConfigArguments& arguments) { return load_train_config(arguments.path, arguments.overrides); }
+TrainConfig load_config(const ConfigArguments& arguments) {
+  return load_train_config(arguments.paths, arguments.overrides);
+}
 
 }  // namespace lathe::cli

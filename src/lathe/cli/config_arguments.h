@@ -1,5 +1,5 @@
-// The `[FILE] [KEY=VALUE...]` arguments of the commands that take a training config (`lathe
-// config`, `lathe train`): one optional YAML file first, then dotted-key overrides.
+// The `[FILE...] [KEY=VALUE...]` arguments of the commands that take a training config (`lathe
+// config`, `lathe train`): YAML files first (later ones win), then dotted-key overrides.
 #pragma once
 
 #include <string>
@@ -10,11 +10,11 @@
 namespace lathe::cli {
 
 struct ConfigArguments {
-  std::string path;                    // "" : the built-in defaults
+  std::vector<std::string> paths;      // none: the built-in defaults
   std::vector<std::string> overrides;  // "model.n_layers=2", ...
 };
 
-// Throws lathe::Error for a second file or a file after an override.
+// Throws lathe::Error for a file after an override.
 ConfigArguments parse_config_arguments(const std::vector<std::string>& positionals);
 TrainConfig load_config(const ConfigArguments& arguments);
 

@@ -3,28 +3,18 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "lathe/core/error.h"
+#include "lathe/core/json.h"
+#include "lathe/io/compressed_file.h"
 #include "lathe/io/utf8.h"
 
 namespace lathe {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LATHE_CHECK(in, path, ": cannot open for reading (", std::strerror(errno), ")");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  LATHE_CHECK(!in.bad(), path, ": read error");
-  return buffer.str();
-}
 
 // Why a file's bytes are not text ("" when they are).
 std::string text_problem(const std::string& text) {
@@ -68,7 +58,32 @@ void collect_files(const fs::path& folder, std::set<FileIdentity>& seen, std::ve
   }
 }
 
+// The jsonl_field string of each JSON object line; the line number in every error.
+void read_jsonl_documents(const std::string& path, const std::string& field, std::vector<std::string>& documents) {
+  for_each_decoded_line(path, [&](std::string_view line, int64_t number) {
+    if (only_whitespace(line)) return;
+    Json record;
+    try {
+      record = Json::parse(std::string(line));
+    } catch (const Error& error) {
+      throw_error(path, ":", number, ": not valid JSON (", error.what(), ")");
+    }
+    const Json* text = record.is_object() ? record.find(field) : nullptr;
+    LATHE_CHECK(text && text->is_string(), path, ":", number, ": expected a JSON object with a string \"", field,
+                "\" member (data.jsonl_field), got ",
+                !record.is_object() ? "a JSON value that is not an object"
+                : text              ? "a \"" + field + "\" that is not a string"
+                                    : "no \"" + field + "\" member");
+    if (!only_whitespace(text->as_string())) documents.push_back(text->as_string());
+  });
+}
+
 }  // namespace
+
+bool is_jsonl_name(const std::string& path) {
+  const std::string name = name_without_compression(path);
+  return name.ends_with(".jsonl") || name.ends_with(".ndjson");
+}
 
 void split_documents(const std::string& text, std::vector<std::string>& documents) {
   std::vector<std::string> pieces;
@@ -95,15 +110,18 @@ void split_documents(const std::string& text, std::vector<std::string>& document
     if (!only_whitespace(piece)) documents.push_back(std::move(piece));
 }
 
-Corpus read_corpus(const std::string& path, std::FILE* log) {
+Corpus read_corpus(const std::string& path, std::FILE* log, const std::string& jsonl_field) {
   Corpus corpus;
   struct stat info;
   LATHE_CHECK(::stat(path.c_str(), &info) == 0, path, ": no such file or folder");
   // A FIFO blocks forever and a device such as /dev/zero never ends: regular files and folders only.
   LATHE_CHECK(S_ISDIR(info.st_mode) || S_ISREG(info.st_mode), path,
               ": not a regular file or a folder (a FIFO, device or socket cannot be a corpus)");
-  if (!S_ISDIR(info.st_mode)) {
-    std::string text = read_file(path);
+  if (!S_ISDIR(info.st_mode) && is_jsonl_name(path)) {
+    read_jsonl_documents(path, jsonl_field, corpus.documents);
+    corpus.files.push_back(path);
+  } else if (!S_ISDIR(info.st_mode)) {
+    std::string text = read_decoded_file(path);
     LATHE_CHECK(!text.empty(), path, ": file is empty");
     std::string problem = text_problem(text);
     LATHE_CHECK(problem.empty(), path, ": ", problem);
@@ -114,7 +132,12 @@ Corpus read_corpus(const std::string& path, std::FILE* log) {
     std::vector<std::string> files;
     collect_files(path, seen, files);
     for (const std::string& file : files) {
-      std::string text = read_file(file);
+      if (is_jsonl_name(file)) {
+        read_jsonl_documents(file, jsonl_field, corpus.documents);
+        corpus.files.push_back(file);
+        continue;
+      }
+      std::string text = read_decoded_file(file);
       if (!text_problem(text).empty()) {
         corpus.skipped_files.push_back(file);
         continue;

@@ -8,12 +8,13 @@
 namespace lathe {
 
 struct DataOptions {
-  std::string path = "/usr/share/games/fortunes";  // a text file or a folder of text files
+  std::string path = "/usr/share/games/fortunes";  // a text or JSONL file (.gz/.zst too), or a folder of them
   std::string tokenizer;                           // tokenizer.json to use; empty: train one (vocab = model.vocab_size)
   double val_fraction = 0.02;                      // share of documents held out for validation
   std::string cache_dir;                           // where token shards are cached; empty: <run_dir>/data
   std::string format = "text";         // text: a corpus to pre-train on; sft: JSONL conversations (data/sft_dataset.h)
   std::string chat_template = "auto";  // sft: auto | plain | chatml | llama3 | gemma | mistral
+  std::string jsonl_field = "text";    // text format, *.jsonl files: the string member holding each document
 
   bool operator==(const DataOptions&) const = default;
 };

@@ -134,7 +134,7 @@ PreparedDataset prepare_dataset(const DataOptions& data, int64_t vocab_size, uin
   LATHE_CHECK(!data.tokenizer.empty() || vocab_size >= 257, "model.vocab_size ", vocab_size,
               " is too small to train a tokenizer: byte-level BPE needs 256 byte tokens + <|endoftext|>");
 
-  Corpus corpus = read_corpus(data.path, log ? stderr : nullptr);
+  Corpus corpus = read_corpus(data.path, log ? stderr : nullptr, data.jsonl_field);
   const int64_t documents = static_cast<int64_t>(corpus.documents.size());
   LATHE_CHECK(documents >= 2, "data.path ", data.path, " has only ", documents,
               " document: at least 2 are needed (one for training, one for validation)");

@@ -11,7 +11,10 @@
 //
 // Results live in cache_dir/<key>/ (tokenizer.json, train.bin, val.bin, dataset.json), the key a
 // hash of the corpus documents, vocab_size, val_fraction, seed and the tokenizer file's bytes, so
-// a second run with the same inputs only re-reads the corpus to hash it and reuses the files.
+// a second run with the same inputs only re-reads the corpus to hash it and reuses the files. The
+// documents are hashed as decoded (after gzip / zstd, after JSONL): recompressing a corpus, or
+// moving its text between a .txt and a .txt.zst, still hits the cache; changing any document's
+// text (or data.jsonl_field) misses it.
 // dataset.json records the tokenizer's hash and each shard's payload checksum; a cache whose
 // files no longer match them (edited, replaced, damaged) is rebuilt with a note on stderr, never
 // trained on.

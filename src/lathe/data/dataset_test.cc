@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "compress_for_tests.h"
 #include "lathe/core/error.h"
+#include "lathe/core/json.h"
 #include "lathe/data/corpus.h"
 #include "lathe/io/token_shard.h"
 #include "lathe/text/bpe_tokenizer.h"
@@ -103,6 +105,42 @@ TEST_F(DatasetTest, SplitHoldsEveryDocumentOnceFollowedByEos) {
   ASSERT_NE(std::fgets(line, sizeof line, log), nullptr);
   EXPECT_EQ(std::string(line).rfind("data: reusing ", 0), 0u) << line;
   std::fclose(log);
+}
+
+// The cache keys on the decoded documents: the same corpus as gzip JSONL, again, or recompressed
+// as zstd hits; one changed document (inside the compressed bytes) misses.
+TEST_F(DatasetTest, CompressedJsonlCorpusHitsTheCacheOnlyWhileItsTextIsUnchanged) {
+  auto jsonl = [](const std::vector<std::string>& documents) {
+    std::string text;
+    for (const std::string& document : documents) {
+      Json line = Json::object();
+      line.set("text", document);
+      text += line.dump(0) + "\n";
+    }
+    return text;
+  };
+  const std::string cache = (root_ / "cache").string();
+  data_.path = (root_ / "corpus.jsonl.gz").string();
+  std::ofstream(data_.path, std::ios::binary) << gzip_compress(jsonl(documents_));
+  PreparedDataset first = prepare_dataset(data_, 270, 5, cache, nullptr);
+  EXPECT_FALSE(first.from_cache);
+  EXPECT_EQ(first.train_documents + first.val_documents, 20);
+  PreparedDataset again = prepare_dataset(data_, 270, 5, cache, nullptr);
+  EXPECT_TRUE(again.from_cache);
+  EXPECT_EQ(again.folder, first.folder);
+
+  data_.path = (root_ / "corpus.jsonl.zst").string();
+  std::ofstream(data_.path, std::ios::binary) << zstd_compress(jsonl(documents_));
+  PreparedDataset recompressed = prepare_dataset(data_, 270, 5, cache, nullptr);
+  EXPECT_TRUE(recompressed.from_cache);
+  EXPECT_EQ(recompressed.folder, first.folder);
+
+  std::vector<std::string> changed = documents_;
+  changed[7].back() = '!';
+  std::ofstream(data_.path, std::ios::binary | std::ios::trunc) << zstd_compress(jsonl(changed));
+  PreparedDataset after_change = prepare_dataset(data_, 270, 5, cache, nullptr);
+  EXPECT_FALSE(after_change.from_cache);
+  EXPECT_NE(after_change.folder, first.folder);
 }
 
 TEST_F(DatasetTest, UsesAGivenTokenizer) {

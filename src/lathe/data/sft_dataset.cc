@@ -7,6 +7,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/data/shuffle.h"
+#include "lathe/io/compressed_file.h"
 #include "lathe/text/tokenizer.h"
 
 namespace lathe {
@@ -65,23 +66,19 @@ std::vector<SftConversation> read_sft_jsonl(const std::string& path) {
   std::error_code error;
   LATHE_CHECK(!std::filesystem::exists(path, error) || std::filesystem::is_regular_file(path, error),
               "data.path: ", path, " is not a regular file (a FIFO or device would be read forever)");
-  std::ifstream in(path, std::ios::binary);
-  LATHE_CHECK(in, "data.path: cannot open ", path);
   std::vector<SftConversation> conversations;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+  for_each_decoded_line(path, [&](std::string_view line, int64_t number) {  // .gz / .zst too
+    if (line.find_first_not_of(" \t") == std::string::npos) return;
     const std::string where = str_cat(path, ":", number);
     Json record;
     try {
-      record = Json::parse(line);
+      record = Json::parse(std::string(line));
     } catch (const Error& error) {
       throw Error(str_cat(where, ": ", error.what()));
     }
     conversations.push_back(parse_sft_record(record, where));
     conversations.back().line = number;
-  }
+  });
   LATHE_CHECK(!conversations.empty(), path, ": no conversations (expected JSONL lines with \"prompt\"/\"response\" ",
               "or \"messages\")");
   return conversations;

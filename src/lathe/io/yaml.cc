@@ -1,4 +1,9 @@
+// yaml-cpp does the syntax; this file turns its nodes into Json with lathe's scalar rules, merge
+// keys and error messages (see yaml.h for the list).
 #include "lathe/io/yaml.h"
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -13,18 +18,9 @@
 namespace lathe {
 namespace {
 
-constexpr int kMaxDepth = 64;  // deeper nesting is surely a mistake; also bounds the recursion
-
-// One non-blank, non-comment line. `start` is the index of its first content character: the
-// indentation, or for "- item" lines the column of the item once the dash has been read.
-struct Line {
-  int number = 0;
-  std::string text;
-  size_t start = 0;
-};
-
-bool is_blank(char c) { return c == ' ' || c == '\t'; }
-bool is_flow_indicator(char c) { return c == ',' || c == '[' || c == ']' || c == '{' || c == '}'; }
+constexpr int kMaxDepth = 64;            // deeper nesting is surely a mistake; also bounds the recursion
+constexpr int64_t kMaxValues = 100'000;  // aliases can repeat a subtree exponentially ("billion laughs")
+constexpr const char* kCoreTag = "tag:yaml.org,2002:";
 
 bool is_digits(const std::string& text, size_t begin, size_t end) {
   if (begin >= end) return false;
@@ -55,6 +51,8 @@ bool is_yaml_float(const std::string& text) {
   return i == text.size();
 }
 
+// yaml-cpp leaves plain scalars untyped (its own conversions follow YAML 1.1, where "yes" and
+// "on" are booleans); configs follow the YAML 1.2 core schema, as PyYAML's successors do.
 Json resolve_plain_scalar(const std::string& text) {
   if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") return Json();
   if (text == "true" || text == "True" || text == "TRUE") return Json(true);
@@ -68,532 +66,295 @@ Json resolve_plain_scalar(const std::string& text) {
   return Json(text);
 }
 
-void append_utf8(std::string& out, uint32_t code_point) {
-  if (code_point < 0x80) {
-    out += static_cast<char>(code_point);
-  } else if (code_point < 0x800) {
-    out += static_cast<char>(0xC0 | (code_point >> 6));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  } else if (code_point < 0x10000) {
-    out += static_cast<char>(0xE0 | (code_point >> 12));
-    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code_point >> 18));
-    out += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  }
+// yaml-cpp's parser messages, said in the terms of a config file.
+std::string explain_parser_message(const std::string& message) {
+  static const std::pair<const char*, const char*> kExplained[] = {
+      {YAML::ErrorMsg::TAB_IN_INDENTATION, "tab in indentation (YAML indents with spaces)"},
+      {YAML::ErrorMsg::MAP_VALUE, "unexpected ':' (quote values that contain ': ', or check the indentation)"},
+      {YAML::ErrorMsg::END_OF_MAP,
+       "bad indentation or text after a value: this line does not continue the mapping above"},
+      {YAML::ErrorMsg::END_OF_SEQ,
+       "bad indentation or text after a value: this line does not continue the sequence above"},
+      {YAML::ErrorMsg::END_OF_SEQ_FLOW, "unterminated '[' (no matching ']')"},
+      {YAML::ErrorMsg::END_OF_MAP_FLOW, "unterminated '{' (no matching '}')"},
+      {YAML::ErrorMsg::BLOCK_ENTRY,
+       "a block sequence cannot start on the same line as its key; start it on the next line"},
+      {YAML::ErrorMsg::UNKNOWN_TOKEN, "a plain value cannot start with '@' or '`'; quote it"},
+      {YAML::ErrorMsg::EOF_IN_SCALAR, "unterminated quoted string"},
+      {YAML::ErrorMsg::FLOW_END, "unexpected ']' or '}' (nothing open to close)"},
+      {YAML::ErrorMsg::UNKNOWN_ANCHOR, "alias to an anchor not defined before it (&name must come first)"},
+  };
+  for (const auto& [original, explained] : kExplained)
+    if (message == original) return explained;
+  return message;
 }
 
-class YamlParser {
+class YamlConverter {
  public:
-  YamlParser(std::string source, YamlKeyPositions* key_positions, bool single_value)
-      : source_(std::move(source)), key_positions_(key_positions), single_value_(single_value) {}
+  // `column_offset`: characters of `text` before the user's own (parse_yaml_value's "v: ").
+  YamlConverter(std::string text, std::string source, YamlKeyPositions* key_positions, int column_offset = -1)
+      : text_(std::move(text)),
+        source_(std::move(source)),
+        key_positions_(key_positions),
+        value_offset_(column_offset) {}
 
-  Json parse_document(const std::string& text) {
-    split_lines(text);
-    if (lines_.empty()) return Json();
-    Json root = parse_node(lines_[0].start, "", 0);
-    if (next_ < lines_.size()) {
-      OpenBlock open(open_indents_, lines_[0].start);
-      fail_bad_indentation(lines_[next_]);
+  Json parse_document() {
+    YAML::Node document;
+    try {
+      check_single_document();
+      document = YAML::Load(text_);
+    } catch (const YAML::ParserException& error) {
+      fail_at_tab_before(error.mark);
+      if (error.msg == YAML::ErrorMsg::END_OF_SEQ_FLOW || error.msg == YAML::ErrorMsg::END_OF_MAP_FLOW) {
+        const YAML::Mark open = unclosed_bracket(error.mark);
+        if (open.pos != error.mark.pos)
+          fail(open, text_[static_cast<size_t>(open.pos)] == '[' ? "unterminated '[' (no matching ']')"
+                                                                 : "unterminated '{' (no matching '}')");
+      }
+      fail(error.mark, explain_parser_message(error.msg));
+    } catch (const YAML::Exception& error) {
+      fail(error.mark, error.msg);
     }
-    return root;
+    return convert(document, "", 0);
   }
 
-  Json parse_value(const std::string& text) {
-    LATHE_CHECK(text.find('\n') == std::string::npos, source_, ": expected a single-line value");
-    lines_.push_back({1, text, 0});
-    size_t position = 0;
-    Json value = parse_inline_value(lines_[0], position, "", false, 0);
-    expect_line_end(lines_[0], position);
-    return value;
-  }
+  const std::string& text() const { return text_; }
 
  private:
-  [[noreturn]] void fail(const Line& line, size_t index, const std::string& message) const {
-    if (single_value_) throw_error(source_, ": ", message, " (at character ", index + 1, ")");
-    throw_error(source_, ":", line.number, ":", index + 1, ": ", message);
+  // Records where each document starts; nothing else.
+  struct DocumentStarts : YAML::EventHandler {
+    std::vector<YAML::Mark> starts;
+    void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  };
+
+  // At most two documents are asked for: yaml-cpp 0.7's LoadAll can loop forever, allocating, on
+  // a stray ',' (it reports an empty document there again and again without moving on).
+  void check_single_document() const {
+    std::istringstream stream(text_);
+    YAML::Parser parser(stream);
+    DocumentStarts documents;
+    if (!parser.HandleNextDocument(documents) || !parser.HandleNextDocument(documents)) return;
+    const YAML::Mark second = documents.starts.back();
+    const size_t at = second.pos >= 0 ? static_cast<size_t>(second.pos) : text_.size();
+    if (at < text_.size() && text_[at] == ',')
+      fail(second, "unexpected ',' outside a flow collection ([...] or {...}); quote the value");
+    fail(second, text_.compare(at, 3, "---") == 0
+                     ? "a second YAML document ('---'): a config file holds one"
+                     : "this line does not continue the document above (check its indentation)");
   }
 
-  [[noreturn]] void fail_unsupported(const Line& line, size_t index, const char* feature) const {
-    fail(line, index, str_cat("unsupported YAML feature: ", feature));
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& message) const {
+    if (value_offset_ >= 0)
+      throw_error(source_, ": ", message, " (at character ", std::max(1, mark.column - value_offset_ + 1), ")");
+    if (mark.is_null() || mark.line < 0) throw_error(source_, ": ", message);
+    throw_error(source_, ":", mark.line + 1, ":", mark.column + 1, ": ", message);
   }
 
-  void split_lines(const std::string& text) {
-    std::istringstream stream(text);
-    std::string raw;
-    int number = 0;
-    bool seen_document_start = false;
-    while (std::getline(stream, raw)) {
-      ++number;
-      if (!raw.empty() && raw.back() == '\r') raw.pop_back();
-      if (number == 1 && raw.compare(0, 3, "\xEF\xBB\xBF") == 0) raw.erase(0, 3);  // UTF-8 byte order mark
-      Line line{number, raw, 0};
-      size_t first = raw.find_first_not_of(" \t");
-      if (first == std::string::npos || raw[first] == '#') continue;
-      size_t tab = raw.find('\t');
-      if (tab < first) fail(line, tab, "tab in indentation (YAML indents with spaces)");
-      line.start = first;
-      bool marker_ends = raw.size() == 3 || (raw.size() > 3 && is_blank(raw[3]));
-      if (raw.compare(0, 3, "---") == 0 && marker_ends) {
-        size_t after = raw.find_first_not_of(" \t", 3);
-        if (seen_document_start || !lines_.empty()) fail_unsupported(line, 0, "multiple documents ('---')");
-        if (after != std::string::npos && raw[after] != '#') fail(line, after, "expected nothing after '---'");
-        seen_document_start = true;
-        continue;
+  // yaml-cpp reads some tab-indented lines as something else and fails later: a tab in the
+  // indentation of a line up to the failing one is the real reason.
+  void fail_at_tab_before(const YAML::Mark& mark) const {
+    size_t line_start = 0;
+    for (int line = 0; line <= mark.line && line_start < text_.size(); ++line) {
+      const size_t content = text_.find_first_not_of(" \t", line_start);
+      const size_t tab = text_.find('\t', line_start);
+      const size_t line_end = std::min(text_.find('\n', line_start), text_.size());
+      if (tab < content && content < line_end && text_[content] != '#' && text_[content] != '\r') {
+        YAML::Mark at;
+        at.line = line;
+        at.column = static_cast<int>(tab - line_start);
+        fail(at, "tab in indentation (YAML indents with spaces)");
       }
-      if (raw.compare(0, 3, "...") == 0 && marker_ends) fail_unsupported(line, 0, "document end marker ('...')");
-      if (raw[0] == '%') fail_unsupported(line, 0, "directives (%YAML, %TAG)");
-      lines_.push_back(std::move(line));
+      line_start = line_end + 1;
     }
   }
 
-  static bool is_sequence_entry(const Line& line) {
-    return line.text[line.start] == '-' && (line.start + 1 == line.text.size() || is_blank(line.text[line.start + 1]));
-  }
-
-  static size_t skip_blanks(const Line& line, size_t position) {
-    while (position < line.text.size() && is_blank(line.text[position])) ++position;
-    return position;
-  }
-
-  // True at the end of the line or at a comment ('#' at the start or after a blank).
-  static bool at_line_end(const Line& line, size_t position) {
-    return position >= line.text.size() ||
-           (line.text[position] == '#' && (position == 0 || is_blank(line.text[position - 1])));
-  }
-
-  void expect_line_end(const Line& line, size_t position) const {
-    position = skip_blanks(line, position);
-    if (at_line_end(line, position)) return;
-    if (line.text[position] == ':')
-      fail(line, position, "unexpected ':' after a value (quote values that contain ': ')");
-    fail(line, position, str_cat("unexpected '", line.text.substr(position), "' after the value"));
-  }
-
-  // Index of the ':' that ends a mapping key on this line, or npos when the line is no mapping entry.
-  static size_t find_key_colon(const Line& line) {
-    const std::string& text = line.text;
-    size_t position = line.start;
-    auto is_key_colon = [&](size_t i) {
-      return i < text.size() && text[i] == ':' && (i + 1 == text.size() || is_blank(text[i + 1]));
+  // yaml-cpp places an unterminated flow collection at the end of the input; the opening bracket
+  // left open before `end` (outside quotes and comments) is where the mistake is.
+  YAML::Mark unclosed_bracket(const YAML::Mark& end) const {
+    struct Open {
+      size_t at;
+      int line, column;
     };
-    if (text[position] == '"' || text[position] == '\'') {
-      char quote = text[position];
-      for (++position; position < text.size(); ++position) {
-        if (quote == '"' && text[position] == '\\') {
-          ++position;
-        } else if (text[position] == quote) {
-          if (quote == '\'' && position + 1 < text.size() && text[position + 1] == '\'') {
-            ++position;
-          } else {
-            break;
-          }
+    std::vector<Open> open;
+    int line = 0, column = 0;
+    char quote = 0;
+    const size_t stop = std::min(text_.size(), static_cast<size_t>(std::max(end.pos, 0)));
+    for (size_t i = 0; i < stop; ++i, ++column) {
+      const char c = text_[i];
+      if (c == '\n') {
+        ++line;
+        column = -1;
+      } else if (quote) {
+        if (quote == '"' && c == '\\') {
+          ++i;
+          ++column;
+        } else if (c == quote) {
+          quote = 0;
+        }
+      } else if (c == '#' && (i == 0 || text_[i - 1] == ' ' || text_[i - 1] == '\t' || text_[i - 1] == '\n')) {
+        while (i + 1 < stop && text_[i + 1] != '\n') ++i;
+      } else if ((c == '"' || c == '\'') && !open.empty()) {
+        quote = c;
+      } else if (c == '[' || c == '{') {
+        open.push_back({i, line, column});
+      } else if ((c == ']' || c == '}') && !open.empty()) {
+        open.pop_back();
+      }
+    }
+    if (open.empty()) return end;
+    YAML::Mark mark;
+    mark.pos = static_cast<int>(open.back().at);
+    mark.line = open.back().line;
+    mark.column = open.back().column;
+    return mark;
+  }
+
+  void count_value(const YAML::Node& node) {
+    if (++values_ > kMaxValues)
+      fail(node.Mark(), str_cat("the document expands to more than ", kMaxValues, " values (aliases repeated?)"));
+  }
+
+  // yaml-cpp 0.7 reads a quoted string left open at the end of the input as if it were closed.
+  void check_quote_closed(const YAML::Node& node) const {
+    const int begin = node.Mark().pos;
+    if (begin < 0 || static_cast<size_t>(begin) >= text_.size()) return;
+    const char quote = text_[static_cast<size_t>(begin)];
+    if (quote != '"' && quote != '\'') return;
+    for (size_t i = static_cast<size_t>(begin) + 1; i < text_.size(); ++i) {
+      if (quote == '"' && text_[i] == '\\') {
+        ++i;
+      } else if (text_[i] == quote) {
+        if (quote == '\'' && i + 1 < text_.size() && text_[i + 1] == '\'') {
+          ++i;
+        } else {
+          return;
         }
       }
-      if (position >= text.size()) return std::string::npos;
-      position = skip_blanks(line, position + 1);
-      return is_key_colon(position) ? position : std::string::npos;
     }
-    if (text[position] == '[' || text[position] == '{') return std::string::npos;
-    for (; position < text.size() && !at_line_end(line, position); ++position)
-      if (is_key_colon(position)) return position;
-    return std::string::npos;
+    fail(node.Mark(), quote == '"' ? "unterminated double-quoted string" : "unterminated single-quoted string");
+  }
+
+  Json convert_scalar(const YAML::Node& node) {
+    const std::string& tag = node.Tag();
+    const std::string& value = node.Scalar();
+    if (tag == "?") return resolve_plain_scalar(value);
+    if (tag == "!") {
+      check_quote_closed(node);
+      return Json(value);
+    }
+    if (tag == str_cat(kCoreTag, "str")) return Json(value);
+    Json resolved = resolve_plain_scalar(value);
+    bool matches = (tag == str_cat(kCoreTag, "null") && resolved.is_null()) ||
+                   (tag == str_cat(kCoreTag, "bool") && resolved.kind() == Json::Kind::boolean) ||
+                   ((tag == str_cat(kCoreTag, "int") || tag == str_cat(kCoreTag, "float")) && resolved.is_number());
+    if (matches) return resolved;
+    if (tag.rfind(kCoreTag, 0) == 0 && tag != str_cat(kCoreTag, "map") && tag != str_cat(kCoreTag, "seq"))
+      fail(node.Mark(), str_cat("'", value, "' is not a valid !!", tag.substr(std::string(kCoreTag).size())));
+    fail(node.Mark(), str_cat("unsupported tag '", tag, "' (configs use plain values; remove the tag)"));
+  }
+
+  void check_collection_tag(const YAML::Node& node, const char* core_name) const {
+    const std::string& tag = node.Tag();
+    if (tag.empty() || tag == "?" || tag == "!" || tag == str_cat(kCoreTag, core_name)) return;
+    fail(node.Mark(), str_cat("unsupported tag '", tag, "' (configs use plain values; remove the tag)"));
   }
 
   static std::string child_path(const std::string& path, const std::string& key) {
     return path.empty() ? key : path + "." + key;
   }
 
-  void record_key(const std::string& path, const Line& line, size_t index) {
-    if (key_positions_) (*key_positions_)[path] = {line.number, static_cast<int>(index) + 1};
-  }
-
-  void check_depth(const Line& line, size_t index, int depth) const {
-    if (depth > kMaxDepth) fail(line, index, str_cat("nesting deeper than ", kMaxDepth, " levels"));
-  }
-
-  // Indentations of the blocks being read, outermost first: a line that ends a block must
-  // return to one of them.
-  struct OpenBlock {
-    OpenBlock(std::vector<size_t>& indents, size_t indent) : indents_(indents) { indents_.push_back(indent); }
-    ~OpenBlock() { indents_.pop_back(); }
-    std::vector<size_t>& indents_;
-  };
-
-  bool is_open_indent(size_t indent) const {
-    for (size_t open : open_indents_)
-      if (open == indent) return true;
-    return false;
-  }
-
-  [[noreturn]] void fail_bad_indentation(const Line& line) const {
-    std::vector<size_t> choices;  // innermost first, each once
-    for (size_t i = open_indents_.size(); i-- > 0;)
-      if (choices.empty() || choices.back() != open_indents_[i]) choices.push_back(open_indents_[i]);
-    std::string expected;
-    for (size_t i = 0; i < choices.size(); ++i)
-      expected += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + std::to_string(choices[i]);
-    fail(line, line.start, str_cat("bad indentation: expected ", expected, " spaces, found ", line.start));
-  }
-
-  // The node whose first line is lines_[next_], indented by `indent`.
-  Json parse_node(size_t indent, const std::string& path, int depth) {
-    Line& line = lines_[next_];
-    check_depth(line, line.start, depth);
-    if (is_sequence_entry(line)) return parse_block_sequence(indent, path, depth);
-    if (find_key_colon(line) != std::string::npos) return parse_block_mapping(indent, path, depth);
-    size_t position = line.start;
-    Json value = parse_inline_value(line, position, path, false, depth);
-    expect_line_end(line, position);
-    ++next_;
-    return value;
-  }
-
-  // The value after "key:" or "-" with nothing else on the line: a deeper block, a sequence at the
-  // key's own indentation (YAML allows "key:\n- a"), or null.
-  Json parse_nested(size_t parent_indent, const std::string& path, bool allow_same_indent_sequence, int depth) {
-    if (next_ >= lines_.size()) return Json();
-    const Line& line = lines_[next_];
-    if (line.start > parent_indent) return parse_node(line.start, path, depth + 1);
-    if (allow_same_indent_sequence && line.start == parent_indent && is_sequence_entry(line))
-      return parse_block_sequence(parent_indent, path, depth + 1);
-    return Json();
-  }
-
-  Json parse_block_sequence(size_t indent, const std::string& path, int depth) {
-    OpenBlock open(open_indents_, indent);
-    Json sequence = Json::array();
-    while (next_ < lines_.size()) {
-      Line& line = lines_[next_];
-      if (line.start != indent) {
-        if (line.start < indent && is_open_indent(line.start)) break;
-        fail_bad_indentation(line);
+  Json convert(const YAML::Node& node, const std::string& path, int depth) {
+    if (depth > kMaxDepth) fail(node.Mark(), str_cat("nesting deeper than ", kMaxDepth, " levels"));
+    count_value(node);
+    switch (node.Type()) {
+      case YAML::NodeType::Scalar:
+        return convert_scalar(node);
+      case YAML::NodeType::Sequence: {
+        check_collection_tag(node, "seq");
+        Json sequence = Json::array();
+        for (const YAML::Node& item : node)
+          sequence.push(convert(item, child_path(path, std::to_string(sequence.size())), depth + 1));
+        return sequence;
       }
-      if (!is_sequence_entry(line)) break;  // e.g. the next key of a mapping holding this sequence
-      std::string item_path = child_path(path, std::to_string(sequence.size()));
-      size_t item_start = skip_blanks(line, line.start + 1);
-      if (at_line_end(line, item_start)) {
-        ++next_;
-        sequence.push(parse_nested(indent, item_path, false, depth));
-      } else {
-        line.start = item_start;  // read "- key: value" as a node indented to the item's column
-        sequence.push(parse_node(item_start, item_path, depth + 1));
+      case YAML::NodeType::Map: {
+        check_collection_tag(node, "map");
+        Json mapping = Json::object();
+        add_mapping(mapping, node, path, depth, false);
+        return mapping;
       }
-    }
-    return sequence;
-  }
-
-  Json parse_block_mapping(size_t indent, const std::string& path, int depth) {
-    OpenBlock open(open_indents_, indent);
-    Json mapping = Json::object();
-    std::map<std::string, int> first_line_of_key;
-    while (next_ < lines_.size()) {
-      const Line& line = lines_[next_];
-      if (line.start != indent) {
-        if (line.start < indent && is_open_indent(line.start)) break;
-        fail_bad_indentation(line);
-      }
-      if (is_sequence_entry(line)) fail(line, line.start, "expected 'key: value', found a sequence entry '- '");
-      size_t colon = find_key_colon(line);
-      if (colon == std::string::npos) fail(line, line.start, "expected 'key: value'");
-      std::string key = parse_key(line, colon);
-      auto [previous, inserted] = first_line_of_key.emplace(key, line.number);
-      if (!inserted)
-        fail(line, line.start, str_cat("duplicate key '", key, "' (first at line ", previous->second, ")"));
-      std::string key_path = child_path(path, key);
-      record_key(key_path, line, line.start);
-      size_t value_start = skip_blanks(line, colon + 1);
-      if (at_line_end(line, value_start)) {
-        ++next_;
-        mapping.set(key, parse_nested(indent, key_path, true, depth));
-      } else {
-        const Line& value_line = line;
-        Json value = parse_inline_value(value_line, value_start, key_path, false, depth + 1);
-        expect_line_end(value_line, value_start);
-        ++next_;
-        mapping.set(key, std::move(value));
-      }
-    }
-    return mapping;
-  }
-
-  std::string parse_key(const Line& line, size_t colon) {
-    char first = line.text[line.start];
-    if (first == '"' || first == '\'') {
-      size_t position = line.start;
-      return first == '"' ? parse_double_quoted(line, position) : parse_single_quoted(line, position);
-    }
-    if (first == '?' && (line.start + 1 == line.text.size() || is_blank(line.text[line.start + 1])))
-      fail_unsupported(line, line.start, "complex keys ('? ')");
-    if (first == '&') fail_unsupported(line, line.start, "anchors (&name)");
-    if (first == '*') fail_unsupported(line, line.start, "aliases (*name)");
-    if (first == '!') fail_unsupported(line, line.start, "tags (!tag)");
-    size_t end = colon;
-    while (end > line.start && is_blank(line.text[end - 1])) --end;
-    return line.text.substr(line.start, end - line.start);
-  }
-
-  // A scalar or flow collection starting at `position` (blanks allowed before it); leaves
-  // `position` just after it. Nothing at all (end of line, comment) is null.
-  Json parse_inline_value(const Line& line, size_t& position, const std::string& path, bool in_flow, int depth) {
-    check_depth(line, position, depth);
-    position = skip_blanks(line, position);
-    if (at_line_end(line, position)) return Json();
-    const std::string& text = line.text;
-    char first = text[position];
-    bool blank_follows = position + 1 == text.size() || is_blank(text[position + 1]);
-    switch (first) {
-      case '"':
-        return Json(parse_double_quoted(line, position));
-      case '\'':
-        return Json(parse_single_quoted(line, position));
-      case '[':
-        return parse_flow_sequence(line, position, path, depth);
-      case '{':
-        return parse_flow_mapping(line, position, path, depth);
-      case '&':
-        fail_unsupported(line, position, "anchors (&name)");
-      case '*':
-        fail_unsupported(line, position, "aliases (*name)");
-      case '!':
-        fail_unsupported(line, position, "tags (!tag)");
-      case '|':
-      case '>':
-        fail_unsupported(line, position, "block scalars (| and >); use a quoted string");
-      case '%':
-      case '@':
-      case '`':
-        fail(line, position, str_cat("a plain value cannot start with '", first, "'; quote it"));
-      case ']':
-      case '}':
-      case ',':
-        fail(line, position, str_cat("unexpected '", first, "'"));
-      default:
+      case YAML::NodeType::Null:
+        if (node.Tag() == str_cat(kCoreTag, "str")) return Json("");
+        return Json();
+      case YAML::NodeType::Undefined:
         break;
     }
-    if (first == '?' && blank_follows) fail_unsupported(line, position, "complex keys ('? ')");
-    if (first == '-' && blank_follows)
-      fail(line, position, "a block sequence cannot start on the same line as its key; start it on the next line");
-    if (first == ':' && blank_follows) fail(line, position, "missing key before ':'");
-    return resolve_plain_scalar(parse_plain(line, position, in_flow));
+    fail(node.Mark(), "undefined value");
   }
 
-  // Plain (unquoted) text up to the end of the line, a comment, ": ", or in flow context a ',[]{}'.
-  static std::string parse_plain(const Line& line, size_t& position, bool in_flow) {
-    const std::string& text = line.text;
-    size_t begin = position;
-    for (; position < text.size(); ++position) {
-      char c = text[position];
-      if (c == '#' && is_blank(text[position - 1])) break;
-      if (in_flow && is_flow_indicator(c)) break;
-      bool next_ends = position + 1 == text.size() || is_blank(text[position + 1]) ||
-                       (in_flow && is_flow_indicator(text[position + 1]));
-      if (c == ':' && next_ends) break;
-    }
-    size_t end = position;
-    while (end > begin && is_blank(text[end - 1])) --end;
-    return text.substr(begin, end - begin);
-  }
-
-  std::string parse_single_quoted(const Line& line, size_t& position) const {
-    size_t open = position;
-    std::string value;
-    for (++position; position < line.text.size(); ++position) {
-      char c = line.text[position];
-      if (c != '\'') {
-        value += c;
-      } else if (position + 1 < line.text.size() && line.text[position + 1] == '\'') {
-        value += '\'';
-        ++position;
-      } else {
-        ++position;
-        return value;
-      }
-    }
-    fail(line, open, "unterminated single-quoted string (quoted strings must end on the same line)");
-  }
-
-  uint32_t parse_hex_escape(const Line& line, size_t& position, int digits) const {
-    uint32_t code_point = 0;
-    for (int i = 0; i < digits; ++i) {
-      size_t at = position + 1 + static_cast<size_t>(i);
-      char c = at < line.text.size() ? line.text[at] : '\0';
-      int digit = (c >= '0' && c <= '9')   ? c - '0'
-                  : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                  : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                           : -1;
-      if (digit < 0) fail(line, position - 1, str_cat("escape needs ", digits, " hex digits"));
-      code_point = code_point * 16 + static_cast<uint32_t>(digit);
-    }
-    position += static_cast<size_t>(digits);
-    if (code_point > 0x10FFFF || (code_point >= 0xD800 && code_point <= 0xDFFF))
-      fail(line, position, "escape is not a valid Unicode code point");
-    return code_point;
-  }
-
-  std::string parse_double_quoted(const Line& line, size_t& position) const {
-    size_t open = position;
-    const std::string& text = line.text;
-    std::string value;
-    for (++position; position < text.size(); ++position) {
-      char c = text[position];
-      if (c == '"') {
-        ++position;
-        return value;
-      }
-      if (c != '\\') {
-        value += c;
+  // The keys of `node` into `mapping`. Written keys must be new; merged ones (`from_merge`) only
+  // fill keys not yet set. Merge keys are applied after the mapping's own keys, so those win.
+  void add_mapping(Json& mapping, const YAML::Node& node, const std::string& path, int depth, bool from_merge) {
+    std::vector<YAML::Node> merges;
+    std::map<std::string, int> first_line_of_key;
+    for (const auto& entry : node) {  // *iterator is a temporary: `it->first` would dangle
+      const YAML::Node& key_node = entry.first;
+      if (key_node.Type() == YAML::NodeType::Null) fail(key_node.Mark(), "missing key before ':'");
+      if (key_node.Type() != YAML::NodeType::Scalar)
+        fail(key_node.Mark(), "a mapping key must be a plain value, not a list or mapping");
+      const std::string key = convert_key(key_node);
+      if (key == "<<" && key_node.Tag() == "?") {
+        merges.push_back(entry.second);
         continue;
       }
-      if (++position >= text.size()) break;
-      switch (char escape = text[position]) {
-        case '0':
-          value += '\0';
-          break;
-        case 'a':
-          value += '\a';
-          break;
-        case 'b':
-          value += '\b';
-          break;
-        case 't':
-        case '\t':
-          value += '\t';
-          break;
-        case 'n':
-          value += '\n';
-          break;
-        case 'v':
-          value += '\v';
-          break;
-        case 'f':
-          value += '\f';
-          break;
-        case 'r':
-          value += '\r';
-          break;
-        case 'e':
-          value += '\x1b';
-          break;
-        case ' ':
-        case '"':
-        case '/':
-        case '\\':
-          value += escape;
-          break;
-        case 'N':
-          append_utf8(value, 0x85);
-          break;
-        case '_':
-          append_utf8(value, 0xA0);
-          break;
-        case 'L':
-          append_utf8(value, 0x2028);
-          break;
-        case 'P':
-          append_utf8(value, 0x2029);
-          break;
-        case 'x':
-          append_utf8(value, parse_hex_escape(line, position, 2));
-          break;
-        case 'u':
-          append_utf8(value, parse_hex_escape(line, position, 4));
-          break;
-        case 'U':
-          append_utf8(value, parse_hex_escape(line, position, 8));
-          break;
-        default:
-          fail(line, position - 1, str_cat("unknown escape '\\", escape, "' in double-quoted string"));
-      }
-    }
-    fail(line, open, "unterminated double-quoted string (quoted strings must end on the same line)");
-  }
-
-  // After an entry of a flow collection: ',' (more entries) or the closing bracket. Returns true at the end.
-  bool finish_flow_entry(const Line& line, size_t& position, char close, size_t open) const {
-    position = skip_blanks(line, position);
-    if (position >= line.text.size() || at_line_end(line, position))
-      fail(line, open, str_cat("unterminated '", line.text[open], "' (flow collections must end on the same line)"));
-    if (line.text[position] == ',') {
-      ++position;
-      return false;
-    }
-    if (line.text[position] == close) {
-      ++position;
-      return true;
-    }
-    fail(line, position, str_cat("expected ',' or '", close, "', found '", line.text[position], "'"));
-  }
-
-  bool at_flow_close(const Line& line, size_t& position, char close, size_t open) const {
-    position = skip_blanks(line, position);
-    if (at_line_end(line, position))
-      fail(line, open, str_cat("unterminated '", line.text[open], "' (flow collections must end on the same line)"));
-    if (line.text[position] != close) return false;
-    ++position;
-    return true;
-  }
-
-  Json parse_flow_sequence(const Line& line, size_t& position, const std::string& path, int depth) {
-    size_t open = position++;
-    Json sequence = Json::array();
-    while (!at_flow_close(line, position, ']', open)) {
-      if (line.text[position] == ',') fail(line, position, "empty entry in flow sequence");
-      std::string item_path = child_path(path, std::to_string(sequence.size()));
-      sequence.push(parse_inline_value(line, position, item_path, true, depth + 1));
-      if (finish_flow_entry(line, position, ']', open)) break;
-    }
-    return sequence;
-  }
-
-  Json parse_flow_mapping(const Line& line, size_t& position, const std::string& path, int depth) {
-    size_t open = position++;
-    Json mapping = Json::object();
-    while (!at_flow_close(line, position, '}', open)) {
-      size_t key_start = position;
-      char first = line.text[position];
-      std::string key;
-      if (first == '"') {
-        key = parse_double_quoted(line, position);
-      } else if (first == '\'') {
-        key = parse_single_quoted(line, position);
-      } else if (first == '[' || first == '{' || first == ',') {
-        fail(line, position, "expected a key in flow mapping");
-      } else {
-        key = parse_plain(line, position, true);
-      }
-      position = skip_blanks(line, position);
-      if (position >= line.text.size() || line.text[position] != ':')
-        fail(line, position, str_cat("expected ':' after key '", key, "' in flow mapping"));
-      ++position;
-      if (mapping.find(key)) fail(line, key_start, str_cat("duplicate key '", key, "'"));
+      auto [previous, inserted] = first_line_of_key.emplace(key, key_node.Mark().line + 1);
+      if (!inserted) fail(key_node.Mark(), str_cat("duplicate key '", key, "' (first at line ", previous->second, ")"));
+      if (from_merge && mapping.find(key)) continue;
       std::string key_path = child_path(path, key);
-      record_key(key_path, line, key_start);
-      size_t value_start = skip_blanks(line, position);
-      bool empty_value =
-          value_start < line.text.size() && (line.text[value_start] == ',' || line.text[value_start] == '}');
-      mapping.set(key, empty_value ? Json() : parse_inline_value(line, position, key_path, true, depth + 1));
-      if (empty_value) position = value_start;
-      if (finish_flow_entry(line, position, '}', open)) break;
+      if (key_positions_ && !(from_merge && key_positions_->count(key_path)))
+        (*key_positions_)[key_path] = {key_node.Mark().line + 1, key_node.Mark().column + 1};
+      mapping.set(key, convert(entry.second, key_path, depth + 1));
     }
-    return mapping;
+    for (const YAML::Node& merge : merges) {
+      if (merge.IsMap()) {
+        add_mapping(mapping, merge, path, depth, true);
+        continue;
+      }
+      bool all_mappings = merge.IsSequence();
+      for (const YAML::Node& item : merge) all_mappings = all_mappings && item.IsMap();
+      if (!all_mappings) fail(merge.Mark(), "a merge key '<<' takes a mapping or a list of mappings (e.g. <<: *base)");
+      for (const YAML::Node& item : merge) add_mapping(mapping, item, path, depth, true);
+    }
   }
 
+  std::string convert_key(const YAML::Node& key_node) {
+    Json key = convert_scalar(key_node);
+    if (key.is_string()) return key.as_string();
+    return key_node.Scalar();  // "1: x" or "true: y": the key as written
+  }
+
+  std::string text_;
   std::string source_;
   YamlKeyPositions* key_positions_;
-  bool single_value_;
-  std::vector<Line> lines_;
-  std::vector<size_t> open_indents_;
-  size_t next_ = 0;  // the first line not yet consumed
+  int value_offset_;
+  int64_t values_ = 0;
 };
+
+std::string without_byte_order_mark(const std::string& text) {
+  return text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? text.substr(3) : text;
+}
 
 }  // namespace
 
 Json parse_yaml(const std::string& text, const std::string& source_name, YamlKeyPositions* key_positions) {
-  return YamlParser(source_name, key_positions, false).parse_document(text);
+  return YamlConverter(without_byte_order_mark(text), source_name, key_positions).parse_document();
 }
 
 Json load_yaml_file(const std::string& path, YamlKeyPositions* key_positions) {
@@ -607,7 +368,14 @@ Json load_yaml_file(const std::string& path, YamlKeyPositions* key_positions) {
 }
 
 Json parse_yaml_value(const std::string& text, const std::string& source_name) {
-  return YamlParser(source_name, nullptr, true).parse_value(text);
+  LATHE_CHECK(text.find('\n') == std::string::npos && text.find('\r') == std::string::npos, source_name,
+              ": expected a single-line value");
+  const std::string prefix = "v: ";
+  Json root = YamlConverter(prefix + text, source_name, nullptr, static_cast<int>(prefix.size())).parse_document();
+  // "v: " + text is one mapping with the one key, unless the text ended it (a comment-only value
+  // such as "# x" leaves "v" null, which is what "key: # x" means too).
+  LATHE_CHECK(root.is_object() && root.size() == 1 && root.find("v"), source_name, ": expected a single value");
+  return root.get("v");
 }
 
 }  // namespace lathe

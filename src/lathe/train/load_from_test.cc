@@ -42,15 +42,15 @@ TEST(LoadFrom, ModelSectionAndTokenizerComeFromTheDirectory) {
   save_hf_model(pretrained, scratch.path());
   const std::string load_from = "load_from=hf:" + scratch.path();
 
-  TrainConfig config = parse_train_config("", {load_from});
+  TrainConfig config = parse_train_config({}, {load_from});
   EXPECT_EQ(config.model, pretrained.config());
   EXPECT_EQ(config.data.tokenizer, "");  // the directory has no tokenizer.json yet
   write_file_atomically(scratch.file("tokenizer.json"), "{}");
-  config = parse_train_config("", {load_from, "model.n_layers=3", "train.steps=7"});
+  config = parse_train_config({}, {load_from, "model.n_layers=3", "train.steps=7"});
   EXPECT_EQ(config.model, pretrained.config());
   EXPECT_EQ(config.train.steps, 7);
   EXPECT_EQ(config.data.tokenizer, scratch.file("tokenizer.json"));
-  EXPECT_EQ(parse_train_config("", {load_from, "data.tokenizer=mine.json"}).data.tokenizer, "mine.json");
+  EXPECT_EQ(parse_train_config({}, {load_from, "data.tokenizer=mine.json"}).data.tokenizer, "mine.json");
 
   TransformerModel model(config.model);
   model.initialize(seed + 1);
@@ -70,14 +70,14 @@ TEST(LoadFrom, ContradictionsAndBadValuesAreErrors) {
   const std::string load_from = "load_from=hf:" + scratch.path();
   expect_error(
       [&] {
-        parse_train_config("", {load_from, "model.n_layers=5"});
+        parse_train_config({}, {load_from, "model.n_layers=5"});
       },
       "model.n_layers=5 contradicts " + scratch.path() + "/config.json, which gives 3");
-  expect_error([&] { parse_train_config("", {"load_from=" + scratch.path()}); }, "is not supported (expected hf:DIR");
-  expect_error([&] { parse_train_config("", {"load_from=hf:" + scratch.file("nothing")}); },
+  expect_error([&] { parse_train_config({}, {"load_from=" + scratch.path()}); }, "is not supported (expected hf:DIR");
+  expect_error([&] { parse_train_config({}, {"load_from=hf:" + scratch.file("nothing")}); },
                "is neither a directory nor a Hugging Face model name");
   std::filesystem::create_directories(scratch.file("empty"));
-  expect_error([&] { parse_train_config("", {"load_from=hf:" + scratch.file("empty")}); }, "no config.json");
+  expect_error([&] { parse_train_config({}, {"load_from=hf:" + scratch.file("empty")}); }, "no config.json");
 }
 
 // A value the user gives is checked even when it equals lathe's own default: model.n_layers=4 (the
@@ -92,14 +92,14 @@ TEST(LoadFrom, AGivenValueEqualToLathesDefaultIsStillChecked) {
   const std::string given = "model.n_layers=" + std::to_string(lathe_default);
   expect_error(
       [&] {
-        parse_train_config("", {load_from, given});
+        parse_train_config({}, {load_from, given});
       },
       given + " contradicts " + scratch.file("hf") + "/config.json, which gives 3");
   write_file_atomically(scratch.file("run.yaml"), "load_from: hf:" + scratch.file("hf") +
                                                       "\nmodel:\n  n_layers: " + std::to_string(lathe_default) + "\n");
-  expect_error([&] { parse_train_config(scratch.file("run.yaml"), {}); }, given + " contradicts");
+  expect_error([&] { parse_train_config({scratch.file("run.yaml")}, {}); }, given + " contradicts");
   // Keys left alone still take the checkpoint's values.
-  EXPECT_EQ(parse_train_config("", {load_from, "model.n_layers=3"}).model, pretrained.config());
+  EXPECT_EQ(parse_train_config({}, {load_from, "model.n_layers=3"}).model, pretrained.config());
 }
 
 }  // namespace

@@ -109,11 +109,11 @@ TEST(SftConfig, KeysValidateWithOneLineEach) {
   EXPECT_EQ(find_train_config_problems(config),
             std::vector<std::string>{"data.path '" + scratch.path() +
                                      "' is a folder; data.format=sft expects one JSONL file of conversations"});
-  TrainConfig parsed = parse_train_config("", {"data.format=sft", "data.chat_template=gemma"});
+  TrainConfig parsed = parse_train_config({}, {"data.format=sft", "data.chat_template=gemma"});
   EXPECT_EQ(parsed.data.format, "sft");
   EXPECT_EQ(parsed.data.chat_template, "gemma");
-  EXPECT_THROW(parse_train_config("", {"data.chat_template=vicuna"}), Error);
-  EXPECT_THROW(parse_train_config("", {"data.format=chat"}), Error);
+  EXPECT_THROW(parse_train_config({}, {"data.chat_template=vicuna"}), Error);
+  EXPECT_THROW(parse_train_config({}, {"data.format=chat"}), Error);
 }
 
 std::map<int64_t, double> logged_losses(const std::string& run_dir) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <span>
@@ -179,7 +180,8 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("optimizer.decay_steps_fraction", optimizer.decay_steps_fraction, "wsd: share of steps in the final decay");
 
   DataOptions& data = config.data;
-  field("data.path", data.path, "a text file or a folder of text files");
+  field("data.path", data.path,
+        "a text or JSONL file (also .gz / .zst compressed), or a folder of them (data/corpus.h)");
   field("data.tokenizer", data.tokenizer, "tokenizer.json to use; empty: train one with model.vocab_size");
   field("data.val_fraction", data.val_fraction, "share of documents held out for validation");
   field("data.cache_dir", data.cache_dir, "token shard cache; empty: <run_dir>/data");
@@ -187,6 +189,7 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
         Choices(kDataFormats));
   field("data.chat_template", data.chat_template, "sft: how messages become tokens; auto: by tokenizer and family",
         Choices(kChatTemplates));
+  field("data.jsonl_field", data.jsonl_field, "text: the string member of each line of a *.jsonl file to train on");
 
   CheckpointSection& checkpoint = config.checkpoint;
   field("checkpoint.every", checkpoint.every, "steps between checkpoints; 0: only at the end");
@@ -486,6 +489,9 @@ std::string unknown_key_message(const std::string& key) {
 // ---- Applying documents and overrides ----
 
 using Locate = std::function<std::string(const std::string& key)>;  // "FILE:LINE:COLUMN: " or ""
+namespace fs = std::filesystem;
+constexpr const char* kBaseConfigKey = "base_config";  // a file's own key, outside the schema
+constexpr const char* kIgnoredKeyPrefix = "x-";        // top-level keys that only hold anchors
 
 void apply_value(TrainConfig& config, const std::string& key, const Json& value, const Locate& locate,
                  std::vector<std::string>& errors) {
@@ -508,6 +514,13 @@ void apply_value(TrainConfig& config, const std::string& key, const Json& value,
     apply_value(config, key + "." + member, member_value, locate, errors);
 }
 
+// "FILE:LINE:COLUMN: " of a key, or "FILE: " when its place is unknown.
+std::string locate_key(const std::string& source_name, const YamlKeyPositions& positions, const std::string& key) {
+  auto found = positions.find(key);
+  if (found == positions.end()) return source_name + ": ";
+  return str_cat(source_name, ":", found->second.line, ":", found->second.column, ": ");
+}
+
 void apply_document(TrainConfig& config, const Json& root, const std::string& source_name,
                     const YamlKeyPositions& positions, std::vector<std::string>& errors) {
   if (root.is_null()) return;
@@ -515,12 +528,47 @@ void apply_document(TrainConfig& config, const Json& root, const std::string& so
     errors.push_back(source_name + ": expected a mapping of config keys at the top level, got " + describe(root));
     return;
   }
-  Locate locate = [&](const std::string& key) {
-    auto found = positions.find(key);
-    if (found == positions.end()) return source_name + ": ";
-    return str_cat(source_name, ":", found->second.line, ":", found->second.column, ": ");
-  };
-  for (const auto& [key, value] : root.members()) apply_value(config, key, value, locate, errors);
+  Locate locate = [&](const std::string& key) { return locate_key(source_name, positions, key); };
+  for (const auto& [key, value] : root.members())
+    if (key != kBaseConfigKey && key.rfind(kIgnoredKeyPrefix, 0) != 0) apply_value(config, key, value, locate, errors);
+}
+
+// ---- Layered files ----
+
+struct ConfigDocument {
+  std::string source;  // the path, as given or as resolved from the including file
+  Json root;
+  YamlKeyPositions positions;
+};
+
+// `path` and the chain of base_config files under it, the deepest base first. `including`: the
+// files whose base_config led here, outermost first (for the cycle check and its message).
+void read_config_layers(const std::string& path, std::vector<std::string>& including,
+                        std::vector<ConfigDocument>& documents) {
+  std::error_code error;
+  const fs::path canonical = fs::weakly_canonical(path, error);
+  for (size_t i = 0; i < including.size(); ++i) {
+    if (fs::weakly_canonical(including[i], error) != canonical) continue;
+    std::string cycle;
+    for (size_t j = i; j < including.size(); ++j) cycle += including[j] + " -> ";
+    throw Error("base_config cycle: " + cycle + path);
+  }
+  ConfigDocument document{path, Json(), {}};
+  document.root = load_yaml_file(path, &document.positions);
+  if (const Json* base = document.root.is_object() ? document.root.find(kBaseConfigKey) : nullptr) {
+    const std::string where = locate_key(path, document.positions, kBaseConfigKey);
+    LATHE_CHECK(base->is_string() && !base->as_string().empty(), where,
+                "base_config: expected the path of another config file, got ", describe(*base));
+    const fs::path named = base->as_string();
+    const std::string base_path =
+        named.is_absolute() ? named.string() : (fs::path(path).parent_path() / named).string();
+    LATHE_CHECK(fs::is_regular_file(base_path, error), where, "base_config: '", named.string(), "' not found (",
+                base_path, "; relative to the file that names it)");
+    including.push_back(path);
+    read_config_layers(base_path, including, documents);
+    including.pop_back();
+  }
+  documents.push_back(std::move(document));
 }
 
 void apply_override(TrainConfig& config, const std::string& text, std::vector<std::string>& errors) {
@@ -583,15 +631,18 @@ void collect_model_key(const std::string& assignment, std::set<std::string>& key
 
 }  // namespace
 
-TrainConfig parse_train_config(const std::string& yaml_path_or_empty, const std::vector<std::string>& overrides) {
+TrainConfig parse_train_config(const std::vector<std::string>& yaml_paths, const std::vector<std::string>& overrides) {
   TrainConfig config;
   std::vector<std::string> errors;
   std::set<std::string> model_keys_given;
-  if (!yaml_path_or_empty.empty()) {
-    YamlKeyPositions positions;
-    Json root = load_yaml_file(yaml_path_or_empty, &positions);
-    apply_document(config, root, yaml_path_or_empty, positions, errors);
-    collect_model_keys(root, model_keys_given);
+  for (const std::string& path : yaml_paths) {
+    std::vector<ConfigDocument> documents;
+    std::vector<std::string> including;
+    read_config_layers(path, including, documents);
+    for (const ConfigDocument& document : documents) {
+      apply_document(config, document.root, document.source, document.positions, errors);
+      collect_model_keys(document.root, model_keys_given);
+    }
   }
   for (const auto& assignment : overrides) {
     apply_override(config, assignment, errors);
@@ -602,8 +653,8 @@ TrainConfig parse_train_config(const std::string& yaml_path_or_empty, const std:
   return config;
 }
 
-TrainConfig load_train_config(const std::string& yaml_path_or_empty, const std::vector<std::string>& overrides) {
-  TrainConfig config = parse_train_config(yaml_path_or_empty, overrides);
+TrainConfig load_train_config(const std::vector<std::string>& yaml_paths, const std::vector<std::string>& overrides) {
+  TrainConfig config = parse_train_config(yaml_paths, overrides);
   validate_train_config(config);
   return config;
 }
@@ -612,6 +663,9 @@ TrainConfig train_config_from_yaml(const std::string& yaml_text, const std::stri
   TrainConfig config;
   YamlKeyPositions positions;
   Json root = parse_yaml(yaml_text, source_name, &positions);
+  if (root.is_object() && root.find(kBaseConfigKey))
+    throw Error(locate_key(source_name, positions, kBaseConfigKey) +
+                "base_config: only a config file (not text without a file) can name a base_config");
   std::vector<std::string> errors;
   apply_document(config, root, source_name, positions, errors);
   throw_if_any(errors);

@@ -8,13 +8,17 @@
 //   train:      { steps, batch_size, seq_len, grad_accum, seed, dtype, remat, ... }
 //   optimizer:  { lr, min_lr_ratio, beta1, beta2, eps, weight_decay, decay_norms_and_biases,
 //                 decay_embeddings, grad_clip, schedule, warmup_steps, decay_steps_fraction }
-//   data:       { path, tokenizer, val_fraction, cache_dir, format, chat_template }
+//   data:       { path, tokenizer, val_fraction, cache_dir, format, chat_template, jsonl_field }
 //   checkpoint: { every, keep_last, async }
 //   log:        { every, eval_every, eval_batches, tensorboard }
 //   dist:       { bucket_mb, overlap, shard_optimizer }   data parallelism (mpirun), see
 //               train/train_step.h
 //   load_from:  hf:DIR   start from a Hugging Face model (train/load_from.h); '' : random init
 //   run_dir:    runs/default
+//   base_config: other.yaml   read that file first (relative to this one; chains allowed, cycles refused)
+//   x-anything: ...           ignored: a place for anchors (&name) that other keys merge (<<: *name)
+// Several files layer: each later one sets keys over the earlier ones (section by section, key by
+// key), then the overrides.
 // Overrides use dotted keys: `model.n_layers=2 optimizer.lr=1e-3 run_dir=/tmp/x`; the value is read
 // as a YAML value (`data.tokenizer=''` is an empty string). Dotted keys may also be written flat in
 // the YAML file. `lathe config --keys` lists every key with its type, default and meaning.
@@ -106,14 +110,16 @@ struct TrainConfig {
   bool operator==(const TrainConfig&) const = default;
 };
 
-// Defaults, then the YAML file (when the path is not empty), then each override in order, then
-// validation. Throws one lathe::Error listing every problem, one per line: syntax errors as
+// Defaults, then each YAML file in order (each after its base_config chain), then each override in
+// order, then validation. Throws one lathe::Error listing every problem, one per line: syntax errors as
 // "FILE:LINE:COLUMN: ...", unknown keys with a suggestion, wrong types ("model.n_layers: expected an
 // integer, got 'two'"), then inconsistent values (see find_train_config_problems).
-TrainConfig load_train_config(const std::string& yaml_path_or_empty, const std::vector<std::string>& overrides);
+// A base_config cycle is one error naming the files ("base_config cycle: a.yaml -> b.yaml -> a.yaml").
+TrainConfig load_train_config(const std::vector<std::string>& yaml_paths, const std::vector<std::string>& overrides);
 
-// The loading steps without validation, for tools and tests. `source_name` names the text in errors.
-TrainConfig parse_train_config(const std::string& yaml_path_or_empty, const std::vector<std::string>& overrides);
+// The loading steps without validation, for tools and tests. `source_name` names the text in errors;
+// text without a file cannot name a base_config.
+TrainConfig parse_train_config(const std::vector<std::string>& yaml_paths, const std::vector<std::string>& overrides);
 TrainConfig train_config_from_yaml(const std::string& yaml_text, const std::string& source_name);
 void apply_train_config_override(TrainConfig& config, const std::string& key_equals_value);
 

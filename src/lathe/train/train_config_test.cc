@@ -147,11 +147,11 @@ TEST(TrainConfig, OverridesParseValuesAsYaml) {
 TEST(TrainConfig, OverridesApplyAfterTheFileInOrder) {
   auto path = std::filesystem::temp_directory_path() / ("lathe_config_test_" + std::to_string(::getpid()) + ".yaml");
   std::ofstream(path) << "model:\n  n_layers: 8\n  d_model: 128\n";
-  TrainConfig config = parse_train_config(path.string(), {"model.n_layers=3", "model.n_layers=5"});
+  TrainConfig config = parse_train_config({path.string()}, {"model.n_layers=3", "model.n_layers=5"});
   EXPECT_EQ(config.model.n_layers, 5);
   EXPECT_EQ(config.model.d_model, 128);
   std::filesystem::remove(path);
-  EXPECT_EQ(error_of([&] { parse_train_config(path.string(), {}); }),
+  EXPECT_EQ(error_of([&] { parse_train_config({path.string()}, {}); }),
             "cannot read config file '" + path.string() + "' (no such file or not readable)");
 }
 
@@ -331,18 +331,18 @@ TEST(TrainConfigValidation, AllProblemsAreReportedTogether) {
 
 TEST(TrainConfigValidation, LoadValidatesAfterOverrides) {
   EXPECT_EQ(error_of([] {
-              load_train_config("", {"data.path=" LATHE_SOURCE_DIR, "train.seq_len=512"});
+              load_train_config({}, {"data.path=" LATHE_SOURCE_DIR, "train.seq_len=512"});
             }),
             "train.seq_len=512 does not fit model.max_seq_len=256");
   TrainConfig config =
-      load_train_config("", {"data.path=" LATHE_SOURCE_DIR, "train.seq_len=512", "model.max_seq_len=512"});
+      load_train_config({}, {"data.path=" LATHE_SOURCE_DIR, "train.seq_len=512", "model.max_seq_len=512"});
   EXPECT_EQ(config.train.seq_len, 512);
 }
 
 std::string preset_path(const std::string& name) { return LATHE_SOURCE_DIR "/configs/" + name + ".yaml"; }
 
 TEST(TrainConfigPresets, DefaultYamlIsExactlyTheBuiltInDefaults) {
-  EXPECT_EQ(parse_train_config(preset_path("default"), {}), TrainConfig{});
+  EXPECT_EQ(parse_train_config({preset_path("default")}, {}), TrainConfig{});
 }
 
 TEST(TrainConfigPresets, EveryPresetLoadsValidatesAndRoundTrips) {
@@ -351,7 +351,7 @@ TEST(TrainConfigPresets, EveryPresetLoadsValidatesAndRoundTrips) {
     if (entry.path().extension() != ".yaml") continue;
     ++presets;
     SCOPED_TRACE(entry.path().string());
-    TrainConfig config = parse_train_config(entry.path().string(), {});
+    TrainConfig config = parse_train_config({entry.path().string()}, {});
     // data.path is a machine's file; everything else must be consistent as shipped.
     EXPECT_EQ(find_train_config_problems(config, /*check_files=*/false), std::vector<std::string>{});
     EXPECT_EQ(train_config_from_yaml(train_config_to_yaml(config), "resolved"), config);
@@ -361,7 +361,7 @@ TEST(TrainConfigPresets, EveryPresetLoadsValidatesAndRoundTrips) {
 
 // Expected shapes are the published config.json values (see each preset's header).
 TEST(TrainConfigPresets, Llama32OneBillionHasThePublishedShape) {
-  ModelConfig model = parse_train_config(preset_path("llama3.2-1b"), {}).model;
+  ModelConfig model = parse_train_config({preset_path("llama3.2-1b")}, {}).model;
   EXPECT_EQ(model.vocab_size, 128256);
   EXPECT_EQ(model.d_model, 2048);
   EXPECT_EQ(model.n_layers, 16);
@@ -382,7 +382,7 @@ TEST(TrainConfigPresets, Llama32OneBillionHasThePublishedShape) {
 }
 
 TEST(TrainConfigPresets, Qwen3AndGemma3HaveThePublishedShapes) {
-  ModelConfig qwen = parse_train_config(preset_path("qwen3-0.6b"), {}).model;
+  ModelConfig qwen = parse_train_config({preset_path("qwen3-0.6b")}, {}).model;
   EXPECT_EQ(qwen.family, "qwen3");
   EXPECT_EQ(qwen.resolved_head_dim(), 128);
   EXPECT_TRUE(qwen.qk_norm);
@@ -393,7 +393,7 @@ TEST(TrainConfigPresets, Qwen3AndGemma3HaveThePublishedShapes) {
   // 15,730,944 * 28 = 440,466,432; + final norm 1024.
   EXPECT_EQ(qwen.parameter_count(), 155582464 + 440466432 + 1024);
 
-  ModelConfig gemma = parse_train_config(preset_path("gemma3-270m"), {}).model;
+  ModelConfig gemma = parse_train_config({preset_path("gemma3-270m")}, {}).model;
   EXPECT_EQ(gemma.ffn_activation, FfnActivation::gelu_tanh);
   EXPECT_EQ(gemma.attention_scale, 0.0625f);  // 256^-0.5
   EXPECT_EQ(gemma.rope_theta_for_layer(0), 10000.0);

@@ -249,6 +249,8 @@ void check_data_and_outputs(const TrainConfig& config, bool check_files, Problem
     problems.add("data.format=sft needs data.tokenizer (the tokenizer.json of the model being fine-tuned)");
   if (!(data.val_fraction > 0 && data.val_fraction < 1))
     problems.add("data.val_fraction=", data.val_fraction, " must be in (0, 1)");
+  if (data.jsonl_field.empty())
+    problems.add("data.jsonl_field is empty: name the JSON member holding each document's text (default: text)");
 
   problems.require_non_negative("checkpoint.every", config.checkpoint.every);
   if (config.checkpoint.keep_last < 1)
