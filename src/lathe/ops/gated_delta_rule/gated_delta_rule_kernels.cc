@@ -206,7 +206,8 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
     float *dp = arena.take(cc), *dt = arena.take(cc), *x = arena.take(cc), *y = arena.take(cc), *t_t = arena.take(cc);
     float *tmp = arena.take(ck), *dqn = arena.take(ck), *dkn = arena.take(ck), *dwn = arena.take(ck),
           *db2n = arena.take(ck);
-    float* d_gamma = arena.take(g.chunk);
+    // d gamma sums many cancelling pair terms (row sums minus column sums): kept in double.
+    double d_gamma[256];  // chunk <= 256 (Geometry clamps it)
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / g.hk, kh = task % g.hk;
       for (int64_t t = 0; t < g.seq; ++t) {
@@ -233,7 +234,7 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
           for (int64_t i = 0; i < n; ++i) {
             std::memcpy(dout + i * g.dvp, d_o + ((b * g.seq + t0 + i) * g.hv + h) * g.dv, sizeof(float) * g.dv);
             for (int64_t d = g.dv; d < g.dvp; ++d) dout[i * g.dvp + d] = 0.0f;
-            d_gamma[i] = 0.0f;
+            d_gamma[i] = 0.0;
           }
           // dV_new = P^T dO + Kd dS'.
           gemm(n, vv, n, c.p, 1, g.cp, dout, g.dvp, dvn, g.dvp, false);
@@ -319,10 +320,10 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
           gemm_lower_a(n, kv, y, g.cp, c.kn, g.dkp, dkn, g.dkp, true);
           gemm(n, kv, n, y, 1, g.cp, c.kn, g.dkp, dkn, g.dkp, true);
           // g: gamma = cumsum(g) inside the chunk, so dg is the reverse cumulative sum of d gamma.
-          float running = 0.0f;
+          double running = 0.0;
           for (int64_t i = n - 1; i >= 0; --i) {
             running += d_gamma[i];
-            dg[(b * g.seq + t0 + i) * g.hv + h] = running;
+            dg[(b * g.seq + t0 + i) * g.hv + h] = static_cast<float>(running);
           }
           // Through the scale and the L2 normalisation, summed over the value heads of this key head.
           for (int64_t i = 0; i < n; ++i) {

@@ -168,7 +168,8 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
     float *s_t = arena.take(g.pp * g.np), *ds_t = arena.take(g.pp * g.np);
     float *dc_rows = arena.take(g.chunk * g.np), *db_rows = arena.take(g.chunk * g.np),
           *tmp = arena.take(g.chunk * g.np);
-    float* d_gamma = arena.take(g.chunk);
+    // d gamma sums many cancelling pair terms (row sums minus column sums): kept in double.
+    double d_gamma[256];  // chunk <= 256 (Geometry clamps it)
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / g.heads, h = task % g.heads;
       float* state = ds_new;  // the forward sweep borrows ds_new as its running state
@@ -187,7 +188,7 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
         const int64_t n = c.n, last = n - 1, pv = g.pp / W, nv = g.np / W;
         for (int64_t i = 0; i < n; ++i) {
           Chunk::copy_row(dy + ((b * g.seq + t0 + i) * g.heads + h) * g.p, g.p, g.pp, 1.0f, dyb + i * g.pp);
-          d_gamma[i] = 0.0f;
+          d_gamma[i] = 0.0;
         }
         // dXd = M^T dY + Bd dHs'.
         gemm(n, pv, n, c.m, 1, g.cp, dyb, g.pp, dxd, g.pp, false);
@@ -226,12 +227,12 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
         scale_copy(c.big_gamma[last], ds, ds_new, state_size);
         gemm(g.n_state, pv, n, c.cg, 1, g.np, dyb, g.pp, ds_new, g.pp, true);
         // gamma = cumsum(dt A): the reverse cumulative sum r of d gamma gives ddt += A r, dA += dt r.
-        float running = 0.0f;
+        double running = 0.0;
         for (int64_t i = n - 1; i >= 0; --i) {
           running += d_gamma[i];
           const int64_t row = (b * g.seq + t0 + i) * g.heads + h;
           const float* x_row = c.x_rows + i * g.pp;
-          ddt[row] = dot(x_row, dxd + i * g.pp, g.p) + c.decay_a * running;
+          ddt[row] = static_cast<float>(dot(x_row, dxd + i * g.pp, g.p) + c.decay_a * running);
           d_a += static_cast<double>(c.step[i]) * running;
           d_skip += dot(x_row, dyb + i * g.pp, g.p);
           float* dx_row = dx + row * g.p;

@@ -84,6 +84,13 @@ class SsdScanBackwardProblem : public TypedProblem<SsdScanBackwardArgs, SsdScanC
     return random_tensor(shape, DType::f32, seed, low, high);
   }
   OpCost cost() const override { return ssd_scan_backward_cost(args_); }
+  // The chunked backward sums each gradient in a different order from the token recurrence (the
+  // naive baseline, whose f32 error is unusually small here): a chunk's decay-gate gradient is a
+  // difference of row and column sums over its n^2 pairs, and dq/dk/dbeta pass through the
+  // inverse of the chunk's triangular system. Measured worst cases over many seeds reach 2x the
+  // naive error plus 2e-6; the absolute term is 5e-6 (times max(1, max |ref|)), the relative-norm
+  // rule (1e-5) is unchanged.
+  Tolerance tolerance() const override { return {2.0, 5e-6, 1e-5}; }
 
  protected:
   std::vector<std::pair<std::string, TensorView>> outputs() const override {
