@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <type_traits>
 
 #include "lathe/ops/validate.h"
 
@@ -158,8 +159,13 @@ std::string shape_key(const Args& args) {
 
 template <class Args>
 ShortConvCpuConfig heuristic_config(const Args& args, Isa) {
-  // About 32K elements per task amortise the fork/join.
-  return {std::clamp<int64_t>(32768 / std::max<int64_t>(1, args.x.dim(2)), 8, 1024)};
+  // About 32K elements per task amortise the fork/join. The backward keeps one partial dweight
+  // and dbias per block, so it takes at most 16 blocks per sequence (a function of the shape
+  // only: the summation order must not follow the thread count).
+  const int64_t block = std::clamp<int64_t>(32768 / std::max<int64_t>(1, args.x.dim(2)), 8, 1024);
+  if constexpr (std::is_same_v<Args, ShortConvBackwardArgs>)
+    return {std::max(block, std::clamp<int64_t>((args.x.dim(1) + 15) / 16, 1, 1024))};
+  return {block};
 }
 
 template <class Args>

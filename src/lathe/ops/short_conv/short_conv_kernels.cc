@@ -98,7 +98,7 @@ void short_conv_backward_kernel(const ShortConvBackwardArgs& args, const ShortCo
   const float* wt = weight.as<float>();
   const int64_t tasks = g.batch * g.blocks_per_sequence;
   AlignedBuffer dz_buffer(sizeof(float) * (g.batch * g.seq * g.channels + W));
-  AlignedBuffer partial_buffer(sizeof(float) * (tasks * (g.kernel + 1) * g.padded + W), true);
+  AlignedBuffer partial_buffer(sizeof(float) * (std::max<int64_t>(tasks, 1) * (g.kernel + 1) * g.padded + W), true);
   float *dz = dz_buffer.as<float>(), *partials = partial_buffer.as<float>();
   const float* dy = args.dy.ptr<float>();
   const float* d_final = args.d_final_state.data ? args.d_final_state.ptr<float>() : nullptr;
@@ -123,8 +123,9 @@ void short_conv_backward_kernel(const ShortConvBackwardArgs& args, const ShortCo
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / g.blocks_per_sequence, t0 = task % g.blocks_per_sequence * g.block;
       float* partial = partials + task * (g.kernel + 1) * g.padded;
-      for (int64_t t = t0; t < std::min(g.seq, t0 + g.block); ++t)
-        for (int64_t c = 0; c < g.channels; c += W) {
+      // Channels outer: the block's K + 1 partial vectors of a channel group stay in L1.
+      for (int64_t c = 0; c < g.channels; c += W)
+        for (int64_t t = t0; t < std::min(g.seq, t0 + g.block); ++t) {
           const int64_t left = g.channels - c;
           VecF dx = VecF::zero();
           for (int64_t j = 0; j < g.kernel; ++j) {
@@ -149,16 +150,17 @@ void short_conv_backward_kernel(const ShortConvBackwardArgs& args, const ShortCo
         }
     }
   });
+  // Block partials summed in block order into the first block's row, vectors of channels in parallel.
+  const int64_t row = (g.kernel + 1) * g.padded;
+  parallel_for(row / W, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t task = 1; task < tasks; ++task)
+      for (int64_t v = begin; v < end; ++v)
+        (VecF::load(partials + v * W) + VecF::load(partials + task * row + v * W)).store(partials + v * W);
+  });
   float *dweight = args.dweight.ptr<float>(), *dbias = args.dbias.data ? args.dbias.ptr<float>() : nullptr;
   for (int64_t c = 0; c < g.channels; ++c) {
-    for (int64_t j = 0; j <= g.kernel; ++j) {
-      float sum = 0;
-      for (int64_t task = 0; task < tasks; ++task) sum += partials[(task * (g.kernel + 1) + j) * g.padded + c];
-      if (j < g.kernel)
-        dweight[c * g.kernel + j] = sum;
-      else if (dbias != nullptr)
-        dbias[c] = sum;
-    }
+    for (int64_t j = 0; j < g.kernel; ++j) dweight[c * g.kernel + j] = partials[j * g.padded + c];
+    if (dbias != nullptr) dbias[c] = partials[g.kernel * g.padded + c];
   }
   // d_initial_state[i] = sum_j w[j] dz[i - j] over tokens 0 <= i - j < T, plus d_final_state[i - T].
   if (args.d_initial_state.data == nullptr) return;
