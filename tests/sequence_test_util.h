@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "lathe/core/parallel.h"
@@ -54,6 +55,16 @@ inline double sum_of_products(const TensorView& a, const TensorView& b) {
   double sum = 0;
   for (size_t i = 0; i < x.size(); ++i) sum += x[i] * y[i];
   return sum;
+}
+
+// The values of several tensors, one after the other (for bitwise comparisons of whole runs).
+inline std::vector<double> concatenated(std::initializer_list<const Tensor*> tensors) {
+  std::vector<double> all;
+  for (const Tensor* tensor : tensors) {
+    const std::vector<double> values = to_vector<double>(*tensor);
+    all.insert(all.end(), values.begin(), values.end());
+  }
+  return all;
 }
 
 inline std::vector<double> run_with_threads(int threads, const std::function<std::vector<double>()>& run) {

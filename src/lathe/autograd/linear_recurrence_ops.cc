@@ -30,6 +30,11 @@ Tensor incoming_grad(const Var& var) {
   return Tensor::zeros(var->value.shape(), var->value.dtype());
 }
 
+// The final state's gradient, undefined (the ops read zeros) when it was not asked for or not used.
+Tensor outgoing_state_grad(const RecurrentOutput& result) {
+  return result.final_state && result.final_state->grad.defined() ? result.final_state->grad : Tensor{};
+}
+
 // A gradient buffer shaped like var (undefined for a null var).
 Tensor grad_like(const Var& var) { return var ? Tensor::empty(var->value.shape(), var->value.dtype()) : Tensor{}; }
 
@@ -63,8 +68,7 @@ RecurrentOutput gated_delta_rule(Tape& tape, const Var& q, const Var& k, const V
   const Precision precision = tape.precision();
   tape.record([q, k, v, g, beta, initial_state, options, result, precision] {
     const Tensor d_o = incoming_grad(result.out);
-    const Tensor d_final =
-        result.final_state && result.final_state->grad.defined() ? result.final_state->grad : Tensor{};
+    const Tensor d_final = outgoing_state_grad(result);
     Tensor dq = grad_like(q), dk = grad_like(k), dv = grad_like(v), dg = grad_like(g), dbeta = grad_like(beta);
     Tensor d_initial = grad_like(initial_state);
     GatedDeltaRuleBackwardArgs args{
@@ -96,8 +100,7 @@ RecurrentOutput ssd_scan(Tape& tape, const Var& x, const Var& dt, const Var& a, 
   const Precision precision = tape.precision();
   tape.record([x, dt, a, b, c, d, initial_state, result, precision] {
     const Tensor dy = incoming_grad(result.out);
-    const Tensor d_final =
-        result.final_state && result.final_state->grad.defined() ? result.final_state->grad : Tensor{};
+    const Tensor d_final = outgoing_state_grad(result);
     Tensor dx = grad_like(x), ddt = grad_like(dt), da = grad_like(a), db = grad_like(b), dc = grad_like(c);
     Tensor dd = grad_like(d), d_initial = grad_like(initial_state);
     SsdScanBackwardArgs args{x->value,
@@ -136,8 +139,7 @@ RecurrentOutput short_conv(Tape& tape, const Var& x, const Var& weight, const Va
   const Precision precision = tape.precision();
   tape.record([x, weight, bias, initial_state, options, result, precision] {
     const Tensor dy = incoming_grad(result.out);
-    const Tensor d_final =
-        result.final_state && result.final_state->grad.defined() ? result.final_state->grad : Tensor{};
+    const Tensor d_final = outgoing_state_grad(result);
     Tensor dx = grad_like(x), dweight = grad_like(weight), dbias = grad_like(bias);
     Tensor d_initial = grad_like(initial_state);
     ShortConvBackwardArgs args{

@@ -64,6 +64,48 @@ inline void decay_row(float gamma_i, const float* gamma, int64_t count, float* d
   for (int64_t j = 0; j < count; j += W) simd::exp(top - VecF::load(gamma + j)).store(decay + j);
 }
 
+// The backward of a decayed lower-triangular score tile S = tril(A B^T * exp(gamma_i - gamma_j)):
+// given dS (n rows of stride ld, lower triangle valid) and S, adds the decay's gradient to
+// d_gamma (row minus column sums of dS * S) and turns dS into dS * exp(gamma_i - gamma_j) in
+// place (zero above the diagonal), the gradient of A B^T. decay: scratch of ld floats; gamma
+// padded with finite values to ld.
+inline void decayed_scores_backward(int64_t n, int64_t ld, const float* scores, const float* gamma, float* decay,
+                                    float* d_scores, double* d_gamma) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = d_scores + i * ld;
+    decay_row(gamma[i], gamma, i + 1, decay);
+    for (int64_t j = 0; j <= i; ++j) {
+      const float contribution = row[j] * scores[i * ld + j];
+      d_gamma[i] += contribution, d_gamma[j] -= contribution;
+      row[j] *= decay[j];
+    }
+    for (int64_t j = i + 1; j < ld; ++j) row[j] = 0.0f;
+  }
+}
+
+// Rows gated by exp(gamma_i) (the read of the chunk-start state, Gamma_i rows_i . state): with
+// product_i = the state-side gradient of row i, adds Gamma_i product_i to d_rows and
+// Gamma_i rows_i . product_i to d_gamma[i].
+inline void gated_rows_backward(int64_t n, int64_t dim, int64_t ld, const float* rows, const float* product,
+                                const float* big_gamma, float* d_rows, double* d_gamma) {
+  for (int64_t i = 0; i < n; ++i) {
+    d_gamma[i] += big_gamma[i] * dot(rows + i * ld, product + i * ld, dim);
+    axpy(big_gamma[i], product + i * ld, d_rows + i * ld, ld);
+  }
+}
+
+// Rows decayed to the chunk's end by tail_i = exp(gamma_last - gamma_i) (the write into the next
+// state): adds tail_i product_i to d_rows, and tail_i rows_i . product_i to d_gamma[last] and
+// minus it to d_gamma[i].
+inline void tail_rows_backward(int64_t n, int64_t dim, int64_t ld, const float* rows, const float* product,
+                               const float* tail, float* d_rows, double* d_gamma) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float contribution = tail[i] * dot(rows + i * ld, product + i * ld, dim);
+    d_gamma[n - 1] += contribution, d_gamma[i] -= contribution;
+    axpy(tail[i], product + i * ld, d_rows + i * ld, ld);
+  }
+}
+
 // Bump allocator over one zeroed aligned buffer (per task).
 class Arena {
  public:

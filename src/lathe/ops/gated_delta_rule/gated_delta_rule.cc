@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/tensor_bytes.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -257,18 +258,11 @@ double forward_flops(const TensorView& q, const TensorView& v) {
   return static_cast<double>(q.dim(0) * v.dim(2)) * (full * chunk_flops(chunk, dk, dv) + chunk_flops(tail, dk, dv));
 }
 
-double bytes_of(std::initializer_list<TensorView> views) {
-  double bytes = 0;
-  for (const TensorView& view : views)
-    if (present(view)) bytes += 4.0 * static_cast<double>(view.numel());
-  return bytes;
-}
-
 }  // namespace
 
 OpCost gated_delta_rule_cost(const GatedDeltaRuleArgs& args) {
   return {forward_flops(args.q, args.v),
-          bytes_of({args.q, args.k, args.v, args.g, args.beta, args.initial_state, args.o, args.final_state})};
+          tensor_bytes({args.q, args.k, args.v, args.g, args.beta, args.initial_state, args.o, args.final_state})};
 }
 
 // The gradient products are about 2.5 times the forward's (the chunk quantities' transposed
@@ -276,8 +270,8 @@ OpCost gated_delta_rule_cost(const GatedDeltaRuleArgs& args) {
 // chunk quantities is not counted as useful work.
 OpCost gated_delta_rule_backward_cost(const GatedDeltaRuleBackwardArgs& args) {
   return {2.5 * forward_flops(args.q, args.v),
-          bytes_of({args.q, args.k, args.v, args.g, args.beta, args.initial_state, args.d_o, args.d_final_state,
-                    args.dq, args.dk, args.dv, args.dg, args.dbeta, args.d_initial_state})};
+          tensor_bytes({args.q, args.k, args.v, args.g, args.beta, args.initial_state, args.d_o, args.d_final_state,
+                        args.dq, args.dk, args.dv, args.dg, args.dbeta, args.d_initial_state})};
 }
 
 namespace {

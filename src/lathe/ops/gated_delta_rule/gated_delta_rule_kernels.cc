@@ -242,33 +242,17 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
           // dP = dO V_new^T (lower); d gamma from P's decay; then dP * D.
           pack_transposed(c.vn, g.dvp, n, g.dv, g.cp, vn_t);
           gemm_lower_c(n, g.dv, dout, g.dvp, 1, vn_t, g.cp, dp, g.cp);
-          for (int64_t i = 0; i < n; ++i) {
-            float* row = dp + i * g.cp;
-            decay_row(c.gamma[i], c.gamma, i + 1, c.decay);
-            for (int64_t j = 0; j <= i; ++j) {
-              const float contribution = row[j] * c.p[i * g.cp + j];
-              d_gamma[i] += contribution, d_gamma[j] -= contribution;
-              row[j] *= c.decay[j];
-            }
-            for (int64_t j = i + 1; j < g.cp; ++j) row[j] = 0.0f;
-          }
+          decayed_scores_backward(n, g.cp, c.p, c.gamma, c.decay, dp, d_gamma);
           // dQ = (dP D) K + Gamma (dO S^T);  dK = (dP D)^T Q.
           pack_transposed(s0, g.dvp, g.dk, g.dv, g.dkp, s_t);
           gemm(n, kv, g.dv, dout, g.dvp, 1, s_t, g.dkp, tmp, g.dkp, false);
           gemm_lower_a(n, kv, dp, g.cp, c.kn, g.dkp, dqn, g.dkp, false);
-          for (int64_t i = 0; i < n; ++i) {
-            d_gamma[i] += c.big_gamma[i] * dot(c.qn + i * g.dkp, tmp + i * g.dkp, g.dk);
-            axpy(c.big_gamma[i], tmp + i * g.dkp, dqn + i * g.dkp, g.dkp);
-          }
+          gated_rows_backward(n, g.dk, g.dkp, c.qn, tmp, c.big_gamma, dqn, d_gamma);
           gemm(n, kv, n, dp, 1, g.cp, c.qn, g.dkp, dkn, g.dkp, false);
           // Kd = tail * K: dKd = V_new dS'^T.
           pack_transposed(ds, g.dvp, g.dk, g.dv, g.dkp, ds_t);
           gemm(n, kv, g.dv, c.vn, g.dvp, 1, ds_t, g.dkp, tmp, g.dkp, false);
-          for (int64_t i = 0; i < n; ++i) {
-            const float contribution = c.tail[i] * dot(c.kn + i * g.dkp, tmp + i * g.dkp, g.dk);
-            d_gamma[last] += contribution, d_gamma[i] -= contribution;
-            axpy(c.tail[i], tmp + i * g.dkp, dkn + i * g.dkp, g.dkp);
-          }
+          tail_rows_backward(n, g.dk, g.dkp, c.kn, tmp, c.tail, dkn, d_gamma);
           // dS = exp(gamma_last) dS' + (Gamma Q)^T dO + Wn^T dV_new.
           d_gamma[last] += c.big_gamma[last] * dot(s0, ds, state_size);
           scale_copy(c.big_gamma[last], ds, ds_new, state_size);

@@ -3,6 +3,7 @@
 
 #include "lathe/ops/gated_delta_rule/gated_delta_rule.h"
 #include "lathe/ops/problem.h"
+#include "lathe/ops/sequence_problem.h"
 
 namespace lathe {
 namespace {
@@ -38,9 +39,12 @@ struct DeltaInputs {
   Shape state_shape() const { return {batch, value_heads, dk, dv}; }
 };
 
-class GatedDeltaRuleProblem : public TypedProblem<GatedDeltaRuleArgs, GatedDeltaRuleCpuConfig> {
+class GatedDeltaRuleProblem
+    : public SequenceForwardProblem<GatedDeltaRuleArgs, GatedDeltaRuleCpuConfig, &GatedDeltaRuleArgs::o> {
  public:
-  GatedDeltaRuleProblem(const ShapeSpec& spec, uint64_t seed) : TypedProblem(gated_delta_rule_op(), gated_delta_rule) {
+  GatedDeltaRuleProblem(const ShapeSpec& spec, uint64_t seed)
+      : SequenceForwardProblem(gated_delta_rule_op(), gated_delta_rule, gated_delta_rule_cost, "o",
+                               gated_delta_rule_reference<double>, gated_delta_rule_reference<float>) {
     const DeltaInputs in(*this, spec, "gated_delta_rule", seed);
     args_ = {in.q,
              in.k,
@@ -52,29 +56,12 @@ class GatedDeltaRuleProblem : public TypedProblem<GatedDeltaRuleArgs, GatedDelta
              in.final_state ? output_tensor(in.state_shape(), DType::f32) : TensorView{},
              in.options};
   }
-  TensorView random(const Shape& shape, uint64_t seed, double low, double high) {
-    return random_tensor(shape, DType::f32, seed, low, high);
-  }
-  OpCost cost() const override { return gated_delta_rule_cost(args_); }
-
- protected:
-  std::vector<std::pair<std::string, TensorView>> outputs() const override {
-    std::vector<std::pair<std::string, TensorView>> list = {{"o", args_.o}};
-    if (args_.final_state.data) list.push_back({"final_state", args_.final_state});
-    return list;
-  }
-  void reference(bool use_double, const std::vector<TensorView>& into) const override {
-    GatedDeltaRuleArgs args = args_;
-    args.o = into[0];
-    if (args.final_state.data) args.final_state = into[1];
-    use_double ? gated_delta_rule_reference<double>(args) : gated_delta_rule_reference<float>(args);
-  }
 };
 
-class GatedDeltaRuleBackwardProblem : public TypedProblem<GatedDeltaRuleBackwardArgs, GatedDeltaRuleCpuConfig> {
+class GatedDeltaRuleBackwardProblem : public SequenceProblem<GatedDeltaRuleBackwardArgs, GatedDeltaRuleCpuConfig> {
  public:
   GatedDeltaRuleBackwardProblem(const ShapeSpec& spec, uint64_t seed)
-      : TypedProblem(gated_delta_rule_backward_op(), gated_delta_rule_backward) {
+      : SequenceProblem(gated_delta_rule_backward_op(), gated_delta_rule_backward, gated_delta_rule_backward_cost) {
     const DeltaInputs in(*this, spec, "gated_delta_rule_backward", seed);
     GatedDeltaRuleBackwardArgs& a = args_;
     a.q = in.q, a.k = in.k, a.v = in.v, a.g = in.g, a.beta = in.beta, a.initial_state = in.initial_state;
@@ -86,10 +73,6 @@ class GatedDeltaRuleBackwardProblem : public TypedProblem<GatedDeltaRuleBackward
     a.dg = output_tensor(in.g.shape, DType::f32), a.dbeta = output_tensor(in.beta.shape, DType::f32);
     if (in.initial_state.data) a.d_initial_state = output_tensor(in.state_shape(), DType::f32);
   }
-  TensorView random(const Shape& shape, uint64_t seed, double low, double high) {
-    return random_tensor(shape, DType::f32, seed, low, high);
-  }
-  OpCost cost() const override { return gated_delta_rule_backward_cost(args_); }
   // The chunked backward sums each gradient in a different order from the token recurrence (the
   // naive baseline, whose f32 error is unusually small here): a chunk's decay-gate gradient is a
   // difference of row and column sums over its n^2 pairs, and dq/dk/dbeta pass through the

@@ -103,12 +103,7 @@ TEST(GatedDeltaRule, ResultsDoNotDependOnTheThreadCount) {
     gated_delta_rule({in.q, in.k, in.v, in.g, in.beta, in.state, o, s, options});
     gated_delta_rule_backward(
         {in.q, in.k, in.v, in.g, in.beta, in.state, d_o, TensorView{}, dq, dk_, dv_, dg, dbeta, ds, options});
-    std::vector<double> all;
-    for (const Tensor* t : {&o, &s, &dq, &dk_, &dv_, &dg, &dbeta, &ds}) {
-      const std::vector<double> values = to_vector<double>(*t);
-      all.insert(all.end(), values.begin(), values.end());
-    }
-    return all;
+    return concatenated({&o, &s, &dq, &dk_, &dv_, &dg, &dbeta, &ds});
   };
   const std::vector<double> one = run_with_threads(1, run);
   EXPECT_EQ(run_with_threads(3, run), one) << "seed=" << seed;

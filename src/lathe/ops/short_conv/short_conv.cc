@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "lathe/ops/tensor_bytes.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -144,13 +145,6 @@ template void short_conv_backward_reference<float>(const ShortConvBackwardArgs&)
 
 namespace {
 
-double bytes_of(std::initializer_list<TensorView> views) {
-  double bytes = 0;
-  for (const TensorView& view : views)
-    if (present(view)) bytes += 4.0 * static_cast<double>(view.numel());
-  return bytes;
-}
-
 template <class Args>
 std::string shape_key(const Args& args) {
   return str_cat("batch=", args.x.dim(0), ",seq=", args.x.dim(1), ",channels=", args.x.dim(2),
@@ -182,14 +176,14 @@ std::vector<ShortConvCpuConfig> config_space(const Args& args, Isa isa) {
 OpCost short_conv_cost(const ShortConvArgs& args) {
   const double elements = static_cast<double>(args.x.numel()), kernel = static_cast<double>(args.weight.dim(1));
   return {elements * (2 * kernel + (args.options.silu ? 4 : 0)),
-          bytes_of({args.x, args.weight, args.bias, args.initial_state, args.y, args.final_state})};
+          tensor_bytes({args.x, args.weight, args.bias, args.initial_state, args.y, args.final_state})};
 }
 
 OpCost short_conv_backward_cost(const ShortConvBackwardArgs& args) {
   const double elements = static_cast<double>(args.x.numel()), kernel = static_cast<double>(args.weight.dim(1));
   return {elements * (6 * kernel + (args.options.silu ? 10 : 1)),
-          bytes_of({args.x, args.weight, args.bias, args.initial_state, args.dy, args.d_final_state, args.dx,
-                    args.dweight, args.dbias, args.d_initial_state})};
+          tensor_bytes({args.x, args.weight, args.bias, args.initial_state, args.dy, args.d_final_state, args.dx,
+                        args.dweight, args.dbias, args.d_initial_state})};
 }
 
 const Op<ShortConvArgs, ShortConvCpuConfig>& short_conv_op() {

@@ -1,5 +1,6 @@
 // short_conv and its backward as registered problems (tests, tuner, bench, `lathe ops`).
 #include "lathe/ops/problem.h"
+#include "lathe/ops/sequence_problem.h"
 #include "lathe/ops/short_conv/short_conv.h"
 
 namespace lathe {
@@ -30,9 +31,11 @@ struct ConvInputs {
   Shape state_shape() const { return {batch, kernel - 1, channels}; }
 };
 
-class ShortConvProblem : public TypedProblem<ShortConvArgs, ShortConvCpuConfig> {
+class ShortConvProblem : public SequenceForwardProblem<ShortConvArgs, ShortConvCpuConfig, &ShortConvArgs::y> {
  public:
-  ShortConvProblem(const ShapeSpec& spec, uint64_t seed) : TypedProblem(short_conv_op(), short_conv) {
+  ShortConvProblem(const ShapeSpec& spec, uint64_t seed)
+      : SequenceForwardProblem(short_conv_op(), short_conv, short_conv_cost, "y", short_conv_reference<double>,
+                               short_conv_reference<float>) {
     const ConvInputs in(*this, spec, "short_conv", seed);
     args_ = {in.x,
              in.weight,
@@ -42,29 +45,12 @@ class ShortConvProblem : public TypedProblem<ShortConvArgs, ShortConvCpuConfig> 
              in.final_state ? output_tensor(in.state_shape(), DType::f32) : TensorView{},
              in.options};
   }
-  TensorView random(const Shape& shape, uint64_t seed, double low, double high) {
-    return random_tensor(shape, DType::f32, seed, low, high);
-  }
-  OpCost cost() const override { return short_conv_cost(args_); }
-
- protected:
-  std::vector<std::pair<std::string, TensorView>> outputs() const override {
-    std::vector<std::pair<std::string, TensorView>> list = {{"y", args_.y}};
-    if (args_.final_state.data) list.push_back({"final_state", args_.final_state});
-    return list;
-  }
-  void reference(bool use_double, const std::vector<TensorView>& into) const override {
-    ShortConvArgs args = args_;
-    args.y = into[0];
-    if (args.final_state.data) args.final_state = into[1];
-    use_double ? short_conv_reference<double>(args) : short_conv_reference<float>(args);
-  }
 };
 
-class ShortConvBackwardProblem : public TypedProblem<ShortConvBackwardArgs, ShortConvCpuConfig> {
+class ShortConvBackwardProblem : public SequenceProblem<ShortConvBackwardArgs, ShortConvCpuConfig> {
  public:
   ShortConvBackwardProblem(const ShapeSpec& spec, uint64_t seed)
-      : TypedProblem(short_conv_backward_op(), short_conv_backward) {
+      : SequenceProblem(short_conv_backward_op(), short_conv_backward, short_conv_backward_cost) {
     const ConvInputs in(*this, spec, "short_conv_backward", seed);
     ShortConvBackwardArgs& a = args_;
     a.x = in.x, a.weight = in.weight, a.bias = in.bias, a.initial_state = in.initial_state, a.options = in.options;
@@ -74,10 +60,6 @@ class ShortConvBackwardProblem : public TypedProblem<ShortConvBackwardArgs, Shor
     if (in.bias.data) a.dbias = output_tensor(in.bias.shape, DType::f32);
     if (in.initial_state.data) a.d_initial_state = output_tensor(in.state_shape(), DType::f32);
   }
-  TensorView random(const Shape& shape, uint64_t seed, double low, double high) {
-    return random_tensor(shape, DType::f32, seed, low, high);
-  }
-  OpCost cost() const override { return short_conv_backward_cost(args_); }
 
  protected:
   std::vector<std::pair<std::string, TensorView>> outputs() const override {

@@ -79,12 +79,7 @@ TEST(ShortConv, BackwardDoesNotDependOnTheThreadCount) {
     Tensor dx = Tensor::empty(in.x.shape(), DType::f32), dw = Tensor::empty(in.weight.shape(), DType::f32);
     Tensor db = Tensor::empty(in.bias.shape(), DType::f32), ds = Tensor::empty(in.state.shape(), DType::f32);
     short_conv_backward({in.x, in.weight, in.bias, in.state, dy, TensorView{}, dx, dw, db, ds, {}});
-    std::vector<double> all;
-    for (const Tensor* t : {&dx, &dw, &db, &ds}) {
-      const std::vector<double> values = to_vector<double>(*t);
-      all.insert(all.end(), values.begin(), values.end());
-    }
-    return all;
+    return concatenated({&dx, &dw, &db, &ds});
   };
   const std::vector<double> one = run_with_threads(1, run);
   EXPECT_EQ(run_with_threads(3, run), one) << "seed=" << seed;

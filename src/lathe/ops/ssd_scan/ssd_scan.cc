@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/tensor_bytes.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -184,13 +185,6 @@ double forward_flops(const TensorView& x, const TensorView& b) {
          (static_cast<double>(seq / chunk) * per_chunk(chunk) + per_chunk(static_cast<double>(seq % chunk)));
 }
 
-double bytes_of(std::initializer_list<TensorView> views) {
-  double bytes = 0;
-  for (const TensorView& view : views)
-    if (present(view)) bytes += 4.0 * static_cast<double>(view.numel());
-  return bytes;
-}
-
 template <class Args>
 std::string shape_key(const Args& args) {
   return str_cat("batch=", args.x.dim(0), ",seq=", args.x.dim(1), ",heads=", args.x.dim(2), ",head_dim=", args.x.dim(3),
@@ -210,15 +204,16 @@ std::vector<SsdScanCpuConfig> config_space(const Args&, Isa) {
 }  // namespace
 
 OpCost ssd_scan_cost(const SsdScanArgs& args) {
-  return {forward_flops(args.x, args.b),
-          bytes_of({args.x, args.dt, args.a, args.b, args.c, args.d, args.initial_state, args.y, args.final_state})};
+  return {forward_flops(args.x, args.b), tensor_bytes({args.x, args.dt, args.a, args.b, args.c, args.d,
+                                                       args.initial_state, args.y, args.final_state})};
 }
 
 // The gradient products: the transposed products of the forward's four (dX, dM, dC, dB) plus
 // dh0, about twice the forward's FLOPs; recomputation is not counted.
 OpCost ssd_scan_backward_cost(const SsdScanBackwardArgs& args) {
-  return {2.0 * forward_flops(args.x, args.b),
-          bytes_of({args.x, args.dt, args.a, args.b, args.c, args.d, args.initial_state, args.dy, args.d_final_state,
+  return {
+      2.0 * forward_flops(args.x, args.b),
+      tensor_bytes({args.x, args.dt, args.a, args.b, args.c, args.d, args.initial_state, args.dy, args.d_final_state,
                     args.dx, args.ddt, args.da, args.db, args.dc, args.dd, args.d_initial_state})};
 }
 

@@ -196,32 +196,16 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
         // dM = dY Xd^T (lower); d gamma from M's decay; then dM * L.
         pack_transposed(c.xd, g.pp, n, g.p, g.cp, xd_t);
         gemm_lower_c(n, g.p, dyb, g.pp, 1, xd_t, g.cp, dm, g.cp);
-        for (int64_t i = 0; i < n; ++i) {
-          float* row = dm + i * g.cp;
-          decay_row(c.gamma[i], c.gamma, i + 1, c.decay);
-          for (int64_t j = 0; j <= i; ++j) {
-            const float contribution = row[j] * c.m[i * g.cp + j];
-            d_gamma[i] += contribution, d_gamma[j] -= contribution;
-            row[j] *= c.decay[j];
-          }
-          for (int64_t j = i + 1; j < g.cp; ++j) row[j] = 0.0f;
-        }
+        decayed_scores_backward(n, g.cp, c.m, c.gamma, c.decay, dm, d_gamma);
         // dC = (dM L) B + Gamma (dY Hs^T);  dB = (dM L)^T C + tail (Xd dHs'^T).
         pack_transposed(s0, g.pp, g.n_state, g.p, g.np, s_t);
         gemm(n, nv, g.p, dyb, g.pp, 1, s_t, g.np, tmp, g.np, false);
         gemm_lower_a(n, nv, dm, g.cp, c.bm, g.np, dc_rows, g.np, false);
-        for (int64_t i = 0; i < n; ++i) {
-          d_gamma[i] += c.big_gamma[i] * dot(c.cm + i * g.np, tmp + i * g.np, g.n_state);
-          axpy(c.big_gamma[i], tmp + i * g.np, dc_rows + i * g.np, g.np);
-        }
+        gated_rows_backward(n, g.n_state, g.np, c.cm, tmp, c.big_gamma, dc_rows, d_gamma);
         pack_transposed(ds, g.pp, g.n_state, g.p, g.np, ds_t);
         gemm(n, nv, g.p, c.xd, g.pp, 1, ds_t, g.np, tmp, g.np, false);
         gemm(n, nv, n, dm, 1, g.cp, c.cm, g.np, db_rows, g.np, false);
-        for (int64_t i = 0; i < n; ++i) {
-          const float contribution = c.tail[i] * dot(c.bm + i * g.np, tmp + i * g.np, g.n_state);
-          d_gamma[last] += contribution, d_gamma[i] -= contribution;
-          axpy(c.tail[i], tmp + i * g.np, db_rows + i * g.np, g.np);
-        }
+        tail_rows_backward(n, g.n_state, g.np, c.bm, tmp, c.tail, db_rows, d_gamma);
         // dHs = exp(gamma_last) dHs' + (Gamma C)^T dY.
         d_gamma[last] += c.big_gamma[last] * dot(s0, ds, state_size);
         scale_copy(c.big_gamma[last], ds, ds_new, state_size);

@@ -1,5 +1,6 @@
 // ssd_scan and its backward as registered problems (tests, tuner, bench, `lathe ops`).
 #include "lathe/ops/problem.h"
+#include "lathe/ops/sequence_problem.h"
 #include "lathe/ops/ssd_scan/ssd_scan.h"
 
 namespace lathe {
@@ -32,9 +33,11 @@ struct SsdInputs {
   Shape state_shape() const { return {batch, heads, head_dim, state}; }
 };
 
-class SsdScanProblem : public TypedProblem<SsdScanArgs, SsdScanCpuConfig> {
+class SsdScanProblem : public SequenceForwardProblem<SsdScanArgs, SsdScanCpuConfig, &SsdScanArgs::y> {
  public:
-  SsdScanProblem(const ShapeSpec& spec, uint64_t seed) : TypedProblem(ssd_scan_op(), ssd_scan) {
+  SsdScanProblem(const ShapeSpec& spec, uint64_t seed)
+      : SequenceForwardProblem(ssd_scan_op(), ssd_scan, ssd_scan_cost, "y", ssd_scan_reference<double>,
+                               ssd_scan_reference<float>) {
     const SsdInputs in(*this, spec, "ssd_scan", seed);
     args_ = {in.x,
              in.dt,
@@ -46,29 +49,12 @@ class SsdScanProblem : public TypedProblem<SsdScanArgs, SsdScanCpuConfig> {
              output_tensor(in.x.shape, DType::f32),
              in.final_state ? output_tensor(in.state_shape(), DType::f32) : TensorView{}};
   }
-  TensorView random(const Shape& shape, uint64_t seed, double low, double high) {
-    return random_tensor(shape, DType::f32, seed, low, high);
-  }
-  OpCost cost() const override { return ssd_scan_cost(args_); }
-
- protected:
-  std::vector<std::pair<std::string, TensorView>> outputs() const override {
-    std::vector<std::pair<std::string, TensorView>> list = {{"y", args_.y}};
-    if (args_.final_state.data) list.push_back({"final_state", args_.final_state});
-    return list;
-  }
-  void reference(bool use_double, const std::vector<TensorView>& into) const override {
-    SsdScanArgs args = args_;
-    args.y = into[0];
-    if (args.final_state.data) args.final_state = into[1];
-    use_double ? ssd_scan_reference<double>(args) : ssd_scan_reference<float>(args);
-  }
 };
 
-class SsdScanBackwardProblem : public TypedProblem<SsdScanBackwardArgs, SsdScanCpuConfig> {
+class SsdScanBackwardProblem : public SequenceProblem<SsdScanBackwardArgs, SsdScanCpuConfig> {
  public:
   SsdScanBackwardProblem(const ShapeSpec& spec, uint64_t seed)
-      : TypedProblem(ssd_scan_backward_op(), ssd_scan_backward) {
+      : SequenceProblem(ssd_scan_backward_op(), ssd_scan_backward, ssd_scan_backward_cost) {
     const SsdInputs in(*this, spec, "ssd_scan_backward", seed);
     SsdScanBackwardArgs& a = args_;
     a.x = in.x, a.dt = in.dt, a.a = in.a, a.b = in.b, a.c = in.c, a.d = in.d, a.initial_state = in.initial_state;
@@ -80,10 +66,6 @@ class SsdScanBackwardProblem : public TypedProblem<SsdScanBackwardArgs, SsdScanC
     if (in.d.data) a.dd = output_tensor(in.d.shape, DType::f32);
     if (in.initial_state.data) a.d_initial_state = output_tensor(in.state_shape(), DType::f32);
   }
-  TensorView random(const Shape& shape, uint64_t seed, double low, double high) {
-    return random_tensor(shape, DType::f32, seed, low, high);
-  }
-  OpCost cost() const override { return ssd_scan_backward_cost(args_); }
   // The chunked backward sums each gradient in a different order from the token recurrence (the
   // naive baseline, whose f32 error is unusually small here): a chunk's decay-gate gradient is a
   // difference of row and column sums over its n^2 pairs, and dq/dk/dbeta pass through the

@@ -90,12 +90,7 @@ TEST(SsdScan, ResultsDoNotDependOnTheThreadCount) {
     Tensor ds = Tensor::empty(in.state.shape(), DType::f32);
     ssd_scan({in.x, in.dt, in.a, in.b, in.c, in.d, in.state, y, s});
     ssd_scan_backward({in.x, in.dt, in.a, in.b, in.c, in.d, in.state, dy, TensorView{}, dx, ddt, da, db, dc, dd, ds});
-    std::vector<double> all;
-    for (const Tensor* t : {&y, &s, &dx, &ddt, &da, &db, &dc, &dd, &ds}) {
-      const std::vector<double> values = to_vector<double>(*t);
-      all.insert(all.end(), values.begin(), values.end());
-    }
-    return all;
+    return concatenated({&y, &s, &dx, &ddt, &da, &db, &dc, &dd, &ds});
   };
   const std::vector<double> one = run_with_threads(1, run);
   EXPECT_EQ(run_with_threads(3, run), one) << "seed=" << seed;
