@@ -22,6 +22,9 @@ void register_moe_permute_ops(std::vector<OpRegistration>& ops);
 void register_moe_combine_ops(std::vector<OpRegistration>& ops);
 void register_grouped_matmul_ops(std::vector<OpRegistration>& ops);
 void register_moe_losses_ops(std::vector<OpRegistration>& ops);
+void register_gated_delta_rule_ops(std::vector<OpRegistration>& ops);
+void register_ssd_scan_ops(std::vector<OpRegistration>& ops);
+void register_short_conv_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -43,6 +46,9 @@ const std::vector<OpRegistration>& all_ops() {
     register_moe_combine_ops(list);
     register_grouped_matmul_ops(list);
     register_moe_losses_ops(list);
+    register_gated_delta_rule_ops(list);
+    register_ssd_scan_ops(list);
+    register_short_conv_ops(list);
     return list;
   }();
   return ops;

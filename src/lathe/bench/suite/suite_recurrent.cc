@@ -1,8 +1,11 @@
 // Linear-attention / state-space problems: RetNet retention (parallel form), the Mamba-2 SSD scan
-// and the gated delta rule (Qwen3-Next). lathe has no kernels for them yet: its paths are
-// compositions (matmul + plain masking for retention; plain recurrent scans, parallel over heads,
-// for SSD and the delta rule) and count as not fast until real kernels exist. No vendor library
-// offers them, so they have no vendor row (bench/suite_torch.py times PyTorch compositions).
+// and the gated delta rule (Qwen3-Next). lathe runs them through its chunked ops: ssd_scan (the
+// Mamba-2 SSD form; retention is the same computation with dt = 1, A = log(gamma), B = k, C = q,
+// x = v and one group per head) and gated_delta_rule (the WY / UT-transform chunked form). Their
+// references stay the problems' own (the quadratic forms for retention and SSD, the explicit
+// projector product for the delta rule), independent of the ops' token recurrences. Only
+// retention has a vendor row (oneDNN / OpenBLAS sgemm of the quadratic form);
+// bench/suite_torch.py times PyTorch compositions.
 #include <cmath>
 #include <cstring>
 
@@ -10,7 +13,8 @@
 #include "lathe/bench/suite/suite_reference.h"
 #include "lathe/bench/suite/suite_vendor.h"
 #include "lathe/core/parallel.h"
-#include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/gated_delta_rule/gated_delta_rule.h"
+#include "lathe/ops/ssd_scan/ssd_scan.h"
 
 namespace lathe {
 namespace {
@@ -33,7 +37,12 @@ class RetentionProblem : public SuiteProblemWithReference<RetentionProblem> {
     add_input("v", {s_.seq, s_.heads, s_.dv});
     add_output("o", {s_.seq, s_.heads, s_.dv});
     scores_ = Tensor::empty({s_.seq, s_.seq}, DType::f32);
-    mutable_info().lathe_path = "per head: matmul (q k^T) + plain decay mask + matmul (scores v)";
+    ones_ = Tensor::empty({1, s_.seq, s_.heads}, DType::f32);
+    fill_value(ones_, 1.0);
+    log_gamma_ = Tensor::empty({s_.heads}, DType::f32);
+    for (int64_t h = 0; h < s_.heads; ++h)
+      log_gamma_.ptr<float>()[h] = static_cast<float>(std::log1p(-std::pow(2.0, -5.0 - static_cast<double>(h))));
+    mutable_info().lathe_path = "ssd_scan (chunked; dt = 1, A = log gamma, B = k, C = q, x = v) + output scale";
     if (best_gemm_vendor() != GemmVendor::none)
       mutable_info().vendor =
           str_cat(gemm_vendor_name(best_gemm_vendor()), " sgemm per head + the same plain decay mask");
@@ -45,15 +54,17 @@ class RetentionProblem : public SuiteProblemWithReference<RetentionProblem> {
   }
 
   void run_lathe() override {
-    for (int64_t h = 0; h < s_.heads; ++h) {
-      MatmulArgs scores;
-      scores.a = in(0).select(1, h), scores.b = in(1).select(1, h), scores.c = scores_.view(), scores.trans_b = true;
-      matmul(scores);
-      apply_decay(h);
-      MatmulArgs values;
-      values.a = scores_.view(), values.b = in(2).select(1, h), values.c = out(0).select(1, h);
-      matmul(values);
-    }
+    SsdScanArgs args;
+    args.x = in(2).reshape({1, s_.seq, s_.heads, s_.dv});
+    args.dt = ones_.view(), args.a = log_gamma_.view();
+    args.b = in(1).reshape({1, s_.seq, s_.heads, s_.dk}), args.c = in(0).reshape({1, s_.seq, s_.heads, s_.dk});
+    args.y = out(0).reshape({1, s_.seq, s_.heads, s_.dv});
+    ssd_scan(args);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s_.dk));
+    float* o = out_f32(0);
+    parallel_for(s_.seq * s_.heads * s_.dv, 1 << 15, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) o[i] *= scale;
+    });
   }
 
   void run_vendor() override {
@@ -107,7 +118,8 @@ class RetentionProblem : public SuiteProblemWithReference<RetentionProblem> {
   }
 
   RetentionShape s_;
-  Tensor scores_;
+  Tensor scores_;            // (seq, seq) the vendor path's score matrix
+  Tensor ones_, log_gamma_;  // (1, seq, heads) dt = 1 and (heads) A = log gamma for ssd_scan
 };
 
 // Mamba-2 SSD (one group, scalar decay per head), with dt already through softplus:
@@ -133,7 +145,7 @@ class MambaSsdProblem : public SuiteProblemWithReference<MambaSsdProblem> {
     add_input("B", {s_.seq, s_.d_state});
     add_input("C", {s_.seq, s_.d_state});
     add_output("y", {s_.seq, s_.heads, s_.head_dim});
-    mutable_info().lathe_path = "plain recurrent scan, parallel over heads (no SSD kernel yet)";
+    mutable_info().lathe_path = "ssd_scan (chunked SSD form)";
   }
 
   OpCost cost() const override {
@@ -142,29 +154,12 @@ class MambaSsdProblem : public SuiteProblemWithReference<MambaSsdProblem> {
   }
 
   void run_lathe() override {
-    const float *x = in_f32(0), *dt = in_f32(1), *a = in_f32(2), *b = in_f32(3), *c = in_f32(4);
-    float* y = out_f32(0);
-    int64_t p_count = s_.head_dim, n_count = s_.d_state;
-    parallel_for(s_.heads, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> state(p_count * n_count);
-      for (int64_t h = begin; h < end; ++h) {
-        std::fill(state.begin(), state.end(), 0.0f);
-        for (int64_t t = 0; t < s_.seq; ++t) {
-          float step = dt[t * s_.heads + h], decay = std::exp(step * a[h]);
-          const float* bt = b + t * n_count;
-          const float* ct = c + t * n_count;
-          for (int64_t p = 0; p < p_count; ++p) {
-            float input = step * x[(t * s_.heads + h) * p_count + p], sum = 0;
-            float* row = &state[p * n_count];
-            for (int64_t n = 0; n < n_count; ++n) {
-              row[n] = decay * row[n] + input * bt[n];
-              sum += row[n] * ct[n];
-            }
-            y[(t * s_.heads + h) * p_count + p] = sum;
-          }
-        }
-      }
-    });
+    SsdScanArgs args;
+    args.x = in(0).reshape({1, s_.seq, s_.heads, s_.head_dim});
+    args.dt = in(1).reshape({1, s_.seq, s_.heads}), args.a = in(2);
+    args.b = in(3).reshape({1, s_.seq, 1, s_.d_state}), args.c = in(4).reshape({1, s_.seq, 1, s_.d_state});
+    args.y = out(0).reshape({1, s_.seq, s_.heads, s_.head_dim});
+    ssd_scan(args);
   }
 
   template <class T>
@@ -216,7 +211,8 @@ class GatedDeltaRuleProblem : public SuiteProblemWithReference<GatedDeltaRulePro
     add_input("alpha", {s_.seq, s_.heads}, DType::f32, 0.9, 1.0);
     add_input("beta", {s_.seq, s_.heads}, DType::f32, 0.1, 0.9);
     add_output("o", {s_.seq, s_.heads, s_.dv});
-    mutable_info().lathe_path = "plain recurrent rank-1 updates, parallel over heads (no chunked kernel yet)";
+    log_alpha_ = Tensor::empty({1, s_.seq, s_.heads}, DType::f32);
+    mutable_info().lathe_path = "gated_delta_rule (chunked WY form; g = log alpha)";
   }
 
   void fill_inputs(uint64_t seed) override {
@@ -235,31 +231,14 @@ class GatedDeltaRuleProblem : public SuiteProblemWithReference<GatedDeltaRulePro
   OpCost cost() const override { return {8.0 * s_.seq * s_.heads * s_.dk * s_.dv, io_bytes()}; }
 
   void run_lathe() override {
-    const float *q = in_f32(0), *k = in_f32(1), *v = in_f32(2), *alpha = in_f32(3), *beta = in_f32(4);
-    float* o = out_f32(0);
-    float scale = 1.0f / std::sqrt(static_cast<float>(s_.dk));
-    parallel_for(s_.heads, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> state(s_.dv * s_.dk);
-      for (int64_t h = begin; h < end; ++h) {
-        std::fill(state.begin(), state.end(), 0.0f);
-        for (int64_t t = 0; t < s_.seq; ++t) {
-          int64_t row = t * s_.heads + h;
-          const float *kt = k + row * s_.dk, *qt = q + row * s_.dk, *vt = v + row * s_.dv;
-          float a = alpha[row], b = beta[row];
-          for (int64_t i = 0; i < s_.dv; ++i) {
-            float* si = &state[i * s_.dk];
-            float projected = 0;
-            for (int64_t d = 0; d < s_.dk; ++d) projected += si[d] * kt[d];
-            float coefficient = b * (vt[i] - a * projected), readout = 0;
-            for (int64_t d = 0; d < s_.dk; ++d) {
-              si[d] = a * si[d] + coefficient * kt[d];
-              readout += si[d] * qt[d];
-            }
-            o[row * s_.dv + i] = readout * scale;
-          }
-        }
-      }
-    });
+    const float* alpha = in_f32(3);
+    float* g = log_alpha_.ptr<float>();
+    for (int64_t i = 0; i < s_.seq * s_.heads; ++i) g[i] = std::log(alpha[i]);
+    GatedDeltaRuleArgs args;
+    args.q = in(0).reshape({1, s_.seq, s_.heads, s_.dk}), args.k = in(1).reshape({1, s_.seq, s_.heads, s_.dk});
+    args.v = in(2).reshape({1, s_.seq, s_.heads, s_.dv}), args.g = log_alpha_.view();
+    args.beta = in(4).reshape({1, s_.seq, s_.heads}), args.o = out(0).reshape({1, s_.seq, s_.heads, s_.dv});
+    gated_delta_rule(args);  // q, k arrive normalised: no in-op L2 norm; scale 1 / sqrt(dk)
   }
 
   template <class T>
@@ -296,6 +275,7 @@ class GatedDeltaRuleProblem : public SuiteProblemWithReference<GatedDeltaRulePro
 
  private:
   DeltaShape s_;
+  Tensor log_alpha_;  // (1, seq, heads) the gate in log space, as gated_delta_rule takes it
 };
 
 }  // namespace
