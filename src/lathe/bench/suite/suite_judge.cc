@@ -138,8 +138,10 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
 
 void apply_suite_peaks(SuiteResult& result, const MachinePeaks& peaks) {
   if (!result.timed || result.lathe.median <= 0) return;
+  bool cold = result.cache_mode == "cold";
   double compute_floor = peaks.floor_seconds(result.cost.flops, 0);
-  double memory_floor = peaks.floor_seconds(0, result.cost.bytes);
+  double memory_floor = peaks.floor_seconds(0, result.cost.bytes, false, cold);
+  peaks.memory_gbytes(result.cost.bytes, cold, &result.memory_level);
   result.floor_seconds = std::max(compute_floor, memory_floor);
   result.bound = compute_floor >= memory_floor ? "compute" : "memory";
   double seconds = result.lathe.median;

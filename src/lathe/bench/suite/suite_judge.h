@@ -54,7 +54,8 @@ struct SuiteResult {
   OpCost cost;
   // From the cost and the peaks (apply_suite_peaks):
   double floor_seconds = 0, gflops = 0, gbytes = 0, roofline_percent = 0;
-  std::string bound;  // "compute" or "memory"
+  std::string bound;         // "compute" or "memory"
+  std::string memory_level;  // whose bandwidth the memory floor uses: "L1d", "L2", "L3" or "DRAM"
   bool beyond_roofline = false;
   double speedup_vs_reference = 0, speedup_vs_vendor = 0;  // > 1: lathe faster; 0: not measured
 
@@ -62,7 +63,10 @@ struct SuiteResult {
 };
 
 SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, const SuiteOptions& options);
-// (Re)computes the roofline fields and the speedups from the timings and these peaks.
+// (Re)computes the roofline fields and the speedups from the timings and these peaks. The memory
+// floor is cache-aware for warm timing (the bandwidth of the smallest cache level the working set,
+// cost.bytes / threads, fits in; MachinePeaks::memory_gbytes) and DRAM's for cold timing, whose
+// rotated buffers make every run start from memory.
 void apply_suite_peaks(SuiteResult& result, const MachinePeaks& peaks);
 
 // A wrong or crashed problem enters the geometric means with this speedup (an order of magnitude

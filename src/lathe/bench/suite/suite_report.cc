@@ -35,6 +35,45 @@ Json timing_to_json(const SuiteTiming& timing) {
 
 }  // namespace
 
+SuiteReport make_suite_report(std::vector<SuiteResult> results, const MachinePeaks& peaks) {
+  SuiteReport report;
+  report.results = std::move(results);
+  report.peaks = peaks;
+  for (auto& result : report.results) apply_suite_peaks(result, peaks);
+  report.summary = summarize_suite(report.results);
+  return report;
+}
+
+std::string format_suite_progress_header() {
+  char line[256];
+  std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s  %s\n", "problem", "family", "correct",
+                "lathe ms", "noise", "vendor ms", "ref ms", "flags");
+  return line;
+}
+
+std::string format_suite_progress_row(const SuiteResult& result) {
+  char line[512];
+  std::string correct = str_cat(result.sets_passed, "/", result.sets);
+  std::string flags;
+  if (!result.correct) flags += "WRONG ";
+  if (!result.info.vendor.empty() && !result.vendor_correct) flags += "vendor-wrong";
+  char noise[16] = "-";
+  if (result.lathe.runs > 0) std::snprintf(noise, sizeof noise, "%.1f%%", 100.0 * result.lathe.noise);
+  std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s  %s\n", result.info.name.c_str(),
+                result.info.family.c_str(), correct.c_str(), milliseconds(result.lathe).c_str(), noise,
+                milliseconds(result.vendor).c_str(), milliseconds(result.reference).c_str(), flags.c_str());
+  std::string out = line;
+  if (!result.failure.empty()) out += "    lathe failure: " + result.failure + "\n";
+  if (!result.vendor_failure.empty()) out += "    vendor failure: " + result.vendor_failure + "\n";
+  return out;
+}
+
+std::string format_suite_table(const SuiteReport& report) {
+  std::string table = format_suite_header();
+  for (const auto& result : report.results) table += format_suite_row(result);
+  return table;
+}
+
 std::string format_suite_header() {
   char line[512];
   std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s %8s %8s %8s %7s %6s  %s\n", "problem", "family",
@@ -50,7 +89,8 @@ std::string format_suite_row(const SuiteResult& result) {
   if (!result.correct) flags += "WRONG ";
   if (!result.info.vendor.empty() && !result.vendor_correct) flags += "vendor-wrong ";
   if (result.beyond_roofline) flags += "beyond-roofline(speedups capped) ";
-  if (result.timed && !result.bound.empty()) flags += result.bound;
+  if (result.timed && !result.bound.empty())
+    flags += result.bound == "memory" ? str_cat("memory (", result.memory_level, ")") : result.bound;
   char noise[16] = "-";
   if (result.lathe.runs > 0) std::snprintf(noise, sizeof noise, "%.1f%%", 100.0 * result.lathe.noise);
   std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s %8s %8s %8.1f %7.1f %5.1f%%  %s\n",
@@ -124,6 +164,7 @@ Json suite_result_to_json(const SuiteResult& result) {
   json.set("gbytes_per_second", result.gbytes);
   json.set("roofline_percent", result.roofline_percent);
   json.set("bound", result.bound);
+  json.set("memory_level", result.memory_level);
   json.set("beyond_roofline", result.beyond_roofline);
   json.set("speedup_vs_reference", result.speedup_vs_reference);
   json.set("speedup_vs_vendor", result.speedup_vs_vendor);
@@ -147,17 +188,16 @@ Json suite_summary_to_json(const SuiteSummary& summary) {
   return json;
 }
 
-Json suite_report_json(const std::vector<SuiteResult>& results, const SuiteSummary& summary, const MachinePeaks& peaks,
-                       const Json& run_description) {
+Json suite_report_json(const SuiteReport& report, const Json& run_description) {
   Json json = Json::object();
   json.set("run", run_description);
-  json.set("peaks", peaks.to_json());
-  json.set("summary", suite_summary_to_json(summary));
+  json.set("peaks", report.peaks.to_json());
+  json.set("summary", suite_summary_to_json(report.summary));
   Json furthest = Json::array();
-  for (const SuiteResult* result : furthest_from_roofline(results, 5)) furthest.push(result->info.name);
+  for (const SuiteResult* result : furthest_from_roofline(report.results, 5)) furthest.push(result->info.name);
   json.set("furthest_from_roofline", furthest);
   Json problems = Json::array();
-  for (const auto& result : results) problems.push(suite_result_to_json(result));
+  for (const auto& result : report.results) problems.push(suite_result_to_json(result));
   json.set("problems", problems);
   return json;
 }
@@ -188,13 +228,13 @@ std::string suite_to_svg(const std::vector<SuiteResult>& results, const std::str
                                layout);
 }
 
-std::string suite_to_html(const std::vector<SuiteResult>& results, const SuiteSummary& summary,
-                          const std::string& title) {
+std::string suite_to_html(const SuiteReport& report, const std::string& title) {
+  const std::vector<SuiteResult>& results = report.results;
   std::string html = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + escape_xml(title) +
                      "</title>\n<style>body{font-family:sans-serif;margin:20px}table{border-collapse:collapse;"
                      "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
                      "td:first-child,th:first-child{text-align:left}.wrong{background:#fdd}</style></head><body>\n";
-  html += "<h2>" + escape_xml(title) + "</h2>\n<pre>" + escape_xml(format_suite_summary(summary)) + "</pre>\n";
+  html += "<h2>" + escape_xml(title) + "</h2>\n<pre>" + escape_xml(format_suite_summary(report.summary)) + "</pre>\n";
   html += suite_to_svg(results, title);
   html +=
       "<table><tr><th>problem</th><th>family</th><th>correct</th><th>lathe ms</th><th>noise</th><th>vendor "
