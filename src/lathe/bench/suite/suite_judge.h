@@ -14,6 +14,7 @@
 // computed from the floor instead of the measured time.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,16 @@ struct SuiteResult {
 };
 
 SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, const SuiteOptions& options);
+
+// One timed run of a path: prepares outside the clock and returns the seconds of one run (the
+// kernel lab's candidate measures in its own process and reports the time).
+using TimedRun = std::function<double()>;
+// options.warmup_runs per path, then options.blocks blocks of options.runs_per_block runs, the
+// paths' blocks interleaved (a, b, c, a, b, c, ...) so all see the same machine; one timing each.
+std::vector<SuiteTiming> time_interleaved(const std::vector<TimedRun>& paths, const SuiteOptions& options);
+
+// The first failing output of a check, one line ("" when every output passed).
+std::string describe_check_failure(const CheckResult& result);
 // (Re)computes the roofline fields and the speedups from the timings and these peaks. The memory
 // floor is cache-aware for warm timing (the bandwidth of the smallest cache level the working set,
 // cost.bytes / threads, fits in; MachinePeaks::memory_gbytes) and DRAM's for cold timing, whose
