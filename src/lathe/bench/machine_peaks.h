@@ -24,16 +24,23 @@ struct CacheLevel {
   int shared_by = 1;               // logical CPUs sharing one instance
   int64_t bytes_per_thread = 0;    // capacity per lathe thread: size / min(shared_by, threads)
   double gbytes = 0;               // measured: best of a streaming update and a streaming read, GB/s
+  int64_t larger_claim_bytes = 0;  // where sysfs and sysconf disagree: the larger size, kept only
+                                   // if a buffer sized by it still streams at over 2x DRAM speed
 };
 
 // The data-cache levels of cpu0 (smallest first) and where they were read from ("sysfs",
-// "sysconf", "sysfs and sysconf (smaller used)" or "none"). bytes_per_thread uses `threads`.
+// "sysconf", "sysfs (sysconf differs ...)" or "none"), the smaller size where the two disagree
+// (measure_machine_peaks then tests the larger). bytes_per_thread uses `threads`.
 std::vector<CacheLevel> detect_cache_levels(int threads, std::string* source);
 
 struct MachinePeaks {
   double f32_gflops = 0;        // FMA throughput (2 flops per lane per FMA)
   double bf16_gflops = 0;       // vdpbf16ps throughput; 0 when the CPU lacks AVX512_BF16
   double copy_gbytes = 0;       // DRAM bandwidth: bytes read + bytes written per second
+  // DRAM measured like the cache levels (vector update and read-only streams over a buffer far
+  // beyond the last level, best of both): a read-only stream outruns a copy by about 2x, so a
+  // read-heavy kernel measured against copy_gbytes alone could read above 100% of its roofline.
+  double dram_stream_gbytes = 0;
   std::vector<CacheLevel> caches;  // smallest first; empty: DRAM only (not measured, or unknown)
   std::string cache_source;        // where the cache sizes came from
   int threads = 0;
@@ -42,7 +49,8 @@ struct MachinePeaks {
   // Bandwidth (GB/s) for a working set of `bytes` in total over all threads: the smallest cache
   // level whose per-thread capacity holds bytes / threads, else DRAM; `cold` (every run starts
   // from DRAM) always gives DRAM. A level never reads slower than a larger one: a noisy small
-  // level takes the larger level's figure. `level` receives "L1d", "L2", "L3" or "DRAM".
+  // level takes the larger level's figure. DRAM is the higher of copy_gbytes and
+  // dram_stream_gbytes. `level` receives "L1d", "L2", "L3" or "DRAM".
   double memory_gbytes(double bytes, bool cold, std::string* level = nullptr) const;
   // Roofline floor in seconds for the given work: max(flops / peak, bytes / memory_gbytes).
   double floor_seconds(double flops, double bytes, bool bf16_compute = false, bool cold = false) const;

@@ -48,6 +48,9 @@ int run_info(int argc, char** argv) {
   if (peaks.bf16_gflops > 0) std::printf("bf16 dot peak %.1f GFLOP/s (vdpbf16ps)\n", peaks.bf16_gflops);
   else std::printf("bf16 dot peak n/a (no AVX512_BF16 at the active ISA)\n");
   std::printf("memory        %.1f GB/s (best of copy and in-place update; read + written bytes)\n", peaks.copy_gbytes);
+  std::printf("DRAM stream   %.1f GB/s (vector update/read far beyond the last cache; the higher of this and the\n"
+              "              figure above is the DRAM floor of memory-bound kernels)\n",
+              peaks.dram_stream_gbytes);
   for (const auto& level : peaks.caches)
     std::printf("%-13s %.1f GB/s (%lld KiB, shared by %d CPUs: %lld KiB per thread; streaming update/read, all threads)\n",
                 level.name.c_str(), level.gbytes, static_cast<long long>(level.size_bytes >> 10), level.shared_by,

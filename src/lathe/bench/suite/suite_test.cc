@@ -277,6 +277,11 @@ TEST(SuiteRoofline, MemoryFloorUsesTheSmallestLevelTheWorkingSetPerThreadFitsIn)
   // A level measured slower than a larger one (noise) never raises the floor above the larger's.
   peaks.caches[1].gbytes = 50;
   EXPECT_EQ(peaks.memory_gbytes(2.0 * (1 << 20), false, &level), 100);
+  // DRAM is the higher of the copy and the streaming measurement.
+  peaks.dram_stream_gbytes = 30;
+  EXPECT_EQ(peaks.memory_gbytes(1e12, false, &level), 30);
+  EXPECT_EQ(peaks.memory_gbytes(64, true), 30);
+  peaks.dram_stream_gbytes = 0;
   // Without known caches (peaks from an older report), DRAM as before.
   peaks.caches.clear();
   EXPECT_EQ(peaks.memory_gbytes(64, false, &level), 10);
