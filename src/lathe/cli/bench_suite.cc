@@ -149,9 +149,10 @@ int run_bench_suite(const CommandLine& command_line) {
 
   if (!json_output) {
     std::printf(
-        "\npeaks used for every figure below (higher of start and end): f32 %.1f GFLOP/s, DRAM %.1f GB/s, "
-        "caches: %s; memory floors use %s; %.0f s\n\n%s\n%s",
-        peaks.f32_gflops, peaks.copy_gbytes, describe_caches(peaks).c_str(),
+        "\npeaks used for every figure below (higher of start and end): f32 %.1f GFLOP/s, DRAM %.1f GB/s (copy "
+        "%.1f, stream %.1f), caches: %s; memory floors use %s; %.0f s\n\n%s\n%s",
+        peaks.f32_gflops, peaks.memory_gbytes(0, true), peaks.copy_gbytes, peaks.dram_stream_gbytes,
+        describe_caches(peaks).c_str(),
         options.cold ? "DRAM (cold timing)" : "the smallest level the working set per thread fits in", elapsed,
         format_suite_table(suite_report).c_str(), format_suite_summary(suite_report.summary).c_str());
     std::printf("furthest from the roofline (the next kernels to write):");
