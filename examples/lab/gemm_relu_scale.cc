@@ -19,8 +19,7 @@ template <class Fn>
 void parallel_chunks(int64_t count, int threads, Fn fn) {
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, count)));
   std::vector<std::thread> workers;
-  for (int t = 1; t < threads; ++t)
-    workers.emplace_back([=] { fn(count * t / threads, count * (t + 1) / threads); });
+  for (int t = 1; t < threads; ++t) workers.emplace_back([=] { fn(count * t / threads, count * (t + 1) / threads); });
   fn(0, count / threads);
   for (auto& worker : workers) worker.join();
 }

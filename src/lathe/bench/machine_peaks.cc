@@ -38,9 +38,9 @@ namespace {
 
 volatile float checksum_sink;
 
-// Best-of-`attempts` rate of `work_per_thread` units run on every thread (loop(thread_index)). All threads meet at a barrier
-// before the clock starts, so a worker that wakes late does not turn the measurement into two
-// half-overlapping runs (which reads as half the machine).
+// Best-of-`attempts` rate of `work_per_thread` units run on every thread (loop(thread_index)). All threads meet at a
+// barrier before the clock starts, so a worker that wakes late does not turn the measurement into two half-overlapping
+// runs (which reads as half the machine).
 template <class Loop>
 double measure_rate(Loop&& loop, double work_per_thread, int attempts = 5) {
   double best = 0;
@@ -116,14 +116,15 @@ std::vector<CacheLevel> sysconf_cache_levels() {
     const char* name;
     int key;
     bool shared;
-  } keys[] = {{"L1d", _SC_LEVEL1_DCACHE_SIZE, false}, {"L2", _SC_LEVEL2_CACHE_SIZE, false},
+  } keys[] = {{"L1d", _SC_LEVEL1_DCACHE_SIZE, false},
+              {"L2", _SC_LEVEL2_CACHE_SIZE, false},
               {"L3", _SC_LEVEL3_CACHE_SIZE, true}};
   for (const auto& key : keys) {
     long size = sysconf(key.key);
     if (size <= 0) continue;
     // sysconf does not say who shares a level: the last level is taken as shared by every CPU.
-    levels.push_back({key.name, size, key.shared ? static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))) : 1,
-                      0, 0});
+    levels.push_back(
+        {key.name, size, key.shared ? static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))) : 1, 0, 0});
   }
   return levels;
 }
@@ -258,8 +259,9 @@ MachinePeaks measure_machine_peaks(bool quick) {
   peaks.isa = isa >= Isa::avx512 ? "avx512" : isa_name(isa);
   peaks.f32_gflops = measure_rate(f32_loop, 2.0 * width * accumulators * iterations) / 1e9;
   if (isa >= Isa::avx512_bf16) {
-    peaks.bf16_gflops =
-        measure_rate([&](int) { return avx512::bf16_dot_throughput_loop(iterations); }, 64.0 * accumulators * iterations) / 1e9;
+    peaks.bf16_gflops = measure_rate([&](int) { return avx512::bf16_dot_throughput_loop(iterations); },
+                                     64.0 * accumulators * iterations) /
+                        1e9;
   }
   // Bandwidth well beyond the last-level cache, as the best of two passes whose counted bytes
   // (read + written) are what the memory system moves: a copy (its destination lines are also
@@ -287,8 +289,8 @@ MachinePeaks measure_machine_peaks(bool quick) {
   peaks.copy_gbytes = best / 1e9;
   peaks.caches = detect_cache_levels(peaks.threads, &peaks.cache_source);
   CacheLevel dram;  // a buffer per thread of 4x the largest level's share, at least 64 MiB
-  dram.bytes_per_thread = 2 * std::max<int64_t>(int64_t(64) << 20,
-                                                4 * (peaks.caches.empty() ? 0 : peaks.caches.back().bytes_per_thread));
+  dram.bytes_per_thread =
+      2 * std::max<int64_t>(int64_t(64) << 20, 4 * (peaks.caches.empty() ? 0 : peaks.caches.back().bytes_per_thread));
   peaks.dram_stream_gbytes = measure_level_bandwidth(dram, isa, quick);
   for (auto& level : peaks.caches) {
     level.gbytes = measure_level_bandwidth(level, isa, quick);
@@ -304,7 +306,8 @@ MachinePeaks measure_machine_peaks(bool quick) {
       if (larger_gbytes > 0.5 * level.gbytes) {
         level.size_bytes = larger.size_bytes;
         level.bytes_per_thread = larger.bytes_per_thread;
-        peaks.cache_source += str_cat("; ", level.name, " of ", level.size_bytes >> 20, " MiB confirmed by measurement");
+        peaks.cache_source +=
+            str_cat("; ", level.name, " of ", level.size_bytes >> 20, " MiB confirmed by measurement");
       } else {
         peaks.cache_source += str_cat("; ", level.name, " of ", level.larger_claim_bytes >> 20, " MiB not used (",
                                       static_cast<int>(larger_gbytes), " GB/s at that size)");

@@ -34,9 +34,9 @@ struct CacheLevel {
 std::vector<CacheLevel> detect_cache_levels(int threads, std::string* source);
 
 struct MachinePeaks {
-  double f32_gflops = 0;        // FMA throughput (2 flops per lane per FMA)
-  double bf16_gflops = 0;       // vdpbf16ps throughput; 0 when the CPU lacks AVX512_BF16
-  double copy_gbytes = 0;       // DRAM bandwidth: bytes read + bytes written per second
+  double f32_gflops = 0;   // FMA throughput (2 flops per lane per FMA)
+  double bf16_gflops = 0;  // vdpbf16ps throughput; 0 when the CPU lacks AVX512_BF16
+  double copy_gbytes = 0;  // DRAM bandwidth: bytes read + bytes written per second
   // DRAM measured like the cache levels (vector update and read-only streams over a buffer far
   // beyond the last level, best of both): a read-only stream outruns a copy by about 2x, so a
   // read-heavy kernel measured against copy_gbytes alone could read above 100% of its roofline.
@@ -44,7 +44,7 @@ struct MachinePeaks {
   std::vector<CacheLevel> caches;  // smallest first; empty: DRAM only (not measured, or unknown)
   std::string cache_source;        // where the cache sizes came from
   int threads = 0;
-  std::string isa;              // ISA used for the f32 measurement
+  std::string isa;  // ISA used for the f32 measurement
 
   // Bandwidth (GB/s) for a working set of `bytes` in total over all threads: the smallest cache
   // level whose per-thread capacity holds bytes / threads, else DRAM; `cold` (every run starts

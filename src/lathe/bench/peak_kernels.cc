@@ -52,7 +52,8 @@ float stream_update_loop(float* data, long count, long repeats) {
   const VecF a = VecF::broadcast(0.999999f), b = VecF::broadcast(1e-7f);
   for (long repeat = 0; repeat < repeats; ++repeat) {
     for (long i = 0; i < count; i += 4 * VecF::width) {
-      for (int k = 0; k < 4; ++k) simd::fma(VecF::load(data + i + k * VecF::width), a, b).store(data + i + k * VecF::width);
+      for (int k = 0; k < 4; ++k)
+        simd::fma(VecF::load(data + i + k * VecF::width), a, b).store(data + i + k * VecF::width);
     }
     __asm__ volatile("" : : "r"(data) : "memory");
   }

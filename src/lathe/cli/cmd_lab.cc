@@ -59,13 +59,15 @@ int run_lab(int argc, char** argv) {
   options.limits.wall_seconds = command_line.get_double("timeout");
   options.limits.cpu_seconds = command_line.get_int("cpu-seconds");
   options.limits.address_space_bytes = static_cast<long long>(command_line.get_int("memory-mb")) << 20;
-  LATHE_CHECK(options.limits.wall_seconds > 0 && options.limits.cpu_seconds > 0 &&
-                  options.limits.address_space_bytes > 0,
-              "--timeout, --cpu-seconds and --memory-mb must be positive");
+  LATHE_CHECK(
+      options.limits.wall_seconds > 0 && options.limits.cpu_seconds > 0 && options.limits.address_space_bytes > 0,
+      "--timeout, --cpu-seconds and --memory-mb must be positive");
   if (options.quick) options.timing.warmup_runs = 1, options.timing.blocks = 2, options.timing.runs_per_block = 5;
   LabReport report = run_kernel_lab(options);
-  if (command_line.has("json")) std::printf("%s\n", lab_report_json(report).dump(2).c_str());
-  else std::printf("%s", format_lab_report(report).c_str());
+  if (command_line.has("json"))
+    std::printf("%s\n", lab_report_json(report).dump(2).c_str());
+  else
+    std::printf("%s", format_lab_report(report).c_str());
   return lab_exit_code(report.verdict);
 }
 

@@ -76,8 +76,8 @@ LabFailure judge_outputs(SuiteProblem& problem, const LabTask& task, const Refer
     Tensor output = Tensor::empty(slot.shape, slot.dtype);
     file.seekg(slot.offset);
     file.read(static_cast<char*>(output.view().data), slot.bytes);
-    OutputCheck check = compare_output(slot.name, output.view(), references.exact[i].view(),
-                                       references.naive[i].view(), problem.tolerance());
+    OutputCheck check = compare_output(slot.name, output.view(), references.exact[i].view(), references.naive[i].view(),
+                                       problem.tolerance());
     if (!check.passed) {
       CheckResult result;
       result.outputs.push_back(check);
@@ -99,16 +99,22 @@ LabFailure verdict_of_exit(const LabExit& exit, const LabLimits& limits) {
   std::string tail = said.empty() ? "" : ": " + said;
   if (exit.timed_out) return {LabVerdict::timeout, str_cat("no result within ", limits.wall_seconds, " s (killed)")};
   if (exit.signal == SIGXCPU || exit.signal == SIGKILL)
-    return {LabVerdict::timeout, str_cat(signal_text(exit.signal), ": over the CPU-time limit of ", limits.cpu_seconds,
-                                         " s")};
+    return {LabVerdict::timeout,
+            str_cat(signal_text(exit.signal), ": over the CPU-time limit of ", limits.cpu_seconds, " s")};
   if (exit.signal != 0) return {LabVerdict::crash, signal_text(exit.signal) + tail};
   switch (exit.code) {
-    case 0: return {LabVerdict::pass, ""};
-    case kLabWorkerOutOfBounds: return {LabVerdict::out_of_bounds, said};
-    case kLabWorkerCandidateFailed: return {LabVerdict::candidate_error, said};
-    case kLabWorkerWroteInput: return {LabVerdict::crash, said};
-    case kLabWorkerLoadFailed: return {LabVerdict::compile_error, said};
-    default: return {LabVerdict::crash, str_cat("exited with code ", exit.code, tail)};
+    case 0:
+      return {LabVerdict::pass, ""};
+    case kLabWorkerOutOfBounds:
+      return {LabVerdict::out_of_bounds, said};
+    case kLabWorkerCandidateFailed:
+      return {LabVerdict::candidate_error, said};
+    case kLabWorkerWroteInput:
+      return {LabVerdict::crash, said};
+    case kLabWorkerLoadFailed:
+      return {LabVerdict::compile_error, said};
+    default:
+      return {LabVerdict::crash, str_cat("exited with code ", exit.code, tail)};
   }
 }
 
@@ -209,15 +215,24 @@ void remove_work_dir(const std::string& dir) {
 
 const char* lab_verdict_name(LabVerdict verdict) {
   switch (verdict) {
-    case LabVerdict::pass: return "pass";
-    case LabVerdict::compile_error: return "compile-error";
-    case LabVerdict::crash: return "crash";
-    case LabVerdict::timeout: return "timeout";
-    case LabVerdict::out_of_bounds: return "out-of-bounds";
-    case LabVerdict::nan: return "nan";
-    case LabVerdict::wrong: return "wrong";
-    case LabVerdict::too_fast: return "too-fast";
-    case LabVerdict::candidate_error: return "candidate-error";
+    case LabVerdict::pass:
+      return "pass";
+    case LabVerdict::compile_error:
+      return "compile-error";
+    case LabVerdict::crash:
+      return "crash";
+    case LabVerdict::timeout:
+      return "timeout";
+    case LabVerdict::out_of_bounds:
+      return "out-of-bounds";
+    case LabVerdict::nan:
+      return "nan";
+    case LabVerdict::wrong:
+      return "wrong";
+    case LabVerdict::too_fast:
+      return "too-fast";
+    case LabVerdict::candidate_error:
+      return "candidate-error";
   }
   return "?";
 }
@@ -276,9 +291,8 @@ LabReport run_kernel_lab(const LabOptions& options) {
     for (const Run& run : runs) {
       run.problem->fill_inputs(report.seed + 0x9e3779b97f4a7c15ull * ++stream);
       LabFailure result = check_once(*run.problem, report.work_dir, options.limits);
-      report.checks.push_back(
-          {run.hidden ? "hidden " + run.problem->shape_text() : run.problem->shape_text(), run.hidden, run.set,
-           result.verdict, result.detail});
+      report.checks.push_back({run.hidden ? "hidden " + run.problem->shape_text() : run.problem->shape_text(),
+                               run.hidden, run.set, result.verdict, result.detail});
       if (result.verdict != LabVerdict::pass) throw result;
     }
     if (options.time) {
@@ -288,11 +302,11 @@ LabReport run_kernel_lab(const LabOptions& options) {
       apply_lab_peaks(report);
       const SuiteTiming& candidate = report.paths.front().timing;
       if (candidate.median < report.floor_seconds)
-        throw LabFailure{LabVerdict::too_fast,
-                         str_cat("median ", candidate.median * 1e3, " ms is below the roofline floor ",
-                                 report.floor_seconds * 1e3, " ms (", report.bound,
-                                 report.bound == "memory" ? " from " + report.memory_level : std::string(),
-                                 "): too fast to be true")};
+        throw LabFailure{
+            LabVerdict::too_fast,
+            str_cat("median ", candidate.median * 1e3, " ms is below the roofline floor ", report.floor_seconds * 1e3,
+                    " ms (", report.bound, report.bound == "memory" ? " from " + report.memory_level : std::string(),
+                    "): too fast to be true")};
     }
   } catch (const LabFailure& failure) {
     report.verdict = failure.verdict;
@@ -303,10 +317,12 @@ LabReport run_kernel_lab(const LabOptions& options) {
 }
 
 std::string format_lab_report(const LabReport& report) {
-  std::string text = str_cat("lathe lab: ", report.candidate, " for ", report.problem, " (", report.shape,
-                             "), seed ", report.seed, "\n");
-  if (!report.compile.ok) text += "compile: FAILED\n  " + report.compile.command + "\n" + report.compile.log + "\n";
-  else if (!report.compile.log.empty()) text += "compile warnings:\n" + report.compile.log + "\n";
+  std::string text = str_cat("lathe lab: ", report.candidate, " for ", report.problem, " (", report.shape, "), seed ",
+                             report.seed, "\n");
+  if (!report.compile.ok)
+    text += "compile: FAILED\n  " + report.compile.command + "\n" + report.compile.log + "\n";
+  else if (!report.compile.log.empty())
+    text += "compile warnings:\n" + report.compile.log + "\n";
   if (!report.checks.empty()) {
     char line[512];
     std::snprintf(line, sizeof line, "%-40s %4s  %-15s %s\n", "check (shape)", "set", "verdict", "detail");
@@ -334,15 +350,15 @@ std::string format_lab_report(const LabReport& report) {
                     "); peaks (higher of start and end): f32 ", report.peaks.f32_gflops, " GFLOP/s, DRAM ",
                     report.peaks.copy_gbytes, " GB/s; x cand = path time / candidate time\n");
     if (report.perf_available)
-      text += str_cat("hardware counters per timed run: ", report.cycles / std::max(1, report.perf_runs), " cycles, ",
-                      report.instructions / std::max(1, report.perf_runs), " instructions, ",
-                      report.cache_misses / std::max(1, report.perf_runs), " cache misses (", report.perf_runs,
-                      " runs)\n");
+      text +=
+          str_cat("hardware counters per timed run: ", report.cycles / std::max(1, report.perf_runs), " cycles, ",
+                  report.instructions / std::max(1, report.perf_runs), " instructions, ",
+                  report.cache_misses / std::max(1, report.perf_runs), " cache misses (", report.perf_runs, " runs)\n");
     else
       text += "hardware counters: not available (" + report.perf_note + ")\n";
   }
-  text += str_cat("verdict: ", lab_verdict_name(report.verdict), report.detail.empty() ? "" : ": " + report.detail,
-                  "\n");
+  text +=
+      str_cat("verdict: ", lab_verdict_name(report.verdict), report.detail.empty() ? "" : ": " + report.detail, "\n");
   if (!report.work_dir.empty() && std::filesystem::exists(report.work_dir))
     text += "work directory kept: " + report.work_dir + "\n";
   return text;
@@ -375,12 +391,8 @@ Json lab_report_json(const LabReport& report) {
   json.set("checks", checks);
   Json paths = Json::array();
   for (const auto& path : report.paths) {
-    Json row = Json::object();
+    Json row = suite_timing_to_json(path.timing);
     row.set("path", path.path);
-    row.set("median_seconds", path.timing.median);
-    row.set("min_seconds", path.timing.min);
-    row.set("noise", path.timing.noise);
-    row.set("runs", path.timing.runs);
     row.set("gflops_per_second", path.gflops);
     row.set("gbytes_per_second", path.gbytes);
     row.set("roofline_percent", path.roofline_percent);

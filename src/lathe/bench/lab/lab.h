@@ -38,9 +38,9 @@ struct LabOptions {
   int sets = 5;           // fresh input sets at the stated shape
   int hidden_shapes = 2;  // further shapes, one set each
   bool time = true;
-  bool keep = false;      // keep the work directory (printed)
+  bool keep = false;  // keep the work directory (printed)
   LabLimits limits;
-  SuiteOptions timing;    // warm-up runs and interleaved blocks
+  SuiteOptions timing;  // warm-up runs and interleaved blocks
 };
 
 struct LabCheckRow {

@@ -30,8 +30,8 @@ LabCompileResult compile_candidate(const std::string& source, const std::string&
 
 struct LabExit {
   bool timed_out = false;
-  int signal = 0;     // the signal that ended it (0: exited)
-  int code = 0;       // exit code when it exited
+  int signal = 0;           // the signal that ended it (0: exited)
+  int code = 0;             // exit code when it exited
   std::string stderr_text;  // what the worker printed on stderr (first 2000 characters)
   bool clean() const { return !timed_out && signal == 0 && code == 0; }
 };

@@ -36,11 +36,16 @@ LabTensorSlot slot_from_json(const Json& json) {
 
 LabDType lab_dtype(DType dtype) {
   switch (dtype) {
-    case DType::f32: return LAB_F32;
-    case DType::bf16: return LAB_BF16;
-    case DType::i32: return LAB_I32;
-    case DType::i64: return LAB_I64;
-    default: return LAB_OTHER;
+    case DType::f32:
+      return LAB_F32;
+    case DType::bf16:
+      return LAB_BF16;
+    case DType::i32:
+      return LAB_I32;
+    case DType::i64:
+      return LAB_I64;
+    default:
+      return LAB_OTHER;
   }
 }
 

@@ -47,10 +47,10 @@ LabDType lab_dtype(DType dtype);
 // "perf ..." with the hardware counters of the timed runs, exit). Exit codes: kLabWorker*.
 int run_lab_worker(const std::string& dir, const std::string& mode);
 
-constexpr int kLabWorkerCandidateFailed = 10;   // lathe_candidate returned non-zero
-constexpr int kLabWorkerOutOfBounds = 11;       // touched a guard page around an output
-constexpr int kLabWorkerWroteInput = 12;        // wrote to a read-only input
-constexpr int kLabWorkerLoadFailed = 13;        // dlopen / dlsym
-constexpr int kLabWorkerSetupFailed = 14;       // task or data file unreadable
+constexpr int kLabWorkerCandidateFailed = 10;  // lathe_candidate returned non-zero
+constexpr int kLabWorkerOutOfBounds = 11;      // touched a guard page around an output
+constexpr int kLabWorkerWroteInput = 12;       // wrote to a read-only input
+constexpr int kLabWorkerLoadFailed = 13;       // dlopen / dlsym
+constexpr int kLabWorkerSetupFailed = 14;      // task or data file unreadable
 
 }  // namespace lathe

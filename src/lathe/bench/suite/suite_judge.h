@@ -5,12 +5,11 @@
 // way (a wrong baseline would make every ratio meaningless).
 // Timing: the plain reference (in float) is timed during the correctness sets, one run per set
 // (it is slow, and its speedup column needs no finer precision; for an op's problem it is the
-// op's own reference, single-threaded, so that column reads higher there than for compositions); lathe and the vendor get warm-up
-// runs, then `blocks` blocks of `runs_per_block` runs, lathe and vendor blocks
-// interleaved so both see the same machine; the median of all runs is reported, and the spread of
-// the block medians (relative to the median) is the measured run-to-run noise. Cache-cold mode
-// rotates through copies of the input and output buffers spanning `cold_bytes`.
-// Results too good to be true (faster than the roofline floor) are flagged, and their speedups are
+// op's own reference, single-threaded, so that column reads higher there than for compositions); lathe and the vendor
+// get warm-up runs, then `blocks` blocks of `runs_per_block` runs, lathe and vendor blocks interleaved so both see the
+// same machine; the median of all runs is reported, and the spread of the block medians (relative to the median) is the
+// measured run-to-run noise. Cache-cold mode rotates through copies of the input and output buffers spanning
+// `cold_bytes`. Results too good to be true (faster than the roofline floor) are flagged, and their speedups are
 // computed from the floor instead of the measured time.
 #pragma once
 

@@ -24,7 +24,31 @@ std::string ratio(double value) {
   return text;
 }
 
-Json timing_to_json(const SuiteTiming& timing) {
+// Shared by the progress row and the final row.
+std::string correctness_flags(const SuiteResult& result) {
+  std::string flags;
+  if (!result.correct) flags += "WRONG ";
+  if (!result.info.vendor.empty() && !result.vendor_correct) flags += "vendor-wrong ";
+  return flags;
+}
+
+std::string noise_text(const SuiteTiming& timing) {
+  if (timing.runs == 0) return "-";
+  char text[16];
+  std::snprintf(text, sizeof text, "%.1f%%", 100.0 * timing.noise);
+  return text;
+}
+
+std::string failure_lines(const SuiteResult& result) {
+  std::string out;
+  if (!result.failure.empty()) out += "    lathe failure: " + result.failure + "\n";
+  if (!result.vendor_failure.empty()) out += "    vendor failure: " + result.vendor_failure + "\n";
+  return out;
+}
+
+}  // namespace
+
+Json suite_timing_to_json(const SuiteTiming& timing) {
   Json json = Json::object();
   json.set("median_seconds", timing.median);
   json.set("min_seconds", timing.min);
@@ -32,8 +56,6 @@ Json timing_to_json(const SuiteTiming& timing) {
   json.set("runs", timing.runs);
   return json;
 }
-
-}  // namespace
 
 SuiteReport make_suite_report(std::vector<SuiteResult> results, const MachinePeaks& peaks) {
   SuiteReport report;
@@ -54,18 +76,11 @@ std::string format_suite_progress_header() {
 std::string format_suite_progress_row(const SuiteResult& result) {
   char line[512];
   std::string correct = str_cat(result.sets_passed, "/", result.sets);
-  std::string flags;
-  if (!result.correct) flags += "WRONG ";
-  if (!result.info.vendor.empty() && !result.vendor_correct) flags += "vendor-wrong";
-  char noise[16] = "-";
-  if (result.lathe.runs > 0) std::snprintf(noise, sizeof noise, "%.1f%%", 100.0 * result.lathe.noise);
   std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s  %s\n", result.info.name.c_str(),
-                result.info.family.c_str(), correct.c_str(), milliseconds(result.lathe).c_str(), noise,
-                milliseconds(result.vendor).c_str(), milliseconds(result.reference).c_str(), flags.c_str());
-  std::string out = line;
-  if (!result.failure.empty()) out += "    lathe failure: " + result.failure + "\n";
-  if (!result.vendor_failure.empty()) out += "    vendor failure: " + result.vendor_failure + "\n";
-  return out;
+                result.info.family.c_str(), correct.c_str(), milliseconds(result.lathe).c_str(),
+                noise_text(result.lathe).c_str(), milliseconds(result.vendor).c_str(),
+                milliseconds(result.reference).c_str(), correctness_flags(result).c_str());
+  return line + failure_lines(result);
 }
 
 std::string format_suite_table(const SuiteReport& report) {
@@ -85,24 +100,17 @@ std::string format_suite_header() {
 std::string format_suite_row(const SuiteResult& result) {
   char line[1024];
   std::string correct = str_cat(result.sets_passed, "/", result.sets);
-  std::string flags;
-  if (!result.correct) flags += "WRONG ";
-  if (!result.info.vendor.empty() && !result.vendor_correct) flags += "vendor-wrong ";
+  std::string flags = correctness_flags(result);
   if (result.beyond_roofline) flags += "beyond-roofline(speedups capped) ";
   if (result.timed && !result.bound.empty())
     flags += result.bound == "memory" ? str_cat("memory (", result.memory_level, ")") : result.bound;
-  char noise[16] = "-";
-  if (result.lathe.runs > 0) std::snprintf(noise, sizeof noise, "%.1f%%", 100.0 * result.lathe.noise);
   std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s %8s %8s %8.1f %7.1f %5.1f%%  %s\n",
                 result.info.name.c_str(), result.info.family.c_str(), correct.c_str(),
-                milliseconds(result.lathe).c_str(), noise, milliseconds(result.vendor).c_str(),
-                milliseconds(result.reference).c_str(), ratio(result.speedup_vs_reference).c_str(),
-                ratio(result.speedup_vs_vendor).c_str(), result.gflops, result.gbytes, result.roofline_percent,
-                flags.c_str());
-  std::string out = line;
-  if (!result.failure.empty()) out += "    lathe failure: " + result.failure + "\n";
-  if (!result.vendor_failure.empty()) out += "    vendor failure: " + result.vendor_failure + "\n";
-  return out;
+                milliseconds(result.lathe).c_str(), noise_text(result.lathe).c_str(),
+                milliseconds(result.vendor).c_str(), milliseconds(result.reference).c_str(),
+                ratio(result.speedup_vs_reference).c_str(), ratio(result.speedup_vs_vendor).c_str(), result.gflops,
+                result.gbytes, result.roofline_percent, flags.c_str());
+  return line + failure_lines(result);
 }
 
 std::string format_suite_summary(const SuiteSummary& summary) {
@@ -154,9 +162,9 @@ Json suite_result_to_json(const SuiteResult& result) {
   json.set("vendor_failure", result.vendor_failure);
   json.set("timed", result.timed);
   json.set("cache_mode", result.cache_mode);
-  json.set("lathe", timing_to_json(result.lathe));
-  json.set("vendor_timing", timing_to_json(result.vendor));
-  json.set("reference", timing_to_json(result.reference));
+  json.set("lathe", suite_timing_to_json(result.lathe));
+  json.set("vendor_timing", suite_timing_to_json(result.vendor));
+  json.set("reference", suite_timing_to_json(result.reference));
   json.set("flops", result.cost.flops);
   json.set("bytes", result.cost.bytes);
   json.set("floor_seconds", result.floor_seconds);

@@ -34,6 +34,7 @@ std::string format_suite_summary(const SuiteSummary& summary);
 // The `count` correct problems furthest from their roofline (lowest %), the next kernels to write.
 std::vector<const SuiteResult*> furthest_from_roofline(const std::vector<SuiteResult>& results, size_t count);
 
+Json suite_timing_to_json(const SuiteTiming& timing);  // median_seconds, min_seconds, noise, runs
 Json suite_result_to_json(const SuiteResult& result);
 Json suite_summary_to_json(const SuiteSummary& summary);
 // The whole report: machine, peaks, options, results, summary.

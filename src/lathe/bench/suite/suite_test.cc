@@ -251,9 +251,8 @@ MachinePeaks cache_peaks() {
   peaks.threads = 2;
   peaks.f32_gflops = 1;  // 1 GFLOP/s: a problem of 0 flops is memory-bound
   peaks.copy_gbytes = 10;
-  peaks.caches = {{"L1d", 32 << 10, 1, 32 << 10, 1000},
-                  {"L2", 1 << 20, 1, 1 << 20, 300},
-                  {"L3", 32 << 20, 2, 16 << 20, 100}};
+  peaks.caches = {
+      {"L1d", 32 << 10, 1, 32 << 10, 1000}, {"L2", 1 << 20, 1, 1 << 20, 300}, {"L3", 32 << 20, 2, 16 << 20, 100}};
   return peaks;
 }
 
@@ -264,8 +263,8 @@ TEST(SuiteRoofline, MemoryFloorUsesTheSmallestLevelTheWorkingSetPerThreadFitsIn)
     double total_bytes;  // over 2 threads
     const char* level;
     double gbytes;
-  } cases[] = {{2.0 * (32 << 10), "L1d", 1000},     {2.0 * (32 << 10) + 2, "L2", 300}, {2.0 * (1 << 20), "L2", 300},
-               {2.0 * (16 << 20), "L3", 100},       {2.0 * (16 << 20) + 2, "DRAM", 10}, {1e12, "DRAM", 10}};
+  } cases[] = {{2.0 * (32 << 10), "L1d", 1000}, {2.0 * (32 << 10) + 2, "L2", 300},  {2.0 * (1 << 20), "L2", 300},
+               {2.0 * (16 << 20), "L3", 100},   {2.0 * (16 << 20) + 2, "DRAM", 10}, {1e12, "DRAM", 10}};
   for (const Case& c : cases) {
     EXPECT_EQ(peaks.memory_gbytes(c.total_bytes, false, &level), c.gbytes) << c.total_bytes;
     EXPECT_EQ(level, c.level) << c.total_bytes;
