@@ -348,7 +348,7 @@ std::string format_lab_report(const LabReport& report) {
     text += str_cat("roofline floor ", report.floor_seconds * 1e3, " ms (", report.bound,
                     report.bound == "memory" ? " bound, " + report.memory_level + " bandwidth" : " bound",
                     "); peaks (higher of start and end): f32 ", report.peaks.f32_gflops, " GFLOP/s, DRAM ",
-                    report.peaks.copy_gbytes, " GB/s; x cand = path time / candidate time\n");
+                    report.peaks.memory_gbytes(0, true), " GB/s; x cand = path time / candidate time\n");
     if (report.perf_available)
       text +=
           str_cat("hardware counters per timed run: ", report.cycles / std::max(1, report.perf_runs), " cycles, ",
