@@ -1,27 +1,67 @@
 // Measured machine peaks, the denominators of every roofline: f32 FMA throughput with the best
-// active ISA, bf16 dot-product throughput (AVX512_BF16), and memory bandwidth by a streaming copy,
-// each on all threads. Measured, never taken from a datasheet.
+// active ISA, bf16 dot-product throughput (AVX512_BF16), memory (DRAM) bandwidth by a streaming
+// copy, and the bandwidth of each data-cache level, each on all threads. Measured, never taken
+// from a datasheet; only the cache sizes come from the OS (sysfs, else sysconf).
+//
+// Cache-aware roofline: a kernel whose working set (its minimum bytes moved, per thread) fits in a
+// cache level runs warm out of that level, so its memory floor is bytes / that level's bandwidth,
+// not DRAM's. memory_gbytes() picks the smallest level the working set fits in; cold timing
+// (buffers rotated so every run starts from DRAM) uses the DRAM figure.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "lathe/core/json.h"
 
 namespace lathe {
 
-struct MachinePeaks {
-  double f32_gflops = 0;        // FMA throughput (2 flops per lane per FMA)
-  double bf16_gflops = 0;       // vdpbf16ps throughput; 0 when the CPU lacks AVX512_BF16
-  double copy_gbytes = 0;       // memory bandwidth: bytes read + bytes written per second
-  int threads = 0;
-  std::string isa;              // ISA used for the f32 measurement
+// One data (or unified) cache level as the OS describes it, with its measured bandwidth.
+struct CacheLevel {
+  std::string name;                // "L1d", "L2", "L3"
+  int64_t size_bytes = 0;          // one instance
+  int shared_by = 1;               // logical CPUs sharing one instance
+  int64_t bytes_per_thread = 0;    // capacity per lathe thread: size / min(shared_by, threads)
+  double gbytes = 0;               // measured: best of a streaming update and a streaming read, GB/s
+  int64_t larger_claim_bytes = 0;  // where sysfs and sysconf disagree: the larger size, kept only
+                                   // if a buffer sized by it still streams at over 2x DRAM speed
+};
 
-  // Roofline floor in seconds for the given work: max(flops / peak, bytes / bandwidth).
-  double floor_seconds(double flops, double bytes, bool bf16_compute = false) const;
+// The data-cache levels of cpu0 (smallest first) and where they were read from ("sysfs",
+// "sysconf", "sysfs (sysconf differs ...)" or "none"), the smaller size where the two disagree
+// (measure_machine_peaks then tests the larger). bytes_per_thread uses `threads`.
+std::vector<CacheLevel> detect_cache_levels(int threads, std::string* source);
+
+struct MachinePeaks {
+  double f32_gflops = 0;   // FMA throughput (2 flops per lane per FMA)
+  double bf16_gflops = 0;  // vdpbf16ps throughput; 0 when the CPU lacks AVX512_BF16
+  double copy_gbytes = 0;  // DRAM bandwidth: bytes read + bytes written per second
+  // DRAM measured like the cache levels (vector update and read-only streams over a buffer far
+  // beyond the last level, best of both): a read-only stream outruns a copy by about 2x, so a
+  // read-heavy kernel measured against copy_gbytes alone could read above 100% of its roofline.
+  double dram_stream_gbytes = 0;
+  std::vector<CacheLevel> caches;  // smallest first; empty: DRAM only (not measured, or unknown)
+  std::string cache_source;        // where the cache sizes came from
+  int threads = 0;
+  std::string isa;  // ISA used for the f32 measurement
+
+  // Bandwidth (GB/s) for a working set of `bytes` in total over all threads: the smallest cache
+  // level whose per-thread capacity holds bytes / threads, else DRAM; `cold` (every run starts
+  // from DRAM) always gives DRAM. A level never reads slower than a larger one: a noisy small
+  // level takes the larger level's figure. DRAM is the higher of copy_gbytes and
+  // dram_stream_gbytes. `level` receives "L1d", "L2", "L3" or "DRAM".
+  double memory_gbytes(double bytes, bool cold, std::string* level = nullptr) const;
+  // Roofline floor in seconds for the given work: max(flops / peak, bytes / memory_gbytes).
+  double floor_seconds(double flops, double bytes, bool bf16_compute = false, bool cold = false) const;
   Json to_json() const;
 };
 
 // Takes about a second. `quick` shortens the loops (for tests and `bench --quick`).
 MachinePeaks measure_machine_peaks(bool quick = false);
+
+// Every figure the higher of the two measurements: on a shared machine a low measurement would
+// flatter every row, so a report measured twice (start and end) uses the higher.
+MachinePeaks higher_peaks(const MachinePeaks& a, const MachinePeaks& b);
 
 }  // namespace lathe

@@ -42,3 +42,35 @@ float bf16_dot_throughput_loop(long iterations) {
 }
 
 }  // namespace lathe::LATHE_ISA_NS
+
+namespace lathe::LATHE_ISA_NS {
+
+// Streams over data[0, count) `repeats` times, reading and writing every element (one load and one
+// store per element, as in-place updates and row kernels do); count is a multiple of 4 vectors.
+float stream_update_loop(float* data, long count, long repeats) {
+  using simd::VecF;
+  const VecF a = VecF::broadcast(0.999999f), b = VecF::broadcast(1e-7f);
+  for (long repeat = 0; repeat < repeats; ++repeat) {
+    for (long i = 0; i < count; i += 4 * VecF::width) {
+      for (int k = 0; k < 4; ++k)
+        simd::fma(VecF::load(data + i + k * VecF::width), a, b).store(data + i + k * VecF::width);
+    }
+    __asm__ volatile("" : : "r"(data) : "memory");
+  }
+  return data[0];
+}
+
+// Streams over data[0, count) `repeats` times, reading only (two loads per cycle where the core
+// can): the highest rate a level delivers to a kernel that mostly reads.
+float stream_read_loop(const float* data, long count, long repeats) {
+  using simd::VecF;
+  VecF acc[4] = {VecF::zero(), VecF::zero(), VecF::zero(), VecF::zero()};
+  for (long repeat = 0; repeat < repeats; ++repeat) {
+    for (long i = 0; i < count; i += 4 * VecF::width)
+      for (int k = 0; k < 4; ++k) acc[k] = acc[k] + VecF::load(data + i + k * VecF::width);
+    __asm__ volatile("" : : "r"(data) : "memory");
+  }
+  return (acc[0] + acc[1] + acc[2] + acc[3]).reduce_add();
+}
+
+}  // namespace lathe::LATHE_ISA_NS

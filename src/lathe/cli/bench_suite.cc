@@ -67,12 +67,12 @@ void write_file(const std::string& path, const std::string& text) {
   file << text;
 }
 
-MachinePeaks higher_peaks(const MachinePeaks& a, const MachinePeaks& b) {
-  MachinePeaks peaks = a;
-  peaks.f32_gflops = std::max(a.f32_gflops, b.f32_gflops);
-  peaks.bf16_gflops = std::max(a.bf16_gflops, b.bf16_gflops);
-  peaks.copy_gbytes = std::max(a.copy_gbytes, b.copy_gbytes);
-  return peaks;
+std::string describe_caches(const MachinePeaks& peaks) {
+  std::string text;
+  for (const auto& level : peaks.caches)
+    text += str_cat(text.empty() ? "" : ", ", level.name, " ", level.bytes_per_thread >> 10, " KiB/thread ",
+                    static_cast<int>(level.gbytes + 0.5), " GB/s");
+  return text.empty() ? "none known" : text + " (sizes from " + peaks.cache_source + ")";
 }
 
 }  // namespace
@@ -106,9 +106,10 @@ int run_bench_suite(const CommandLine& command_line) {
   if (!json_output) {
     std::printf(
         "lathe bench --suite on %s, %d threads, active ISA %s, %s caches, %d input sets per problem\n"
-        "peaks (start): f32 %.1f GFLOP/s, bandwidth %.1f GB/s\n\n%s",
+        "progress (times only: the roofline columns come in the final table, from the peaks measured at the "
+        "start and the end)\n\n%s",
         cpu_features().model.c_str(), num_threads(), isa_name(active_isa()), options.cold ? "cold" : "warm",
-        options.correctness_sets, peaks_start.f32_gflops, peaks_start.copy_gbytes, format_suite_header().c_str());
+        options.correctness_sets, format_suite_progress_header().c_str());
     std::fflush(stdout);
   }
   std::vector<SuiteResult> results;
@@ -117,15 +118,15 @@ int run_bench_suite(const CommandLine& command_line) {
     auto problem = entry->make(quick);
     results.push_back(judge_problem(*problem, peaks_start, options));
     if (!json_output) {
-      std::printf("%s", format_suite_row(results.back()).c_str());
+      std::printf("%s", format_suite_progress_row(results.back()).c_str());
       std::fflush(stdout);
     }
   }
   double elapsed = now_seconds() - start;
   MachinePeaks peaks_end = measure_machine_peaks(quick);
-  MachinePeaks peaks = higher_peaks(peaks_start, peaks_end);
-  for (auto& result : results) apply_suite_peaks(result, peaks);
-  SuiteSummary summary = summarize_suite(results);
+  // The one set of peaks of every figure below: the higher of start and end, each figure on its own.
+  SuiteReport suite_report = make_suite_report(std::move(results), higher_peaks(peaks_start, peaks_end));
+  const MachinePeaks& peaks = suite_report.peaks;
 
   Json run = Json::object();
   run.set("cpu", cpu_features().model);
@@ -144,25 +145,31 @@ int run_bench_suite(const CommandLine& command_line) {
   run.set("omp_wait_policy", wait_policy ? wait_policy : "");
   run.set("peaks_start", peaks_start.to_json());
   run.set("peaks_end", peaks_end.to_json());
-  Json report = suite_report_json(results, summary, peaks, run);
+  Json report = suite_report_json(suite_report, run);
 
   if (!json_output) {
-    std::printf("\npeaks used (higher of start and end): f32 %.1f GFLOP/s, bandwidth %.1f GB/s; %.0f s\n\n%s",
-                peaks.f32_gflops, peaks.copy_gbytes, elapsed, format_suite_summary(summary).c_str());
+    std::printf(
+        "\npeaks used for every figure below (higher of start and end): f32 %.1f GFLOP/s, DRAM %.1f GB/s (copy "
+        "%.1f, stream %.1f), caches: %s; memory floors use %s; %.0f s\n\n%s\n%s",
+        peaks.f32_gflops, peaks.memory_gbytes(0, true), peaks.copy_gbytes, peaks.dram_stream_gbytes,
+        describe_caches(peaks).c_str(),
+        options.cold ? "DRAM (cold timing)" : "the smallest level the working set per thread fits in", elapsed,
+        format_suite_table(suite_report).c_str(), format_suite_summary(suite_report.summary).c_str());
     std::printf("furthest from the roofline (the next kernels to write):");
-    for (const SuiteResult* result : furthest_from_roofline(results, 5))
+    for (const SuiteResult* result : furthest_from_roofline(suite_report.results, 5))
       std::printf(" %s (%.1f%%)", result->info.name.c_str(), result->roofline_percent);
     std::printf("\n");
   }
   std::string title = str_cat("lathe kernel suite on ", cpu_features().model, ", ", num_threads(), " threads, ",
                               isa_name(active_isa()), quick ? " (--quick)" : "");
   if (command_line.has("output")) write_file(command_line.get("output"), report.dump(2) + "\n");
-  if (command_line.has("svg")) write_file(command_line.get("svg"), suite_to_svg(results, title));
-  if (command_line.has("html")) write_file(command_line.get("html"), suite_to_html(results, summary, title));
+  if (command_line.has("svg")) write_file(command_line.get("svg"), suite_to_svg(suite_report.results, title));
+  if (command_line.has("html")) write_file(command_line.get("html"), suite_to_html(suite_report, title));
   if (json_output) std::printf("%s\n", report.dump(2).c_str());
 
   int exit_code = 0;
-  bool any_wrong = std::any_of(results.begin(), results.end(), [](const SuiteResult& result) {
+  const std::vector<SuiteResult>& final_results = suite_report.results;
+  bool any_wrong = std::any_of(final_results.begin(), final_results.end(), [](const SuiteResult& result) {
     return !result.correct || (!result.info.vendor.empty() && !result.vendor_correct);
   });
   if (any_wrong) {
@@ -170,7 +177,7 @@ int run_bench_suite(const CommandLine& command_line) {
     exit_code = 1;
   }
   if (command_line.has("compare")) {
-    auto comparisons = compare_with_baseline(results, baseline, noise_floor);
+    auto comparisons = compare_with_baseline(final_results, baseline, noise_floor);
     std::printf("\ncompared with %s:\n%s", command_line.get("compare").c_str(), format_comparison(comparisons).c_str());
     if (std::any_of(comparisons.begin(), comparisons.end(), [](const SuiteComparison& c) { return c.regressed(); }))
       exit_code = 1;

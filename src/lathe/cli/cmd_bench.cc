@@ -106,10 +106,7 @@ int run_bench(int argc, char** argv) {
     }
   }
   MachinePeaks peaks_after = measure_machine_peaks(quick);
-  MachinePeaks peaks = peaks_before;
-  peaks.f32_gflops = std::max(peaks_before.f32_gflops, peaks_after.f32_gflops);
-  peaks.bf16_gflops = std::max(peaks_before.bf16_gflops, peaks_after.bf16_gflops);
-  peaks.copy_gbytes = std::max(peaks_before.copy_gbytes, peaks_after.copy_gbytes);
+  MachinePeaks peaks = higher_peaks(peaks_before, peaks_after);
   int implausible = 0;
   for (auto& row : rows) {
     apply_roofline(row, peaks);

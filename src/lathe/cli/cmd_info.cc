@@ -10,10 +10,12 @@
 namespace lathe::cli {
 
 int run_info(int argc, char** argv) {
-  CommandLine command_line("lathe info [options]",
-                           "Prints the CPU model and features, the instruction set dispatch will use, the thread\n"
-                           "count, and measures the peaks every roofline in lathe is computed against: f32 FMA\n"
-                           "throughput, bf16 dot-product throughput (AVX512_BF16) and streaming-copy bandwidth.");
+  CommandLine command_line(
+      "lathe info [options]",
+      "Prints the CPU model and features, the instruction set dispatch will use, the thread\n"
+      "count, and measures the peaks every roofline in lathe is computed against: f32 FMA\n"
+      "throughput, bf16 dot-product throughput (AVX512_BF16), streaming-copy (DRAM) bandwidth and the\n"
+      "bandwidth of each data-cache level (sizes from sysfs, else sysconf).");
   add_runtime_options(command_line);
   command_line.flag("json", "print one JSON object instead of text");
   command_line.flag("quick", "shorter measurement loops (less accurate)");
@@ -44,9 +46,22 @@ int run_info(int argc, char** argv) {
               available_cpus(), cpu.logical_cores);
   if (command_line.has("no-measure")) return 0;
   std::printf("f32 FMA peak  %.1f GFLOP/s (%s, all threads)\n", peaks.f32_gflops, peaks.isa.c_str());
-  if (peaks.bf16_gflops > 0) std::printf("bf16 dot peak %.1f GFLOP/s (vdpbf16ps)\n", peaks.bf16_gflops);
-  else std::printf("bf16 dot peak n/a (no AVX512_BF16 at the active ISA)\n");
+  if (peaks.bf16_gflops > 0)
+    std::printf("bf16 dot peak %.1f GFLOP/s (vdpbf16ps)\n", peaks.bf16_gflops);
+  else
+    std::printf("bf16 dot peak n/a (no AVX512_BF16 at the active ISA)\n");
   std::printf("memory        %.1f GB/s (best of copy and in-place update; read + written bytes)\n", peaks.copy_gbytes);
+  std::printf(
+      "DRAM stream   %.1f GB/s (vector update/read far beyond the last cache; the higher of this and the\n"
+      "              figure above is the DRAM floor of memory-bound kernels)\n",
+      peaks.dram_stream_gbytes);
+  for (const auto& level : peaks.caches)
+    std::printf(
+        "%-13s %.1f GB/s (%lld KiB, shared by %d CPUs: %lld KiB per thread; streaming update/read, all threads)\n",
+        level.name.c_str(), level.gbytes, static_cast<long long>(level.size_bytes >> 10), level.shared_by,
+        static_cast<long long>(level.bytes_per_thread >> 10));
+  std::printf("cache sizes   from %s; a kernel's memory floor uses the smallest level its working set fits in\n",
+              peaks.cache_source.c_str());
   return 0;
 }
 

@@ -32,7 +32,8 @@ void print_usage(FILE* out) {
 // without it (and OPENBLAS_L2_SIZE, which goes with it). The kernel suite (`bench --suite`)
 // interleaves oneDNN's OpenMP threads with lathe's pool; OpenMP's default spin-wait after each call
 // then competes with lathe's threads on a small machine (oneDNN measured up to 3x slower on 2
-// vCPUs), so the suite also restarts with OMP_WAIT_POLICY=PASSIVE unless the user chose a policy.
+// vCPUs), so the suite (and `lathe lab`, which times the suite's vendors) also restarts with
+// OMP_WAIT_POLICY=PASSIVE unless the user chose a policy.
 void restart_for_fair_peers(int argc, char** argv) {
   bool restart = false;
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
@@ -40,7 +41,8 @@ void restart_for_fair_peers(int argc, char** argv) {
     unsetenv("OPENBLAS_L2_SIZE");
     restart = true;
   }
-  bool suite = false;
+  // `lathe lab` times the same vendor baselines interleaved with lathe and the candidate.
+  bool suite = !std::strcmp(argv[1], "lab");
   for (int i = 2; i < argc; ++i) suite = suite || !std::strcmp(argv[i], "--suite");
   if (suite && !std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
@@ -67,7 +69,7 @@ int main(int argc, char** argv) {
   std::string name = argv[1];
   for (const auto& command : all_commands()) {
     if (name != command.name) continue;
-    if (name == "bench") restart_for_fair_peers(argc, argv);
+    if (name == "bench" || name == "lab") restart_for_fair_peers(argc, argv);
     try {
       return command.run(argc - 2, argv + 2);
     } catch (const lathe::Error& error) {

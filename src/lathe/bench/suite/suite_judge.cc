@@ -15,25 +15,14 @@ uint64_t set_seed(uint64_t seed, int set) { return seed * 1000003ull + 0x9e3779b
 
 // Runs one path against the references; returns "" or the first failure, one line.
 std::string check_path(SuiteProblem& problem, const std::function<void()>& run, const ReferenceOutputs& references) {
-  CheckResult result;
   try {
-    result = check_run(problem, references, run);
+    return describe_check_failure(check_run(problem, references, run));
   } catch (const std::exception& error) {
     return str_cat("threw: ", error.what());
   }
-  for (const OutputCheck& check : result.outputs)
-    if (!check.passed)
-      return str_cat("output ", check.name, ": max_error ", check.max_error, " allowed ", check.allowed,
-                     check.allowed_relative_norm > 0
-                         ? str_cat(", rel_norm ", check.relative_norm, " allowed ", check.allowed_relative_norm)
-                         : std::string(),
-                     check.nan_count ? str_cat(", ", check.nan_count, " NaN") : std::string(), ", worst index ",
-                     check.worst_index);
-  return "";
 }
 
 struct TimedPath {
-  std::function<void()> run;
   std::vector<double> samples, block_medians;
 };
 
@@ -104,30 +93,20 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
     }
     problem.prepare_run();
   };
-  std::vector<TimedPath> paths;
-  if (lathe_ran) paths.push_back({[&] { problem.run_lathe(); }, {}, {}});
-  if (vendor_ran) paths.push_back({[&] { problem.run_vendor(); }, {}, {}});
-  for (auto& path : paths) {
-    for (int i = 0; i < options.warmup_runs; ++i) {
+  std::vector<TimedRun> paths;
+  auto timed = [&](std::function<void()> run) -> TimedRun {
+    return [&, run] {
       before_each();
-      path.run();
-    }
-  }
-  for (int block = 0; block < options.blocks; ++block) {
-    for (auto& path : paths) {
-      std::vector<double> block_samples;
-      for (int run = 0; run < options.runs_per_block; ++run) {
-        before_each();
-        double start = now_seconds();
-        path.run();
-        block_samples.push_back(now_seconds() - start);
-      }
-      path.block_medians.push_back(median(block_samples));
-      path.samples.insert(path.samples.end(), block_samples.begin(), block_samples.end());
-    }
-  }
-  if (lathe_ran) result.lathe = summarize_samples(paths[0]);
-  if (vendor_ran) result.vendor = summarize_samples(paths.back());
+      double start = now_seconds();
+      run();
+      return now_seconds() - start;
+    };
+  };
+  if (lathe_ran) paths.push_back(timed([&] { problem.run_lathe(); }));
+  if (vendor_ran) paths.push_back(timed([&] { problem.run_vendor(); }));
+  std::vector<SuiteTiming> timings = time_interleaved(paths, options);
+  if (lathe_ran) result.lathe = timings.front();
+  if (vendor_ran) result.vendor = timings.back();
   result.reference.runs = static_cast<int>(reference_seconds.size());
   result.reference.median = median(reference_seconds);
   result.reference.min = *std::min_element(reference_seconds.begin(), reference_seconds.end());
@@ -136,10 +115,41 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
   return result;
 }
 
+std::vector<SuiteTiming> time_interleaved(const std::vector<TimedRun>& paths, const SuiteOptions& options) {
+  std::vector<TimedPath> timed(paths.size());
+  for (const auto& path : paths)
+    for (int i = 0; i < options.warmup_runs; ++i) path();
+  for (int block = 0; block < options.blocks; ++block) {
+    for (size_t p = 0; p < paths.size(); ++p) {
+      std::vector<double> block_samples;
+      for (int run = 0; run < options.runs_per_block; ++run) block_samples.push_back(paths[p]());
+      timed[p].block_medians.push_back(median(block_samples));
+      timed[p].samples.insert(timed[p].samples.end(), block_samples.begin(), block_samples.end());
+    }
+  }
+  std::vector<SuiteTiming> timings;
+  for (const auto& path : timed) timings.push_back(path.samples.empty() ? SuiteTiming{} : summarize_samples(path));
+  return timings;
+}
+
+std::string describe_check_failure(const CheckResult& result) {
+  for (const OutputCheck& check : result.outputs)
+    if (!check.passed)
+      return str_cat("output ", check.name, ": max_error ", check.max_error, " allowed ", check.allowed,
+                     check.allowed_relative_norm > 0
+                         ? str_cat(", rel_norm ", check.relative_norm, " allowed ", check.allowed_relative_norm)
+                         : std::string(),
+                     check.nan_count ? str_cat(", ", check.nan_count, " NaN") : std::string(), ", worst index ",
+                     check.worst_index);
+  return "";
+}
+
 void apply_suite_peaks(SuiteResult& result, const MachinePeaks& peaks) {
   if (!result.timed || result.lathe.median <= 0) return;
+  bool cold = result.cache_mode == "cold";
   double compute_floor = peaks.floor_seconds(result.cost.flops, 0);
-  double memory_floor = peaks.floor_seconds(0, result.cost.bytes);
+  double memory_floor = peaks.floor_seconds(0, result.cost.bytes, false, cold);
+  peaks.memory_gbytes(result.cost.bytes, cold, &result.memory_level);
   result.floor_seconds = std::max(compute_floor, memory_floor);
   result.bound = compute_floor >= memory_floor ? "compute" : "memory";
   double seconds = result.lathe.median;

@@ -5,15 +5,15 @@
 // way (a wrong baseline would make every ratio meaningless).
 // Timing: the plain reference (in float) is timed during the correctness sets, one run per set
 // (it is slow, and its speedup column needs no finer precision; for an op's problem it is the
-// op's own reference, single-threaded, so that column reads higher there than for compositions); lathe and the vendor get warm-up
-// runs, then `blocks` blocks of `runs_per_block` runs, lathe and vendor blocks
-// interleaved so both see the same machine; the median of all runs is reported, and the spread of
-// the block medians (relative to the median) is the measured run-to-run noise. Cache-cold mode
-// rotates through copies of the input and output buffers spanning `cold_bytes`.
-// Results too good to be true (faster than the roofline floor) are flagged, and their speedups are
+// op's own reference, single-threaded, so that column reads higher there than for compositions); lathe and the vendor
+// get warm-up runs, then `blocks` blocks of `runs_per_block` runs, lathe and vendor blocks interleaved so both see the
+// same machine; the median of all runs is reported, and the spread of the block medians (relative to the median) is the
+// measured run-to-run noise. Cache-cold mode rotates through copies of the input and output buffers spanning
+// `cold_bytes`. Results too good to be true (faster than the roofline floor) are flagged, and their speedups are
 // computed from the floor instead of the measured time.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,7 +54,8 @@ struct SuiteResult {
   OpCost cost;
   // From the cost and the peaks (apply_suite_peaks):
   double floor_seconds = 0, gflops = 0, gbytes = 0, roofline_percent = 0;
-  std::string bound;  // "compute" or "memory"
+  std::string bound;         // "compute" or "memory"
+  std::string memory_level;  // whose bandwidth the memory floor uses: "L1d", "L2", "L3" or "DRAM"
   bool beyond_roofline = false;
   double speedup_vs_reference = 0, speedup_vs_vendor = 0;  // > 1: lathe faster; 0: not measured
 
@@ -62,7 +63,20 @@ struct SuiteResult {
 };
 
 SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, const SuiteOptions& options);
-// (Re)computes the roofline fields and the speedups from the timings and these peaks.
+
+// One timed run of a path: prepares outside the clock and returns the seconds of one run (the
+// kernel lab's candidate measures in its own process and reports the time).
+using TimedRun = std::function<double()>;
+// options.warmup_runs per path, then options.blocks blocks of options.runs_per_block runs, the
+// paths' blocks interleaved (a, b, c, a, b, c, ...) so all see the same machine; one timing each.
+std::vector<SuiteTiming> time_interleaved(const std::vector<TimedRun>& paths, const SuiteOptions& options);
+
+// The first failing output of a check, one line ("" when every output passed).
+std::string describe_check_failure(const CheckResult& result);
+// (Re)computes the roofline fields and the speedups from the timings and these peaks. The memory
+// floor is cache-aware for warm timing (the bandwidth of the smallest cache level the working set,
+// cost.bytes / threads, fits in; MachinePeaks::memory_gbytes) and DRAM's for cold timing, whose
+// rotated buffers make every run start from memory.
 void apply_suite_peaks(SuiteResult& result, const MachinePeaks& peaks);
 
 // A wrong or crashed problem enters the geometric means with this speedup (an order of magnitude

@@ -13,6 +13,12 @@ size_t SuiteProblem::add_input(const std::string& name, const Shape& shape, DTyp
   return inputs_.size() - 1;
 }
 
+std::vector<std::pair<std::string, TensorView>> SuiteProblem::named_inputs() const {
+  std::vector<std::pair<std::string, TensorView>> named;
+  for (size_t i = 0; i < inputs_.size(); ++i) named.emplace_back(input_specs_[i].name, inputs_[i].view());
+  return named;
+}
+
 size_t SuiteProblem::add_output(const std::string& name, const Shape& shape, DType dtype) {
   output_specs_.push_back({name, shape, dtype, 0, 0});
   outputs_.push_back(Tensor::empty(shape, dtype));

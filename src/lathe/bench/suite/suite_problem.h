@@ -69,6 +69,9 @@ class SuiteProblem : public Problem {
   virtual void add_cold_copy(uint64_t seed);
   virtual void use_cold_copy(size_t index);
 
+  // The live inputs with their names, in order (empty for an op's problem): what a kernel lab
+  // candidate receives.
+  std::vector<std::pair<std::string, TensorView>> named_inputs() const;
   // The live buffers of a buffer-owning problem (empty for an op's problem).
   std::vector<Tensor>& inputs() { return inputs_; }
   const std::vector<Tensor>& inputs() const { return inputs_; }
@@ -135,6 +138,9 @@ struct SuiteEntry {
   std::string name;
   std::string family;
   std::function<std::unique_ptr<SuiteProblem>(bool quick)> make;
+  // The same computation at a random awkward shape drawn from `seed` (the kernel lab's hidden
+  // shapes); null where the problem has only its two sizes.
+  std::function<std::unique_ptr<SuiteProblem>(uint64_t seed)> make_at_random_shape = nullptr;
 };
 
 // Every problem of the suite, in report order (LLM production ops first, then fusion problems).

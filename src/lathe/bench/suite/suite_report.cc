@@ -24,7 +24,31 @@ std::string ratio(double value) {
   return text;
 }
 
-Json timing_to_json(const SuiteTiming& timing) {
+// Shared by the progress row and the final row.
+std::string correctness_flags(const SuiteResult& result) {
+  std::string flags;
+  if (!result.correct) flags += "WRONG ";
+  if (!result.info.vendor.empty() && !result.vendor_correct) flags += "vendor-wrong ";
+  return flags;
+}
+
+std::string noise_text(const SuiteTiming& timing) {
+  if (timing.runs == 0) return "-";
+  char text[16];
+  std::snprintf(text, sizeof text, "%.1f%%", 100.0 * timing.noise);
+  return text;
+}
+
+std::string failure_lines(const SuiteResult& result) {
+  std::string out;
+  if (!result.failure.empty()) out += "    lathe failure: " + result.failure + "\n";
+  if (!result.vendor_failure.empty()) out += "    vendor failure: " + result.vendor_failure + "\n";
+  return out;
+}
+
+}  // namespace
+
+Json suite_timing_to_json(const SuiteTiming& timing) {
   Json json = Json::object();
   json.set("median_seconds", timing.median);
   json.set("min_seconds", timing.min);
@@ -33,7 +57,37 @@ Json timing_to_json(const SuiteTiming& timing) {
   return json;
 }
 
-}  // namespace
+SuiteReport make_suite_report(std::vector<SuiteResult> results, const MachinePeaks& peaks) {
+  SuiteReport report;
+  report.results = std::move(results);
+  report.peaks = peaks;
+  for (auto& result : report.results) apply_suite_peaks(result, peaks);
+  report.summary = summarize_suite(report.results);
+  return report;
+}
+
+std::string format_suite_progress_header() {
+  char line[256];
+  std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s  %s\n", "problem", "family", "correct",
+                "lathe ms", "noise", "vendor ms", "ref ms", "flags");
+  return line;
+}
+
+std::string format_suite_progress_row(const SuiteResult& result) {
+  char line[512];
+  std::string correct = str_cat(result.sets_passed, "/", result.sets);
+  std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s  %s\n", result.info.name.c_str(),
+                result.info.family.c_str(), correct.c_str(), milliseconds(result.lathe).c_str(),
+                noise_text(result.lathe).c_str(), milliseconds(result.vendor).c_str(),
+                milliseconds(result.reference).c_str(), correctness_flags(result).c_str());
+  return line + failure_lines(result);
+}
+
+std::string format_suite_table(const SuiteReport& report) {
+  std::string table = format_suite_header();
+  for (const auto& result : report.results) table += format_suite_row(result);
+  return table;
+}
 
 std::string format_suite_header() {
   char line[512];
@@ -46,23 +100,17 @@ std::string format_suite_header() {
 std::string format_suite_row(const SuiteResult& result) {
   char line[1024];
   std::string correct = str_cat(result.sets_passed, "/", result.sets);
-  std::string flags;
-  if (!result.correct) flags += "WRONG ";
-  if (!result.info.vendor.empty() && !result.vendor_correct) flags += "vendor-wrong ";
+  std::string flags = correctness_flags(result);
   if (result.beyond_roofline) flags += "beyond-roofline(speedups capped) ";
-  if (result.timed && !result.bound.empty()) flags += result.bound;
-  char noise[16] = "-";
-  if (result.lathe.runs > 0) std::snprintf(noise, sizeof noise, "%.1f%%", 100.0 * result.lathe.noise);
+  if (result.timed && !result.bound.empty())
+    flags += result.bound == "memory" ? str_cat("memory (", result.memory_level, ")") : result.bound;
   std::snprintf(line, sizeof line, "%-38s %-6s %-7s %10s %6s %10s %10s %8s %8s %8.1f %7.1f %5.1f%%  %s\n",
                 result.info.name.c_str(), result.info.family.c_str(), correct.c_str(),
-                milliseconds(result.lathe).c_str(), noise, milliseconds(result.vendor).c_str(),
-                milliseconds(result.reference).c_str(), ratio(result.speedup_vs_reference).c_str(),
-                ratio(result.speedup_vs_vendor).c_str(), result.gflops, result.gbytes, result.roofline_percent,
-                flags.c_str());
-  std::string out = line;
-  if (!result.failure.empty()) out += "    lathe failure: " + result.failure + "\n";
-  if (!result.vendor_failure.empty()) out += "    vendor failure: " + result.vendor_failure + "\n";
-  return out;
+                milliseconds(result.lathe).c_str(), noise_text(result.lathe).c_str(),
+                milliseconds(result.vendor).c_str(), milliseconds(result.reference).c_str(),
+                ratio(result.speedup_vs_reference).c_str(), ratio(result.speedup_vs_vendor).c_str(), result.gflops,
+                result.gbytes, result.roofline_percent, flags.c_str());
+  return line + failure_lines(result);
 }
 
 std::string format_suite_summary(const SuiteSummary& summary) {
@@ -114,9 +162,9 @@ Json suite_result_to_json(const SuiteResult& result) {
   json.set("vendor_failure", result.vendor_failure);
   json.set("timed", result.timed);
   json.set("cache_mode", result.cache_mode);
-  json.set("lathe", timing_to_json(result.lathe));
-  json.set("vendor_timing", timing_to_json(result.vendor));
-  json.set("reference", timing_to_json(result.reference));
+  json.set("lathe", suite_timing_to_json(result.lathe));
+  json.set("vendor_timing", suite_timing_to_json(result.vendor));
+  json.set("reference", suite_timing_to_json(result.reference));
   json.set("flops", result.cost.flops);
   json.set("bytes", result.cost.bytes);
   json.set("floor_seconds", result.floor_seconds);
@@ -124,6 +172,7 @@ Json suite_result_to_json(const SuiteResult& result) {
   json.set("gbytes_per_second", result.gbytes);
   json.set("roofline_percent", result.roofline_percent);
   json.set("bound", result.bound);
+  json.set("memory_level", result.memory_level);
   json.set("beyond_roofline", result.beyond_roofline);
   json.set("speedup_vs_reference", result.speedup_vs_reference);
   json.set("speedup_vs_vendor", result.speedup_vs_vendor);
@@ -147,17 +196,16 @@ Json suite_summary_to_json(const SuiteSummary& summary) {
   return json;
 }
 
-Json suite_report_json(const std::vector<SuiteResult>& results, const SuiteSummary& summary, const MachinePeaks& peaks,
-                       const Json& run_description) {
+Json suite_report_json(const SuiteReport& report, const Json& run_description) {
   Json json = Json::object();
   json.set("run", run_description);
-  json.set("peaks", peaks.to_json());
-  json.set("summary", suite_summary_to_json(summary));
+  json.set("peaks", report.peaks.to_json());
+  json.set("summary", suite_summary_to_json(report.summary));
   Json furthest = Json::array();
-  for (const SuiteResult* result : furthest_from_roofline(results, 5)) furthest.push(result->info.name);
+  for (const SuiteResult* result : furthest_from_roofline(report.results, 5)) furthest.push(result->info.name);
   json.set("furthest_from_roofline", furthest);
   Json problems = Json::array();
-  for (const auto& result : results) problems.push(suite_result_to_json(result));
+  for (const auto& result : report.results) problems.push(suite_result_to_json(result));
   json.set("problems", problems);
   return json;
 }
@@ -188,13 +236,13 @@ std::string suite_to_svg(const std::vector<SuiteResult>& results, const std::str
                                layout);
 }
 
-std::string suite_to_html(const std::vector<SuiteResult>& results, const SuiteSummary& summary,
-                          const std::string& title) {
+std::string suite_to_html(const SuiteReport& report, const std::string& title) {
+  const std::vector<SuiteResult>& results = report.results;
   std::string html = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + escape_xml(title) +
                      "</title>\n<style>body{font-family:sans-serif;margin:20px}table{border-collapse:collapse;"
                      "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
                      "td:first-child,th:first-child{text-align:left}.wrong{background:#fdd}</style></head><body>\n";
-  html += "<h2>" + escape_xml(title) + "</h2>\n<pre>" + escape_xml(format_suite_summary(summary)) + "</pre>\n";
+  html += "<h2>" + escape_xml(title) + "</h2>\n<pre>" + escape_xml(format_suite_summary(report.summary)) + "</pre>\n";
   html += suite_to_svg(results, title);
   html +=
       "<table><tr><th>problem</th><th>family</th><th>correct</th><th>lathe ms</th><th>noise</th><th>vendor "

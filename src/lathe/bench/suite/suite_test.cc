@@ -199,7 +199,7 @@ TEST(SuiteCompare, FlagsSlowdownsBeyondNoiseAndNewFailuresOnly) {
       timed_result("noisy", true, 1.0, 0, 1), timed_result("broken", true, 1.0, 0, 1),
       timed_result("faster", true, 1.0, 0, 1)};
   baseline_results[2].lathe.noise = 0.5;
-  Json baseline = suite_report_json(baseline_results, summarize_suite(baseline_results), test_peaks(), Json::object());
+  Json baseline = suite_report_json(make_suite_report(baseline_results, test_peaks()), Json::object());
   baseline = Json::parse(baseline.dump());  // through the file format
   std::vector<SuiteResult> current = {
       timed_result("steady", true, 1.03, 0, 1), timed_result("slower", true, 1.3, 0, 1),
@@ -222,7 +222,7 @@ TEST(SuiteCompare, FlagsSlowdownsBeyondNoiseAndNewFailuresOnly) {
 
 TEST(SuiteCompare, DifferentShapeIsNotComparableAndBadBaselineThrows) {
   std::vector<SuiteResult> old = {timed_result("a", true, 1.0, 0, 1)};
-  Json baseline = suite_report_json(old, summarize_suite(old), test_peaks(), Json::object());
+  Json baseline = suite_report_json(make_suite_report(old, test_peaks()), Json::object());
   std::vector<SuiteResult> current = {timed_result("a", true, 9.0, 0, 1)};
   current[0].shape = "n=2";
   auto comparisons = compare_with_baseline(current, baseline, 0.05);
@@ -234,15 +234,100 @@ TEST(SuiteCompare, DifferentShapeIsNotComparableAndBadBaselineThrows) {
 TEST(SuiteReport, TableJsonAndChartsNameEveryProblem) {
   std::vector<SuiteResult> results = {timed_result("alpha", true, 1.0, 2.0, 4.0),
                                       timed_result("beta<&>", false, 1.0, 0, 1)};
-  SuiteSummary summary = summarize_suite(results);
-  Json json = suite_report_json(results, summary, test_peaks(), Json::object());
+  SuiteReport report = make_suite_report(results, test_peaks());
+  Json json = suite_report_json(report, Json::object());
   EXPECT_EQ(json.get("problems").size(), 2u);
   EXPECT_EQ(json.get("summary").get("correct").as_int(), 1);
   std::string svg = suite_to_svg(results, "t");
   EXPECT_NE(svg.find("alpha"), std::string::npos);
   EXPECT_NE(svg.find("beta&lt;&amp;&gt;"), std::string::npos);
-  EXPECT_NE(suite_to_html(results, summary, "t").find("<svg"), std::string::npos);
+  EXPECT_NE(suite_to_html(report, "t").find("<svg"), std::string::npos);
   EXPECT_NE(format_suite_row(results[1]).find("WRONG"), std::string::npos);
+}
+
+// Peaks with three cache levels whose bandwidths are far apart, so the chosen level is visible.
+MachinePeaks cache_peaks() {
+  MachinePeaks peaks;
+  peaks.threads = 2;
+  peaks.f32_gflops = 1;  // 1 GFLOP/s: a problem of 0 flops is memory-bound
+  peaks.copy_gbytes = 10;
+  peaks.caches = {
+      {"L1d", 32 << 10, 1, 32 << 10, 1000}, {"L2", 1 << 20, 1, 1 << 20, 300}, {"L3", 32 << 20, 2, 16 << 20, 100}};
+  return peaks;
+}
+
+TEST(SuiteRoofline, MemoryFloorUsesTheSmallestLevelTheWorkingSetPerThreadFitsIn) {
+  MachinePeaks peaks = cache_peaks();
+  std::string level;
+  struct Case {
+    double total_bytes;  // over 2 threads
+    const char* level;
+    double gbytes;
+  } cases[] = {{2.0 * (32 << 10), "L1d", 1000}, {2.0 * (32 << 10) + 2, "L2", 300},  {2.0 * (1 << 20), "L2", 300},
+               {2.0 * (16 << 20), "L3", 100},   {2.0 * (16 << 20) + 2, "DRAM", 10}, {1e12, "DRAM", 10}};
+  for (const Case& c : cases) {
+    EXPECT_EQ(peaks.memory_gbytes(c.total_bytes, false, &level), c.gbytes) << c.total_bytes;
+    EXPECT_EQ(level, c.level) << c.total_bytes;
+    EXPECT_DOUBLE_EQ(peaks.floor_seconds(0, c.total_bytes), c.total_bytes / (c.gbytes * 1e9));
+    // Cold timing starts every run from DRAM, whatever the size.
+    EXPECT_EQ(peaks.memory_gbytes(c.total_bytes, true, &level), 10);
+    EXPECT_EQ(level, "DRAM");
+  }
+  // A level measured slower than a larger one (noise) never raises the floor above the larger's.
+  peaks.caches[1].gbytes = 50;
+  EXPECT_EQ(peaks.memory_gbytes(2.0 * (1 << 20), false, &level), 100);
+  // DRAM is the higher of the copy and the streaming measurement.
+  peaks.dram_stream_gbytes = 30;
+  EXPECT_EQ(peaks.memory_gbytes(1e12, false, &level), 30);
+  EXPECT_EQ(peaks.memory_gbytes(64, true), 30);
+  peaks.dram_stream_gbytes = 0;
+  // Without known caches (peaks from an older report), DRAM as before.
+  peaks.caches.clear();
+  EXPECT_EQ(peaks.memory_gbytes(64, false, &level), 10);
+  EXPECT_EQ(level, "DRAM");
+}
+
+TEST(SuiteRoofline, WarmResultUsesItsCacheLevelAndColdResultDram) {
+  SuiteResult warm = timed_result("w", true, 1e-3, 0, 1);
+  warm.cost = {0, 2.0 * (1 << 20)};  // 1 MiB per thread: L2
+  SuiteResult cold = warm;
+  cold.cache_mode = "cold";
+  MachinePeaks peaks = cache_peaks();
+  apply_suite_peaks(warm, peaks);
+  apply_suite_peaks(cold, peaks);
+  EXPECT_EQ(warm.memory_level, "L2");
+  EXPECT_EQ(warm.bound, "memory");
+  EXPECT_DOUBLE_EQ(warm.floor_seconds, 2.0 * (1 << 20) / 300e9);
+  EXPECT_EQ(cold.memory_level, "DRAM");
+  EXPECT_DOUBLE_EQ(cold.floor_seconds, 2.0 * (1 << 20) / 10e9);
+}
+
+TEST(SuiteReport, EveryFigureComesFromTheReportsOnePeaks) {
+  // Judged against low start-of-run peaks (as a loaded start measures them), reported against others.
+  DoublingProblem problem(Flaw::none);
+  MachinePeaks start = test_peaks();
+  start.f32_gflops = 1e-9, start.copy_gbytes = 1e-9;  // every row beyond the roofline at the start
+  SuiteResult judged = judge_problem(problem, start, fast_options());
+  ASSERT_TRUE(judged.beyond_roofline);
+  std::string progress = format_suite_progress_row(judged);
+  EXPECT_EQ(progress.find("beyond"), std::string::npos);  // streamed rows show nothing peak-derived
+  MachinePeaks final_peaks = cache_peaks();
+  final_peaks.f32_gflops = 1e6;
+  SuiteReport report = make_suite_report({judged, timed_result("b", true, 1.0, 2.0, 4.0)}, final_peaks);
+  for (const SuiteResult& result : report.results) {
+    SuiteResult recomputed = result;
+    apply_suite_peaks(recomputed, final_peaks);
+    EXPECT_DOUBLE_EQ(result.floor_seconds, recomputed.floor_seconds) << result.info.name;
+    EXPECT_DOUBLE_EQ(result.roofline_percent, recomputed.roofline_percent) << result.info.name;
+  }
+  EXPECT_FALSE(report.results[0].beyond_roofline);
+  EXPECT_EQ(report.summary.flagged, 0);
+  Json json = suite_report_json(report, Json::object());
+  EXPECT_DOUBLE_EQ(json.get("peaks").get("f32_gflops").as_number(), 1e6);
+  EXPECT_EQ(json.get("peaks").get("caches").size(), 3u);
+  EXPECT_DOUBLE_EQ(json.get("problems").items()[0].get("roofline_percent").as_number(),
+                   report.results[0].roofline_percent);
+  EXPECT_EQ(format_suite_table(report).find("beyond"), std::string::npos);
 }
 
 // A suite problem of an op is that op's registered problem: the same inputs for the same seed
