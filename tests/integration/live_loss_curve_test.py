@@ -54,7 +54,10 @@ def main():
                 process.send_signal(signal.SIGKILL)
             code, _, stderr = finish(process)
         check(code == -signal.SIGKILL, "the run was still training when killed", f"exit {code}: {stderr[-500:]}")
-        check(os.path.exists(curve) and not os.path.exists(curve + ".tmp"), "the curve survives SIGKILL whole")
+        # A kill that lands inside a redraw leaves that redraw's temporary file (the next one overwrites
+        # it), never a torn curve: the rename is what publishes it.
+        whole = os.path.exists(curve) and open(curve).read().rstrip().endswith("</svg>")
+        check(whole, "the curve survives SIGKILL whole")
         # `lathe plot` redraws the killed run from its metrics.jsonl, over tokens, with its learning rate.
         picture = os.path.join(work, "plot.svg")
         code, stdout, stderr = lathe.run("plot", run_dir, "--x", "tokens", "--out", picture)
