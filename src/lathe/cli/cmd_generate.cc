@@ -134,6 +134,13 @@ int run_generate(int argc, char** argv) {
     std::fprintf(stderr, "kv cache: %lld tokens x %lld bytes/token (latent attention) = %.1f KiB\n",
                  static_cast<long long>(cache.length), static_cast<long long>(cache.bytes_per_token()),
                  static_cast<double>(cache.length * cache.bytes_per_token()) / 1024.0);
+  if (config.model.kv_shared_layers > 0)  // the sharing layers cache nothing of their own
+    std::fprintf(stderr,
+                 "kv cache: %lld tokens x %lld bytes/token (%lld of %lld layers reuse earlier layers' keys and "
+                 "values) = %.1f KiB\n",
+                 static_cast<long long>(cache.length), static_cast<long long>(cache.bytes_per_token()),
+                 static_cast<long long>(config.model.kv_shared_layers), static_cast<long long>(config.model.n_layers),
+                 static_cast<double>(cache.length * cache.bytes_per_token()) / 1024.0);
   if (cache.length >= capacity)
     std::fprintf(stderr, "note: stopped at the model's context length (%lld tokens)\n",
                  static_cast<long long>(capacity));

@@ -66,6 +66,18 @@ bool is_mtp_copy_of_shared_tensor(const std::string& name, const ModelConfig& co
   return false;
 }
 
+// KV sharing (model.kv_shared_layers, Gemma 4): a sharing layer's own key/value projections and
+// norms, which published checkpoints may still carry and transformers ignores on load.
+bool is_unused_kv_tensor_of_sharing_layer(const std::string& name, const ModelConfig& config) {
+  for (int64_t layer = config.n_layers - config.kv_shared_layers; layer < config.n_layers; ++layer) {
+    if (config.kv_source_layer(layer) == layer) continue;
+    const std::string prefix = str_cat("model.layers.", layer, ".self_attn.");
+    for (const char* part : {"k_proj.", "v_proj.", "k_norm.", "v_norm."})
+      if (name.starts_with(prefix + part)) return true;
+  }
+  return false;
+}
+
 // Reads one checkpoint tensor into `destination` after checking its dtype and shape.
 void read_piece(const SafetensorsCheckpoint& checkpoint, const std::string& hf_name, const TensorView& destination) {
   const std::string& source = checkpoint.path();
@@ -99,18 +111,27 @@ void load_weights(TransformerModel& model, const std::string& hf_dir, const HfMo
     known.insert(parameter.name);
     for (const HfTensorPiece& piece : pieces_of.back()) known.insert(piece.hf_name);
   }
+  int64_t skipped_parts = 0;  // tensors of a multimodal checkpoint's other towers
   for (const std::string& hf_name : checkpoint.names()) {
     const std::string name = lathe_name_from_hf(hf_name, description);
+    skipped_parts += name.empty() ? 1 : 0;
     if (name.empty() || ends_with(name, "rotary_emb.inv_freq")) continue;
     if (!known.count(name)) {
       if (name == "lm_head.weight" && model.config().tie_embeddings) continue;  // a tied head saved anyway
       if (is_mtp_copy_of_shared_tensor(name, model.config())) continue;
+      if (is_unused_kv_tensor_of_sharing_layer(name, model.config())) continue;
       throw_error(source, ": unexpected tensor \"", hf_name, "\" (not a parameter of this ", model.config().family,
                   " model)");
     }
     LATHE_CHECK(checkpoint_name_of.emplace(name, hf_name).second, source, ": tensor \"", hf_name, "\" maps to \"", name,
                 "\", which another tensor also maps to");
   }
+  if (skipped_parts > 0)
+    std::fprintf(stderr,
+                 "note: %s: a %s checkpoint: lathe loads its text decoder and skips the %lld tensors of its other "
+                 "towers (vision, audio); an export writes the text decoder alone, as %s\n",
+                 source.c_str(), description.family->hf.multimodal->architecture, static_cast<long long>(skipped_parts),
+                 description.family->hf.architecture);
   for (size_t index = 0; index < model.parameters().size(); ++index) {
     const Parameter& parameter = model.parameters()[index];
     const std::vector<HfTensorPiece>& pieces = pieces_of[index];
