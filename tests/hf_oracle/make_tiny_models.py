@@ -183,11 +183,15 @@ PLAIN_OBJECTIVE = DEEPSEEK + ("gemma4_moe",)
 # routing margins hold (see the module docstring). Dense architectures use SEED and no factor.
 MOE = {"mixtral": (1270, 1.0), "qwen3_moe": (1271, 1.0), "qwen3_moe_norm": (1278, 2.0), "qwen2_moe": (1249, 2.0),
        "olmoe": (1312, 1.0), "gpt_oss": (1276, 2.0), "deepseek_v2": (1241, 2.0), "deepseek_v3": (1244, 2.0),
-       "gemma4_moe": (SEED, 1.0)}
+       "gemma4_moe": (1236, 8.0)}
 # GPT-OSS: a factor on the experts' gate_up_proj, so that some gate and up values pass swiglu_limit (7)
 # and the clamps' zero gradients show in the goldens; attention sinks get std-1 noise so they take visible mass.
 EXPERT_SCALE = {"gpt_oss": 6.0}
 MIN_ROUTER_MARGIN = 2e-3  # probability gap between the k-th and (k+1)-th expert, float64
+# Gemma 4's router reads the RMS-normalised stream, so its logits stay small (scale ~4 at router weight
+# factor 8) and no seed tried reached 2e-3 over the 192 routed rows; 2e-4 is still ~20x the probability
+# error of an f32 router (F32_LOGIT_BOUND x the router logit scale, tests/python/hf_oracle_test.py).
+MIN_ROUTER_MARGIN_OF = {"gemma4_moe": 2e-4}
 
 PROMPT_LENGTHS = (1, 7, 16)  # a single token, an odd length, longer than every window
 BATCH, BATCH_SEQ = 2, 12
@@ -313,16 +317,19 @@ def routing_margins(arch, prompts, inputs, moe_tuning=None):
     choices = {dtype: torch.softmax(value.float(), dim=-1).topk(top_k, dim=-1).indices.sort(dim=-1).values
                for dtype, value in logits.items()}
     choices[torch.float64] = torch.softmax(reference, dim=-1).topk(top_k, dim=-1).indices.sort(dim=-1).values
-    flips = sum(int((choices[dtype] != choices[torch.float64]).any(dim=-1).sum())
-                for dtype in (torch.float32, torch.bfloat16))
+    # Gemma 4's all-bf16 forward errs by ~10% of the logit scale (hf_bf16_error), so its bf16 routing
+    # cannot be pinned down; lathe's bf16 logits are judged by that error anyway (2x it), flips included.
+    checked = (torch.float32,) if arch in GEMMA4 else (torch.float32, torch.bfloat16)
+    flips = sum(int((choices[dtype] != choices[torch.float64]).any(dim=-1).sum()) for dtype in checked)
     return dict(min_router_margin=float((probabilities[:, top_k - 1] - probabilities[:, top_k]).min()),
                 min_router_logit_gap=float((sorted_logits[:, top_k - 1] - sorted_logits[:, top_k]).min()),
                 router_bf16_error=float((logits[torch.bfloat16].double() - reference).abs().max()),
                 router_logit_scale=float(reference.abs().max()), routing_flips=flips, router_rows=reference.shape[0])
 
 
-def margins_hold(margins):
-    return margins["routing_flips"] == 0 and margins["min_router_margin"] >= MIN_ROUTER_MARGIN
+def margins_hold(margins, arch=None):
+    return margins["routing_flips"] == 0 and margins["min_router_margin"] >= MIN_ROUTER_MARGIN_OF.get(arch,
+                                                                                                       MIN_ROUTER_MARGIN)
 
 
 def search(arch, tries):
@@ -331,9 +338,9 @@ def search(arch, tries):
     prompts, inputs, _ = prompts_and_batch()
     best = None
     for seed in range(SEED, SEED + tries):
-        for scale in (1.0, 2.0):
+        for scale in ((8.0, 24.0) if arch in GEMMA4 else (1.0, 2.0)):
             margins = routing_margins(arch, prompts, inputs, (seed, scale))
-            if margins_hold(margins):
+            if margins_hold(margins, arch):
                 ratio = margins["min_router_logit_gap"] / margins["router_bf16_error"]
                 print(f"{arch} seed {seed} router scale {scale}: gap / bf16 error {ratio:.3f} {margins}", flush=True)
                 if best is None or ratio > best[0]:
@@ -400,7 +407,7 @@ def write_architecture(arch, out_dir):
     moe = {}
     if arch in MOE:
         moe = routing_margins(arch, prompts, inputs)
-        if not margins_hold(moe):
+        if not margins_hold(moe, arch):
             raise SystemExit(f"{arch}: routing margins fail ({moe}); pick another seed with --search {arch}")
         del moe["routing_flips"]
     if arch == "gpt_oss":

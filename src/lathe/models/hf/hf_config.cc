@@ -485,7 +485,7 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
   }
   if (!hf.moe && !hf.gemma4_keys) {
     require(config.moe_experts == 0, "moe_experts=0 (its architecture has no experts)");
-  } else if (config.moe_experts > 0 && !hf.deepseek) {
+  } else if (config.moe_experts > 0 && !hf.deepseek && hf.moe) {
     const HfMoe& moe = *hf.moe;
     require(config.moe_router_scoring == "softmax", "moe_router_scoring=softmax");
     require(config.moe_routed_scaling == 1.0, "moe_routed_scaling=1");
