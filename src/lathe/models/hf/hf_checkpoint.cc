@@ -128,8 +128,8 @@ void load_weights(TransformerModel& model, const std::string& hf_dir, const HfMo
   }
   if (skipped_parts > 0)
     std::fprintf(stderr,
-                 "note: %s: a %s checkpoint: lathe loads its text decoder and skips the %lld tensors of its other "
-                 "towers (vision, audio); an export writes the text decoder alone, as %s\n",
+                 "note: %s: a %s checkpoint: lathe loads its text decoder and skips the %lld tensors of what it does "
+                 "not model (vision or audio towers, projectors); an export writes the text decoder alone, as %s\n",
                  source.c_str(), description.family->hf.multimodal->architecture, static_cast<long long>(skipped_parts),
                  description.family->hf.architecture);
   for (size_t index = 0; index < model.parameters().size(); ++index) {

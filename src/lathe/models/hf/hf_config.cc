@@ -356,7 +356,8 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
                 hf.architecture, " defaults to rope_type \"", hf.default_rope_type,
                 "\" with parameters the config does not give; write its \"rope_parameters\" out");
   if (!hf.gemma4_keys) read_rope(reader, config, hf.default_rope_theta > 0 ? hf.default_rope_theta : 10000.0);
-  config.rope_local_plain = hf.rope_per_layer_type;  // Gemma 3: the sliding layers' own, unscaled RoPE
+  // Gemma 3: the sliding layers' own RoPE is never scaled (it differs only where scaling is on).
+  config.rope_local_plain = hf.rope_per_layer_type && config.rope_scaling != "none";
   read_sliding_window(reader, hf, config);
 
   // The architecture's fixed traits (Qwen2 always has q/k/v biases, and none on o_proj).
