@@ -44,14 +44,12 @@ void expert_scale_backward(const Tensor& dy, const Tensor& weights, const Tensor
 }  // namespace
 
 Var scale(Tape& tape, const Var& x, float factor) {
-  Var out = make_var(fast(tape) ? scaled<float>(x->value, factor) : scaled<double>(x->value, factor),
-                     x->requires_grad);
+  Var out = make_var(fast(tape) ? scaled<float>(x->value, factor) : scaled<double>(x->value, factor), x->requires_grad);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([x, out, factor, precision] {
-    accumulate_grad(x,
-                    precision == Precision::fast ? scaled<float>(out->grad, factor) : scaled<double>(out->grad, factor),
-                    true);
+    accumulate_grad(
+        x, precision == Precision::fast ? scaled<float>(out->grad, factor) : scaled<double>(out->grad, factor), true);
   });
   return out;
 }
@@ -71,8 +69,7 @@ Var scale_by_expert(Tape& tape, const Var& weights, const Var& expert_scale, con
     Tensor d_scale = Tensor::empty(expert_scale->value.shape(), dtype);
     precision == Precision::fast
         ? expert_scale_backward<float>(out->grad, weights->value, expert_scale->value, expert_ids, d_weights, d_scale)
-        : expert_scale_backward<double>(out->grad, weights->value, expert_scale->value, expert_ids, d_weights,
-                                        d_scale);
+        : expert_scale_backward<double>(out->grad, weights->value, expert_scale->value, expert_ids, d_weights, d_scale);
     accumulate_grad(expert_scale, d_scale, true);
     accumulate_grad(weights, d_weights, true);
   });

@@ -42,7 +42,9 @@ Var gemma4_attention(Tape& tape, const BlockContext& context, const LayerParamet
   const int64_t layer = context.layer, batch = context.batch, seq = context.seq;
   const int64_t head_dim = config.layer_head_dim(layer), kv_heads = config.layer_kv_heads(layer);
   const RopeParams rope = rope_params(config, layer, context.position_offset);
-  auto heads = [&](const Var& rows, int64_t count) { return autograd::reshape(tape, rows, {batch, seq, count, head_dim}); };
+  auto heads = [&](const Var& rows, int64_t count) {
+    return autograd::reshape(tape, rows, {batch, seq, count, head_dim});
+  };
   Var q = heads(autograd::linear(tape, x, p[kQProj]), config.n_heads);
   if (p[kQNorm]) q = head_norm(tape, context, q, p[kQNorm]);
   q = autograd::rope(tape, q, rope);
@@ -126,7 +128,8 @@ std::vector<LayerParameterSpec> gemma4_layer_parameters(const ModelConfig& confi
     out.push_back({kRouter, "router.proj.weight", ParameterKind::router, {experts, d}});
     out.push_back({kRouterScale, "router.scale", ParameterKind::norm, {d}});
     out.push_back({kPerExpertScale, "router.per_expert_scale", ParameterKind::norm, {experts}});
-    out.push_back({kExpertsGateUp, "experts.gate_up_proj", ParameterKind::matrix, {experts, 2 * expert_ffn, d}, active});
+    out.push_back(
+        {kExpertsGateUp, "experts.gate_up_proj", ParameterKind::matrix, {experts, 2 * expert_ffn, d}, active});
     out.push_back({kExpertsDown, "experts.down_proj", ParameterKind::matrix, {experts, d, expert_ffn}, active});
     out.push_back({kPostFeedforwardNorm1, "post_feedforward_layernorm_1.weight", ParameterKind::norm, {d}});
     out.push_back({kPostFeedforwardNorm2, "post_feedforward_layernorm_2.weight", ParameterKind::norm, {d}});
@@ -139,7 +142,8 @@ Var gemma4_block(Tape& tape, const BlockContext& context, const LayerParameters&
   const ModelConfig& config = *context.config;
   Var attended = gemma4_attention(tape, context, p, norm(tape, context, input, p[kNorm0]));
   Var residual = autograd::add(tape, input, norm(tape, context, attended, p[kNorm1]));
-  Var mlp = gated_mlp(tape, context, {&p[kGateProj], &p[kUpProj], &p[kDownProj]}, norm(tape, context, residual, p[kNorm2]));
+  Var mlp =
+      gated_mlp(tape, context, {&p[kGateProj], &p[kUpProj], &p[kDownProj]}, norm(tape, context, residual, p[kNorm2]));
   if (p[kRouter]) {
     Var dense = norm(tape, context, mlp, p[kPostFeedforwardNorm1]);
     Var routed = norm(tape, context, gemma4_moe(tape, context, p, residual), p[kPostFeedforwardNorm2]);
@@ -162,15 +166,16 @@ LayerActivationCounts gemma4_activation_counts(const ModelConfig& config, int64_
   const int64_t d = config.d_model, head_dim = config.layer_head_dim(layer), heads = config.n_heads;
   const int64_t q = heads * head_dim, kv_heads = shares_kv(config, layer) ? 0 : config.layer_kv_heads(layer);
   const int64_t k = kv_heads * head_dim, ffn = mlp_width(config, layer);
-  int64_t elements = 4 * (d + 1);           // the four sandwich norms (outputs + inv_rms)
-  elements += 2 * (q + heads) + q;          // q projection, its norm (+ inv_rms), RoPE
+  int64_t elements = 4 * (d + 1);              // the four sandwich norms (outputs + inv_rms)
+  elements += 2 * (q + heads) + q;             // q projection, its norm (+ inv_rms), RoPE
   elements += 2 * (k + kv_heads) + k + 2 * k;  // k/v projections, k norm, RoPE, value norm
-  elements += q + heads + d + 2 * d;        // attention output + log-sum-exp, o_proj, two residual adds
-  elements += 3 * ffn + d;                  // gate, up, activation, down
+  elements += q + heads + d + 2 * d;           // attention output + log-sum-exp, o_proj, two residual adds
+  elements += 3 * ffn + d;                     // gate, up, activation, down
   int64_t matmuls = q + 2 * k + d + 2 * ffn + d;
   if (config.moe_experts > 0) {
     const LayerActivationCounts moe = feed_forward_counts(config, layer);  // the routed branch
-    elements += moe.save_all + 3 * (d + 1) + 2 * d + config.moe_top_k + d;  // + the three norms, router input, scaled weights, sum
+    elements += moe.save_all + 3 * (d + 1) + 2 * d + config.moe_top_k +
+                d;  // + the three norms, router input, scaled weights, sum
     matmuls += moe.matmul_outputs;
   }
   if (config.per_layer_input_dim > 0) {

@@ -51,35 +51,50 @@ TEST(Gemma4Layer, DeclaresTheHfNamesAndShapes) {
   const ModelConfig c = small_gemma4();
   auto declared = [&](int64_t layer) {
     std::map<std::string, Shape> out;
-    for (const LayerParameterSpec& p : gemma4_layer_parameters(c, layer)) EXPECT_TRUE(out.emplace(p.name, p.shape).second);
+    for (const LayerParameterSpec& p : gemma4_layer_parameters(c, layer))
+      EXPECT_TRUE(out.emplace(p.name, p.shape).second);
     return out;
   };
-  std::map<std::string, Shape> common = {
-      {"mlp.gate_proj.weight", {36, 24}},       {"mlp.up_proj.weight", {36, 24}},
-      {"mlp.down_proj.weight", {24, 36}},       {"input_layernorm.weight", {24}},
-      {"post_attention_layernorm.weight", {24}}, {"pre_feedforward_layernorm.weight", {24}},
-      {"post_feedforward_layernorm.weight", {24}}, {"layer_scalar", {1}},
-      {"per_layer_input_gate.weight", {6, 24}},  {"per_layer_projection.weight", {24, 6}},
-      {"post_per_layer_input_norm.weight", {24}}, {"router.proj.weight", {5, 24}},
-      {"router.scale", {24}},                    {"router.per_expert_scale", {5}},
-      {"experts.gate_up_proj", {5, 14, 24}},     {"experts.down_proj", {5, 24, 7}},
-      {"post_feedforward_layernorm_1.weight", {24}}, {"post_feedforward_layernorm_2.weight", {24}},
-      {"pre_feedforward_layernorm_2.weight", {24}}};
+  std::map<std::string, Shape> common = {{"mlp.gate_proj.weight", {36, 24}},
+                                         {"mlp.up_proj.weight", {36, 24}},
+                                         {"mlp.down_proj.weight", {24, 36}},
+                                         {"input_layernorm.weight", {24}},
+                                         {"post_attention_layernorm.weight", {24}},
+                                         {"pre_feedforward_layernorm.weight", {24}},
+                                         {"post_feedforward_layernorm.weight", {24}},
+                                         {"layer_scalar", {1}},
+                                         {"per_layer_input_gate.weight", {6, 24}},
+                                         {"per_layer_projection.weight", {24, 6}},
+                                         {"post_per_layer_input_norm.weight", {24}},
+                                         {"router.proj.weight", {5, 24}},
+                                         {"router.scale", {24}},
+                                         {"router.per_expert_scale", {5}},
+                                         {"experts.gate_up_proj", {5, 14, 24}},
+                                         {"experts.down_proj", {5, 24, 7}},
+                                         {"post_feedforward_layernorm_1.weight", {24}},
+                                         {"post_feedforward_layernorm_2.weight", {24}},
+                                         {"pre_feedforward_layernorm_2.weight", {24}}};
   std::map<std::string, Shape> sliding = common;  // layer 0: 10 wide, 2 kv heads, its own v_proj
-  sliding.insert({{"self_attn.q_proj.weight", {40, 24}}, {"self_attn.q_norm.weight", {10}},
-                  {"self_attn.k_proj.weight", {20, 24}}, {"self_attn.k_norm.weight", {10}},
-                  {"self_attn.v_proj.weight", {20, 24}}, {"self_attn.o_proj.weight", {24, 40}}});
+  sliding.insert({{"self_attn.q_proj.weight", {40, 24}},
+                  {"self_attn.q_norm.weight", {10}},
+                  {"self_attn.k_proj.weight", {20, 24}},
+                  {"self_attn.k_norm.weight", {10}},
+                  {"self_attn.v_proj.weight", {20, 24}},
+                  {"self_attn.o_proj.weight", {24, 40}}});
   EXPECT_EQ(declared(0), sliding);
   std::map<std::string, Shape> global = common;  // layer 1: 14 wide, 1 kv head, k = v
-  global.insert({{"self_attn.q_proj.weight", {56, 24}}, {"self_attn.q_norm.weight", {14}},
-                 {"self_attn.k_proj.weight", {14, 24}}, {"self_attn.k_norm.weight", {14}},
+  global.insert({{"self_attn.q_proj.weight", {56, 24}},
+                 {"self_attn.q_norm.weight", {14}},
+                 {"self_attn.k_proj.weight", {14, 24}},
+                 {"self_attn.k_norm.weight", {14}},
                  {"self_attn.o_proj.weight", {24, 56}}});
   EXPECT_EQ(declared(1), global);
   std::map<std::string, Shape> shared = common;  // layer 3: reuses layer 1's keys/values, double-wide MLP
   shared["mlp.gate_proj.weight"] = Shape{72, 24};
   shared["mlp.up_proj.weight"] = Shape{72, 24};
   shared["mlp.down_proj.weight"] = Shape{24, 72};
-  shared.insert({{"self_attn.q_proj.weight", {56, 24}}, {"self_attn.q_norm.weight", {14}},
+  shared.insert({{"self_attn.q_proj.weight", {56, 24}},
+                 {"self_attn.q_norm.weight", {14}},
                  {"self_attn.o_proj.weight", {24, 56}}});
   EXPECT_EQ(declared(3), shared);
   std::map<std::string, Shape> inputs;
@@ -132,7 +147,8 @@ void expect_each_mechanism_shows(const std::string& arch,
   const Json info = Json::parse(read_file_contents(dir + "/golden.json"));
   const Json& prompt = info.find("prompts")->items().back();  // the longest, past every window
   Tensor ids = Tensor::empty({1, static_cast<int64_t>(prompt.size())}, DType::i32);
-  for (size_t i = 0; i < prompt.size(); ++i) ids.ptr<int32_t>()[i] = static_cast<int32_t>(prompt.items()[i].as_number());
+  for (size_t i = 0; i < prompt.size(); ++i)
+    ids.ptr<int32_t>()[i] = static_cast<int32_t>(prompt.items()[i].as_number());
   const Tensor base = golden.logits(ids);
   // hf_oracle_test.py's f32 bound is 1e-5 of the logit scale: a switched-off mechanism must move the
   // logits by a hundred times that.
@@ -152,18 +168,17 @@ void expect_each_mechanism_shows(const std::string& arch,
 
 TEST(Gemma4Layer, SwitchingOffAnyMechanismMovesTheGoldenLogits) {
   expect_each_mechanism_shows(
-      "gemma4",
-      {{"per-layer embeddings", [](ModelConfig& c) { c.per_layer_input_dim = 0; }},
-       {"global head_dim", [](ModelConfig& c) { c.global_head_dim = 0; }},
-       {"global kv heads", [](ModelConfig& c) { c.global_kv_heads = 0; }},
-       {"attention_k_eq_v", [](ModelConfig& c) { c.attention_k_eq_v = false; }},
-       {"value norm", [](ModelConfig& c) { c.value_norm = false; }},
-       {"proportional RoPE", [](ModelConfig& c) { c.rope_scaling = "none", c.partial_rotary_factor = 1.0; }},
-       {"sliding layers' own RoPE", [](ModelConfig& c) { c.rope_local_plain = false; }},
-       {"KV sharing", [](ModelConfig& c) { c.kv_shared_layers = 0, c.double_wide_mlp = false; }},
-       {"double-wide MLP", [](ModelConfig& c) { c.double_wide_mlp = false; }},
-       {"final soft-capping", [](ModelConfig& c) { c.final_logit_softcap = 0; }},
-       {"sliding window", [](ModelConfig& c) { c.sliding_window = 0, c.sliding_window_pattern = 0; }}});
+      "gemma4", {{"per-layer embeddings", [](ModelConfig& c) { c.per_layer_input_dim = 0; }},
+                 {"global head_dim", [](ModelConfig& c) { c.global_head_dim = 0; }},
+                 {"global kv heads", [](ModelConfig& c) { c.global_kv_heads = 0; }},
+                 {"attention_k_eq_v", [](ModelConfig& c) { c.attention_k_eq_v = false; }},
+                 {"value norm", [](ModelConfig& c) { c.value_norm = false; }},
+                 {"proportional RoPE", [](ModelConfig& c) { c.rope_scaling = "none", c.partial_rotary_factor = 1.0; }},
+                 {"sliding layers' own RoPE", [](ModelConfig& c) { c.rope_local_plain = false; }},
+                 {"KV sharing", [](ModelConfig& c) { c.kv_shared_layers = 0, c.double_wide_mlp = false; }},
+                 {"double-wide MLP", [](ModelConfig& c) { c.double_wide_mlp = false; }},
+                 {"final soft-capping", [](ModelConfig& c) { c.final_logit_softcap = 0; }},
+                 {"sliding window", [](ModelConfig& c) { c.sliding_window = 0, c.sliding_window_pattern = 0; }}});
   expect_each_mechanism_shows("gemma4_moe", {{"MoE block", [](ModelConfig& c) { c.moe_experts = 0; }}});
 }
 

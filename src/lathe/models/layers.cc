@@ -26,7 +26,8 @@ RopeParams rope_params(const ModelConfig& config, int64_t layer, int64_t positio
     return params;
   }
   // The small epsilon keeps factors like 0.4 * 80 (= 31.999... in binary) from losing a pair.
-  const auto partial = static_cast<int64_t>(std::floor(static_cast<double>(head_dim) * config.partial_rotary_factor + 1e-9));
+  const auto partial =
+      static_cast<int64_t>(std::floor(static_cast<double>(head_dim) * config.partial_rotary_factor + 1e-9));
   params.rotary_dim = config.uses_mla() ? config.qk_rope_head_dim : partial - partial % 2;
   if (config.rope_scaling == "linear" || config.rope_scaling == "proportional") {
     params.scaling.type = RopeScalingType::linear;

@@ -132,14 +132,14 @@ struct ModelConfig {
   double mtp_loss_weight = 0.0;
 
   // Gemma 4 (models/gemma4_layer.h); every one is off (0/false) in the other families.
-  int64_t global_head_dim = 0;      // head_dim of the global (full-attention) layers; 0: head_dim
-  int64_t global_kv_heads = 0;      // key/value heads of the global layers; 0: n_kv_heads
-  bool attention_k_eq_v = false;    // global layers have no v_proj: values are the keys' projection
-  bool value_norm = false;          // RMSNorm without a weight on the values, per head
-  int64_t kv_shared_layers = 0;     // the last N layers reuse the keys/values of the last earlier
-                                    // layer of their type (training and the KV cache alike)
-  bool double_wide_mlp = false;     // the KV-sharing layers' MLP is 2 * ffn_dim wide
-  int64_t per_layer_input_dim = 0;  // per-layer embeddings (PLE) width per layer; 0: none
+  int64_t global_head_dim = 0;        // head_dim of the global (full-attention) layers; 0: head_dim
+  int64_t global_kv_heads = 0;        // key/value heads of the global layers; 0: n_kv_heads
+  bool attention_k_eq_v = false;      // global layers have no v_proj: values are the keys' projection
+  bool value_norm = false;            // RMSNorm without a weight on the values, per head
+  int64_t kv_shared_layers = 0;       // the last N layers reuse the keys/values of the last earlier
+                                      // layer of their type (training and the KV cache alike)
+  bool double_wide_mlp = false;       // the KV-sharing layers' MLP is 2 * ffn_dim wide
+  int64_t per_layer_input_dim = 0;    // per-layer embeddings (PLE) width per layer; 0: none
   int64_t per_layer_input_vocab = 0;  // rows of the PLE table; 0: vocab_size
 
   double init_std = 0.02;  // normal(0, init_std) for matrices; norms start at 1 (0 with offset 1)

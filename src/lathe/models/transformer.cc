@@ -179,13 +179,13 @@ Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, i
       layer_inputs = std::make_shared<const std::vector<Var>>(std::move(inputs));
   // A layer's recomputation would make new keys and values that the sharing layers never see.
   LATHE_CHECK(config_.kv_shared_layers == 0 || remat == RematPolicy::save_all || !tape.recording(),
-              "train.remat=", to_string(remat), " is not supported with model.kv_shared_layers=",
-              config_.kv_shared_layers, " (use save_all)");
+              "train.remat=", to_string(remat),
+              " is not supported with model.kv_shared_layers=", config_.kv_shared_layers, " (use save_all)");
   auto key_values = std::make_shared<LayerKeyValues>();
   key_values->keys.resize(config_.n_layers);
   key_values->values.resize(config_.n_layers);
   for (int64_t layer = 0; layer < config_.n_layers; ++layer) {
-    BlockContext context{&config_, layer,         batch,          seq,       cache ? cache->length : 0,
+    BlockContext context{&config_, layer,         batch,          seq,          cache ? cache->length : 0,
                          cache,    router_losses, expert_shard(), layer_inputs, key_values};
     const LayerParameters* parameters = &layers_[layer];
     const FamilySpec* family = family_;
@@ -260,8 +260,9 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
         autograd::reshape(tape, autograd::rms_norm(tape, embedded, module.enorm, eps, offset), {batch * seq, 1, d}),
         autograd::reshape(tape, autograd::rms_norm(tape, previous, module.hnorm, eps, offset), {batch * seq, 1, d}));
     Var x = autograd::linear(tape, autograd::reshape(tape, joined, {batch * seq, 2 * d}), module.eh_proj);
-    BlockContext context{&config_, config_.n_layers + static_cast<int64_t>(k), batch, seq, 0, nullptr, nullptr,
-                         expert_shard(), nullptr, nullptr};
+    BlockContext context{
+        &config_, config_.n_layers + static_cast<int64_t>(k), batch, seq, 0, nullptr, nullptr, expert_shard(), nullptr,
+        nullptr};
     const LayerParameters* parameters = &module.block;
     const FamilySpec* family = family_;
     Var h = autograd::rematerialize(tape, remat, x, [family, context, parameters](Tape& inner, const Var& input) {

@@ -277,8 +277,8 @@ TEST(TrainConfigValidation, EachRuleGivesOneClearLine) {
        "dist.expert_parallel=true needs a mixture-of-experts model (model.moe_experts is 0)"},
       {[](TrainConfig& c) { c.train.seq_len = 512; }, "train.seq_len=512 does not fit model.max_seq_len=256"},
       {[](TrainConfig& c) { c.model.sandwich_norms = true; },
-       "model.sandwich_norms=true does not match model.family=llama (sandwich norms are the gemma2/gemma3/gemma4 block's "
-       "wiring)"},
+       "model.sandwich_norms=true does not match model.family=llama (sandwich norms are the gemma2/gemma3/gemma4 "
+       "block's wiring)"},
       {[](TrainConfig& c) { c.optimizer.lr = 0; }, "optimizer.lr=0 must be > 0"},
       {[](TrainConfig& c) { c.optimizer.min_lr_ratio = 2; }, "optimizer.min_lr_ratio=2 must be in [0, 1]"},
       {[](TrainConfig& c) { c.optimizer.beta1 = 1; }, "optimizer.beta1=1 must be in [0, 1)"},

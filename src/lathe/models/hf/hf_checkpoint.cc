@@ -26,11 +26,12 @@ std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) 
   LATHE_COMPARE(family)
   LATHE_COMPARE(vocab_size)
   LATHE_COMPARE(d_model)
-  LATHE_COMPARE(n_layers) LATHE_COMPARE(n_heads) LATHE_COMPARE(n_kv_heads) LATHE_COMPARE(head_dim) LATHE_COMPARE(
-      ffn_dim) LATHE_COMPARE(max_seq_len) LATHE_COMPARE(rope_theta) LATHE_COMPARE(rope_local_theta)
-      LATHE_COMPARE(partial_rotary_factor) LATHE_COMPARE(rope_scaling) LATHE_COMPARE(rope_scaling_factor) LATHE_COMPARE(
-          rope_low_freq_factor) LATHE_COMPARE(rope_high_freq_factor) LATHE_COMPARE(rope_original_max_position)
-          LATHE_COMPARE(norm_eps) LATHE_COMPARE(norm_weight_offset) LATHE_COMPARE(tie_embeddings) LATHE_COMPARE(qk_norm)
+  LATHE_COMPARE(n_layers)
+  LATHE_COMPARE(n_heads) LATHE_COMPARE(n_kv_heads) LATHE_COMPARE(head_dim) LATHE_COMPARE(ffn_dim) LATHE_COMPARE(
+      max_seq_len) LATHE_COMPARE(rope_theta) LATHE_COMPARE(rope_local_theta) LATHE_COMPARE(partial_rotary_factor)
+      LATHE_COMPARE(rope_scaling) LATHE_COMPARE(rope_scaling_factor) LATHE_COMPARE(rope_low_freq_factor) LATHE_COMPARE(
+          rope_high_freq_factor) LATHE_COMPARE(rope_original_max_position) LATHE_COMPARE(norm_eps)
+          LATHE_COMPARE(norm_weight_offset) LATHE_COMPARE(tie_embeddings) LATHE_COMPARE(qk_norm)
               LATHE_COMPARE(attention_bias) LATHE_COMPARE(embedding_scale) LATHE_COMPARE(sandwich_norms) LATHE_COMPARE(
                   final_logit_softcap) LATHE_COMPARE(attn_logit_softcap) LATHE_COMPARE(attention_scale)
                   LATHE_COMPARE(sliding_window) LATHE_COMPARE(sliding_window_pattern) LATHE_COMPARE(

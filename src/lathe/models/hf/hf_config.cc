@@ -629,8 +629,9 @@ Json hf_json_from_model_config(const ModelConfig& config) {
     parameters.set("sliding_attention", rope_object(local_theta, config, false));
     json.set("rope_parameters", std::move(parameters));
     json.set("rope_local_base_freq", local_theta);
-    LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "linear", "export to Hugging Face: ",
-                config.family, " with rope_scaling '", config.rope_scaling, "' is not supported");
+    LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "linear",
+                "export to Hugging Face: ", config.family, " with rope_scaling '", config.rope_scaling,
+                "' is not supported");
     if (config.rope_scaling != "none") json.set("rope_scaling", rope_object(config.rope_theta, config, true));
   } else {
     json.set("rope_parameters", rope_object(config.rope_theta, config, true));

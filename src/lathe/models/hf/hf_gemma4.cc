@@ -38,8 +38,8 @@ void read_layer_rope(const ConfigReader& top, const Json* rope, const char* key,
               "\" is not supported (lathe has default, proportional and linear for Gemma 4)");
   LATHE_CHECK(partial > 0 && partial <= 1, top.source(), ": \"", name, ".partial_rotary_factor\"=", partial,
               " must be in (0, 1]");
-  LATHE_CHECK(type == "proportional" || partial == 1.0, top.source(), ": \"", name, ".partial_rotary_factor\"=",
-              partial, " is not supported with rope_type \"linear\"");
+  LATHE_CHECK(type == "proportional" || partial == 1.0, top.source(), ": \"", name,
+              ".partial_rotary_factor\"=", partial, " is not supported with rope_type \"linear\"");
   config.rope_scaling = type;
   config.rope_scaling_factor = reader.number_or("factor", type == "linear" ? reader.number("factor") : 1.0);
   LATHE_CHECK(config.rope_scaling_factor > 0, top.source(), ": \"", name, ".factor\" must be positive");
@@ -111,7 +111,8 @@ void read_gemma4(const ConfigReader& reader, ModelConfig& config) {
   const std::string& source = reader.source();
   const int64_t n_layers = config.n_layers;
   // Gemma4TextConfig forces the last layer global; lathe's pattern must already have it so.
-  LATHE_CHECK(config.sliding_window == 0 || (config.sliding_window_pattern > 0 && n_layers % config.sliding_window_pattern == 0),
+  LATHE_CHECK(config.sliding_window == 0 ||
+                  (config.sliding_window_pattern > 0 && n_layers % config.sliding_window_pattern == 0),
               source, ": the last of num_hidden_layers=", n_layers, " layers slides in the layer pattern (every ",
               config.sliding_window_pattern, "th global), which transformers forces to full attention; ",
               "lathe supports only patterns that end on a full layer");
@@ -136,7 +137,8 @@ void read_gemma4(const ConfigReader& reader, ModelConfig& config) {
                 ": layer ", layer, " has no earlier layer of its type to share keys and values with");
   config.double_wide_mlp = reader.boolean_or("use_double_wide_mlp", false) && config.kv_shared_layers > 0;
 
-  config.per_layer_input_dim = reader.integer_or("hidden_size_per_layer_input", reader.present("hidden_size_per_layer_input") ? 0 : 256);
+  config.per_layer_input_dim =
+      reader.integer_or("hidden_size_per_layer_input", reader.present("hidden_size_per_layer_input") ? 0 : 256);
   if (config.per_layer_input_dim > 0) {
     const int64_t rows = reader.integer_or("vocab_size_per_layer_input", 262144);
     LATHE_CHECK(rows >= config.vocab_size, source, ": \"vocab_size_per_layer_input\"=", rows,

@@ -102,7 +102,8 @@ TEST(HfGemma4, ReadsEveryOptionAndExportsItBack) {
 
 TEST(HfGemma4, MultimodalCheckpointLoadsItsTextDecoder) {
   const std::string text = R"({"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
-      "text_config": )" + std::string(kMoe) + R"(, "vision_config": {"model_type": "gemma4_vision"},
+      "text_config": )" + std::string(kMoe) +
+                           R"(, "vision_config": {"model_type": "gemma4_vision"},
       "audio_config": {"model_type": "gemma4_audio"}})";
   const HfModelDescription description = parse(text);
   EXPECT_EQ(description.layout, HfWeightLayout::multimodal_text);
@@ -111,16 +112,18 @@ TEST(HfGemma4, MultimodalCheckpointLoadsItsTextDecoder) {
             "model.layers.3.router.proj.weight");
   EXPECT_EQ(lathe_name_from_hf("model.language_model.embed_tokens_per_layer.weight", description),
             "model.embed_tokens_per_layer.weight");
-  for (const char* skipped : {"model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight",
-                              "model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight",
-                              "model.embed_vision.embedding_projection.weight", "model.embed_audio.embedding_projection.weight"})
+  for (const char* skipped :
+       {"model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight",
+        "model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight",
+        "model.embed_vision.embedding_projection.weight", "model.embed_audio.embedding_projection.weight"})
     EXPECT_EQ(lathe_name_from_hf(skipped, description), "") << skipped;
 }
 
 TEST(HfGemma4, EveryOptionLatheLacksIsOneClearError) {
   const std::string base = R"({"model_type": "gemma4_text", )" + kShape;
-  EXPECT_NE(error_of(base + R"(, "use_bidirectional_attention": "all"})").find("\"use_bidirectional_attention\"=\"all\""),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(base + R"(, "use_bidirectional_attention": "all"})").find("\"use_bidirectional_attention\"=\"all\""),
+      std::string::npos);
   EXPECT_NE(error_of(base + R"(, "rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e6}}})")
                 .find("rope_type \"yarn\""),
             std::string::npos);
@@ -133,8 +136,7 @@ TEST(HfGemma4, EveryOptionLatheLacksIsOneClearError) {
             std::string::npos);
   EXPECT_NE(error_of(base + R"(, "enable_moe_block": true, "num_experts": 4})").find("\"top_k_experts\""),
             std::string::npos);
-  EXPECT_NE(error_of(base + R"(, "num_kv_shared_layers": 11})").find("\"num_kv_shared_layers\"=11"),
-            std::string::npos);
+  EXPECT_NE(error_of(base + R"(, "num_kv_shared_layers": 11})").find("\"num_kv_shared_layers\"=11"), std::string::npos);
   EXPECT_NE(error_of(base + R"(, "vocab_size_per_layer_input": 32})").find("\"vocab_size_per_layer_input\"=32"),
             std::string::npos);
 }

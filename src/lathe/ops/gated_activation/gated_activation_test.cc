@@ -114,7 +114,8 @@ TEST(GatedActivation, BackwardIsFiniteForSaturatedGates) {
   const int64_t rows = 7, ffn = 19;
   for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh}) {
     Tensor gate = random_tensor({rows, ffn}, DType::f32, seed, 20, -200, 200);
-    Tensor up = random_tensor({rows, ffn}, DType::f32, seed, 21), dout = random_tensor({rows, ffn}, DType::f32, seed, 22);
+    Tensor up = random_tensor({rows, ffn}, DType::f32, seed, 21),
+           dout = random_tensor({rows, ffn}, DType::f32, seed, 22);
     Tensor dgate = Tensor::empty({rows, ffn}, DType::f32), dup = Tensor::empty({rows, ffn}, DType::f32);
     poison(dgate.view());
     poison(dup.view());

@@ -43,9 +43,9 @@ struct RopeScaling {
   double low_freq_factor = 1.0;   // llama3
   double high_freq_factor = 4.0;  // llama3
   double original_max_position_embeddings = 8192;
-  double beta_fast = 32.0;  // yarn
-  double beta_slow = 1.0;   // yarn
-  bool truncate = true;     // yarn: floor/ceil the correction range (GPT-OSS: false)
+  double beta_fast = 32.0;     // yarn
+  double beta_slow = 1.0;      // yarn
+  bool truncate = true;        // yarn: floor/ceil the correction range (GPT-OSS: false)
   int64_t rotated_pairs = -1;  // >= 0: only pairs [0, rotated_pairs) rotate (proportional); -1: all
 };
 

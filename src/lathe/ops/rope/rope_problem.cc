@@ -32,9 +32,9 @@ RopeSetup parse_setup(const char* op, const ShapeSpec& spec) {
   setup.params.position_offset = spec.get_int("offset", 0);
   setup.params.theta = spec.get_double("theta", 10000.0);
   std::string scaling = spec.get("scaling", "none");
-  LATHE_CHECK(scaling == "none" || scaling == "llama3" || scaling == "yarn" || scaling == "linear" ||
-                  scaling == "proportional",
-              op, ": scaling must be none, llama3, yarn, linear or proportional, got '", scaling, "'");
+  LATHE_CHECK(
+      scaling == "none" || scaling == "llama3" || scaling == "yarn" || scaling == "linear" || scaling == "proportional",
+      op, ": scaling must be none, llama3, yarn, linear or proportional, got '", scaling, "'");
   if (scaling == "llama3") {  // Llama-3.2 rope_scaling
     setup.params.scaling = {RopeScalingType::llama3, 32.0, 1.0, 4.0, 8192.0};
   } else if (scaling == "yarn") {  // GPT-OSS rope_scaling (factor 32 over 4096, untruncated)

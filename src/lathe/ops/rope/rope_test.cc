@@ -221,7 +221,8 @@ TEST(Rope, Llama3InverseFrequenciesFollowTheDefinition) {
 TEST(Rope, LinearAndProportionalFollowTheDefinition) {
   const int64_t head_dim = 16;
   const double theta = 1e6, factor = 8.0;
-  std::vector<double> linear = rope_inverse_frequencies(head_dim, theta, {.type = RopeScalingType::linear, .factor = factor});
+  std::vector<double> linear =
+      rope_inverse_frequencies(head_dim, theta, {.type = RopeScalingType::linear, .factor = factor});
   RopeScaling proportional{.type = RopeScalingType::linear, .factor = 2.0, .rotated_pairs = 2};  // p = 0.25
   std::vector<double> partial = rope_inverse_frequencies(head_dim, theta, proportional);
   for (int64_t i = 0; i < head_dim / 2; ++i) {
