@@ -149,8 +149,11 @@ ModelConfig tiny_config(const std::string& variant) {
     if (moe) {
       config.rope_scaling = "linear";
       config.rope_scaling_factor = 2;
-      config.moe_experts = 4;
-      config.moe_top_k = 2;
+      // Every expert chosen: this router reads the RMS-normalised stream times d^-1/2, so its logits
+      // are small and near-ties flip the f32 and f64 choices for some seeds; the top-k choice itself
+      // is covered by the gemma4_moe golden (routing margins checked when it was made).
+      config.moe_experts = 3;
+      config.moe_top_k = 3;
       config.moe_ffn_dim = 5;
       config.moe_aux_loss_coef = 0.1;
     } else {

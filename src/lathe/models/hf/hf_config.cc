@@ -571,6 +571,29 @@ void write_deepseek(const ModelConfig& config, const HfDeepseek& deepseek, Json&
   if (deepseek.default_mtp_layers > 0) json.set("num_mtp_layers", config.mtp_layers);
 }
 
+// RoPE: 5.x rope_parameters and the 4.x keys that mean the same.
+void write_rope(const ModelConfig& config, const HfFamily& hf, Json& json) {
+  json.set("rope_theta", config.rope_theta);
+  if (hf.rope_per_layer_type) {
+    const double local_theta = config.rope_local_theta > 0 ? config.rope_local_theta : config.rope_theta;
+    Json parameters = Json::object();
+    parameters.set("full_attention", rope_object(config.rope_theta, config, true));
+    parameters.set("sliding_attention", rope_object(local_theta, config, false));
+    json.set("rope_parameters", std::move(parameters));
+    json.set("rope_local_base_freq", local_theta);
+    LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "linear",
+                "export to Hugging Face: ", config.family, " with rope_scaling '", config.rope_scaling,
+                "' is not supported");
+    if (config.rope_scaling != "none") json.set("rope_scaling", rope_object(config.rope_theta, config, true));
+  } else {
+    json.set("rope_parameters", rope_object(config.rope_theta, config, true));
+    if (config.rope_scaling != "none") {
+      Json scaling = rope_object(config.rope_theta, config, true);
+      json.set("rope_scaling", std::move(scaling));
+    }
+  }
+}
+
 }  // namespace
 
 Json hf_json_from_model_config(const ModelConfig& config) {
@@ -619,27 +642,10 @@ Json hf_json_from_model_config(const ModelConfig& config) {
   }
   if (hf.deepseek) write_deepseek(config, *hf.deepseek, json);
 
-  // RoPE: 5.x rope_parameters and the 4.x keys that mean the same.
-  if (hf.gemma4_keys) {
-    write_gemma4(config, json);
-  } else if (json.set("rope_theta", config.rope_theta); hf.rope_per_layer_type) {
-    const double local_theta = config.rope_local_theta > 0 ? config.rope_local_theta : config.rope_theta;
-    Json parameters = Json::object();
-    parameters.set("full_attention", rope_object(config.rope_theta, config, true));
-    parameters.set("sliding_attention", rope_object(local_theta, config, false));
-    json.set("rope_parameters", std::move(parameters));
-    json.set("rope_local_base_freq", local_theta);
-    LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "linear",
-                "export to Hugging Face: ", config.family, " with rope_scaling '", config.rope_scaling,
-                "' is not supported");
-    if (config.rope_scaling != "none") json.set("rope_scaling", rope_object(config.rope_theta, config, true));
-  } else {
-    json.set("rope_parameters", rope_object(config.rope_theta, config, true));
-    if (config.rope_scaling != "none") {
-      Json scaling = rope_object(config.rope_theta, config, true);
-      json.set("rope_scaling", std::move(scaling));
-    }
-  }
+  if (hf.gemma4_keys)
+    write_gemma4(config, json);  // its RoPE per layer type included
+  else
+    write_rope(config, hf, json);
 
   if (config.sliding_window > 0) {
     json.set("sliding_window", config.sliding_window);
