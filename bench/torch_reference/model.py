@@ -94,7 +94,20 @@ MODEL_CONFIG_DEFAULTS = {
     "v_head_dim": 0,
     "mtp_layers": 0,
     "mtp_loss_weight": 0.0,
+    # Gemma 4 keys (models/gemma4_layer.h): read so lathe's model.json loads; this reference has none
+    # of them (all must keep these values).
+    "rope_local_plain": False,
+    "global_head_dim": 0,
+    "global_kv_heads": 0,
+    "attention_k_eq_v": False,
+    "value_norm": False,
+    "kv_shared_layers": 0,
+    "double_wide_mlp": False,
+    "per_layer_input_dim": 0,
+    "per_layer_input_vocab": 0,
 }
+GEMMA4_KEYS = ("rope_local_plain", "global_head_dim", "global_kv_heads", "attention_k_eq_v", "value_norm",
+               "kv_shared_layers", "double_wide_mlp", "per_layer_input_dim", "per_layer_input_vocab")
 
 
 class ModelConfig:
@@ -122,6 +135,10 @@ class ModelConfig:
             raise ValueError(f"{source}: the PyTorch reference has no latent attention, multi-token prediction or "
                              f"interleaved RoPE (kv_lora_rank {self.kv_lora_rank}, mtp_layers {self.mtp_layers}, "
                              f"rope_interleave {self.rope_interleave})")
+        for key in GEMMA4_KEYS:
+            if getattr(self, key) != MODEL_CONFIG_DEFAULTS[key]:
+                raise ValueError(f"{source}: the PyTorch reference has no Gemma 4 mechanisms ({key} is "
+                                 f"{getattr(self, key)!r})")
         if self.moe_experts != 0 or self.qk_norm_full_width:
             raise ValueError(f"{source}: the PyTorch reference models dense layers with per-head q/k norms only "
                              f"(moe_experts {self.moe_experts}, qk_norm_full_width {self.qk_norm_full_width})")

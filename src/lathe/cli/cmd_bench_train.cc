@@ -226,6 +226,10 @@ int run_bench_train(int argc, char** argv) {
       "\nmemory per step (MiB)   predicted: params + grads + adam + activations + transient = total   measured peak   "
       "measured/predicted (target <= 1.3)\n");
   for (RematPolicy policy : kRematPolicies) {
+    if (config.model.kv_shared_layers > 0 && policy != RematPolicy::save_all) {  // refused (transformer.cc)
+      std::printf("  %-16s (not with model.kv_shared_layers > 0)\n", to_string(policy));
+      continue;
+    }
     train_step.set_remat(policy);
     reset_tensor_bytes_peak();
     train_step.run(warmup + steps + 1, next_batch);

@@ -231,10 +231,16 @@ int run_generate(int argc, char** argv) {
     ids.set("generated_ids", id_array(generated));
   }
   if (command_line.has("save-ids")) write_file_atomically(command_line.get("save-ids"), ids.dump(0) + "\n");
-  // MLA's latent cache holds one (kv_lora_rank + qk_rope_head_dim) row per token and layer.
+  // MLA's latent cache holds one (kv_lora_rank + qk_rope_head_dim) row per token and layer; layers
+  // that share earlier layers' keys and values (Gemma 4) cache nothing of their own.
   const KvCache& cache = generator.cache();
+  std::string kind;
+  if (config.model.uses_mla()) kind = " (latent attention)";
+  if (config.model.kv_shared_layers > 0)
+    kind = str_cat(" (", config.model.kv_shared_layers, " of ", config.model.n_layers,
+                   " layers reuse earlier layers' keys and values)");
   std::fprintf(stderr, "kv cache: %lld tokens x %lld bytes/token%s = %.1f KiB\n", static_cast<long long>(cache.length),
-               static_cast<long long>(cache.bytes_per_token()), config.model.uses_mla() ? " (latent attention)" : "",
+               static_cast<long long>(cache.bytes_per_token()), kind.c_str(),
                static_cast<double>(cache.length * cache.bytes_per_token()) / 1024.0);
   return 0;
 }

@@ -281,11 +281,14 @@ inline VecF tanh(VecF x) {
 
 // tanh(x) and its derivative sech^2(x) = 4e / (e + 1)^2 with e = exp(2x), both from one exp.
 // Computing the derivative as 1 - tanh^2 instead cancels catastrophically where tanh is near +-1
-// (about 15x larger error in GELU's backward). exp saturates, so e + 1 never overflows to inf/inf.
+// (about 15x larger error in GELU's backward). x is clamped to +-40 first: exp near its upper clamp
+// returns inf (2^128), and inf * 0 gave NaN derivatives for GELU inputs beyond ~10; past 40, tanh
+// is +-1 in float and sech^2 < 1e-34 either way.
 inline VecF tanh_with_derivative(VecF x, VecF* derivative) {
-  VecF e = exp(x + x);
+  const VecF bounded = min(max(x, VecF::broadcast(-40.0f)), VecF::broadcast(40.0f));
+  VecF e = exp(bounded + bounded);
   VecF r = VecF::broadcast(1.0f) / (e + VecF::broadcast(1.0f));
-  *derivative = VecF::broadcast(4.0f) * e * r * r;
+  *derivative = (e * r) * (VecF::broadcast(4.0f) * r);
   return fnma(VecF::broadcast(2.0f), r, VecF::broadcast(1.0f));
 }
 

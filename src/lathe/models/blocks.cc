@@ -104,6 +104,16 @@ Var sandwich_block(Tape& tape, const BlockContext& context, const LayerParameter
   return autograd::add(tape, after_attention, norm(tape, context, mlp_out, p[kNorm3]));
 }
 
+std::string multimodal_text_weight_name(const std::string& hf_name, std::span<const char* const> skipped) {
+  auto starts_with = [&](const std::string& prefix) { return hf_name.compare(0, prefix.size(), prefix) == 0; };
+  for (const char* prefix : {"model.language_model.", "language_model.model."})
+    if (starts_with(prefix)) return "model." + hf_name.substr(std::string(prefix).size());
+  if (hf_name == "language_model.lm_head.weight" || hf_name == "lm_head.weight") return "lm_head.weight";
+  for (const char* part : skipped)
+    if (starts_with(part)) return "";
+  return hf_name;
+}
+
 LayerActivationCounts feed_forward_counts(const ModelConfig& config, int64_t layer) {
   const int64_t d = config.d_model;
   if (!config.layer_is_moe(layer)) return {3 * config.ffn_dim + d, 2 * config.ffn_dim + d};  // gate, up, act, down

@@ -99,6 +99,12 @@ constexpr LayerSpec standard_decoder_layer(decltype(LayerSpec::parameters) param
   };
 }
 
+// The lathe name of a tensor of a multimodal Gemma checkpoint (HfMultimodalWrapper::lathe_name):
+// transformers 5.x "model.language_model.X" and 4.x "language_model.model.X" -> "model.X", the LM
+// head -> "lm_head.weight"; "" for a tensor under one of `skipped` (the towers lathe does not
+// model); anything else as it is (the loader reports it as unexpected).
+std::string multimodal_text_weight_name(const std::string& hf_name, std::span<const char* const> skipped);
+
 // The two standard layers, ready for a FamilySpec's `layer`.
 inline constexpr LayerSpec kPreNormDecoderLayer = standard_decoder_layer(pre_norm_layer_parameters, pre_norm_block);
 inline constexpr LayerSpec kSandwichDecoderLayer = standard_decoder_layer(sandwich_layer_parameters, sandwich_block);

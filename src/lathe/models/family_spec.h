@@ -43,10 +43,19 @@ struct LayerParameterSpec {
   // The share of this parameter one token's forward reads: top_k / experts for routed expert
   // weights (active-parameter counts and model FLOPs, as MaxText counts them), else 1.
   double active_fraction = 1.0;
+  float initial_value = 0.0f;  // buffers only: the value initialize() gives it (Gemma 4's layer_scalar: 1)
 };
 
 // One layer's parameters, indexed by the family's slots; a slot the config leaves out is null.
 using LayerParameters = std::vector<autograd::Var>;
+
+// The keys and values every layer attended to in this forward (after RoPE; in generation
+// everything cached so far), per layer, kept so that later layers can attend to them again (KV
+// sharing, model.kv_shared_layers). Written by the layers that compute their own; a null entry
+// for the others.
+struct LayerKeyValues {
+  std::vector<autograd::Var> keys, values;
+};
 
 // Where a block runs: the layer, the batch layout of its (batch * seq, d_model) rows, and for
 // inference the KV cache and the position of the first token.
@@ -61,6 +70,13 @@ struct BlockContext {
   std::shared_ptr<autograd::RouterLosses> router_losses;
   // Expert parallelism (models/expert_parallel.h): this rank's experts; null when it holds them all.
   const autograd::ExpertShard* expert_shard = nullptr;
+  // The family's per-layer side inputs (ModelInputsSpec below; Gemma 4's per-layer embeddings):
+  // one (batch * seq, width) Var per layer, or null. Shared: a rematerialised layer's backward
+  // outlives the forward that made them.
+  std::shared_ptr<const std::vector<autograd::Var>> layer_inputs;
+  // KV sharing: where this forward's layers leave and find keys and values (set in every forward
+  // the transformer runs).
+  std::shared_ptr<LayerKeyValues> layer_key_values;
 };
 
 // How the Hugging Face sliding-window keys map onto ModelConfig (sliding_window and its pattern).
@@ -152,6 +168,8 @@ struct HfFamily {
   const HfMultimodalWrapper* multimodal = nullptr;
   const HfMoe* moe = nullptr;            // a mixture-of-experts architecture
   const HfDeepseek* deepseek = nullptr;  // DeepSeek-V2/V3 (with moe)
+  // Gemma 4's config keys (models/hf/hf_gemma4.h): read and written by their own functions.
+  bool gemma4_keys = false;
   // Defaults of the config class for keys a config.json may leave out (0: the common default:
   // num_key_value_heads = num_attention_heads, rms_norm_eps 1e-6, rope theta 10000).
   int64_t default_kv_heads = 0;
@@ -217,12 +235,26 @@ struct LayerSpec {
   bool supports_expert_parallel = false;
 };
 
+// Model-level parameters beside the layers and the per-layer side inputs computed from them
+// (Gemma 4's per-layer embeddings); a FamilySpec without it has none.
+struct ModelInputsSpec {
+  // Under "model." + name, created after model.norm.weight; empty when the config has none.
+  std::vector<LayerParameterSpec> (*parameters)(const ModelConfig& config);
+  int slot_count;
+  // ids: (batch * seq) i32; embedded: (batch * seq, d_model), the scaled token embeddings -> one
+  // Var per layer (BlockContext::layer_input), or none.
+  std::vector<autograd::Var> (*layer_inputs)(autograd::Tape& tape, const ModelConfig& config,
+                                             const LayerParameters& parameters, const Tensor& ids,
+                                             const autograd::Var& embedded);
+};
+
 struct FamilySpec {
   const char* name;  // model.family: "qwen3"
   HfFamily hf;
   FamilyTraits traits;
   const char* default_chat_template;  // what data.chat_template=auto falls back to: "plain", "chatml", ...
   LayerSpec layer;                    // every layer of the model is one of these
+  const ModelInputsSpec* model_inputs = nullptr;
 };
 
 // The spec of a model.family name; lathe::Error "model.family: unknown family 'X' (known: ...)".

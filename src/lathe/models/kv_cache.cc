@@ -21,6 +21,16 @@ KvCache KvCache::latent(int64_t layers, int64_t max_seq, int64_t width) {
   return cache;
 }
 
+KvCache KvCache::per_layer(const std::vector<std::pair<int64_t, int64_t>>& heads_and_dims, int64_t max_seq) {
+  KvCache cache;
+  for (const auto& [heads, head_dim] : heads_and_dims) {
+    const Shape shape{1, heads > 0 ? max_seq : 0, heads, head_dim};
+    cache.keys.push_back(Tensor::zeros(shape, DType::f32));
+    cache.values.push_back(Tensor::zeros(shape, DType::f32));
+  }
+  return cache;
+}
+
 int64_t KvCache::bytes_per_token() const {
   int64_t bytes = 0;
   for (const std::vector<Tensor>* tensors : {&keys, &values})

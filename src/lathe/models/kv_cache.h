@@ -3,6 +3,7 @@
 // latent attention (models/mla_layer.h) keeps one latent row per token in `keys` and no values.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "lathe/core/tensor.h"
@@ -21,6 +22,9 @@ struct KvCache {
   KvCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim);
   // One row of `width` floats per token and layer, no values (multi-head latent attention).
   static KvCache latent(int64_t layers, int64_t max_seq, int64_t width);
+  // Per layer (kv_heads, head_dim); a layer with 0 heads keeps nothing (it reuses another layer's
+  // keys and values: KV sharing) and its tensors have no tokens.
+  static KvCache per_layer(const std::vector<std::pair<int64_t, int64_t>>& heads_and_dims, int64_t max_seq);
 
  private:
   KvCache() = default;

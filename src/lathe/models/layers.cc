@@ -16,12 +16,27 @@ Var norm(Tape& tape, const BlockContext& context, const Var& x, const Var& weigh
 
 RopeParams rope_params(const ModelConfig& config, int64_t layer, int64_t position_offset) {
   RopeParams params;
-  params.rotary_dim = config.uses_mla() ? config.qk_rope_head_dim : config.rotary_dim();
   params.interleaved = config.rope_interleave;
   params.position_offset = position_offset;
-  params.theta =
-      config.layer_is_local(layer) && config.rope_local_theta > 0 ? config.rope_local_theta : config.rope_theta;
-  if (config.rope_scaling == "llama3") {
+  const bool local = config.layer_is_local(layer);
+  params.theta = local && config.rope_local_theta > 0 ? config.rope_local_theta : config.rope_theta;
+  const int64_t head_dim = config.layer_head_dim(layer);
+  if (local && config.rope_local_plain) {  // Gemma 3/4: sliding layers' own, unscaled RoPE
+    params.rotary_dim = head_dim;
+    return params;
+  }
+  // The small epsilon keeps factors like 0.4 * 80 (= 31.999... in binary) from losing a pair.
+  const auto partial =
+      static_cast<int64_t>(std::floor(static_cast<double>(head_dim) * config.partial_rotary_factor + 1e-9));
+  params.rotary_dim = config.uses_mla() ? config.qk_rope_head_dim : partial - partial % 2;
+  if (config.rope_scaling == "linear" || config.rope_scaling == "proportional") {
+    params.scaling.type = RopeScalingType::linear;
+    params.scaling.factor = config.rope_scaling_factor;
+    if (config.rope_scaling == "proportional") {  // the whole head pairs up; int(p * head_dim // 2) pairs rotate
+      params.rotary_dim = head_dim;
+      params.scaling.rotated_pairs = partial / 2;
+    }
+  } else if (config.rope_scaling == "llama3") {
     params.scaling.type = RopeScalingType::llama3;
     params.scaling.factor = config.rope_scaling_factor;
     params.scaling.low_freq_factor = config.rope_low_freq_factor;
@@ -42,8 +57,7 @@ RopeParams rope_params(const ModelConfig& config, int64_t layer, int64_t positio
   return params;
 }
 
-// Per-head RMSNorm of (batch, seq, heads, head_dim).
-static Var head_norm(Tape& tape, const BlockContext& context, const Var& x, const Var& weight) {
+Var head_norm(Tape& tape, const BlockContext& context, const Var& x, const Var& weight) {
   const Shape shape = x->value.shape();
   Var rows = autograd::reshape(tape, x, {shape[0] * shape[1] * shape[2], shape[3]});
   return autograd::reshape(tape, norm(tape, context, rows, weight), shape);

@@ -39,6 +39,9 @@ RopeParams rope_params(const ModelConfig& config, int64_t layer, int64_t positio
 // x: (rows, d_model) -> RMSNorm with the model's eps and weight offset.
 autograd::Var norm(autograd::Tape& tape, const BlockContext& context, const autograd::Var& x,
                    const autograd::Var& weight);
+// x: (batch, seq, heads, head_dim) -> RMSNorm of every head with weight (head_dim).
+autograd::Var head_norm(autograd::Tape& tape, const BlockContext& context, const autograd::Var& x,
+                        const autograd::Var& weight);
 // x: (batch * seq, d_model), already normalised -> the attention output projected back to d_model:
 // q/k/v projections, optional per-head q/k RMSNorm, RoPE, causal (optionally sliding-window, soft-
 // capped) GQA flash attention (with per-head sinks when weights.sinks is set), output projection

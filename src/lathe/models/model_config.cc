@@ -26,6 +26,14 @@ int64_t ModelConfig::rotary_dim() const {
   return rotated - rotated % 2;
 }
 
+int64_t ModelConfig::kv_source_layer(int64_t layer) const {
+  const int64_t first_shared = n_layers - kv_shared_layers;
+  if (kv_shared_layers <= 0 || layer < first_shared) return layer;
+  for (int64_t source = first_shared - 1; source >= 0; --source)
+    if (layer_is_local(source) == layer_is_local(layer)) return source;
+  return -1;
+}
+
 bool ModelConfig::layer_is_local(int64_t layer) const {
   return sliding_window > 0 && (sliding_window_pattern == 0 || (layer + 1) % sliding_window_pattern != 0);
 }
@@ -58,12 +66,23 @@ bool ModelConfig::layer_is_moe(int64_t layer) const {
   return true;
 }
 
+// The parameters the family declares beside the embeddings and the final norm (its layers' and
+// model-level ones), each counted times `active` ? its active fraction : 1.
+static double declared_parameters(const ModelConfig& config, bool active) {
+  const FamilySpec& spec = find_family_spec(config.family);
+  double count = 0;
+  for (int64_t layer = 0; layer < config.n_layers; ++layer)
+    for (const LayerParameterSpec& parameter : spec.layer.parameters(config, layer))
+      count += static_cast<double>(parameter.shape.numel()) * (active ? parameter.active_fraction : 1.0);
+  if (spec.model_inputs)
+    for (const LayerParameterSpec& parameter : spec.model_inputs->parameters(config))
+      count += static_cast<double>(parameter.shape.numel()) * (active ? parameter.active_fraction : 1.0);
+  return count;
+}
+
 int64_t ModelConfig::active_parameter_count() const {
-  double active = static_cast<double>(vocab_size * d_model * (tie_embeddings ? 1 : 2) + d_model);
-  for (int64_t layer = 0; layer < n_layers; ++layer)
-    for (const LayerParameterSpec& parameter : find_family_spec(family).layer.parameters(*this, layer))
-      active += static_cast<double>(parameter.shape.numel()) * parameter.active_fraction;
-  return static_cast<int64_t>(std::llround(active));
+  const double active = static_cast<double>(vocab_size * d_model * (tie_embeddings ? 1 : 2) + d_model);
+  return static_cast<int64_t>(std::llround(active + declared_parameters(*this, true)));
 }
 
 std::string active_parameters_note(const ModelConfig& config) {
@@ -74,12 +93,9 @@ std::string active_parameters_note(const ModelConfig& config) {
 }
 
 int64_t ModelConfig::parameter_count() const {
-  int64_t layers = 0;  // the parameters the family's layers declare
-  for (int64_t layer = 0; layer < n_layers; ++layer)
-    for (const LayerParameterSpec& parameter : find_family_spec(family).layer.parameters(*this, layer))
-      layers += parameter.shape.numel();
+  const auto declared = static_cast<int64_t>(std::llround(declared_parameters(*this, false)));
   const int64_t embeddings = vocab_size * d_model * (tie_embeddings ? 1 : 2);
-  return layers + d_model /* final norm */ + embeddings;
+  return declared + d_model /* final norm */ + embeddings;
 }
 
 }  // namespace lathe

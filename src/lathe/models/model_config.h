@@ -56,7 +56,12 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double rope_local_theta = 0.0;       // theta for sliding-window layers (Gemma 3: 10000); 0: rope_theta
   double partial_rotary_factor = 1.0;  // rotary_dim = head_dim * factor (rounded down to even)
-  std::string rope_scaling = "none";   // none | llama3 | yarn
+  std::string rope_scaling = "none";   // none | llama3 | yarn | linear | proportional
+                                       // linear: inv_freq / factor (Gemma 3's global layers);
+                                       // proportional (Gemma 4's global layers): pairs (i, i +
+                                       // head_dim/2) over the whole head, frequencies theta^(-2i/head_dim)
+                                       // / factor, only the first floor(partial_rotary_factor *
+                                       // head_dim / 2) pairs rotate (the rest pass through)
   double rope_scaling_factor = 8.0;
   double rope_low_freq_factor = 1.0;   // llama3
   double rope_high_freq_factor = 4.0;  // llama3
@@ -69,6 +74,9 @@ struct ModelConfig {
                                           // multiplies the softmax scale by mscale(factor, this)^2
   double rope_attention_factor = 0.0;     // yarn: cos/sin multiplier; 0: derived from the mscales
   bool rope_interleave = false;           // rotate (2i, 2i+1) pairs (DeepSeek) instead of halves
+  // Sliding layers get plain RoPE of their own (Gemma 3/4's per-layer-type rope_parameters):
+  // rope_local_theta, every pair rotated, neither rope_scaling nor partial_rotary_factor applies.
+  bool rope_local_plain = false;
 
   double norm_eps = 1e-5;
   float norm_weight_offset = 0.0f;  // Gemma stores RMSNorm weights as w - 1 (offset 1)
@@ -123,9 +131,31 @@ struct ModelConfig {
   int64_t mtp_layers = 0;
   double mtp_loss_weight = 0.0;
 
+  // Gemma 4 (models/gemma4_layer.h); every one is off (0/false) in the other families.
+  int64_t global_head_dim = 0;        // head_dim of the global (full-attention) layers; 0: head_dim
+  int64_t global_kv_heads = 0;        // key/value heads of the global layers; 0: n_kv_heads
+  bool attention_k_eq_v = false;      // global layers have no v_proj: values are the keys' projection
+  bool value_norm = false;            // RMSNorm without a weight on the values, per head
+  int64_t kv_shared_layers = 0;       // the last N layers reuse the keys/values of the last earlier
+                                      // layer of their type (training and the KV cache alike)
+  bool double_wide_mlp = false;       // the KV-sharing layers' MLP is 2 * ffn_dim wide
+  int64_t per_layer_input_dim = 0;    // per-layer embeddings (PLE) width per layer; 0: none
+  int64_t per_layer_input_vocab = 0;  // rows of the PLE table; 0: vocab_size
+
   double init_std = 0.02;  // normal(0, init_std) for matrices; norms start at 1 (0 with offset 1)
 
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
+  // Layer geometry: global layers may have their own head_dim and key/value heads (Gemma 4).
+  int64_t layer_head_dim(int64_t layer) const {
+    return global_head_dim > 0 && !layer_is_local(layer) ? global_head_dim : resolved_head_dim();
+  }
+  int64_t layer_kv_heads(int64_t layer) const {
+    return global_kv_heads > 0 && !layer_is_local(layer) ? global_kv_heads : n_kv_heads;
+  }
+  // The layer whose keys and values layer `layer` attends to: itself, or for one of the last
+  // kv_shared_layers layers the last earlier layer of the same type (local/global) that computes
+  // its own; -1 when there is none (a config error, see check_kv_sharing).
+  int64_t kv_source_layer(int64_t layer) const;
   int64_t rotary_dim() const;
   bool layer_is_local(int64_t layer) const;
   int64_t parameter_count() const;

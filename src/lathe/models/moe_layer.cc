@@ -19,15 +19,11 @@ MoeRouterOptions moe_router_options(const ModelConfig& config) {
   return options;
 }
 
-Var moe_mlp(Tape& tape, const BlockContext& context, const MoeWeights& weights, const Var& x) {
+Var routed_experts(Tape& tape, const BlockContext& context, const MoeWeights& weights, const Var& x,
+                   const autograd::RoutedTokens& routed) {
   const ModelConfig& config = *context.config;
   const GatedActivation activation =
       config.ffn_activation == FfnActivation::silu ? GatedActivation::silu : GatedActivation::gelu_tanh;
-  Var logits = autograd::linear(tape, x, *weights.router);
-  const Tensor selection_bias =
-      weights.selection_bias && *weights.selection_bias ? (*weights.selection_bias)->value : Tensor{};
-  autograd::RoutedTokens routed = autograd::moe_route(tape, logits, selection_bias, moe_router_options(config),
-                                                      context.router_losses, context.layer);
   autograd::PermutedTokens permuted = autograd::moe_permute(tape, x, routed.expert_ids, config.moe_experts);
   Var rows = permuted.rows;
   Tensor offsets = permuted.group_offsets;
@@ -42,7 +38,16 @@ Var moe_mlp(Tape& tape, const BlockContext& context, const MoeWeights& weights, 
   Var expert_out = autograd::grouped_linear(tape, hidden, *weights.experts_down, offsets);
   if (context.expert_shard)
     expert_out = autograd::expert_return(tape, *context.expert_shard, expert_out, dispatched.plan);
-  Var y = autograd::moe_combine(tape, expert_out, routed.weights, permuted.destination);
+  return autograd::moe_combine(tape, expert_out, routed.weights, permuted.destination);
+}
+
+Var moe_mlp(Tape& tape, const BlockContext& context, const MoeWeights& weights, const Var& x) {
+  Var logits = autograd::linear(tape, x, *weights.router);
+  const Tensor selection_bias =
+      weights.selection_bias && *weights.selection_bias ? (*weights.selection_bias)->value : Tensor{};
+  autograd::RoutedTokens routed = autograd::moe_route(tape, logits, selection_bias, moe_router_options(*context.config),
+                                                      context.router_losses, context.layer);
+  Var y = routed_experts(tape, context, weights, x, routed);
   if (!weights.shared_gate_proj || !*weights.shared_gate_proj) return y;
   Var shared =
       gated_mlp(tape, context, {weights.shared_gate_proj, weights.shared_up_proj, weights.shared_down_proj}, x);

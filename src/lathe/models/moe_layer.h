@@ -37,5 +37,10 @@ MoeRouterOptions moe_router_options(const ModelConfig& config);
 // set) the router's rows are recorded for the model's router losses.
 autograd::Var moe_mlp(autograd::Tape& tape, const BlockContext& context, const MoeWeights& weights,
                       const autograd::Var& x);
+// The routed half of moe_mlp: x: (tokens, d_model) through the experts `routed` chose, combined
+// with routed.weights -> (tokens, d_model); no shared expert. For a family that routes from
+// another input than the experts read (Gemma 4); reads weights.experts_gate_up / experts_down.
+autograd::Var routed_experts(autograd::Tape& tape, const BlockContext& context, const MoeWeights& weights,
+                             const autograd::Var& x, const autograd::RoutedTokens& routed);
 
 }  // namespace lathe

@@ -30,7 +30,8 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
     LayerParameters parameters(family_->layer.slot_count);
     for (const LayerParameterSpec& spec : declared) {
       LATHE_ASSERT(spec.slot >= 0 && spec.slot < family_->layer.slot_count && !parameters[spec.slot]);
-      parameters[spec.slot] = add_parameter(prefix + spec.name, spec.kind, spec.shape, spec.active_fraction);
+      parameters[spec.slot] =
+          add_parameter(prefix + spec.name, spec.kind, spec.shape, spec.active_fraction, spec.initial_value);
     }
     layers_.push_back(std::move(parameters));
     if (config.layer_is_moe(layer)) moe_layers_.push_back(layer);
@@ -51,14 +52,19 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
     mtp_modules_.push_back(std::move(module));
   }
   final_norm_ = add_parameter("model.norm.weight", ParameterKind::norm, {d});
+  if (const ModelInputsSpec* inputs = family_->model_inputs) {
+    model_inputs_.resize(inputs->slot_count);
+    for (const LayerParameterSpec& spec : inputs->parameters(config))
+      model_inputs_[spec.slot] = add_parameter("model." + spec.name, spec.kind, spec.shape, 1.0, spec.initial_value);
+  }
   if (!config.tie_embeddings) lm_head_ = add_parameter("lm_head.weight", ParameterKind::matrix, {config.vocab_size, d});
 }
 
 Var TransformerModel::add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,
-                                    double active_fraction) {
+                                    double active_fraction, float initial_value) {
   const DType dtype = precision_ == autograd::Precision::fast ? DType::f32 : DType::f64;
   Var var = autograd::make_parameter(Tensor::zeros(shape, dtype), Tensor::zeros(shape, dtype));
-  parameters_.push_back({name, kind, var, active_fraction, false});
+  parameters_.push_back({name, kind, var, active_fraction, false, false, initial_value});
   return var;
 }
 
@@ -115,7 +121,7 @@ void TransformerModel::initialize(uint64_t seed) {
     if (parameter.kind == ParameterKind::norm)
       fill_value(parameter.var->value, 1.0 - config_.norm_weight_offset);
     else if (parameter.kind == ParameterKind::bias || parameter.kind == ParameterKind::buffer)
-      fill_value(parameter.var->value, 0.0);  // as transformers initialises projection biases
+      fill_value(parameter.var->value, parameter.initial_value);  // biases 0, as transformers initialises them
     else if (parameter.expert_shard) {
       // This rank's rows of the single process's draw.
       Tensor whole = Tensor::empty(whole_shape(parameter), parameter.var->value.dtype());
@@ -165,9 +171,22 @@ float TransformerModel::embedding_multiplier() const {
 
 Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, int64_t seq, RematPolicy remat,
                                  KvCache* cache, const std::shared_ptr<autograd::RouterLosses>& router_losses) const {
-  Var h = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), embedding_multiplier());
+  const Tensor flat_ids = ids.reshape({batch * seq});
+  Var h = autograd::embedding(tape, embed_tokens_, flat_ids, embedding_multiplier());
+  std::shared_ptr<const std::vector<Var>> layer_inputs;
+  if (family_->model_inputs)
+    if (auto inputs = family_->model_inputs->layer_inputs(tape, config_, model_inputs_, flat_ids, h); !inputs.empty())
+      layer_inputs = std::make_shared<const std::vector<Var>>(std::move(inputs));
+  // A layer's recomputation would make new keys and values that the sharing layers never see.
+  LATHE_CHECK(config_.kv_shared_layers == 0 || remat == RematPolicy::save_all || !tape.recording(),
+              "train.remat=", to_string(remat),
+              " is not supported with model.kv_shared_layers=", config_.kv_shared_layers, " (use save_all)");
+  auto key_values = std::make_shared<LayerKeyValues>();
+  key_values->keys.resize(config_.n_layers);
+  key_values->values.resize(config_.n_layers);
   for (int64_t layer = 0; layer < config_.n_layers; ++layer) {
-    BlockContext context{&config_, layer, batch, seq, cache ? cache->length : 0, cache, router_losses, expert_shard()};
+    BlockContext context{&config_, layer,         batch,          seq,          cache ? cache->length : 0,
+                         cache,    router_losses, expert_shard(), layer_inputs, key_values};
     const LayerParameters* parameters = &layers_[layer];
     const FamilySpec* family = family_;
     h = autograd::rematerialize(tape, remat, h, [family, context, parameters](Tape& inner, const Var& input) {
@@ -241,8 +260,9 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
         autograd::reshape(tape, autograd::rms_norm(tape, embedded, module.enorm, eps, offset), {batch * seq, 1, d}),
         autograd::reshape(tape, autograd::rms_norm(tape, previous, module.hnorm, eps, offset), {batch * seq, 1, d}));
     Var x = autograd::linear(tape, autograd::reshape(tape, joined, {batch * seq, 2 * d}), module.eh_proj);
-    BlockContext context{&config_,      config_.n_layers + static_cast<int64_t>(k), batch, seq, 0, nullptr, nullptr,
-                         expert_shard()};
+    BlockContext context{
+        &config_, config_.n_layers + static_cast<int64_t>(k), batch, seq, 0, nullptr, nullptr, expert_shard(), nullptr,
+        nullptr};
     const LayerParameters* parameters = &module.block;
     const FamilySpec* family = family_;
     Var h = autograd::rematerialize(tape, remat, x, [family, context, parameters](Tape& inner, const Var& input) {

@@ -25,6 +25,7 @@ struct Parameter {
   double active_fraction = 1.0;  // share one token's forward reads (routed experts: top_k / experts)
   bool expert_shard = false;     // expert parallelism: holds only this rank's experts (axis 0)
   bool frozen = false;           // kept and saved, not trained (multi-token prediction with weight 0)
+  float initial_value = 0.0f;    // buffers: the value initialize() fills in
 };
 
 // What the routers of a mixture-of-experts model did in one loss() call.
@@ -116,7 +117,7 @@ class TransformerModel {
 
  private:
   autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,
-                              double active_fraction = 1.0);
+                              double active_fraction = 1.0, float initial_value = 0.0f);
   autograd::Var run_layers(autograd::Tape& tape, const Tensor& ids, int64_t batch, int64_t seq, RematPolicy remat,
                            KvCache* cache, const std::shared_ptr<autograd::RouterLosses>& router_losses) const;
   Shape whole_shape(const Parameter& parameter) const;  // the single-process shape
@@ -139,6 +140,7 @@ class TransformerModel {
   std::vector<Parameter> parameters_;
   autograd::Var embed_tokens_, final_norm_, lm_head_;
   std::vector<LayerParameters> layers_;                // per layer, indexed by the family's slots
+  LayerParameters model_inputs_;                       // FamilySpec::model_inputs' parameters, by its slots
   std::vector<int64_t> moe_layers_;                    // the layers with a mixture-of-experts feed-forward
   std::vector<MtpModule> mtp_modules_;                 // model.mtp_layers of them
   std::optional<autograd::ExpertShard> expert_shard_;  // expert parallelism only

@@ -58,7 +58,7 @@ std::vector<const char*> enum_names() {
 }
 
 using Choices = std::span<const char* const>;
-constexpr std::array<const char*, 3> kRopeScalings = {"none", "llama3", "yarn"};
+constexpr std::array<const char*, 5> kRopeScalings = {"none", "llama3", "yarn", "linear", "proportional"};
 constexpr std::array<const char*, 2> kDataFormats = {"text", "sft"};
 constexpr std::array<const char*, 2> kRouterScorings = {"softmax", "sigmoid"};
 constexpr std::array<const char*, 6> kChatTemplates = {"auto", "plain", "chatml", "llama3", "gemma", "mistral"};
@@ -109,6 +109,8 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("model.rope_attention_factor", model.rope_attention_factor,
         "yarn scaling: cos/sin multiplier; 0: derived from factor and the mscales");
   field("model.rope_interleave", model.rope_interleave, "RoPE rotates adjacent pairs (DeepSeek) instead of halves");
+  field("model.rope_local_plain", model.rope_local_plain,
+        "sliding layers: plain RoPE at rope_local_theta, no scaling or partial rotary (Gemma 3/4)");
   field("model.norm_eps", model.norm_eps, "RMSNorm epsilon");
   field("model.norm_weight_offset", model.norm_weight_offset, "RMSNorm scales by (offset + weight); Gemma: 1");
   field("model.tie_embeddings", model.tie_embeddings, "lm_head shares the embedding matrix");
@@ -149,6 +151,15 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("model.v_head_dim", model.v_head_dim, "latent attention: per-head value width");
   field("model.mtp_layers", model.mtp_layers, "multi-token prediction modules after the last layer (DeepSeek-V3)");
   field("model.mtp_loss_weight", model.mtp_loss_weight, "weight of the multi-token prediction loss; 0: not trained");
+  field("model.global_head_dim", model.global_head_dim, "head_dim of global layers (Gemma 4); 0: head_dim");
+  field("model.global_kv_heads", model.global_kv_heads, "key/value heads of global layers (Gemma 4); 0: n_kv_heads");
+  field("model.attention_k_eq_v", model.attention_k_eq_v, "global layers reuse the key projection as values");
+  field("model.value_norm", model.value_norm, "RMSNorm without weight on each value head (Gemma 4)");
+  field("model.kv_shared_layers", model.kv_shared_layers,
+        "the last N layers reuse the keys/values of the last earlier layer of their type (Gemma 4)");
+  field("model.double_wide_mlp", model.double_wide_mlp, "KV-sharing layers get a 2 * ffn_dim MLP (Gemma 4)");
+  field("model.per_layer_input_dim", model.per_layer_input_dim, "per-layer embedding width (Gemma 4 PLE); 0: none");
+  field("model.per_layer_input_vocab", model.per_layer_input_vocab, "rows of the PLE table; 0: vocab_size");
   field("model.init_std", model.init_std, "standard deviation of the initial weight matrices");
 
   TrainSection& train = config.train;

@@ -102,7 +102,7 @@ TEST(TrainConfig, WrongTypesNameKeyExpectationAndValue) {
             "test.yaml:1:14: checkpoint.async: expected true or false, got 'yes'");
   EXPECT_EQ(error_of([] { from_yaml("model: {family: lama}\n"); }),
             "test.yaml:1:9: model.family: expected one of llama, mistral, qwen2, qwen3, gemma2, gemma3, mixtral, "
-            "qwen2_moe, qwen3_moe, olmoe, gpt_oss, deepseek_v2, deepseek_v3, got 'lama'");
+            "qwen2_moe, qwen3_moe, olmoe, gpt_oss, deepseek_v2, deepseek_v3, gemma4, got 'lama'");
   EXPECT_EQ(error_of([] { from_yaml("train: {remat: all}\n"); }),
             "test.yaml:1:9: train.remat: expected one of save_all, recompute_layer, save_matmuls, got 'all'");
   EXPECT_EQ(error_of([] { from_yaml("run_dir: 2024\n"); }),
@@ -277,8 +277,8 @@ TEST(TrainConfigValidation, EachRuleGivesOneClearLine) {
        "dist.expert_parallel=true needs a mixture-of-experts model (model.moe_experts is 0)"},
       {[](TrainConfig& c) { c.train.seq_len = 512; }, "train.seq_len=512 does not fit model.max_seq_len=256"},
       {[](TrainConfig& c) { c.model.sandwich_norms = true; },
-       "model.sandwich_norms=true does not match model.family=llama (sandwich norms are the gemma2/gemma3 block's "
-       "wiring)"},
+       "model.sandwich_norms=true does not match model.family=llama (sandwich norms are the gemma2/gemma3/gemma4 "
+       "block's wiring)"},
       {[](TrainConfig& c) { c.optimizer.lr = 0; }, "optimizer.lr=0 must be > 0"},
       {[](TrainConfig& c) { c.optimizer.min_lr_ratio = 2; }, "optimizer.min_lr_ratio=2 must be in [0, 1]"},
       {[](TrainConfig& c) { c.optimizer.beta1 = 1; }, "optimizer.beta1=1 must be in [0, 1)"},

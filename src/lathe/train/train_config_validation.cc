@@ -36,6 +36,7 @@ class ProblemList {
 
 void check_experts(const ModelConfig& model, ProblemList& problems);
 void check_latent_attention(const ModelConfig& model, ProblemList& problems);
+void check_gemma4_options(const ModelConfig& model, ProblemList& problems);
 
 void check_model(const ModelConfig& model, ProblemList& problems) {
   // First, and alone: the checks below loop over layers and multiply dimensions.
@@ -98,6 +99,8 @@ void check_model(const ModelConfig& model, ProblemList& problems) {
     problems.require_positive("model.rope_yarn_beta_fast", model.rope_yarn_beta_fast);
     problems.require_positive("model.rope_yarn_beta_slow", model.rope_yarn_beta_slow);
   }
+  if (model.rope_scaling == "linear" || model.rope_scaling == "proportional")
+    problems.require_positive("model.rope_scaling_factor", model.rope_scaling_factor);
   problems.require_non_negative("model.rope_yarn_mscale", model.rope_yarn_mscale);
   problems.require_non_negative("model.rope_yarn_mscale_all_dim", model.rope_yarn_mscale_all_dim);
   problems.require_non_negative("model.rope_attention_factor", model.rope_attention_factor);
@@ -114,6 +117,31 @@ void check_model(const ModelConfig& model, ProblemList& problems) {
                  " has no effect without model.sliding_window > 0");
   problems.require_positive("model.init_std", model.init_std);
   check_experts(model, problems);
+  check_gemma4_options(model, problems);
+}
+
+void check_gemma4_options(const ModelConfig& model, ProblemList& problems) {
+  problems.require_non_negative("model.global_head_dim", model.global_head_dim);
+  problems.require_non_negative("model.global_kv_heads", model.global_kv_heads);
+  problems.require_non_negative("model.kv_shared_layers", model.kv_shared_layers);
+  problems.require_non_negative("model.per_layer_input_dim", model.per_layer_input_dim);
+  problems.require_non_negative("model.per_layer_input_vocab", model.per_layer_input_vocab);
+  if (model.global_head_dim % 2 != 0)
+    problems.add("model.global_head_dim=", model.global_head_dim, " must be even (RoPE rotates pairs)");
+  if (model.global_kv_heads > 0 && model.n_heads % model.global_kv_heads != 0)
+    problems.add("model.global_kv_heads=", model.global_kv_heads, " does not divide model.n_heads=", model.n_heads);
+  if (model.kv_shared_layers >= model.n_layers && model.kv_shared_layers > 0)
+    problems.add("model.kv_shared_layers=", model.kv_shared_layers, " must be below model.n_layers=", model.n_layers,
+                 " (a layer of each type must compute the shared keys and values)");
+  else
+    for (int64_t layer = 0; layer < model.n_layers && model.kv_shared_layers > 0; ++layer)
+      if (model.kv_source_layer(layer) < 0) {
+        problems.add("model.kv_shared_layers=", model.kv_shared_layers, ": layer ", layer,
+                     " has no earlier layer of its type (local/global) whose keys and values it could reuse");
+        break;
+      }
+  if (model.double_wide_mlp && model.kv_shared_layers == 0)
+    problems.add("model.double_wide_mlp=true has no effect without model.kv_shared_layers > 0");
 }
 
 void check_latent_attention(const ModelConfig& model, ProblemList& problems) {

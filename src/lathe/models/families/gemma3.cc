@@ -8,20 +8,10 @@
 namespace lathe {
 namespace {
 
-bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.compare(0, prefix.size(), prefix) == 0;
-}
+constexpr const char* kSkippedParts[] = {"model.vision_tower.", "vision_tower.", "model.multi_modal_projector.",
+                                         "multi_modal_projector."};
 
-// transformers 5.x "model.language_model.*", 4.x "language_model.model.*".
-std::string text_weight_name(const std::string& hf_name) {
-  for (const char* prefix : {"model.language_model.", "language_model.model."})
-    if (starts_with(hf_name, prefix)) return "model." + hf_name.substr(std::string(prefix).size());
-  if (hf_name == "language_model.lm_head.weight" || hf_name == "lm_head.weight") return "lm_head.weight";
-  for (const char* skipped :
-       {"model.vision_tower.", "vision_tower.", "model.multi_modal_projector.", "multi_modal_projector."})
-    if (starts_with(hf_name, skipped)) return "";
-  return hf_name;  // anything else is reported as unexpected by the loader
-}
+std::string text_weight_name(const std::string& hf_name) { return multimodal_text_weight_name(hf_name, kSkippedParts); }
 
 constexpr HfMultimodalWrapper kConditionalGeneration = {
     .architecture = "Gemma3ForConditionalGeneration",

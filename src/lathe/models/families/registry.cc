@@ -18,7 +18,8 @@
   X(olmoe)                \
   X(gpt_oss)              \
   X(deepseek_v2)          \
-  X(deepseek_v3)
+  X(deepseek_v3)          \
+  X(gemma4)
 
 namespace lathe {
 

@@ -30,6 +30,18 @@ bool is_mtp_copy_of_shared_tensor(const std::string& name, const ModelConfig& co
   return false;
 }
 
+// KV sharing (model.kv_shared_layers, Gemma 4): a sharing layer's own key/value projections and
+// norms, which published checkpoints may still carry and transformers ignores on load.
+bool is_unused_kv_tensor_of_sharing_layer(const std::string& name, const ModelConfig& config) {
+  for (int64_t layer = config.n_layers - config.kv_shared_layers; layer < config.n_layers; ++layer) {
+    if (config.kv_source_layer(layer) == layer) continue;
+    const std::string prefix = str_cat("model.layers.", layer, ".self_attn.");
+    for (const char* part : {"k_proj.", "v_proj.", "k_norm.", "v_norm."})
+      if (name.starts_with(prefix + part)) return true;
+  }
+  return false;
+}
+
 // Reads one checkpoint tensor into `destination` after checking its dtype and shape.
 void read_piece(const SafetensorsCheckpoint& checkpoint, const std::string& hf_name, const TensorView& destination) {
   const std::string& source = checkpoint.path();
@@ -63,18 +75,27 @@ void load_weights(TransformerModel& model, const std::string& hf_dir, const HfMo
     known.insert(parameter.name);
     for (const HfTensorPiece& piece : pieces_of.back()) known.insert(piece.hf_name);
   }
+  int64_t skipped_parts = 0;  // tensors of a multimodal checkpoint's other towers
   for (const std::string& hf_name : checkpoint.names()) {
     const std::string name = lathe_name_from_hf(hf_name, description);
+    skipped_parts += name.empty() ? 1 : 0;
     if (name.empty() || ends_with(name, "rotary_emb.inv_freq")) continue;
     if (!known.count(name)) {
       if (name == "lm_head.weight" && model.config().tie_embeddings) continue;  // a tied head saved anyway
       if (is_mtp_copy_of_shared_tensor(name, model.config())) continue;
+      if (is_unused_kv_tensor_of_sharing_layer(name, model.config())) continue;
       throw_error(source, ": unexpected tensor \"", hf_name, "\" (not a parameter of this ", model.config().family,
                   " model)");
     }
     LATHE_CHECK(checkpoint_name_of.emplace(name, hf_name).second, source, ": tensor \"", hf_name, "\" maps to \"", name,
                 "\", which another tensor also maps to");
   }
+  if (skipped_parts > 0)
+    std::fprintf(stderr,
+                 "note: %s: a %s checkpoint: lathe loads its text decoder and skips the %lld tensors of what it does "
+                 "not model (vision or audio towers, projectors); an export writes the text decoder alone, as %s\n",
+                 source.c_str(), description.family->hf.multimodal->architecture, static_cast<long long>(skipped_parts),
+                 description.family->hf.architecture);
   for (size_t index = 0; index < model.parameters().size(); ++index) {
     const Parameter& parameter = model.parameters()[index];
     const std::vector<HfTensorPiece>& pieces = pieces_of[index];
@@ -103,38 +124,83 @@ void copy_file_into(const std::string& source, const std::string& destination) {
 // "model.d_model (64 vs 32)" for the first field where two configs differ; "" when equal.
 std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) {
 #define LATHE_COMPARE(field) \
-  if (!(a.field == b.field)) return str_cat("model." #field " (", a.field, " vs ", b.field, ")");
-  LATHE_COMPARE(family)
-  LATHE_COMPARE(vocab_size)
-  LATHE_COMPARE(d_model)
-  LATHE_COMPARE(n_layers)
-  LATHE_COMPARE(n_heads) LATHE_COMPARE(n_kv_heads) LATHE_COMPARE(head_dim) LATHE_COMPARE(ffn_dim) LATHE_COMPARE(
-      max_seq_len) LATHE_COMPARE(rope_theta) LATHE_COMPARE(rope_local_theta) LATHE_COMPARE(partial_rotary_factor)
-      LATHE_COMPARE(rope_scaling) LATHE_COMPARE(rope_scaling_factor) LATHE_COMPARE(rope_low_freq_factor) LATHE_COMPARE(
-          rope_high_freq_factor) LATHE_COMPARE(rope_original_max_position) LATHE_COMPARE(norm_eps)
-          LATHE_COMPARE(norm_weight_offset) LATHE_COMPARE(tie_embeddings) LATHE_COMPARE(qk_norm)
-              LATHE_COMPARE(attention_bias) LATHE_COMPARE(embedding_scale) LATHE_COMPARE(sandwich_norms) LATHE_COMPARE(
-                  final_logit_softcap) LATHE_COMPARE(attn_logit_softcap) LATHE_COMPARE(attention_scale)
-                  LATHE_COMPARE(sliding_window) LATHE_COMPARE(sliding_window_pattern) LATHE_COMPARE(
-                      init_std) LATHE_COMPARE(qk_norm_full_width) LATHE_COMPARE(moe_experts) LATHE_COMPARE(moe_top_k)
-                      LATHE_COMPARE(moe_ffn_dim) LATHE_COMPARE(moe_router_scoring) LATHE_COMPARE(moe_renormalize)
-                          LATHE_COMPARE(moe_routed_scaling) LATHE_COMPARE(moe_shared_ffn_dim) LATHE_COMPARE(
-                              moe_shared_gate) LATHE_COMPARE(moe_first_dense_layers) LATHE_COMPARE(moe_layer_step)
-                              LATHE_COMPARE(moe_dense_layers) LATHE_COMPARE(moe_aux_loss_coef) LATHE_COMPARE(
-                                  moe_z_loss_coef) LATHE_COMPARE(rope_yarn_beta_fast) LATHE_COMPARE(rope_yarn_beta_slow)
-                                  LATHE_COMPARE(rope_yarn_truncate) LATHE_COMPARE(rope_yarn_mscale)
-                                      LATHE_COMPARE(rope_yarn_mscale_all_dim) LATHE_COMPARE(rope_attention_factor)
-                                          LATHE_COMPARE(rope_interleave) LATHE_COMPARE(moe_bias_update_rate)
-                                              LATHE_COMPARE(moe_groups) LATHE_COMPARE(moe_topk_groups) LATHE_COMPARE(
-                                                  moe_group_score_experts) LATHE_COMPARE(q_lora_rank)
-                                                  LATHE_COMPARE(kv_lora_rank) LATHE_COMPARE(qk_nope_head_dim)
-                                                      LATHE_COMPARE(qk_rope_head_dim) LATHE_COMPARE(v_head_dim)
-                                                          LATHE_COMPARE(mtp_layers) LATHE_COMPARE(mtp_loss_weight)
+  if (!(a.field == b.field)) return str_cat("model." #field " (", a.field, " vs ", b.field, ")")
+  LATHE_COMPARE(family);
+  LATHE_COMPARE(vocab_size);
+  LATHE_COMPARE(d_model);
+  LATHE_COMPARE(n_layers);
+  LATHE_COMPARE(n_heads);
+  LATHE_COMPARE(n_kv_heads);
+  LATHE_COMPARE(head_dim);
+  LATHE_COMPARE(ffn_dim);
+  LATHE_COMPARE(max_seq_len);
+  LATHE_COMPARE(rope_theta);
+  LATHE_COMPARE(rope_local_theta);
+  LATHE_COMPARE(partial_rotary_factor);
+  LATHE_COMPARE(rope_scaling);
+  LATHE_COMPARE(rope_scaling_factor);
+  LATHE_COMPARE(rope_low_freq_factor);
+  LATHE_COMPARE(rope_high_freq_factor);
+  LATHE_COMPARE(rope_original_max_position);
+  LATHE_COMPARE(norm_eps);
+  LATHE_COMPARE(norm_weight_offset);
+  LATHE_COMPARE(tie_embeddings);
+  LATHE_COMPARE(qk_norm);
+  LATHE_COMPARE(attention_bias);
+  LATHE_COMPARE(embedding_scale);
+  LATHE_COMPARE(sandwich_norms);
+  LATHE_COMPARE(final_logit_softcap);
+  LATHE_COMPARE(attn_logit_softcap);
+  LATHE_COMPARE(attention_scale);
+  LATHE_COMPARE(sliding_window);
+  LATHE_COMPARE(sliding_window_pattern);
+  LATHE_COMPARE(init_std);
+  LATHE_COMPARE(qk_norm_full_width);
+  LATHE_COMPARE(moe_experts);
+  LATHE_COMPARE(moe_top_k);
+  LATHE_COMPARE(moe_ffn_dim);
+  LATHE_COMPARE(moe_router_scoring);
+  LATHE_COMPARE(moe_renormalize);
+  LATHE_COMPARE(moe_routed_scaling);
+  LATHE_COMPARE(moe_shared_ffn_dim);
+  LATHE_COMPARE(moe_shared_gate);
+  LATHE_COMPARE(moe_first_dense_layers);
+  LATHE_COMPARE(moe_layer_step);
+  LATHE_COMPARE(moe_dense_layers);
+  LATHE_COMPARE(moe_aux_loss_coef);
+  LATHE_COMPARE(moe_z_loss_coef);
+  LATHE_COMPARE(rope_yarn_beta_fast);
+  LATHE_COMPARE(rope_yarn_beta_slow);
+  LATHE_COMPARE(rope_yarn_truncate);
+  LATHE_COMPARE(rope_yarn_mscale);
+  LATHE_COMPARE(rope_yarn_mscale_all_dim);
+  LATHE_COMPARE(rope_attention_factor);
+  LATHE_COMPARE(rope_interleave);
+  LATHE_COMPARE(moe_bias_update_rate);
+  LATHE_COMPARE(moe_groups);
+  LATHE_COMPARE(moe_topk_groups);
+  LATHE_COMPARE(moe_group_score_experts);
+  LATHE_COMPARE(q_lora_rank);
+  LATHE_COMPARE(kv_lora_rank);
+  LATHE_COMPARE(qk_nope_head_dim);
+  LATHE_COMPARE(qk_rope_head_dim);
+  LATHE_COMPARE(v_head_dim);
+  LATHE_COMPARE(mtp_layers);
+  LATHE_COMPARE(mtp_loss_weight);
+  LATHE_COMPARE(rope_local_plain);
+  LATHE_COMPARE(global_head_dim);
+  LATHE_COMPARE(global_kv_heads);
+  LATHE_COMPARE(attention_k_eq_v);
+  LATHE_COMPARE(value_norm);
+  LATHE_COMPARE(kv_shared_layers);
+  LATHE_COMPARE(double_wide_mlp);
+  LATHE_COMPARE(per_layer_input_dim);
+  LATHE_COMPARE(per_layer_input_vocab);
 #undef LATHE_COMPARE
-                                                              if (a.ffn_activation != b.ffn_activation) return str_cat(
-                                                                  "model.ffn_activation (", to_string(a.ffn_activation),
-                                                                  " vs ", to_string(b.ffn_activation), ")");
-  return "";
+  if (a.ffn_activation != b.ffn_activation)
+    return str_cat("model.ffn_activation (", to_string(a.ffn_activation), " vs ", to_string(b.ffn_activation), ")");
+  // A field this list lacks still makes the configs differ.
+  return a == b ? "" : "a model field first_config_difference does not list";
 }
 
 HfModelDescription read_hf_model_description(const std::string& hf_dir) {

@@ -55,6 +55,26 @@ ModelConfig tiny_config(const std::string& family) {
     config.moe_dense_layers = "1";
   }
   if (family == "qwen3_moe") config.moe_layer_step = 2;
+  if (family == "gemma4") {  // layers 0, 1 slide, layer 2 is global (6 wide, k = v); PLE 4; layer_scalar
+    config.qk_norm = true;
+    config.sandwich_norms = true;
+    config.value_norm = true;
+    config.embedding_scale = 0;
+    config.ffn_activation = FfnActivation::gelu_tanh;
+    config.attention_scale = 1;
+    config.sliding_window = 4;
+    config.sliding_window_pattern = 3;
+    config.rope_local_theta = 100;
+    config.rope_local_plain = true;
+    config.rope_scaling = "proportional";
+    config.rope_scaling_factor = 1;
+    config.partial_rotary_factor = 0.5;
+    config.global_head_dim = 6;
+    config.attention_k_eq_v = true;
+    config.per_layer_input_dim = 4;
+    config.tie_embeddings = true;
+    config.final_logit_softcap = 10;
+  }
   if (family == "deepseek_v2" || family == "deepseek_v3") {  // as an import of its config.json sets them
     const bool v3 = family == "deepseek_v3";
     config.kv_lora_rank = 6;
@@ -135,7 +155,8 @@ TEST_P(HfCheckpointFamilies, SaveThenLoadGivesTheSameModelAndLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HfCheckpointFamilies,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "mixtral",
-                                           "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3"));
+                                           "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3",
+                                           "gemma4"));
 
 // DeepSeek-V3's multi-token prediction modules travel as layers num_hidden_layers + k (above, the
 // round trip keeps them); a checkpoint without them (transformers saves none) loads without them,
@@ -371,24 +392,33 @@ TEST(HfCheckpoint, TiedHeadSavedAnywayAndOldRotaryBuffersAreSkipped) {
   expect_same_parameters(model, load_hf_model(scratch.path()), "seed " + std::to_string(seed));
 }
 
-TEST(HfCheckpoint, LoadsGemma3MultimodalNamesAndSkipsVision) {
+// Gemma 3's and Gemma 4's ConditionalGeneration checkpoints: the text decoder under
+// model.language_model.*, the other towers skipped (with one note line).
+TEST(HfCheckpoint, LoadsGemmaMultimodalNamesAndSkipsTheOtherTowers) {
   const uint64_t seed = test_seed();
-  ScratchDirectory scratch;
-  const TransformerModel model = random_model(tiny_config("gemma3"), seed);
-  save_hf_model(model, scratch.path());
-  Json text_config = Json::parse(read_file_contents(scratch.file("config.json")));
-  Json config = Json::object();
-  Json architectures = Json::array();
-  architectures.push("Gemma3ForConditionalGeneration");
-  config.set("architectures", std::move(architectures));
-  config.set("model_type", "gemma3");
-  config.set("text_config", std::move(text_config));
-  write_file_atomically(scratch.file("config.json"), config.dump());
-  rewrite_weights(scratch.path(), [](auto& tensors) {
-    for (auto& [name, tensor] : tensors) name = "model.language_model." + name.substr(std::string("model.").size());
-    tensors.emplace_back("model.vision_tower.patch_embedding.weight", Tensor::zeros({3}, DType::f32));
-  });
-  expect_same_parameters(model, load_hf_model(scratch.path()), "seed " + std::to_string(seed));
+  for (const char* family : {"gemma3", "gemma4"}) {
+    ScratchDirectory scratch;
+    const TransformerModel model = random_model(tiny_config(family), seed);
+    save_hf_model(model, scratch.path());
+    Json text_config = Json::parse(read_file_contents(scratch.file("config.json")));
+    const std::string gemma4 = std::string(family) == "gemma4" ? "true" : "";
+    Json config = Json::object();
+    Json architectures = Json::array();
+    architectures.push(gemma4.empty() ? "Gemma3ForConditionalGeneration" : "Gemma4ForConditionalGeneration");
+    config.set("architectures", std::move(architectures));
+    config.set("model_type", gemma4.empty() ? "gemma3" : "gemma4");
+    config.set("text_config", std::move(text_config));
+    write_file_atomically(scratch.file("config.json"), config.dump());
+    rewrite_weights(scratch.path(), [&](auto& tensors) {
+      for (auto& [name, tensor] : tensors) name = "model.language_model." + name.substr(std::string("model.").size());
+      tensors.emplace_back("model.vision_tower.patch_embedding.weight", Tensor::zeros({3}, DType::f32));
+      if (!gemma4.empty()) {
+        tensors.emplace_back("model.audio_tower.layers.0.weight", Tensor::zeros({3}, DType::f32));
+        tensors.emplace_back("model.embed_vision.embedding_projection.weight", Tensor::zeros({3}, DType::f32));
+      }
+    });
+    expect_same_parameters(model, load_hf_model(scratch.path()), str_cat(family, " seed ", seed));
+  }
 }
 
 TEST(HfCheckpoint, LoadWeightsRequiresTheSameConfig) {

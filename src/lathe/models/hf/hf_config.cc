@@ -5,6 +5,8 @@
 
 #include "lathe/core/error.h"
 #include "lathe/models/family_spec.h"
+#include "lathe/models/hf/hf_config_reader.h"
+#include "lathe/models/hf/hf_gemma4.h"
 
 namespace lathe {
 
@@ -47,61 +49,6 @@ const FamilySpec& find_family_for_export(const std::string& family) {
   return *spec;
 }
 
-// Typed reads of config.json keys; every error names the file and the key.
-class ConfigReader {
- public:
-  ConfigReader(const Json& json, std::string source) : json_(json), source_(std::move(source)) {}
-
-  const Json* find(const std::string& key) const {
-    const Json* value = json_.find(key);
-    return value && !value->is_null() ? value : nullptr;
-  }
-  bool has(const std::string& key) const { return find(key) != nullptr; }
-  bool present(const std::string& key) const { return json_.find(key) != nullptr; }  // null included
-
-  double number(const std::string& key) const {
-    const Json* value = find(key);
-    LATHE_CHECK(value, source_, ": missing key \"", key, "\"");
-    LATHE_CHECK(value->is_number(), source_, ": \"", key, "\" must be a number, found ", value->dump(0));
-    return value->as_number();
-  }
-  double number_or(const std::string& key, double fallback) const { return has(key) ? number(key) : fallback; }
-
-  int64_t integer(const std::string& key) const {
-    double value = number(key);
-    LATHE_CHECK(std::floor(value) == value && value >= 0 && value < 9.0e15, source_, ": \"", key,
-                "\" must be a non-negative integer, found ", value);
-    return static_cast<int64_t>(value);
-  }
-  int64_t integer_or(const std::string& key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
-  int64_t positive_integer(const std::string& key) const {
-    const int64_t value = integer(key);
-    LATHE_CHECK(value > 0, source_, ": \"", key, "\" must be positive, found ", value);
-    return value;
-  }
-
-  bool boolean_or(const std::string& key, bool fallback) const {
-    const Json* value = find(key);
-    if (!value) return fallback;
-    LATHE_CHECK(value->kind() == Json::Kind::boolean, source_, ": \"", key, "\" must be true or false, found ",
-                value->dump(0));
-    return value->as_bool();
-  }
-
-  std::string string_or(const std::string& key, const std::string& fallback) const {
-    const Json* value = find(key);
-    if (!value) return fallback;
-    LATHE_CHECK(value->is_string(), source_, ": \"", key, "\" must be a string, found ", value->dump(0));
-    return value->as_string();
-  }
-
-  const std::string& source() const { return source_; }
-
- private:
-  const Json& json_;
-  std::string source_;
-};
-
 // One rope_parameters / rope_scaling object -> theta (when it holds one) and the scaling fields.
 void read_rope_object(const Json& rope, const std::string& key, const ConfigReader& top, ModelConfig& config,
                       double* theta) {
@@ -113,8 +60,14 @@ void read_rope_object(const Json& rope, const std::string& key, const ConfigRead
   LATHE_CHECK(partial == 1.0, top.source(), ": \"", key, ".partial_rotary_factor\"=", partial,
               " is not supported for this architecture (expected 1)");
   if (type == "default") return;
-  LATHE_CHECK(type == "llama3" || type == "yarn", top.source(), ": \"", key, "\" rope_type \"", type,
-              "\" is not supported (lathe has default, llama3 and yarn)");
+  LATHE_CHECK(type == "llama3" || type == "yarn" || type == "linear", top.source(), ": \"", key, "\" rope_type \"",
+              type, "\" is not supported (lathe has default, linear, llama3 and yarn)");
+  if (type == "linear") {  // transformers' _compute_linear_scaling_rope_parameters (Gemma 3 4B/12B/27B)
+    config.rope_scaling = "linear";
+    config.rope_scaling_factor = reader.number("factor");
+    LATHE_CHECK(config.rope_scaling_factor > 0, top.source(), ": \"", key, ".factor\" must be positive");
+    return;
+  }
   if (type == "yarn") {  // transformers' _compute_yarn_parameters
     config.rope_scaling = "yarn";
     config.rope_original_max_position = reader.integer_or("original_max_position_embeddings", config.max_seq_len);
@@ -367,6 +320,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
               " must be a positive multiple of num_key_value_heads=", config.n_kv_heads);
   config.head_dim = reader.present("head_dim") ? reader.integer_or("head_dim", 0) : hf.default_head_dim;
   if (hf.deepseek) read_deepseek_attention(reader, config);
+  if (hf.gemma4_keys) read_gemma4_geometry(reader, config);
   LATHE_CHECK(config.head_dim > 0 || config.d_model % config.n_heads == 0, source, ": hidden_size=", config.d_model,
               " is not divisible by num_attention_heads=", config.n_heads, " and \"head_dim\" is not given");
   LATHE_CHECK(config.resolved_head_dim() % 2 == 0, source, ": head_dim ", config.resolved_head_dim(),
@@ -384,8 +338,10 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
   if (!family.traits.attention_bias)
     LATHE_CHECK(!reader.boolean_or("attention_bias", false), source, ": \"attention_bias\"=true is not supported for ",
                 hf.architecture, " (it adds an o_proj bias lathe does not have)");
-  LATHE_CHECK(!reader.boolean_or("use_bidirectional_attention", false), source,
-              ": \"use_bidirectional_attention\"=true is not supported");
+  if (const Json* bidirectional = reader.find("use_bidirectional_attention"))  // a bool, or Gemma 4's "all"/"vision"
+    LATHE_CHECK(bidirectional->kind() == Json::Kind::boolean && !bidirectional->as_bool(), source,
+                ": \"use_bidirectional_attention\"=", bidirectional->dump(0),
+                " is not supported (lathe's decoder attends causally)");
   if (const Json* quantization = reader.find("quantization_config")) {
     const Json* method = quantization->is_object() ? quantization->find("quant_method") : nullptr;
     throw_error(source, ": \"quantization_config\" (quant_method ", method ? method->dump(0) : std::string("?"),
@@ -401,7 +357,9 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
                 hf.architecture, " defaults to rope_type \"", hf.default_rope_type,
                 "\" with parameters the config does not give; write its \"rope_parameters\" out");
   config.rope_local_theta = hf.default_rope_local_theta;
-  read_rope(reader, config, hf.default_rope_theta > 0 ? hf.default_rope_theta : 10000.0);
+  if (!hf.gemma4_keys) read_rope(reader, config, hf.default_rope_theta > 0 ? hf.default_rope_theta : 10000.0);
+  // Gemma 3: the sliding layers' own RoPE is never scaled (it differs only where scaling is on).
+  config.rope_local_plain = hf.rope_per_layer_type && config.rope_scaling != "none";
   read_sliding_window(reader, hf, config);
   // A pattern longer than the model means every layer is local, which pattern 0 says.
   if (config.sliding_window_pattern > config.n_layers) config.sliding_window_pattern = 0;
@@ -425,6 +383,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
   }
   if (hf.moe) read_moe(reader, hf, config);
   if (hf.deepseek) read_deepseek(reader, *hf.deepseek, config);
+  if (hf.gemma4_keys) read_gemma4(reader, config);
   return config;
 }
 
@@ -477,7 +436,11 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
     LATHE_CHECK(condition, "export to Hugging Face: model.family '", config.family, "' needs ", what);
   };
   auto flag = [](const char* key, bool value) { return str_cat(key, value ? "=true" : "=false"); };
-  require(config.partial_rotary_factor == 1.0, "partial_rotary_factor=1");
+  if (hf.gemma4_keys)
+    check_gemma4_exportable(config);
+  else
+    check_no_gemma4_options(config);
+  require(config.partial_rotary_factor == 1.0 || hf.gemma4_keys, "partial_rotary_factor=1");
   require(config.qk_norm == traits.qk_norm, flag("qk_norm", traits.qk_norm));
   require(config.qk_norm_full_width == traits.qk_norm_full_width,
           flag("qk_norm_full_width", traits.qk_norm_full_width));
@@ -488,14 +451,17 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
   require(config.embedding_scale == traits.embedding_scale, traits.embedding_scale == 0
                                                                 ? std::string("embedding_scale=0 (sqrt(d_model))")
                                                                 : str_cat("embedding_scale=", traits.embedding_scale));
-  if (!hf.query_pre_attn_scalar_and_softcaps) {
+  if (!hf.query_pre_attn_scalar_and_softcaps && !hf.gemma4_keys) {
     require(config.final_logit_softcap == 0 && config.attn_logit_softcap == 0, "no logit soft-capping");
     require(
         config.attention_scale == 0 ||
             std::fabs(config.attention_scale * std::sqrt(static_cast<double>(config.resolved_head_dim())) - 1) < 1e-6,
         "attention_scale=0 (1/sqrt(head_dim))");
   }
-  if (!hf.rope_per_layer_type) require(config.rope_local_theta == 0, "rope_local_theta=0");
+  if (!hf.rope_per_layer_type && !hf.gemma4_keys) require(config.rope_local_theta == 0, "rope_local_theta=0");
+  if (!hf.rope_per_layer_type && !hf.gemma4_keys) require(!config.rope_local_plain, "rope_local_plain=false");
+  if (hf.rope_per_layer_type && config.rope_scaling != "none")
+    require(config.rope_local_plain, "rope_local_plain=true (its sliding layers' RoPE is never scaled)");
   if (hf.deepseek) {
     const HfDeepseek& deepseek = *hf.deepseek;
     require(config.uses_mla(), "multi-head latent attention (kv_lora_rank > 0)");
@@ -525,9 +491,9 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
     require(config.moe_bias_update_rate == 0, "moe_bias_update_rate=0 (no selection bias)");
     require(config.moe_groups == 1, "moe_groups=1");
   }
-  if (!hf.moe) {
+  if (!hf.moe && !hf.gemma4_keys) {
     require(config.moe_experts == 0, "moe_experts=0 (its architecture has no experts)");
-  } else if (config.moe_experts > 0 && !hf.deepseek) {
+  } else if (config.moe_experts > 0 && !hf.deepseek && hf.moe) {
     const HfMoe& moe = *hf.moe;
     require(config.moe_router_scoring == "softmax", "moe_router_scoring=softmax");
     require(config.moe_routed_scaling == 1.0, "moe_routed_scaling=1");
@@ -577,6 +543,9 @@ Json rope_object(double theta, const ModelConfig& config, bool scaled) {
     if (config.rope_yarn_mscale > 0) rope.set("mscale", config.rope_yarn_mscale);
     if (config.rope_yarn_mscale_all_dim > 0) rope.set("mscale_all_dim", config.rope_yarn_mscale_all_dim);
     if (config.rope_attention_factor > 0) rope.set("attention_factor", config.rope_attention_factor);
+  } else if (scaled && config.rope_scaling == "linear") {
+    rope.set("rope_type", "linear");
+    rope.set("factor", config.rope_scaling_factor);
   } else if (scaled && config.rope_scaling == "llama3") {
     rope.set("rope_type", "llama3");
     rope.set("factor", config.rope_scaling_factor);
@@ -609,13 +578,37 @@ void write_deepseek(const ModelConfig& config, const HfDeepseek& deepseek, Json&
   if (deepseek.default_mtp_layers > 0) json.set("num_mtp_layers", config.mtp_layers);
 }
 
+// RoPE: 5.x rope_parameters and the 4.x keys that mean the same.
+void write_rope(const ModelConfig& config, const HfFamily& hf, Json& json) {
+  json.set("rope_theta", config.rope_theta);
+  if (hf.rope_per_layer_type) {
+    const double local_theta = config.rope_local_theta > 0 ? config.rope_local_theta : config.rope_theta;
+    Json parameters = Json::object();
+    parameters.set("full_attention", rope_object(config.rope_theta, config, true));
+    parameters.set("sliding_attention", rope_object(local_theta, config, false));
+    json.set("rope_parameters", std::move(parameters));
+    json.set("rope_local_base_freq", local_theta);
+    LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "linear",
+                "export to Hugging Face: ", config.family, " with rope_scaling '", config.rope_scaling,
+                "' is not supported");
+    if (config.rope_scaling != "none") json.set("rope_scaling", rope_object(config.rope_theta, config, true));
+  } else {
+    json.set("rope_parameters", rope_object(config.rope_theta, config, true));
+    if (config.rope_scaling != "none") {
+      Json scaling = rope_object(config.rope_theta, config, true);
+      json.set("rope_scaling", std::move(scaling));
+    }
+  }
+}
+
 }  // namespace
 
 Json hf_json_from_model_config(const ModelConfig& config) {
   const FamilySpec& family = find_family_for_export(config.family);
   const HfFamily& hf = family.hf;
   check_exportable(config, family);
-  LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "llama3" || config.rope_scaling == "yarn",
+  LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "llama3" || config.rope_scaling == "yarn" ||
+                  config.rope_scaling == "linear" || hf.gemma4_keys,
               "export to Hugging Face: model.rope_scaling '", config.rope_scaling, "' is not supported");
   Json json = Json::object();
   Json architectures = Json::array();
@@ -656,24 +649,10 @@ Json hf_json_from_model_config(const ModelConfig& config) {
   }
   if (hf.deepseek) write_deepseek(config, *hf.deepseek, json);
 
-  // RoPE: 5.x rope_parameters and the 4.x keys that mean the same.
-  json.set("rope_theta", config.rope_theta);
-  if (hf.rope_per_layer_type) {
-    const double local_theta = config.rope_local_theta > 0 ? config.rope_local_theta : config.rope_theta;
-    Json parameters = Json::object();
-    parameters.set("full_attention", rope_object(config.rope_theta, config, true));
-    parameters.set("sliding_attention", rope_object(local_theta, config, false));
-    json.set("rope_parameters", std::move(parameters));
-    json.set("rope_local_base_freq", local_theta);
-    LATHE_CHECK(config.rope_scaling == "none", "export to Hugging Face: ", config.family, " with rope_scaling '",
-                config.rope_scaling, "' is not supported");
-  } else {
-    json.set("rope_parameters", rope_object(config.rope_theta, config, true));
-    if (config.rope_scaling != "none") {
-      Json scaling = rope_object(config.rope_theta, config, true);
-      json.set("rope_scaling", std::move(scaling));
-    }
-  }
+  if (hf.gemma4_keys)
+    write_gemma4(config, json);  // its RoPE per layer type included
+  else
+    write_rope(config, hf, json);
 
   if (config.sliding_window > 0) {
     json.set("sliding_window", config.sliding_window);

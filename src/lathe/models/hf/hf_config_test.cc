@@ -467,8 +467,8 @@ TEST(HfConfig, UnsupportedOptionsAreOneClearErrorEach) {
   expect_error(R"({"model_type": "llama", "mlp_bias": true, )" + base + "}", "\"mlp_bias\"=true is not supported");
   expect_error(R"({"model_type": "llama", "attention_bias": true, )" + base + "}",
                "\"attention_bias\"=true is not supported for LlamaForCausalLM");
-  expect_error(R"({"model_type": "llama", "rope_scaling": {"rope_type": "linear", "factor": 2.0}, )" + base + "}",
-               "\"rope_scaling\" rope_type \"linear\" is not supported");
+  expect_error(R"({"model_type": "llama", "rope_scaling": {"rope_type": "longrope", "factor": 2.0}, )" + base + "}",
+               "\"rope_scaling\" rope_type \"longrope\" is not supported");
   expect_error(R"({"model_type": "llama", "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}, )" + base + "}",
                "\"rope_parameters\" rope_type \"dynamic\" is not supported");
   expect_error(R"({"model_type": "qwen2", "use_sliding_window": true, "num_key_value_heads": 4, )" + base + "}",

@@ -41,7 +41,7 @@ static void yarn_inverse_frequencies(int64_t rotary_dim, double theta, const Rop
   }
 }
 
-void rope_inverse_frequencies(int64_t rotary_dim, double theta, const RopeScaling& scaling, double* out) {
+static void scaled_inverse_frequencies(int64_t rotary_dim, double theta, const RopeScaling& scaling, double* out) {
   if (scaling.type == RopeScalingType::yarn) return yarn_inverse_frequencies(rotary_dim, theta, scaling, out);
   const double low_freq_wavelen = scaling.original_max_position_embeddings / scaling.low_freq_factor;
   const double high_freq_wavelen = scaling.original_max_position_embeddings / scaling.high_freq_factor;
@@ -57,8 +57,15 @@ void rope_inverse_frequencies(int64_t rotary_dim, double theta, const RopeScalin
         inv_freq = (1.0 - smooth) * inv_freq / scaling.factor + smooth * inv_freq;
       }
     }
+    if (scaling.type == RopeScalingType::linear) inv_freq /= scaling.factor;
     out[i] = inv_freq;
   }
+}
+
+void rope_inverse_frequencies(int64_t rotary_dim, double theta, const RopeScaling& scaling, double* out) {
+  scaled_inverse_frequencies(rotary_dim, theta, scaling, out);
+  if (scaling.rotated_pairs >= 0)
+    for (int64_t i = scaling.rotated_pairs; i < rotary_dim / 2; ++i) out[i] = 0.0;
 }
 
 std::vector<double> rope_inverse_frequencies(int64_t rotary_dim, double theta, const RopeScaling& scaling) {
@@ -89,6 +96,9 @@ static void validate_rope(const char* op, const char* in_name, const TensorView&
     check.require(s.high_freq_factor > s.low_freq_factor, "scaling.high_freq_factor (", s.high_freq_factor,
                   ") must exceed scaling.low_freq_factor (", s.low_freq_factor, ")");
   }
+  if (params.scaling.type == RopeScalingType::linear) check.positive("scaling.factor", params.scaling.factor);
+  check.require(params.scaling.rotated_pairs >= -1, "scaling.rotated_pairs is ", params.scaling.rotated_pairs,
+                ", expected >= -1");
   if (params.scaling.type == RopeScalingType::yarn) {
     const RopeScaling& s = params.scaling;
     check.positive("scaling.factor", s.factor).positive("scaling.beta_fast", s.beta_fast);

@@ -24,7 +24,7 @@
 
 namespace lathe {
 
-enum class RopeScalingType { none, llama3, yarn };
+enum class RopeScalingType { none, llama3, yarn, linear };
 
 // Frequency scaling: Llama 3 (transformers' _compute_llama3_parameters) or YaRN
 // (_compute_yarn_parameters): with d = rotary_dim, the correction range
@@ -33,16 +33,20 @@ enum class RopeScalingType { none, llama3, yarn };
 // ramp[i] = clamp((i - low) / (high - low), 0, 1) and
 //   inv_freq[i] = base[i] / factor * ramp[i] + base[i] * (1 - ramp[i]).
 // YaRN also scales cos/sin by an attention factor: RopeParams::attention_factor (see
-// yarn_attention_factor).
+// yarn_attention_factor). Linear (transformers' _compute_linear_scaling_rope_parameters):
+// inv_freq[i] = base[i] / factor. rotated_pairs >= 0 (proportional RoPE, transformers'
+// _compute_proportional_rope_parameters, with rotary_dim = head_dim): pairs i >= rotated_pairs
+// get inv_freq 0, so they pass through unrotated.
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::none;
   double factor = 8.0;
   double low_freq_factor = 1.0;   // llama3
   double high_freq_factor = 4.0;  // llama3
   double original_max_position_embeddings = 8192;
-  double beta_fast = 32.0;  // yarn
-  double beta_slow = 1.0;   // yarn
-  bool truncate = true;     // yarn: floor/ceil the correction range (GPT-OSS: false)
+  double beta_fast = 32.0;     // yarn
+  double beta_slow = 1.0;      // yarn
+  bool truncate = true;        // yarn: floor/ceil the correction range (GPT-OSS: false)
+  int64_t rotated_pairs = -1;  // >= 0: only pairs [0, rotated_pairs) rotate (proportional); -1: all
 };
 
 // transformers' YaRN attention factor when the config gives none: get_mscale(factor, mscale) /

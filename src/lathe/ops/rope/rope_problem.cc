@@ -1,6 +1,7 @@
 // rope and rope_backward as registered problems (tests, tuner, bench, `lathe ops`).
 // Shape keys: batch, seq, heads, head_dim, rotary_dim (0: head_dim), dtype, theta,
-// scaling (none|llama3, Llama-3.2 values|yarn, GPT-OSS-like values with its attention factor),
+// scaling (none|llama3, Llama-3.2 values|yarn, GPT-OSS-like values with its attention factor|linear,
+// factor 8 as Gemma 3's global layers|proportional, Gemma 4's global layers: a quarter of the pairs rotate),
 // offset (position offset), positions (none|i32|i64), layout (half|interleaved).
 #include "lathe/ops/problem.h"
 #include "lathe/ops/rope/rope.h"
@@ -31,14 +32,20 @@ RopeSetup parse_setup(const char* op, const ShapeSpec& spec) {
   setup.params.position_offset = spec.get_int("offset", 0);
   setup.params.theta = spec.get_double("theta", 10000.0);
   std::string scaling = spec.get("scaling", "none");
-  LATHE_CHECK(scaling == "none" || scaling == "llama3" || scaling == "yarn", op,
-              ": scaling must be none, llama3 or yarn, got '", scaling, "'");
+  LATHE_CHECK(
+      scaling == "none" || scaling == "llama3" || scaling == "yarn" || scaling == "linear" || scaling == "proportional",
+      op, ": scaling must be none, llama3, yarn, linear or proportional, got '", scaling, "'");
   if (scaling == "llama3") {  // Llama-3.2 rope_scaling
     setup.params.scaling = {RopeScalingType::llama3, 32.0, 1.0, 4.0, 8192.0};
   } else if (scaling == "yarn") {  // GPT-OSS rope_scaling (factor 32 over 4096, untruncated)
     setup.params.scaling = {
         .type = RopeScalingType::yarn, .factor = 32.0, .original_max_position_embeddings = 4096, .truncate = false};
     setup.params.attention_factor = yarn_attention_factor(32.0, 0.0, 0.0);
+  } else if (scaling == "linear") {  // Gemma 3 4B/12B/27B global layers
+    setup.params.scaling = {.type = RopeScalingType::linear, .factor = 8.0};
+  } else if (scaling == "proportional") {  // Gemma 4 global layers: partial_rotary_factor 0.25
+    const int64_t rotary_dim = setup.params.rotary_dim > 0 ? setup.params.rotary_dim : setup.shape[3];
+    setup.params.scaling = {.type = RopeScalingType::none, .rotated_pairs = rotary_dim / 8};
   }
   const std::string layout = spec.get("layout", "half");
   LATHE_CHECK(layout == "half" || layout == "interleaved", op, ": layout must be half or interleaved, got '", layout,
@@ -109,6 +116,8 @@ std::string random_rope_shape(uint64_t seed) {
                  ",positions=", positions[seed % 3], seed % 5 == 0 ? ",dtype=bf16" : "",
                  seed % 7 < 3    ? ",scaling=llama3,theta=500000"
                  : seed % 7 == 3 ? ",scaling=yarn,theta=150000"
+                 : seed % 7 == 4 ? ",scaling=linear"
+                 : seed % 7 == 5 ? ",scaling=proportional,theta=1000000"
                                  : "",
                  seed % 2 ? ",offset=1000" : "", seed % 3 == 1 ? ",layout=interleaved" : "");
 }

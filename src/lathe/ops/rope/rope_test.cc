@@ -215,6 +215,43 @@ TEST(Rope, Llama3InverseFrequenciesFollowTheDefinition) {
   EXPECT_GT(smoothed, 0);
 }
 
+// Linear scaling divides every frequency; proportional RoPE (transformers'
+// _compute_proportional_rope_parameters) keeps theta^(-2i/head_dim) for the first
+// int(p * head_dim // 2) pairs and zeros the rest, which then pass through unrotated.
+TEST(Rope, LinearAndProportionalFollowTheDefinition) {
+  const int64_t head_dim = 16;
+  const double theta = 1e6, factor = 8.0;
+  std::vector<double> linear =
+      rope_inverse_frequencies(head_dim, theta, {.type = RopeScalingType::linear, .factor = factor});
+  RopeScaling proportional{.type = RopeScalingType::linear, .factor = 2.0, .rotated_pairs = 2};  // p = 0.25
+  std::vector<double> partial = rope_inverse_frequencies(head_dim, theta, proportional);
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double base = 1.0 / std::pow(theta, static_cast<double>(2 * i) / head_dim);
+    EXPECT_NEAR(linear[i], base / factor, 1e-15 * base);
+    if (i < 2) {
+      EXPECT_NEAR(partial[i], base / 2.0, 1e-15 * base) << "pair " << i;
+    } else {
+      EXPECT_EQ(partial[i], 0.0) << "pair " << i;
+    }
+  }
+  Tensor x = random_tensor({1, 5, 2, head_dim}, DType::f32, test_seed(), 0), y = Tensor::empty(x.shape(), DType::f32);
+  RopeParams params;
+  params.theta = theta;
+  params.position_offset = 37;
+  params.scaling = proportional;
+  rope({x, TensorView{}, y, params});
+  for (int64_t row = 0; row < 10; ++row)
+    for (int64_t d = 0; d < head_dim; ++d) {
+      const bool rotated = d % (head_dim / 2) < 2;
+      const float in = x.ptr<float>()[row * head_dim + d], out = y.ptr<float>()[row * head_dim + d];
+      if (rotated) {
+        EXPECT_NE(out, in) << "row " << row << " dim " << d;
+      } else {
+        EXPECT_EQ(out, in) << "row " << row << " dim " << d;
+      }
+    }
+}
+
 TEST(Rope, FastPathIsAccurateAtLargePositions) {
   const uint64_t seed = test_seed();
   const Shape shape{1, 64, 2, 128};

@@ -1,0 +1,79 @@
+#include "lathe/autograd/gemma4_ops.h"
+
+namespace lathe::autograd {
+namespace {
+
+bool fast(const Tape& tape) { return tape.precision() == Precision::fast; }
+
+template <class T>
+Tensor scaled(const Tensor& x, double factor) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  const T* in = x.ptr<T>();
+  T* y = out.ptr<T>();
+  const T f = static_cast<T>(factor);
+  for (int64_t i = 0; i < x.numel(); ++i) y[i] = in[i] * f;
+  return out;
+}
+
+template <class T>
+void expert_scale_forward(const Tensor& weights, const Tensor& scale, const Tensor& ids, const Tensor& out) {
+  const T* w = weights.ptr<T>();
+  const T* s = scale.ptr<T>();
+  const int32_t* id = ids.ptr<int32_t>();
+  T* y = out.ptr<T>();
+  for (int64_t i = 0; i < weights.numel(); ++i) y[i] = w[i] * s[id[i]];
+}
+
+// d weights and d expert_scale from dy; the scale's sum runs in slot order (deterministic).
+template <class T>
+void expert_scale_backward(const Tensor& dy, const Tensor& weights, const Tensor& scale, const Tensor& ids,
+                           const Tensor& d_weights, const Tensor& d_scale) {
+  const T* g = dy.ptr<T>();
+  const T* w = weights.ptr<T>();
+  const T* s = scale.ptr<T>();
+  const int32_t* id = ids.ptr<int32_t>();
+  T* dw = d_weights.ptr<T>();
+  T* ds = d_scale.ptr<T>();
+  for (int64_t e = 0; e < scale.numel(); ++e) ds[e] = 0;
+  for (int64_t i = 0; i < weights.numel(); ++i) {
+    dw[i] = g[i] * s[id[i]];
+    ds[id[i]] += g[i] * w[i];
+  }
+}
+
+}  // namespace
+
+Var scale(Tape& tape, const Var& x, float factor) {
+  Var out = make_var(fast(tape) ? scaled<float>(x->value, factor) : scaled<double>(x->value, factor), x->requires_grad);
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([x, out, factor, precision] {
+    accumulate_grad(
+        x, precision == Precision::fast ? scaled<float>(out->grad, factor) : scaled<double>(out->grad, factor), true);
+  });
+  return out;
+}
+
+Var scale_by_expert(Tape& tape, const Var& weights, const Var& expert_scale, const Tensor& expert_ids) {
+  LATHE_ASSERT(weights->value.shape() == expert_ids.shape() && expert_ids.dtype() == DType::i32);
+  LATHE_ASSERT(expert_scale->value.shape().rank() == 1);
+  Var out = make_var(Tensor::empty(weights->value.shape(), tape.dtype()),
+                     weights->requires_grad || expert_scale->requires_grad);
+  fast(tape) ? expert_scale_forward<float>(weights->value, expert_scale->value, expert_ids, out->value)
+             : expert_scale_forward<double>(weights->value, expert_scale->value, expert_ids, out->value);
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([weights, expert_scale, expert_ids, out, precision] {
+    const DType dtype = weights->value.dtype();
+    Tensor d_weights = Tensor::empty(weights->value.shape(), dtype);
+    Tensor d_scale = Tensor::empty(expert_scale->value.shape(), dtype);
+    precision == Precision::fast
+        ? expert_scale_backward<float>(out->grad, weights->value, expert_scale->value, expert_ids, d_weights, d_scale)
+        : expert_scale_backward<double>(out->grad, weights->value, expert_scale->value, expert_ids, d_weights, d_scale);
+    accumulate_grad(expert_scale, d_scale, true);
+    accumulate_grad(weights, d_weights, true);
+  });
+  return out;
+}
+
+}  // namespace lathe::autograd
