@@ -56,6 +56,12 @@ class GatedDeltaRuleProblem
              in.final_state ? output_tensor(in.state_shape(), DType::f32) : TensorView{},
              in.options};
   }
+  // The chunked forward carries the state across chunks through each chunk's triangular solve (the
+  // UT transform), whose rounding the token recurrence (the naive baseline) never sees: at chunk
+  // 128 with unnormalised keys the final state reached 1.13e-6 against a naive error of 5.9e-8
+  // (seed 291474268, 97 tokens, dk 4). The absolute term is 5e-6 (times max(1, max |ref|)), as for
+  // the backward; the relative-norm rule (1e-5) is unchanged.
+  Tolerance tolerance() const override { return {2.0, 5e-6, 1e-5}; }
 };
 
 class GatedDeltaRuleBackwardProblem : public SequenceProblem<GatedDeltaRuleBackwardArgs, GatedDeltaRuleCpuConfig> {
