@@ -136,7 +136,8 @@ ModelConfig tiny_config(const std::string& variant) {
     config.ffn_activation = FfnActivation::gelu_tanh;
     config.embedding_scale = 0;
     config.attention_scale = 1;
-    config.final_logit_softcap = 3;
+    config.final_logit_softcap =
+        30;  // Gemma's own value; a cap of 3 saturates these logits, where f32 tanh rounding dominates the slope
     config.sliding_window = 3;
     config.sliding_window_pattern = 2;
     config.rope_local_theta = 100;
@@ -146,6 +147,11 @@ ModelConfig tiny_config(const std::string& variant) {
     config.attention_k_eq_v = true;
     config.per_layer_input_dim = 3;
     config.tie_embeddings = true;
+    // The value norm, q/k norms and per-layer-input norm act on 3 to 6 values here; with eps 1e-6 a
+    // token whose few values are all small divides by a tiny RMS, and float32 rounding is amplified
+    // past the fast-vs-float64 bound for some seeds (measured: 2-10x in every parameter). eps 0.1
+    // keeps every mechanism in the check, at the conditioning of a real model's widths.
+    config.norm_eps = 0.1;
     if (moe) {
       config.rope_scaling = "linear";
       config.rope_scaling_factor = 2;
@@ -203,7 +209,11 @@ TEST_P(ModelVariants, ReferenceGradientsMatchFiniteDifferences) {
   model.initialize(seed);
   const Batch batch = random_batch(model.config(), 2, 7, seed);
   run_backward(model, batch, RematPolicy::save_all);
-  const double h = 1e-5;
+  // Central differences err by h^2/6 times the third derivative: Gemma 4's tiny variants curve
+  // sharply enough (norms over 3 to 6 values, soft-capping) that h = 1e-5 missed by up to 1e-3
+  // relative for some seeds, the miss falling 100x per 10x smaller h. At 1e-6 float64 rounding
+  // (~1e-16 / h) is still negligible.
+  const double h = 1e-6;
   for (const Parameter& parameter : model.parameters()) {
     if (parameter.kind == ParameterKind::buffer) continue;  // never differentiated (Gemma 4's layer_scalar)
     const int64_t n = parameter.var->value.numel();
@@ -225,12 +235,6 @@ TEST_P(ModelVariants, ReferenceGradientsMatchFiniteDifferences) {
 }
 
 TEST_P(ModelVariants, FastPathMatchesFloat64Reference) {
-  // Open item of issue 14: for some seeds (e.g. LATHE_TEST_SEED=630276996 for gemma4_moe: 2-10x,
-  // 280837220 for gemma4: 1.35x) the f32 gradients sit beyond this bound from float64, starting in
-  // the last layer, with every expert chosen (so not a routing flip) and whatever the soft-cap. Not
-  // explained yet; against transformers the tiny goldens' gradients agree to 3.4e-6 / 6.6e-6
-  // (tests/python/hf_oracle_test.py), and the other checks here run for both variants.
-  if (std::string(GetParam()).starts_with("gemma4")) GTEST_SKIP() << "open item: see the comment above";
   const uint64_t seed = test_seed();
   TransformerModel fast(tiny_config(GetParam()), Precision::fast);
   TransformerModel reference(tiny_config(GetParam()), Precision::reference_f64);
