@@ -60,13 +60,14 @@ void validate(const ShortConvBackwardArgs& args) {
 
 namespace {
 
-// x~ of one batch: (K - 1 + T, C), the state rows then x.
+// x~ of one batch: (K - 1 + T, C), the state rows then x. Pointer arithmetic on data() here and
+// below, not &v[i]: at seq 0 or kernel 1 the index is the end of an empty range.
 template <class T>
 std::vector<T> extended_input(const std::vector<T>& x, const std::vector<T>& state, int64_t b, int64_t seq,
                               int64_t channels, int64_t kernel) {
   std::vector<T> xe((kernel - 1 + seq) * channels, T(0));
-  if (!state.empty()) std::copy_n(&state[b * (kernel - 1) * channels], (kernel - 1) * channels, xe.begin());
-  std::copy_n(&x[b * seq * channels], seq * channels, xe.begin() + (kernel - 1) * channels);
+  if (!state.empty()) std::copy_n(state.data() + b * (kernel - 1) * channels, (kernel - 1) * channels, xe.begin());
+  std::copy_n(x.data() + b * seq * channels, seq * channels, xe.begin() + (kernel - 1) * channels);
   return xe;
 }
 
@@ -94,7 +95,7 @@ void short_conv_reference(const ShortConvArgs& args) {
         const T z = pre_activation(xe, weight, bias, t, c, channels, kernel);
         y[(b * seq + t) * channels + c] = args.options.silu ? z / (T(1) + std::exp(-z)) : z;
       }
-    std::copy_n(&xe[seq * channels], (kernel - 1) * channels, &final_state[b * (kernel - 1) * channels]);
+    std::copy_n(xe.data() + seq * channels, (kernel - 1) * channels, final_state.data() + b * (kernel - 1) * channels);
   }
   write_from_vector(args.y, y);
   if (present(args.final_state)) write_from_vector(args.final_state, final_state);
@@ -129,8 +130,8 @@ void short_conv_backward_reference(const ShortConvBackwardArgs& args) {
           dxe[(t + j) * channels + c] += dz * weight[c * kernel + j];
         }
       }
-    std::copy_n(&dxe[(kernel - 1) * channels], seq * channels, &dx[b * seq * channels]);
-    std::copy_n(dxe.begin(), (kernel - 1) * channels, &d_initial[b * (kernel - 1) * channels]);
+    std::copy_n(dxe.data() + (kernel - 1) * channels, seq * channels, dx.data() + b * seq * channels);
+    std::copy_n(dxe.begin(), (kernel - 1) * channels, d_initial.data() + b * (kernel - 1) * channels);
   }
   write_from_vector(args.dx, dx);
   write_from_vector(args.dweight, dweight);
