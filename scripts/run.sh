@@ -13,7 +13,7 @@ for argument in "$@"; do
   case "$argument" in run_dir=*) run_dir="${argument#run_dir=}" ;; esac
 done
 echo
-echo "== sample: lathe generate $run_dir --prompt 'The' --max-tokens 120"
-./build/lathe generate "$run_dir" --prompt "The" --max-tokens 120 --seed 7
+echo "== sample: lathe generate $run_dir --prompt 'The' --max-tokens 120 --ignore-eos"
+./build/lathe generate "$run_dir" --prompt "The" --max-tokens 120 --seed 7 --ignore-eos  # several fortunes, not just one
 echo
 echo "run directory: $run_dir (config.yaml, metrics.jsonl, tensorboard/, checkpoints/, loss_curve.svg)"
