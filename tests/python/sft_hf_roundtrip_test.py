@@ -122,7 +122,10 @@ def main():
     try:
         hf_in, hf_out, run_dir = (os.path.join(work, name) for name in ("hf_in", "hf_out", "run"))
         os.makedirs(hf_in)
-        code, output = run(binary, "tokenizer", "train", "--input", DATA, "--vocab-size", "290", "--output",
+        # The conversations as plain text: a .jsonl input would be read as {"text": ...} records.
+        corpus = os.path.join(work, "sft_capitals.txt")
+        shutil.copyfile(DATA, corpus)
+        code, output = run(binary, "tokenizer", "train", "--input", corpus, "--vocab-size", "290", "--output",
                            os.path.join(hf_in, "tokenizer.json"), "--special", "<|endoftext|>", "--special",
                            "<|im_start|>", "--special", "<|im_end|>")
         if not check(code == 0, "ChatML tokenizer", output):
