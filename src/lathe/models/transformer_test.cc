@@ -245,6 +245,11 @@ TEST_P(ModelVariants, FastPathMatchesFloat64Reference) {
   const Batch batch = random_batch(fast.config(), 3, 9, seed);
   run_backward(fast, batch, RematPolicy::save_all);
   run_backward(reference, batch, RematPolicy::save_all);
+  // Gemma 4's tiny variants stack a dozen mechanisms on 8-wide streams (the per-layer-input gate's
+  // products, value and q/k norms over 3-6 values): float32 rounding reaches 1.0-1.1x of 1e-4 in a
+  // few percent of seeds even with the well-conditioned eps and cap of tiny_config (measured over
+  // 100 runs); 3e-4 keeps a 3x margin there, and every other variant keeps 1e-4.
+  const double relative_bound = std::string(GetParam()).starts_with("gemma4") ? 3e-4 : 1e-4;
   EXPECT_NEAR(loss_value(fast, batch), loss_value(reference, batch), 1e-5 * loss_value(reference, batch));
   for (size_t i = 0; i < fast.parameters().size(); ++i) {
     const std::vector<double> got = to_vector<double>(fast.parameters()[i].var->grad);
@@ -254,7 +259,7 @@ TEST_P(ModelVariants, FastPathMatchesFloat64Reference) {
       error += (got[j] - want[j]) * (got[j] - want[j]);
       norm += want[j] * want[j];
     }
-    EXPECT_LE(std::sqrt(error), 1e-4 * std::sqrt(norm) + 1e-7)
+    EXPECT_LE(std::sqrt(error), relative_bound * std::sqrt(norm) + 1e-7)
         << GetParam() << " " << fast.parameters()[i].name << " seed " << seed;
   }
 }
