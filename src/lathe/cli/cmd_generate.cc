@@ -91,9 +91,7 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> continue_text(const Genera
 void chat(const GenerationSetup& setup, const std::string& template_name, const std::string& system,
           const std::string* turns, Generator& generator, Json& turn_ids) {
   const Tokenizer& tokenizer = setup.tokenizer;
-  const HasSpecialToken has_special_token = [&tokenizer](std::string_view spelling) {
-    return tokenizer.added_token_id(spelling) >= 0;
-  };
+  const HasSpecialToken has_special_token = has_special_token_of(tokenizer);
   const ChatTemplate chat_template = resolve_chat_template(
       template_name, find_family_spec(setup.config.model.family).default_chat_template, has_special_token);
   GenerationLimits limits = setup.limits;
@@ -118,17 +116,14 @@ void chat(const GenerationSetup& setup, const std::string& template_name, const 
     std::vector<ChatPiece> pieces = format_generation_prompt(chat_template, messages, has_special_token);
     for (ChatPiece& piece : pieces) piece.trainable = false;
     const std::vector<int32_t> context = tokenize_pieces(pieces, encoder).ids;
-    std::vector<int32_t> reply;
     StreamingDecoder decoder(tokenizer, context);
-    const GenerationResult result = generator.generate(context, limits, [&](int32_t token) {
-      reply.push_back(token);
-      write_text(decoder.push(token));
-    });
+    const GenerationResult result =
+        generator.generate(context, limits, [&](int32_t token) { write_text(decoder.push(token)); });
     write_text(decoder.finish() + "\n");
-    messages.push_back({ChatRole::assistant, tokenizer.decode(reply, /*skip_special_tokens=*/true)});
+    messages.push_back({ChatRole::assistant, tokenizer.decode(result.generated, /*skip_special_tokens=*/true)});
     Json ids = Json::object();
     ids.set("context_ids", id_array(context));
-    ids.set("generated_ids", id_array(reply));
+    ids.set("generated_ids", id_array(result.generated));
     turn_ids.push(ids);
     if (result.context_full) {
       std::fprintf(stderr, "note: the conversation filled the model's context (%lld tokens); it ends here\n",

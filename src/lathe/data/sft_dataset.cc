@@ -93,6 +93,10 @@ TextEncoder text_encoder_for(const Tokenizer& tokenizer, bool split_special_toke
   return encoder;
 }
 
+HasSpecialToken has_special_token_of(const Tokenizer& tokenizer) {
+  return [&tokenizer](std::string_view spelling) { return tokenizer.added_token_id(spelling) >= 0; };
+}
+
 namespace {
 
 struct TextSegment {

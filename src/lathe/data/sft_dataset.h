@@ -60,6 +60,8 @@ struct TextEncoder {
 // cannot inject "<|im_end|>"); without it, it becomes the token, as transformers'
 // apply_chat_template and the `tokenizers` library do (the trainer's choice).
 TextEncoder text_encoder_for(const Tokenizer& tokenizer, bool split_special_tokens);
+// What chat templates ask of a tokenizer: whether `spelling` is one of its added tokens.
+HasSpecialToken has_special_token_of(const Tokenizer& tokenizer);
 
 struct TokenizedExample {
   std::vector<int32_t> ids;
@@ -82,8 +84,8 @@ struct SftDataset {
 };
 
 struct SftDatasetOptions {
-  std::string path;                    // data.path
-  std::string chat_template = "auto";  // data.chat_template
+  std::string path;                            // data.path
+  std::string chat_template = "auto";          // data.chat_template
   std::string family_chat_template = "plain";  // the model family's default (FamilySpec), for auto
   int64_t seq_len = 0;
   double val_fraction = 0.02;

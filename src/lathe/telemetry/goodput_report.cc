@@ -109,10 +109,11 @@ GoodputReport analyze_goodput(const std::vector<Json>& events) {
     report.timeline.push_back({attempt, first, attempt_last_end[attempt], 0, "ended"});
   std::sort(report.timeline.begin(), report.timeline.end(),
             [](const GoodputAttempt& a, const GoodputAttempt& b) { return a.start < b.start; });
+  std::map<std::string, GoodputAttempt*> timeline_of;
+  for (GoodputAttempt& entry : report.timeline) timeline_of[entry.attempt] = &entry;
   auto timeline_entry = [&](const std::string& attempt) -> GoodputAttempt* {
-    for (GoodputAttempt& entry : report.timeline)
-      if (entry.attempt == attempt) return &entry;
-    return nullptr;
+    const auto found = timeline_of.find(attempt);
+    return found == timeline_of.end() ? nullptr : found->second;
   };
   for (const Json& event : events) {
     const std::string& kind = event.get("kind").as_string();

@@ -1,6 +1,7 @@
 #include "lathe/train/hf_export.h"
 
 #include "lathe/data/chat_template.h"
+#include "lathe/data/sft_dataset.h"
 #include "lathe/models/family_spec.h"
 
 namespace lathe {
@@ -29,9 +30,7 @@ void add_tokenizer_to_hf_export(const TrainConfig& config, const Tokenizer& toke
   tokenizer_config.set("eos_token", spelling_or_null(tokenizer, eos));
   tokenizer_config.set("model_max_length", config.model.max_seq_len);
   tokenizer_config.set("clean_up_tokenization_spaces", false);
-  const HasSpecialToken has_special_token = [&tokenizer](std::string_view spelling) {
-    return tokenizer.added_token_id(spelling) >= 0;
-  };
+  const HasSpecialToken has_special_token = has_special_token_of(tokenizer);
   try {
     const ChatTemplate chat_template = resolve_chat_template(
         config.data.chat_template, find_family_spec(config.model.family).default_chat_template, has_special_token);

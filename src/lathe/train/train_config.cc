@@ -582,11 +582,12 @@ void read_config_layers(const std::string& path, std::vector<std::string>& inclu
   documents.push_back(std::move(document));
 }
 
-void apply_override(TrainConfig& config, const std::string& text, std::vector<std::string>& errors) {
+// Returns the override's key ("model.n_layers"), or "" when the text is malformed.
+std::string apply_override(TrainConfig& config, const std::string& text, std::vector<std::string>& errors) {
   size_t equals = text.find('=');
   if (equals == std::string::npos) {
     errors.push_back("override '" + text + "': expected key=value (e.g. optimizer.lr=1e-3)");
-    return;
+    return "";
   }
   auto trim = [](std::string part) {
     size_t begin = part.find_first_not_of(" \t"), end = part.find_last_not_of(" \t");
@@ -595,11 +596,11 @@ void apply_override(TrainConfig& config, const std::string& text, std::vector<st
   std::string key = trim(text.substr(0, equals)), value_text = trim(text.substr(equals + 1));
   if (key.empty()) {
     errors.push_back("override '" + text + "': missing key before '='");
-    return;
+    return "";
   }
   if (value_text.empty()) {
     errors.push_back("override '" + text + "': missing value after '=' (write " + key + "='' for an empty string)");
-    return;
+    return "";
   }
   try {
     Json value = parse_yaml_value(value_text, "override '" + text + "'");
@@ -608,6 +609,7 @@ void apply_override(TrainConfig& config, const std::string& text, std::vector<st
   } catch (const Error& error) {
     errors.push_back(error.what());
   }
+  return key;
 }
 
 std::string join_lines(const std::vector<std::string>& lines) {
@@ -631,15 +633,6 @@ void collect_model_keys(const Json& root, std::set<std::string>& keys) {
   }
 }
 
-// The key of a "model.X=value" override.
-void collect_model_key(const std::string& assignment, std::set<std::string>& keys) {
-  const std::string key = assignment.substr(0, assignment.find('='));
-  const size_t begin = key.find_first_not_of(" \t"), end = key.find_last_not_of(" \t");
-  if (begin == std::string::npos) return;
-  const std::string trimmed = key.substr(begin, end - begin + 1);
-  if (trimmed.rfind("model.", 0) == 0) keys.insert(trimmed);
-}
-
 }  // namespace
 
 TrainConfig parse_train_config(const std::vector<std::string>& yaml_paths, const std::vector<std::string>& overrides) {
@@ -655,10 +648,9 @@ TrainConfig parse_train_config(const std::vector<std::string>& yaml_paths, const
       collect_model_keys(document.root, model_keys_given);
     }
   }
-  for (const auto& assignment : overrides) {
-    apply_override(config, assignment, errors);
-    collect_model_key(assignment, model_keys_given);
-  }
+  for (const auto& assignment : overrides)
+    if (const std::string key = apply_override(config, assignment, errors); key.rfind("model.", 0) == 0)
+      model_keys_given.insert(key);
   throw_if_any(errors);
   apply_load_from(config, model_keys_given);
   return config;
