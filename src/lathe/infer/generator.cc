@@ -29,7 +29,13 @@ GenerationResult Generator::generate(const std::vector<int32_t>& context, const 
   // logits are what the first draw needs.
   size_t shared = 0;
   while (shared < cached_.size() && shared + 1 < context.size() && cached_[shared] == context[shared]) ++shared;
-  cache_.length = static_cast<int64_t>(shared);  // later appends overwrite the rows past it
+  if (cache_.rewindable()) {
+    cache_.length = static_cast<int64_t>(shared);  // later appends overwrite the rows past it
+  } else if (shared < cached_.size()) {
+    // A recurrent state has absorbed every cached token: it cannot go back, so start again.
+    cache_.clear();
+    shared = 0;
+  }
   cached_.resize(shared);
 
   const int64_t vocab = limits.sampled_vocab > 0 ? limits.sampled_vocab : model_.config().vocab_size;

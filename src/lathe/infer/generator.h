@@ -3,7 +3,8 @@
 //
 // generate(context, limits, on_token) first brings the cache to hold `context`: the longest prefix
 // the cache already holds is kept (a chat turn only feeds what the conversation added), the rest is
-// fed in one forward pass. Then it samples up to limits.max_tokens tokens, feeding each back. A
+// fed in one forward pass. A cache with recurrent state keeps its tokens only when the context
+// extends all of them, and is refilled from the start otherwise. Then it samples up to limits.max_tokens tokens, feeding each back. A
 // token in limits.stop_ids ends generation: it is returned in `stopped_by`, not passed to on_token
 // and not fed. Generation also ends when the cache is full. Draws are numbered across calls, so a
 // conversation is reproducible from its seed.

@@ -7,7 +7,7 @@
 
 namespace lathe {
 
-KvCache::KvCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim) {
+KvCache::KvCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim) : max_tokens(max_seq) {
   for (int64_t layer = 0; layer < layers; ++layer) {
     keys.push_back(Tensor::zeros({1, max_seq, kv_heads, head_dim}, DType::f32));
     values.push_back(Tensor::zeros({1, max_seq, kv_heads, head_dim}, DType::f32));
@@ -16,6 +16,7 @@ KvCache::KvCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head
 
 KvCache KvCache::latent(int64_t layers, int64_t max_seq, int64_t width) {
   KvCache cache;
+  cache.max_tokens = max_seq;
   for (int64_t layer = 0; layer < layers; ++layer)
     cache.keys.push_back(Tensor::zeros({1, max_seq, 1, width}, DType::f32));
   return cache;
@@ -23,12 +24,37 @@ KvCache KvCache::latent(int64_t layers, int64_t max_seq, int64_t width) {
 
 KvCache KvCache::per_layer(const std::vector<std::pair<int64_t, int64_t>>& heads_and_dims, int64_t max_seq) {
   KvCache cache;
+  cache.max_tokens = max_seq;
   for (const auto& [heads, head_dim] : heads_and_dims) {
     const Shape shape{1, heads > 0 ? max_seq : 0, heads, head_dim};
     cache.keys.push_back(Tensor::zeros(shape, DType::f32));
     cache.values.push_back(Tensor::zeros(shape, DType::f32));
   }
   return cache;
+}
+
+KvCache KvCache::empty(int64_t layers, int64_t max_seq) {
+  KvCache cache;
+  cache.max_tokens = max_seq;
+  cache.keys.resize(static_cast<size_t>(layers), Tensor::zeros({1, 0, 0, 0}, DType::f32));
+  cache.values = cache.keys;
+  return cache;
+}
+
+int64_t KvCache::recurrent_state_bytes() const {
+  int64_t bytes = 0;
+  for (const std::vector<Tensor>* tensors : {&conv_states, &recurrent_states})
+    for (const Tensor& tensor : *tensors)
+      if (tensor.defined()) bytes += tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
+  return bytes;
+}
+
+void KvCache::clear() {
+  length = 0;
+  for (std::vector<Tensor>* tensors : {&conv_states, &recurrent_states})
+    for (Tensor& tensor : *tensors)
+      if (tensor.defined())
+        std::memset(tensor.view().data, 0, static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype()));
 }
 
 int64_t KvCache::bytes_per_token() const {
