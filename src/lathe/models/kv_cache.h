@@ -19,7 +19,7 @@ struct KvCache {
   std::vector<Tensor> values;  // per layer: (1, max_seq, n_kv_heads, head_dim) f32; latent: none
   // Recurrent layers: per layer, the state carried from one token to the next (f32), or an empty
   // tensor for a layer without one. The families that have them size the vectors to n_layers.
-  std::vector<Tensor> conv_states;  // (1, conv_channels, conv_kernel - 1): a causal short convolution's last inputs
+  std::vector<Tensor> conv_states;  // (1, conv_kernel - 1, channels): a causal short convolution's last inputs
   std::vector<Tensor> recurrent_states;  // (1, heads, key_dim, value_dim) gated delta rule; (1, heads, head_dim,
                                          // state_size) Mamba-2's scan
   int64_t length = 0;                    // tokens stored (the same for every layer)

@@ -11,7 +11,7 @@ TEST(KvCache, RecurrentStatesCountOnceAndClearToZero) {
   EXPECT_EQ(cache.bytes_per_token(), 0);
   EXPECT_TRUE(cache.rewindable());
   cache.recurrent_states = {Tensor::zeros({1, 2, 3, 4}, DType::f32), Tensor()};
-  cache.conv_states = {Tensor(), Tensor::zeros({1, 5, 3}, DType::f32)};
+  cache.conv_states = {Tensor(), Tensor::zeros({1, 3, 5}, DType::f32)};
   EXPECT_EQ(cache.recurrent_state_bytes(), (2 * 3 * 4 + 5 * 3) * 4);
   EXPECT_FALSE(cache.rewindable());
   cache.recurrent_states[0].ptr<float>()[7] = 1.5f;
