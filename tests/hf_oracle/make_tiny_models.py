@@ -177,13 +177,29 @@ ARCHITECTURES.update({
                         moe_intermediate_size=16)),
 })
 GEMMA4 = ("gemma4", "gemma4_moe")
+# Linear-attention hybrids, 3 layers: gated delta net, gated full attention, gated delta net. The delta
+# net has 2 key heads of 8 and 4 value heads of 6 (GQA ratio 2, key and value widths differ), a width-4
+# convolution; the attention heads are 16 wide with half of each rotated (partial_rotary_factor 0.5).
+# Qwen3-Next's feed-forwards are MoE (4 experts of 16, top-2, renormalised) with a shared expert of 24
+# behind its sigmoid gate, layer 1 dense (mlp_only_layers); Qwen3.5's are dense.
+LINEAR_COMMON = dict(num_hidden_layers=3, head_dim=16, layer_types=["linear_attention", "full_attention",
+                                                                     "linear_attention"],
+                     linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                     linear_value_head_dim=6, linear_conv_kernel_dim=4, tie_word_embeddings=False,
+                     rope_parameters=dict(rope_type="default", rope_theta=1000.0, partial_rotary_factor=0.5))
+ARCHITECTURES.update({
+    "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM",
+                   dict(MOE_COMMON, **LINEAR_COMMON, num_experts=4, moe_intermediate_size=16,
+                        shared_expert_intermediate_size=24, norm_topk_prob=True, mlp_only_layers=[1])),
+    "qwen3_5_text": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM", dict(LINEAR_COMMON)),
+})
 # Mixture-of-experts architectures whose transformers objective is the cross-entropy alone.
 PLAIN_OBJECTIVE = DEEPSEEK + ("gemma4_moe",)
 # Per MoE architecture: (weight seed, factor on every router weight), chosen with --search so that the
 # routing margins hold (see the module docstring). Dense architectures use SEED and no factor.
 MOE = {"mixtral": (1270, 1.0), "qwen3_moe": (1271, 1.0), "qwen3_moe_norm": (1278, 2.0), "qwen2_moe": (1249, 2.0),
        "olmoe": (1312, 1.0), "gpt_oss": (1276, 2.0), "deepseek_v2": (1241, 2.0), "deepseek_v3": (1244, 2.0),
-       "gemma4_moe": (1236, 8.0)}
+       "gemma4_moe": (1236, 8.0), "qwen3_next": (1236, 1.0)}
 # GPT-OSS: a factor on the experts' gate_up_proj, so that some gate and up values pass swiglu_limit (7)
 # and the clamps' zero gradients show in the goldens; attention sinks get std-1 noise so they take visible mass.
 EXPERT_SCALE = {"gpt_oss": 6.0}
