@@ -204,7 +204,7 @@ struct FamilyTraits {
   bool attention_bias = false;
   bool sandwich_norms = false;
   float norm_weight_offset = 0.0f;
-  float embedding_scale = 1.0f;  // 0: sqrt(d_model)
+  float embedding_scale = 1.0f;        // 0: sqrt(d_model)
   bool attention_output_gate = false;  // Qwen3-Next's gated full attention
 };
 

@@ -77,7 +77,8 @@ std::vector<std::string> parse_layer_types(const std::string& text, int64_t n_la
 }
 
 bool ModelConfig::layer_is_linear_attention(int64_t layer) const {
-  if (!layer_types.empty()) return parse_layer_types(layer_types, n_layers)[static_cast<size_t>(layer)] == "linear_attention";
+  if (!layer_types.empty())
+    return parse_layer_types(layer_types, n_layers)[static_cast<size_t>(layer)] == "linear_attention";
   return full_attention_interval > 0 && (layer + 1) % full_attention_interval != 0;
 }
 

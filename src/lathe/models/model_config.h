@@ -152,7 +152,7 @@ struct ModelConfig {
   int64_t linear_value_heads = 0;       // value heads, a multiple of linear_key_heads (GQA-style)
   int64_t linear_key_head_dim = 0;
   int64_t linear_value_head_dim = 0;
-  int64_t linear_conv_kernel = 4;  // the short convolution's width over the q/k/v channels
+  int64_t linear_conv_kernel = 4;      // the short convolution's width over the q/k/v channels
   bool attention_output_gate = false;  // q_proj also yields a gate: attention out * sigmoid(gate) (Qwen3-Next)
 
   double init_std = 0.02;  // normal(0, init_std) for matrices; norms start at 1 (0 with offset 1)

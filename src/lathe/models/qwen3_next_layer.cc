@@ -143,8 +143,8 @@ DeltaNetInputs project_delta_net(Tape& tape, const LinearWidths& w, const LayerP
   std::vector<Var> parts = autograd::split_last_dim(tape, qkvz, qkvz_widths);
   auto one_row = [&](const Var& piece, int64_t width) { return autograd::reshape(tape, piece, {tokens, 1, width}); };
   Var qk = autograd::concat_heads(tape, one_row(parts[0], w.keys), one_row(parts[1], w.keys));
-  in.mixed = autograd::reshape(tape, autograd::concat_heads(tape, qk, one_row(parts[2], w.values)),
-                               {tokens, w.conv_channels});
+  in.mixed =
+      autograd::reshape(tape, autograd::concat_heads(tape, qk, one_row(parts[2], w.values)), {tokens, w.conv_channels});
   in.z = autograd::reshape(tape, parts[3], {tokens * w.value_heads, w.value_dim});
   Var ba = autograd::reshape(tape, autograd::linear(tape, x, p[kInProjBa]), {tokens, w.key_heads, 2 * w.ratio});
   const int64_t ba_widths[] = {w.ratio, w.ratio};
@@ -198,7 +198,8 @@ std::vector<LayerParameterSpec> qwen3_next_layer_parameters(const ModelConfig& c
                    "linear_attn.in_proj_qkvz.weight",
                    ParameterKind::matrix,
                    {2 * w.keys + 2 * w.values, config.d_model}});
-    out.push_back({kInProjBa, "linear_attn.in_proj_ba.weight", ParameterKind::matrix, {2 * w.value_heads, config.d_model}});
+    out.push_back(
+        {kInProjBa, "linear_attn.in_proj_ba.weight", ParameterKind::matrix, {2 * w.value_heads, config.d_model}});
     add_delta_net_tail(config, out);
   } else {
     add_attention_parameters(config, out);
@@ -226,8 +227,7 @@ std::vector<LayerParameterSpec> qwen3_5_layer_parameters(const ModelConfig& conf
 
 Var qwen3_next_block(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& h) {
   const Var x = norm(tape, context, h, p[kNorm0]);
-  Var mixed =
-      p[kConv1d] ? gated_delta_net(tape, context, p, x) : gated_attention(tape, context, p, x);
+  Var mixed = p[kConv1d] ? gated_delta_net(tape, context, p, x) : gated_attention(tape, context, p, x);
   Var after_mixer = autograd::add(tape, h, mixed);
   return autograd::add(tape, after_mixer, feed_forward(tape, context, p, norm(tape, context, after_mixer, p[kNorm1])));
 }

@@ -12,11 +12,11 @@
 #include <cmath>
 #include <map>
 
+#include "expect_error.h"
 #include "lathe/core/json.h"
 #include "lathe/core/rng.h"
 #include "lathe/models/hf/hf_config.h"
 #include "lathe/models/transformer.h"
-#include "expect_error.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -132,7 +132,7 @@ TEST(Qwen3NextLayer, TokenByTokenDecodingMatchesTheFullForward) {
     EXPECT_EQ(cache.length, seq);
     EXPECT_GT(scale, 0.1) << family;
     // f32 rounding of two summation orders (chunked and one-step delta rule) over 4 layers.
-    EXPECT_LE(worst, 2e-5 * std::max(1.0, scale)) << family << " seed " << seed;
+    EXPECT_LE(worst, 3e-5 * std::max(1.0, scale)) << family << " seed " << seed;
   }
 }
 
@@ -145,7 +145,7 @@ std::string hf_config(const std::string& extra) {
 
 TEST(Qwen3NextLayer, HfConfigTakesTransformersDefaultsAndRefusesWhatLatheLacks) {
   const ModelConfig config = model_config_from_hf_json(Json::parse(hf_config("")), "config.json").config;
-  EXPECT_EQ(config.full_attention_interval, 4);  // layers 0-2 linear, layer 3 full
+  EXPECT_EQ(config.layer_types, "linear_attention,linear_attention,linear_attention,full_attention");
   EXPECT_TRUE(config.layer_is_linear_attention(2));
   EXPECT_FALSE(config.layer_is_linear_attention(3));
   EXPECT_EQ(config.partial_rotary_factor, 0.25);

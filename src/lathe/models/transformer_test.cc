@@ -362,8 +362,7 @@ TEST_P(ModelVariants, LogitsGiveTheLoss) {
 INSTANTIATE_TEST_SUITE_P(Families, ModelVariants,
                          ::testing::Values("llama", "qwen2", "qwen3", "llama3_scaling", "gemma2", "mixtral",
                                            "qwen2_moe", "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3",
-                                           "deepseek_v3_mtp", "gemma4", "gemma4_moe", "qwen3_next",
-                                           "qwen3_5_text"));
+                                           "deepseek_v3_mtp", "gemma4", "gemma4_moe", "qwen3_next", "qwen3_5_text"));
 
 TEST(TransformerModel, ParameterNamesFollowHuggingFace) {
   TransformerModel model(tiny_config("qwen3"));

@@ -150,7 +150,8 @@ void check_linear_attention(const ModelConfig& model, ProblemList& problems) {
   problems.require_non_negative("model.full_attention_interval", model.full_attention_interval);
   bool any_linear = false;
   try {
-    for (int64_t layer = 0; layer < model.n_layers; ++layer) any_linear = any_linear || model.layer_is_linear_attention(layer);
+    for (int64_t layer = 0; layer < model.n_layers; ++layer)
+      any_linear = any_linear || model.layer_is_linear_attention(layer);
   } catch (const Error& error) {
     problems.add(error.what());
     return;
@@ -170,8 +171,8 @@ void check_linear_attention(const ModelConfig& model, ProblemList& problems) {
   problems.require_positive("model.linear_key_head_dim", model.linear_key_head_dim);
   problems.require_positive("model.linear_value_head_dim", model.linear_value_head_dim);
   if (model.linear_key_heads > 0 && model.linear_value_heads % model.linear_key_heads != 0)
-    problems.add("model.linear_value_heads=", model.linear_value_heads, " must be a multiple of model.linear_key_heads=",
-                 model.linear_key_heads);
+    problems.add("model.linear_value_heads=", model.linear_value_heads,
+                 " must be a multiple of model.linear_key_heads=", model.linear_key_heads);
   if (model.linear_conv_kernel < 2 || model.linear_conv_kernel > 8)
     problems.add("model.linear_conv_kernel=", model.linear_conv_kernel, " is not supported (lathe has 2 to 8)");
 }

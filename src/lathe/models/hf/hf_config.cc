@@ -446,8 +446,7 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
   else
     check_no_gemma4_options(config);
   if (!hf.linear_attention_keys) check_no_linear_attention(config);
-  require(config.partial_rotary_factor == 1.0 || hf.gemma4_keys || hf.linear_attention_keys,
-          "partial_rotary_factor=1");
+  require(config.partial_rotary_factor == 1.0 || hf.gemma4_keys || hf.linear_attention_keys, "partial_rotary_factor=1");
   require(config.attention_output_gate == traits.attention_output_gate,
           flag("attention_output_gate", traits.attention_output_gate));
   require(config.qk_norm == traits.qk_norm, flag("qk_norm", traits.qk_norm));

@@ -30,9 +30,14 @@ void read_rope(const ConfigReader& reader, ModelConfig& config) {
 void read_layer_types(const ConfigReader& reader, ModelConfig& config) {
   const std::string& source = reader.source();
   const Json* types = reader.find("layer_types");
-  if (!types) {
-    config.full_attention_interval = reader.integer_or("full_attention_interval", kDefaultFullAttentionInterval);
-    LATHE_CHECK(config.full_attention_interval >= 1, source, ": \"full_attention_interval\" must be at least 1");
+  if (!types) {  // transformers' __post_init__ writes the list out; so does lathe (one model, one config)
+    const int64_t interval = reader.integer_or("full_attention_interval", kDefaultFullAttentionInterval);
+    LATHE_CHECK(interval >= 1, source, ": \"full_attention_interval\" must be at least 1");
+    std::string text;
+    for (int64_t layer = 0; layer < config.n_layers; ++layer)
+      text +=
+          std::string(text.empty() ? "" : ",") + ((layer + 1) % interval != 0 ? "linear_attention" : "full_attention");
+    config.layer_types = text;
     return;
   }
   LATHE_CHECK(types->is_array() && static_cast<int64_t>(types->size()) == config.n_layers, source,
