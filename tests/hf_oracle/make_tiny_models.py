@@ -44,6 +44,8 @@ Also measured and stored in golden.json (bounds in tests/python/hf_oracle_test.p
   hf_f32_error   max |logits_f32 - logits of the same model in float64|: the rounding error a float32
                  implementation makes here; lathe's f32 bound is a small multiple of it
   hf_bf16_error  max |logits_bf16 - logits in float64|: the error of an all-bf16 implementation
+  hf_grad_f32_error  the largest relative L2 error of a parameter's f32 gradient against the float64
+                 model's (the same training step): what a float32 implementation's gradients may differ by
   MoE only:      (not for DeepSeek, whose transformers objective has no router loss) hf_aux_f32_error (|aux_loss f32 - f64|), router_logit_scale (max |router logit|, f64),
                  router_bf16_error (max |router logit bf16 - f64|), min_router_margin (probability gap),
                  min_router_logit_gap (the same gap in logits)
@@ -404,6 +406,31 @@ def moe_training_step(model, inputs, targets):
     return total, ce, out.aux_loss
 
 
+def f64_gradients(arch, inputs, targets):
+    """d objective / d parameter of the float64 model, by HF name (the same objective as the golden step)."""
+    model = make_model(arch, torch.float64)
+    model.train()
+    model.zero_grad()
+    if arch in MOE and arch not in PLAIN_OBJECTIVE:
+        moe_training_step(model, inputs, targets)
+    else:
+        logits = model(inputs).logits
+        torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1)).backward()
+    return {name: parameter.grad.detach() for name, parameter in model.named_parameters()}
+
+
+def gradient_f32_error(model, gradients_f64):
+    """transformers' own float32 gradient error: the largest relative L2 distance of a parameter's f32
+    gradient from its float64 one (what a float32 implementation may differ by; the gated delta rule's
+    decay gradients reach ~6e-5 here, far above the other architectures')."""
+    worst = 0.0
+    for name, parameter in model.named_parameters():
+        reference = gradients_f64[name]
+        error = float((parameter.grad.double() - reference).norm() / max(float(reference.norm()), 1e-30))
+        worst = max(worst, error)
+    return worst
+
+
 def write_architecture(arch, out_dir):
     from safetensors.torch import save_file
 
@@ -454,6 +481,7 @@ def write_architecture(arch, out_dir):
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB).float(), targets.reshape(-1))
         loss.backward()
 
+    hf_grad_f32_error = gradient_f32_error(model, f64_gradients(arch, inputs, targets))
     tensors = {}
     for i, (f32, bf16) in enumerate(zip(logits_f32, logits_bf16)):
         tensors[f"logits_f32.{i}"] = f32.contiguous()
@@ -474,6 +502,7 @@ def write_architecture(arch, out_dir):
         "logit_scale": max(float(v.abs().max()) for v in logits_f64),
         "hf_f32_error": max_error(logits_f32),
         "hf_bf16_error": max_error(logits_bf16),
+        "hf_grad_f32_error": hf_grad_f32_error,
         **moe,
         "seed": MOE.get(arch, (SEED, 1.0))[0],
         **({"router_weight_scale": MOE[arch][1]} if arch in MOE else {}),

@@ -114,14 +114,16 @@ TEST(Qwen3NextLayer, TokenByTokenDecodingMatchesTheFullForward) {
     const int64_t seq = 90, prompt = 70;
     Tensor ids = Tensor::empty({1, seq}, DType::i32);
     fill_uniform(ids, seed, 0, static_cast<double>(config.vocab_size), 1);
-    const std::vector<float> full = to_vector<float>(model.logits(ids));  // (1, seq, vocab)
+    const Tensor full_logits = model.logits(ids);  // (1, seq, vocab)
+    const std::vector<float> full = to_vector<float>(full_logits);
     KvCache cache = model.make_kv_cache(config.max_seq_len);
     double worst = 0, scale = 0;
     for (int64_t begin = 0; begin < seq;) {
       const int64_t end = begin == 0 ? prompt : begin + 1;
       Tensor chunk = Tensor::empty({1, end - begin}, DType::i32);
       for (int64_t i = begin; i < end; ++i) chunk.ptr<int32_t>()[i - begin] = ids.ptr<int32_t>()[i];
-      const std::vector<float> logits = to_vector<float>(model.next_token_logits(chunk, cache));
+      const Tensor last = model.next_token_logits(chunk, cache);
+      const std::vector<float> logits = to_vector<float>(last);
       for (int64_t v = 0; v < config.vocab_size; ++v) {
         const double want = full[static_cast<size_t>((end - 1) * config.vocab_size + v)];
         worst = std::max(worst, std::fabs(logits[static_cast<size_t>(v)] - want));
