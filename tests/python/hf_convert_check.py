@@ -111,7 +111,12 @@ def main():
             eager = dict(experts_implementation="eager") if name in EAGER_EXPERTS else {}
             reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="eager",
                                                             **eager).eval()
-            difference = (logits(reloaded, ids) - expected).abs().max().item()
+            # The reference is transformers' own reload of its save: for Qwen3-Next that differs from the
+            # model in memory by ~5e-7 (the same weights bitwise; a different kernel path in transformers),
+            # while lathe's export reloads bit for bit like it.
+            original = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, attn_implementation="eager",
+                                                            **eager).eval()
+            difference = (logits(reloaded, ids) - logits(original, ids)).abs().max().item()
             if type(reloaded) is not type(model) or difference != 0.0:
                 failures.append(f"{name}: {type(reloaded).__name__}, f32 max |logit diff| {difference}")
             # bf16: the original with bf16-rounded weights, both computed in f32.
