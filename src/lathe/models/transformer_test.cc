@@ -273,8 +273,13 @@ TEST_P(ModelVariants, FastPathMatchesFloat64Reference) {
   // Gemma 4's tiny variants stack a dozen mechanisms on 8-wide streams (the per-layer-input gate's
   // products, value and q/k norms over 3-6 values): float32 rounding reaches 1.0-1.1x of 1e-4 in a
   // few percent of seeds even with the well-conditioned eps and cap of tiny_config (measured over
-  // 100 runs); 3e-4 keeps a 3x margin there, and every other variant keeps 1e-4.
-  const double relative_bound = std::string(GetParam()).starts_with("gemma4") ? 3e-4 : 1e-4;
+  // 100 runs); 3e-4 keeps a 3x margin there. The Qwen3-Next hybrids' decay parameters (A_log,
+  // dt_bias) get gradients summed over tokens with cancellation: transformers' own f32 gradients of
+  // them err by 6e-5 relative on the golden model (tests/golden/hf/qwen3_next, hf_grad_f32_error),
+  // and one seed in several hundred passed 1e-4 here; they get 3e-4 too. Every other variant keeps 1e-4.
+  const std::string variant = GetParam();
+  const bool loose = variant.starts_with("gemma4") || variant.starts_with("qwen3_next") || variant == "qwen3_5_text";
+  const double relative_bound = loose ? 3e-4 : 1e-4;
   EXPECT_NEAR(loss_value(fast, batch), loss_value(reference, batch), 1e-5 * loss_value(reference, batch));
   for (size_t i = 0; i < fast.parameters().size(); ++i) {
     const std::vector<double> got = to_vector<double>(fast.parameters()[i].var->grad);
