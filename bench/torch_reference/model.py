@@ -105,9 +105,20 @@ MODEL_CONFIG_DEFAULTS = {
     "double_wide_mlp": False,
     "per_layer_input_dim": 0,
     "per_layer_input_vocab": 0,
+    # Linear-attention keys (models/qwen3_next_layer.h): read so lathe's model.json loads; this
+    # reference has no linear-attention layer (all must keep these values).
+    "layer_types": "",
+    "full_attention_interval": 0,
+    "linear_key_heads": 0,
+    "linear_value_heads": 0,
+    "linear_key_head_dim": 0,
+    "linear_value_head_dim": 0,
+    "linear_conv_kernel": 4,
+    "attention_output_gate": False,
 }
 GEMMA4_KEYS = ("rope_local_plain", "global_head_dim", "global_kv_heads", "attention_k_eq_v", "value_norm",
                "kv_shared_layers", "double_wide_mlp", "per_layer_input_dim", "per_layer_input_vocab")
+LINEAR_ATTENTION_KEYS = ("layer_types", "full_attention_interval", "attention_output_gate")
 
 
 class ModelConfig:
@@ -139,6 +150,10 @@ class ModelConfig:
             if getattr(self, key) != MODEL_CONFIG_DEFAULTS[key]:
                 raise ValueError(f"{source}: the PyTorch reference has no Gemma 4 mechanisms ({key} is "
                                  f"{getattr(self, key)!r})")
+        for key in LINEAR_ATTENTION_KEYS:
+            if getattr(self, key) != MODEL_CONFIG_DEFAULTS[key]:
+                raise ValueError(f"{source}: the PyTorch reference has no linear-attention layers or gated "
+                                 f"attention ({key} is {getattr(self, key)!r})")
         if self.moe_experts != 0 or self.qk_norm_full_width:
             raise ValueError(f"{source}: the PyTorch reference models dense layers with per-head q/k norms only "
                              f"(moe_experts {self.moe_experts}, qk_norm_full_width {self.qk_norm_full_width})")

@@ -40,6 +40,8 @@ MODEL_TYPES = {
                                                     moe_intermediate_size=32)),
     "deepseek_v3": ("DeepseekV3ForCausalLM", dict(SIZES, n_routed_experts=16, num_experts_per_tok=2,
                                                     moe_intermediate_size=32)),
+    "qwen3_next": ("Qwen3NextForCausalLM", dict(SIZES, **MOE_SIZES)),
+    "qwen3_5_text": ("Qwen3_5ForCausalLM", SIZES),
 }
 
 

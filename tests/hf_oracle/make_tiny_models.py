@@ -44,6 +44,8 @@ Also measured and stored in golden.json (bounds in tests/python/hf_oracle_test.p
   hf_f32_error   max |logits_f32 - logits of the same model in float64|: the rounding error a float32
                  implementation makes here; lathe's f32 bound is a small multiple of it
   hf_bf16_error  max |logits_bf16 - logits in float64|: the error of an all-bf16 implementation
+  hf_grad_f32_error  the largest relative L2 error of a parameter's f32 gradient against the float64
+                 model's (the same training step): what a float32 implementation's gradients may differ by
   MoE only:      (not for DeepSeek, whose transformers objective has no router loss) hf_aux_f32_error (|aux_loss f32 - f64|), router_logit_scale (max |router logit|, f64),
                  router_bf16_error (max |router logit bf16 - f64|), min_router_margin (probability gap),
                  min_router_logit_gap (the same gap in logits)
@@ -177,13 +179,29 @@ ARCHITECTURES.update({
                         moe_intermediate_size=16)),
 })
 GEMMA4 = ("gemma4", "gemma4_moe")
+# Linear-attention hybrids, 3 layers: gated delta net, gated full attention, gated delta net. The delta
+# net has 2 key heads of 8 and 4 value heads of 6 (GQA ratio 2, key and value widths differ), a width-4
+# convolution; the attention heads are 16 wide with half of each rotated (partial_rotary_factor 0.5).
+# Qwen3-Next's feed-forwards are MoE (4 experts of 16, top-2, renormalised) with a shared expert of 24
+# behind its sigmoid gate, layer 1 dense (mlp_only_layers); Qwen3.5's are dense.
+LINEAR_COMMON = dict(num_hidden_layers=3, head_dim=16, layer_types=["linear_attention", "full_attention",
+                                                                     "linear_attention"],
+                     linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                     linear_value_head_dim=6, linear_conv_kernel_dim=4, tie_word_embeddings=False,
+                     rope_parameters=dict(rope_type="default", rope_theta=1000.0, partial_rotary_factor=0.5))
+ARCHITECTURES.update({
+    "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM",
+                   dict(MOE_COMMON, **LINEAR_COMMON, num_experts=4, moe_intermediate_size=16,
+                        shared_expert_intermediate_size=24, norm_topk_prob=True, mlp_only_layers=[1])),
+    "qwen3_5_text": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM", dict(LINEAR_COMMON)),
+})
 # Mixture-of-experts architectures whose transformers objective is the cross-entropy alone.
 PLAIN_OBJECTIVE = DEEPSEEK + ("gemma4_moe",)
 # Per MoE architecture: (weight seed, factor on every router weight), chosen with --search so that the
 # routing margins hold (see the module docstring). Dense architectures use SEED and no factor.
 MOE = {"mixtral": (1270, 1.0), "qwen3_moe": (1271, 1.0), "qwen3_moe_norm": (1278, 2.0), "qwen2_moe": (1249, 2.0),
        "olmoe": (1312, 1.0), "gpt_oss": (1276, 2.0), "deepseek_v2": (1241, 2.0), "deepseek_v3": (1244, 2.0),
-       "gemma4_moe": (1236, 8.0)}
+       "gemma4_moe": (1236, 8.0), "qwen3_next": (1236, 1.0)}
 # GPT-OSS: a factor on the experts' gate_up_proj, so that some gate and up values pass swiglu_limit (7)
 # and the clamps' zero gradients show in the goldens; attention sinks get std-1 noise so they take visible mass.
 EXPERT_SCALE = {"gpt_oss": 6.0}
@@ -388,6 +406,31 @@ def moe_training_step(model, inputs, targets):
     return total, ce, out.aux_loss
 
 
+def f64_gradients(arch, inputs, targets):
+    """d objective / d parameter of the float64 model, by HF name (the same objective as the golden step)."""
+    model = make_model(arch, torch.float64)
+    model.train()
+    model.zero_grad()
+    if arch in MOE and arch not in PLAIN_OBJECTIVE:
+        moe_training_step(model, inputs, targets)
+    else:
+        logits = model(inputs).logits
+        torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1)).backward()
+    return {name: parameter.grad.detach() for name, parameter in model.named_parameters()}
+
+
+def gradient_f32_error(model, gradients_f64):
+    """transformers' own float32 gradient error: the largest relative L2 distance of a parameter's f32
+    gradient from its float64 one (what a float32 implementation may differ by; the gated delta rule's
+    decay gradients reach ~6e-5 here, far above the other architectures')."""
+    worst = 0.0
+    for name, parameter in model.named_parameters():
+        reference = gradients_f64[name]
+        error = float((parameter.grad.double() - reference).norm() / max(float(reference.norm()), 1e-30))
+        worst = max(worst, error)
+    return worst
+
+
 def write_architecture(arch, out_dir):
     from safetensors.torch import save_file
 
@@ -438,6 +481,7 @@ def write_architecture(arch, out_dir):
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB).float(), targets.reshape(-1))
         loss.backward()
 
+    hf_grad_f32_error = gradient_f32_error(model, f64_gradients(arch, inputs, targets))
     tensors = {}
     for i, (f32, bf16) in enumerate(zip(logits_f32, logits_bf16)):
         tensors[f"logits_f32.{i}"] = f32.contiguous()
@@ -458,6 +502,7 @@ def write_architecture(arch, out_dir):
         "logit_scale": max(float(v.abs().max()) for v in logits_f64),
         "hf_f32_error": max_error(logits_f32),
         "hf_bf16_error": max_error(logits_bf16),
+        "hf_grad_f32_error": hf_grad_f32_error,
         **moe,
         "seed": MOE.get(arch, (SEED, 1.0))[0],
         **({"router_weight_scale": MOE[arch][1]} if arch in MOE else {}),

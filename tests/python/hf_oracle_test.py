@@ -217,8 +217,12 @@ def test_training_step(arch, tmp_path_factory):
         error = float(np.linalg.norm(ours[name] - reference) / max(np.linalg.norm(reference), 1e-30))
         if error > worst:
             worst, worst_name = error, name
-    print(f"{arch}: loss {loss:.7f} vs {golden['loss']:.7f}; worst gradient relative L2 {worst:.1e} ({worst_name})")
-    assert worst <= GRADIENT_BOUND, worst_name
+    print(f"{arch}: loss {loss:.7f} vs {golden['loss']:.7f}; worst gradient relative L2 {worst:.1e} ({worst_name}); "
+          f"transformers' own f32 gradient error {golden.get('hf_grad_f32_error', 0.0):.1e}")
+    # A float32 implementation may err like transformers' own f32 gradients do (measured against its
+    # float64 model when the golden was made; older goldens have none): twice that, plus the bound.
+    bound = GRADIENT_BOUND + 2.0 * golden.get("hf_grad_f32_error", 0.0)
+    assert worst <= bound, (worst_name, worst, bound)
 
 
 def golden_reference_file(arch, path, perturb=False):

@@ -237,6 +237,10 @@ int run_generate(int argc, char** argv) {
   std::fprintf(stderr, "kv cache: %lld tokens x %lld bytes/token%s = %.1f KiB\n", static_cast<long long>(cache.length),
                static_cast<long long>(cache.bytes_per_token()), kind.c_str(),
                static_cast<double>(cache.length * cache.bytes_per_token()) / 1024.0);
+  // Recurrent layers (linear attention, state-space scans) keep a fixed-size state instead.
+  if (const int64_t state = cache.recurrent_state_bytes(); state > 0)
+    std::fprintf(stderr, "recurrent state: %lld bytes = %.1f KiB (constant: it does not grow with the context)\n",
+                 static_cast<long long>(state), static_cast<double>(state) / 1024.0);
   return 0;
 }
 

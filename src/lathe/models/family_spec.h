@@ -170,6 +170,8 @@ struct HfFamily {
   const HfDeepseek* deepseek = nullptr;  // DeepSeek-V2/V3 (with moe)
   // Gemma 4's config keys (models/hf/hf_gemma4.h): read and written by their own functions.
   bool gemma4_keys = false;
+  // The linear-attention hybrids' keys (layer_types, linear_*, partial RoPE; models/hf/hf_qwen3_next.h).
+  bool linear_attention_keys = false;
   // Defaults of the config class for keys a config.json may leave out (0: the common default:
   // num_key_value_heads = num_attention_heads, rms_norm_eps 1e-6, rope theta 10000).
   int64_t default_kv_heads = 0;
@@ -202,7 +204,8 @@ struct FamilyTraits {
   bool attention_bias = false;
   bool sandwich_norms = false;
   float norm_weight_offset = 0.0f;
-  float embedding_scale = 1.0f;  // 0: sqrt(d_model)
+  float embedding_scale = 1.0f;        // 0: sqrt(d_model)
+  bool attention_output_gate = false;  // Qwen3-Next's gated full attention
 };
 
 // Elements one layer keeps per token for the backward (f32), as models/memory_estimate.h counts them.

@@ -27,6 +27,8 @@ struct Expected {
   bool deepseek_layer = false;
   // Gemma 4: its own layer (models/gemma4_layer_test.cc), w (not 1 + w) norms
   bool gemma4_layer = false;
+  // Qwen3-Next / Qwen3.5: the hybrid layer (models/qwen3_next_layer_test.cc), 1 + w norms without sandwich
+  bool hybrid_layer = false;
 };
 
 // From the transformers classes (architectures, model types) and the formats each family was
@@ -49,6 +51,12 @@ const std::map<std::string, Expected> kExpected = {
      {"DeepseekV3ForCausalLM", "deepseek_v3", false, false, false, "plain", true, false, false, false, true}},
     {"gemma4",
      {"Gemma4ForCausalLM", "gemma4_text", false, true, true, "gemma", false, false, false, false, false, true}},
+    {"qwen3_next",
+     {"Qwen3NextForCausalLM", "qwen3_next", false, true, false, "chatml", true, true, false, false, false, false,
+      true}},
+    {"qwen3_5_text",
+     {"Qwen3_5ForCausalLM", "qwen3_5_text", false, true, false, "chatml", false, false, false, false, false, false,
+      true}},
 };
 
 TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
@@ -70,7 +78,7 @@ TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
   ASSERT_EQ(family_names().size(), kExpected.size());
   EXPECT_EQ(family_names_text(),
             "llama, mistral, qwen2, qwen3, gemma2, gemma3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt_oss, "
-            "deepseek_v2, deepseek_v3, gemma4");
+            "deepseek_v2, deepseek_v3, gemma4, qwen3_next, qwen3_5_text");
   EXPECT_EQ(find_family_spec_or_null("gpt5"), nullptr);
   try {
     find_family_spec("gpt5");
@@ -96,7 +104,8 @@ TEST(FamilyRegistry, EachSpecHasItsArchitectureTraitsAndChatTemplate) {
       EXPECT_EQ(spec->hf.moe->default_shared_ffn > 0, expected.shared_expert);
     }
     // Gemma's (1 + w) norms and sqrt(d_model) embedding scale go with its sandwich block.
-    EXPECT_EQ(spec->traits.norm_weight_offset, expected.sandwich_norms && !expected.gemma4_layer ? 1.0f : 0.0f);
+    EXPECT_EQ(spec->traits.norm_weight_offset,
+              (expected.sandwich_norms && !expected.gemma4_layer) || expected.hybrid_layer ? 1.0f : 0.0f);
     EXPECT_EQ(spec->traits.embedding_scale, expected.sandwich_norms ? 0.0f : 1.0f);
     EXPECT_STREQ(spec->default_chat_template, expected.chat_template);
   }
@@ -158,7 +167,7 @@ TEST(FamilyRegistry, LayerParametersAreTheHfCheckpointNames) {
   for (const FamilySpec* spec : all_family_specs()) {
     SCOPED_TRACE(spec->name);
     const Expected& expected = kExpected.at(spec->name);
-    if (expected.deepseek_layer || expected.gemma4_layer) continue;  // their own tests
+    if (expected.deepseek_layer || expected.gemma4_layer || expected.hybrid_layer) continue;  // their own tests
     ModelConfig config;
     config.family = spec->name;
     config.d_model = 24;

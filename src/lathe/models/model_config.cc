@@ -57,6 +57,31 @@ std::vector<int64_t> parse_layer_list(const std::string& text) {
   return layers;
 }
 
+std::vector<std::string> parse_layer_types(const std::string& text, int64_t n_layers) {
+  std::vector<std::string> types;
+  size_t begin = 0;
+  while (begin <= text.size() && !text.empty()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(begin, end - begin);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    LATHE_CHECK(item == "linear_attention" || item == "full_attention", "model.layer_types: '", item,
+                "' is not a layer type lathe has (linear_attention or full_attention)");
+    types.push_back(item);
+    begin = end + 1;
+  }
+  LATHE_CHECK(static_cast<int64_t>(types.size()) == n_layers, "model.layer_types: ", types.size(),
+              " types for model.n_layers=", n_layers, " layers (one per layer)");
+  return types;
+}
+
+bool ModelConfig::layer_is_linear_attention(int64_t layer) const {
+  if (!layer_types.empty())
+    return parse_layer_types(layer_types, n_layers)[static_cast<size_t>(layer)] == "linear_attention";
+  return full_attention_interval > 0 && (layer + 1) % full_attention_interval != 0;
+}
+
 bool ModelConfig::layer_is_moe(int64_t layer) const {
   if (moe_experts <= 0 || layer < moe_first_dense_layers) return false;
   if (moe_layer_step > 1 && (layer + 1) % moe_layer_step != 0) return false;

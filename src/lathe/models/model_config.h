@@ -142,6 +142,19 @@ struct ModelConfig {
   int64_t per_layer_input_dim = 0;    // per-layer embeddings (PLE) width per layer; 0: none
   int64_t per_layer_input_vocab = 0;  // rows of the PLE table; 0: vocab_size
 
+  // Linear-attention hybrids (Qwen3-Next, Qwen3.5; models/qwen3_next_layer.h). A layer is
+  // linear_attention (a gated delta net: the recurrence of ops/gated_delta_rule behind a causal short
+  // convolution) or full_attention, as layer_types lists them, or else every full_attention_interval-th
+  // layer full and the others linear (transformers' default list); neither: every layer full.
+  std::string layer_types;              // comma-separated, one per layer: linear_attention | full_attention
+  int64_t full_attention_interval = 0;  // used when layer_types is empty; 0: no linear-attention layers
+  int64_t linear_key_heads = 0;         // key (and query) heads of the gated delta net
+  int64_t linear_value_heads = 0;       // value heads, a multiple of linear_key_heads (GQA-style)
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel = 4;      // the short convolution's width over the q/k/v channels
+  bool attention_output_gate = false;  // q_proj also yields a gate: attention out * sigmoid(gate) (Qwen3-Next)
+
   double init_std = 0.02;  // normal(0, init_std) for matrices; norms start at 1 (0 with offset 1)
 
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
@@ -164,6 +177,8 @@ struct ModelConfig {
   bool layer_is_moe(int64_t layer) const;
   int64_t resolved_moe_ffn_dim() const { return moe_ffn_dim > 0 ? moe_ffn_dim : ffn_dim; }
   bool uses_mla() const { return kv_lora_rank > 0; }
+  // Whether layer `layer` is a linear-attention (gated delta net) layer (layer_types above).
+  bool layer_is_linear_attention(int64_t layer) const;
   // Parameters one token's forward touches: the routed experts count top_k of moe_experts.
   int64_t active_parameter_count() const;  // total, counting tied embeddings once; throws for an unknown family
   double rope_theta_for_layer(int64_t layer) const {
@@ -178,5 +193,8 @@ const char* to_string(FfnActivation activation);
 std::string active_parameters_note(const ModelConfig& config);
 // "0, 3" -> {0, 3}; "" -> {}. lathe::Error naming model.moe_dense_layers for anything else.
 std::vector<int64_t> parse_layer_list(const std::string& text);
+// "linear_attention,full_attention" -> one type per layer. lathe::Error naming model.layer_types for
+// another type or a count other than n_layers.
+std::vector<std::string> parse_layer_types(const std::string& text, int64_t n_layers);
 
 }  // namespace lathe

@@ -169,6 +169,31 @@ ModelConfig tiny_config(const std::string& variant) {
       config.kv_shared_layers = 2;
       config.double_wide_mlp = true;
     }
+  } else if (variant == std::string("qwen3_next") || variant == std::string("qwen3_5_text")) {
+    // models/qwen3_next_layer.h: gated delta net, gated full attention, gated delta net (GQA ratio 2,
+    // key and value head widths differ, a width-3 convolution), partial RoPE, 1 + w norms; qwen3_next
+    // adds the MoE with its sigmoid-gated shared expert on layers 0 and 2 (layer 1 dense).
+    config.family = variant;
+    config.n_layers = 3;
+    config.layer_types = "linear_attention,full_attention,linear_attention";
+    config.linear_key_heads = 1;
+    config.linear_value_heads = 2;
+    config.linear_key_head_dim = 3;
+    config.linear_value_head_dim = 4;
+    config.linear_conv_kernel = 3;
+    config.qk_norm = true;
+    config.norm_weight_offset = 1;
+    config.attention_output_gate = true;
+    config.partial_rotary_factor = 0.5;
+    if (variant == std::string("qwen3_next")) {
+      config.moe_experts = 4;
+      config.moe_top_k = 2;
+      config.moe_ffn_dim = 5;
+      config.moe_shared_ffn_dim = 6;
+      config.moe_shared_gate = true;
+      config.moe_dense_layers = "1";
+      config.moe_aux_loss_coef = 0.1;
+    }
   }
   return config;
 }
@@ -248,8 +273,13 @@ TEST_P(ModelVariants, FastPathMatchesFloat64Reference) {
   // Gemma 4's tiny variants stack a dozen mechanisms on 8-wide streams (the per-layer-input gate's
   // products, value and q/k norms over 3-6 values): float32 rounding reaches 1.0-1.1x of 1e-4 in a
   // few percent of seeds even with the well-conditioned eps and cap of tiny_config (measured over
-  // 100 runs); 3e-4 keeps a 3x margin there, and every other variant keeps 1e-4.
-  const double relative_bound = std::string(GetParam()).starts_with("gemma4") ? 3e-4 : 1e-4;
+  // 100 runs); 3e-4 keeps a 3x margin there. The Qwen3-Next hybrids' decay parameters (A_log,
+  // dt_bias) get gradients summed over tokens with cancellation: transformers' own f32 gradients of
+  // them err by 6e-5 relative on the golden model (tests/golden/hf/qwen3_next, hf_grad_f32_error),
+  // and one seed in several hundred passed 1e-4 here; they get 3e-4 too. Every other variant keeps 1e-4.
+  const std::string variant = GetParam();
+  const bool loose = variant.starts_with("gemma4") || variant.starts_with("qwen3_next") || variant == "qwen3_5_text";
+  const double relative_bound = loose ? 3e-4 : 1e-4;
   EXPECT_NEAR(loss_value(fast, batch), loss_value(reference, batch), 1e-5 * loss_value(reference, batch));
   for (size_t i = 0; i < fast.parameters().size(); ++i) {
     const std::vector<double> got = to_vector<double>(fast.parameters()[i].var->grad);
@@ -337,7 +367,7 @@ TEST_P(ModelVariants, LogitsGiveTheLoss) {
 INSTANTIATE_TEST_SUITE_P(Families, ModelVariants,
                          ::testing::Values("llama", "qwen2", "qwen3", "llama3_scaling", "gemma2", "mixtral",
                                            "qwen2_moe", "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3",
-                                           "deepseek_v3_mtp", "gemma4", "gemma4_moe"));
+                                           "deepseek_v3_mtp", "gemma4", "gemma4_moe", "qwen3_next", "qwen3_5_text"));
 
 TEST(TransformerModel, ParameterNamesFollowHuggingFace) {
   TransformerModel model(tiny_config("qwen3"));

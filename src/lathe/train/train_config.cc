@@ -160,6 +160,17 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("model.double_wide_mlp", model.double_wide_mlp, "KV-sharing layers get a 2 * ffn_dim MLP (Gemma 4)");
   field("model.per_layer_input_dim", model.per_layer_input_dim, "per-layer embedding width (Gemma 4 PLE); 0: none");
   field("model.per_layer_input_vocab", model.per_layer_input_vocab, "rows of the PLE table; 0: vocab_size");
+  field("model.layer_types", model.layer_types,
+        "comma-separated per layer: linear_attention | full_attention (Qwen3-Next); empty: full_attention_interval");
+  field("model.full_attention_interval", model.full_attention_interval,
+        "with layer_types empty: every Nth layer full attention, the others linear; 0: none linear");
+  field("model.linear_key_heads", model.linear_key_heads, "gated delta net: key/query heads");
+  field("model.linear_value_heads", model.linear_value_heads, "gated delta net: value heads (a multiple of key heads)");
+  field("model.linear_key_head_dim", model.linear_key_head_dim, "gated delta net: key head width");
+  field("model.linear_value_head_dim", model.linear_value_head_dim, "gated delta net: value head width");
+  field("model.linear_conv_kernel", model.linear_conv_kernel, "gated delta net: short convolution width");
+  field("model.attention_output_gate", model.attention_output_gate,
+        "full attention output * sigmoid(gate), the gate from q_proj (Qwen3-Next)");
   field("model.init_std", model.init_std, "standard deviation of the initial weight matrices");
 
   TrainSection& train = config.train;

@@ -37,6 +37,7 @@ class ProblemList {
 void check_experts(const ModelConfig& model, ProblemList& problems);
 void check_latent_attention(const ModelConfig& model, ProblemList& problems);
 void check_gemma4_options(const ModelConfig& model, ProblemList& problems);
+void check_linear_attention(const ModelConfig& model, ProblemList& problems);
 
 void check_model(const ModelConfig& model, ProblemList& problems) {
   // First, and alone: the checks below loop over layers and multiply dimensions.
@@ -118,6 +119,7 @@ void check_model(const ModelConfig& model, ProblemList& problems) {
   problems.require_positive("model.init_std", model.init_std);
   check_experts(model, problems);
   check_gemma4_options(model, problems);
+  check_linear_attention(model, problems);
 }
 
 void check_gemma4_options(const ModelConfig& model, ProblemList& problems) {
@@ -142,6 +144,37 @@ void check_gemma4_options(const ModelConfig& model, ProblemList& problems) {
       }
   if (model.double_wide_mlp && model.kv_shared_layers == 0)
     problems.add("model.double_wide_mlp=true has no effect without model.kv_shared_layers > 0");
+}
+
+void check_linear_attention(const ModelConfig& model, ProblemList& problems) {
+  problems.require_non_negative("model.full_attention_interval", model.full_attention_interval);
+  bool any_linear = false;
+  try {
+    for (int64_t layer = 0; layer < model.n_layers; ++layer)
+      any_linear = any_linear || model.layer_is_linear_attention(layer);
+  } catch (const Error& error) {
+    problems.add(error.what());
+    return;
+  }
+  const FamilySpec* family = find_family_spec_or_null(model.family);
+  const bool has_linear_layers = family && family->hf.linear_attention_keys;
+  if (model.attention_output_gate && family && !family->traits.attention_output_gate)
+    problems.add("model.attention_output_gate=true: model.family '", model.family, "' has no gated attention");
+  if (!any_linear) return;
+  if (family && !has_linear_layers) {
+    problems.add("model.layer_types / model.full_attention_interval: model.family '", model.family,
+                 "' has no linear-attention layers");
+    return;
+  }
+  problems.require_positive("model.linear_key_heads", model.linear_key_heads);
+  problems.require_positive("model.linear_value_heads", model.linear_value_heads);
+  problems.require_positive("model.linear_key_head_dim", model.linear_key_head_dim);
+  problems.require_positive("model.linear_value_head_dim", model.linear_value_head_dim);
+  if (model.linear_key_heads > 0 && model.linear_value_heads % model.linear_key_heads != 0)
+    problems.add("model.linear_value_heads=", model.linear_value_heads,
+                 " must be a multiple of model.linear_key_heads=", model.linear_key_heads);
+  if (model.linear_conv_kernel < 2 || model.linear_conv_kernel > 8)
+    problems.add("model.linear_conv_kernel=", model.linear_conv_kernel, " is not supported (lathe has 2 to 8)");
 }
 
 void check_latent_attention(const ModelConfig& model, ProblemList& problems) {

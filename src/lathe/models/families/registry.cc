@@ -19,7 +19,9 @@
   X(gpt_oss)              \
   X(deepseek_v2)          \
   X(deepseek_v3)          \
-  X(gemma4)
+  X(gemma4)               \
+  X(qwen3_next)           \
+  X(qwen3_5_text)
 
 namespace lathe {
 

@@ -196,6 +196,14 @@ std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) 
   LATHE_COMPARE(double_wide_mlp);
   LATHE_COMPARE(per_layer_input_dim);
   LATHE_COMPARE(per_layer_input_vocab);
+  LATHE_COMPARE(layer_types);
+  LATHE_COMPARE(full_attention_interval);
+  LATHE_COMPARE(linear_key_heads);
+  LATHE_COMPARE(linear_value_heads);
+  LATHE_COMPARE(linear_key_head_dim);
+  LATHE_COMPARE(linear_value_head_dim);
+  LATHE_COMPARE(linear_conv_kernel);
+  LATHE_COMPARE(attention_output_gate);
 #undef LATHE_COMPARE
   if (a.ffn_activation != b.ffn_activation)
     return str_cat("model.ffn_activation (", to_string(a.ffn_activation), " vs ", to_string(b.ffn_activation), ")");

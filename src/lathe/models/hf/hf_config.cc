@@ -7,6 +7,7 @@
 #include "lathe/models/family_spec.h"
 #include "lathe/models/hf/hf_config_reader.h"
 #include "lathe/models/hf/hf_gemma4.h"
+#include "lathe/models/hf/hf_qwen3_next.h"
 
 namespace lathe {
 
@@ -357,10 +358,13 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
                 hf.architecture, " defaults to rope_type \"", hf.default_rope_type,
                 "\" with parameters the config does not give; write its \"rope_parameters\" out");
   config.rope_local_theta = hf.default_rope_local_theta;
-  if (!hf.gemma4_keys) read_rope(reader, config, hf.default_rope_theta > 0 ? hf.default_rope_theta : 10000.0);
+  if (hf.linear_attention_keys)
+    read_linear_attention(reader, config);  // its RoPE and layer_types included
+  else if (!hf.gemma4_keys)
+    read_rope(reader, config, hf.default_rope_theta > 0 ? hf.default_rope_theta : 10000.0);
   // Gemma 3: the sliding layers' own RoPE is never scaled (it differs only where scaling is on).
   config.rope_local_plain = hf.rope_per_layer_type && config.rope_scaling != "none";
-  read_sliding_window(reader, hf, config);
+  if (!hf.linear_attention_keys) read_sliding_window(reader, hf, config);
   // A pattern longer than the model means every layer is local, which pattern 0 says.
   if (config.sliding_window_pattern > config.n_layers) config.sliding_window_pattern = 0;
 
@@ -371,6 +375,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
   config.sandwich_norms = family.traits.sandwich_norms;
   config.norm_weight_offset = family.traits.norm_weight_offset;
   config.embedding_scale = family.traits.embedding_scale;
+  config.attention_output_gate = family.traits.attention_output_gate;
   if (hf.query_pre_attn_scalar_and_softcaps) {
     const double scalar = reader.number_or("query_pre_attn_scalar", 256.0);
     LATHE_CHECK(scalar > 0, source, ": \"query_pre_attn_scalar\" must be positive, found ", scalar);
@@ -440,7 +445,10 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
     check_gemma4_exportable(config);
   else
     check_no_gemma4_options(config);
-  require(config.partial_rotary_factor == 1.0 || hf.gemma4_keys, "partial_rotary_factor=1");
+  if (!hf.linear_attention_keys) check_no_linear_attention(config);
+  require(config.partial_rotary_factor == 1.0 || hf.gemma4_keys || hf.linear_attention_keys, "partial_rotary_factor=1");
+  require(config.attention_output_gate == traits.attention_output_gate,
+          flag("attention_output_gate", traits.attention_output_gate));
   require(config.qk_norm == traits.qk_norm, flag("qk_norm", traits.qk_norm));
   require(config.qk_norm_full_width == traits.qk_norm_full_width,
           flag("qk_norm_full_width", traits.qk_norm_full_width));
@@ -651,6 +659,8 @@ Json hf_json_from_model_config(const ModelConfig& config) {
 
   if (hf.gemma4_keys)
     write_gemma4(config, json);  // its RoPE per layer type included
+  else if (hf.linear_attention_keys)
+    write_linear_attention(config, json);  // its RoPE and layer_types included
   else
     write_rope(config, hf, json);
 

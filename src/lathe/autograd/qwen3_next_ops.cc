@@ -1,0 +1,124 @@
+#include "lathe/autograd/qwen3_next_ops.h"
+
+#include <cmath>
+
+namespace lathe::autograd {
+namespace {
+
+bool fast(Precision precision) { return precision == Precision::fast; }
+
+template <class T>
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+// softplus(x) = log(1 + e^x), computed without overflow (torch's threshold 20: x itself above it).
+template <class T>
+T softplus(T x) {
+  return x > T(20) ? x : std::log1p(std::exp(x));
+}
+
+template <class T>
+void sigmoid_multiply_forward(const Tensor& x, const Tensor& gate, const Tensor& out) {
+  const T* in = x.ptr<T>();
+  const T* g = gate.ptr<T>();
+  T* y = out.ptr<T>();
+  for (int64_t i = 0; i < x.numel(); ++i) y[i] = in[i] * sigmoid(g[i]);
+}
+
+// dx = dy * s; dgate = dy * x * s (1 - s).
+template <class T>
+void sigmoid_multiply_backward(const Tensor& x, const Tensor& gate, const Tensor& dy, const Tensor& dx,
+                               const Tensor& dgate) {
+  const T* in = x.ptr<T>();
+  const T* g = gate.ptr<T>();
+  const T* d = dy.ptr<T>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const T s = sigmoid(g[i]);
+    dx.ptr<T>()[i] = d[i] * s;
+    dgate.ptr<T>()[i] = d[i] * in[i] * s * (T(1) - s);
+  }
+}
+
+template <class T>
+void gates_forward(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
+                   const Tensor& beta) {
+  const int64_t heads = a.dim(1), rows = a.dim(0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t i = r * heads + h;
+      g.ptr<T>()[i] = -std::exp(a_log.ptr<T>()[h]) * softplus(a.ptr<T>()[i] + dt_bias.ptr<T>()[h]);
+      beta.ptr<T>()[i] = sigmoid(b.ptr<T>()[i]);
+    }
+}
+
+// g = -A softplus(u), u = a + dt_bias, A = exp(a_log): dg/du = -A sigmoid(u), dg/da_log = g.
+template <class T>
+void gates_backward(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& dg,
+                    const Tensor& dbeta, const Tensor& da, const Tensor& db, const Tensor& d_a_log,
+                    const Tensor& d_dt_bias) {
+  const int64_t heads = a.dim(1), rows = a.dim(0);
+  for (int64_t h = 0; h < heads; ++h) d_a_log.ptr<T>()[h] = d_dt_bias.ptr<T>()[h] = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t i = r * heads + h;
+      const T A = std::exp(a_log.ptr<T>()[h]);
+      const T u = a.ptr<T>()[i] + dt_bias.ptr<T>()[h];
+      const T grad_g = dg.defined() ? dg.ptr<T>()[i] : T(0);
+      const T du = -A * sigmoid(u) * grad_g;
+      da.ptr<T>()[i] = du;
+      d_dt_bias.ptr<T>()[h] += du;
+      d_a_log.ptr<T>()[h] += -A * softplus(u) * grad_g;
+      const T s = sigmoid(b.ptr<T>()[i]);
+      db.ptr<T>()[i] = (dbeta.defined() ? dbeta.ptr<T>()[i] : T(0)) * s * (T(1) - s);
+    }
+}
+
+Tensor empty_like(const Var& var) { return Tensor::empty(var->value.shape(), var->value.dtype()); }
+
+}  // namespace
+
+Var sigmoid_multiply(Tape& tape, const Var& x, const Var& gate) {
+  LATHE_ASSERT(x->value.shape() == gate->value.shape());
+  Var out = make_var(Tensor::empty(x->value.shape(), tape.dtype()), x->requires_grad || gate->requires_grad);
+  fast(tape.precision()) ? sigmoid_multiply_forward<float>(x->value, gate->value, out->value)
+                         : sigmoid_multiply_forward<double>(x->value, gate->value, out->value);
+  if (!tape.recording() || !out->requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([x, gate, out, precision] {
+    Tensor dx = empty_like(x), dgate = empty_like(gate);
+    fast(precision) ? sigmoid_multiply_backward<float>(x->value, gate->value, out->grad, dx, dgate)
+                    : sigmoid_multiply_backward<double>(x->value, gate->value, out->grad, dx, dgate);
+    accumulate_grad(x, dx, true);
+    accumulate_grad(gate, dgate, true);
+  });
+  return out;
+}
+
+DeltaGates gated_delta_gates(Tape& tape, const Var& a, const Var& b, const Var& a_log, const Var& dt_bias) {
+  LATHE_ASSERT(a->value.shape().rank() == 2 && a->value.shape() == b->value.shape());
+  LATHE_ASSERT(a_log->value.shape() == Shape({a->value.dim(1)}) && dt_bias->value.shape() == a_log->value.shape());
+  const bool requires_grad = a->requires_grad || b->requires_grad || a_log->requires_grad || dt_bias->requires_grad;
+  DeltaGates out{make_var(Tensor::empty(a->value.shape(), tape.dtype()), requires_grad),
+                 make_var(Tensor::empty(a->value.shape(), tape.dtype()), requires_grad)};
+  fast(tape.precision())
+      ? gates_forward<float>(a->value, b->value, a_log->value, dt_bias->value, out.g->value, out.beta->value)
+      : gates_forward<double>(a->value, b->value, a_log->value, dt_bias->value, out.g->value, out.beta->value);
+  if (!tape.recording() || !requires_grad) return out;
+  const Precision precision = tape.precision();
+  tape.record([a, b, a_log, dt_bias, out, precision] {
+    if (!out.g->grad.defined() && !out.beta->grad.defined()) return;
+    Tensor da = empty_like(a), db = empty_like(b), d_a_log = empty_like(a_log), d_dt_bias = empty_like(dt_bias);
+    fast(precision) ? gates_backward<float>(a->value, b->value, a_log->value, dt_bias->value, out.g->grad,
+                                            out.beta->grad, da, db, d_a_log, d_dt_bias)
+                    : gates_backward<double>(a->value, b->value, a_log->value, dt_bias->value, out.g->grad,
+                                             out.beta->grad, da, db, d_a_log, d_dt_bias);
+    accumulate_grad(a, da, true);
+    accumulate_grad(b, db, true);
+    accumulate_grad(a_log, d_a_log, true);
+    accumulate_grad(dt_bias, d_dt_bias, true);
+  });
+  return out;
+}
+
+}  // namespace lathe::autograd

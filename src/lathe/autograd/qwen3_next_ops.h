@@ -1,0 +1,23 @@
+// The elementwise ops the Qwen3-Next / Qwen3.5 layer (models/qwen3_next_layer.h) adds around the
+// gated delta rule and gated attention, in the style of autograd/ops.h: a float and a double path
+// (the tape's precision picks), each recording its own backward. Plain memory-bound loops; the math
+// follows transformers 5.x models/qwen3_next/modeling_qwen3_next.py.
+#pragma once
+
+#include "lathe/autograd/tape.h"
+
+namespace lathe::autograd {
+
+// x, gate: the same shape -> x * sigmoid(gate) elementwise (Qwen3NextAttention's output gate).
+Var sigmoid_multiply(Tape& tape, const Var& x, const Var& gate);
+
+struct DeltaGates {
+  Var g;     // (rows, heads): log decay, -exp(a_log) * softplus(a + dt_bias) (<= 0)
+  Var beta;  // (rows, heads): sigmoid(b), the delta rule's write strength
+};
+
+// a, b: (rows, heads); a_log, dt_bias: (heads) -> the gated delta rule's per-token gates
+// (Qwen3NextGatedDeltaNet.forward). d a_log and d dt_bias are summed over rows in row order.
+DeltaGates gated_delta_gates(Tape& tape, const Var& a, const Var& b, const Var& a_log, const Var& dt_bias);
+
+}  // namespace lathe::autograd
