@@ -66,7 +66,7 @@ case "$mode" in
       echo '```'
     } >"$summary"
     echo "== CUDA tests"
-    filter='CudaRuntime*:CachingAllocator*'
+    filter='CudaRuntime*:CachingAllocator*:DeviceDispatch*'
     for op in matmul rms_norm softmax gated_activation adamw; do filter="$filter:*OpContract*/$op:*OpContract*/${op}_backward"; done
     set +e
     "$bundle/lathe_tests" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tee "$out/device_tests.log"

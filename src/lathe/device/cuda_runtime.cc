@@ -29,7 +29,7 @@ void throw_runtime_error(cudaError_t error, const char* op, const char* call) {
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* op, const char* call) {
-  throw_error(op, ": ", call, " failed: ", cublasGetStatusName(status), " (", cublasGetStatusString(status), ")");
+  throw_error(op, ": ", call, " failed: ", cublasLtGetStatusName(status), " (", cublasLtGetStatusString(status), ")");
 }
 
 namespace {

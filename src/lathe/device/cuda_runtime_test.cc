@@ -1,8 +1,8 @@
 // The CUDA device layer as every machine sees it. Without a usable GPU (no CUDA in the build, or
 // none on the machine): the status says why, and every device entry is one clear error. With one:
 // copies between host and device keep values and layouts, and device tensors are refused by host
-// element access. The ops' device paths are checked by the op contract tests (the "cuda"
-// implementation of each op is tested wherever a GPU is usable).
+// element access. Dispatch of device tensors: tests/unit/device_dispatch_test.cc; the ops' device
+// paths: the op contract tests (each op's "cuda" implementation, wherever a GPU is usable).
 #include "lathe/device/cuda_runtime.h"
 
 #include <gtest/gtest.h>
@@ -10,7 +10,6 @@
 #include "expect_error.h"
 #include "lathe/core/rng.h"
 #include "lathe/device/device_tensor.h"
-#include "lathe/ops/matmul/matmul.h"
 
 namespace lathe::cuda {
 namespace {
@@ -36,42 +35,6 @@ TEST(CudaRuntime, WithoutADeviceEveryEntryIsOneClearError) {
   expect_error([&] { device_empty({4}, DType::f32); }, "no usable CUDA device");
   Tensor host = Tensor::zeros({2, 2}, DType::f32);
   expect_error([&] { to_device(host); }, "no usable CUDA device");
-}
-
-// A view that claims to be on the GPU (its memory is host memory; nothing may read it).
-TensorView claimed_device_view(const Tensor& tensor) {
-  TensorView view = tensor.view();
-  view.device = Device::cuda;
-  return view;
-}
-
-TEST(CudaRuntime, HostElementAccessRefusesDeviceTensors) {
-  Tensor tensor = Tensor::zeros({3}, DType::f32);
-  const TensorView view = claimed_device_view(tensor);
-  expect_error([&] { read_element(view, 0); }, "copy it to the host first");
-  expect_error([&] { to_vector<float>(view); }, "copy it to the host first");
-  EXPECT_EQ(view.describe(), "cuda:f32(3)");
-}
-
-TEST(CudaRuntime, AnOpRefusesTensorsOnTwoDevices) {
-  Tensor a = Tensor::zeros({2, 3}, DType::f32), b = Tensor::zeros({3, 4}, DType::f32),
-         c = Tensor::zeros({2, 4}, DType::f32);
-  MatmulArgs args;
-  args.a = a;
-  args.b = b;
-  args.c = claimed_device_view(c);
-  expect_error([&] { matmul(args); }, "matmul: tensors on both the host and the GPU");
-}
-
-TEST(CudaRuntime, AnOpOnDeviceTensorsWithoutADeviceSaysWhy) {
-  if (available()) GTEST_SKIP() << "a CUDA device is usable here";
-  Tensor a = Tensor::zeros({2, 3}, DType::f32), b = Tensor::zeros({3, 4}, DType::f32),
-         c = Tensor::zeros({2, 4}, DType::f32);
-  MatmulArgs args;
-  args.a = claimed_device_view(a);
-  args.b = claimed_device_view(b);
-  args.c = claimed_device_view(c);
-  expect_error([&] { matmul(args); }, compiled() ? "matmul: no usable CUDA device" : "matmul: no CUDA implementation");
 }
 
 TEST(CudaRuntime, CopiesRoundTripValuesAndStridedLayouts) {
