@@ -5,7 +5,8 @@
 #
 #   lathe_layer(NAME [DEPENDS LAYER...])   one line per layer, lowest first
 lathe_layer(core)
-lathe_layer(ops DEPENDS core)
+lathe_layer(device DEPENDS core)
+lathe_layer(ops DEPENDS core device)
 lathe_layer(io DEPENDS core)
 lathe_layer(telemetry DEPENDS io)
 lathe_layer(text DEPENDS io)

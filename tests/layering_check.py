@@ -54,7 +54,7 @@ def find_violations(root):
             problems.append(f"src/lathe/{layer}/: not a layer in cmake/layers.cmake")
             continue
         for path in sorted(folder.rglob("*")):
-            if path.suffix not in (".h", ".cc"):
+            if path.suffix not in (".h", ".cc", ".cu", ".cuh"):
                 continue
             text = path.read_text(encoding="utf-8", errors="replace")
             for match in INCLUDE.finditer(text):

@@ -67,7 +67,7 @@ def main():
 
         fresh_copy(scratch)
         layers = scratch / "cmake" / "layers.cmake"
-        layers.write_text(layers.read_text().replace("lathe_layer(ops DEPENDS core)", "lathe_layer(ops DEPENDS models)"))
+        layers.write_text(layers.read_text().replace("lathe_layer(ops DEPENDS core device)", "lathe_layer(ops DEPENDS models)"))
         code, output = run_checker(scratch)
         if code != 1 or "not declared above it" not in output:
             failures.append(f"a dependency on a later layer passed: exit {code}, output:\n{output}")

@@ -6,6 +6,7 @@
 #include "lathe/cli/commands.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
+#include "lathe/device/cuda_runtime.h"
 
 namespace lathe::cli {
 
@@ -15,7 +16,8 @@ int run_info(int argc, char** argv) {
       "Prints the CPU model and features, the instruction set dispatch will use, the thread\n"
       "count, and measures the peaks every roofline in lathe is computed against: f32 FMA\n"
       "throughput, bf16 dot-product throughput (AVX512_BF16), streaming-copy (DRAM) bandwidth and the\n"
-      "bandwidth of each data-cache level (sizes from sysfs, else sysconf).");
+      "bandwidth of each data-cache level (sizes from sysfs, else sysconf). Also says whether the\n"
+      "CUDA backend is compiled in and which GPU it can use.");
   add_runtime_options(command_line);
   command_line.flag("json", "print one JSON object instead of text");
   command_line.flag("quick", "shorter measurement loops (less accurate)");
@@ -35,6 +37,7 @@ int run_info(int argc, char** argv) {
     json.set("threads", num_threads());
     json.set("threads_source", num_threads_source());
     json.set("available_cpus", available_cpus());
+    json.set("cuda", cuda::status_line());
     if (!command_line.has("no-measure")) json.set("peaks", peaks.to_json());
     std::printf("%s\n", json.dump(2).c_str());
     return 0;
@@ -44,6 +47,7 @@ int run_info(int argc, char** argv) {
   std::printf("isa           detected %s, active %s\n", isa_name(detected_isa()), isa_name(active_isa()));
   std::printf("threads       %d (from %s; %d of %d logical cores available)\n", num_threads(), num_threads_source(),
               available_cpus(), cpu.logical_cores);
+  std::printf("cuda          %s\n", cuda::status_line().c_str());
   if (command_line.has("no-measure")) return 0;
   std::printf("f32 FMA peak  %.1f GFLOP/s (%s, all threads)\n", peaks.f32_gflops, peaks.isa.c_str());
   if (peaks.bf16_gflops > 0)

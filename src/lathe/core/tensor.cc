@@ -117,7 +117,11 @@ TensorView TensorView::reshape(const Shape& new_shape) const {
   return result;
 }
 
-std::string TensorView::describe() const { return std::string(dtype_name(dtype)) + shape.to_string(); }
+std::string TensorView::describe() const {
+  return std::string(device == Device::cpu ? "" : "cuda:") + dtype_name(dtype) + shape.to_string();
+}
+
+const char* device_name(Device device) { return device == Device::cuda ? "cuda" : "cpu"; }
 
 namespace {
 std::atomic<int64_t> g_bytes_in_use{0};
@@ -138,6 +142,13 @@ Tensor Tensor::share_view(const TensorView& part) const {
   Tensor result = *this;
   result.view_ = part;
   return result;
+}
+
+Tensor Tensor::adopt(std::shared_ptr<void> storage, const TensorView& view) {
+  Tensor tensor;
+  tensor.storage_ = std::move(storage);
+  tensor.view_ = view;
+  return tensor;
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
@@ -173,6 +184,8 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype) {
 // Calls fn(flat_index, element_pointer) for every element in row-major order.
 template <class Fn>
 static void for_each_element(const TensorView& view, Fn&& fn) {
+  LATHE_CHECK(view.device == Device::cpu, "element access to ", view.describe(),
+              " on the host: copy it to the host first (device/device_tensor.h)");
   int64_t count = view.numel();
   if (count == 0) return;
   int rank = view.rank();
@@ -226,6 +239,8 @@ static void store_from_double(void* element, DType dtype, double value) {
 }
 
 static int64_t element_offset(const TensorView& view, int64_t flat_index) {
+  LATHE_CHECK(view.device == Device::cpu, "element access to ", view.describe(),
+              " on the host: copy it to the host first (device/device_tensor.h)");
   int64_t offset = 0;
   for (int axis = view.rank() - 1; axis >= 0; --axis) {
     offset += (flat_index % view.shape[axis]) * view.strides[axis];

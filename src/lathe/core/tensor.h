@@ -1,6 +1,8 @@
 // Tensors: an owning Tensor (64-byte aligned, reference-counted storage) and a non-owning
-// TensorView (pointer, shape, strides in elements, dtype). Ops take views; views of a tensor
-// (slice, select, transpose, reshape of contiguous data) never copy.
+// TensorView (pointer, shape, strides in elements, dtype, device). Ops take views; views of a
+// tensor (slice, select, transpose, reshape of contiguous data) never copy. A tensor lives on the
+// host (Device::cpu, allocated here) or on a GPU (Device::cuda, allocated by device/; only device
+// code may read its elements: the element helpers below refuse it).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,10 @@
 namespace lathe {
 
 constexpr int kMaxRank = 6;
+
+// Where a tensor's elements live.
+enum class Device : uint8_t { cpu, cuda };
+const char* device_name(Device device);  // "cpu", "cuda"
 
 // A small fixed-capacity list of extents (or strides).
 class Shape {
@@ -42,6 +48,7 @@ struct TensorView {
   Shape shape;
   Shape strides;  // in elements
   DType dtype = DType::f32;
+  Device device = Device::cpu;
 
   int rank() const { return shape.rank(); }
   // Extent of an axis; negative axes count from the end.
@@ -61,7 +68,7 @@ struct TensorView {
   TensorView slice(int axis, int64_t begin, int64_t end) const;      // keeps the axis
   TensorView transpose(int axis_a, int axis_b) const;
   TensorView reshape(const Shape& new_shape) const;                 // contiguous views only
-  std::string describe() const;                                     // "f32(2, 3)"
+  std::string describe() const;                                     // "f32(2, 3)", "cuda:f32(2, 3)"
 };
 
 // Row-major strides of a shape.
@@ -90,6 +97,9 @@ class Tensor {
   Tensor reshape(const Shape& new_shape) const;
   // A tensor sharing this one's storage that views part of it (e.g. a slice), kept alive by it.
   Tensor share_view(const TensorView& part) const;
+  // A tensor over memory allocated elsewhere (device memory, pinned host memory): `storage` owns
+  // it (its deleter frees it) and `view` describes it. Not counted by tensor_bytes_in_use().
+  static Tensor adopt(std::shared_ptr<void> storage, const TensorView& view);
 
  private:
   std::shared_ptr<void> storage_;

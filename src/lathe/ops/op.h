@@ -2,8 +2,9 @@
 // one or more implementations, a FLOP/byte cost, and a dispatcher. A backward is a separate op
 // with its own Args and Config.
 //
-//   Impl<Args, Config>  one implementation: name, required ISA, supported(args), heuristic(args),
-//                       space(args) (every config the tuner may try), run(args, config).
+//   Impl<Args, Config>  one implementation: name, device (cpu or cuda), required ISA (cpu),
+//                       supported(args), heuristic(args), space(args) (every config the tuner may
+//                       try), run(args, config).
 //   Op<Args, Config>    the implementations in order of preference plus the shape key used by the
 //                       tuning cache. op.run(args, dispatch) picks the first supported
 //                       implementation (or the one named in dispatch.impl) and its config:
@@ -12,13 +13,14 @@
 #pragma once
 
 #include <chrono>
-
 #include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "lathe/core/cpu_features.h"
+#include "lathe/core/tensor.h"
+#include "lathe/device/cuda_runtime.h"
 #include "lathe/ops/config.h"
 #include "lathe/ops/dispatch.h"
 #include "lathe/ops/op_profile.h"
@@ -31,16 +33,48 @@ struct OpCost {
   double bytes = 0;  // bytes that must cross memory at least once: inputs read + outputs written
 };
 
+// Args of an op with a device implementation list their tensors, so dispatch can see where they
+// live and the problem framework can mirror them onto the device for the contract tests:
+//   template <class Visit> void visit_tensors(Visit&& visit) { visit(x); visit(weight); visit(y); }
+template <class Args>
+concept VisitsTensors = requires(Args& args) {
+  args.visit_tensors([](TensorView&) {});
+};
+
+// The device of an op's tensors: cuda when any tensor given (data != null) is on the GPU. Args
+// without visit_tensors are host-only.
+template <class Args>
+Device args_device(const Args& args) {
+  if constexpr (VisitsTensors<Args>) {
+    Device device = Device::cpu;
+    Args copy = args;
+    copy.visit_tensors([&](TensorView& view) {
+      if (view.data != nullptr && view.device == Device::cuda) device = Device::cuda;
+    });
+    return device;
+  } else {
+    return Device::cpu;
+  }
+}
+
+// Whether an implementation's device can run here: the CPU's ISA level, or a usable GPU.
+inline bool device_runnable(Device device, Isa isa) {
+  return device == Device::cpu ? isa_available(isa) : cuda::available();
+}
+
 template <class Args, class Config>
 struct Impl {
-  std::string name;  // "avx512", "avx2", "scalar", ...
-  Isa isa = Isa::scalar;
+  std::string name;                            // "avx512", "avx2", "scalar", "cuda", ...
+  Device device = Device::cpu;                 // where its tensors must live
+  Isa isa = Isa::scalar;                       // cpu implementations: the ISA level it needs
   std::function<bool(const Args&)> supported;  // empty: supports all valid args
   std::function<Config(const Args&)> heuristic;
   std::function<std::vector<Config>(const Args&)> space;
   std::function<void(const Args&, const Config&)> run;
 
-  bool usable(const Args& args) const { return isa_available(isa) && (!supported || supported(args)); }
+  // Runnable on this machine for args on any device (the problem framework mirrors host args).
+  bool runnable_here(const Args& args) const { return device_runnable(device, isa) && (!supported || supported(args)); }
+  bool usable(const Args& args) const { return device == args_device(args) && runnable_here(args); }
 };
 
 // Where a call's config came from (reported by tools).
@@ -73,10 +107,19 @@ class Op {
     for (const auto& impl : impls_) {
       if (!wanted.empty() && impl.name != wanted) continue;
       if (impl.usable(args)) return impl;
+      LATHE_CHECK(wanted.empty() || impl.device == args_device(args), name_, ": implementation '", wanted, "' runs on ",
+                  device_name(impl.device), " tensors; these are on ", device_name(args_device(args)));
+      LATHE_CHECK(wanted.empty() || impl.device == Device::cpu, name_, ": implementation '", wanted,
+                  "' is not usable here: ", cuda::available() ? "unsupported arguments" : cuda::unavailable_reason());
       LATHE_CHECK(wanted.empty(), name_, ": implementation '", wanted, "' is not usable here (needs ",
                   isa_name(impl.isa), ", active ISA is ", isa_name(active_isa()), ", or unsupported arguments)");
     }
     LATHE_CHECK(wanted.empty(), name_, ": no implementation named '", wanted, "' (have: ", impl_names(), ")");
+    if (args_device(args) == Device::cuda) {
+      for (const auto& impl : impls_)
+        if (impl.device == Device::cuda) cuda::require_available(name_);
+      throw_error(name_, ": no CUDA implementation supports these arguments (tensors on the GPU)");
+    }
     throw_error(name_, ": no implementation supports these arguments");
   }
 
@@ -95,8 +138,8 @@ class Op {
       report(ConfigSource::pinned);
       Config config = config_from_params<Config>(*pinned, context);
       LATHE_CHECK(in_space(impl, args, *pinned), context, ": pinned config '", pinned->to_string(),
-                  "' is not in this implementation's config space for ", shape_key(args), " (see `lathe tune ",
-                  name_, " --list`)");
+                  "' is not in this implementation's config space for ", shape_key(args), " (see `lathe tune ", name_,
+                  " --list`)");
       return config;
     }
     if (!table.tuned_empty())
@@ -113,8 +156,10 @@ class Op {
     return impl.heuristic(args);
   }
 
-  // Validates nothing itself: each op's public entry validates its Args, then calls run.
+  // Validates nothing itself but the tensors' device (each op's public entry validates its
+  // Args, then calls run).
   void run(const Args& args, const Dispatch& dispatch = {}) const {
+    if constexpr (VisitsTensors<Args>) check_one_device(args);
     if (op_profiling_enabled() && !OpProfileScope::nested()) {
       OpProfileScope scope;  // ops this op calls (e.g. matmul inside cross-entropy) count as its time
       const auto start = std::chrono::steady_clock::now();
@@ -131,6 +176,20 @@ class Op {
     for (const Config& candidate : impl.space(args))
       if (config_to_params(candidate) == params) return true;
     return false;
+  }
+
+  // lathe::Error "matmul: tensors on both cpu and cuda (a: f32(2, 3), c: cuda:f32(2, 4) ...)".
+  void check_one_device(const Args& args) const {
+    bool host = false, device = false;
+    std::string described;
+    Args copy = args;
+    copy.visit_tensors([&](TensorView& view) {
+      if (view.data == nullptr) return;
+      (view.device == Device::cpu ? host : device) = true;
+      described += (described.empty() ? "" : ", ") + view.describe();
+    });
+    LATHE_CHECK(!(host && device), name_, ": tensors on both the host and the GPU (", described,
+                "); copy them to one device first (device/device_tensor.h)");
   }
 
   std::string impl_names() const {
@@ -167,11 +226,10 @@ using KernelFunction = void (*)(const Args&, const Config&);
 // The avx512, avx2 and scalar implementations of one kernel, best first. `heuristic` and `space`
 // receive the ISA so they can scale tiles with the vector width.
 template <class Args, class Config>
-std::vector<Impl<Args, Config>> isa_impls(KernelFunction<Args, Config> avx512_kernel,
-                                          KernelFunction<Args, Config> avx2_kernel,
-                                          KernelFunction<Args, Config> scalar_kernel,
-                                          std::type_identity_t<std::function<Config(const Args&, Isa)>> heuristic,
-                                          std::type_identity_t<std::function<std::vector<Config>(const Args&, Isa)>> space) {
+std::vector<Impl<Args, Config>> isa_impls(
+    KernelFunction<Args, Config> avx512_kernel, KernelFunction<Args, Config> avx2_kernel,
+    KernelFunction<Args, Config> scalar_kernel, std::type_identity_t<std::function<Config(const Args&, Isa)>> heuristic,
+    std::type_identity_t<std::function<std::vector<Config>(const Args&, Isa)>> space) {
   std::vector<Impl<Args, Config>> impls;
   std::pair<Isa, KernelFunction<Args, Config>> kernels[] = {
       {Isa::avx512, avx512_kernel}, {Isa::avx2, avx2_kernel}, {Isa::scalar, scalar_kernel}};
@@ -186,6 +244,22 @@ std::vector<Impl<Args, Config>> isa_impls(KernelFunction<Args, Config> avx512_ke
   }
   return impls;
 }
+
+// The CPU implementations plus, in builds with the CUDA backend, the op's CUDA one:
+//   with_cuda_impl(LATHE_ISA_IMPLS(...), LATHE_CUDA_IMPL(rms_norm_cuda_impl))
+// The factory is defined in the op's *_cuda.cc only in such builds; elsewhere LATHE_CUDA_IMPL
+// gives null and nothing refers to it.
+template <class Args, class Config>
+std::vector<Impl<Args, Config>> with_cuda_impl(std::vector<Impl<Args, Config>> impls,
+                                               Impl<Args, Config> (*cuda_impl)()) {
+  if (cuda_impl) impls.push_back(cuda_impl());
+  return impls;
+}
+#if LATHE_HAVE_CUDA
+#define LATHE_CUDA_IMPL(factory) (&(factory))
+#else
+#define LATHE_CUDA_IMPL(factory) nullptr
+#endif
 
 #define LATHE_ISA_IMPLS(kernel, heuristic, space) \
   ::lathe::isa_impls(avx512::kernel, avx2::kernel, scalar::kernel, heuristic, space)

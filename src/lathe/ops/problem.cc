@@ -1,8 +1,11 @@
 #include "lathe/ops/problem.h"
 
+#include "lathe/device/device_tensor.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace lathe {
@@ -88,6 +91,45 @@ std::string CheckResult::summary() const {
     out << "\n";
   }
   return out.str();
+}
+
+// Elements from a view's first element to its last (strides >= 0), and that span as a 1-D view.
+static int64_t span_elements(const TensorView& view) {
+  if (view.numel() == 0) return 0;
+  int64_t span = 1;
+  for (int axis = 0; axis < view.rank(); ++axis) {
+    LATHE_CHECK(view.stride(axis) >= 0, "mirror of ", view.describe(), ": negative strides are not supported");
+    span += (view.dim(axis) - 1) * view.stride(axis);
+  }
+  return span;
+}
+
+static TensorView span_view(const TensorView& view, void* data, Device device) {
+  TensorView span;
+  span.data = data;
+  span.shape = Shape{span_elements(view)};
+  span.strides = Shape{1};
+  span.dtype = view.dtype;
+  span.device = device;
+  return span;
+}
+
+Tensor mirror_to_device(const TensorView& host) {
+  Tensor span = cuda::device_empty(Shape{span_elements(host)}, host.dtype, "mirror of a problem tensor");
+  cuda::copy(span, span_view(host, host.data, Device::cpu));
+  TensorView mirrored = host;
+  mirrored.data = span.view().data;
+  mirrored.device = Device::cuda;
+  return span.share_view(mirrored);
+}
+
+void copy_from_device(const TensorView& host, const Tensor& mirror) {
+  const TensorView host_span = span_view(host, host.data, Device::cpu);
+  const Tensor result = cuda::to_host(span_view(host, mirror.view().data, Device::cuda));
+  // Only spans the run changed are written back, so an unchanged input never overwrites an output
+  // it overlaps on the host.
+  const size_t bytes = static_cast<size_t>(host_span.numel()) * dtype_size(host.dtype);
+  if (std::memcmp(result.view().data, host.data, bytes) != 0) std::memcpy(host.data, result.view().data, bytes);
 }
 
 OutputCheck compare_output(const std::string& name, const TensorView& fast, const TensorView& reference64,

@@ -47,8 +47,8 @@ class ShapeSpec {
 
 struct Tolerance {
   double naive_factor = 2.0;
-  double absolute = 1e-6;        // times max(1, max |reference|)
-  double relative_norm = 1e-5;   // float32 outputs only; 0 disables
+  double absolute = 1e-6;       // times max(1, max |reference|)
+  double relative_norm = 1e-5;  // float32 outputs only; 0 disables
 };
 
 struct OutputCheck {
@@ -93,7 +93,7 @@ CheckResult check_run(Problem& problem, const ReferenceOutputs& references, cons
 class OpProblem : public Problem {
  public:
   virtual const std::string& op_name() const = 0;
-  virtual std::string shape_key() const = 0;   // the tuning-cache key of these args
+  virtual std::string shape_key() const = 0;                // the tuning-cache key of these args
   virtual std::vector<std::string> impl_names() const = 0;  // usable here, best first
   // Registered implementations this CPU cannot run ("avx512 (needs avx512)"): what tests skip here.
   virtual std::vector<std::string> impls_missing_isa() const = 0;
@@ -122,8 +122,8 @@ struct NamedShape {
 };
 
 struct OpRegistration {
-  std::string name;        // "rms_norm", "rms_norm_backward"
-  std::string summary;     // one line
+  std::string name;                     // "rms_norm", "rms_norm_backward"
+  std::string summary;                  // one line
   std::vector<std::string> shape_keys;  // accepted ShapeSpec keys, documented by `lathe ops`
   std::string example_shape;
   std::vector<NamedShape> bench_shapes;  // real-model shapes for `lathe bench`
@@ -136,6 +136,11 @@ struct OpRegistration {
 // Every registered op, in registration order (see ops/all_ops.cc).
 const std::vector<OpRegistration>& all_ops();
 const OpRegistration& find_op(const std::string& name);  // throws naming the known ops
+
+// A device copy of a host view keeping its strides (a view into a wider buffer stays one), and the
+// copy back into the host view: what TypedProblem::run_on_device mirrors (ops/problem.cc).
+Tensor mirror_to_device(const TensorView& host);
+void copy_from_device(const TensorView& host, const Tensor& mirror);
 
 // Compares one fast output with the float64 and naive references by the rule above.
 OutputCheck compare_output(const std::string& name, const TensorView& fast, const TensorView& reference64,
@@ -165,26 +170,35 @@ class TypedProblem : public OpProblem {
     return bytes;
   }
 
+  // Host implementations first (as dispatch orders them), then device ones where a GPU is usable:
+  // a problem's tensors live on the host and are mirrored onto the device for a device run.
   std::vector<std::string> impl_names() const override {
     std::vector<std::string> names;
     for (const auto* impl : op_.usable_impls(args_)) names.push_back(impl->name);
+    for (const auto& impl : op_.impls())
+      if (impl.device != Device::cpu && impl.runnable_here(args_)) names.push_back(impl.name);
     return names;
   }
 
   std::vector<std::string> impls_missing_isa() const override {
     std::vector<std::string> missing;
-    for (const auto& impl : op_.impls())
-      if (!isa_available(impl.isa)) missing.push_back(str_cat(impl.name, " (needs ", isa_name(impl.isa), ")"));
+    for (const auto& impl : op_.impls()) {
+      if (impl.device != Device::cpu) {
+        if (!cuda::available()) missing.push_back(str_cat(impl.name, " (", cuda::status_line(), ")"));
+      } else if (!isa_available(impl.isa)) {
+        missing.push_back(str_cat(impl.name, " (needs ", isa_name(impl.isa), ")"));
+      }
+    }
     return missing;
   }
 
   ConfigParams heuristic_config(const std::string& impl) const override {
-    return config_to_params(op_.select_impl(args_, impl).heuristic(args_));
+    return config_to_params(problem_impl(impl).heuristic(args_));
   }
 
   std::vector<ConfigParams> config_space(const std::string& impl) const override {
     std::vector<ConfigParams> space;
-    for (const Config& config : op_.select_impl(args_, impl).space(args_)) space.push_back(config_to_params(config));
+    for (const Config& config : problem_impl(impl).space(args_)) space.push_back(config_to_params(config));
     return space;
   }
 
@@ -196,6 +210,12 @@ class TypedProblem : public OpProblem {
   }
 
   void run(const std::string& impl, const ConfigParams* config) override {
+    if constexpr (VisitsTensors<Args>) {
+      if (!impl.empty() && problem_impl(impl).device != Device::cpu) {
+        run_on_device(impl, config);
+        return;
+      }
+    }
     if (impl.empty() && config == nullptr) {
       entry_(args_, Dispatch{});
       return;
@@ -220,8 +240,10 @@ class TypedProblem : public OpProblem {
       size_t index = 0;
       for (const auto& output : outputs()) {
         std::vector<uint8_t> bytes = raw_bytes(output.second);
-        if (attempt == 0) first.push_back(std::move(bytes));
-        else if (bytes != first[index]) return false;
+        if (attempt == 0)
+          first.push_back(std::move(bytes));
+        else if (bytes != first[index])
+          return false;
         ++index;
       }
     }
@@ -246,6 +268,38 @@ class TypedProblem : public OpProblem {
   Args args_{};
 
  private:
+  // The named implementation, wherever it runs (a device one is looked up by name: the problem's
+  // host args are mirrored before it runs); "" is what dispatch picks.
+  const typename Op<Args, Config>::ImplType& problem_impl(const std::string& name) const {
+    for (const auto& impl : op_.impls())
+      if (!name.empty() && impl.name == name && impl.device != Device::cpu) {
+        LATHE_CHECK(impl.runnable_here(args_), op_.name(), ": implementation '", name,
+                    "' is not usable here: ", cuda::available() ? "unsupported arguments" : cuda::unavailable_reason());
+        return impl;
+      }
+    return op_.select_impl(args_, name);
+  }
+
+  // Copies every tensor of the args to the device, runs the implementation there through the
+  // public entry (full validation), and copies every tensor back: outputs, and inputs an op
+  // updates in place, end up on the host as a host run leaves them.
+  void run_on_device(const std::string& impl, const ConfigParams* config) {
+    Args device_args = args_;
+    std::vector<Tensor> mirrors;
+    std::vector<TensorView> originals;
+    device_args.visit_tensors([&](TensorView& view) {
+      if (view.data == nullptr) return;
+      originals.push_back(view);
+      mirrors.push_back(mirror_to_device(view));
+      view = mirrors.back().view();
+    });
+    Dispatch dispatch;
+    dispatch.impl = impl;
+    dispatch.config = config;
+    entry_(device_args, dispatch);
+    for (size_t index = 0; index < mirrors.size(); ++index) copy_from_device(originals[index], mirrors[index]);
+  }
+
   static std::vector<uint8_t> raw_bytes(const TensorView& view) {
     std::vector<double> values = to_vector<double>(view);
     std::vector<uint8_t> bytes(values.size() * sizeof(double));

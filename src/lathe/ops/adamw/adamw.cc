@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/adamw/adamw_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -70,9 +71,10 @@ static std::vector<AdamWCpuConfig> config_space() {
 const Op<AdamWArgs, AdamWCpuConfig>& adamw_op() {
   static const Op<AdamWArgs, AdamWCpuConfig> op(
       "adamw",
-      LATHE_ISA_IMPLS(
-          adamw_kernel, [](const AdamWArgs&, Isa) { return heuristic_config(); },
-          [](const AdamWArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(LATHE_ISA_IMPLS(
+                         adamw_kernel, [](const AdamWArgs&, Isa) { return heuristic_config(); },
+                         [](const AdamWArgs&, Isa) { return config_space(); }),
+                     LATHE_CUDA_IMPL(adamw_cuda_impl)),
       [](const AdamWArgs& args) {
         return str_cat("n=", args.param.dim(0), ",bf16_copy=", args.param_bf16.data ? 1 : 0);
       });

@@ -29,6 +29,10 @@ struct AdamWArgs {
   float weight_decay = 0.0f;
   int64_t step = 1;         // 1-based step count, for bias correction
   float grad_scale = 1.0f;  // e.g. 1/accumulation steps times the clipping coefficient
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(param), visit(grad), visit(m), visit(v), visit(param_bf16);
+  }
 };
 
 struct AdamWCpuConfig {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "lathe/ops/gated_activation/gated_activation_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -108,9 +109,11 @@ static std::string gated_activation_shape_key(const TensorView& gate, GatedActiv
 const Op<GatedActivationArgs, GatedActivationCpuConfig>& gated_activation_op() {
   static const Op<GatedActivationArgs, GatedActivationCpuConfig> op(
       "gated_activation",
-      LATHE_ISA_IMPLS(
-          gated_activation_forward_kernel, [](const GatedActivationArgs&, Isa) { return heuristic_config(); },
-          [](const GatedActivationArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(
+          LATHE_ISA_IMPLS(
+              gated_activation_forward_kernel, [](const GatedActivationArgs&, Isa) { return heuristic_config(); },
+              [](const GatedActivationArgs&, Isa) { return config_space(); }),
+          LATHE_CUDA_IMPL(gated_activation_cuda_impl)),
       [](const GatedActivationArgs& args) { return gated_activation_shape_key(args.gate, args.activation); });
   return op;
 }
@@ -118,9 +121,11 @@ const Op<GatedActivationArgs, GatedActivationCpuConfig>& gated_activation_op() {
 const Op<GatedActivationBackwardArgs, GatedActivationCpuConfig>& gated_activation_backward_op() {
   static const Op<GatedActivationBackwardArgs, GatedActivationCpuConfig> op(
       "gated_activation_backward",
-      LATHE_ISA_IMPLS(
-          gated_activation_backward_kernel, [](const GatedActivationBackwardArgs&, Isa) { return heuristic_config(); },
-          [](const GatedActivationBackwardArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(LATHE_ISA_IMPLS(
+                         gated_activation_backward_kernel,
+                         [](const GatedActivationBackwardArgs&, Isa) { return heuristic_config(); },
+                         [](const GatedActivationBackwardArgs&, Isa) { return config_space(); }),
+                     LATHE_CUDA_IMPL(gated_activation_backward_cuda_impl)),
       [](const GatedActivationBackwardArgs& args) { return gated_activation_shape_key(args.gate, args.activation); });
   return op;
 }

@@ -21,6 +21,10 @@ struct GatedActivationArgs {
   TensorView up;    // (rows, ffn)
   TensorView out;   // (rows, ffn) output
   GatedActivation activation = GatedActivation::silu;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(gate), visit(up), visit(out);
+  }
 };
 
 struct GatedActivationBackwardArgs {
@@ -30,6 +34,10 @@ struct GatedActivationBackwardArgs {
   TensorView dgate;  // (rows, ffn) output
   TensorView dup;    // (rows, ffn) output
   GatedActivation activation = GatedActivation::silu;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(gate), visit(up), visit(dout), visit(dgate), visit(dup);
+  }
 };
 
 struct GatedActivationCpuConfig {

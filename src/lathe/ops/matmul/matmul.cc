@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/matmul/matmul_cuda.h"
 #include "lathe/ops/matmul/matmul_tiles.h"
 #include "lathe/ops/validate.h"
 
@@ -16,10 +17,14 @@ LATHE_DECLARE_ISA_KERNEL(matmul_bf16_dot_kernel, MatmulArgs, MatmulCpuConfig)
 
 const char* activation_name(Activation activation) {
   switch (activation) {
-    case Activation::none: return "none";
-    case Activation::relu: return "relu";
-    case Activation::gelu_tanh: return "gelu_tanh";
-    case Activation::silu: return "silu";
+    case Activation::none:
+      return "none";
+    case Activation::relu:
+      return "relu";
+    case Activation::gelu_tanh:
+      return "gelu_tanh";
+    case Activation::silu:
+      return "silu";
   }
   return "?";
 }
@@ -68,8 +73,10 @@ Geometry check_operands(ArgChecker& check, const char* output_name, const Tensor
 
 void check_output(ArgChecker& check, const char* name, const TensorView& view, const Geometry& g, int64_t rows,
                   int64_t cols) {
-  if (view.rank() == 3) check.shape(name, view, {g.batch, rows, cols});
-  else check.shape(name, view, {rows, cols});
+  if (view.rank() == 3)
+    check.shape(name, view, {g.batch, rows, cols});
+  else
+    check.shape(name, view, {rows, cols});
   check.dtype(name, view, DType::f32).inner_contiguous(name, view);
 }
 
@@ -93,13 +100,16 @@ LogicalMatrix<T> logical(const std::vector<T>& values, const TensorView& view, b
 template <class T>
 T apply_activation(T x, Activation activation) {
   switch (activation) {
-    case Activation::none: return x;
-    case Activation::relu: return x > T(0) ? x : T(0);
+    case Activation::none:
+      return x;
+    case Activation::relu:
+      return x > T(0) ? x : T(0);
     case Activation::gelu_tanh: {
       const T scale = std::sqrt(T(2) / T(M_PI));
       return T(0.5) * x * (T(1) + std::tanh(scale * (x + T(0.044715) * x * x * x)));
     }
-    case Activation::silu: return x / (T(1) + std::exp(-x));
+    case Activation::silu:
+      return x / (T(1) + std::exp(-x));
   }
   return x;
 }
@@ -107,8 +117,10 @@ T apply_activation(T x, Activation activation) {
 template <class T>
 T activation_derivative(T x, Activation activation) {
   switch (activation) {
-    case Activation::none: return T(1);
-    case Activation::relu: return x > T(0) ? T(1) : T(0);
+    case Activation::none:
+      return T(1);
+    case Activation::relu:
+      return x > T(0) ? T(1) : T(0);
     case Activation::gelu_tanh: {
       const T scale = std::sqrt(T(2) / T(M_PI));
       T t = std::tanh(scale * (x + T(0.044715) * x * x * x));
@@ -130,7 +142,8 @@ void validate(const MatmulArgs& args) {
   ArgChecker check("matmul");
   Geometry g = check_operands(check, "c", args.a, args.b, args.c, args.trans_a, args.trans_b);
   check_output(check, "c", args.c, g, g.m, g.n);
-  if (args.bias.data) check.shape("bias", args.bias, {g.n}).dtype("bias", args.bias, DType::f32).contiguous("bias", args.bias);
+  if (args.bias.data)
+    check.shape("bias", args.bias, {g.n}).dtype("bias", args.bias, DType::f32).contiguous("bias", args.bias);
   check.require(!(args.accumulate && args.activation != Activation::none),
                 "accumulate cannot be combined with activation ", activation_name(args.activation));
 }
@@ -157,7 +170,8 @@ void validate(const MatmulBackwardArgs& args) {
     check.require(args.db.shape == expected, "db has shape ", args.db.shape.to_string(), ", expected ",
                   expected.to_string());
   }
-  if (args.dbias.data) check.shape("dbias", args.dbias, {g.n}).dtype("dbias", args.dbias, DType::f32).contiguous("dbias", args.dbias);
+  if (args.dbias.data)
+    check.shape("dbias", args.dbias, {g.n}).dtype("dbias", args.dbias, DType::f32).contiguous("dbias", args.dbias);
 }
 
 template <class T>
@@ -297,9 +311,11 @@ const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
     bf16_dot.space = [](const MatmulArgs&) { return config_space(Isa::avx512_bf16, true); };
     bf16_dot.run = avx512::matmul_bf16_dot_kernel;
     impls.push_back(std::move(bf16_dot));
-    for (auto& impl : LATHE_ISA_IMPLS(matmul_kernel, [](const MatmulArgs&, Isa isa) { return heuristic_config(isa, false); },
-                                      [](const MatmulArgs&, Isa isa) { return config_space(isa, false); }))
+    for (auto& impl : LATHE_ISA_IMPLS(
+             matmul_kernel, [](const MatmulArgs&, Isa isa) { return heuristic_config(isa, false); },
+             [](const MatmulArgs&, Isa isa) { return config_space(isa, false); }))
       impls.push_back(std::move(impl));
+    impls = with_cuda_impl(std::move(impls), LATHE_CUDA_IMPL(matmul_cuda_impl));
     return Op<MatmulArgs, MatmulCpuConfig>("matmul", std::move(impls), [](const MatmulArgs& args) {
       return matmul_shape_key(args.a, args.b, args.c, args.trans_a, args.trans_b, args.bias.data != nullptr,
                               args.activation, args.accumulate);
@@ -311,9 +327,11 @@ const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
 const Op<MatmulBackwardArgs, MatmulCpuConfig>& matmul_backward_op() {
   static const Op<MatmulBackwardArgs, MatmulCpuConfig> op(
       "matmul_backward",
-      LATHE_ISA_IMPLS(matmul_backward_kernel,
-                      [](const MatmulBackwardArgs&, Isa isa) { return heuristic_config(isa, false); },
-                      [](const MatmulBackwardArgs&, Isa isa) { return config_space(isa, false); }),
+      with_cuda_impl(
+          LATHE_ISA_IMPLS(
+              matmul_backward_kernel, [](const MatmulBackwardArgs&, Isa isa) { return heuristic_config(isa, false); },
+              [](const MatmulBackwardArgs&, Isa isa) { return config_space(isa, false); }),
+          LATHE_CUDA_IMPL(matmul_backward_cuda_impl)),
       [](const MatmulBackwardArgs& args) {
         return matmul_shape_key(args.a, args.b, args.dc, args.trans_a, args.trans_b, args.dbias.data != nullptr,
                                 args.activation, false);

@@ -40,6 +40,10 @@ struct MatmulArgs {
   bool trans_a = false, trans_b = false;
   bool accumulate = false;                   // c += a@b (+bias); not allowed together with an activation
   Activation activation = Activation::none;  // applied after bias: c = act(a@b + bias)
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(a), visit(b), visit(c), visit(bias);
+  }
 };
 
 struct MatmulBackwardArgs {
@@ -52,6 +56,10 @@ struct MatmulBackwardArgs {
   TensorView dbias;           // (N) f32 output; optional
   bool trans_a = false, trans_b = false;
   Activation activation = Activation::none;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(a), visit(b), visit(dc), visit(pre_activation), visit(da), visit(db), visit(dbias);
+  }
 };
 
 // Cache blocking of the BLIS-style kernel. Blocks are rounded to the microkernel tile.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/rms_norm/rms_norm_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -11,7 +12,9 @@ LATHE_DECLARE_ISA_KERNEL(rms_norm_forward_kernel, RmsNormArgs, RmsNormCpuConfig)
 LATHE_DECLARE_ISA_KERNEL(rms_norm_backward_kernel, RmsNormBackwardArgs, RmsNormCpuConfig)
 
 // Chunks of at least ~32K elements amortise the fork/join cost of parallel_for.
-static RmsNormCpuConfig heuristic_config(int64_t dim) { return {std::max<int64_t>(1, 32768 / std::max<int64_t>(dim, 1))}; }
+static RmsNormCpuConfig heuristic_config(int64_t dim) {
+  return {std::max<int64_t>(1, 32768 / std::max<int64_t>(dim, 1))};
+}
 
 static std::vector<RmsNormCpuConfig> config_space() {
   std::vector<RmsNormCpuConfig> configs;
@@ -39,8 +42,12 @@ void validate(const RmsNormBackwardArgs& args) {
   check.shape("dy", args.dy, {rows, dim}).dtype("dy", args.dy, args.x.dtype);
   check.shape("dx", args.dx, {rows, dim}).dtype("dx", args.dx, args.x.dtype);
   check.shape("dweight", args.dweight, {dim}).dtype("dweight", args.dweight, DType::f32);
-  for (const auto& [name, view] : {std::pair{"x", args.x}, {"dy", args.dy}, {"dx", args.dx}, {"dweight", args.dweight},
-                                   {"weight", args.weight}, {"inv_rms", args.inv_rms}})
+  for (const auto& [name, view] : {std::pair{"x", args.x},
+                                   {"dy", args.dy},
+                                   {"dx", args.dx},
+                                   {"dweight", args.dweight},
+                                   {"weight", args.weight},
+                                   {"inv_rms", args.inv_rms}})
     check.contiguous(name, view);
 }
 
@@ -104,9 +111,11 @@ static std::string rms_norm_shape_key(const TensorView& x) {
 const Op<RmsNormArgs, RmsNormCpuConfig>& rms_norm_op() {
   static const Op<RmsNormArgs, RmsNormCpuConfig> op(
       "rms_norm",
-      LATHE_ISA_IMPLS(rms_norm_forward_kernel,
-                      [](const RmsNormArgs& args, Isa) { return heuristic_config(args.x.dim(1)); },
-                      [](const RmsNormArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(
+          LATHE_ISA_IMPLS(
+              rms_norm_forward_kernel, [](const RmsNormArgs& args, Isa) { return heuristic_config(args.x.dim(1)); },
+              [](const RmsNormArgs&, Isa) { return config_space(); }),
+          LATHE_CUDA_IMPL(rms_norm_cuda_impl)),
       [](const RmsNormArgs& args) { return rms_norm_shape_key(args.x); });
   return op;
 }
@@ -114,9 +123,11 @@ const Op<RmsNormArgs, RmsNormCpuConfig>& rms_norm_op() {
 const Op<RmsNormBackwardArgs, RmsNormCpuConfig>& rms_norm_backward_op() {
   static const Op<RmsNormBackwardArgs, RmsNormCpuConfig> op(
       "rms_norm_backward",
-      LATHE_ISA_IMPLS(rms_norm_backward_kernel,
-                      [](const RmsNormBackwardArgs& args, Isa) { return heuristic_config(args.x.dim(1)); },
-                      [](const RmsNormBackwardArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(LATHE_ISA_IMPLS(
+                         rms_norm_backward_kernel,
+                         [](const RmsNormBackwardArgs& args, Isa) { return heuristic_config(args.x.dim(1)); },
+                         [](const RmsNormBackwardArgs&, Isa) { return config_space(); }),
+                     LATHE_CUDA_IMPL(rms_norm_backward_cuda_impl)),
       [](const RmsNormBackwardArgs& args) { return rms_norm_shape_key(args.x); });
   return op;
 }

@@ -20,6 +20,10 @@ struct RmsNormArgs {
   TensorView inv_rms;  // (rows)       output, saved for backward; data may be null
   float eps = 1e-6f;
   float weight_offset = 0.0f;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(weight), visit(y), visit(inv_rms);
+  }
 };
 
 struct RmsNormBackwardArgs {
@@ -30,6 +34,10 @@ struct RmsNormBackwardArgs {
   TensorView dx;       // (rows, dim)  output
   TensorView dweight;  // (dim)        output
   float weight_offset = 0.0f;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(weight), visit(inv_rms), visit(dy), visit(dx), visit(dweight);
+  }
 };
 
 struct RmsNormCpuConfig {

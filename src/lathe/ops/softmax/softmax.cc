@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lathe/ops/softmax/softmax_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -99,9 +100,10 @@ static std::string softmax_shape_key(const TensorView& x) {
 const Op<SoftmaxArgs, SoftmaxCpuConfig>& softmax_op() {
   static const Op<SoftmaxArgs, SoftmaxCpuConfig> op(
       "softmax",
-      LATHE_ISA_IMPLS(
-          softmax_forward_kernel, [](const SoftmaxArgs& args, Isa) { return heuristic_config(args.x); },
-          [](const SoftmaxArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(LATHE_ISA_IMPLS(
+                         softmax_forward_kernel, [](const SoftmaxArgs& args, Isa) { return heuristic_config(args.x); },
+                         [](const SoftmaxArgs&, Isa) { return config_space(); }),
+                     LATHE_CUDA_IMPL(softmax_cuda_impl)),
       [](const SoftmaxArgs& args) { return softmax_shape_key(args.x); });
   return op;
 }
@@ -109,9 +111,11 @@ const Op<SoftmaxArgs, SoftmaxCpuConfig>& softmax_op() {
 const Op<SoftmaxBackwardArgs, SoftmaxCpuConfig>& softmax_backward_op() {
   static const Op<SoftmaxBackwardArgs, SoftmaxCpuConfig> op(
       "softmax_backward",
-      LATHE_ISA_IMPLS(
-          softmax_backward_kernel, [](const SoftmaxBackwardArgs& args, Isa) { return heuristic_config(args.y); },
-          [](const SoftmaxBackwardArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(
+          LATHE_ISA_IMPLS(
+              softmax_backward_kernel, [](const SoftmaxBackwardArgs& args, Isa) { return heuristic_config(args.y); },
+              [](const SoftmaxBackwardArgs&, Isa) { return config_space(); }),
+          LATHE_CUDA_IMPL(softmax_backward_cuda_impl)),
       [](const SoftmaxBackwardArgs& args) { return softmax_shape_key(args.y); });
   return op;
 }

@@ -22,6 +22,10 @@ struct SoftmaxArgs {
   TensorView x;  // (rows, cols)
   TensorView y;  // (rows, cols)  output
   float scale = 1.0f;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(y);
+  }
 };
 
 struct SoftmaxBackwardArgs {
@@ -29,6 +33,10 @@ struct SoftmaxBackwardArgs {
   TensorView dy;  // (rows, cols)
   TensorView dx;  // (rows, cols) output
   float scale = 1.0f;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(y), visit(dy), visit(dx);
+  }
 };
 
 struct SoftmaxCpuConfig {

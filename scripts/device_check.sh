@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The CUDA device check (issue 18; docs/cuda.md): everything that needs a GPU, in one short go.
+#
+#   bash scripts/device_check.sh bundle   on a development machine (CUDA toolkit, no GPU needed):
+#                                         builds lathe with the CUDA backend into build-cuda/ and
+#                                         copies what the GPU machine runs into device_bundle/
+#                                         (lathe, lathe_tests, cuda_bench and the shared libraries
+#                                         they need beyond the CUDA driver and cuBLAS).
+#   bash scripts/device_check.sh run      on the GPU machine, with device_bundle/ beside the
+#                                         checkout: `lathe info`, every test of a CUDA path (the
+#                                         device layer and the op contract tests of each op with a
+#                                         CUDA implementation), the GPU benchmark (cuda_bench), and
+#                                         a summary in $OUT/device_check_summary.md (or
+#                                         device_bundle/ when OUT is unset).
+#
+# Why two steps: the GPU machines this project borrows have the CUDA toolkit but none of Debian's
+# -dev packages lathe builds against (yaml-cpp, GoogleTest, nlohmann-json, ...) and no network, so
+# lathe is built where those are, and only the binaries travel. From the project's tool:
+#   bash scripts/device_check.sh bundle
+#   device run: command "bash scripts/device_check.sh run", carry ["device_bundle"], timeout_s 480
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+bundle=device_bundle
+
+case "$mode" in
+  bundle)
+    cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_CUDA=on -DLATHE_WITH_ONEDNN=OFF \
+      -DLATHE_WITH_OPENBLAS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
+    ninja -C build-cuda lathe_cli lathe_tests cuda_bench
+    rm -rf "$bundle"
+    mkdir -p "$bundle/lib"
+    cp build-cuda/lathe build-cuda/lathe_tests build-cuda/cuda_bench "$bundle/"
+    strip "$bundle/lathe" "$bundle/lathe_tests" "$bundle/cuda_bench"
+    # Shared libraries beyond the C/C++ runtime, the CUDA driver and cuBLAS (the GPU machine's own).
+    for binary in "$bundle"/lathe "$bundle"/lathe_tests "$bundle"/cuda_bench; do
+      ldd "$binary" | awk '/=> \// {print $3}'
+    done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas[^/]*)\.so' |
+      while read -r library; do cp -L "$library" "$bundle/lib/"; done
+    git rev-parse HEAD >"$bundle/commit"
+    du -sh "$bundle"
+    echo "device_bundle/ is ready: run 'bash scripts/device_check.sh run' on the GPU machine with device_bundle carried"
+    ;;
+  run)
+    [ -x "$bundle/lathe_tests" ] || { echo "device_check: no $bundle/ (run 'bash scripts/device_check.sh bundle' first)" >&2; exit 2; }
+    out=${OUT:-$bundle}
+    mkdir -p "$out"
+    summary="$out/device_check_summary.md"
+    # cuBLAS from the machine's CUDA installation (a toolkit folder or the nvidia-cublas wheel).
+    cublas_dir=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
+                   find / -xdev -name 'libcublasLt.so.1*' -printf '%h\n' 2>/dev/null) | while read -r dir; do
+                   [ -e "$dir/libcublasLt.so.13" ] && { echo "$dir"; break; }; done || true)
+    export LD_LIBRARY_PATH="$PWD/$bundle/lib${cublas_dir:+:$cublas_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    status=0
+    {
+      echo "# lathe device check"
+      echo
+      echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+      echo "- commit: $(cat "$bundle/commit" 2>/dev/null || echo unknown)"
+      echo "- gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not available')"
+      echo "- cuBLAS from: ${cublas_dir:-not found}"
+      echo
+      echo '## lathe info'
+      echo '```'
+      "$bundle/lathe" info --quick 2>&1 || true
+      echo '```'
+    } >"$summary"
+    echo "== CUDA tests"
+    filter='CudaRuntime*:CachingAllocator*:DeviceDispatch*'
+    for op in matmul rms_norm softmax gated_activation adamw; do filter="$filter:*OpContract*/$op:*OpContract*/${op}_backward"; done
+    set +e
+    "$bundle/lathe_tests" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tee "$out/device_tests.log"
+    tests_status=${PIPESTATUS[0]}
+    set -e
+    [ "$tests_status" = 0 ] || status=1
+    {
+      echo
+      echo "## CUDA tests (exit $tests_status)"
+      echo '```'
+      grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED TEST' "$out/device_tests.log" | tail -n 40 || true
+      echo '```'
+    } >>"$summary"
+    echo "== GPU benchmark"
+    set +e
+    "$bundle/cuda_bench" --json "$out/cuda_bench.json" 2>&1 | tee "$out/cuda_bench.log"
+    bench_status=${PIPESTATUS[0]}
+    set -e
+    [ "$bench_status" = 0 ] || status=1
+    {
+      echo
+      echo "## GPU benchmark (exit $bench_status)"
+      echo '```'
+      cat "$out/cuda_bench.log"
+      echo '```'
+      echo
+      echo 'Not yet in the check: flash attention vs cuDNN SDPA and training MFU (their CUDA paths do not exist yet).'
+    } >>"$summary"
+    cat "$summary"
+    exit "$status"
+    ;;
+  *)
+    echo "usage: bash scripts/device_check.sh bundle|run (see the comment at the top of this script)" >&2
+    exit 2
+    ;;
+esac

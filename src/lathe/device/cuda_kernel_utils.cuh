@@ -1,0 +1,53 @@
+// Small building blocks of lathe's CUDA kernels (device code only; include from .cu files):
+// element loads and stores as f32 for f32 and bf16 tensors, and deterministic block reductions
+// (a fixed tree for a fixed block size, so reruns are bitwise identical).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "lathe/core/dtype.h"
+#include "lathe/device/stream.h"
+
+namespace lathe::cuda {
+
+inline cudaStream_t lathe_stream() { return static_cast<cudaStream_t>(stream_handle()); }
+
+__device__ inline float load_f32(const void* base, int64_t index, bool bf16) {
+  return bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(base)[index])
+              : static_cast<const float*>(base)[index];
+}
+
+// bf16 stores round to nearest even, as lathe's host conversion does.
+__device__ inline void store_f32(void* base, int64_t index, float value, bool bf16) {
+  if (bf16)
+    static_cast<__nv_bfloat16*>(base)[index] = __float2bfloat16_rn(value);
+  else
+    static_cast<float*>(base)[index] = value;
+}
+
+constexpr int kWarp = 32;
+
+// Sum (or max) over the block; every thread gets the result. `scratch` holds blockDim.x / 32 floats.
+template <class Combine>
+__device__ inline float block_reduce(float value, float* scratch, Combine combine) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    value = combine(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+  __syncthreads();  // scratch may still be read by an earlier reduction
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  value = scratch[0];
+  for (int w = 1; w < warps; ++w) value = combine(value, scratch[w]);
+  return value;
+}
+
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+}  // namespace lathe::cuda

@@ -1,0 +1,61 @@
+// The CUDA device layer as every machine sees it. Without a usable GPU (no CUDA in the build, or
+// none on the machine): the status says why, and every device entry is one clear error. With one:
+// copies between host and device keep values and layouts, and device tensors are refused by host
+// element access. Dispatch of device tensors: tests/unit/device_dispatch_test.cc; the ops' device
+// paths: the op contract tests (each op's "cuda" implementation, wherever a GPU is usable).
+#include "lathe/device/cuda_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include "expect_error.h"
+#include "lathe/core/rng.h"
+#include "lathe/device/device_tensor.h"
+
+namespace lathe::cuda {
+namespace {
+
+TEST(CudaRuntime, StatusLineSaysWhetherCompiledAndWhyNoDevice) {
+  const std::string line = status_line();
+  if (!compiled()) {
+    EXPECT_EQ(line.rfind("not compiled", 0), 0u) << line;
+    EXPECT_FALSE(available());
+  } else if (!available()) {
+    EXPECT_EQ(line.rfind("compiled (CUDA " + toolkit_version() + "), no device: ", 0), 0u) << line;
+    EXPECT_FALSE(unavailable_reason().empty());
+    EXPECT_EQ(minimum_compute_capability(), 90);
+  } else {
+    EXPECT_NE(line.find(devices().front().name), std::string::npos) << line;
+    EXPECT_TRUE(unavailable_reason().empty());
+  }
+}
+
+TEST(CudaRuntime, WithoutADeviceEveryEntryIsOneClearError) {
+  if (available()) GTEST_SKIP() << "a CUDA device is usable here: " << status_line();
+  expect_error([&] { require_available("train.device=cuda"); }, "train.device=cuda: no usable CUDA device: ");
+  expect_error([&] { device_empty({4}, DType::f32); }, "no usable CUDA device");
+  Tensor host = Tensor::zeros({2, 2}, DType::f32);
+  expect_error([&] { to_device(host); }, "no usable CUDA device");
+}
+
+TEST(CudaRuntime, CopiesRoundTripValuesAndStridedLayouts) {
+  if (!available()) GTEST_SKIP() << "no usable CUDA device: " << status_line();
+  Tensor wide = Tensor::empty({3, 5, 8}, DType::f32);
+  fill_uniform(wide, 7, -1, 1);
+  const TensorView rows = wide.view().slice(2, 1, 6);  // (3, 5, 5) rows of a wider buffer
+  Tensor device = to_device(rows);
+  EXPECT_EQ(device.view().device, Device::cuda);
+  Tensor back = to_host(device);
+  EXPECT_EQ(to_vector<float>(back), to_vector<float>(rows));
+  // Device to a strided host view.
+  Tensor target = Tensor::zeros({3, 5, 8}, DType::f32);
+  copy(target.view().slice(2, 1, 6), device);
+  EXPECT_EQ(to_vector<float>(target.view().slice(2, 1, 6)), to_vector<float>(rows));
+  EXPECT_EQ(read_element(target, 0), 0.0) << "elements outside the view stay untouched";
+  Tensor pinned = pinned_empty({3, 5, 5}, DType::f32);
+  copy(pinned, device);
+  EXPECT_EQ(to_vector<float>(pinned), to_vector<float>(rows));
+  EXPECT_GT(memory_stats().allocations, 0);
+}
+
+}  // namespace
+}  // namespace lathe::cuda

@@ -1,0 +1,172 @@
+#include "lathe/device/device_tensor.h"
+
+#include "lathe/device/cuda_runtime.h"
+#include "lathe/device/stream.h"
+
+#if LATHE_HAVE_CUDA
+#include "lathe/device/cuda_check.h"
+#endif
+
+namespace lathe::cuda {
+
+#if LATHE_HAVE_CUDA
+
+namespace {
+
+CachingAllocator& allocator() {
+  static CachingAllocator instance(CachingAllocator::Backend{
+      [](int64_t bytes) -> void* {
+        void* pointer = nullptr;
+        if (cudaMalloc(&pointer, static_cast<size_t>(bytes)) != cudaSuccess) {
+          cudaGetLastError();  // out of memory is not sticky: clear it so the next call starts clean
+          return nullptr;
+        }
+        return pointer;
+      },
+      [](void* pointer) { cudaFree(pointer); },
+      [](int64_t* free_bytes, int64_t* total_bytes) {
+        size_t free_memory = 0, total_memory = 0;
+        cudaMemGetInfo(&free_memory, &total_memory);
+        *free_bytes = static_cast<int64_t>(free_memory);
+        *total_bytes = static_cast<int64_t>(total_memory);
+      }});
+  return instance;
+}
+
+// A view as `rows` rows of `cols` contiguous elements `pitch` elements apart, when its layout
+// allows (unit stride on the last axis, the leading axes evenly spaced); false otherwise.
+bool as_rows(const TensorView& view, int64_t* rows, int64_t* cols, int64_t* pitch) {
+  const int rank = view.rank();
+  *cols = rank == 0 ? 1 : view.dim(rank - 1);
+  if (rank > 0 && *cols > 1 && view.stride(rank - 1) != 1) return false;
+  *rows = *cols == 0 ? 0 : view.numel() / *cols;
+  *pitch = *cols;
+  // Leading axes of extent > 1, innermost first: the innermost sets the pitch, each outer one must
+  // step over exactly the rows inside it.
+  int64_t inner_stride = 0, inner_rows = 1;
+  for (int axis = rank - 2; axis >= 0; --axis) {
+    if (view.dim(axis) <= 1) continue;
+    if (inner_stride == 0) {
+      *pitch = view.stride(axis);
+    } else if (view.stride(axis) != inner_stride * inner_rows) {
+      return false;
+    }
+    inner_stride = view.stride(axis);
+    inner_rows = view.dim(axis);
+  }
+  return *rows <= 1 || *pitch >= *cols;
+}
+
+cudaMemcpyKind copy_kind(Device to, Device from) {
+  if (to == Device::cuda) return from == Device::cuda ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
+  return from == Device::cuda ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost;
+}
+
+}  // namespace
+
+Tensor device_empty(const Shape& shape, DType dtype, const std::string& what) {
+  require_available("device tensor");
+  const int64_t bytes = shape.numel() * static_cast<int64_t>(dtype_size(dtype));
+  TensorView view;
+  view.shape = shape;
+  view.strides = contiguous_strides(shape);
+  view.dtype = dtype;
+  view.device = Device::cuda;
+  view.data = allocator().allocate(bytes, str_cat(what, " cuda:", dtype_name(dtype), shape.to_string()));
+  return Tensor::adopt(std::shared_ptr<void>(view.data, [](void* pointer) { allocator().free(pointer); }), view);
+}
+
+Tensor device_zeros(const Shape& shape, DType dtype, const std::string& what) {
+  Tensor tensor = device_empty(shape, dtype, what);
+  fill_bytes(tensor, 0);
+  return tensor;
+}
+
+void copy(const TensorView& destination, const TensorView& source) {
+  LATHE_CHECK(destination.shape == source.shape && destination.dtype == source.dtype, "copy from ", source.describe(),
+              " to ", destination.describe(), ": shapes and dtypes must match");
+  if (source.numel() == 0) return;
+  int64_t rows = 0, cols = 0, source_pitch = 0, destination_pitch = 0, unused = 0;
+  if (!as_rows(source, &rows, &cols, &source_pitch)) {
+    LATHE_CHECK(source.device == Device::cpu, "copy from ", source.describe(),
+                ": this layout is not supported on the device");
+    const Tensor contiguous = convert(source, source.dtype);
+    copy(destination, contiguous);
+    return;
+  }
+  LATHE_CHECK(as_rows(destination, &unused, &unused, &destination_pitch), "copy to ", destination.describe(),
+              ": this layout is not supported (the last axis must be contiguous, leading axes evenly spaced)");
+  const size_t element = dtype_size(source.dtype);
+  LATHE_CUDA_CHECK("copy",
+                   cudaMemcpy2DAsync(destination.data, destination_pitch * element, source.data, source_pitch * element,
+                                     cols * element, rows, copy_kind(destination.device, source.device),
+                                     static_cast<cudaStream_t>(stream_handle())));
+  stream_synchronize("copy");
+}
+
+Tensor to_device(const TensorView& host) {
+  Tensor device = device_empty(host.shape, host.dtype, "copy of a host tensor");
+  copy(device, host);
+  return device;
+}
+
+Tensor to_host(const TensorView& device) {
+  Tensor host = Tensor::empty(device.shape, device.dtype);
+  copy(host, device);
+  return host;
+}
+
+void fill_bytes(const TensorView& device, int byte) {
+  LATHE_CHECK(device.device == Device::cuda && device.is_contiguous(), "fill_bytes: ", device.describe(),
+              " must be a contiguous device tensor");
+  LATHE_CUDA_CHECK("fill", cudaMemsetAsync(device.data, byte, device.numel() * dtype_size(device.dtype),
+                                           static_cast<cudaStream_t>(stream_handle())));
+}
+
+Tensor pinned_empty(const Shape& shape, DType dtype) {
+  require_available("pinned host tensor");
+  TensorView view;
+  view.shape = shape;
+  view.strides = contiguous_strides(shape);
+  view.dtype = dtype;
+  const size_t bytes = std::max<size_t>(1, static_cast<size_t>(shape.numel()) * dtype_size(dtype));
+  LATHE_CUDA_CHECK("pinned host tensor", cudaMallocHost(&view.data, bytes));
+  return Tensor::adopt(std::shared_ptr<void>(view.data, [](void* pointer) { cudaFreeHost(pointer); }), view);
+}
+
+DeviceMemoryStats memory_stats() { return available() ? allocator().stats() : DeviceMemoryStats{}; }
+
+void empty_cache() {
+  if (available()) allocator().empty_cache();
+}
+
+#else  // no CUDA backend in this build: every entry is the one clear error
+
+Tensor device_empty(const Shape&, DType, const std::string&) {
+  require_available("device tensor");
+  return {};
+}
+Tensor device_zeros(const Shape&, DType, const std::string&) {
+  require_available("device tensor");
+  return {};
+}
+Tensor to_device(const TensorView&) {
+  require_available("copy to the device");
+  return {};
+}
+Tensor to_host(const TensorView&) {
+  require_available("copy to the host");
+  return {};
+}
+void copy(const TensorView&, const TensorView&) { require_available("device copy"); }
+void fill_bytes(const TensorView&, int) { require_available("device fill"); }
+Tensor pinned_empty(const Shape&, DType) {
+  require_available("pinned host tensor");
+  return {};
+}
+DeviceMemoryStats memory_stats() { return {}; }
+void empty_cache() {}
+
+#endif
+
+}  // namespace lathe::cuda

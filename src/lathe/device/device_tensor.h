@@ -1,0 +1,35 @@
+// Tensors in GPU memory and copies between host and device. Device tensors come from the caching
+// allocator (device/caching_allocator.h) of the current device and carry Device::cuda in their
+// views; host code may pass them to ops (whose CUDA implementations run on them) but never read
+// their elements. Pinned host tensors are ordinary host tensors in page-locked memory: copies from
+// and to them run at full PCIe/NVLink speed and may be asynchronous (checkpoints use them).
+//
+// All copies here are synchronous with respect to the host (they return when the data is in
+// place), on lathe's stream (device/stream.h). Every function throws lathe::Error "... no usable
+// CUDA device: ..." in a build or on a machine without one.
+#pragma once
+
+#include "lathe/core/tensor.h"
+#include "lathe/device/caching_allocator.h"
+
+namespace lathe::cuda {
+
+// A contiguous device tensor; `what` names it in an out-of-memory error.
+Tensor device_empty(const Shape& shape, DType dtype, const std::string& what = "tensor");
+Tensor device_zeros(const Shape& shape, DType dtype, const std::string& what = "tensor");
+// A contiguous copy on the device of a host view (any layout), and back.
+Tensor to_device(const TensorView& host);
+Tensor to_host(const TensorView& device);
+// Copies between two views of the same shape and dtype; either may be host or device, and the
+// destination may be a strided view (rows of a wider buffer).
+void copy(const TensorView& destination, const TensorView& source);
+// Fills a device view with a byte pattern (0: zeros; 0xFF: NaN for floats, the poison of tests).
+void fill_bytes(const TensorView& device, int byte);
+// A contiguous host tensor in page-locked memory.
+Tensor pinned_empty(const Shape& shape, DType dtype);
+
+// The allocator of the current device: statistics for `lathe bench` and memory reports.
+DeviceMemoryStats memory_stats();
+void empty_cache();
+
+}  // namespace lathe::cuda
