@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "lathe/bench/lab/lab_task.h"
+#include "lathe/bench/suite/found/found_kernels.h"
 #include "lathe/bench/suite/suite_fusion_definitions.h"
 #include "lathe/bench/suite/suite_problem.h"
 #include "lathe/bench/suite/suite_reference.h"
@@ -249,6 +251,8 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
     scratch_ = Tensor::empty({m_, n_}, DType::f32);
     scratch_other_ = Tensor::empty({m_, n_}, DType::f32);
     plan_lathe();
+    found_kernel_ = find_found_kernel(definition.name);
+    if (found_kernel_) lathe_path_ = "found kernel (lathe optimize --emit)";
     plan_vendor();
     SuiteInfo& info = mutable_info();
     info.summary = str_cat(definition.summary, ": ", describe_steps(steps_));
@@ -264,6 +268,10 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
   }
 
   void run_lathe() override {
+    if (found_kernel_) {
+      run_found_kernel();
+      return;
+    }
     MatmulArgs args;
     args.a = in(0);
     args.b = in(1);
@@ -448,6 +456,28 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
     }
   }
 
+  // The promoted kernel, called through the kernel lab's C ABI.
+  void run_found_kernel() {
+    auto as_lab = [](const std::vector<std::pair<std::string, TensorView>>& named) {
+      std::vector<LabTensor> tensors(named.size());
+      for (size_t i = 0; i < named.size(); ++i) {
+        const TensorView& view = named[i].second;
+        tensors[i].data = view.data;
+        tensors[i].dtype = lab_dtype(view.dtype);
+        tensors[i].rank = view.shape.rank();
+        for (int axis = 0; axis < view.shape.rank(); ++axis) tensors[i].shape[axis] = view.shape[axis];
+        tensors[i].name = named[i].first.c_str();
+      }
+      return tensors;
+    };
+    auto named_in = named_inputs();
+    auto named_out = outputs();
+    std::vector<LabTensor> inputs = as_lab(named_in), outputs_abi = as_lab(named_out);
+    int status = found_kernel_(inputs.data(), static_cast<int>(inputs.size()), outputs_abi.data(),
+                               static_cast<int>(outputs_abi.size()));
+    LATHE_CHECK(status == 0, "the found kernel of ", info().name, " returned ", status);
+  }
+
   std::vector<std::vector<const float*>> extra_pointers() const {
     std::vector<std::vector<const float*>> extras;
     for (const auto& indices : extra_inputs_) {
@@ -467,6 +497,7 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
   std::vector<OnednnPostOp> vendor_post_ops_;
   size_t vendor_prefix_ = 0;
   std::unique_ptr<OnednnFusedMatmul> vendor_matmul_;
+  FoundKernelFn found_kernel_ = nullptr;
 };
 
 std::string step_name(const FusionStep& s) {
