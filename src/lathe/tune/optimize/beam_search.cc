@@ -155,6 +155,16 @@ SearchTrace beam_search(const KernelSchedule& start, const ScheduleLimits& limit
     std::stable_sort(proposals.begin(), proposals.end(), [](const Proposal& a, const Proposal& b) {
       return a.ranked != b.ranked ? a.ranked < b.ranked : a.schedule.key() < b.schedule.key();
     });
+    // Diversity: a form (packing choice) never measured gets its best-ranked candidate into this
+    // step, so a structural change is tried even while the model prefers small tweaks.
+    for (int form = 0; form <= 1; ++form) {
+      bool tried = std::any_of(trace.candidates.begin(), trace.candidates.end(),
+                               [&](const SearchCandidate& c) { return c.schedule.form == form; });
+      auto first = std::find_if(proposals.begin(), proposals.end(),
+                                [&](const Proposal& p) { return p.schedule.form == form; });
+      if (tried || first == proposals.end() || first - proposals.begin() < per_step) continue;
+      std::rotate(proposals.begin() + (per_step - 1), first, first + 1);
+    }
     int measured = 0;
     for (const auto& proposal : proposals) {
       if (measured == per_step || clock() - began >= options.budget_seconds) break;

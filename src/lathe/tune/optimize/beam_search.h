@@ -4,7 +4,8 @@
 //   2. candidates not seen before are ranked by the cost model's prediction times a correction
 //      learned from the measured ones (the geometric mean of measured / predicted over the
 //      candidates of the same form, else all): the profile feeds the next step's ranking;
-//   3. the best `per_step` are measured (in `lathe optimize`: the kernel lab's correctness check,
+//   3. the best `per_step` are measured (a packing form never measured gets its best candidate
+//      in, so a structural change is tried even when the model prefers small tweaks) (in `lathe optimize`: the kernel lab's correctness check,
 //      then timing; a candidate that fails is recorded with its verdict and never enters the beam);
 //   4. the beam becomes the `beam` fastest measured schedules; the search stops when a step brings
 //      no improvement `patience` times, after `max_steps`, or when the budget is spent.

@@ -45,8 +45,10 @@ int step_input_count(Step step) {
 
 std::string number(double value) {
   char text[64];
-  std::snprintf(text, sizeof text, "%.9gf", value);
-  return text;
+  std::snprintf(text, sizeof text, "%.9g", value);
+  std::string literal = text;
+  if (literal.find_first_of(".e") == std::string::npos) literal += ".0";  // "2" -> "2.0f", a float literal
+  return literal + "f";
 }
 
 // The vector expression of an elementwise step on `v`, lanes at row `i`, columns [j, j + count).

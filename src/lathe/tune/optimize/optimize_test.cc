@@ -108,7 +108,7 @@ TEST(FusedGemmGenerator, SampledSchedulesCompileWithTheLabsCompiler) {
   // each on a different problem with a row phase or matrix inputs. Correctness of a larger sample
   // is the ctest's (`lathe optimize --check-space`).
   std::mt19937_64 random(11);
-  const char* problems[] = {"gemm_groupnorm_swish_multiply_swish", "gemm_logsumexp_leaky_gelu", "gemm_sigmoid_gate"};
+  const char* problems[] = {"gemm_groupnorm_swish_multiply_swish", "gemm_logsumexp_leaky_gelu", "gemm_tanh_scale_bias"};
   for (const char* problem : problems) {
     KernelSchedule schedule = random_schedule(random, 10);
     std::string dir = (std::filesystem::temp_directory_path() / ("lathe-optimize-test-" + std::to_string(random()))).string();
