@@ -29,25 +29,6 @@ namespace {
 using namespace suite_fusion;  // Step, FusionStep, FusionDefinition, fusion_definitions()
 
 
-int step_inputs(Step step) {
-  switch (step) {
-    case Step::add_row:
-    case Step::multiply_row:
-    case Step::add_matrix:
-    case Step::multiply_matrix:
-    case Step::rms_norm:
-      return 1;
-    case Step::layer_norm:
-    case Step::group_norm:
-      return 2;
-    default:
-      return 0;
-  }
-}
-
-bool reduces_row(Step step) {
-  return step == Step::logsumexp || step == Step::row_mean || step == Step::row_max || step == Step::row_sum;
-}
 
 double step_flops_per_element(Step step) {
   switch (step) {
@@ -185,7 +166,7 @@ void apply_steps(const std::vector<FusionStep>& steps, size_t first, size_t end,
                  int64_t* final_width = nullptr) {
   int64_t out_width = n;
   for (size_t s = first; s < end; ++s)
-    if (reduces_row(steps[s].step)) out_width = 1;
+    if (fusion_step_reduces_row(steps[s].step)) out_width = 1;
   parallel_for(m, 1, [&](int64_t begin, int64_t stop) {
     std::vector<T> row(static_cast<size_t>(n));
     for (int64_t i = begin; i < stop; ++i) {
@@ -240,10 +221,10 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
         default:
           break;
       }
-      LATHE_ASSERT(static_cast<int>(indices.size()) == step_inputs(step.step));
-      LATHE_ASSERT(width == n_ || (step_inputs(step.step) == 0 && step.step != Step::softmax));
+      LATHE_ASSERT(static_cast<int>(indices.size()) == fusion_step_inputs(step.step));
+      LATHE_ASSERT(width == n_ || (fusion_step_inputs(step.step) == 0 && step.step != Step::softmax));
       if (step.step == Step::group_norm) LATHE_ASSERT(n_ % static_cast<int64_t>(step.a) == 0);
-      if (reduces_row(step.step)) width = 1;
+      if (fusion_step_reduces_row(step.step)) width = 1;
       extra_inputs_.push_back(indices);
     }
     width_ = width;

@@ -37,7 +37,9 @@ std::vector<std::string> fused_gemm_problems();
 std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const KernelSchedule& schedule,
                                        bool library_mode = false);
 
-// The vector types and math every generated kernel starts with (kernel_preamble.cc).
-const char* generated_kernel_preamble();
+// The fixed parts of every generated kernel, bench/suite/found/fused_gemm_prologue.inc and
+// fused_gemm_body.inc, as text (baked in by cmake/lab.cmake).
+const char* fused_gemm_prologue_text();
+const char* fused_gemm_body_text();
 
 }  // namespace lathe

@@ -53,7 +53,8 @@ std::vector<ScheduleMove> schedule_moves(const KernelSchedule& from, const Sched
   };
   add(from.form == 0 ? "pack" : "unpack", [](KernelSchedule& s) {
     s.form = 1 - s.form;
-    s.nr = s.form == 1 ? 2 : 4;  // a tile of 2 vectors of columns, or of 4 rows of w
+    s.nr = s.form == 1 ? 2 : 4;  // a tile of 2 vectors of columns (at least 4 rows), or of 4 rows of w
+    if (s.form == 1) s.mr = std::max(s.mr, 4);
   });
   add("mr+1", [](KernelSchedule& s) { s.mr += 1; });
   add("mr-1", [](KernelSchedule& s) { s.mr -= 1; });
