@@ -45,7 +45,8 @@ int run_optimize(int argc, char** argv) {
   command_line.option("budget-s", "SECONDS", "search time per problem", "300");
   command_line.flag("quick", "the problems' small --quick shapes (for tests)");
   command_line.flag("no-cache", "search even when the cache holds a winner for this machine");
-  command_line.option("cache", "FILE", "the optimizer's cache (default $LATHE_OPTIMIZE_CACHE or next to the tuning cache)");
+  command_line.option("cache", "FILE",
+                      "the optimizer's cache (default $LATHE_OPTIMIZE_CACHE or next to the tuning cache)");
   command_line.option("emit", "DIR", "write each winner into DIR as a library kernel (src/lathe/bench/suite/found)");
   command_line.option("print-source", "SCHEDULE", "print the generated source of PROBLEM under SCHEDULE, and exit");
   command_line.option("check-space", "N",
@@ -103,6 +104,9 @@ int run_optimize(int argc, char** argv) {
       for (const auto& path : emit_found_kernel(results.back(), command_line.get("emit")))
         std::fprintf(stderr, "lathe optimize: wrote %s\n", path.c_str());
   }
+  // One set of peaks for every figure: the search may have raised them (optimizer.h).
+  for (auto& result : results)
+    if (!result.final_report.paths.empty()) apply_lab_peaks(result.final_report, peaks);
   if (command_line.has("report")) {
     const std::string dir = command_line.get("report");
     std::filesystem::create_directories(dir);

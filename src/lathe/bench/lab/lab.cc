@@ -195,8 +195,16 @@ void time_paths(SuiteProblem& problem, const LabOptions& options, LabReport& rep
   for (size_t i = 0; i < timings.size(); ++i) report.paths.push_back({names[i], timings[i]});
 }
 
+void remove_work_dir(const std::string& dir) {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+}
+
+}  // namespace
+
 // Roofline figures of every timed path from the report's one set of peaks.
-void apply_lab_peaks(LabReport& report) {
+void apply_lab_peaks(LabReport& report, const MachinePeaks& peaks) {
+  report.peaks = peaks;
   for (auto& path : report.paths) {
     SuiteResult result = as_suite_result(report, path.timing);
     apply_suite_peaks(result, report.peaks);
@@ -216,7 +224,8 @@ LabCompileResult compile_or_reuse(const std::string& source, const std::string& 
   if (cache_dir.empty()) return compile_candidate(source, dir);
   std::ifstream file(source, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  std::string object = str_cat(cache_dir, "/", std::hex, std::hash<std::string>{}(text + lab_compile_signature()), ".so");
+  std::string object =
+      str_cat(cache_dir, "/", std::hex, std::hash<std::string>{}(text + lab_compile_signature()), ".so");
   std::error_code ignored;
   if (std::filesystem::copy_file(object, dir + "/candidate.so", ignored)) {
     *cached = true;
@@ -233,13 +242,6 @@ LabCompileResult compile_or_reuse(const std::string& source, const std::string& 
   }
   return result;
 }
-
-void remove_work_dir(const std::string& dir) {
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
-}
-
-}  // namespace
 
 const char* lab_verdict_name(LabVerdict verdict) {
   switch (verdict) {
@@ -329,7 +331,7 @@ LabReport run_kernel_lab(const LabOptions& options) {
       time_paths(*problem, options, report);
       report.cost = problem->cost();
       report.peaks = measure_peaks ? higher_peaks(peaks_start, measure_machine_peaks(options.quick)) : *options.peaks;
-      apply_lab_peaks(report);
+      apply_lab_peaks(report, report.peaks);
       const SuiteTiming& candidate = report.paths.front().timing;
       if (candidate.median < report.floor_seconds)
         throw LabFailure{

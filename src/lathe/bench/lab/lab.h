@@ -87,6 +87,9 @@ struct LabReport {
 // Throws lathe::Error for bad input (unknown problem: the message lists the names; unreadable file).
 LabReport run_kernel_lab(const LabOptions& options);
 std::string format_lab_report(const LabReport& report);
+// Sets the report's peaks and recomputes its roofline figures from them (a caller that judges
+// several candidates gives every report the same final set).
+void apply_lab_peaks(LabReport& report, const MachinePeaks& peaks);
 Json lab_report_json(const LabReport& report);
 // The ABI tensors of a problem at its stated shape: what `lathe lab --describe` prints.
 std::string describe_lab_problem(const std::string& problem, bool quick);

@@ -57,8 +57,8 @@ std::string lab_compile_signature() {
 LabCompileResult compile_candidate(const std::string& source, const std::string& dir) {
   LabCompileResult result;
   std::ofstream(dir + "/lathe_lab.h") << lab_header_text();
-  result.command = str_cat(lab_compile_signature(), " -I", shell_quote(dir),
-                           " -o ", shell_quote(dir + "/candidate.so"), " ", shell_quote(source));
+  result.command = str_cat(lab_compile_signature(), " -I", shell_quote(dir), " -o ", shell_quote(dir + "/candidate.so"),
+                           " ", shell_quote(source));
   std::string log_path = dir + "/compile.log";
   int status = std::system((result.command + " > " + shell_quote(log_path) + " 2>&1").c_str());
   result.log = read_text(log_path, 4000);

@@ -28,8 +28,6 @@ namespace {
 
 using namespace suite_fusion;  // Step, FusionStep, FusionDefinition, fusion_definitions()
 
-
-
 double step_flops_per_element(Step step) {
   switch (step) {
     case Step::gelu_tanh:

@@ -145,8 +145,8 @@ SearchTrace beam_search(const KernelSchedule& start, const ScheduleLimits& limit
       for (const auto& move : schedule_moves(from, limits)) {
         if (!seen.insert(move.schedule.key()).second) continue;
         double model = predict(move.schedule);
-        proposals.push_back({move.name, from.key(), move.schedule, model,
-                             model * correction(trace.candidates, move.schedule.form)});
+        proposals.push_back(
+            {move.name, from.key(), move.schedule, model, model * correction(trace.candidates, move.schedule.form)});
       }
     if (proposals.empty()) {
       trace.stop_reason = "space exhausted";
@@ -160,8 +160,8 @@ SearchTrace beam_search(const KernelSchedule& start, const ScheduleLimits& limit
     for (int form = 0; form <= 1; ++form) {
       bool tried = std::any_of(trace.candidates.begin(), trace.candidates.end(),
                                [&](const SearchCandidate& c) { return c.schedule.form == form; });
-      auto first = std::find_if(proposals.begin(), proposals.end(),
-                                [&](const Proposal& p) { return p.schedule.form == form; });
+      auto first =
+          std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& p) { return p.schedule.form == form; });
       if (tried || first == proposals.end() || first - proposals.begin() < per_step) continue;
       std::rotate(proposals.begin() + (per_step - 1), first, first + 1);
     }

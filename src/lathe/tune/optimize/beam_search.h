@@ -5,8 +5,9 @@
 //      learned from the measured ones (the geometric mean of measured / predicted over the
 //      candidates of the same form, else all): the profile feeds the next step's ranking;
 //   3. the best `per_step` are measured (a packing form never measured gets its best candidate
-//      in, so a structural change is tried even when the model prefers small tweaks) (in `lathe optimize`: the kernel lab's correctness check,
-//      then timing; a candidate that fails is recorded with its verdict and never enters the beam);
+//      in, so a structural change is tried even when the model prefers small tweaks) (in `lathe optimize`: the kernel
+//      lab's correctness check, then timing; a candidate that fails is recorded with its verdict and never enters the
+//      beam);
 //   4. the beam becomes the `beam` fastest measured schedules; the search stops when a step brings
 //      no improvement `patience` times, after `max_steps`, or when the budget is spent.
 // Deterministic for deterministic predict / measure / clock functions (ties break on the key).
@@ -25,7 +26,7 @@ struct SearchMeasurement {
   bool passed = false;
   std::string verdict;  // the lab's verdict ("pass", "wrong", "compile-error", ...)
   std::string detail;
-  double seconds = 0;   // median time when passed
+  double seconds = 0;     // median time when passed
   bool compiled = false;  // a compiler ran (false: its object came from the cache, or it failed before)
 };
 
@@ -38,7 +39,7 @@ struct SearchOptions {
 };
 
 struct SearchCandidate {
-  int step = 0;  // 0: the start
+  int step = 0;              // 0: the start
   std::string move, parent;  // the granular step and the schedule it was applied to (keys)
   KernelSchedule schedule;
   double predicted_seconds = 0, ranked_seconds = 0;  // the model's figure, and corrected by measurements

@@ -45,10 +45,11 @@ double cache_bytes(const MachinePeaks& peaks, size_t level) {
 
 }  // namespace
 
-double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemmShape& shape,
-                                  const KernelSchedule& s, const MachinePeaks& peaks) {
+double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemmShape& shape, const KernelSchedule& s,
+                                  const MachinePeaks& peaks) {
   const double m = static_cast<double>(shape.m), n = static_cast<double>(shape.n), k = static_cast<double>(shape.k);
-  const double peak = std::max(1.0, peaks.f32_gflops) * 1e9 * (s.vector_width / 16.0 >= 1 ? 1.0 : s.vector_width / 16.0);
+  const double peak =
+      std::max(1.0, peaks.f32_gflops) * 1e9 * (s.vector_width / 16.0 >= 1 ? 1.0 : s.vector_width / 16.0);
   const int threads = std::max(1, peaks.threads);
   // Register tile: FMAs per vector load (2 loads per cycle, 2 FMAs per cycle on current cores).
   const double fmas = s.mr * s.nr, loads = s.form == 0 ? s.mr + s.nr : s.nr + 0.5 * s.mr;

@@ -94,34 +94,38 @@ std::string row_step_code(const FusionStep& s, int extra) {
   switch (s.step) {
     case Step::softmax:
       return "  {  // softmax\n    V mx = splat(-INFINITY);\n"
-             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, -INFINITY));\n"
+             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, "
+             "-INFINITY));\n"
              "    const float m = hmax(mx);\n    V total = splat(0.0f);\n" +
              row_loop("      v = keep_lanes(vexp(v - m), count);\n      total += v;\n") +
              "    const float inverse = 1.0f / hsum(total);\n" + row_loop("      v = v * inverse;\n") + "  }\n";
     case Step::layer_norm:
     case Step::group_norm: {
       int groups = s.step == Step::group_norm ? static_cast<int>(s.a) : 1;
-      return str_cat("  {  // ", groups > 1 ? "group" : "layer", " norm\n    const int64_t groups = ", groups,
-                     ", size = wd / groups;\n    for (int64_t g = 0; g < groups; ++g) {\n",
-                     "      float* part = row + g * size;\n      V total = splat(0.0f);\n",
-                     "      for (int64_t j = 0; j < size; j += W) total += load_part(part + j, size - j < W ? size - j : W);\n",
-                     "      const float mean = hsum(total) / static_cast<float>(size);\n      V squares = splat(0.0f);\n",
-                     "      for (int64_t j = 0; j < size; j += W) {\n        const int64_t count = size - j < W ? size - j : W;\n",
-                     "        V d = keep_lanes(load_part(part + j, count) - mean, count);\n        squares += d * d;\n      }\n",
-                     "      const float rstd = 1.0f / std::sqrt(hsum(squares) / static_cast<float>(size) + 1e-5f);\n",
-                     "      for (int64_t j = 0; j < size; j += W) {\n        const int64_t count = size - j < W ? size - j : W;\n",
-                     "        V v = (load_part(part + j, count) - mean) * rstd * load_part(", e, " + g * size + j, count) +\n",
-                     "              load_part(c.extra[", extra + 1, "] + g * size + j, count);\n",
-                     "        store_part(part + j, v, count);\n      }\n    }\n  }\n");
+      return str_cat(
+          "  {  // ", groups > 1 ? "group" : "layer", " norm\n    const int64_t groups = ", groups,
+          ", size = wd / groups;\n    for (int64_t g = 0; g < groups; ++g) {\n",
+          "      float* part = row + g * size;\n      V total = splat(0.0f);\n",
+          "      for (int64_t j = 0; j < size; j += W) total += load_part(part + j, size - j < W ? size - j : W);\n",
+          "      const float mean = hsum(total) / static_cast<float>(size);\n      V squares = splat(0.0f);\n",
+          "      for (int64_t j = 0; j < size; j += W) {\n        const int64_t count = size - j < W ? size - j : W;\n",
+          "        V d = keep_lanes(load_part(part + j, count) - mean, count);\n        squares += d * d;\n      }\n",
+          "      const float rstd = 1.0f / std::sqrt(hsum(squares) / static_cast<float>(size) + 1e-5f);\n",
+          "      for (int64_t j = 0; j < size; j += W) {\n        const int64_t count = size - j < W ? size - j : W;\n",
+          "        V v = (load_part(part + j, count) - mean) * rstd * load_part(", e, " + g * size + j, count) +\n",
+          "              load_part(c.extra[", extra + 1, "] + g * size + j, count);\n",
+          "        store_part(part + j, v, count);\n      }\n    }\n  }\n");
     }
     case Step::rms_norm:
       return "  {  // rms norm\n    V squares = splat(0.0f);\n"
-             "    for (int64_t j = 0; j < wd; j += W) { V v = load_part(row + j, wd - j < W ? wd - j : W); squares += v * v; }\n"
+             "    for (int64_t j = 0; j < wd; j += W) { V v = load_part(row + j, wd - j < W ? wd - j : W); squares += "
+             "v * v; }\n"
              "    const float r = 1.0f / std::sqrt(hsum(squares) / static_cast<float>(wd) + 1e-6f);\n" +
              row_loop(str_cat("      v = v * r * load_part(", e, " + j, count);\n")) + "  }\n";
     case Step::logsumexp:
       return "  {  // logsumexp\n    V mx = splat(-INFINITY);\n"
-             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, -INFINITY));\n"
+             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, "
+             "-INFINITY));\n"
              "    const float m = hmax(mx);\n    V total = splat(0.0f);\n"
              "    for (int64_t j = 0; j < wd; j += W) {\n      const int64_t count = wd - j < W ? wd - j : W;\n"
              "      total += keep_lanes(vexp(load_part(row + j, count) - m), count);\n    }\n"
@@ -134,7 +138,8 @@ std::string row_step_code(const FusionStep& s, int extra) {
                      ";\n    wd = 1;\n  }\n");
     case Step::row_max:
       return "  {  // row max\n    V mx = splat(-INFINITY);\n"
-             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, -INFINITY));\n"
+             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, "
+             "-INFINITY));\n"
              "    row[0] = hmax(mx);\n    wd = 1;\n  }\n";
     default:
       return "  {\n" + row_loop("      v = " + elementwise_expression(s, extra) + ";\n") + "  }\n";
@@ -142,7 +147,6 @@ std::string row_step_code(const FusionStep& s, int extra) {
 }
 
 // The tile functions and the thread body: the schedule's loop nest.
-
 
 const char* kLabThreads = R"THREADS(
 // Runs fn(t, threads) on `threads` threads (this one included) and joins them.
@@ -193,20 +197,22 @@ std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const Kern
       epilogue_steps += "  v = " + elementwise_expression(step, extra) + ";\n";
     extra += suite_fusion::fusion_step_inputs(step.step);
   }
-  std::string text = str_cat("// Generated by `lathe optimize` for the suite problem ", kernel.problem,
-                             "; schedule ", s.key(), ".\n#include <cmath>\n#include <cstdint>\n#include <cstring>\n");
+  std::string text = str_cat("// Generated by `lathe optimize` for the suite problem ", kernel.problem, "; schedule ",
+                             s.key(), ".\n#include <cmath>\n#include <cstdint>\n#include <cstring>\n");
   if (library_mode)
-    text += "\n#include \"lathe/bench/lab/lathe_lab.h\"\n#include \"lathe/core/parallel.h\"\n#include \"lathe/core/simd.h\"\n"
-            "\nnamespace lathe::LATHE_ISA_NS::generated_" +
-            kernel.problem + " {\n";
+    text +=
+        "\n#include \"lathe/bench/lab/lathe_lab.h\"\n#include \"lathe/core/parallel.h\"\n#include "
+        "\"lathe/core/simd.h\"\n"
+        "\nnamespace lathe::LATHE_ISA_NS::generated_" +
+        kernel.problem + " {\n";
   else
     text += "#include <thread>\n#include <vector>\n\n#include \"lathe_lab.h\"\n\nnamespace {\n";
   // Library mode: never wider than the ISA this copy is compiled for (4: SSE, the x86-64 baseline).
   std::string width = library_mode ? str_cat("(LATHE_KERNEL_ISA == 2 ? ", s.vector_width, " : LATHE_KERNEL_ISA == 1 ? ",
                                              std::min(s.vector_width, 8), " : 4)")
                                    : std::to_string(s.vector_width);
-  text += str_cat("\nconstexpr int W = ", width, ", FORM = ", s.form, ", MR = ", s.mr, ", NR = ", s.nr,
-                  ", KC = ", s.kc, ", NC = ", s.nc, ", LOOP_ORDER = ", s.loop_order, ", UNROLL = ", s.unroll,
+  text += str_cat("\nconstexpr int W = ", width, ", FORM = ", s.form, ", MR = ", s.mr, ", NR = ", s.nr, ", KC = ", s.kc,
+                  ", NC = ", s.nc, ", LOOP_ORDER = ", s.loop_order, ", UNROLL = ", s.unroll,
                   ", EPILOGUE = ", s.epilogue, ", THREAD_AXIS = ", s.thread_axis, ", N_INPUTS = ", 3 + extra,
                   ";\nconstexpr bool HAS_ROW_PHASE = ", row_phase ? "true" : "false", ";\n\n");
   // The fixed parts: included by a library kernel, carried as text by a lab candidate (one file).
@@ -214,24 +220,28 @@ std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const Kern
     text += library_mode ? str_cat("#include \"lathe/bench/suite/found/", name, "\"\n") : std::string(contents);
   };
   part("fused_gemm_prologue.inc", fused_gemm_prologue_text());
-  text += "\n// The chain's elementwise prefix (after the bias), on one vector of row i, columns [j, j + count).\n"
-          "inline V epilogue_steps(V v, const Ctx& c, int64_t i, int64_t j, int64_t count) {\n"
-          "  (void)c, (void)i, (void)j, (void)count;\n" +
-          epilogue_steps +
-          "  return v;\n}\n\n// The row phase on row i (wd values in place; a reduction leaves wd = 1).\n"
-          "inline void row_steps(const Ctx& c, int64_t i, float* row, int64_t& wd) {\n"
-          "  (void)c, (void)i, (void)row, (void)wd;\n" +
-          row_steps + "}\n";
+  text +=
+      "\n// The chain's elementwise prefix (after the bias), on one vector of row i, columns [j, j + count).\n"
+      "inline V epilogue_steps(V v, const Ctx& c, int64_t i, int64_t j, int64_t count) {\n"
+      "  (void)c, (void)i, (void)j, (void)count;\n" +
+      epilogue_steps +
+      "  return v;\n}\n\n// The row phase on row i (wd values in place; a reduction leaves wd = 1).\n"
+      "inline void row_steps(const Ctx& c, int64_t i, float* row, int64_t& wd) {\n"
+      "  (void)c, (void)i, (void)row, (void)wd;\n" +
+      row_steps + "}\n";
   text += library_mode ? kLibraryThreads : kLabThreads;
   part("fused_gemm_body.inc", fused_gemm_body_text());
   if (library_mode) {
     text += str_cat("\n}  // namespace lathe::LATHE_ISA_NS::generated_", kernel.problem,
                     "\n\nnamespace lathe::LATHE_ISA_NS {\nint found_", kernel.problem,
                     "(const LabTensor* inputs, int n_inputs, LabTensor* outputs, int n_outputs) {\n  return generated_",
-                    kernel.problem, "::run_kernel(inputs, n_inputs, outputs, n_outputs, lathe::num_threads());\n}\n}  // namespace lathe::LATHE_ISA_NS\n");
+                    kernel.problem,
+                    "::run_kernel(inputs, n_inputs, outputs, n_outputs, lathe::num_threads());\n}\n}  // namespace "
+                    "lathe::LATHE_ISA_NS\n");
   } else {
     text +=
-        "\n}  // namespace\n\nextern \"C\" int lathe_candidate(const LabTensor* inputs, int n_inputs, LabTensor* outputs, "
+        "\n}  // namespace\n\nextern \"C\" int lathe_candidate(const LabTensor* inputs, int n_inputs, LabTensor* "
+        "outputs, "
         "int n_outputs,\n                               const LabDim*, int, int threads) {\n"
         "  return run_kernel(inputs, n_inputs, outputs, n_outputs, threads);\n}\n";
   }

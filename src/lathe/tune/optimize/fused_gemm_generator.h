@@ -22,8 +22,8 @@
 namespace lathe {
 
 struct FusedGemmKernel {
-  std::string problem;                           // the suite problem's name
-  std::vector<suite_fusion::FusionStep> steps;   // the chain after x w^T + bias
+  std::string problem;                          // the suite problem's name
+  std::vector<suite_fusion::FusionStep> steps;  // the chain after x w^T + bias
 };
 
 // The fusion problem's kernel description; throws lathe::Error (listing the names) when `problem`

@@ -41,8 +41,8 @@ std::string search_chart(const ProblemOptimization& result) {
   std::vector<LineSeries> series = {each, best};
   auto add_level = [&](const char* label, const char* colour, double seconds) {
     if (seconds <= 0 || best.x.empty()) return;
-    series.push_back({label, colour, 1, 1.5, PointMarkers::none, {best.x.front(), best.x.back()},
-                      {seconds * 1e3, seconds * 1e3}});
+    series.push_back(
+        {label, colour, 1, 1.5, PointMarkers::none, {best.x.front(), best.x.back()}, {seconds * 1e3, seconds * 1e3}});
   };
   add_level("lathe (final run)", "#d83b3b", result.lathe_seconds);
   add_level("vendor (final run)", "#3bb03b", result.vendor_seconds);
@@ -117,7 +117,9 @@ std::string format_optimization_table(const std::vector<ProblemOptimization>& re
                   ratio(r.lathe_seconds, r.winner_seconds), ratio(r.vendor_seconds, r.winner_seconds),
                   r.trace.measured(), r.trace.compiled(), r.search_seconds,
                   r.found ? r.winner.key().c_str() : "(none passed)",
-                  r.from_cache ? " (cached)" : r.winner_passed ? "" : " (FAILED the final lab)");
+                  r.from_cache      ? " (cached)"
+                  : r.winner_passed ? ""
+                                    : " (FAILED the final lab)");
     text += line;
   }
   return text + "x lathe / x vend: that path's median / the found kernel's median (> 1: the found kernel is faster)\n";

@@ -111,11 +111,10 @@ TEST(FusedGemmGenerator, SampledSchedulesCompileWithTheLabsCompiler) {
   const char* problems[] = {"gemm_groupnorm_swish_multiply_swish", "gemm_logsumexp_leaky_gelu", "gemm_tanh_scale_bias"};
   for (const char* problem : problems) {
     KernelSchedule schedule = random_schedule(random, 10);
-    std::string dir = (std::filesystem::temp_directory_path() / ("lathe-optimize-test-" + std::to_string(random()))).string();
+    std::string dir =
+        (std::filesystem::temp_directory_path() / ("lathe-optimize-test-" + std::to_string(random()))).string();
     std::filesystem::create_directories(dir);
-    {
-      std::ofstream(dir + "/candidate.cc") << generate_fused_gemm_source(fused_gemm_kernel(problem), schedule);
-    }
+    { std::ofstream(dir + "/candidate.cc") << generate_fused_gemm_source(fused_gemm_kernel(problem), schedule); }
     LabCompileResult result = compile_candidate(dir + "/candidate.cc", dir);
     EXPECT_TRUE(result.ok) << problem << " " << schedule.key() << "\n" << result.log;
     EXPECT_EQ(result.log.find("warning"), std::string::npos) << result.log;
@@ -207,8 +206,8 @@ TEST(BeamSearch, StopsWhenTheBudgetIsSpent) {
   SearchOptions options;
   options.beam = 2;
   options.budget_seconds = 45;
-  SearchTrace trace = beam_search(naive_schedule(kLimits), kLimits, [](const KernelSchedule& s) { return true_seconds(s); },
-                                  slow, options, clock);
+  SearchTrace trace = beam_search(
+      naive_schedule(kLimits), kLimits, [](const KernelSchedule& s) { return true_seconds(s); }, slow, options, clock);
   EXPECT_EQ(trace.stop_reason, "budget");
   EXPECT_LE(trace.measured(), 5);  // the start plus at most what fits before 45 s
   EXPECT_EQ(trace.compiled(), trace.measured());

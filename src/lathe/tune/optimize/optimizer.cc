@@ -58,11 +58,11 @@ LabOptions lab_options(const std::string& problem, const std::string& source, co
   lab.quick = options.quick;
   lab.limits = options.limits;
   lab.peaks = peaks;
-  lab.object_cache_dir = std::filesystem::path(options.cache_path.empty() ? default_optimize_cache_path()
-                                                                          : options.cache_path)
-                             .parent_path()
-                             .string() +
-                         "/optimize-objects";
+  lab.object_cache_dir =
+      std::filesystem::path(options.cache_path.empty() ? default_optimize_cache_path() : options.cache_path)
+          .parent_path()
+          .string() +
+      "/optimize-objects";
   if (!final) {  // the search: one fresh set and one hidden shape, the candidate timed alone
     lab.sets = 1;
     lab.hidden_shapes = 1;
@@ -85,8 +85,7 @@ std::string default_optimize_cache_path() {
   return (std::filesystem::path(default_tuning_cache_path()).parent_path() / "optimize.json").string();
 }
 
-ProblemOptimization optimize_problem(const std::string& problem, const OptimizeOptions& options,
-                                     MachinePeaks& peaks) {
+ProblemOptimization optimize_problem(const std::string& problem, const OptimizeOptions& options, MachinePeaks& peaks) {
   const FusedGemmKernel kernel = fused_gemm_kernel(problem);
   ProblemOptimization result;
   result.problem = problem;
@@ -115,8 +114,8 @@ ProblemOptimization optimize_problem(const std::string& problem, const OptimizeO
   double started = now_seconds();
   int counter = 0;
   MeasureFn measure = [&](const KernelSchedule& schedule) {
-    std::string source = write_source(work, str_cat("candidate_", counter++, ".cc"),
-                                      generate_fused_gemm_source(kernel, schedule));
+    std::string source =
+        write_source(work, str_cat("candidate_", counter++, ".cc"), generate_fused_gemm_source(kernel, schedule));
     LabReport report = run_kernel_lab(lab_options(problem, source, options, peaks, false));
     if (report.verdict == LabVerdict::too_fast) {
       // Peaks measured while the machine was busy set the floor too high: measure again, keep the

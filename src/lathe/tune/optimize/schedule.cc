@@ -27,8 +27,8 @@ ScheduleLimits schedule_limits_for_this_machine() {
 }
 
 bool schedule_valid(const KernelSchedule& s, const ScheduleLimits& limits) {
-  bool width = (s.vector_width == 4 || s.vector_width == 8 || s.vector_width == 16) &&
-               s.vector_width <= limits.max_vector_width;
+  bool width =
+      (s.vector_width == 4 || s.vector_width == 8 || s.vector_width == 16) && s.vector_width <= limits.max_vector_width;
   return width && (s.form == 0 || s.form == 1) && s.mr >= 1 && s.mr <= 8 && s.nr >= 1 &&
          s.nr <= (s.form == 0 ? 8 : 4) && s.registers() <= limits.vector_registers && s.kc >= 0 && s.kc <= 2048 &&
          (s.kc == 0 || s.kc % s.vector_width == 0) && s.nc >= s.tile_columns() && s.nc <= 4096 &&
@@ -69,7 +69,8 @@ std::vector<ScheduleMove> schedule_moves(const KernelSchedule& from, const Sched
   add("loop-order", [](KernelSchedule& s) { s.loop_order = 1 - s.loop_order; });
   add("unroll*2", [](KernelSchedule& s) { s.unroll *= 2; });
   add("unroll/2", [](KernelSchedule& s) { s.unroll /= 2; });
-  add(from.epilogue == 0 ? "fuse-epilogue" : "separate-epilogue", [](KernelSchedule& s) { s.epilogue = 1 - s.epilogue; });
+  add(from.epilogue == 0 ? "fuse-epilogue" : "separate-epilogue",
+      [](KernelSchedule& s) { s.epilogue = 1 - s.epilogue; });
   add("thread-axis", [](KernelSchedule& s) { s.thread_axis = 1 - s.thread_axis; });
   add("vector-width/2", [](KernelSchedule& s) { s.vector_width /= 2; });
   add("vector-width*2", [](KernelSchedule& s) { s.vector_width *= 2; });

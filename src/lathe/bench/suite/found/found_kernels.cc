@@ -4,15 +4,15 @@
 
 #include "lathe/core/cpu_features.h"
 
-#define LATHE_FOUND_KERNEL(problem)                                             \
-  namespace lathe::scalar {                                                     \
-  int found_##problem(const LabTensor*, int, LabTensor*, int);                  \
-  }                                                                             \
-  namespace lathe::avx2 {                                                       \
-  int found_##problem(const LabTensor*, int, LabTensor*, int);                  \
-  }                                                                             \
-  namespace lathe::avx512 {                                                     \
-  int found_##problem(const LabTensor*, int, LabTensor*, int);                  \
+#define LATHE_FOUND_KERNEL(problem)                            \
+  namespace lathe::scalar {                                    \
+  int found_##problem(const LabTensor*, int, LabTensor*, int); \
+  }                                                            \
+  namespace lathe::avx2 {                                      \
+  int found_##problem(const LabTensor*, int, LabTensor*, int); \
+  }                                                            \
+  namespace lathe::avx512 {                                    \
+  int found_##problem(const LabTensor*, int, LabTensor*, int); \
   }
 #include "lathe/bench/suite/found/found_kernel_list.inc"
 #undef LATHE_FOUND_KERNEL
@@ -27,7 +27,8 @@ struct FoundKernel {
 };
 
 const FoundKernel kFoundKernels[] = {
-#define LATHE_FOUND_KERNEL(problem) {#problem, {scalar::found_##problem, avx2::found_##problem, avx512::found_##problem}},
+#define LATHE_FOUND_KERNEL(problem) \
+  {#problem, {scalar::found_##problem, avx2::found_##problem, avx512::found_##problem}},
 #include "lathe/bench/suite/found/found_kernel_list.inc"
 #undef LATHE_FOUND_KERNEL
     {nullptr, {nullptr, nullptr, nullptr}}};
