@@ -4,26 +4,17 @@
 // 2 for bad input.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
+#include "lathe/io/durable_file.h"
 #include "lathe/tune/optimize/fused_gemm_generator.h"
 #include "lathe/tune/optimize/optimizer.h"
 
 namespace lathe::cli {
 
-namespace {
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path);
-  file << text;
-  LATHE_CHECK(file.good(), "cannot write ", path);
-}
-
-}  // namespace
 
 int run_optimize(int argc, char** argv) {
   CommandLine command_line(
@@ -49,6 +40,7 @@ int run_optimize(int argc, char** argv) {
                       "the optimizer's cache (default $LATHE_OPTIMIZE_CACHE or next to the tuning cache)");
   command_line.option("emit", "DIR", "write each winner into DIR as a library kernel (src/lathe/bench/suite/found)");
   command_line.option("print-source", "SCHEDULE", "print the generated source of PROBLEM under SCHEDULE, and exit");
+  command_line.flag("library", "with --print-source: the library kernel (as --emit writes it), not the lab candidate");
   command_line.option("check-space", "N",
                       "check N schedules sampled from the space (random walks from the start) for correctness with "
                       "the lab at the --quick shape, over the given problems in turn, and exit (1 if any fails)");
@@ -67,7 +59,8 @@ int run_optimize(int argc, char** argv) {
   if (command_line.has("print-source")) {
     LATHE_CHECK(problems.size() == 1, "--print-source takes one problem");
     std::printf("%s", generate_fused_gemm_source(fused_gemm_kernel(problems.front()),
-                                                 KernelSchedule::parse(command_line.get("print-source")))
+                                                 KernelSchedule::parse(command_line.get("print-source")),
+                                                 command_line.has("library"))
                           .c_str());
     return 0;
   }
@@ -110,8 +103,8 @@ int run_optimize(int argc, char** argv) {
   if (command_line.has("report")) {
     const std::string dir = command_line.get("report");
     std::filesystem::create_directories(dir);
-    write_file(dir + "/optimize.json", optimization_json(results, peaks, cpu).dump(2) + "\n");
-    write_file(dir + "/optimize.html", optimization_html(results, peaks, cpu));
+    write_file_atomically(dir + "/optimize.json", optimization_json(results, peaks, cpu).dump(2) + "\n");
+    write_file_atomically(dir + "/optimize.html", optimization_html(results, peaks, cpu));
     std::fprintf(stderr, "lathe optimize: wrote %s/optimize.json and %s/optimize.html\n", dir.c_str(), dir.c_str());
   }
   if (command_line.has("json"))

@@ -96,7 +96,7 @@ TEST(FusedGemmGenerator, EveryFusionProblemGetsSourceWithItsInputCountInBothMode
     EXPECT_NE(lab.find(str_cat("N_INPUTS = ", problem->named_inputs().size(), ";")), std::string::npos) << name;
     EXPECT_NE(lab.find("extern \"C\" int lathe_candidate"), std::string::npos);
     const std::string library = generate_fused_gemm_source(fused_gemm_kernel(name), naive_schedule(kLimits), true);
-    EXPECT_NE(library.find("int found_" + name + "("), std::string::npos);
+    EXPECT_NE(library.find("LATHE_DEFINE_FOUND_KERNEL(" + name + ")"), std::string::npos);
     EXPECT_EQ(library.find("<thread>"), std::string::npos);  // the library's pool, no std::thread
     EXPECT_EQ(library.find("lathe_candidate"), std::string::npos);
   }

@@ -214,6 +214,9 @@ std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, co
   std::vector<std::string> written;
   std::string source = generate_fused_gemm_source(fused_gemm_kernel(result.problem), result.winner, true);
   written.push_back(write_source(dir, "found_" + result.problem + "_kernels.cc", source));
+  // The repository's style where clang-format is installed (it finds the repository's .clang-format).
+  if (std::system("command -v clang-format > /dev/null 2>&1") == 0)
+    (void)std::system(("clang-format -i '" + written.back() + "'").c_str());
   // The list of every found kernel in DIR, sorted (an X-macro list read by found_kernels.cc).
   std::vector<std::string> names;
   for (const auto& file : std::filesystem::directory_iterator(dir)) {
