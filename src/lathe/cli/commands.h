@@ -14,6 +14,7 @@ int run_bench_train(int argc, char** argv);      // `lathe bench train`, routed 
 int run_bench_moe_layer(int argc, char** argv);  // `lathe bench moe-layer`, routed by run_bench
 int run_tune(int argc, char** argv);
 int run_lab(int argc, char** argv);
+int run_optimize(int argc, char** argv);
 int run_config(int argc, char** argv);
 int run_tokenizer(int argc, char** argv);
 int run_train(int argc, char** argv);

@@ -41,8 +41,9 @@ void restart_for_fair_peers(int argc, char** argv) {
     unsetenv("OPENBLAS_L2_SIZE");
     restart = true;
   }
-  // `lathe lab` times the same vendor baselines interleaved with lathe and the candidate.
-  bool suite = !std::strcmp(argv[1], "lab");
+  // `lathe lab` (and `lathe optimize`, through it) times the same vendor baselines interleaved with
+  // lathe and the candidate.
+  bool suite = !std::strcmp(argv[1], "lab") || !std::strcmp(argv[1], "optimize");
   for (int i = 2; i < argc; ++i) suite = suite || !std::strcmp(argv[i], "--suite");
   if (suite && !std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
   std::string name = argv[1];
   for (const auto& command : all_commands()) {
     if (name != command.name) continue;
-    if (name == "bench" || name == "lab") restart_for_fair_peers(argc, argv);
+    if (name == "bench" || name == "lab" || name == "optimize") restart_for_fair_peers(argc, argv);
     try {
       return command.run(argc - 2, argv + 2);
     } catch (const lathe::Error& error) {

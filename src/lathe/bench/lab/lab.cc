@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <random>
 #include <sstream>
 
@@ -166,8 +168,9 @@ void time_paths(SuiteProblem& problem, const LabOptions& options, LabReport& rep
       return now_seconds() - start;
     };
   };
-  std::vector<TimedRun> paths = {candidate, timed([&] { problem.run_lathe(); })};
-  if (problem.has_vendor()) paths.push_back(timed([&] { problem.run_vendor(); }));
+  std::vector<TimedRun> paths = {candidate};
+  if (options.time_peers) paths.push_back(timed([&] { problem.run_lathe(); }));
+  if (options.time_peers && problem.has_vendor()) paths.push_back(timed([&] { problem.run_vendor(); }));
   std::vector<SuiteTiming> timings = time_interleaved(paths, options.timing);
   std::optional<std::string> perf;
   if (worker.send_line("finish")) perf = worker.read_line(limits.wall_seconds);
@@ -192,8 +195,16 @@ void time_paths(SuiteProblem& problem, const LabOptions& options, LabReport& rep
   for (size_t i = 0; i < timings.size(); ++i) report.paths.push_back({names[i], timings[i]});
 }
 
+void remove_work_dir(const std::string& dir) {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+}
+
+}  // namespace
+
 // Roofline figures of every timed path from the report's one set of peaks.
-void apply_lab_peaks(LabReport& report) {
+void apply_lab_peaks(LabReport& report, const MachinePeaks& peaks) {
+  report.peaks = peaks;
   for (auto& path : report.paths) {
     SuiteResult result = as_suite_result(report, path.timing);
     apply_suite_peaks(result, report.peaks);
@@ -206,12 +217,31 @@ void apply_lab_peaks(LabReport& report) {
   }
 }
 
-void remove_work_dir(const std::string& dir) {
+// compile_candidate, or a copy of the object compiled before from the same source and command.
+LabCompileResult compile_or_reuse(const std::string& source, const std::string& dir, const std::string& cache_dir,
+                                  bool* cached) {
+  *cached = false;
+  if (cache_dir.empty()) return compile_candidate(source, dir);
+  std::ifstream file(source, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::string object =
+      str_cat(cache_dir, "/", std::hex, std::hash<std::string>{}(text + lab_compile_signature()), ".so");
   std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
+  if (std::filesystem::copy_file(object, dir + "/candidate.so", ignored)) {
+    *cached = true;
+    LabCompileResult result;
+    result.ok = true;
+    result.command = "(cached: " + object + ")";
+    return result;
+  }
+  LabCompileResult result = compile_candidate(source, dir);
+  if (result.ok) {
+    std::filesystem::create_directories(cache_dir, ignored);
+    std::filesystem::copy_file(dir + "/candidate.so", object, std::filesystem::copy_options::overwrite_existing,
+                               ignored);
+  }
+  return result;
 }
-
-}  // namespace
 
 const char* lab_verdict_name(LabVerdict verdict) {
   switch (verdict) {
@@ -269,9 +299,11 @@ LabReport run_kernel_lab(const LabOptions& options) {
   char pattern[] = "/tmp/lathe-lab-XXXXXX";
   LATHE_CHECK(mkdtemp(pattern) != nullptr, "cannot create a work directory in /tmp");
   report.work_dir = pattern;
-  MachinePeaks peaks_start = options.time ? measure_machine_peaks(options.quick) : MachinePeaks{};
+  const bool measure_peaks = options.time && !options.peaks;
+  MachinePeaks peaks_start = measure_peaks ? measure_machine_peaks(options.quick) : MachinePeaks{};
 
-  report.compile = compile_candidate(std::filesystem::absolute(options.candidate).string(), report.work_dir);
+  report.compile = compile_or_reuse(std::filesystem::absolute(options.candidate).string(), report.work_dir,
+                                    options.object_cache_dir, &report.compile_cached);
   try {
     if (!report.compile.ok) throw LabFailure{LabVerdict::compile_error, "the compiler rejected it (see the log)"};
     // The stated shape on `sets` fresh sets, then the hidden shapes (one set each).
@@ -298,8 +330,8 @@ LabReport run_kernel_lab(const LabOptions& options) {
     if (options.time) {
       time_paths(*problem, options, report);
       report.cost = problem->cost();
-      report.peaks = higher_peaks(peaks_start, measure_machine_peaks(options.quick));
-      apply_lab_peaks(report);
+      report.peaks = measure_peaks ? higher_peaks(peaks_start, measure_machine_peaks(options.quick)) : *options.peaks;
+      apply_lab_peaks(report, report.peaks);
       const SuiteTiming& candidate = report.paths.front().timing;
       if (candidate.median < report.floor_seconds)
         throw LabFailure{

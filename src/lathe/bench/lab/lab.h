@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,13 @@ struct LabOptions {
   bool keep = false;  // keep the work directory (printed)
   LabLimits limits;
   SuiteOptions timing;  // warm-up runs and interleaved blocks
+  // For a caller that judges many candidates (`lathe optimize`): time the candidate alone (no
+  // lathe / vendor rows), use these peaks instead of measuring them at the start and end, and
+  // keep compiled candidates in this directory by a hash of their source (and the compile
+  // command), so an unchanged candidate is not compiled twice. Inputs stay fresh per call.
+  bool time_peers = true;
+  std::optional<MachinePeaks> peaks;
+  std::string object_cache_dir;
 };
 
 struct LabCheckRow {
@@ -63,6 +71,7 @@ struct LabReport {
   LabVerdict verdict = LabVerdict::pass;
   std::string detail;
   LabCompileResult compile;
+  bool compile_cached = false;  // the object came from LabOptions::object_cache_dir
   std::vector<LabCheckRow> checks;
   std::vector<LabPathRow> paths;
   OpCost cost;
@@ -78,6 +87,9 @@ struct LabReport {
 // Throws lathe::Error for bad input (unknown problem: the message lists the names; unreadable file).
 LabReport run_kernel_lab(const LabOptions& options);
 std::string format_lab_report(const LabReport& report);
+// Sets the report's peaks and recomputes its roofline figures from them (a caller that judges
+// several candidates gives every report the same final set).
+void apply_lab_peaks(LabReport& report, const MachinePeaks& peaks);
 Json lab_report_json(const LabReport& report);
 // The ABI tensors of a problem at its stated shape: what `lathe lab --describe` prints.
 std::string describe_lab_problem(const std::string& problem, bool quick);

@@ -48,13 +48,17 @@ std::string lab_self_executable() {
   return std::string(path, static_cast<size_t>(length));
 }
 
+std::string lab_compile_signature() {
+  Isa isa = active_isa();
+  int level = isa >= Isa::avx512 ? 2 : isa >= Isa::avx2 ? 1 : 0;
+  return str_cat(lab_compiler(), " ", lab_base_flags(), " ", lab_isa_flags(level));
+}
+
 LabCompileResult compile_candidate(const std::string& source, const std::string& dir) {
   LabCompileResult result;
   std::ofstream(dir + "/lathe_lab.h") << lab_header_text();
-  Isa isa = active_isa();
-  int level = isa >= Isa::avx512 ? 2 : isa >= Isa::avx2 ? 1 : 0;
-  result.command = str_cat(lab_compiler(), " ", lab_base_flags(), " ", lab_isa_flags(level), " -I", shell_quote(dir),
-                           " -o ", shell_quote(dir + "/candidate.so"), " ", shell_quote(source));
+  result.command = str_cat(lab_compile_signature(), " -I", shell_quote(dir), " -o ", shell_quote(dir + "/candidate.so"),
+                           " ", shell_quote(source));
   std::string log_path = dir + "/compile.log";
   int status = std::system((result.command + " > " + shell_quote(log_path) + " 2>&1").c_str());
   result.log = read_text(log_path, 4000);

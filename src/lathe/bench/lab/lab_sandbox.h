@@ -27,6 +27,8 @@ struct LabCompileResult {
 // Writes lathe_lab.h into `dir` and compiles `source` into dir/candidate.so with lab_compiler()
 // and lathe's flags for the active ISA.
 LabCompileResult compile_candidate(const std::string& source, const std::string& dir);
+// The compiler and flags compile_candidate uses now (a cache of compiled objects keys on it).
+std::string lab_compile_signature();
 
 struct LabExit {
   bool timed_out = false;

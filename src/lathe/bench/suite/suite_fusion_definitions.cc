@@ -233,4 +233,24 @@ const std::vector<FusionDefinition>& fusion_definitions() {
   return definitions;
 }
 
+int fusion_step_inputs(Step step) {
+  switch (step) {
+    case Step::add_row:
+    case Step::multiply_row:
+    case Step::add_matrix:
+    case Step::multiply_matrix:
+    case Step::rms_norm:
+      return 1;
+    case Step::layer_norm:
+    case Step::group_norm:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+bool fusion_step_reduces_row(Step step) {
+  return step == Step::logsumexp || step == Step::row_mean || step == Step::row_max || step == Step::row_sum;
+}
+
 }  // namespace lathe::suite_fusion

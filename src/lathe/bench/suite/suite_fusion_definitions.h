@@ -52,4 +52,10 @@ struct FusionDefinition {
 // Every fusion problem: name, summary, model, m, n, k, steps.
 const std::vector<FusionDefinition>& fusion_definitions();
 
+// How many inputs of its own a step takes (a row, a matrix, a norm's weight and bias), in the
+// order the problem adds them after x, w and bias.
+int fusion_step_inputs(Step step);
+// Whether a step reduces each row to one value (logsumexp, mean, max, sum).
+bool fusion_step_reduces_row(Step step);
+
 }  // namespace lathe::suite_fusion

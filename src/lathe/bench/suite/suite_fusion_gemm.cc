@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "lathe/bench/lab/lab_task.h"
+#include "lathe/bench/suite/found/found_kernels.h"
 #include "lathe/bench/suite/suite_fusion_definitions.h"
 #include "lathe/bench/suite/suite_problem.h"
 #include "lathe/bench/suite/suite_reference.h"
@@ -25,27 +27,6 @@ namespace lathe {
 namespace {
 
 using namespace suite_fusion;  // Step, FusionStep, FusionDefinition, fusion_definitions()
-
-
-int step_inputs(Step step) {
-  switch (step) {
-    case Step::add_row:
-    case Step::multiply_row:
-    case Step::add_matrix:
-    case Step::multiply_matrix:
-    case Step::rms_norm:
-      return 1;
-    case Step::layer_norm:
-    case Step::group_norm:
-      return 2;
-    default:
-      return 0;
-  }
-}
-
-bool reduces_row(Step step) {
-  return step == Step::logsumexp || step == Step::row_mean || step == Step::row_max || step == Step::row_sum;
-}
 
 double step_flops_per_element(Step step) {
   switch (step) {
@@ -183,7 +164,7 @@ void apply_steps(const std::vector<FusionStep>& steps, size_t first, size_t end,
                  int64_t* final_width = nullptr) {
   int64_t out_width = n;
   for (size_t s = first; s < end; ++s)
-    if (reduces_row(steps[s].step)) out_width = 1;
+    if (fusion_step_reduces_row(steps[s].step)) out_width = 1;
   parallel_for(m, 1, [&](int64_t begin, int64_t stop) {
     std::vector<T> row(static_cast<size_t>(n));
     for (int64_t i = begin; i < stop; ++i) {
@@ -238,10 +219,10 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
         default:
           break;
       }
-      LATHE_ASSERT(static_cast<int>(indices.size()) == step_inputs(step.step));
-      LATHE_ASSERT(width == n_ || (step_inputs(step.step) == 0 && step.step != Step::softmax));
+      LATHE_ASSERT(static_cast<int>(indices.size()) == fusion_step_inputs(step.step));
+      LATHE_ASSERT(width == n_ || (fusion_step_inputs(step.step) == 0 && step.step != Step::softmax));
       if (step.step == Step::group_norm) LATHE_ASSERT(n_ % static_cast<int64_t>(step.a) == 0);
-      if (reduces_row(step.step)) width = 1;
+      if (fusion_step_reduces_row(step.step)) width = 1;
       extra_inputs_.push_back(indices);
     }
     width_ = width;
@@ -249,6 +230,8 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
     scratch_ = Tensor::empty({m_, n_}, DType::f32);
     scratch_other_ = Tensor::empty({m_, n_}, DType::f32);
     plan_lathe();
+    found_kernel_ = find_found_kernel(definition.name);
+    if (found_kernel_) lathe_path_ = "found kernel (lathe optimize --emit)";
     plan_vendor();
     SuiteInfo& info = mutable_info();
     info.summary = str_cat(definition.summary, ": ", describe_steps(steps_));
@@ -264,6 +247,10 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
   }
 
   void run_lathe() override {
+    if (found_kernel_) {
+      run_found_kernel();
+      return;
+    }
     MatmulArgs args;
     args.a = in(0);
     args.b = in(1);
@@ -448,6 +435,28 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
     }
   }
 
+  // The promoted kernel, called through the kernel lab's C ABI.
+  void run_found_kernel() {
+    auto as_lab = [](const std::vector<std::pair<std::string, TensorView>>& named) {
+      std::vector<LabTensor> tensors(named.size());
+      for (size_t i = 0; i < named.size(); ++i) {
+        const TensorView& view = named[i].second;
+        tensors[i].data = view.data;
+        tensors[i].dtype = lab_dtype(view.dtype);
+        tensors[i].rank = view.shape.rank();
+        for (int axis = 0; axis < view.shape.rank(); ++axis) tensors[i].shape[axis] = view.shape[axis];
+        tensors[i].name = named[i].first.c_str();
+      }
+      return tensors;
+    };
+    auto named_in = named_inputs();
+    auto named_out = outputs();
+    std::vector<LabTensor> inputs = as_lab(named_in), outputs_abi = as_lab(named_out);
+    int status = found_kernel_(inputs.data(), static_cast<int>(inputs.size()), outputs_abi.data(),
+                               static_cast<int>(outputs_abi.size()));
+    LATHE_CHECK(status == 0, "the found kernel of ", info().name, " returned ", status);
+  }
+
   std::vector<std::vector<const float*>> extra_pointers() const {
     std::vector<std::vector<const float*>> extras;
     for (const auto& indices : extra_inputs_) {
@@ -467,6 +476,7 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
   std::vector<OnednnPostOp> vendor_post_ops_;
   size_t vendor_prefix_ = 0;
   std::unique_ptr<OnednnFusedMatmul> vendor_matmul_;
+  FoundKernelFn found_kernel_ = nullptr;
 };
 
 std::string step_name(const FusionStep& s) {

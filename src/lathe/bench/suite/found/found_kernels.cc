@@ -1,0 +1,54 @@
+#include "lathe/bench/suite/found/found_kernels.h"
+
+#include <cstdlib>
+
+#include "lathe/core/cpu_features.h"
+
+#define LATHE_FOUND_KERNEL(problem)                            \
+  namespace lathe::scalar {                                    \
+  int found_##problem(const LabTensor*, int, LabTensor*, int); \
+  }                                                            \
+  namespace lathe::avx2 {                                      \
+  int found_##problem(const LabTensor*, int, LabTensor*, int); \
+  }                                                            \
+  namespace lathe::avx512 {                                    \
+  int found_##problem(const LabTensor*, int, LabTensor*, int); \
+  }
+#include "lathe/bench/suite/found/found_kernel_list.inc"
+#undef LATHE_FOUND_KERNEL
+
+namespace lathe {
+
+namespace {
+
+struct FoundKernel {
+  const char* problem;
+  FoundKernelFn per_isa[3];  // scalar, avx2, avx512
+};
+
+const FoundKernel kFoundKernels[] = {
+#define LATHE_FOUND_KERNEL(problem) \
+  {#problem, {scalar::found_##problem, avx2::found_##problem, avx512::found_##problem}},
+#include "lathe/bench/suite/found/found_kernel_list.inc"
+#undef LATHE_FOUND_KERNEL
+    {nullptr, {nullptr, nullptr, nullptr}}};
+
+}  // namespace
+
+FoundKernelFn find_found_kernel(const std::string& problem) {
+  if (const char* off = std::getenv("LATHE_NO_FOUND_KERNELS"); off && *off) return nullptr;
+  Isa isa = active_isa();
+  int level = isa >= Isa::avx512 ? 2 : isa >= Isa::avx2 ? 1 : 0;
+  for (const auto& kernel : kFoundKernels)
+    if (kernel.problem && problem == kernel.problem) return kernel.per_isa[level];
+  return nullptr;
+}
+
+std::vector<std::string> found_kernel_problems() {
+  std::vector<std::string> names;
+  for (const auto& kernel : kFoundKernels)
+    if (kernel.problem) names.push_back(kernel.problem);
+  return names;
+}
+
+}  // namespace lathe

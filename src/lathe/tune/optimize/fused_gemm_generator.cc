@@ -1,0 +1,239 @@
+#include "lathe/tune/optimize/fused_gemm_generator.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "lathe/core/error.h"
+
+namespace lathe {
+
+using suite_fusion::FusionStep;
+using suite_fusion::Step;
+
+namespace {
+
+bool is_row_step(Step step) {
+  switch (step) {
+    case Step::softmax:
+    case Step::layer_norm:
+    case Step::rms_norm:
+    case Step::group_norm:
+    case Step::logsumexp:
+    case Step::row_mean:
+    case Step::row_max:
+    case Step::row_sum:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string number(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  std::string literal = text;
+  if (literal.find_first_of(".e") == std::string::npos) literal += ".0";  // "2" -> "2.0f", a float literal
+  return literal + "f";
+}
+
+// The vector expression of an elementwise step on `v`, lanes at row `i`, columns [j, j + count).
+// extra: the index of the step's first input in Ctx::extra.
+std::string elementwise_expression(const FusionStep& s, int extra) {
+  std::string e = str_cat("c.extra[", extra, "]");
+  switch (s.step) {
+    case Step::scale:
+      return "v * " + number(s.a);
+    case Step::add_constant:
+      return "v + " + number(s.a);
+    case Step::add_row:
+      return str_cat("v + load_part(", e, " + j, count)");
+    case Step::multiply_row:
+      return str_cat("v * load_part(", e, " + j, count)");
+    case Step::add_matrix:
+      return str_cat("v + load_part(", e, " + i * c.n + j, count)");
+    case Step::multiply_matrix:
+      return str_cat("v * load_part(", e, " + i * c.n + j, count)");
+    case Step::relu:
+      return "vmax(v, splat(0.0f))";
+    case Step::leaky_relu:
+      return str_cat("v >= 0.0f ? v : v * ", number(s.a));
+    case Step::gelu_tanh:
+      return "vgelu_tanh(v)";
+    case Step::gelu_erf:
+      return "vgelu_erf(v)";
+    case Step::silu:
+      return "v * vsigmoid(v)";
+    case Step::mish:
+      return "vmish(v)";
+    case Step::tanh:
+      return "vtanh(v)";
+    case Step::sigmoid:
+      return "vsigmoid(v)";
+    case Step::hardswish:
+      return "vhardswish(v)";
+    case Step::softplus:
+      return "vsoftplus(v)";
+    case Step::hardtanh:
+      return str_cat("vmin(vmax(v, splat(", number(s.a), ")), splat(", number(s.b), "))");
+    default:
+      LATHE_ASSERT(false);
+      return "";
+  }
+}
+
+// A loop over the row's `wd` values applying `body` (statements on v, i, j, count).
+std::string row_loop(const std::string& body) {
+  return "    for (int64_t j = 0; j < wd; j += W) {\n      const int64_t count = wd - j < W ? wd - j : W;\n"
+         "      V v = load_part(row + j, count);\n" +
+         body + "      store_part(row + j, v, count);\n    }\n";
+}
+
+// One row-phase step on `row` (wd values, in place; reductions set wd = 1).
+std::string row_step_code(const FusionStep& s, int extra) {
+  std::string e = str_cat("c.extra[", extra, "]");
+  switch (s.step) {
+    case Step::softmax:
+      return "  {  // softmax\n    V mx = splat(-INFINITY);\n"
+             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, "
+             "-INFINITY));\n"
+             "    const float m = hmax(mx);\n    V total = splat(0.0f);\n" +
+             row_loop("      v = keep_lanes(vexp(v - m), count);\n      total += v;\n") +
+             "    const float inverse = 1.0f / hsum(total);\n" + row_loop("      v = v * inverse;\n") + "  }\n";
+    case Step::layer_norm:
+    case Step::group_norm: {
+      int groups = s.step == Step::group_norm ? static_cast<int>(s.a) : 1;
+      return str_cat(
+          "  {  // ", groups > 1 ? "group" : "layer", " norm\n    const int64_t groups = ", groups,
+          ", size = wd / groups;\n    for (int64_t g = 0; g < groups; ++g) {\n",
+          "      float* part = row + g * size;\n      V total = splat(0.0f);\n",
+          "      for (int64_t j = 0; j < size; j += W) total += load_part(part + j, size - j < W ? size - j : W);\n",
+          "      const float mean = hsum(total) / static_cast<float>(size);\n      V squares = splat(0.0f);\n",
+          "      for (int64_t j = 0; j < size; j += W) {\n        const int64_t count = size - j < W ? size - j : W;\n",
+          "        V d = keep_lanes(load_part(part + j, count) - mean, count);\n        squares += d * d;\n      }\n",
+          "      const float rstd = 1.0f / std::sqrt(hsum(squares) / static_cast<float>(size) + 1e-5f);\n",
+          "      for (int64_t j = 0; j < size; j += W) {\n        const int64_t count = size - j < W ? size - j : W;\n",
+          "        V v = (load_part(part + j, count) - mean) * rstd * load_part(", e, " + g * size + j, count) +\n",
+          "              load_part(c.extra[", extra + 1, "] + g * size + j, count);\n",
+          "        store_part(part + j, v, count);\n      }\n    }\n  }\n");
+    }
+    case Step::rms_norm:
+      return "  {  // rms norm\n    V squares = splat(0.0f);\n"
+             "    for (int64_t j = 0; j < wd; j += W) { V v = load_part(row + j, wd - j < W ? wd - j : W); squares += "
+             "v * v; }\n"
+             "    const float r = 1.0f / std::sqrt(hsum(squares) / static_cast<float>(wd) + 1e-6f);\n" +
+             row_loop(str_cat("      v = v * r * load_part(", e, " + j, count);\n")) + "  }\n";
+    case Step::logsumexp:
+      return "  {  // logsumexp\n    V mx = splat(-INFINITY);\n"
+             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, "
+             "-INFINITY));\n"
+             "    const float m = hmax(mx);\n    V total = splat(0.0f);\n"
+             "    for (int64_t j = 0; j < wd; j += W) {\n      const int64_t count = wd - j < W ? wd - j : W;\n"
+             "      total += keep_lanes(vexp(load_part(row + j, count) - m), count);\n    }\n"
+             "    row[0] = m + std::log(hsum(total));\n    wd = 1;\n  }\n";
+    case Step::row_mean:
+    case Step::row_sum:
+      return str_cat("  {  // row ", s.step == Step::row_mean ? "mean" : "sum", "\n    V total = splat(0.0f);\n",
+                     "    for (int64_t j = 0; j < wd; j += W) total += load_part(row + j, wd - j < W ? wd - j : W);\n",
+                     "    row[0] = hsum(total)", s.step == Step::row_mean ? " / static_cast<float>(wd)" : "",
+                     ";\n    wd = 1;\n  }\n");
+    case Step::row_max:
+      return "  {  // row max\n    V mx = splat(-INFINITY);\n"
+             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, "
+             "-INFINITY));\n"
+             "    row[0] = hmax(mx);\n    wd = 1;\n  }\n";
+    default:
+      return "  {\n" + row_loop("      v = " + elementwise_expression(s, extra) + ";\n") + "  }\n";
+  }
+}
+
+// The tile functions and the thread body: the schedule's loop nest.
+
+const char* kLabThreads = R"THREADS(
+// Runs fn(t, threads) on `threads` threads (this one included) and joins them.
+template <class Fn>
+void run_threads(int threads, Fn fn) {
+  if (threads == 1) return fn(0, 1);
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back([&fn, t, threads] { fn(t, threads); });
+  fn(0, threads);
+  for (auto& thread : pool) thread.join();
+}
+)THREADS";
+
+}  // namespace
+
+FusedGemmKernel fused_gemm_kernel(const std::string& problem) {
+  std::string names;
+  for (const auto& definition : suite_fusion::fusion_definitions()) {
+    if (problem == definition.name) return {definition.name, definition.steps};
+    names += (names.empty() ? "" : ", ") + std::string(definition.name);
+  }
+  throw_error("lathe optimize covers the suite's fusion problems; '", problem, "' is not one. They are: ", names);
+}
+
+std::vector<std::string> fused_gemm_problems() {
+  std::vector<std::string> names;
+  for (const auto& definition : suite_fusion::fusion_definitions()) names.push_back(definition.name);
+  return names;
+}
+
+std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const KernelSchedule& s, bool library_mode) {
+  std::string epilogue_steps, row_steps;
+  int extra = 0;
+  bool row_phase = false;
+  for (const auto& step : kernel.steps) {
+    row_phase = row_phase || is_row_step(step.step);
+    if (row_phase)
+      row_steps += row_step_code(step, extra);
+    else
+      epilogue_steps += "  v = " + elementwise_expression(step, extra) + ";\n";
+    extra += suite_fusion::fusion_step_inputs(step.step);
+  }
+  std::string text = str_cat("// Generated by `lathe optimize` for the suite problem ", kernel.problem,
+                             ", schedule\n// ", s.key(), ".\n");
+  if (library_mode)
+    text += "#include \"lathe/bench/suite/found/found_kernel_support.h\"\n\nnamespace lathe::LATHE_ISA_NS::generated_" +
+            kernel.problem + " {\n\nusing found_support::run_threads;\n";
+  else
+    text +=
+        "#include <cmath>\n#include <cstdint>\n#include <cstring>\n#include <thread>\n#include <vector>\n\n"
+        "#include \"lathe_lab.h\"\n\nnamespace {\n";
+  // Library mode: never wider than the ISA this copy is compiled for (4: SSE, the x86-64 baseline).
+  std::string width = library_mode ? str_cat("(LATHE_KERNEL_ISA == 2 ? ", s.vector_width, " : LATHE_KERNEL_ISA == 1 ? ",
+                                             std::min(s.vector_width, 8), " : 4)")
+                                   : std::to_string(s.vector_width);
+  text +=
+      str_cat("\nconstexpr int W = ", width, ";\nconstexpr int FORM = ", s.form, ", MR = ", s.mr, ", NR = ", s.nr,
+              ", KC = ", s.kc, ", NC = ", s.nc, ";\nconstexpr int LOOP_ORDER = ", s.loop_order, ", UNROLL = ", s.unroll,
+              ", EPILOGUE = ", s.epilogue, ", THREAD_AXIS = ", s.thread_axis, ", N_INPUTS = ", 3 + extra,
+              ";\nconstexpr bool HAS_ROW_PHASE = ", row_phase ? "true" : "false", ";\n\n");
+  // The fixed parts: included by a library kernel, carried as text by a lab candidate (one file).
+  auto part = [&](const char* name, const char* contents) {
+    text += library_mode ? str_cat("#include \"lathe/bench/suite/found/", name, "\"\n") : std::string(contents);
+  };
+  part("fused_gemm_prologue.inc", fused_gemm_prologue_text());
+  text +=
+      "\n// The chain's elementwise prefix (after the bias), on one vector of row i, columns [j, j + count).\n"
+      "inline V epilogue_steps(V v, const Ctx& c, int64_t i, int64_t j, int64_t count) {\n"
+      "  (void)c, (void)i, (void)j, (void)count;\n" +
+      epilogue_steps +
+      "  return v;\n}\n\n// The row phase on row i (wd values in place; a reduction leaves wd = 1).\n"
+      "inline void row_steps(const Ctx& c, int64_t i, float* row, int64_t& wd) {\n"
+      "  (void)c, (void)i, (void)row, (void)wd;\n" +
+      row_steps + "}\n";
+  if (!library_mode) text += kLabThreads;
+  part("fused_gemm_body.inc", fused_gemm_body_text());
+  if (library_mode) {
+    text += str_cat("\n}  // namespace lathe::LATHE_ISA_NS::generated_", kernel.problem,
+                    "\n\nLATHE_DEFINE_FOUND_KERNEL(", kernel.problem, ")\n");
+  } else {
+    text +=
+        "\n}  // namespace\n\nextern \"C\" int lathe_candidate(const LabTensor* inputs, int n_inputs, LabTensor* "
+        "outputs, "
+        "int n_outputs,\n                               const LabDim*, int, int threads) {\n"
+        "  return run_kernel(inputs, n_inputs, outputs, n_outputs, threads);\n}\n";
+  }
+  return text;
+}
+
+}  // namespace lathe

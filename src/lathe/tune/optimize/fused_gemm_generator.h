@@ -1,0 +1,45 @@
+// The code generator of `lathe optimize`: C++ source for one fusion problem (a GEMM with bias
+// followed by a chain of elementwise and row steps, bench/suite/suite_fusion_definitions.h) under
+// one KernelSchedule (schedule.h). The source is written against the kernel lab's C ABI
+// (bench/lab/lathe_lab.h) and works for any shape (the lab checks hidden shapes): inputs x (m, k),
+// w (n, k), bias (n), then each step's own inputs in chain order; output y (m, n), or (m, 1) when
+// the chain reduces rows.
+//   - the elementwise prefix of the chain (up to the first softmax / norm / row reduction) runs on
+//     the accumulators before the store (packed form) or on each block while it is in cache (dot
+//     form), or as a separate pass (epilogue = 0);
+//   - the rest (the row phase) runs per row once full rows are done: on each block of rows while
+//     hot (loop_order 1, threads over rows), else after the GEMM.
+// Library mode (promotion, optimizer.h): the same kernel as a function of the library compiled
+// per ISA (a *_kernels.cc file in namespace lathe::LATHE_ISA_NS) using lathe's thread pool.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lathe/bench/suite/suite_fusion_definitions.h"
+#include "lathe/tune/optimize/schedule.h"
+
+namespace lathe {
+
+struct FusedGemmKernel {
+  std::string problem;                          // the suite problem's name
+  std::vector<suite_fusion::FusionStep> steps;  // the chain after x w^T + bias
+};
+
+// The fusion problem's kernel description; throws lathe::Error (listing the names) when `problem`
+// is not a fusion problem.
+FusedGemmKernel fused_gemm_kernel(const std::string& problem);
+// The suite's fusion problems the generator covers (all of them).
+std::vector<std::string> fused_gemm_problems();
+
+// Lab mode: defines extern "C" lathe_candidate. Library mode: defines
+// lathe::LATHE_ISA_NS::found_<problem>(...) with the same arguments, for bench/suite/found/.
+std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const KernelSchedule& schedule,
+                                       bool library_mode = false);
+
+// The fixed parts of every generated kernel, bench/suite/found/fused_gemm_prologue.inc and
+// fused_gemm_body.inc, as text (baked in by cmake/lab.cmake).
+const char* fused_gemm_prologue_text();
+const char* fused_gemm_body_text();
+
+}  // namespace lathe

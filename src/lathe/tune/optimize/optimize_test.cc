@@ -1,0 +1,217 @@
+// The optimizer's pieces without the lab's worker processes: the schedule space (every move valid
+// and one step away), the generator (every problem's source, both modes; a sample of the space
+// compiles), the cost model's ordering, and the beam search on a fake measurement (deterministic,
+// failures never enter the beam, the budget holds, measurements correct the ranking). The lab's
+// correctness check of sampled schedules and a real search run in the ctest `optimize`
+// (tests/optimize/optimize_test.sh).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "lathe/bench/lab/lab_sandbox.h"
+#include "lathe/bench/suite/suite_problem.h"
+#include "lathe/tune/optimize/beam_search.h"
+#include "lathe/tune/optimize/cost_model.h"
+#include "lathe/tune/optimize/fused_gemm_generator.h"
+
+namespace lathe {
+namespace {
+
+const ScheduleLimits kLimits{16, 32};
+
+// A schedule reached by `walk` random moves from the naive start.
+KernelSchedule random_schedule(std::mt19937_64& random, int walk) {
+  KernelSchedule schedule = naive_schedule(kLimits);
+  for (int step = 0; step < walk; ++step) {
+    auto moves = schedule_moves(schedule, kLimits);
+    if (moves.empty()) break;
+    schedule = moves[random() % moves.size()].schedule;
+  }
+  return schedule;
+}
+
+int differing_fields(const KernelSchedule& a, const KernelSchedule& b) {
+  auto pa = config_to_params(a).entries, pb = config_to_params(b).entries;
+  int count = 0;
+  for (size_t i = 0; i < pa.size(); ++i) count += pa[i].second != pb[i].second;
+  return count;
+}
+
+TEST(ScheduleSpace, EveryMoveIsValidNewAndGranularAlongRandomWalks) {
+  std::mt19937_64 random(7);
+  std::set<std::string> reached;
+  for (int walk = 0; walk < 40; ++walk) {
+    KernelSchedule schedule = naive_schedule(kLimits);
+    ASSERT_TRUE(schedule_valid(schedule, kLimits));
+    for (int step = 0; step < 12; ++step) {
+      auto moves = schedule_moves(schedule, kLimits);
+      ASSERT_FALSE(moves.empty());
+      std::set<std::string> keys;
+      for (const auto& move : moves) {
+        EXPECT_TRUE(schedule_valid(move.schedule, kLimits)) << move.name << ": " << move.schedule.key();
+        EXPECT_FALSE(move.schedule == schedule) << move.name;
+        // A granular step changes one field, or a few that go together (a tile reshaped, nc or kc
+        // following a change of tile or vector width, `pack` choosing the packed form's tile).
+        EXPECT_LE(differing_fields(move.schedule, schedule), move.name == "pack" ? 4 : 3) << move.name;
+        keys.insert(move.schedule.key());
+      }
+      schedule = moves[random() % moves.size()].schedule;
+      reached.insert(schedule.key());
+      EXPECT_EQ(KernelSchedule::parse(schedule.key()).key(), schedule.key());
+    }
+  }
+  EXPECT_GT(reached.size(), 200u);  // the walks spread over the space
+  // A narrower machine never gets a wider vector or more registers than it has.
+  ScheduleLimits avx2{8, 16};
+  KernelSchedule schedule = naive_schedule(avx2);
+  for (int step = 0; step < 50; ++step) {
+    auto moves = schedule_moves(schedule, avx2);
+    schedule = moves[random() % moves.size()].schedule;
+    EXPECT_LE(schedule.vector_width, 8);
+    EXPECT_LE(schedule.registers(), 16);
+  }
+  EXPECT_THROW(KernelSchedule::parse("form=0"), Error);
+  EXPECT_THROW(KernelSchedule::parse(str_cat(naive_schedule(kLimits).key(), ",extra=1")), Error);
+  KernelSchedule too_big = naive_schedule(kLimits);
+  too_big.mr = 9;
+  EXPECT_THROW(KernelSchedule::parse(too_big.key()), Error);
+}
+
+TEST(FusedGemmGenerator, EveryFusionProblemGetsSourceWithItsInputCountInBothModes) {
+  std::vector<std::string> problems = fused_gemm_problems();
+  EXPECT_EQ(problems.size(), 35u);
+  for (const auto& name : problems) {
+    std::unique_ptr<SuiteProblem> problem;
+    for (const auto& entry : suite_entries())
+      if (entry.name == name) problem = entry.make(true);
+    ASSERT_TRUE(problem) << name;
+    problem->fill_inputs(1);
+    const std::string lab = generate_fused_gemm_source(fused_gemm_kernel(name), naive_schedule(kLimits));
+    EXPECT_NE(lab.find(str_cat("N_INPUTS = ", problem->named_inputs().size(), ";")), std::string::npos) << name;
+    EXPECT_NE(lab.find("extern \"C\" int lathe_candidate"), std::string::npos);
+    const std::string library = generate_fused_gemm_source(fused_gemm_kernel(name), naive_schedule(kLimits), true);
+    EXPECT_NE(library.find("LATHE_DEFINE_FOUND_KERNEL(" + name + ")"), std::string::npos);
+    EXPECT_EQ(library.find("<thread>"), std::string::npos);  // the library's pool, no std::thread
+    EXPECT_EQ(library.find("lathe_candidate"), std::string::npos);
+  }
+  EXPECT_THROW(fused_gemm_kernel("rms_norm"), Error);
+}
+
+TEST(FusedGemmGenerator, SampledSchedulesCompileWithTheLabsCompiler) {
+  // Compiling is the expensive part (about a second each): three schedules from random walks,
+  // each on a different problem with a row phase or matrix inputs. Correctness of a larger sample
+  // is the ctest's (`lathe optimize --check-space`).
+  std::mt19937_64 random(11);
+  const char* problems[] = {"gemm_groupnorm_swish_multiply_swish", "gemm_logsumexp_leaky_gelu", "gemm_tanh_scale_bias"};
+  for (const char* problem : problems) {
+    KernelSchedule schedule = random_schedule(random, 10);
+    std::string dir =
+        (std::filesystem::temp_directory_path() / ("lathe-optimize-test-" + std::to_string(random()))).string();
+    std::filesystem::create_directories(dir);
+    { std::ofstream(dir + "/candidate.cc") << generate_fused_gemm_source(fused_gemm_kernel(problem), schedule); }
+    LabCompileResult result = compile_candidate(dir + "/candidate.cc", dir);
+    EXPECT_TRUE(result.ok) << problem << " " << schedule.key() << "\n" << result.log;
+    EXPECT_EQ(result.log.find("warning"), std::string::npos) << result.log;
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(FusedGemmCostModel, RanksBiggerTilesFusedEpiloguesAndNoSpillsFirst) {
+  MachinePeaks peaks;
+  peaks.f32_gflops = 400, peaks.copy_gbytes = 40, peaks.dram_stream_gbytes = 60, peaks.threads = 2;
+  FusedGemmKernel kernel = fused_gemm_kernel("gemm_mish_mish");
+  FusedGemmShape shape{256, 1024, 1024};
+  KernelSchedule naive = naive_schedule(kLimits), bigger = naive, fused = naive;
+  bigger.mr = 4, bigger.nr = 4;
+  fused.epilogue = 1;
+  double t_naive = predict_fused_gemm_seconds(kernel, shape, naive, peaks);
+  EXPECT_GT(t_naive, 2.0 * 256 * 1024 * 1024 / 400e9);  // above the compute floor
+  EXPECT_LT(predict_fused_gemm_seconds(kernel, shape, bigger, peaks), t_naive);
+  EXPECT_LT(predict_fused_gemm_seconds(kernel, shape, fused, peaks), t_naive);
+  std::mt19937_64 random(3);
+  for (int i = 0; i < 100; ++i) {
+    double t = predict_fused_gemm_seconds(kernel, shape, random_schedule(random, 8), peaks);
+    EXPECT_TRUE(std::isfinite(t) && t > 0);
+  }
+}
+
+// A fake machine: the true time of a schedule, smallest at one interior point of the space.
+double true_seconds(const KernelSchedule& s) {
+  return 1.0 + std::abs(s.mr - 4) * 0.3 + std::abs(s.nr - 3) * 0.2 + (s.form == 1 ? -0.4 : 0) +
+         (s.epilogue == 1 ? -0.1 : 0) + std::abs(std::log2(static_cast<double>(s.nc) / 128)) * 0.05 +
+         (s.unroll == 2 ? -0.02 : 0) + (s.thread_axis == 1 ? 0.05 : 0) + (s.vector_width < 16 ? 0.5 : 0);
+}
+
+SearchMeasurement fake_measure(const KernelSchedule& s) {
+  SearchMeasurement m;
+  m.compiled = true;
+  if (s.unroll == 4) {  // a schedule that "fails the lab"
+    m.verdict = "wrong";
+    return m;
+  }
+  m.passed = true;
+  m.verdict = "pass";
+  m.seconds = true_seconds(s);
+  return m;
+}
+
+TEST(BeamSearch, DeterministicImprovesNeverKeepsFailuresAndLearnsFromMeasurement) {
+  // The model is wrong by a constant factor of 3: after the first measurement the correction
+  // makes the ranked figure equal the true time.
+  PredictFn predict = [](const KernelSchedule& s) { return 3 * true_seconds(s); };
+  double fake_time = 0;
+  ClockFn clock = [&] { return fake_time += 0.001; };
+  SearchOptions options;
+  options.beam = 2;
+  options.max_steps = 30;
+  options.patience = 3;
+  SearchTrace a = beam_search(naive_schedule(kLimits), kLimits, predict, fake_measure, options, clock);
+  fake_time = 0;
+  SearchTrace b = beam_search(naive_schedule(kLimits), kLimits, predict, fake_measure, options, clock);
+  EXPECT_EQ(a.to_json().dump(), b.to_json().dump());
+  ASSERT_TRUE(a.found);
+  EXPECT_LT(a.best_seconds, true_seconds(naive_schedule(kLimits)) - 0.5);
+  double best = 1e9;
+  std::set<std::string> failed;
+  for (const auto& c : a.candidates) {
+    if (c.measurement.passed) best = std::min(best, c.measurement.seconds);
+    if (!c.measurement.passed) failed.insert(c.schedule.key());
+    EXPECT_EQ(failed.count(c.parent), 0u) << "a failed schedule was expanded";
+    if (c.step >= 1) {
+      EXPECT_NEAR(c.ranked_seconds, true_seconds(c.schedule), 1e-9);
+    }
+  }
+  EXPECT_FALSE(failed.empty());  // the search did meet failing schedules
+  EXPECT_EQ(a.best_seconds, best);
+  EXPECT_NE(a.best.unroll, 4);
+  for (size_t i = 1; i < a.steps.size(); ++i) EXPECT_LE(a.steps[i].best_seconds, a.steps[i - 1].best_seconds);
+  // Each key measured once.
+  std::set<std::string> keys;
+  for (const auto& c : a.candidates) EXPECT_TRUE(keys.insert(c.schedule.key()).second) << c.schedule.key();
+}
+
+TEST(BeamSearch, StopsWhenTheBudgetIsSpent) {
+  double fake_time = 0;
+  ClockFn clock = [&] { return fake_time; };
+  MeasureFn slow = [&](const KernelSchedule& s) {
+    fake_time += 10;  // each measurement takes 10 "seconds"
+    return fake_measure(s);
+  };
+  SearchOptions options;
+  options.beam = 2;
+  options.budget_seconds = 45;
+  SearchTrace trace = beam_search(
+      naive_schedule(kLimits), kLimits, [](const KernelSchedule& s) { return true_seconds(s); }, slow, options, clock);
+  EXPECT_EQ(trace.stop_reason, "budget");
+  EXPECT_LE(trace.measured(), 5);  // the start plus at most what fits before 45 s
+  EXPECT_EQ(trace.compiled(), trace.measured());
+}
+
+}  // namespace
+}  // namespace lathe

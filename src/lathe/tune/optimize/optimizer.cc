@@ -1,0 +1,238 @@
+#include "lathe/tune/optimize/optimizer.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "lathe/bench/suite/suite_problem.h"
+#include "lathe/bench/timing.h"
+#include "lathe/tune/optimize/cost_model.h"
+#include "lathe/tune/optimize/fused_gemm_generator.h"
+#include "lathe/tune/tuning_cache.h"
+
+namespace lathe {
+
+namespace {
+
+const SuiteEntry& suite_entry(const std::string& name) {
+  for (const auto& entry : suite_entries())
+    if (entry.name == name) return entry;
+  throw_error("no suite problem named '", name, "'");
+}
+
+// "m=256,n=1024,k=1024" -> the shape.
+FusedGemmShape parse_shape(const std::string& text) {
+  FusedGemmShape shape;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string entry = text.substr(start, end - start);
+    size_t equals = entry.find('=');
+    if (equals != std::string::npos) {
+      int64_t value = std::atoll(entry.c_str() + equals + 1);
+      std::string name = entry.substr(0, equals);
+      if (name == "m") shape.m = value;
+      if (name == "n") shape.n = value;
+      if (name == "k") shape.k = value;
+    }
+    start = end + 1;
+  }
+  return shape;
+}
+
+std::string write_source(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string path = dir + "/" + name;
+  std::ofstream file(path);
+  file << text;
+  LATHE_CHECK(file.good(), "lathe optimize: cannot write ", path);
+  return path;
+}
+
+LabOptions lab_options(const std::string& problem, const std::string& source, const OptimizeOptions& options,
+                       const MachinePeaks& peaks, bool final) {
+  LabOptions lab;
+  lab.problem = problem;
+  lab.candidate = source;
+  lab.quick = options.quick;
+  lab.limits = options.limits;
+  lab.peaks = peaks;
+  lab.object_cache_dir =
+      std::filesystem::path(options.cache_path.empty() ? default_optimize_cache_path() : options.cache_path)
+          .parent_path()
+          .string() +
+      "/optimize-objects";
+  if (!final) {  // the search: one fresh set and one hidden shape, the candidate timed alone
+    lab.sets = 1;
+    lab.hidden_shapes = 1;
+    lab.time_peers = false;
+    lab.timing.warmup_runs = 1, lab.timing.blocks = 2, lab.timing.runs_per_block = 5;
+  } else if (options.quick) {
+    lab.timing.warmup_runs = 1, lab.timing.blocks = 2, lab.timing.runs_per_block = 5;
+  }
+  return lab;
+}
+
+std::string cache_file(const OptimizeOptions& options) {
+  return options.cache_path.empty() ? default_optimize_cache_path() : options.cache_path;
+}
+
+}  // namespace
+
+std::string default_optimize_cache_path() {
+  if (const char* env = std::getenv("LATHE_OPTIMIZE_CACHE"); env && *env) return env;
+  return (std::filesystem::path(default_tuning_cache_path()).parent_path() / "optimize.json").string();
+}
+
+ProblemOptimization optimize_problem(const std::string& problem, const OptimizeOptions& options, MachinePeaks& peaks) {
+  const FusedGemmKernel kernel = fused_gemm_kernel(problem);
+  ProblemOptimization result;
+  result.problem = problem;
+  result.shape = suite_entry(problem).make(options.quick)->shape_text();
+  const FusedGemmShape shape = parse_shape(result.shape);
+  char pattern[] = "/tmp/lathe-optimize-XXXXXX";
+  LATHE_CHECK(mkdtemp(pattern) != nullptr, "cannot create a work directory in /tmp");
+  const std::string work = pattern;
+  const ScheduleLimits limits = schedule_limits_for_this_machine();
+
+  // The per-machine cache: a winner found before on this CPU, feature set and thread count.
+  std::string warning;
+  TuningCache cache = TuningCache::load(cache_file(options), &warning);
+  if (!warning.empty()) std::fprintf(stderr, "lathe optimize: %s\n", warning.c_str());
+  if (options.use_cache)
+    for (const auto& entry : cache.entries())
+      if (entry.op == "optimize" && entry.impl == problem && entry.shape == result.shape &&
+          entry.matches_this_machine()) {
+        try {
+          KernelSchedule schedule = config_from_params<KernelSchedule>(entry.config, "optimize cache");
+          if (schedule_valid(schedule, limits)) result.from_cache = true, result.found = true, result.winner = schedule;
+        } catch (const Error&) {
+        }
+      }
+
+  double started = now_seconds();
+  int counter = 0;
+  MeasureFn measure = [&](const KernelSchedule& schedule) {
+    std::string source =
+        write_source(work, str_cat("candidate_", counter++, ".cc"), generate_fused_gemm_source(kernel, schedule));
+    LabReport report = run_kernel_lab(lab_options(problem, source, options, peaks, false));
+    if (report.verdict == LabVerdict::too_fast) {
+      // Peaks measured while the machine was busy set the floor too high: measure again, keep the
+      // higher figures (for every later candidate and the report too), and judge once more.
+      peaks = higher_peaks(peaks, measure_machine_peaks(options.quick));
+      report = run_kernel_lab(lab_options(problem, source, options, peaks, false));
+    }
+    SearchMeasurement measurement;
+    measurement.verdict = lab_verdict_name(report.verdict);
+    measurement.detail = report.detail;
+    measurement.passed = report.verdict == LabVerdict::pass && !report.paths.empty();
+    measurement.compiled = !report.compile_cached;
+    if (measurement.passed) measurement.seconds = report.paths.front().timing.median;
+    if (options.verbose)
+      std::fprintf(stderr, "  %-32s %-16s %10.4f ms %s\n", problem.c_str(), measurement.verdict.c_str(),
+                   measurement.seconds * 1e3, schedule.key().c_str());
+    return measurement;
+  };
+  if (!result.from_cache) {
+    PredictFn predict = [&](const KernelSchedule& schedule) {
+      return predict_fused_gemm_seconds(kernel, shape, schedule, peaks);
+    };
+    result.trace = beam_search(naive_schedule(limits), limits, predict, measure, options.search, now_seconds);
+    result.found = result.trace.found;
+    result.winner = result.trace.best;
+    result.winner_passed = result.trace.found;
+    result.winner_seconds = result.trace.best_seconds;
+  }
+  result.search_seconds = now_seconds() - started;
+  if (result.found) {
+    result.winner_source = generate_fused_gemm_source(kernel, result.winner);
+    if (options.final_lab) {
+      std::string source = write_source(work, "winner.cc", result.winner_source);
+      result.final_report = run_kernel_lab(lab_options(problem, source, options, peaks, true));
+      result.winner_passed = result.final_report.verdict == LabVerdict::pass;
+      for (const auto& path : result.final_report.paths) {
+        if (path.path == "candidate") result.winner_seconds = path.timing.median;
+        if (path.path == "lathe") result.lathe_seconds = path.timing.median;
+        if (path.path == "vendor") result.vendor_seconds = path.timing.median;
+      }
+    }
+    if (result.winner_passed && !result.from_cache) {
+      TuningEntry entry = tuning_entry_for_this_machine("optimize", problem, result.shape);
+      entry.config = config_to_params(result.winner);
+      entry.median_seconds = result.winner_seconds;
+      if (!result.trace.candidates.empty() && result.trace.candidates.front().measurement.passed)
+        entry.heuristic_median_seconds = result.trace.candidates.front().measurement.seconds;
+      cache.upsert(entry);
+      std::error_code ignored;
+      std::filesystem::create_directories(std::filesystem::path(cache_file(options)).parent_path(), ignored);
+      cache.save(cache_file(options));
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(work, ignored);
+  return result;
+}
+
+std::vector<ScheduleSample> check_schedule_sample(const std::vector<std::string>& problems, int count, uint64_t seed,
+                                                  const LabLimits& limits) {
+  LATHE_CHECK(!problems.empty() && count >= 0, "check_schedule_sample: give problems and a count >= 0");
+  const ScheduleLimits space = schedule_limits_for_this_machine();
+  std::mt19937_64 random(seed);
+  char pattern[] = "/tmp/lathe-optimize-XXXXXX";
+  LATHE_CHECK(mkdtemp(pattern) != nullptr, "cannot create a work directory in /tmp");
+  std::vector<ScheduleSample> samples;
+  for (int i = 0; i < count; ++i) {
+    const std::string& problem = problems[static_cast<size_t>(i) % problems.size()];
+    KernelSchedule schedule = naive_schedule(space);
+    for (int step = 0; step < 8; ++step) {
+      std::vector<ScheduleMove> moves = schedule_moves(schedule, space);
+      if (moves.empty()) break;
+      schedule = moves[random() % moves.size()].schedule;
+    }
+    LabOptions lab;
+    lab.problem = problem;
+    lab.candidate = write_source(pattern, str_cat("sample_", i, ".cc"),
+                                 generate_fused_gemm_source(fused_gemm_kernel(problem), schedule));
+    lab.quick = true;
+    lab.sets = 1;
+    lab.hidden_shapes = 1;
+    lab.time = false;
+    lab.limits = limits;
+    LabReport report = run_kernel_lab(lab);
+    samples.push_back({problem, schedule.key(), lab_verdict_name(report.verdict), report.detail});
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(pattern, ignored);
+  return samples;
+}
+
+std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, const std::string& dir) {
+  LATHE_CHECK(result.found && result.winner_passed, "lathe optimize --emit: no kernel for ", result.problem,
+              " passed the lab, nothing to emit");
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> written;
+  std::string source = generate_fused_gemm_source(fused_gemm_kernel(result.problem), result.winner, true);
+  written.push_back(write_source(dir, "found_" + result.problem + "_kernels.cc", source));
+  // The repository's style where clang-format is installed (it finds the repository's .clang-format).
+  if (std::system("command -v clang-format > /dev/null 2>&1") == 0)
+    (void)std::system(("clang-format -i '" + written.back() + "'").c_str());
+  // The list of every found kernel in DIR, sorted (an X-macro list read by found_kernels.cc).
+  std::vector<std::string> names;
+  for (const auto& file : std::filesystem::directory_iterator(dir)) {
+    std::string name = file.path().filename().string();
+    const std::string prefix = "found_", suffix = "_kernels.cc";
+    if (name.size() > prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      names.push_back(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
+  }
+  std::sort(names.begin(), names.end());
+  std::string list =
+      "// Written by `lathe optimize --emit`: the found kernels of this folder, one LATHE_FOUND_KERNEL(problem)\n"
+      "// per found_<problem>_kernels.cc (found_kernels.cc expands the list).\n";
+  for (const auto& name : names) list += "LATHE_FOUND_KERNEL(" + name + ")\n";
+  written.push_back(write_source(dir, "found_kernel_list.inc", list));
+  return written;
+}
+
+}  // namespace lathe

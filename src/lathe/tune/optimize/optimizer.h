@@ -1,0 +1,78 @@
+// `lathe optimize PROBLEM...`: finds a fused kernel for suite fusion problems by beam search over
+// schedules (beam_search.h), with no language model: the generator (fused_gemm_generator.h) writes
+// each candidate's source, the kernel lab (bench/lab/lab.h) compiles it, checks it against the
+// float64 reference on fresh inputs and a hidden shape in its sandbox and times it, and the cost
+// model (cost_model.h), corrected by those times, ranks the next step. The winner is judged once
+// more by the full lab (5 sets, 2 hidden shapes, timed beside lathe's path and the vendor) with
+// the same peaks. Results are cached per machine (a TuningCache file, op "optimize"); --emit
+// writes the winner into the library (promotion, bench/suite/found/).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lathe/bench/lab/lab.h"
+#include "lathe/bench/machine_peaks.h"
+#include "lathe/core/json.h"
+#include "lathe/tune/optimize/beam_search.h"
+
+namespace lathe {
+
+struct OptimizeOptions {
+  SearchOptions search;
+  bool quick = false;      // the problems' small --quick shapes
+  bool use_cache = true;   // a cached winner for this machine skips the search (still judged)
+  std::string cache_path;  // empty: default_optimize_cache_path()
+  bool final_lab = true;   // judge the winner with the full lab (and time lathe and the vendor)
+  LabLimits limits;
+  bool verbose = true;  // one line per candidate on stderr
+};
+
+struct ProblemOptimization {
+  std::string problem, shape;
+  bool from_cache = false;
+  SearchTrace trace;  // empty when from_cache
+  double search_seconds = 0;
+  bool found = false;
+  KernelSchedule winner;
+  std::string winner_source;
+  LabReport final_report;  // when OptimizeOptions::final_lab
+  // From the final report: the winner's median and lathe's and the vendor's (0: not timed).
+  double winner_seconds = 0, lathe_seconds = 0, vendor_seconds = 0;
+  bool winner_passed = false;  // the final lab's verdict (or the search's check without it)
+};
+
+// $LATHE_OPTIMIZE_CACHE, else the tuning cache's folder / optimize.json.
+std::string default_optimize_cache_path();
+
+// Throws lathe::Error for a problem the optimizer does not cover (the message lists them).
+// `peaks` (the report's one set) is raised to the higher of it and a new measurement when a
+// candidate is judged too fast against it (peaks measured on a busy machine come out low).
+ProblemOptimization optimize_problem(const std::string& problem, const OptimizeOptions& options, MachinePeaks& peaks);
+
+Json optimization_json(const std::vector<ProblemOptimization>& results, const MachinePeaks& peaks,
+                       const std::string& cpu);
+// A self-contained page: a summary table and, per problem, an SVG chart of the best time against
+// the search step.
+std::string optimization_html(const std::vector<ProblemOptimization>& results, const MachinePeaks& peaks,
+                              const std::string& cpu);
+std::string format_optimization_table(const std::vector<ProblemOptimization>& results);
+
+// A sample of the schedule space, each judged for correctness by the lab (fresh inputs at the
+// problem's --quick shape and a hidden shape; no timing): `count` schedules, each a random walk of
+// a few moves from the naive start drawn from `seed`, for each problem in turn. Returns
+// (problem, schedule key, verdict, detail) per sample.
+struct ScheduleSample {
+  std::string problem, key, verdict, detail;
+};
+std::vector<ScheduleSample> check_schedule_sample(const std::vector<std::string>& problems, int count, uint64_t seed,
+                                                  const LabLimits& limits);
+
+// Promotion: writes DIR/found_<problem>_kernels.cc (the winner as a library kernel compiled per
+// ISA) and rewrites DIR/found_kernel_list.inc from the kernels DIR holds. DIR is normally
+// src/lathe/bench/suite/found/, where the suite's fusion problems pick the kernels up as their
+// lathe path (found_kernels.h); its test (found_kernels_test.cc) checks every listed kernel.
+// Returns the paths written.
+std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, const std::string& dir);
+
+}  // namespace lathe

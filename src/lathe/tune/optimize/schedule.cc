@@ -1,0 +1,80 @@
+#include "lathe/tune/optimize/schedule.h"
+
+#include "lathe/core/cpu_features.h"
+#include "lathe/core/error.h"
+
+namespace lathe {
+
+std::string KernelSchedule::key() const { return config_to_params(*this).to_string(); }
+
+Json KernelSchedule::to_json() const {
+  Json json = Json::object();
+  for (const auto& [name, value] : config_to_params(*this).entries) json.set(name, value);
+  return json;
+}
+
+KernelSchedule KernelSchedule::parse(const std::string& text) {
+  KernelSchedule schedule = config_from_params<KernelSchedule>(ConfigParams::parse(text), "schedule");
+  LATHE_CHECK(schedule_valid(schedule, ScheduleLimits{16, 32}), "schedule '", text, "' is outside the space");
+  return schedule;
+}
+
+ScheduleLimits schedule_limits_for_this_machine() {
+  Isa isa = active_isa();
+  if (isa >= Isa::avx512) return {16, 32};
+  if (isa >= Isa::avx2) return {8, 16};
+  return {4, 16};
+}
+
+bool schedule_valid(const KernelSchedule& s, const ScheduleLimits& limits) {
+  bool width =
+      (s.vector_width == 4 || s.vector_width == 8 || s.vector_width == 16) && s.vector_width <= limits.max_vector_width;
+  return width && (s.form == 0 || s.form == 1) && s.mr >= 1 && s.mr <= 8 && s.nr >= 1 &&
+         s.nr <= (s.form == 0 ? 8 : 4) && s.registers() <= limits.vector_registers && s.kc >= 0 && s.kc <= 2048 &&
+         (s.kc == 0 || s.kc % s.vector_width == 0) && s.nc >= s.tile_columns() && s.nc <= 4096 &&
+         (s.loop_order == 0 || s.loop_order == 1) && (s.unroll == 1 || s.unroll == 2 || s.unroll == 4) &&
+         (s.epilogue == 0 || s.epilogue == 1) && (s.thread_axis == 0 || s.thread_axis == 1);
+}
+
+KernelSchedule naive_schedule(const ScheduleLimits& limits) {
+  KernelSchedule schedule;
+  schedule.vector_width = limits.max_vector_width;
+  return schedule;
+}
+
+std::vector<ScheduleMove> schedule_moves(const KernelSchedule& from, const ScheduleLimits& limits) {
+  std::vector<ScheduleMove> moves;
+  auto add = [&](const std::string& name, auto change) {
+    KernelSchedule next = from;
+    change(next);
+    if (next.nc < next.tile_columns()) next.nc = next.tile_columns();  // a column block holds a tile
+    if (next.kc % next.vector_width != 0) next.kc = 0;
+    if (!(next == from) && schedule_valid(next, limits)) moves.push_back({name, next});
+  };
+  add(from.form == 0 ? "pack" : "unpack", [](KernelSchedule& s) {
+    s.form = 1 - s.form;
+    s.nr = s.form == 1 ? 2 : 4;  // a tile of 2 vectors of columns (at least 4 rows), or of 4 rows of w
+    if (s.form == 1) s.mr = std::max(s.mr, 4);
+  });
+  add("mr+1", [](KernelSchedule& s) { s.mr += 1; });
+  add("mr-1", [](KernelSchedule& s) { s.mr -= 1; });
+  add("nr+1", [](KernelSchedule& s) { s.nr += 1; });
+  add("nr-1", [](KernelSchedule& s) { s.nr -= 1; });
+  add("mr+1,nr-1", [](KernelSchedule& s) { s.mr += 1, s.nr -= 1; });
+  add("mr-1,nr+1", [](KernelSchedule& s) { s.mr -= 1, s.nr += 1; });
+  add("kc/2", [](KernelSchedule& s) { s.kc = s.kc == 0 ? 512 : s.kc / 2; });
+  add("kc*2", [](KernelSchedule& s) { s.kc = s.kc == 0 ? 0 : s.kc >= 1024 ? 0 : s.kc * 2; });
+  add("nc/2", [](KernelSchedule& s) { s.nc /= 2; });
+  add("nc*2", [](KernelSchedule& s) { s.nc *= 2; });
+  add("loop-order", [](KernelSchedule& s) { s.loop_order = 1 - s.loop_order; });
+  add("unroll*2", [](KernelSchedule& s) { s.unroll *= 2; });
+  add("unroll/2", [](KernelSchedule& s) { s.unroll /= 2; });
+  add(from.epilogue == 0 ? "fuse-epilogue" : "separate-epilogue",
+      [](KernelSchedule& s) { s.epilogue = 1 - s.epilogue; });
+  add("thread-axis", [](KernelSchedule& s) { s.thread_axis = 1 - s.thread_axis; });
+  add("vector-width/2", [](KernelSchedule& s) { s.vector_width /= 2; });
+  add("vector-width*2", [](KernelSchedule& s) { s.vector_width *= 2; });
+  return moves;
+}
+
+}  // namespace lathe
