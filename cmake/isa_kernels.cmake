@@ -28,3 +28,34 @@ function(lathe_add_isa_kernels target)
     endforeach()
   endforeach()
 endfunction()
+
+# lathe_add_amx_kernels(target file...)
+# AMX tile kernels (*_amx_kernels.cc), written once against src/lathe/core/amx_tiles.h, compiled
+# twice: with the real tile instructions (LATHE_AMX_TILES=1: the AVX-512 compilation, namespace
+# lathe::avx512, plus -mamx-tile -mamx-bf16; run only while core/amx.h's amx_active()) and against
+# the scalar emulation of the tile instructions (LATHE_KERNEL_ISA=0, namespace lathe::scalar; run
+# by the tests on every machine). Tile instructions appear in the .amx objects only
+# (tests/isa_symbol_check.sh).
+include(CheckCXXCompilerFlag)
+check_cxx_compiler_flag("-mamx-tile -mamx-bf16" LATHE_COMPILER_HAS_AMX)
+if(NOT LATHE_COMPILER_HAS_AMX)
+  message(FATAL_ERROR "the compiler does not accept -mamx-tile -mamx-bf16 (GCC >= 11 or Clang >= 12 needed)")
+endif()
+set(LATHE_ISA_FLAGS_amx "${LATHE_ISA_FLAGS_avx512};-mamx-tile;-mamx-bf16")
+
+function(lathe_add_amx_kernels target)
+  foreach(source ${ARGN})
+    file(RELATIVE_PATH relative ${CMAKE_SOURCE_DIR} ${source})
+    string(REPLACE "/" "_" stem ${relative})
+    string(REGEX REPLACE "\\.cc$" "" stem ${stem})
+    set(hardware ${CMAKE_BINARY_DIR}/isa_kernels/${stem}.amx.cc)
+    file(CONFIGURE OUTPUT ${hardware}
+         CONTENT "#define LATHE_KERNEL_ISA 2\n#define LATHE_AMX_TILES 1\n#include \"${source}\"\n")
+    set_source_files_properties(${hardware} PROPERTIES COMPILE_OPTIONS "-O3;${LATHE_ISA_FLAGS_amx}")
+    set(emulated ${CMAKE_BINARY_DIR}/isa_kernels/${stem}.amx_emulated.cc)
+    file(CONFIGURE OUTPUT ${emulated}
+         CONTENT "#define LATHE_KERNEL_ISA 0\n#define LATHE_AMX_TILES 0\n#include \"${source}\"\n")
+    set_source_files_properties(${emulated} PROPERTIES COMPILE_OPTIONS "-O3")
+    target_sources(${target} PRIVATE ${hardware} ${emulated})
+  endforeach()
+endfunction()

@@ -1,10 +1,15 @@
-// Which precision a run's matmuls actually use. train.dtype=bf16 runs the bf16 mixed-precision
-// path (models/transformer.h, set_compute_dtype) where the CPU has AVX512_BF16 (and LATHE_ISA
-// does not lower the level below it); elsewhere the run trains in f32, since the bf16 matmul
-// would only convert while packing and be no faster.
+// Which precision a run's matmuls actually use (train.dtype: auto, bf16 or f32).
 //
-// LATHE_FORCE_BF16=1 selects the bf16 path on any CPU. It is for tests (the numerics are the same
-// everywhere; only speed differs), not for production runs.
+// auto (the default) picks by speed, not by flags: bf16 with f32 master weights (the mixed-precision
+// path of models/transformer.h, set_compute_dtype) where bf16 matmuls run on a faster engine than
+// f32 FMA on this CPU: AMX at the active ISA, or vdpbf16ps measured faster than f32 FMA (AMD Zen 5:
+// about 2x); f32 otherwise (an Intel Xeon without AMX measures vdpbf16ps at half its f32 rate).
+// The choice and its reason are one line, which the trainer and `lathe bench train` print once.
+//
+// bf16 runs the bf16 path where the CPU has AVX512_BF16 (and LATHE_ISA does not lower the level
+// below it); elsewhere the run trains in f32 after one note line, since the bf16 matmul would only
+// convert while packing and be no faster. LATHE_FORCE_BF16=1 makes an explicit bf16 take the bf16
+// path on any CPU. It is for tests (the numerics are the same everywhere; only speed differs).
 #pragma once
 
 #include <string>
@@ -13,8 +18,27 @@
 
 namespace lathe {
 
-// The dtype to train in for `requested`; when bf16 was requested but falls back to f32, `note`
-// (if given) receives one line saying why, else it is cleared.
-ComputeDtype resolve_compute_dtype(ComputeDtype requested, std::string* note = nullptr);
+struct MachinePeaks;
+
+// What the decision reads; resolve_compute_dtype gathers it from this machine, tests fake it.
+struct DtypeEvidence {
+  bool bf16_dot = false;     // AVX512_BF16 at the active ISA
+  bool amx = false;          // AMX at the active ISA (core/amx.h)
+  bool forced_bf16 = false;  // LATHE_FORCE_BF16=1
+  double f32_gflops = 0;     // measured f32 FMA peak
+  double bf16_gflops = 0;    // measured vdpbf16ps peak (0: none)
+};
+
+struct DtypeChoice {
+  ComputeDtype dtype = ComputeDtype::f32;  // f32 or bf16, never automatic
+  std::string message;  // auto: "dtype: auto -> bf16 (...)"; bf16 falling back to f32: a note; else empty
+};
+
+// Pure: the decision from the evidence.
+DtypeChoice choose_compute_dtype(ComputeDtype requested, const DtypeEvidence& evidence);
+
+// The dtype to train in for `requested` on this machine (peaks measured by the caller); `message`
+// (if given) receives the line to print once, or is cleared.
+ComputeDtype resolve_compute_dtype(ComputeDtype requested, const MachinePeaks& peaks, std::string* message = nullptr);
 
 }  // namespace lathe
