@@ -11,11 +11,17 @@ set(LATHE_ISA_FLAGS_avx2 "-mavx2;-mfma;-mf16c")
 # keeps both warnings, so real mistakes in kernel code are still reported.
 set(LATHE_ISA_FLAGS_avx512 "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512bf16;-mprefer-vector-width=512;-Wno-maybe-uninitialized;-Wno-uninitialized")
 
+# The wrapper files' stem for a kernel source: its path below the source tree, '/' -> '_', no .cc.
+function(lathe_kernel_stem source out)
+  file(RELATIVE_PATH relative ${CMAKE_SOURCE_DIR} ${source})
+  string(REPLACE "/" "_" stem ${relative})
+  string(REGEX REPLACE "\\.cc$" "" stem ${stem})
+  set(${out} ${stem} PARENT_SCOPE)
+endfunction()
+
 function(lathe_add_isa_kernels target)
   foreach(source ${ARGN})
-    file(RELATIVE_PATH relative ${CMAKE_SOURCE_DIR} ${source})
-    string(REPLACE "/" "_" stem ${relative})
-    string(REGEX REPLACE "\\.cc$" "" stem ${stem})
+    lathe_kernel_stem(${source} stem)
     foreach(index RANGE 2)
       list(GET LATHE_ISA_NAMES ${index} isa)
       set(wrapper ${CMAKE_BINARY_DIR}/isa_kernels/${stem}.${isa}.cc)
@@ -45,9 +51,7 @@ set(LATHE_ISA_FLAGS_amx "${LATHE_ISA_FLAGS_avx512};-mamx-tile;-mamx-bf16")
 
 function(lathe_add_amx_kernels target)
   foreach(source ${ARGN})
-    file(RELATIVE_PATH relative ${CMAKE_SOURCE_DIR} ${source})
-    string(REPLACE "/" "_" stem ${relative})
-    string(REGEX REPLACE "\\.cc$" "" stem ${stem})
+    lathe_kernel_stem(${source} stem)
     set(hardware ${CMAKE_BINARY_DIR}/isa_kernels/${stem}.amx.cc)
     file(CONFIGURE OUTPUT ${hardware}
          CONTENT "#define LATHE_KERNEL_ISA 2\n#define LATHE_AMX_TILES 1\n#include \"${source}\"\n")

@@ -229,6 +229,7 @@ MachinePeaks higher_peaks(const MachinePeaks& a, const MachinePeaks& b) {
   peaks.f32_gflops = std::max(a.f32_gflops, b.f32_gflops);
   peaks.bf16_gflops = std::max(a.bf16_gflops, b.bf16_gflops);
   peaks.amx_gflops = std::max(a.amx_gflops, b.amx_gflops);
+  peaks.bf16_dot_speedup = std::max(a.bf16_dot_speedup, b.bf16_dot_speedup);
   peaks.copy_gbytes = std::max(a.copy_gbytes, b.copy_gbytes);
   peaks.dram_stream_gbytes = std::max(a.dram_stream_gbytes, b.dram_stream_gbytes);
   for (auto& level : peaks.caches)
@@ -242,6 +243,7 @@ Json MachinePeaks::to_json() const {
   json.set("f32_gflops", f32_gflops);
   json.set("bf16_gflops", bf16_gflops);
   json.set("amx_gflops", amx_gflops);
+  json.set("bf16_dot_speedup", bf16_dot_speedup);
   json.set("copy_gbytes_per_second", copy_gbytes);
   json.set("dram_stream_gbytes_per_second", dram_stream_gbytes);
   Json levels = Json::array();
@@ -284,6 +286,23 @@ MachinePeaks measure_machine_peaks(bool quick) {
     peaks.bf16_gflops = measure_rate([&](int) { return avx512::bf16_dot_throughput_loop(iterations); },
                                      64.0 * accumulators * iterations) /
                         1e9;
+  }
+  if (isa >= Isa::avx512_bf16) {
+    const long alternated_iterations = quick ? 100000 : 400000;
+    double best_f32 = 0, best_bf16 = 0;
+    for (int round = 0; round < 9; ++round) {
+      int vector_width = 1;
+      double start = now_seconds();
+      checksum_sink = avx512::fma_throughput_loop(alternated_iterations, &vector_width);
+      const double f32_seconds = now_seconds() - start;
+      start = now_seconds();
+      checksum_sink = avx512::bf16_dot_throughput_loop(alternated_iterations);
+      const double bf16_seconds = now_seconds() - start;
+      if (f32_seconds > 0)
+        best_f32 = std::max(best_f32, 2.0 * vector_width * accumulators * alternated_iterations / f32_seconds);
+      if (bf16_seconds > 0) best_bf16 = std::max(best_bf16, 64.0 * accumulators * alternated_iterations / bf16_seconds);
+    }
+    peaks.bf16_dot_speedup = best_f32 > 0 ? best_bf16 / best_f32 : 0;
   }
   if (amx_active()) {  // a tdpbf16ps does 16384 flops: fewer iterations for the same time
     const long tile_iterations = std::max(1000L, iterations / 40);

@@ -37,6 +37,10 @@ struct MachinePeaks {
   double f32_gflops = 0;   // FMA throughput (2 flops per lane per FMA)
   double bf16_gflops = 0;  // vdpbf16ps throughput; 0 when the CPU lacks AVX512_BF16
   double amx_gflops = 0;   // AMX tdpbf16ps throughput; 0 when AMX is absent or not usable (core/amx.h)
+  // vdpbf16ps rate over f32 FMA rate (flops), measured on one thread with the two loops alternated
+  // and the best of each kept, so a burst of load on a shared machine cannot flip the ratio the way
+  // it can flip two all-thread peaks measured one after the other; 0 without AVX512_BF16.
+  double bf16_dot_speedup = 0;
   double copy_gbytes = 0;  // DRAM bandwidth: bytes read + bytes written per second
   // DRAM measured like the cache levels (vector update and read-only streams over a buffer far
   // beyond the last level, best of both): a read-only stream outruns a copy by about 2x, so a

@@ -175,13 +175,13 @@ int run_bench_train(int argc, char** argv) {
   const double flops_per_token = model.training_flops_per_token(seq);
   const double bf16_flops_per_token = bf16 ? model.training_weight_flops_per_token() : 0.0;
   const double peak_gflops = mixed_work_peak_gflops(peaks, flops_per_token, bf16_flops_per_token);
-  std::printf("peaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, AMX %.1f GFLOP/s; MFU against %.1f GFLOP/s (%s)\n",
-              peaks.f32_gflops, peaks.bf16_gflops, peaks.amx_gflops, peak_gflops,
-              bf16 ? str_cat(100.0 * bf16_flops_per_token / flops_per_token,
-                             "% of the FLOPs on the bf16 matmul engine, "
-                             "the rest on f32 FMA")
-                         .c_str()
-                   : "f32 FMA");
+  std::printf("peaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, AMX %.1f GFLOP/s; MFU against %.1f GFLOP/s ",
+              peaks.f32_gflops, peaks.bf16_gflops, peaks.amx_gflops, peak_gflops);
+  if (bf16)
+    std::printf("(%.0f%% of the FLOPs on the bf16 matmul engine, the rest on f32 FMA)\n",
+                100.0 * bf16_flops_per_token / flops_per_token);
+  else
+    std::printf("(f32 FMA)\n");
   std::fflush(stdout);
 
   std::vector<double> step_seconds, forward_seconds, backward_seconds, optimizer_seconds;

@@ -195,8 +195,10 @@ std::string apply_runtime_options(const CommandLine& command_line) {
     set_num_threads(threads);
   }
   std::string isa;
-  if (command_line.has("isa")) isa = command_line.get("isa");
-  else if (const char* env = std::getenv("LATHE_ISA"); env && *env) isa = env;
+  if (command_line.has("isa"))
+    isa = command_line.get("isa");
+  else if (const char* env = std::getenv("LATHE_ISA"); env && *env)
+    isa = env;
   if (isa == "amx") {
     // AMX is the level above avx512_bf16 (core/amx.h). Asking for it where it cannot run is a
     // mistake worth saying; the tests reach the tile kernels through their emulation instead.

@@ -76,14 +76,14 @@ struct HardwareTiles {
   // and B tiles 6, 7, and the probe's (0, 1, 2).
   template <int C, int A, int B>
   static void dpbf16ps() {
-#define LATHE_TILE_DP(c, a, b) \
-  if constexpr (C == c && A == a && B == b) _tile_dpbf16ps(c, a, b);
-    LATHE_TILE_DP(0, 4, 6)
-    LATHE_TILE_DP(1, 4, 7) LATHE_TILE_DP(2, 5, 6) LATHE_TILE_DP(3, 5, 7) LATHE_TILE_DP(0, 1, 2)
+    static_assert((C == 0 && A == 4 && B == 6) || (C == 1 && A == 4 && B == 7) || (C == 2 && A == 5 && B == 6) ||
+                      (C == 3 && A == 5 && B == 7) || (C == 0 && A == 1 && B == 2),
+                  "add this tile triple to HardwareTiles::dpbf16ps");
+    // clang-format off
+#define LATHE_TILE_DP(c, a, b) if constexpr (C == c && A == a && B == b) _tile_dpbf16ps(c, a, b);
+    LATHE_TILE_DP(0, 4, 6) LATHE_TILE_DP(1, 4, 7) LATHE_TILE_DP(2, 5, 6) LATHE_TILE_DP(3, 5, 7) LATHE_TILE_DP(0, 1, 2)
 #undef LATHE_TILE_DP
-        static_assert((C == 0 && A == 4 && B == 6) || (C == 1 && A == 4 && B == 7) || (C == 2 && A == 5 && B == 6) ||
-                          (C == 3 && A == 5 && B == 7) || (C == 0 && A == 1 && B == 2),
-                      "add this tile triple to HardwareTiles::dpbf16ps");
+    // clang-format on
   }
 };
 

@@ -1,5 +1,6 @@
 #include "lathe/train/compute_dtype.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -35,16 +36,15 @@ DtypeChoice choose_compute_dtype(ComputeDtype requested, const DtypeEvidence& ev
     choice.message = "dtype: auto -> f32 (no AVX512_BF16 or AMX at the active ISA: bf16 would be no faster)";
     return choice;
   }
-  const char* rate = "GFLOP/s";
-  if (evidence.bf16_gflops > evidence.f32_gflops) {
+  const double speedup = std::round(evidence.bf16_dot_speedup * 100) / 100;  // two decimals
+  if (evidence.bf16_dot_speedup > 1.0) {
     choice.dtype = ComputeDtype::bf16;
     choice.message =
-        str_cat("dtype: auto -> bf16 with f32 master weights (vdpbf16ps ", static_cast<int>(evidence.bf16_gflops), " ",
-                rate, " > f32 FMA ", static_cast<int>(evidence.f32_gflops), " ", rate, ")");
+        str_cat("dtype: auto -> bf16 with f32 master weights (vdpbf16ps measured ", speedup, "x the f32 FMA rate)");
     return choice;
   }
-  choice.message = str_cat("dtype: auto -> f32 (vdpbf16ps ", static_cast<int>(evidence.bf16_gflops), " ", rate,
-                           " <= f32 FMA ", static_cast<int>(evidence.f32_gflops), " ", rate, ")");
+  choice.message =
+      str_cat("dtype: auto -> f32 (vdpbf16ps measured ", speedup, "x the f32 FMA rate: bf16 would be no faster)");
   return choice;
 }
 
@@ -53,8 +53,7 @@ ComputeDtype resolve_compute_dtype(ComputeDtype requested, const MachinePeaks& p
   evidence.bf16_dot = isa_available(Isa::avx512_bf16);
   evidence.amx = amx_active();
   evidence.forced_bf16 = bf16_forced();
-  evidence.f32_gflops = peaks.f32_gflops;
-  evidence.bf16_gflops = peaks.bf16_gflops;
+  evidence.bf16_dot_speedup = peaks.bf16_dot_speedup;
   DtypeChoice choice = choose_compute_dtype(requested, evidence);
   if (message) *message = choice.message;
   return choice.dtype;

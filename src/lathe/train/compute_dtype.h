@@ -22,11 +22,10 @@ struct MachinePeaks;
 
 // What the decision reads; resolve_compute_dtype gathers it from this machine, tests fake it.
 struct DtypeEvidence {
-  bool bf16_dot = false;     // AVX512_BF16 at the active ISA
-  bool amx = false;          // AMX at the active ISA (core/amx.h)
-  bool forced_bf16 = false;  // LATHE_FORCE_BF16=1
-  double f32_gflops = 0;     // measured f32 FMA peak
-  double bf16_gflops = 0;    // measured vdpbf16ps peak (0: none)
+  bool bf16_dot = false;        // AVX512_BF16 at the active ISA
+  bool amx = false;             // AMX at the active ISA (core/amx.h)
+  bool forced_bf16 = false;     // LATHE_FORCE_BF16=1
+  double bf16_dot_speedup = 0;  // vdpbf16ps over f32 FMA (MachinePeaks::bf16_dot_speedup: one thread, alternated)
 };
 
 struct DtypeChoice {
