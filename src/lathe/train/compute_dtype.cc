@@ -37,14 +37,14 @@ DtypeChoice choose_compute_dtype(ComputeDtype requested, const DtypeEvidence& ev
     return choice;
   }
   const double speedup = std::round(evidence.bf16_dot_speedup * 100) / 100;  // two decimals
-  if (evidence.bf16_dot_speedup > 1.0) {
+  if (evidence.bf16_dot_speedup > kBf16DotSpeedupForTraining) {
     choice.dtype = ComputeDtype::bf16;
     choice.message =
         str_cat("dtype: auto -> bf16 with f32 master weights (vdpbf16ps measured ", speedup, "x the f32 FMA rate)");
     return choice;
   }
-  choice.message =
-      str_cat("dtype: auto -> f32 (vdpbf16ps measured ", speedup, "x the f32 FMA rate: bf16 would be no faster)");
+  choice.message = str_cat("dtype: auto -> f32 (vdpbf16ps measured ", speedup, "x the f32 FMA rate; bf16 training ",
+                           "needs more than ", kBf16DotSpeedupForTraining, "x without AMX to be faster)");
   return choice;
 }
 
