@@ -11,11 +11,17 @@ set(LATHE_ISA_FLAGS_avx2 "-mavx2;-mfma;-mf16c")
 # keeps both warnings, so real mistakes in kernel code are still reported.
 set(LATHE_ISA_FLAGS_avx512 "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512bf16;-mprefer-vector-width=512;-Wno-maybe-uninitialized;-Wno-uninitialized")
 
+# The wrapper files' stem for a kernel source: its path below the source tree, '/' -> '_', no .cc.
+function(lathe_kernel_stem source out)
+  file(RELATIVE_PATH relative ${CMAKE_SOURCE_DIR} ${source})
+  string(REPLACE "/" "_" stem ${relative})
+  string(REGEX REPLACE "\\.cc$" "" stem ${stem})
+  set(${out} ${stem} PARENT_SCOPE)
+endfunction()
+
 function(lathe_add_isa_kernels target)
   foreach(source ${ARGN})
-    file(RELATIVE_PATH relative ${CMAKE_SOURCE_DIR} ${source})
-    string(REPLACE "/" "_" stem ${relative})
-    string(REGEX REPLACE "\\.cc$" "" stem ${stem})
+    lathe_kernel_stem(${source} stem)
     foreach(index RANGE 2)
       list(GET LATHE_ISA_NAMES ${index} isa)
       set(wrapper ${CMAKE_BINARY_DIR}/isa_kernels/${stem}.${isa}.cc)
@@ -26,5 +32,34 @@ function(lathe_add_isa_kernels target)
       set_source_files_properties(${wrapper} PROPERTIES COMPILE_OPTIONS "-O3;${LATHE_ISA_FLAGS_${isa}}")
       target_sources(${target} PRIVATE ${wrapper})
     endforeach()
+  endforeach()
+endfunction()
+
+# lathe_add_amx_kernels(target file...)
+# AMX tile kernels (*_amx_kernels.cc), written once against src/lathe/core/amx_tiles.h, compiled
+# twice: with the real tile instructions (LATHE_AMX_TILES=1: the AVX-512 compilation, namespace
+# lathe::avx512, plus -mamx-tile -mamx-bf16; run only while core/amx.h's amx_active()) and against
+# the scalar emulation of the tile instructions (LATHE_KERNEL_ISA=0, namespace lathe::scalar; run
+# by the tests on every machine). Tile instructions appear in the .amx objects only
+# (tests/isa_symbol_check.sh).
+include(CheckCXXCompilerFlag)
+check_cxx_compiler_flag("-mamx-tile -mamx-bf16" LATHE_COMPILER_HAS_AMX)
+if(NOT LATHE_COMPILER_HAS_AMX)
+  message(FATAL_ERROR "the compiler does not accept -mamx-tile -mamx-bf16 (GCC >= 11 or Clang >= 12 needed)")
+endif()
+set(LATHE_ISA_FLAGS_amx "${LATHE_ISA_FLAGS_avx512};-mamx-tile;-mamx-bf16")
+
+function(lathe_add_amx_kernels target)
+  foreach(source ${ARGN})
+    lathe_kernel_stem(${source} stem)
+    set(hardware ${CMAKE_BINARY_DIR}/isa_kernels/${stem}.amx.cc)
+    file(CONFIGURE OUTPUT ${hardware}
+         CONTENT "#define LATHE_KERNEL_ISA 2\n#define LATHE_AMX_TILES 1\n#include \"${source}\"\n")
+    set_source_files_properties(${hardware} PROPERTIES COMPILE_OPTIONS "-O3;${LATHE_ISA_FLAGS_amx}")
+    set(emulated ${CMAKE_BINARY_DIR}/isa_kernels/${stem}.amx_emulated.cc)
+    file(CONFIGURE OUTPUT ${emulated}
+         CONTENT "#define LATHE_KERNEL_ISA 0\n#define LATHE_AMX_TILES 0\n#include \"${source}\"\n")
+    set_source_files_properties(${emulated} PROPERTIES COMPILE_OPTIONS "-O3")
+    target_sources(${target} PRIVATE ${hardware} ${emulated})
   endforeach()
 endfunction()

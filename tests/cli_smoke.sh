@@ -93,6 +93,14 @@ expect 2 "unknown command" -- "$lathe" frobnicate
 expect 2 "unknown option" -- "$lathe" info --frobnicate
 expect 2 "bad thread count" -- "$lathe" info --threads x
 expect 2 "bad isa" -- "$lathe" info --isa avx9000
+# --isa amx: accepted where `lathe info` reports AMX usable, one clear error elsewhere.
+if "$lathe" info --no-measure | grep -q "^AMX  *usable"; then
+  expect 0 "isa amx" -- "$lathe" info --isa amx --no-measure
+else
+  expect 2 "isa amx without usable AMX" -- "$lathe" info --isa amx --no-measure
+  grep -q "AMX is not usable on this CPU" "$work/err" || { echo "FAIL: --isa amx error not clear"; failures=$((failures + 1)); }
+fi
+expect 0 "isa below amx" -- "$lathe" info --isa avx512_bf16 --no-measure
 expect 2 "unknown op" -- "$lathe" bench no_such_op
 expect 2 "malformed shape" -- "$lathe" bench rms_norm --shape "rows=,dim=3"
 expect 2 "unknown shape key" -- "$lathe" bench rms_norm --shape "rows=3,depth=4"

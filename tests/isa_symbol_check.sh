@@ -8,7 +8,8 @@ set -euo pipefail
 # <target>.dir/isa_kernels/.
 objects_dir="$1"
 shopt -s nullglob
-objects=("$objects_dir"/*/isa_kernels/*.avx2.cc.o "$objects_dir"/*/isa_kernels/*.avx512.cc.o)
+objects=("$objects_dir"/*/isa_kernels/*.avx2.cc.o "$objects_dir"/*/isa_kernels/*.avx512.cc.o
+  "$objects_dir"/*/isa_kernels/*.amx.cc.o)
 [ ${#objects[@]} -gt 0 ] || { echo "isa_symbol_check: no ISA objects under $objects_dir/*/isa_kernels"; exit 1; }
 bad=0
 for object in "${objects[@]}"; do
@@ -20,5 +21,16 @@ for object in "${objects[@]}"; do
     bad=1
   fi
 done
-[ $bad -eq 0 ] && echo "isa_symbol_check: ${#objects[@]} ISA objects clean"
+# AMX tile instructions only in the AMX objects (*.amx.cc.o, AVX-512 compilations): every other
+# object may run on a CPU without AMX, or in a process without the tile-data permission.
+for object in "$objects_dir"/*/isa_kernels/*.o; do
+  case "$object" in *.amx.cc.o) continue ;; esac
+  if objdump -d --no-show-raw-insn "$object" | grep -q -E '\s(ldtilecfg|tileloadd|tdpbf16ps|tilestored|tilezero)\b'; then
+    echo "$(basename "$object") contains AMX tile instructions outside an AMX object"
+    bad=1
+  fi
+done
+amx_objects=("$objects_dir"/*/isa_kernels/*.amx.cc.o)
+[ ${#amx_objects[@]} -gt 0 ] || { echo "isa_symbol_check: no AMX objects (*.amx.cc.o)"; exit 1; }
+[ $bad -eq 0 ] && echo "isa_symbol_check: ${#objects[@]} ISA objects clean; tile instructions only in the ${#amx_objects[@]} AMX objects"
 exit $bad

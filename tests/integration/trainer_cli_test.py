@@ -257,6 +257,15 @@ class Suite:
                   resolved["data"]["path"] == corpus, "values from the base, both files and the anchor",
                   saved)
 
+    def dtype_auto_says_its_choice_once(self):
+        """train.dtype=auto trains and prints its choice and the reason in one line (which dtype
+        depends on this CPU's measured engines: train/compute_dtype_test.cc checks the rule)."""
+        run_dir = os.path.join(self.work, "dtype_auto")
+        code, stdout, stderr = self.lathe.run(*self.train_args(run_dir, "train.steps=2", "train.dtype=auto"))
+        lines = [line for line in (stdout + stderr).splitlines() if "dtype: auto -> " in line]
+        check(code == 0 and len(lines) == 1 and re.search(r"dtype: auto -> (bf16|f32)\b.* \(.+\)$", lines[0]),
+              "train.dtype=auto: one line with the choice and its reason", f"exit {code}\n{stdout}{stderr}")
+
     def damaged_newest_checkpoint(self, what, damage):
         run_dir = os.path.join(self.work, what.replace(" ", "_"))
         code, stdout, stderr = self.lathe.run(*self.train_args(run_dir, "train.steps=8"))
@@ -315,6 +324,7 @@ def main():
         suite.killed_mid_checkpoint()
         suite.bad_input_keeps_run()
         suite.layered_config_on_compressed_jsonl()
+        suite.dtype_auto_says_its_choice_once()
         suite.damaged_newest_checkpoint("truncated model", truncate_model)
         suite.damaged_newest_checkpoint("corrupt manifest", corrupt_manifest)
         suite.generate_errors()

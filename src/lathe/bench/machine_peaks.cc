@@ -11,6 +11,7 @@
 
 #include "lathe/bench/timing.h"
 #include "lathe/core/aligned_buffer.h"
+#include "lathe/core/amx.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/error.h"
 #include "lathe/core/parallel.h"
@@ -196,18 +197,39 @@ double MachinePeaks::memory_gbytes(double bytes, bool cold, std::string* level) 
   return bandwidth;
 }
 
+double MachinePeaks::bf16_matmul_gflops() const {
+  if (amx_gflops > 0 && amx_active()) return amx_gflops;
+  return bf16_gflops > 0 ? bf16_gflops : f32_gflops;
+}
+
 double MachinePeaks::floor_seconds(double flops, double bytes, bool bf16_compute, bool cold) const {
-  double peak = (bf16_compute && bf16_gflops > 0 ? bf16_gflops : f32_gflops) * 1e9;
+  double peak = (bf16_compute ? bf16_matmul_gflops() : f32_gflops) * 1e9;
   double compute = peak > 0 ? flops / peak : 0;
   double bandwidth = memory_gbytes(bytes, cold);
   double memory = bandwidth > 0 ? bytes / (bandwidth * 1e9) : 0;
   return std::max(compute, memory);
 }
 
+double mixed_work_peak_gflops(const MachinePeaks& peaks, double flops, double bf16_flops) {
+  const double bf16_peak = peaks.bf16_matmul_gflops(), f32_peak = peaks.f32_gflops;
+  bf16_flops = std::clamp(bf16_flops, 0.0, flops);
+  const double seconds = (bf16_flops > 0 && bf16_peak > 0 ? bf16_flops / bf16_peak : 0.0) +
+                         (f32_peak > 0 ? (flops - bf16_flops) / f32_peak : 0.0);
+  return seconds > 0 ? flops / seconds : 0.0;
+}
+
+double capped_utilisation(double achieved_gflops, double peak_gflops, bool* capped) {
+  const double ratio = peak_gflops > 0 ? achieved_gflops / peak_gflops : 0.0;
+  if (capped) *capped = ratio > 1.0;
+  return std::min(ratio, 1.0);
+}
+
 MachinePeaks higher_peaks(const MachinePeaks& a, const MachinePeaks& b) {
   MachinePeaks peaks = a;
   peaks.f32_gflops = std::max(a.f32_gflops, b.f32_gflops);
   peaks.bf16_gflops = std::max(a.bf16_gflops, b.bf16_gflops);
+  peaks.amx_gflops = std::max(a.amx_gflops, b.amx_gflops);
+  peaks.bf16_dot_speedup = std::max(a.bf16_dot_speedup, b.bf16_dot_speedup);
   peaks.copy_gbytes = std::max(a.copy_gbytes, b.copy_gbytes);
   peaks.dram_stream_gbytes = std::max(a.dram_stream_gbytes, b.dram_stream_gbytes);
   for (auto& level : peaks.caches)
@@ -220,6 +242,8 @@ Json MachinePeaks::to_json() const {
   Json json = Json::object();
   json.set("f32_gflops", f32_gflops);
   json.set("bf16_gflops", bf16_gflops);
+  json.set("amx_gflops", amx_gflops);
+  json.set("bf16_dot_speedup", bf16_dot_speedup);
   json.set("copy_gbytes_per_second", copy_gbytes);
   json.set("dram_stream_gbytes_per_second", dram_stream_gbytes);
   Json levels = Json::array();
@@ -262,6 +286,29 @@ MachinePeaks measure_machine_peaks(bool quick) {
     peaks.bf16_gflops = measure_rate([&](int) { return avx512::bf16_dot_throughput_loop(iterations); },
                                      64.0 * accumulators * iterations) /
                         1e9;
+  }
+  if (isa >= Isa::avx512_bf16) {
+    const long alternated_iterations = quick ? 100000 : 400000;
+    double best_f32 = 0, best_bf16 = 0;
+    for (int round = 0; round < 9; ++round) {
+      int vector_width = 1;
+      double start = now_seconds();
+      checksum_sink = avx512::fma_throughput_loop(alternated_iterations, &vector_width);
+      const double f32_seconds = now_seconds() - start;
+      start = now_seconds();
+      checksum_sink = avx512::bf16_dot_throughput_loop(alternated_iterations);
+      const double bf16_seconds = now_seconds() - start;
+      if (f32_seconds > 0)
+        best_f32 = std::max(best_f32, 2.0 * vector_width * accumulators * alternated_iterations / f32_seconds);
+      if (bf16_seconds > 0) best_bf16 = std::max(best_bf16, 64.0 * accumulators * alternated_iterations / bf16_seconds);
+    }
+    peaks.bf16_dot_speedup = best_f32 > 0 ? best_bf16 / best_f32 : 0;
+  }
+  if (amx_active()) {  // a tdpbf16ps does 16384 flops: fewer iterations for the same time
+    const long tile_iterations = std::max(1000L, iterations / 40);
+    peaks.amx_gflops = measure_rate([&](int) { return amx_tile_throughput_loop(tile_iterations); },
+                                    kAmxFlopsPerIteration * tile_iterations) /
+                       1e9;
   }
   // Bandwidth well beyond the last-level cache, as the best of two passes whose counted bytes
   // (read + written) are what the memory system moves: a copy (its destination lines are also

@@ -36,6 +36,11 @@ std::vector<CacheLevel> detect_cache_levels(int threads, std::string* source);
 struct MachinePeaks {
   double f32_gflops = 0;   // FMA throughput (2 flops per lane per FMA)
   double bf16_gflops = 0;  // vdpbf16ps throughput; 0 when the CPU lacks AVX512_BF16
+  double amx_gflops = 0;   // AMX tdpbf16ps throughput; 0 when AMX is absent or not usable (core/amx.h)
+  // vdpbf16ps rate over f32 FMA rate (flops), measured on one thread with the two loops alternated
+  // and the best of each kept, so a burst of load on a shared machine cannot flip the ratio the way
+  // it can flip two all-thread peaks measured one after the other; 0 without AVX512_BF16.
+  double bf16_dot_speedup = 0;
   double copy_gbytes = 0;  // DRAM bandwidth: bytes read + bytes written per second
   // DRAM measured like the cache levels (vector update and read-only streams over a buffer far
   // beyond the last level, best of both): a read-only stream outruns a copy by about 2x, so a
@@ -52,10 +57,24 @@ struct MachinePeaks {
   // level takes the larger level's figure. DRAM is the higher of copy_gbytes and
   // dram_stream_gbytes. `level` receives "L1d", "L2", "L3" or "DRAM".
   double memory_gbytes(double bytes, bool cold, std::string* level = nullptr) const;
-  // Roofline floor in seconds for the given work: max(flops / peak, bytes / memory_gbytes).
+  // The peak of the engine bf16 matmuls run on at the active ISA: AMX where it is active, else
+  // vdpbf16ps, else (a forced bf16 run without either) f32 FMA.
+  double bf16_matmul_gflops() const;
+  // Roofline floor in seconds for the given work: max(flops / peak, bytes / memory_gbytes), the peak
+  // being bf16_matmul_gflops() for bf16 compute.
   double floor_seconds(double flops, double bytes, bool bf16_compute = false, bool cold = false) const;
   Json to_json() const;
 };
+
+// The peak a run mixing two engines is measured against (MFU): of `flops`, `bf16_flops` run on the
+// bf16 matmul engine (bf16_matmul_gflops: AMX or vdpbf16ps; 0 for an f32 run) and the rest on f32
+// FMA; the blend is by time, flops / (bf16_flops / bf16 peak + rest / f32 peak), so neither engine
+// is credited with the other's work.
+double mixed_work_peak_gflops(const MachinePeaks& peaks, double flops, double bf16_flops);
+
+// achieved / peak, capped at 1: a higher ratio means a peak measured low on a busy machine, never a
+// result. `capped` (if given) tells whether the cap applied.
+double capped_utilisation(double achieved_gflops, double peak_gflops, bool* capped = nullptr);
 
 // Takes about a second. `quick` shortens the loops (for tests and `bench --quick`).
 MachinePeaks measure_machine_peaks(bool quick = false);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "lathe/core/cpu_features.h"
 #include "lathe/telemetry/svg_chart.h"
 
 namespace lathe {
@@ -59,9 +60,19 @@ BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::
   return row;
 }
 
+// The peak of the engine the row ran on: bf16 inputs on the AMX or vdpbf16ps implementations use
+// those units' peaks; every other implementation (bf16 inputs widened to f32 included) runs on FMA.
+static double engine_gflops(const BenchRow& row, const MachinePeaks& peaks) {
+  const bool bf16 = row.shape.find("dtype=bf16") != std::string::npos;
+  const std::string impl = row.dispatch.substr(0, row.dispatch.find(' '));
+  if (bf16 && impl == "amx" && peaks.amx_gflops > 0) return peaks.amx_gflops;
+  if (bf16 && impl == isa_name(Isa::avx512_bf16) && peaks.bf16_gflops > 0) return peaks.bf16_gflops;
+  return peaks.f32_gflops;
+}
+
 void apply_roofline(BenchRow& row, const MachinePeaks& peaks) {
-  bool bf16 = row.shape.find("dtype=bf16") != std::string::npos;
-  double compute_floor = peaks.floor_seconds(row.cost.flops, 0, bf16);
+  const double peak = engine_gflops(row, peaks);
+  double compute_floor = peak > 0 ? row.cost.flops / (peak * 1e9) : 0;
   double memory_floor = peaks.floor_seconds(0, row.cost.bytes);
   row.bound = compute_floor >= memory_floor ? "compute" : "memory";
   row.roofline_percent = 100.0 * std::max(compute_floor, memory_floor) / row.timing.median;

@@ -81,10 +81,11 @@ int run_bench(int argc, char** argv) {
   MachinePeaks peaks_before = measure_machine_peaks(quick);
   if (!json_output)
     std::printf(
-        "lathe bench on %s, %d threads, active ISA %s\npeaks (start): f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, copy %.1f "
-        "GB/s\n\n%s",
+        "lathe bench on %s, %d threads, active ISA %s\npeaks (start): f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, AMX %.1f "
+        "GFLOP/s, "
+        "copy %.1f GB/s\n\n%s",
         cpu_features().model.c_str(), num_threads(), isa_name(active_isa()), peaks_before.f32_gflops,
-        peaks_before.bf16_gflops, peaks_before.copy_gbytes, format_bench_header().c_str());
+        peaks_before.bf16_gflops, peaks_before.amx_gflops, peaks_before.copy_gbytes, format_bench_header().c_str());
 
   std::vector<BenchRow> rows;
   for (const OpRegistration* op : ops) {

@@ -96,7 +96,8 @@ int run_bench_train(int argc, char** argv) {
       "lathe bench train [FILE...] [KEY=VALUE...] [options]",
       "Times the training step (forward + backward + AdamW, TrainStep as `lathe train` runs it) of a\n"
       "config on random tokens: median step time over --steps after --warmup, tokens/s, model FLOP/s,\n"
-      "MFU against the f32 peak measured in the same run (bf16 configs: the bf16 peak), and the\n"
+      "MFU against the peaks measured in the same run of the engines the work runs on (a bf16 run:\n"
+      "weight matmuls on AMX or vdpbf16ps, attention on f32 FMA; capped at 100%), and the\n"
       "forward / backward / optimizer split. With --vs torch (the default when python3 can import\n"
       "torch) PyTorch runs the same model, batch and thread count and the tokens/s ratio is printed\n"
       "(dense models only; a mixture-of-experts config prints its experts and active-parameter FLOPs).\n"
@@ -137,12 +138,10 @@ int run_bench_train(int argc, char** argv) {
     if (!dense) torch_script.clear();
   }
 
-  std::string dtype_note;
-  const ComputeDtype compute_dtype = resolve_compute_dtype(config.train.dtype, &dtype_note);
   const MachinePeaks peaks = measure_machine_peaks();
-  // A forced bf16 run (LATHE_FORCE_BF16) on a CPU without AVX512_BF16 has no bf16 peak.
-  const bool bf16 = compute_dtype == ComputeDtype::bf16 && peaks.bf16_gflops > 0;
-  const double peak_gflops = bf16 ? peaks.bf16_gflops : peaks.f32_gflops;
+  std::string dtype_note;  // train.dtype=auto decides by the peaks
+  const ComputeDtype compute_dtype = resolve_compute_dtype(config.train.dtype, peaks, &dtype_note);
+  const bool bf16 = compute_dtype == ComputeDtype::bf16;
   const int64_t batch = config.train.batch_size, seq = config.train.seq_len, accum = config.train.grad_accum;
   const int64_t tokens_per_step = batch * seq * accum;
 
@@ -171,8 +170,19 @@ int run_bench_train(int argc, char** argv) {
       static_cast<long long>(seq), static_cast<long long>(accum), to_string(config.train.remat),
       to_string(compute_dtype));
   if (!dtype_note.empty()) std::printf("%s\n", dtype_note.c_str());
-  std::printf("peaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (MFU against %s)\n", peaks.f32_gflops, peaks.bf16_gflops,
-              bf16 ? "bf16" : "f32");
+  // MFU against the engines the work runs on: a bf16 run's forward weight matmuls on the bf16 matmul
+  // engine (AMX or vdpbf16ps), the rest on f32 FMA (machine_peaks.h, mixed_work_peak_gflops).
+  const double flops_per_token = model.training_flops_per_token(seq);
+  const double bf16_flops_per_token =
+      bf16 ? kBf16EngineShareOfWeightFlops * model.training_weight_flops_per_token() : 0.0;
+  const double peak_gflops = mixed_work_peak_gflops(peaks, flops_per_token, bf16_flops_per_token);
+  std::printf("peaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, AMX %.1f GFLOP/s; MFU against %.1f GFLOP/s ",
+              peaks.f32_gflops, peaks.bf16_gflops, peaks.amx_gflops, peak_gflops);
+  if (bf16)
+    std::printf("(%.0f%% of the FLOPs on the bf16 matmul engine, the rest on f32 FMA)\n",
+                100.0 * bf16_flops_per_token / flops_per_token);
+  else
+    std::printf("(f32 FMA)\n");
   std::fflush(stdout);
 
   std::vector<double> step_seconds, forward_seconds, backward_seconds, optimizer_seconds;
@@ -191,10 +201,15 @@ int run_bench_train(int argc, char** argv) {
   }
   const double step_time = median(step_seconds);
   const double tokens_per_second = static_cast<double>(tokens_per_step) / step_time;
-  const double model_gflops = model.training_flops_per_token(seq) * tokens_per_second / 1e9;
-  const double mfu = peak_gflops > 0 ? model_gflops / peak_gflops : 0.0;
+  const double model_gflops = flops_per_token * tokens_per_second / 1e9;
+  bool capped = false;
+  const double mfu = capped_utilisation(model_gflops, peak_gflops, &capped);
   std::printf("step %.4f s (median of %lld), %.0f tokens/s, %.1f GFLOP/s, MFU %.1f%% (target >= 40%%)\n", step_time,
               static_cast<long long>(steps), tokens_per_second, model_gflops, 100.0 * mfu);
+  if (capped)
+    std::printf(
+        "note: the step ran above the measured peak; MFU is capped at 100%% (a peak measured low on a busy "
+        "machine)\n");
   std::printf("phases (medians): forward %.4f s, backward %.4f s, optimizer %.4f s; last loss %.4f\n",
               median(forward_seconds), median(backward_seconds), median(optimizer_seconds), last_loss);
   if (model.has_experts()) {

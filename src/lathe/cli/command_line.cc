@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "lathe/core/amx.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/error.h"
 #include "lathe/core/parallel.h"
@@ -178,7 +179,9 @@ void add_runtime_options(CommandLine& command_line) {
   command_line.option("threads", "N",
                       "worker threads (0: automatic). Precedence: --threads > env LATHE_NUM_THREADS > a config's "
                       "train.threads > the CPUs this process may use (its affinity mask, e.g. taskset)");
-  command_line.option("isa", "NAME", "highest instruction set to use: scalar, avx2, avx512, avx512_bf16 (env LATHE_ISA)");
+  command_line.option("isa", "NAME",
+                      "highest instruction set to use: scalar, avx2, avx512, avx512_bf16, amx (env LATHE_ISA; amx only "
+                      "where `lathe info` reports AMX usable)");
   command_line.repeated("pin", "OP:IMPL:K=V,...", "pin a kernel config, e.g. rms_norm:avx512:rows_per_task=4");
   command_line.option("tuning-cache", "PATH", "tuning cache file (env LATHE_TUNING_CACHE; default ~/.cache/lathe/tuning.json)");
   command_line.flag("no-tuning-cache", "ignore the tuning cache: pinned configs or heuristics only");
@@ -191,8 +194,21 @@ std::string apply_runtime_options(const CommandLine& command_line) {
     LATHE_CHECK(threads >= 0 && threads <= 1024, "--threads must be between 0 (automatic) and 1024, got ", threads);
     set_num_threads(threads);
   }
-  if (command_line.has("isa")) set_isa_limit(parse_isa(command_line.get("isa")));
-  else if (const char* env = std::getenv("LATHE_ISA"); env && *env) set_isa_limit(parse_isa(env));
+  std::string isa;
+  if (command_line.has("isa"))
+    isa = command_line.get("isa");
+  else if (const char* env = std::getenv("LATHE_ISA"); env && *env)
+    isa = env;
+  if (isa == "amx") {
+    // AMX is the level above avx512_bf16 (core/amx.h). Asking for it where it cannot run is a
+    // mistake worth saying; the tests reach the tile kernels through their emulation instead.
+    LATHE_CHECK(amx_status().usable, command_line.has("isa") ? "--isa" : "LATHE_ISA",
+                " amx: AMX is not usable on this CPU (AMX: ", amx_status().summary, ")");
+    set_amx_allowed(true);
+  } else if (!isa.empty()) {
+    set_isa_limit(parse_isa(isa));
+    set_amx_allowed(false);  // any level below amx forbids the tiles
+  }
   for (const auto& pin : command_line.get_all("pin")) {
     find_op(pin.substr(0, pin.find(':')));  // an unknown op name is an error, not a silent no-op
     pin_config_from_string(pin);

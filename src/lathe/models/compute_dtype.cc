@@ -8,6 +8,8 @@ const char* to_string(ComputeDtype dtype) {
       return "f32";
     case ComputeDtype::bf16:
       return "bf16";
+    case ComputeDtype::automatic:
+      return "auto";
   }
   return "?";
 }

@@ -5,7 +5,9 @@
 
 namespace lathe {
 
-enum class ComputeDtype { f32, bf16 };  // bf16: bf16 weights/activations, f32 master weights
+// bf16: bf16 weights/activations, f32 master weights. automatic ("auto", train.dtype only): bf16
+// where it is faster on this CPU, else f32 (train/compute_dtype.h); a model never computes in it.
+enum class ComputeDtype { f32, bf16, automatic };
 const char* to_string(ComputeDtype dtype);
 
 }  // namespace lathe

@@ -84,6 +84,7 @@ int64_t TransformerModel::parameter_count() const {
 }
 
 void TransformerModel::set_compute_dtype(ComputeDtype dtype) {
+  LATHE_ASSERT(dtype != ComputeDtype::automatic);  // resolved by train/compute_dtype.h first
   LATHE_ASSERT(dtype == ComputeDtype::f32 || precision_ == autograd::Precision::fast);
   compute_dtype_ = dtype;
   for (const Parameter& parameter : parameters_) {
@@ -311,6 +312,13 @@ Tensor TransformerModel::logits(const Tensor& ids) const {
 }
 
 double TransformerModel::training_flops_per_token(int64_t seq_len) const {
+  const int64_t trained_mtp = config_.mtp_loss_weight > 0 ? config_.mtp_layers : 0;
+  const double attention = static_cast<double>(config_.n_layers + trained_mtp) *
+                           family_->layer.attention_training_flops_per_token(config_, seq_len);
+  return training_weight_flops_per_token() + attention;
+}
+
+double TransformerModel::training_weight_flops_per_token() const {
   double matmul_weights = 0;
   for (const Parameter& parameter : parameters_)
     if ((parameter.kind == ParameterKind::matrix || parameter.kind == ParameterKind::router) && !parameter.frozen)
@@ -318,9 +326,7 @@ double TransformerModel::training_flops_per_token(int64_t seq_len) const {
   if (config_.tie_embeddings) matmul_weights += static_cast<double>(config_.vocab_size * config_.d_model);
   const int64_t trained_mtp = config_.mtp_loss_weight > 0 ? config_.mtp_layers : 0;
   matmul_weights += static_cast<double>(trained_mtp * config_.vocab_size * config_.d_model);  // each module's head
-  const double attention = static_cast<double>(config_.n_layers + trained_mtp) *
-                           family_->layer.attention_training_flops_per_token(config_, seq_len);
-  return 6.0 * matmul_weights + attention;
+  return 6.0 * matmul_weights;
 }
 
 }  // namespace lathe

@@ -114,6 +114,9 @@ class TransformerModel {
   // counts active parameters) plus each layer's attention as its family counts it (causal:
   // 6 * heads * head_dim * seq, half of the full score matrix, the FlashAttention convention).
   double training_flops_per_token(int64_t seq_len) const;
+  // The part of training_flops_per_token that multiplies by weights (6 x matrix parameters: the
+  // matmuls a bf16 run computes in bf16); the rest is attention, in f32.
+  double training_weight_flops_per_token() const;
 
  private:
   autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,

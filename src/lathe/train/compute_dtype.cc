@@ -1,9 +1,13 @@
 #include "lathe/train/compute_dtype.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include "lathe/bench/machine_peaks.h"
+#include "lathe/core/amx.h"
 #include "lathe/core/cpu_features.h"
+#include "lathe/core/error.h"
 
 namespace lathe {
 
@@ -12,12 +16,47 @@ static bool bf16_forced() {
   return value && std::strcmp(value, "1") == 0;
 }
 
-ComputeDtype resolve_compute_dtype(ComputeDtype requested, std::string* note) {
-  if (note) note->clear();
-  if (requested != ComputeDtype::bf16) return requested;
-  if (isa_available(Isa::avx512_bf16) || bf16_forced()) return ComputeDtype::bf16;
-  if (note) *note = "note: train.dtype=bf16 but this CPU has no AVX512_BF16; training in f32";
-  return ComputeDtype::f32;
+DtypeChoice choose_compute_dtype(ComputeDtype requested, const DtypeEvidence& evidence) {
+  DtypeChoice choice;
+  if (requested == ComputeDtype::f32) return choice;
+  if (requested == ComputeDtype::bf16) {
+    if (evidence.bf16_dot || evidence.amx || evidence.forced_bf16) {
+      choice.dtype = ComputeDtype::bf16;
+      return choice;
+    }
+    choice.message = "note: train.dtype=bf16 but this CPU has no AVX512_BF16; training in f32";
+    return choice;
+  }
+  if (evidence.amx) {
+    choice.dtype = ComputeDtype::bf16;
+    choice.message = "dtype: auto -> bf16 with f32 master weights (bf16 matmuls run on AMX tiles)";
+    return choice;
+  }
+  if (!evidence.bf16_dot) {
+    choice.message = "dtype: auto -> f32 (no AVX512_BF16 or AMX at the active ISA: bf16 would be no faster)";
+    return choice;
+  }
+  const double speedup = std::round(evidence.bf16_dot_speedup * 100) / 100;  // two decimals
+  if (evidence.bf16_dot_speedup > kBf16DotSpeedupForTraining) {
+    choice.dtype = ComputeDtype::bf16;
+    choice.message =
+        str_cat("dtype: auto -> bf16 with f32 master weights (vdpbf16ps measured ", speedup, "x the f32 FMA rate)");
+    return choice;
+  }
+  choice.message = str_cat("dtype: auto -> f32 (vdpbf16ps measured ", speedup, "x the f32 FMA rate; bf16 training ",
+                           "needs more than ", kBf16DotSpeedupForTraining, "x without AMX to be faster)");
+  return choice;
+}
+
+ComputeDtype resolve_compute_dtype(ComputeDtype requested, const MachinePeaks& peaks, std::string* message) {
+  DtypeEvidence evidence;
+  evidence.bf16_dot = isa_available(Isa::avx512_bf16);
+  evidence.amx = amx_active();
+  evidence.forced_bf16 = bf16_forced();
+  evidence.bf16_dot_speedup = peaks.bf16_dot_speedup;
+  DtypeChoice choice = choose_compute_dtype(requested, evidence);
+  if (message) *message = choice.message;
+  return choice.dtype;
 }
 
 }  // namespace lathe

@@ -48,7 +48,7 @@ constexpr int kEnumCount<RematPolicy> = 3;
 template <>
 constexpr int kEnumCount<LrSchedule> = 3;
 template <>
-constexpr int kEnumCount<ComputeDtype> = 2;
+constexpr int kEnumCount<ComputeDtype> = 3;
 
 template <class Enum>
 std::vector<const char*> enum_names() {
@@ -180,7 +180,8 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("train.grad_accum", train.grad_accum, "micro-batches per optimizer step");
   field("train.seed", train.seed, "seed for initialisation, data order and sampling");
   field("train.dtype", train.dtype,
-        "compute precision; bf16 keeps f32 master weights (falls back without AVX512_BF16)");
+        "compute precision: auto (bf16 where faster on this CPU: AMX, or vdpbf16ps faster than f32 FMA; else f32), "
+        "bf16 (f32 master weights; falls back without AVX512_BF16) or f32");
   field("train.remat", train.remat, "activation memory: save_all, recompute_layer or save_matmuls");
   field("train.threads", train.threads,
         "worker threads; 0: automatic (the CPUs this process may use); --threads and LATHE_NUM_THREADS win");

@@ -44,7 +44,8 @@ struct TrainSection {
   int64_t seq_len = 256;    // tokens per sequence (<= model.max_seq_len)
   int64_t grad_accum = 1;   // micro-batches per optimizer step
   uint64_t seed = 1234;     // init, data order, sampling
-  ComputeDtype dtype = ComputeDtype::f32;
+  // auto: bf16 where faster on this CPU, else f32 (train/compute_dtype.h)
+  ComputeDtype dtype = ComputeDtype::automatic;
   RematPolicy remat = RematPolicy::save_all;
   int64_t threads = 0;  // 0: automatic; below --threads and LATHE_NUM_THREADS (core/parallel.h)
   bool check_memory = true;  // refuse a run predicted not to fit in the available memory (train/memory_check.h)

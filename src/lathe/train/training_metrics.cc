@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 
+#include "lathe/bench/machine_peaks.h"
 #include "lathe/ops/op_profile.h"
 #include "lathe/telemetry/loss_curve_svg.h"
 #include "lathe/telemetry/metrics_log.h"
@@ -66,7 +67,7 @@ void TrainingMetrics::after_step(int64_t step, const StepResult& result, double 
   window_tokens_ += static_cast<double>(setup_.tokens_per_step);
   if (step % config.log.every != 0 && step != config.train.steps) return;
   tokens_per_second_ = window_tokens_ / window_seconds_;
-  mfu_ = tokens_per_second_ * setup_.flops_per_token / (setup_.peak_gflops * 1e9);
+  mfu_ = capped_utilisation(tokens_per_second_ * setup_.flops_per_token / 1e9, setup_.peak_gflops);
   progress_->update(step, result.loss, result.lr, tokens_per_second_, mfu_);
   Json row = Json::object();
   row.set("step", step);

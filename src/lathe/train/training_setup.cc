@@ -91,10 +91,6 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   // A config's thread count yields to --threads and LATHE_NUM_THREADS (core/parallel.h).
   if (config.train.threads > 0) set_configured_num_threads(static_cast<int>(config.train.threads));
   if (config.train.threads == 0 && setup.distributed()) set_configured_num_threads(threads_per_rank(communicator));
-  std::string dtype_note;
-  setup.compute_dtype = resolve_compute_dtype(config.train.dtype, &dtype_note);
-  if (!dtype_note.empty()) std::fprintf(log, "%s\n", dtype_note.c_str());
-
   setup.run_dir = config.run_dir;
   std::error_code directory_error;
   fs::create_directories(setup.run_dir, directory_error);
@@ -130,6 +126,13 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
                  static_cast<long long>(setup.data.tokenizer_vocab_size),
                  static_cast<long long>(config.model.vocab_size - setup.data.tokenizer_vocab_size),
                  static_cast<long long>(setup.data.tokenizer_vocab_size));
+  // The peaks first: train.dtype=auto decides by them (every rank gets the same figures).
+  const double startup_start = setup.events->now();
+  const MachinePeaks peaks = measure_machine_peaks_once(communicator);
+  setup.events->startup(startup_start);
+  std::string dtype_message;
+  setup.compute_dtype = resolve_compute_dtype(config.train.dtype, peaks, &dtype_message);
+  if (!dtype_message.empty()) std::fprintf(log, "%s\n", dtype_message.c_str());
   setup.model = std::make_unique<TransformerModel>(config.model);
   setup.model->set_compute_dtype(setup.compute_dtype);
   setup.model->initialize(config.train.seed);
@@ -146,13 +149,12 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
 
   setup.tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   setup.flops_per_token = setup.model->training_flops_per_token(config.train.seq_len);
-  const double startup_start = setup.events->now();
-  const MachinePeaks peaks = measure_machine_peaks_once(communicator);
-  setup.events->startup(startup_start);
-  // MFU against the peak of the arithmetic the matmuls use (a forced bf16 run on a CPU without
-  // AVX512_BF16 has no bf16 peak and is counted against f32).
-  const bool bf16_peak = setup.compute_dtype == ComputeDtype::bf16 && peaks.bf16_gflops > 0;
-  setup.peak_gflops = bf16_peak ? peaks.bf16_gflops : peaks.f32_gflops;
+  // MFU against the engines the work runs on: a bf16 run's forward weight matmuls on the bf16 matmul
+  // engine (AMX or vdpbf16ps; a forced bf16 run on a CPU without either: f32), the rest (backward
+  // matmuls, attention) on f32 FMA.
+  const bool bf16 = setup.compute_dtype == ComputeDtype::bf16;
+  const double bf16_flops = bf16 ? kBf16EngineShareOfWeightFlops * setup.model->training_weight_flops_per_token() : 0.0;
+  setup.peak_gflops = mixed_work_peak_gflops(peaks, setup.flops_per_token, bf16_flops);
   std::fprintf(
       log,
       "model: %s, %.2fM parameters%s, %d threads (from %s); %lld tokens/step, %.1f MFLOP/token; %s compute, %s peak "
@@ -160,7 +162,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
       config.model.family.c_str(), static_cast<double>(setup.model->parameter_count()) / 1e6,
       active_parameters_note(config.model).c_str(), num_threads(), num_threads_source(),
       static_cast<long long>(setup.tokens_per_step), setup.flops_per_token / 1e6, to_string(setup.compute_dtype),
-      bf16_peak ? "bf16" : "f32", setup.peak_gflops);
+      bf16 ? "bf16/f32 blended" : "f32", setup.peak_gflops);
   return setup;
 }
 

@@ -1,11 +1,16 @@
 #include "lathe/tune/autotuner.h"
 
+#include "lathe/ops/emulated_impl.h"
+
 namespace lathe {
 
 std::vector<TuneResult> autotune(OpProblem& problem, const TuneOptions& options) {
   std::vector<TuneResult> results;
-  std::vector<std::string> impls = problem.impl_names();
+  std::vector<std::string> impls;
+  for (const std::string& impl : problem.impl_names())
+    if (!is_emulated_impl(impl)) impls.push_back(impl);  // an emulation is never the fastest
   if (!options.only_impl.empty()) {
+    impls = problem.impl_names();
     bool found = false;
     for (const auto& name : impls) found = found || name == options.only_impl;
     LATHE_CHECK(found, problem.op_name(), ": implementation '", options.only_impl,

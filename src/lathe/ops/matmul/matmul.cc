@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/core/amx.h"
+#include "lathe/ops/emulated_impl.h"
 #include "lathe/ops/matmul/matmul_cuda.h"
 #include "lathe/ops/matmul/matmul_tiles.h"
 #include "lathe/ops/validate.h"
@@ -14,6 +16,13 @@ LATHE_DECLARE_ISA_KERNEL(matmul_backward_kernel, MatmulBackwardArgs, MatmulCpuCo
 // vdpbf16ps on pair-interleaved bf16 panels; only the avx512 one is registered (the others
 // emulate the instruction so tests can check the layout on machines without AVX512_BF16).
 LATHE_DECLARE_ISA_KERNEL(matmul_bf16_dot_kernel, MatmulArgs, MatmulCpuConfig)
+// AMX tiles (matmul_amx_kernels.cc): avx512:: runs tdpbf16ps, scalar:: the emulation of it.
+namespace avx512 {
+void matmul_amx_kernel(const MatmulArgs&, const MatmulCpuConfig&);
+}
+namespace scalar {
+void matmul_amx_kernel(const MatmulArgs&, const MatmulCpuConfig&);
+}
 
 const char* activation_name(Activation activation) {
   switch (activation) {
@@ -292,6 +301,37 @@ static std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
   return configs;
 }
 
+// AMX: 32 x 32 register tiles (2 x 2 accumulator tiles); kc a multiple of the tile depth (32).
+// B micro-panels (kc x 32 bf16: 32 KB at kc = 512) stay in L1 while the A block (mc x kc: 256 KB)
+// streams from L2; the B block (kc x nc: 1 MB) is shared through L2/L3. Not yet measured on AMX.
+static MatmulCpuConfig amx_heuristic_config() { return {256, 512, 1024, 0}; }
+
+static std::vector<MatmulCpuConfig> amx_config_space() {
+  std::vector<MatmulCpuConfig> configs = {{32, 40, 64, 0}};  // tiny: every block edge on small shapes
+  for (int64_t kc : {256, 512, 1024})
+    for (int64_t mc : {128, 256})
+      for (int64_t nc : {512, 1024, 2048}) configs.push_back({mc, kc, nc, 0});
+  return configs;
+}
+
+// The AMX implementation of matmul: "amx" on real tiles, first in line, supported while AMX is
+// active (core/amx.h); "amx_emulated" on the scalar emulation of the tile instructions, last in
+// line (after scalar, which supports every argument, so dispatch never reaches it): the contract
+// tests check it on every machine; tuning skips it (ops/emulated_impl.h).
+static Impl<MatmulArgs, MatmulCpuConfig> amx_matmul_impl(bool emulated) {
+  Impl<MatmulArgs, MatmulCpuConfig> impl;
+  impl.name = emulated ? str_cat("amx", kEmulatedSuffix) : "amx";
+  impl.isa = emulated ? Isa::scalar : Isa::avx512_bf16;
+  if (emulated)
+    impl.supported = [](const MatmulArgs& args) { return args.a.dtype == DType::bf16; };
+  else
+    impl.supported = [](const MatmulArgs& args) { return args.a.dtype == DType::bf16 && amx_active(); };
+  impl.heuristic = [](const MatmulArgs&) { return amx_heuristic_config(); };
+  impl.space = [](const MatmulArgs&) { return amx_config_space(); };
+  impl.run = emulated ? scalar::matmul_amx_kernel : avx512::matmul_amx_kernel;
+  return impl;
+}
+
 static std::string matmul_shape_key(const TensorView& a, const TensorView& b, const TensorView& c, bool trans_a,
                                     bool trans_b, bool bias, Activation activation, bool accumulate) {
   Geometry g = geometry_of(a, b, c, trans_a, trans_b);
@@ -303,6 +343,7 @@ static std::string matmul_shape_key(const TensorView& a, const TensorView& b, co
 const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
   static const Op<MatmulArgs, MatmulCpuConfig> op = [] {
     std::vector<Impl<MatmulArgs, MatmulCpuConfig>> impls;
+    impls.push_back(amx_matmul_impl(false));
     Impl<MatmulArgs, MatmulCpuConfig> bf16_dot;
     bf16_dot.name = "avx512_bf16";
     bf16_dot.isa = Isa::avx512_bf16;
@@ -315,6 +356,7 @@ const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
              matmul_kernel, [](const MatmulArgs&, Isa isa) { return heuristic_config(isa, false); },
              [](const MatmulArgs&, Isa isa) { return config_space(isa, false); }))
       impls.push_back(std::move(impl));
+    impls.push_back(amx_matmul_impl(true));
     impls = with_cuda_impl(std::move(impls), LATHE_CUDA_IMPL(matmul_cuda_impl));
     return Op<MatmulArgs, MatmulCpuConfig>("matmul", std::move(impls), [](const MatmulArgs& args) {
       return matmul_shape_key(args.a, args.b, args.c, args.trans_a, args.trans_b, args.bias.data != nullptr,

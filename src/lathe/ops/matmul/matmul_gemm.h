@@ -7,18 +7,20 @@
 // packed into nr-wide micro-panels (L3/L1), then for each mc-tall block of rows A is packed into
 // mr-tall micro-panels (L2), and an mr x nr register tile runs over each pair of micro-panels.
 // Packing absorbs transposes, strides and bf16 -> f32 conversion, and pads edges with zeros, so
-// the microkernel sees one layout. The epilogue (previous partial sum, accumulate, bias,
-// activation) is applied where the tile is stored. Every element of C is summed over K in the
-// same order (kc slices in order, depth steps in order inside a tile), whatever range of C a call
-// covers: callers may split C among threads any way they like and get identical bits.
-// Bf16DotPath runs on pair-interleaved bf16 panels: vdpbf16ps in the AVX-512 compilation, an FMA
-// emulation of it elsewhere (to test the layout on any machine).
+// the microkernel sees one layout. A Path (F32Path, Bf16DotPath, the AMX path of
+// matmul_amx_kernels.cc) supplies kMR, kNR, Packed, packed_depth, pack_a, pack_b and tile, and
+// optionally begin_thread / end_thread around each thread's share (AMX: tile configuration). The epilogue (previous
+// partial sum, accumulate, bias, activation) is applied where the tile is stored. Every element of C is summed over K
+// in the same order (kc slices in order, depth steps in order inside a tile), whatever range of C a call covers:
+// callers may split C among threads any way they like and get identical bits. Bf16DotPath runs on pair-interleaved bf16
+// panels: vdpbf16ps in the AVX-512 compilation, an FMA emulation of it elsewhere (to test the layout on any machine).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
 #include "lathe/core/aligned_buffer.h"
+#include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
 #include "lathe/ops/matmul/matmul.h"
 #include "lathe/ops/matmul/matmul_tiles.h"
@@ -312,8 +314,12 @@ struct F32Path {
   static constexpr int kMR = MR, kNR = NV * W;
   using Packed = float;
   static int64_t packed_depth(int64_t depth) { return depth; }
-  static void pack(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
-                   Packed* dest) {
+  static void pack_a(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
+                     Packed* dest) {
+    pack_f32(x, t, row0, rows, col0, depth, width, dest);
+  }
+  static void pack_b(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
+                     Packed* dest) {
     pack_f32(x, t, row0, rows, col0, depth, width, dest);
   }
   static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
@@ -342,7 +348,7 @@ inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, 
     const int64_t nb = min64(nc, n1 - jc);
     for (int64_t pc = 0; pc < g.k; pc += kc) {
       const int64_t kb = min64(kc, g.k - pc), depth = Path::packed_depth(kb);
-      Path::pack(g.bt, t, jc, nb, pc, kb, NR, b_pack);
+      Path::pack_b(g.bt, t, jc, nb, pc, kb, NR, b_pack);
       Epilogue base{pc > 0 || g.accumulate, pc + kb >= g.k, nullptr, g.activation};
       base.streaming = g.streaming_c && !base.load_c && base.finalize;
       LineStream next_b;
@@ -357,7 +363,7 @@ inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, 
       }
       for (int64_t ic = m0; ic < m1; ic += mc) {
         const int64_t mb = min64(mc, m1 - ic);
-        Path::pack(g.a, t, ic, mb, pc, kb, MR, a_pack);
+        Path::pack_a(g.a, t, ic, mb, pc, kb, MR, a_pack);
         for (int64_t jr = 0; jr < nb; jr += NR) {
           Epilogue e = base;
           e.bias = g.bias ? g.bias + jc + jr : nullptr;
@@ -472,8 +478,12 @@ struct Bf16DotPath {
   static constexpr int kMR = MR, kNR = NV * 16;
   using Packed = uint16_t;
   static int64_t packed_depth(int64_t depth) { return (depth + 1) / 2 * 2; }
-  static void pack(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
-                   Packed* dest) {
+  static void pack_a(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
+                     Packed* dest) {
+    pack_bf16_pairs(x, t, row0, rows, col0, depth, width, dest);
+  }
+  static void pack_b(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
+                     Packed* dest) {
     pack_bf16_pairs(x, t, row0, rows, col0, depth, width, dest);
   }
   static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
@@ -481,6 +491,45 @@ struct Bf16DotPath {
     tile_bf16_dot<MR, NV>(depth, a, b, c, ldc, rows, cols, e);
   }
 };
+
+// Runs Path's per-thread setup (if it has one) for the lifetime of the object.
+template <class Path>
+struct ThreadSetup {
+  ThreadSetup() {
+    if constexpr (requires { Path::begin_thread(); }) Path::begin_thread();
+  }
+  ~ThreadSetup() {
+    if constexpr (requires { Path::end_thread(); }) Path::end_thread();
+  }
+};
+
+// Splits the work over threads: whole batch entries when there are enough, else the longer of
+// M and N in whole tiles. Every element is computed by one thread in the same K order.
+template <class Path>
+void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  constexpr int MR = Path::kMR, NR = Path::kNR;
+  const double flops = 2.0 * g.batch * g.m * g.n * (g.k + 1);
+  const int64_t threads = flops < 2e5 ? 1 : num_threads();
+  const int64_t m_tiles = (g.m + MR - 1) / MR, n_tiles = (g.n + NR - 1) / NR;
+  auto work = [&](int64_t part, int64_t parts) {
+    ThreadSetup<Path> setup;
+    if (g.batch >= parts) {
+      for (int64_t t = g.batch * part / parts; t < g.batch * (part + 1) / parts; ++t)
+        gemm_range<Path>(g, config, t, 0, g.m, 0, g.n);
+    } else if (m_tiles * NR >= n_tiles * MR * 2 || n_tiles < parts) {  // rows: A is the larger operand
+      int64_t begin = min64(g.m, m_tiles * part / parts * MR), end = min64(g.m, m_tiles * (part + 1) / parts * MR);
+      for (int64_t t = 0; t < g.batch; ++t) gemm_range<Path>(g, config, t, begin, end, 0, g.n);
+    } else {
+      int64_t begin = min64(g.n, n_tiles * part / parts * NR), end = min64(g.n, n_tiles * (part + 1) / parts * NR);
+      for (int64_t t = 0; t < g.batch; ++t) gemm_range<Path>(g, config, t, 0, g.m, begin, end);
+    }
+  };
+  if (threads <= 1) return work(0, 1);
+  parallel_for(threads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t part = begin; part < end; ++part) work(part, threads);
+  });
+}
 
 inline Operand operand(const TensorView& view, bool transposed) {
   Operand x;
@@ -490,6 +539,24 @@ inline Operand operand(const TensorView& view, bool transposed) {
   x.row_stride = view.stride(-2);
   x.transposed = transposed;
   return x;
+}
+
+// The Gemm of matmul's forward: c = epilogue(op(a) @ op(b)).
+inline Gemm matmul_forward_gemm(const MatmulArgs& args) {
+  Gemm g;
+  g.a = operand(args.a, args.trans_a);
+  g.bt = operand(args.b, !args.trans_b);
+  g.c = static_cast<float*>(args.c.data);
+  g.c_batch_stride = args.c.rank() == 3 ? args.c.stride(0) : 0;
+  g.ldc = args.c.stride(-2);
+  g.batch = args.c.rank() == 3 ? args.c.dim(0) : 1;
+  g.m = args.c.dim(-2);
+  g.n = args.c.dim(-1);
+  g.k = args.trans_a ? args.a.dim(-2) : args.a.dim(-1);
+  g.bias = static_cast<const float*>(args.bias.data);
+  g.activation = args.activation;
+  g.accumulate = args.accumulate;
+  return g;
 }
 
 // Calls visit.template operator()<Path>() with the f32 path of the config's register tile.

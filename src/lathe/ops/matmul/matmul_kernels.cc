@@ -17,52 +17,8 @@ namespace {
 
 using namespace gemm;  // Operand, Gemm, gemm_range, the paths; VecF and W come with it
 
-// Splits the work over threads: whole batch entries when there are enough, else the longer of
-// M and N in whole tiles. Every element is computed by one thread in the same K order.
-template <class Path>
-void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
-  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  constexpr int MR = Path::kMR, NR = Path::kNR;
-  const double flops = 2.0 * g.batch * g.m * g.n * (g.k + 1);
-  const int64_t threads = flops < 2e5 ? 1 : num_threads();
-  const int64_t m_tiles = (g.m + MR - 1) / MR, n_tiles = (g.n + NR - 1) / NR;
-  auto work = [&](int64_t part, int64_t parts) {
-    if (g.batch >= parts) {
-      for (int64_t t = g.batch * part / parts; t < g.batch * (part + 1) / parts; ++t)
-        gemm_range<Path>(g, config, t, 0, g.m, 0, g.n);
-    } else if (m_tiles * NR >= n_tiles * MR * 2 || n_tiles < parts) {  // rows: A is the larger operand
-      int64_t begin = min64(g.m, m_tiles * part / parts * MR), end = min64(g.m, m_tiles * (part + 1) / parts * MR);
-      for (int64_t t = 0; t < g.batch; ++t) gemm_range<Path>(g, config, t, begin, end, 0, g.n);
-    } else {
-      int64_t begin = min64(g.n, n_tiles * part / parts * NR), end = min64(g.n, n_tiles * (part + 1) / parts * NR);
-      for (int64_t t = 0; t < g.batch; ++t) gemm_range<Path>(g, config, t, 0, g.m, begin, end);
-    }
-  };
-  if (threads <= 1) return work(0, 1);
-  parallel_for(threads, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t part = begin; part < end; ++part) work(part, threads);
-  });
-}
-
 void run_gemm_f32(const Gemm& g, const MatmulCpuConfig& config) {
   with_f32_path(config, [&]<class Path>() { run_gemm<Path>(g, config); });
-}
-
-Gemm forward_gemm(const MatmulArgs& args) {
-  Gemm g;
-  g.a = operand(args.a, args.trans_a);
-  g.bt = operand(args.b, !args.trans_b);
-  g.c = static_cast<float*>(args.c.data);
-  g.c_batch_stride = args.c.rank() == 3 ? args.c.stride(0) : 0;
-  g.ldc = args.c.stride(-2);
-  g.batch = args.c.rank() == 3 ? args.c.dim(0) : 1;
-  g.m = args.c.dim(-2);
-  g.n = args.c.dim(-1);
-  g.k = args.trans_a ? args.a.dim(-2) : args.a.dim(-1);
-  g.bias = static_cast<const float*>(args.bias.data);
-  g.activation = args.activation;
-  g.accumulate = args.accumulate;
-  return g;
 }
 
 // out[t] (rows x cols, f32) = left[t] @ right[t], where right is given transposed (right_t);
@@ -98,10 +54,12 @@ void gemm_into(const TensorView& out, const Operand& left, const Operand& right_
 
 }  // namespace
 
-void matmul_kernel(const MatmulArgs& args, const MatmulCpuConfig& config) { run_gemm_f32(forward_gemm(args), config); }
+void matmul_kernel(const MatmulArgs& args, const MatmulCpuConfig& config) {
+  run_gemm_f32(matmul_forward_gemm(args), config);
+}
 
 void matmul_bf16_dot_kernel(const MatmulArgs& args, const MatmulCpuConfig& config) {
-  Gemm g = forward_gemm(args);
+  Gemm g = matmul_forward_gemm(args);
   with_bf16_dot_path(config, [&]<class Path>() { run_gemm<Path>(g, config); });
 }
 

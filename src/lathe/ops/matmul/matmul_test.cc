@@ -194,6 +194,38 @@ TEST(Matmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
   }
 }
 
+// The AMX tile kernel on the emulation of the tile instructions (core/amx_tiles.h): every
+// transpose, K slices of 40 (each padded to 64 in the tile layout), partial 32 x 32 tiles, a batch
+// with a shared weight and an epilogue, accumulation into c. The op-contract tests run it on random
+// shapes and every config too; dispatch never picks it (ops/emulated_impl.h).
+TEST(Matmul, AmxTilesOnTheEmulationMatchTheReference) {
+  uint64_t seed = test_seed();
+  const int64_t batch = 2, m = 45, n = 70, k = 77;
+  for (int variant = 0; variant < 5; ++variant) {
+    const bool trans_a = variant & 1, trans_b = variant & 2, accumulate = variant == 4;
+    Tensor a = random_tensor(trans_a ? Shape{batch, k, m} : Shape{batch, m, k}, DType::bf16, seed, 1);
+    Tensor b = random_tensor(trans_b ? Shape{n, k} : Shape{k, n}, DType::bf16, seed, 2);
+    Tensor bias = random_tensor({n}, DType::f32, seed, 3);
+    Tensor start = random_tensor({batch, m, n}, DType::f32, seed, 4);
+    Tensor c = Tensor::empty({batch, m, n}, DType::f32), expected = Tensor::empty({batch, m, n}, DType::f32);
+    MatmulArgs args{a, b, c, bias, trans_a, trans_b, accumulate, accumulate ? Activation::none : Activation::gelu_tanh};
+    ConfigParams tiny = config_to_params(MatmulCpuConfig{32, 40, 64, 0});
+    if (accumulate)
+      write_from_vector(c, to_vector<double>(start));
+    else
+      poison(c);
+    matmul(args, Dispatch{"amx_emulated", &tiny});
+    args.c = expected;
+    write_from_vector(expected, to_vector<double>(start));
+    matmul_reference<double>(args);
+    EXPECT_LT(max_abs_difference(c, expected), 1e-4)
+        << "ta=" << trans_a << " tb=" << trans_b << " accumulate=" << accumulate << " seed=" << seed;
+  }
+  Tensor a = random_tensor({4, 8}, DType::bf16, seed, 5), b = random_tensor({8, 4}, DType::bf16, seed, 6);
+  Tensor c = Tensor::empty({4, 4}, DType::f32);
+  EXPECT_EQ(matmul_op().select_impl(product(a, b, c)).name.find("amx_emulated"), std::string::npos);
+}
+
 TEST(Matmul, BackwardOfSharedWeightSumsOverTheBatch) {
   uint64_t seed = test_seed();
   const int64_t batch = 2, m = 6, n = 9, k = 7;

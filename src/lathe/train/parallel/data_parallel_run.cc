@@ -50,18 +50,22 @@ bool any_rank_true(Communicator& communicator, bool value) {
 
 MachinePeaks measure_machine_peaks_once(Communicator& communicator) {
   if (communicator.world_size() == 1) return measure_machine_peaks(/*quick=*/true);
-  double values[3] = {0, 0, 0};
+  double values[5] = {0, 0, 0, 0, 0};
   if (communicator.rank() == 0) {
     const MachinePeaks peaks = measure_machine_peaks(/*quick=*/true);
     values[0] = peaks.f32_gflops;
     values[1] = peaks.bf16_gflops;
     values[2] = peaks.copy_gbytes;
+    values[3] = peaks.amx_gflops;
+    values[4] = peaks.bf16_dot_speedup;
   }
   communicator.broadcast(values, sizeof values, 0);
   MachinePeaks peaks;
   peaks.f32_gflops = values[0] * communicator.world_size();
   peaks.bf16_gflops = values[1] * communicator.world_size();
   peaks.copy_gbytes = values[2];
+  peaks.amx_gflops = values[3] * communicator.world_size();
+  peaks.bf16_dot_speedup = values[4];  // every rank decides train.dtype=auto on rank 0's figure
   peaks.threads = num_threads() * communicator.world_size();
   return peaks;
 }
