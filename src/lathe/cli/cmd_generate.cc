@@ -237,6 +237,11 @@ int run_generate(int argc, char** argv) {
   std::fprintf(stderr, "kv cache: %lld tokens x %lld bytes/token%s = %.1f KiB\n", static_cast<long long>(cache.length),
                static_cast<long long>(cache.bytes_per_token()), kind.c_str(),
                static_cast<double>(cache.length * cache.bytes_per_token()) / 1024.0);
+  // Recurrent layers (Mamba-2's conv and scan states) keep a fixed state whatever the context.
+  if (cache.recurrent_state_bytes() > 0)
+    std::fprintf(stderr, "recurrent state: %lld bytes (%.1f KiB), the same at every context length\n",
+                 static_cast<long long>(cache.recurrent_state_bytes()),
+                 static_cast<double>(cache.recurrent_state_bytes()) / 1024.0);
   return 0;
 }
 

@@ -27,6 +27,8 @@ struct Expected {
   bool deepseek_layer = false;
   // Gemma 4: its own layer (models/gemma4_layer_test.cc), w (not 1 + w) norms
   bool gemma4_layer = false;
+  // Mamba-2: no attention, its own layer and checkpoint names (models/mamba2_layer_test.cc)
+  bool mamba2_layer = false;
 };
 
 // From the transformers classes (architectures, model types) and the formats each family was
@@ -49,6 +51,8 @@ const std::map<std::string, Expected> kExpected = {
      {"DeepseekV3ForCausalLM", "deepseek_v3", false, false, false, "plain", true, false, false, false, true}},
     {"gemma4",
      {"Gemma4ForCausalLM", "gemma4_text", false, true, true, "gemma", false, false, false, false, false, true}},
+    {"mamba2",
+     {"Mamba2ForCausalLM", "mamba2", false, false, false, "plain", false, false, false, false, false, false, true}},
 };
 
 TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
@@ -70,7 +74,7 @@ TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
   ASSERT_EQ(family_names().size(), kExpected.size());
   EXPECT_EQ(family_names_text(),
             "llama, mistral, qwen2, qwen3, gemma2, gemma3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt_oss, "
-            "deepseek_v2, deepseek_v3, gemma4");
+            "deepseek_v2, deepseek_v3, gemma4, mamba2");
   EXPECT_EQ(find_family_spec_or_null("gpt5"), nullptr);
   try {
     find_family_spec("gpt5");
@@ -158,7 +162,7 @@ TEST(FamilyRegistry, LayerParametersAreTheHfCheckpointNames) {
   for (const FamilySpec* spec : all_family_specs()) {
     SCOPED_TRACE(spec->name);
     const Expected& expected = kExpected.at(spec->name);
-    if (expected.deepseek_layer || expected.gemma4_layer) continue;  // their own tests
+    if (expected.deepseek_layer || expected.gemma4_layer || expected.mamba2_layer) continue;  // their own tests
     ModelConfig config;
     config.family = spec->name;
     config.d_model = 24;

@@ -19,7 +19,8 @@
   X(gpt_oss)              \
   X(deepseek_v2)          \
   X(deepseek_v3)          \
-  X(gemma4)
+  X(gemma4)               \
+  X(mamba2)
 
 namespace lathe {
 
