@@ -99,7 +99,7 @@ void dump(const std::string& hf_dir, const std::string& golden_path, const std::
       keep_alive.push_back(lathe::convert(pieces[0].view, parameter.var->grad.dtype()));
       out.emplace_back("grad." + parameter.name, keep_alive.back().view());
     } else {
-      const std::string& name = pieces.size() == 1 ? pieces[0].hf_name : parameter.name;
+      const std::string& name = family.hf.checkpoint_name ? pieces[0].hf_name : parameter.name;
       out.emplace_back("grad." + name, parameter.var->grad.view());
     }
   }

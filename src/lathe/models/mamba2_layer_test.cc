@@ -144,9 +144,10 @@ TEST(Mamba2Layer, TokenByTokenDecodingMatchesTheFullForward) {
     EXPECT_NEAR(again[v], full[static_cast<size_t>((total - 1) * c.vocab_size + v)], 2e-5 * scale);
 }
 
-// The golden model (tests/golden/hf/mamba2, written by transformers) clamps its step size and has a
-// D skip: without either, its logits move a hundred times past hf_oracle_test.py's f32 bound (1e-5
-// of the logit scale), so the golden comparison covers both.
+// The golden model (tests/golden/hf/mamba2, written by transformers) clamps its step size at both
+// ends and has a D skip: without any one, its logits move ten times past hf_oracle_test.py's f32
+// bound (1e-5 of the logit scale), so the golden comparison covers each (the lower clamp holds
+// steps just under 0.002, so it moves them least).
 TEST(Mamba2Layer, ClampAndSkipShowInTheGoldenLogits) {
   const std::string dir = LATHE_SOURCE_DIR "/tests/golden/hf/mamba2";
   const TransformerModel golden = load_hf_model(dir);
@@ -157,7 +158,7 @@ TEST(Mamba2Layer, ClampAndSkipShowInTheGoldenLogits) {
     ids.ptr<int32_t>()[i] = static_cast<int32_t>(prompt.items()[i].as_number());
   const Tensor base_logits = golden.logits(ids);
   const std::vector<float> base = to_vector<float>(base_logits);
-  const double bound = 1e-3 * info.find("logit_scale")->as_number();
+  const double bound = 1e-4 * info.find("logit_scale")->as_number();
   auto moved = [&](const ModelConfig& config, const char* zeroed) {
     TransformerModel model(config);
     for (size_t i = 0; i < model.parameters().size(); ++i) {
