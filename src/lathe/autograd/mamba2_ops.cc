@@ -80,6 +80,17 @@ GatedNormShape gated_norm_shape(const Tensor& y, int64_t groups) {
   return {y.numel() / width, width, groups, width / groups};
 }
 
+// One group: gated = y * silu(z); returns r = 1 / sqrt(mean(gated^2) + eps).
+template <class T>
+T gate_group(const T* y, const T* z, int64_t width, double eps, T* gated) {
+  T sum = 0;
+  for (int64_t i = 0; i < width; ++i) {
+    gated[i] = y[i] * z[i] * sigmoid(z[i]);
+    sum += gated[i] * gated[i];
+  }
+  return T(1) / std::sqrt(sum / static_cast<T>(width) + static_cast<T>(eps));
+}
+
 // out = weight * n, n = g * r, g = y * silu(z), r = 1 / sqrt(mean over the group of g^2 + eps).
 template <class T>
 void gated_norm_forward(const Tensor& y, const Tensor& z, const Tensor& weight, int64_t groups, double eps,
@@ -93,13 +104,7 @@ void gated_norm_forward(const Tensor& y, const Tensor& z, const Tensor& weight, 
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t group = 0; group < s.groups; ++group) {
       const int64_t base = r * s.width + group * s.group_width;
-      T sum = 0;
-      for (int64_t i = 0; i < s.group_width; ++i) {
-        const T zi = zv[base + i];
-        gated[i] = yv[base + i] * zi * sigmoid(zi);
-        sum += gated[i] * gated[i];
-      }
-      const T inverse = T(1) / std::sqrt(sum / static_cast<T>(s.group_width) + static_cast<T>(eps));
+      const T inverse = gate_group(yv + base, zv + base, s.group_width, eps, gated.data());
       for (int64_t i = 0; i < s.group_width; ++i) o[base + i] = w[group * s.group_width + i] * gated[i] * inverse;
     }
 }
@@ -122,13 +127,7 @@ void gated_norm_backward(const Tensor& grad, const Tensor& y, const Tensor& z, c
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t group = 0; group < s.groups; ++group) {
       const int64_t base = r * s.width + group * s.group_width, column = group * s.group_width;
-      T sum = 0;
-      for (int64_t i = 0; i < s.group_width; ++i) {
-        const T zi = zv[base + i];
-        gated[i] = yv[base + i] * zi * sigmoid(zi);
-        sum += gated[i] * gated[i];
-      }
-      const T inverse = T(1) / std::sqrt(sum / static_cast<T>(s.group_width) + static_cast<T>(eps));
+      const T inverse = gate_group(yv + base, zv + base, s.group_width, eps, gated.data());
       T dot = 0;  // sum of dn * n
       for (int64_t i = 0; i < s.group_width; ++i) {
         const T n = gated[i] * inverse;
