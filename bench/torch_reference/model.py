@@ -115,6 +115,20 @@ MODEL_CONFIG_DEFAULTS = {
     "linear_value_head_dim": 0,
     "linear_conv_kernel": 4,
     "attention_output_gate": False,
+    # Mamba-2 keys (models/mamba2_layer.h): read so lathe's model.json loads; this reference has no
+    # state-space layer (ssm_state_size must be 0; the others then change nothing).
+    "ssm_state_size": 0,
+    "ssm_groups": 1,
+    "ssm_conv_kernel": 4,
+    "ssm_conv_bias": True,
+    "ssm_projection_bias": False,
+    "ssm_chunk_size": 256,
+    "ssm_dt_min": 0.0,
+    "ssm_dt_max": 0.0,
+    "ssm_dt_init_min": 0.001,
+    "ssm_dt_init_max": 0.1,
+    "ssm_dt_init_floor": 1e-4,
+    "residual_in_fp32": True,
 }
 GEMMA4_KEYS = ("rope_local_plain", "global_head_dim", "global_kv_heads", "attention_k_eq_v", "value_norm",
                "kv_shared_layers", "double_wide_mlp", "per_layer_input_dim", "per_layer_input_vocab")
@@ -154,6 +168,9 @@ class ModelConfig:
             if getattr(self, key) != MODEL_CONFIG_DEFAULTS[key]:
                 raise ValueError(f"{source}: the PyTorch reference has no linear-attention layers or gated "
                                  f"attention ({key} is {getattr(self, key)!r})")
+        if self.ssm_state_size != 0:
+            raise ValueError(f"{source}: the PyTorch reference has no Mamba-2 layer (ssm_state_size "
+                             f"{self.ssm_state_size})")
         if self.moe_experts != 0 or self.qk_norm_full_width:
             raise ValueError(f"{source}: the PyTorch reference models dense layers with per-head q/k norms only "
                              f"(moe_experts {self.moe_experts}, qk_norm_full_width {self.qk_norm_full_width})")

@@ -15,6 +15,7 @@ own (issue 19, item 5). Needs transformers; nothing is downloaded.
 """
 import argparse
 import json
+import math
 import os
 
 import transformers
@@ -42,11 +43,23 @@ MODEL_TYPES = {
                                                     moe_intermediate_size=32)),
     "qwen3_next": ("Qwen3NextForCausalLM", dict(SIZES, **MOE_SIZES)),
     "qwen3_5_text": ("Qwen3_5ForCausalLM", SIZES),
+    # no attention: its own size keys (hidden_size * expand 2 = num_heads * head_dim; n_groups 8 divides 8 heads)
+    "mamba2": ("Mamba2ForCausalLM", dict(vocab_size=96, hidden_size=256, num_hidden_layers=4, num_heads=8,
+                                         head_dim=64)),
 }
 
 
 def jsonable(value):
-    return json.loads(json.dumps(value, default=str))
+    """JSON values as transformers 5.x writes them: a non-finite float as {"__float__": "Infinity"}."""
+    def finite(item):
+        if isinstance(item, float) and not math.isfinite(item):
+            return {"__float__": str(item).replace("inf", "Infinity")}
+        if isinstance(item, (list, tuple)):
+            return [finite(entry) for entry in item]
+        if isinstance(item, dict):
+            return {key: finite(entry) for key, entry in item.items()}
+        return item
+    return finite(json.loads(json.dumps(value, default=str)))
 
 
 def main():

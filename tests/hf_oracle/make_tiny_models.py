@@ -195,6 +195,20 @@ ARCHITECTURES.update({
                         shared_expert_intermediate_size=24, norm_topk_prob=True, mlp_only_layers=[1])),
     "qwen3_5_text": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM", dict(LINEAR_COMMON)),
 })
+# Mamba-2: no attention, so none of COMMON's decoder keys (STANDALONE below): 8 heads of 8 (inner width 64 =
+# expand 2 x hidden 32), B and C in 2 groups of state 8 (the gated norm in 2 groups too), conv width 4 with
+# its bias, in_proj/out_proj biases (use_bias), the step size clamped to [0.002, 0.1] (time_step_limit: both
+# bounds hold some steps), transformers' torch path chunked by 8 (so the 16-token prompt crosses chunks).
+# A_log, D and dt_bias get seeded noise (they start at log(1..H), 1 and a draw of their own).
+ARCHITECTURES.update({
+    "mamba2": ("Mamba2Config", "Mamba2ForCausalLM",
+               dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_heads=8, head_dim=8, expand=2,
+                    state_size=8, n_groups=2, conv_kernel=4, use_conv_bias=True, use_bias=True, chunk_size=8,
+                    time_step_limit=(0.002, 0.1), residual_in_fp32=True, tie_word_embeddings=False,
+                    layer_norm_epsilon=1e-6, initializer_range=0.1, bos_token_id=1, eos_token_id=2,
+                    pad_token_id=0)),
+})
+STANDALONE = ("mamba2",)  # architectures whose options do not start from COMMON
 # Mixture-of-experts architectures whose transformers objective is the cross-entropy alone.
 PLAIN_OBJECTIVE = DEEPSEEK + ("gemma4_moe",)
 # Per MoE architecture: (weight seed, factor on every router weight), chosen with --search so that the
@@ -218,7 +232,7 @@ BATCH, BATCH_SEQ = 2, 12
 def make_model(arch, dtype=torch.float32, moe_tuning=None):
     """moe_tuning: (seed, router scale) instead of MOE[arch] (for --search)."""
     config_name, model_name, options = ARCHITECTURES[arch]
-    options = {**COMMON, **options}
+    options = dict(options) if arch in STANDALONE else {**COMMON, **options}
     options = {key: value for key, value in options.items() if value is not None or key not in COMMON}
     config = getattr(transformers, config_name)(**options)
     config._attn_implementation = "eager"
@@ -231,6 +245,8 @@ def make_model(arch, dtype=torch.float32, moe_tuning=None):
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "norm" in name or name.endswith(".bias"):
+                parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator, dtype=torch.float64).to(dtype))
+            if arch in STANDALONE and name.endswith(("A_log", ".D", "dt_bias")):
                 parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator, dtype=torch.float64).to(dtype))
             if arch in GEMMA4 and name.endswith(("router.scale", "router.per_expert_scale")):
                 parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator, dtype=torch.float64).to(dtype))

@@ -60,8 +60,20 @@ ARCHITECTURES = {
         num_hidden_layers=3, layer_types=["linear_attention", "full_attention", "linear_attention"],
         linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=6,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})),
+    # no attention (STANDALONE: none of COMMON's decoder keys): the SSD mixer with "backbone." checkpoint names,
+    # projection biases, B/C in 2 groups, a clamped step size
+    "mamba2": (transformers.Mamba2Config, dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_heads=8,
+                                                head_dim=8, state_size=8, n_groups=2, use_bias=True, chunk_size=4,
+                                                time_step_limit=(0.0, 0.5))),
 }
 EAGER_EXPERTS = ("gpt_oss", "qwen3_next")  # the per-expert loop, as tests/hf_oracle uses
+STANDALONE: none of COMMON's decoder keys): the SSD mixer with "backbone." checkpoint names,
+    # projection biases, B/C in 2 groups, a clamped step size
+    "mamba2": (transformers.Mamba2Config, dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_heads=8,
+                                                head_dim=8, state_size=8, n_groups=2, use_bias=True, chunk_size=4,
+                                                time_step_limit=(0.0, 0.5))),
+}
+STANDALONE = ("mamba2",)
 
 
 def lathe(*args):
@@ -81,7 +93,7 @@ def main():
     ids = torch.randint(0, COMMON["vocab_size"], (2, 11), generator=torch.Generator().manual_seed(1))
     for name, (config_class, extra) in ARCHITECTURES.items():
         torch.manual_seed(0)
-        config = config_class(**COMMON, **extra)
+        config = config_class(**({} if name in STANDALONE else COMMON), **extra)
         config._attn_implementation = "eager"
         if name in EAGER_EXPERTS:
             config._experts_implementation = "eager"

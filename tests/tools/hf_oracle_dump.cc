@@ -86,7 +86,8 @@ void dump(const std::string& hf_dir, const std::string& golden_path, const std::
   if (model.has_experts()) out.emplace_back("aux_loss", aux_loss.view());
   // By HF name, in the layout transformers keeps the parameter in: lathe's own, except where the
   // checkpoint stores the parameter under its own name through another view (GPT-OSS's experts,
-  // transposed per expert, models/hf/hf_tensor_pieces.h): then that view of the gradient.
+  // transposed per expert, models/hf/hf_tensor_pieces.h): then that view of the gradient; and
+  // under the checkpoint's name where the architecture roots its tensors elsewhere (Mamba-2's "backbone.").
   const lathe::FamilySpec& family = lathe::find_family_spec(config.family);
   keep_alive.reserve(keep_alive.size() + model.parameters().size());
   for (const lathe::Parameter& parameter : model.parameters()) {
@@ -98,7 +99,8 @@ void dump(const std::string& hf_dir, const std::string& golden_path, const std::
       keep_alive.push_back(lathe::convert(pieces[0].view, parameter.var->grad.dtype()));
       out.emplace_back("grad." + parameter.name, keep_alive.back().view());
     } else {
-      out.emplace_back("grad." + parameter.name, parameter.var->grad.view());
+      const std::string& name = family.hf.checkpoint_name ? pieces[0].hf_name : parameter.name;
+      out.emplace_back("grad." + name, parameter.var->grad.view());
     }
   }
   lathe::write_safetensors(out_path, out);

@@ -25,6 +25,9 @@
 
 namespace lathe {
 
+class ConfigReader;
+class Json;
+
 // matrix: a weight matmuls read (decayed, bf16 copies in bf16 mode); router: a mixture-of-experts
 // router's weight, a matrix whose matmul stays in f32 in bf16 mode (a rounding must not move which
 // experts a token goes to; Megatron's and MaxText's routers also compute in f32); buffer: a value
@@ -44,6 +47,10 @@ struct LayerParameterSpec {
   // weights (active-parameter counts and model FLOPs, as MaxText counts them), else 1.
   double active_fraction = 1.0;
   float initial_value = 0.0f;  // buffers only: the value initialize() gives it (Gemma 4's layer_scalar: 1)
+  // A parameter that starts other than its kind says (Mamba-2's A_log = log(1..H), dt_bias =
+  // softplus^-1 of a log-uniform step): fills `value` (the parameter's f32 or f64 tensor) from the
+  // seed and the parameter's stream. Null: the kind's rule (TransformerModel::initialize).
+  void (*initialize)(const ModelConfig& config, const TensorView& value, uint64_t seed, uint64_t stream) = nullptr;
 };
 
 // One layer's parameters, indexed by the family's slots; a slot the config leaves out is null.
@@ -147,6 +154,17 @@ struct HfDeepseek {
   int64_t default_mtp_layers;      // "num_mtp_layers" / "num_nextn_predict_layers" (V3: 1)
 };
 
+// A family whose config.json is not a transformer decoder's (Mamba-2: no attention, MLP or RoPE
+// keys): its own functions read and write every key instead of models/hf/hf_config.cc's generic ones.
+struct HfOwnConfig {
+  // The model config from config.json (model_type already matched); lathe::Error naming the key.
+  ModelConfig (*read)(const ConfigReader& reader);
+  // lathe::Error "export to Hugging Face: model.family 'X' needs ..." for what the architecture lacks.
+  void (*check_exportable)(const ModelConfig& config);
+  // Every key beside "architectures" and "model_type".
+  void (*write)(const ModelConfig& config, Json& json);
+};
+
 // What the family's Hugging Face architecture is and hard-wires (read by models/hf/hf_config.cc).
 struct HfFamily {
   const char* architecture;        // "Qwen3ForCausalLM"
@@ -194,6 +212,10 @@ struct HfFamily {
   // The rope type the config class assumes when neither rope_parameters nor rope_scaling is given
   // (GPT-OSS: "yarn", which lathe refuses); null: "default".
   const char* default_rope_type = nullptr;
+  const HfOwnConfig* own_config = nullptr;  // replaces the generic keys (see HfOwnConfig)
+  // The checkpoint's name of a lathe parameter when the architecture roots its tensors elsewhere
+  // (Mamba-2: "backbone.embeddings.weight" for "model.embed_tokens.weight"); null: lathe's name.
+  std::string (*checkpoint_name)(const std::string& lathe_name) = nullptr;
 };
 
 // The values of a family's fixed traits: an HF import sets them, an export requires them, and the

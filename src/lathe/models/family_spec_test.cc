@@ -29,6 +29,8 @@ struct Expected {
   bool gemma4_layer = false;
   // Qwen3-Next / Qwen3.5: the hybrid layer (models/qwen3_next_layer_test.cc), 1 + w norms without sandwich
   bool hybrid_layer = false;
+  // Mamba-2: no attention, its own layer and checkpoint names (models/mamba2_layer_test.cc)
+  bool mamba2_layer = false;
 };
 
 // From the transformers classes (architectures, model types) and the formats each family was
@@ -57,6 +59,8 @@ const std::map<std::string, Expected> kExpected = {
     {"qwen3_5_text",
      {"Qwen3_5ForCausalLM", "qwen3_5_text", false, true, false, "chatml", false, false, false, false, false, false,
       true}},
+    {"mamba2",
+     {"Mamba2ForCausalLM", "mamba2", false, false, false, "plain", false, false, false, false, false, false, false, true}},
 };
 
 TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
@@ -78,7 +82,7 @@ TEST(FamilyRegistry, ListsEveryFamilyWithDistinctHfNames) {
   ASSERT_EQ(family_names().size(), kExpected.size());
   EXPECT_EQ(family_names_text(),
             "llama, mistral, qwen2, qwen3, gemma2, gemma3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt_oss, "
-            "deepseek_v2, deepseek_v3, gemma4, qwen3_next, qwen3_5_text");
+            "deepseek_v2, deepseek_v3, gemma4, qwen3_next, qwen3_5_text, mamba2");
   EXPECT_EQ(find_family_spec_or_null("gpt5"), nullptr);
   try {
     find_family_spec("gpt5");
@@ -167,7 +171,8 @@ TEST(FamilyRegistry, LayerParametersAreTheHfCheckpointNames) {
   for (const FamilySpec* spec : all_family_specs()) {
     SCOPED_TRACE(spec->name);
     const Expected& expected = kExpected.at(spec->name);
-    if (expected.deepseek_layer || expected.gemma4_layer || expected.hybrid_layer) continue;  // their own tests
+    if (expected.deepseek_layer || expected.gemma4_layer || expected.hybrid_layer ||
+        expected.mamba2_layer) continue;  // their own tests
     ModelConfig config;
     config.family = spec->name;
     config.d_model = 24;
@@ -272,6 +277,7 @@ TEST(FamilyRegistry, KvCacheHoldsEveryLayersKeysAndValues) {
   for (const FamilySpec* spec : all_family_specs()) {
     SCOPED_TRACE(spec->name);
     if (kExpected.at(spec->name).deepseek_layer) continue;  // latent: DeepseekLayerDeclaresTheHfNames
+    if (kExpected.at(spec->name).mamba2_layer) continue;    // recurrent states: mamba2_layer_test.cc
     ModelConfig config;
     config.family = spec->name;
     config.n_layers = 3;

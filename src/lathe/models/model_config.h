@@ -154,6 +154,22 @@ struct ModelConfig {
   int64_t linear_value_head_dim = 0;
   int64_t linear_conv_kernel = 4;      // the short convolution's width over the q/k/v channels
   bool attention_output_gate = false;  // q_proj also yields a gate: attention out * sigmoid(gate) (Qwen3-Next)
+  // Mamba-2 (models/mamba2_layer.h; ssm_state_size > 0 only there): the SSD mixer's heads and their
+  // width are n_heads and head_dim (n_heads * head_dim: the mixer's inner width, expand * d_model).
+  int64_t ssm_state_size = 0;         // N: state columns per head (state_size)
+  int64_t ssm_groups = 1;             // groups of B and C (n_groups); n_heads is a multiple
+  int64_t ssm_conv_kernel = 4;        // the causal depthwise convolution's width (conv_kernel)
+  bool ssm_conv_bias = true;          // the convolution has a bias (use_conv_bias)
+  bool ssm_projection_bias = false;   // in_proj and out_proj have biases (use_bias)
+  int64_t ssm_chunk_size = 256;       // transformers' chunk of the SSD form (chunk_size): kept for the
+                                      // export; the result does not depend on it (lathe's kernel tunes its own)
+  double ssm_dt_min = 0.0;            // the step size is clamped to [min, max] (time_step_limit)
+  double ssm_dt_max = 0.0;            // 0: no upper limit (transformers' inf)
+  double ssm_dt_init_min = 0.001;     // dt_bias starts at softplus^-1 of a step drawn log-uniformly in
+  double ssm_dt_init_max = 0.1;       // [min, max], at least floor (time_step_min/max/floor)
+  double ssm_dt_init_floor = 1e-4;
+  bool residual_in_fp32 = true;       // transformers keeps the residual stream in f32 when the model
+                                      // runs in bf16; lathe's residual stream is always f32
 
   double init_std = 0.02;  // normal(0, init_std) for matrices; norms start at 1 (0 with offset 1)
 

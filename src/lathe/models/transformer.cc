@@ -30,8 +30,8 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
     LayerParameters parameters(family_->layer.slot_count);
     for (const LayerParameterSpec& spec : declared) {
       LATHE_ASSERT(spec.slot >= 0 && spec.slot < family_->layer.slot_count && !parameters[spec.slot]);
-      parameters[spec.slot] =
-          add_parameter(prefix + spec.name, spec.kind, spec.shape, spec.active_fraction, spec.initial_value);
+      parameters[spec.slot] = add_parameter(prefix + spec.name, spec.kind, spec.shape, spec.active_fraction,
+                                            spec.initial_value, spec.initialize);
     }
     layers_.push_back(std::move(parameters));
     if (config.layer_is_moe(layer)) moe_layers_.push_back(layer);
@@ -61,10 +61,11 @@ TransformerModel::TransformerModel(const ModelConfig& config, autograd::Precisio
 }
 
 Var TransformerModel::add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,
-                                    double active_fraction, float initial_value) {
+                                    double active_fraction, float initial_value,
+                                    decltype(Parameter::initialize) initialize) {
   const DType dtype = precision_ == autograd::Precision::fast ? DType::f32 : DType::f64;
   Var var = autograd::make_parameter(Tensor::zeros(shape, dtype), Tensor::zeros(shape, dtype));
-  parameters_.push_back({name, kind, var, active_fraction, false, false, initial_value});
+  parameters_.push_back({name, kind, var, active_fraction, false, false, initial_value, initialize});
   return var;
 }
 
@@ -119,7 +120,9 @@ void TransformerModel::load_weights(const std::vector<std::pair<std::string, Ten
 void TransformerModel::initialize(uint64_t seed) {
   for (size_t index = 0; index < parameters_.size(); ++index) {
     const Parameter& parameter = parameters_[index];
-    if (parameter.kind == ParameterKind::norm)
+    if (parameter.initialize)
+      parameter.initialize(config_, parameter.var->value.view(), seed, /*stream=*/index);
+    else if (parameter.kind == ParameterKind::norm)
       fill_value(parameter.var->value, 1.0 - config_.norm_weight_offset);
     else if (parameter.kind == ParameterKind::bias || parameter.kind == ParameterKind::buffer)
       fill_value(parameter.var->value, parameter.initial_value);  // biases 0, as transformers initialises them

@@ -26,6 +26,8 @@ struct Parameter {
   bool expert_shard = false;     // expert parallelism: holds only this rank's experts (axis 0)
   bool frozen = false;           // kept and saved, not trained (multi-token prediction with weight 0)
   float initial_value = 0.0f;    // buffers: the value initialize() fills in
+  // The layer spec's own initialisation (LayerParameterSpec::initialize), or null.
+  void (*initialize)(const ModelConfig& config, const TensorView& value, uint64_t seed, uint64_t stream) = nullptr;
 };
 
 // What the routers of a mixture-of-experts model did in one loss() call.
@@ -120,7 +122,8 @@ class TransformerModel {
 
  private:
   autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,
-                              double active_fraction = 1.0, float initial_value = 0.0f);
+                              double active_fraction = 1.0, float initial_value = 0.0f,
+                              decltype(Parameter::initialize) initialize = nullptr);
   autograd::Var run_layers(autograd::Tape& tape, const Tensor& ids, int64_t batch, int64_t seq, RematPolicy remat,
                            KvCache* cache, const std::shared_ptr<autograd::RouterLosses>& router_losses) const;
   Shape whole_shape(const Parameter& parameter) const;  // the single-process shape

@@ -194,6 +194,23 @@ ModelConfig tiny_config(const std::string& variant) {
       config.moe_dense_layers = "1";
       config.moe_aux_loss_coef = 0.1;
     }
+  } else if (variant == std::string("mamba2") || variant == std::string("mamba2_biases")) {
+    // models/mamba2_layer.h: 4 heads of 3 (inner width 12 = 1.5 d_model), state 5, conv width 4;
+    // mamba2: B and C in 2 groups (the gated norm too), a conv bias; mamba2_biases: one group,
+    // in_proj/out_proj biases, no conv bias, the step size clamped to [0.02, 0.5], tied embeddings.
+    const bool biases = variant == std::string("mamba2_biases");
+    config.family = "mamba2";
+    config.n_heads = config.n_kv_heads = 4;
+    config.head_dim = 3;
+    config.ssm_state_size = 5;
+    config.ssm_groups = biases ? 1 : 2;
+    config.ssm_conv_bias = !biases;
+    config.ssm_projection_bias = biases;
+    if (biases) {
+      config.ssm_dt_min = 0.02;
+      config.ssm_dt_max = 0.5;
+      config.tie_embeddings = true;
+    }
   }
   return config;
 }
@@ -367,7 +384,8 @@ TEST_P(ModelVariants, LogitsGiveTheLoss) {
 INSTANTIATE_TEST_SUITE_P(Families, ModelVariants,
                          ::testing::Values("llama", "qwen2", "qwen3", "llama3_scaling", "gemma2", "mixtral",
                                            "qwen2_moe", "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3",
-                                           "deepseek_v3_mtp", "gemma4", "gemma4_moe", "qwen3_next", "qwen3_5_text"));
+                                           "deepseek_v3_mtp", "gemma4", "gemma4_moe", "qwen3_next", "qwen3_5_text",
+                                           "mamba2", "mamba2_biases"));
 
 TEST(TransformerModel, ParameterNamesFollowHuggingFace) {
   TransformerModel model(tiny_config("qwen3"));

@@ -171,6 +171,19 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("model.linear_conv_kernel", model.linear_conv_kernel, "gated delta net: short convolution width");
   field("model.attention_output_gate", model.attention_output_gate,
         "full attention output * sigmoid(gate), the gate from q_proj (Qwen3-Next)");
+  field("model.ssm_state_size", model.ssm_state_size, "Mamba-2: state columns per head (state_size)");
+  field("model.ssm_groups", model.ssm_groups, "Mamba-2: groups of B and C (n_groups)");
+  field("model.ssm_conv_kernel", model.ssm_conv_kernel, "Mamba-2: causal depthwise convolution width (conv_kernel)");
+  field("model.ssm_conv_bias", model.ssm_conv_bias, "Mamba-2: the convolution has a bias (use_conv_bias)");
+  field("model.ssm_projection_bias", model.ssm_projection_bias, "Mamba-2: in_proj/out_proj biases (use_bias)");
+  field("model.ssm_chunk_size", model.ssm_chunk_size, "Mamba-2: transformers' SSD chunk (chunk_size; exported only)");
+  field("model.ssm_dt_min", model.ssm_dt_min, "Mamba-2: lower clamp of the step size (time_step_limit)");
+  field("model.ssm_dt_max", model.ssm_dt_max, "Mamba-2: upper clamp of the step size; 0: none");
+  field("model.ssm_dt_init_min", model.ssm_dt_init_min, "Mamba-2: smallest initial step size (time_step_min)");
+  field("model.ssm_dt_init_max", model.ssm_dt_init_max, "Mamba-2: largest initial step size (time_step_max)");
+  field("model.ssm_dt_init_floor", model.ssm_dt_init_floor, "Mamba-2: floor of the initial step (time_step_floor)");
+  field("model.residual_in_fp32", model.residual_in_fp32,
+        "Mamba-2: transformers' residual_in_fp32 (lathe's residual stream is always f32)");
   field("model.init_std", model.init_std, "standard deviation of the initial weight matrices");
 
   TrainSection& train = config.train;

@@ -102,7 +102,7 @@ TEST(TrainConfig, WrongTypesNameKeyExpectationAndValue) {
             "test.yaml:1:14: checkpoint.async: expected true or false, got 'yes'");
   EXPECT_EQ(error_of([] { from_yaml("model: {family: lama}\n"); }),
             "test.yaml:1:9: model.family: expected one of llama, mistral, qwen2, qwen3, gemma2, gemma3, mixtral, "
-            "qwen2_moe, qwen3_moe, olmoe, gpt_oss, deepseek_v2, deepseek_v3, gemma4, qwen3_next, qwen3_5_text, "
+            "qwen2_moe, qwen3_moe, olmoe, gpt_oss, deepseek_v2, deepseek_v3, gemma4, qwen3_next, qwen3_5_text, mamba2, "
             "got 'lama'");
   EXPECT_EQ(error_of([] { from_yaml("train: {remat: all}\n"); }),
             "test.yaml:1:9: train.remat: expected one of save_all, recompute_layer, save_matmuls, got 'all'");

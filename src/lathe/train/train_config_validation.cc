@@ -38,6 +38,7 @@ void check_experts(const ModelConfig& model, ProblemList& problems);
 void check_latent_attention(const ModelConfig& model, ProblemList& problems);
 void check_gemma4_options(const ModelConfig& model, ProblemList& problems);
 void check_linear_attention(const ModelConfig& model, ProblemList& problems);
+void check_ssm_options(const ModelConfig& model, ProblemList& problems);
 
 void check_model(const ModelConfig& model, ProblemList& problems) {
   // First, and alone: the checks below loop over layers and multiply dimensions.
@@ -120,6 +121,27 @@ void check_model(const ModelConfig& model, ProblemList& problems) {
   check_experts(model, problems);
   check_gemma4_options(model, problems);
   check_linear_attention(model, problems);
+  check_ssm_options(model, problems);
+}
+
+// Mamba-2's mixer (models/mamba2_layer.h); the family itself requires ssm_state_size > 0.
+void check_ssm_options(const ModelConfig& model, ProblemList& problems) {
+  problems.require_non_negative("model.ssm_state_size", model.ssm_state_size);
+  problems.require_positive("model.ssm_groups", model.ssm_groups);
+  if (model.ssm_groups > 0 && model.n_heads > 0 && model.n_heads % model.ssm_groups != 0)
+    problems.add("model.ssm_groups=", model.ssm_groups, " must divide model.n_heads=", model.n_heads);
+  problems.require_positive("model.ssm_conv_kernel", model.ssm_conv_kernel);
+  problems.require_positive("model.ssm_chunk_size", model.ssm_chunk_size);
+  problems.require_non_negative("model.ssm_dt_min", model.ssm_dt_min);
+  problems.require_non_negative("model.ssm_dt_max", model.ssm_dt_max);
+  if (model.ssm_dt_max > 0 && model.ssm_dt_max <= model.ssm_dt_min)
+    problems.add("model.ssm_dt_max=", model.ssm_dt_max, " must exceed model.ssm_dt_min=", model.ssm_dt_min,
+                 " (0: no upper clamp)");
+  problems.require_positive("model.ssm_dt_init_min", model.ssm_dt_init_min);
+  if (model.ssm_dt_init_max < model.ssm_dt_init_min)
+    problems.add("model.ssm_dt_init_max=", model.ssm_dt_init_max, " must be at least model.ssm_dt_init_min=",
+                 model.ssm_dt_init_min);
+  problems.require_non_negative("model.ssm_dt_init_floor", model.ssm_dt_init_floor);
 }
 
 void check_gemma4_options(const ModelConfig& model, ProblemList& problems) {

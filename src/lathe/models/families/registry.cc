@@ -21,7 +21,8 @@
   X(deepseek_v3)          \
   X(gemma4)               \
   X(qwen3_next)           \
-  X(qwen3_5_text)
+  X(qwen3_5_text)         \
+  X(mamba2)
 
 namespace lathe {
 

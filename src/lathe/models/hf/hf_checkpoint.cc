@@ -204,6 +204,18 @@ std::string first_config_difference(const ModelConfig& a, const ModelConfig& b) 
   LATHE_COMPARE(linear_value_head_dim);
   LATHE_COMPARE(linear_conv_kernel);
   LATHE_COMPARE(attention_output_gate);
+  LATHE_COMPARE(ssm_state_size);
+  LATHE_COMPARE(ssm_groups);
+  LATHE_COMPARE(ssm_conv_kernel);
+  LATHE_COMPARE(ssm_conv_bias);
+  LATHE_COMPARE(ssm_projection_bias);
+  LATHE_COMPARE(ssm_chunk_size);
+  LATHE_COMPARE(ssm_dt_min);
+  LATHE_COMPARE(ssm_dt_max);
+  LATHE_COMPARE(ssm_dt_init_min);
+  LATHE_COMPARE(ssm_dt_init_max);
+  LATHE_COMPARE(ssm_dt_init_floor);
+  LATHE_COMPARE(residual_in_fp32);
 #undef LATHE_COMPARE
   if (a.ffn_activation != b.ffn_activation)
     return str_cat("model.ffn_activation (", to_string(a.ffn_activation), " vs ", to_string(b.ffn_activation), ")");

@@ -305,6 +305,7 @@ ModelConfig read_text_config(const Json& json, const FamilySpec& family, const s
   LATHE_CHECK(json.is_object(), source, ": the config must be a JSON object");
   ConfigReader reader(json, source);
   const HfFamily& hf = family.hf;
+  if (hf.own_config) return hf.own_config->read(reader);
   ModelConfig config;
   config.family = family.name;
   config.vocab_size = reader.positive_integer("vocab_size");
@@ -614,6 +615,16 @@ void write_rope(const ModelConfig& config, const HfFamily& hf, Json& json) {
 Json hf_json_from_model_config(const ModelConfig& config) {
   const FamilySpec& family = find_family_for_export(config.family);
   const HfFamily& hf = family.hf;
+  if (hf.own_config) {
+    hf.own_config->check_exportable(config);
+    Json json = Json::object();
+    Json architectures = Json::array();
+    architectures.push(hf.architecture);
+    json.set("architectures", std::move(architectures));
+    json.set("model_type", hf.model_type);
+    hf.own_config->write(config, json);
+    return json;
+  }
   check_exportable(config, family);
   LATHE_CHECK(config.rope_scaling == "none" || config.rope_scaling == "llama3" || config.rope_scaling == "yarn" ||
                   config.rope_scaling == "linear" || hf.gemma4_keys,
@@ -697,7 +708,11 @@ std::string hf_config_text(const Json& json) {
   static const char* const kFloatKeys[] = {
       "rope_theta",   "rms_norm_eps",    "initializer_range", "final_logit_softcapping", "attn_logit_softcapping",
       "factor",       "low_freq_factor", "high_freq_factor",  "rope_local_base_freq",    "router_aux_loss_coef",
-      "swiglu_alpha", "swiglu_limit"};
+      "swiglu_alpha", "swiglu_limit",    "layer_norm_epsilon", "time_step_min",           "time_step_max",
+      "time_step_floor"};
+  // Lists of floats: their entries stand on lines of their own.
+  static const char* const kFloatListKeys[] = {"time_step_limit"};
+  bool in_float_list = false;
   const std::string text = json.dump(2);
   std::string out;
   size_t begin = 0;
@@ -705,6 +720,17 @@ std::string hf_config_text(const Json& json) {
     size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(begin, end - begin);
+    if (in_float_list) {
+      const size_t first = line.find_first_not_of(' ');
+      const size_t last = line.find_last_of("0123456789");
+      if (first != std::string::npos && last != std::string::npos &&
+          line.find_first_not_of("-0123456789", first) > last)
+        line.insert(last + 1, ".0");
+      if (line.find(']') != std::string::npos) in_float_list = false;
+    }
+    for (const char* key : kFloatListKeys)
+      if (line.find(str_cat("\"", key, "\": [")) != std::string::npos && line.find(']') == std::string::npos)
+        in_float_list = true;
     for (const char* key : kFloatKeys) {
       const std::string prefix = str_cat("\"", key, "\": ");
       const size_t at = line.find(prefix);

@@ -5,7 +5,8 @@
 // architecture (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
 // Gemma2ForCausalLM, Gemma3ForCausalLM with model_type gemma3_text), and the text part of a
 // multimodal wrapper a family declares (Gemma3ForConditionalGeneration's "text_config"; the vision
-// weights are skipped).
+// weights are skipped). A family with HfFamily::own_config (Mamba2ForCausalLM: no decoder keys)
+// reads and writes every key through its own functions (models/hf/hf_mamba2.h).
 // Both generations of keys are read: transformers 4.x (rope_theta, rope_scaling,
 // rope_local_base_freq, sliding_window_pattern) and 5.x (rope_parameters, per layer type for
 // Gemma 3, and layer_types). Every option lathe cannot compute (another rope_scaling type, an

@@ -17,6 +17,7 @@ std::vector<HfTensorPiece> hf_tensor_pieces(const Parameter& parameter, const Fa
   const TensorView whole = parameter.var->value.view();
   const HfMoe* moe = family.hf.moe;
   std::string layer;  // "model.layers.3."
+  if (family.hf.checkpoint_name) return {{family.hf.checkpoint_name(parameter.name), whole}};
   if (!moe) return {{parameter.name, whole}};
   if (moe->transposed_stacked_experts) {
     if (split_suffix(parameter.name, "mlp.experts.gate_up_proj", &layer) ||

@@ -13,6 +13,8 @@
 //   mlp.experts.down_proj (E, d, F)      <- the same name, (E, F, d): the view transpose(1, 2)
 // Such a view is not contiguous: import reads the tensor into a temporary and copies it, export
 // writes a contiguous copy.
+// A family with HfFamily::checkpoint_name (Mamba-2) stores each parameter whole under that name
+// ("backbone.layers.0.mixer.in_proj.weight" for lathe's "model.layers.0.mixer.in_proj.weight").
 #pragma once
 
 #include <string>

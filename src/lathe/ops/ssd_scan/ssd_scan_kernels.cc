@@ -5,8 +5,9 @@
 //   Xd = dt x                      M = tril(C B^T * exp(gamma_i - gamma_j))
 //   Y  = Gamma (C Hs) + M Xd + D x
 //   Hs' = exp(gamma_last) Hs + (exp(gamma_last - gamma) B)^T Xd
-// The backward recomputes the chunk-start states (one forward sweep), then walks the chunks in
-// reverse applying the chain rule to the formulas above. dB and dC of a group sum over its heads:
+// The backward recomputes the chunk-start states (one forward sweep, in the layout h = Hs^T (P, N)
+// that the backward reads, preparing only what advancing needs), then walks the chunks in reverse
+// applying the chain rule to the formulas above. dB and dC of a group sum over its heads:
 // with one head per group each task writes them directly, otherwise each head writes its own
 // partials and a final pass sums them in head order (as it sums dA and dD over the batch).
 #include <algorithm>
@@ -62,8 +63,9 @@ struct Chunk {
     for (int64_t d = dim; d < padded; ++d) out[d] = 0.0f;
   }
 
+  // scores = false: only what advance needs (the backward's forward sweep), not C, Gamma C or M.
   template <class Args>
-  void prepare(const Args& args, int64_t b, int64_t h, int64_t t0, int64_t count) {
+  void prepare(const Args& args, int64_t b, int64_t h, int64_t t0, int64_t count, bool scores = true) {
     n = count;
     const int64_t group = h / g.per_group;
     decay_a = args.a.template ptr<float>()[h];
@@ -79,13 +81,14 @@ struct Chunk {
       copy_row(x + row * g.p, g.p, g.pp, 1.0f, x_rows + i * g.pp);
       copy_row(x + row * g.p, g.p, g.pp, step[i], xd + i * g.pp);
       copy_row(b_in + group_row * g.n_state, g.n_state, g.np, 1.0f, bm + i * g.np);
-      copy_row(c_in + group_row * g.n_state, g.n_state, g.np, 1.0f, cm + i * g.np);
+      if (scores) copy_row(c_in + group_row * g.n_state, g.n_state, g.np, 1.0f, cm + i * g.np);
     }
     for (int64_t i = 0; i < n; ++i) {
       tail[i] = std::exp(gamma[n - 1] - gamma[i]);
       scale_copy(tail[i], bm + i * g.np, bd + i * g.np, g.np);
-      scale_copy(big_gamma[i], cm + i * g.np, cg + i * g.np, g.np);
+      if (scores) scale_copy(big_gamma[i], cm + i * g.np, cg + i * g.np, g.np);
     }
+    if (!scores) return;
     pack_transposed(bm, g.np, n, g.n_state, g.cp, bm_t);
     gemm_lower_c(n, g.n_state, cm, g.np, 1, bm_t, g.cp, m, g.cp);
     for (int64_t i = n; i < g.cp; ++i) gamma[i] = gamma[n - 1];  // finite padding for decay_row
@@ -103,6 +106,13 @@ struct Chunk {
     for (int64_t i = 0; i < g.n_state * g.pp; i += W) (VecF::load(state + i) * decay).store(state + i);
     gemm(g.n_state, g.pp / W, n, bd, 1, g.np, xd, g.pp, state, g.pp, true);
   }
+
+  // The same in the state's other layout, h (P, np) = Hs^T: h' = exp(gamma_last) h + Xd^T Bd.
+  void advance_transposed(float* state_t) const {
+    const VecF decay = VecF::broadcast(big_gamma[n - 1]);
+    for (int64_t i = 0; i < g.p * g.np; i += W) (VecF::load(state_t + i) * decay).store(state_t + i);
+    gemm(g.p, g.np / W, n, xd, 1, g.pp, bd, g.np, state_t, g.np, true);
+  }
 };
 
 // The state (B, H, P, N) of (b, h) transposed into Hs (N, pp), or zeros.
@@ -112,6 +122,14 @@ void load_state(const TensorView& source, const Geometry& g, int64_t b, int64_t 
   const float* s = source.ptr<float>() + (b * g.heads + h) * g.p * g.n_state;
   for (int64_t p = 0; p < g.p; ++p)
     for (int64_t n = 0; n < g.n_state; ++n) state[n * g.pp + p] = s[p * g.n_state + n];
+}
+
+// The state (B, H, P, N) of (b, h) as h (P, np), or zeros.
+void load_state_transposed(const TensorView& source, const Geometry& g, int64_t b, int64_t h, float* state_t) {
+  std::memset(state_t, 0, sizeof(float) * g.p * g.np);
+  if (source.data == nullptr) return;
+  const float* s = source.ptr<float>() + (b * g.heads + h) * g.p * g.n_state;
+  for (int64_t p = 0; p < g.p; ++p) std::memcpy(state_t + p * g.np, s + p * g.n_state, sizeof(float) * g.n_state);
 }
 
 void store_state(const float* state, const Geometry& g, int64_t b, int64_t h, const TensorView& target) {
@@ -157,11 +175,15 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
   float *da_partial = head_partials.as<float>(), *dd_partial = da_partial + g.batch * g.heads;
   const float* dy = args.dy.ptr<float>();
   float *dx = args.dx.ptr<float>(), *ddt = args.ddt.ptr<float>();
-  const int64_t state_size = g.n_state * g.pp;
+  // The backward reads the chunk-start states only as h (P, np) (dY h, and the dot with dHs'^T), so
+  // the forward sweep advances and stores that layout: no transpose per chunk, and the sweep
+  // prepares only what advancing needs.
+  const int64_t state_size = g.n_state * g.pp, state_t_size = g.p * g.np;
   parallel_for(g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
-    Arena arena(g.arena_floats() + (g.chunks + 4) * state_size + 6 * g.chunk * (g.cp + g.pp + g.np) + 4 * g.pp * g.np);
+    Arena arena(g.arena_floats() + g.chunks * state_t_size + 4 * state_size + 6 * g.chunk * (g.cp + g.pp + g.np) +
+                4 * g.pp * g.np);
     Chunk c(g, arena);
-    float* states = arena.take(g.chunks * state_size);
+    float* states_t = arena.take(g.chunks * state_t_size);
     float *ds = arena.take(state_size), *ds_new = arena.take(state_size);
     float *dyb = arena.take(g.chunk * g.pp), *dxd = arena.take(g.chunk * g.pp);
     float *xd_t = arena.take(g.pp * g.cp), *dm = arena.take(g.chunk * g.cp);
@@ -172,18 +194,18 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
     double d_gamma[256];  // chunk <= 256 (Geometry clamps it)
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / g.heads, h = task % g.heads;
-      float* state = ds_new;  // the forward sweep borrows ds_new as its running state
-      load_state(args.initial_state, g, b, h, state);
+      float* state_t = s_t;  // the forward sweep borrows s_t as its running state
+      load_state_transposed(args.initial_state, g, b, h, state_t);
       for (int64_t ci = 0; ci < g.chunks; ++ci) {
-        std::memcpy(states + ci * state_size, state, sizeof(float) * state_size);
-        c.prepare(args, b, h, ci * g.chunk, std::min(g.chunk, g.seq - ci * g.chunk));
-        c.advance(state);
+        std::memcpy(states_t + ci * state_t_size, state_t, sizeof(float) * state_t_size);
+        c.prepare(args, b, h, ci * g.chunk, std::min(g.chunk, g.seq - ci * g.chunk), /*scores=*/false);
+        c.advance_transposed(state_t);
       }
       load_state(args.d_final_state, g, b, h, ds);
       double d_a = 0, d_skip = 0;
       for (int64_t ci = g.chunks - 1; ci >= 0; --ci) {
         const int64_t t0 = ci * g.chunk;
-        const float* s0 = states + ci * state_size;
+        const float* s0_t = states_t + ci * state_t_size;
         c.prepare(args, b, h, t0, std::min(g.chunk, g.seq - t0));
         const int64_t n = c.n, last = n - 1, pv = g.pp / W, nv = g.np / W;
         for (int64_t i = 0; i < n; ++i) {
@@ -198,8 +220,7 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
         gemm_lower_c(n, g.p, dyb, g.pp, 1, xd_t, g.cp, dm, g.cp);
         decayed_scores_backward(n, g.cp, c.m, c.gamma, c.decay, dm, d_gamma);
         // dC = (dM L) B + Gamma (dY Hs^T);  dB = (dM L)^T C + tail (Xd dHs'^T).
-        pack_transposed(s0, g.pp, g.n_state, g.p, g.np, s_t);
-        gemm(n, nv, g.p, dyb, g.pp, 1, s_t, g.np, tmp, g.np, false);
+        gemm(n, nv, g.p, dyb, g.pp, 1, s0_t, g.np, tmp, g.np, false);
         gemm_lower_a(n, nv, dm, g.cp, c.bm, g.np, dc_rows, g.np, false);
         gated_rows_backward(n, g.n_state, g.np, c.cm, tmp, c.big_gamma, dc_rows, d_gamma);
         pack_transposed(ds, g.pp, g.n_state, g.p, g.np, ds_t);
@@ -207,7 +228,7 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
         gemm(n, nv, n, dm, 1, g.cp, c.cm, g.np, db_rows, g.np, false);
         tail_rows_backward(n, g.n_state, g.np, c.bm, tmp, c.tail, db_rows, d_gamma);
         // dHs = exp(gamma_last) dHs' + (Gamma C)^T dY.
-        d_gamma[last] += c.big_gamma[last] * dot(s0, ds, state_size);
+        d_gamma[last] += c.big_gamma[last] * dot(s0_t, ds_t, state_t_size);
         scale_copy(c.big_gamma[last], ds, ds_new, state_size);
         gemm(g.n_state, pv, n, c.cg, 1, g.np, dyb, g.pp, ds_new, g.pp, true);
         // gamma = cumsum(dt A): the reverse cumulative sum r of d gamma gives ddt += A r, dA += dt r.
