@@ -251,7 +251,7 @@ std::vector<Impl<Args, Config>> isa_impls(
 // gives null and nothing refers to it.
 template <class Args, class Config>
 std::vector<Impl<Args, Config>> with_cuda_impl(std::vector<Impl<Args, Config>> impls,
-                                               Impl<Args, Config> (*cuda_impl)()) {
+                                               std::type_identity_t<Impl<Args, Config> (*)()> cuda_impl) {
   if (cuda_impl) impls.push_back(cuda_impl());
   return impls;
 }
