@@ -67,12 +67,6 @@ ARCHITECTURES = {
                                                 time_step_limit=(0.0, 0.5))),
 }
 EAGER_EXPERTS = ("gpt_oss", "qwen3_next")  # the per-expert loop, as tests/hf_oracle uses
-STANDALONE: none of COMMON's decoder keys): the SSD mixer with "backbone." checkpoint names,
-    # projection biases, B/C in 2 groups, a clamped step size
-    "mamba2": (transformers.Mamba2Config, dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_heads=8,
-                                                head_dim=8, state_size=8, n_groups=2, use_bias=True, chunk_size=4,
-                                                time_step_limit=(0.0, 0.5))),
-}
 STANDALONE = ("mamba2",)
 
 
