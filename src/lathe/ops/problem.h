@@ -303,7 +303,7 @@ class TypedProblem : public OpProblem {
   static std::vector<uint8_t> raw_bytes(const TensorView& view) {
     std::vector<double> values = to_vector<double>(view);
     std::vector<uint8_t> bytes(values.size() * sizeof(double));
-    std::memcpy(bytes.data(), values.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());  // an empty output: no copy
     return bytes;
   }
 
