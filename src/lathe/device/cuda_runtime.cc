@@ -110,7 +110,12 @@ void synchronize(const char*) {}
 
 #endif
 
-bool available() { return compiled() && !devices().empty() && unavailable_reason().empty(); }
+// Asked by dispatch for every CUDA implementation: the answer is fixed for the process, so it is
+// computed once.
+bool available() {
+  static const bool usable = compiled() && !devices().empty() && unavailable_reason().empty();
+  return usable;
+}
 
 std::string status_line() {
   if (!compiled()) return "not compiled (LATHE_CUDA=off, or no CUDA toolkit at configure time)";

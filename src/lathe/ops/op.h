@@ -97,25 +97,27 @@ class Op {
 
   // Usable implementations for these args on this machine, best first.
   std::vector<const ImplType*> usable_impls(const Args& args) const {
+    const Device device = args_device(args);  // once, not per implementation
     std::vector<const ImplType*> usable;
     for (const auto& impl : impls_)
-      if (impl.usable(args)) usable.push_back(&impl);
+      if (impl.device == device && impl.runnable_here(args)) usable.push_back(&impl);
     return usable;
   }
 
   const ImplType& select_impl(const Args& args, const std::string& wanted = "") const {
+    const Device device = args_device(args);  // once, not per implementation
     for (const auto& impl : impls_) {
       if (!wanted.empty() && impl.name != wanted) continue;
-      if (impl.usable(args)) return impl;
-      LATHE_CHECK(wanted.empty() || impl.device == args_device(args), name_, ": implementation '", wanted, "' runs on ",
-                  device_name(impl.device), " tensors; these are on ", device_name(args_device(args)));
+      if (impl.device == device && impl.runnable_here(args)) return impl;
+      LATHE_CHECK(wanted.empty() || impl.device == device, name_, ": implementation '", wanted, "' runs on ",
+                  device_name(impl.device), " tensors; these are on ", device_name(device));
       LATHE_CHECK(wanted.empty() || impl.device == Device::cpu, name_, ": implementation '", wanted,
                   "' is not usable here: ", cuda::available() ? "unsupported arguments" : cuda::unavailable_reason());
       LATHE_CHECK(wanted.empty(), name_, ": implementation '", wanted, "' is not usable here (needs ",
                   isa_name(impl.isa), ", active ISA is ", isa_name(active_isa()), ", or unsupported arguments)");
     }
     LATHE_CHECK(wanted.empty(), name_, ": no implementation named '", wanted, "' (have: ", impl_names(), ")");
-    if (args_device(args) == Device::cuda) {
+    if (device == Device::cuda) {
       for (const auto& impl : impls_)
         if (impl.device == Device::cuda) cuda::require_available(name_);
       throw_error(name_, ": no CUDA implementation supports these arguments (tensors on the GPU)");
