@@ -8,6 +8,11 @@
 //             accumulation and output, and f32, at 4096^3 and 8192^3 (--quick: 4096^3 only).
 //             Target (issue 18): bf16 >= 0.95x cuBLAS. TFLOP/s and % of the H200's dense bf16
 //             datasheet peak (989 TFLOP/s; the f32 path has no tensor cores: 67 TFLOP/s).
+//   attention lathe's flash attention (forward, backward) in bf16, batch 1, 16 heads of 128,
+//             T = 4096, not causal, against the batched cuBLAS GEMMs of the same tensor-core FLOPs
+//             (forward: S = Q K^T and O = P V, 4 T^2 d per head; backward: five such GEMMs, 10 T^2 d),
+//             i.e. the time of the matrix products alone, without the softmax. cuDNN's SDPA is the
+//             peer the issue names; it is not wired in yet.
 //   rms_norm, softmax   16384 x 4096 f32 rows: GB/s (bytes read + written) against a device-to-device
 //             cudaMemcpy of the same bytes (the bandwidth peer).
 //
@@ -29,6 +34,7 @@
 #include "lathe/device/device_tensor.h"
 #include "lathe/device/stream.h"
 #include "lathe/io/durable_file.h"
+#include "lathe/ops/flash_attention/flash_attention.h"
 #include "lathe/ops/matmul/matmul.h"
 #include "lathe/ops/rms_norm/rms_norm.h"
 #include "lathe/ops/softmax/softmax.h"
@@ -135,6 +141,47 @@ Row rows_row(const std::string& name, const std::function<void(const Tensor&, co
       name, bytes, false, [&] { op(x, y); }, copy, rounds, reps);
 }
 
+// Flash attention forward and backward against the bf16 cuBLAS GEMMs of the same FLOPs.
+std::vector<Row> attention_rows(cublasHandle_t handle, int rounds) {
+  const int64_t batch = 1, seq = 4096, heads = 16, dim = 128;
+  const Shape shape{batch, seq, heads, dim};
+  Tensor q = random_device(shape, DType::bf16, 11), k = random_device(shape, DType::bf16, 12);
+  Tensor v = random_device(shape, DType::bf16, 13), d_o = random_device(shape, DType::bf16, 14);
+  Tensor o = cuda::device_empty(shape, DType::bf16), lse = cuda::device_empty({batch, heads, seq}, DType::f32);
+  Tensor dq = cuda::device_empty(shape, DType::bf16), dk = cuda::device_empty(shape, DType::bf16);
+  Tensor dv = cuda::device_empty(shape, DType::bf16);
+  Tensor scores = cuda::device_empty({heads, seq, seq}, DType::bf16, "cuBLAS peer scores");
+  const FlashAttentionArgs forward{q, k, v, o, lse, {}};
+  const FlashAttentionBackwardArgs backward{q, k, v, o, lse, d_o, dq, dk, dv, {}};
+  const float alpha = 1, beta = 0;
+  const int t = static_cast<int>(seq), d = static_cast<int>(dim), ld = static_cast<int>(heads * dim);
+  // Row-major S (T x T) per head = K Q^T in cuBLAS's column-major terms; O = P V likewise.
+  auto scores_gemm = [&] {
+    check_cublas(
+        cublasGemmStridedBatchedEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, t, t, d, &alpha, k.view().data, CUDA_R_16BF, ld,
+                                   dim, q.view().data, CUDA_R_16BF, ld, dim, &beta, scores.view().data, CUDA_R_16BF, t,
+                                   seq * seq, static_cast<int>(heads), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx");
+  };
+  auto values_gemm = [&] {
+    check_cublas(cublasGemmStridedBatchedEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, t, t, &alpha, v.view().data,
+                                            CUDA_R_16BF, ld, dim, scores.view().data, CUDA_R_16BF, t, seq * seq, &beta,
+                                            o.view().data, CUDA_R_16BF, ld, dim, static_cast<int>(heads),
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmStridedBatchedEx");
+  };
+  const double gemm_flops = 2.0 * seq * seq * dim * heads * batch;
+  std::vector<Row> rows;
+  rows.push_back(compare(
+      "attention fwd bf16 T4096 d128", 2 * gemm_flops, true, [&] { flash_attention(forward); },
+      [&] { scores_gemm(), values_gemm(); }, rounds, 3));
+  flash_attention(forward);  // o and lse for the backward
+  rows.push_back(compare(
+      "attention bwd bf16 T4096 d128", 5 * gemm_flops, true, [&] { flash_attention_backward(backward); },
+      [&] { scores_gemm(), values_gemm(), scores_gemm(), values_gemm(), values_gemm(); }, rounds, 2));
+  return rows;
+}
+
 int run(int argc, char** argv) {
   bool quick = false;
   std::string json_path;
@@ -156,6 +203,7 @@ int run(int argc, char** argv) {
   std::vector<int64_t> sizes = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 8192};
   for (int64_t size : sizes) rows.push_back(gemm_row(handle, size, DType::bf16, rounds, size >= 8192 ? 5 : 20));
   rows.push_back(gemm_row(handle, 4096, DType::f32, rounds, 5));
+  for (Row& row : attention_rows(handle, rounds)) rows.push_back(row);
   Tensor weight = Tensor::empty({4096}, DType::f32);
   fill_uniform(weight, 4, 0.5, 1.5);
   Tensor device_weight = cuda::to_device(weight);

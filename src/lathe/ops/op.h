@@ -254,8 +254,20 @@ std::vector<Impl<Args, Config>> isa_impls(
 template <class Args, class Config>
 std::vector<Impl<Args, Config>> with_cuda_impl(std::vector<Impl<Args, Config>> impls,
                                                std::type_identity_t<Impl<Args, Config> (*)()> cuda_impl) {
+  static_assert(VisitsTensors<Args>, "an op with a CUDA implementation lists its tensors (Args::visit_tensors)");
   if (cuda_impl) impls.push_back(cuda_impl());
   return impls;
+}
+// A CUDA implementation whose config is not used on the GPU (its space is the default alone).
+template <class Args, class Config>
+Impl<Args, Config> default_config_cuda_impl(KernelFunction<Args, Config> run) {
+  Impl<Args, Config> impl;
+  impl.name = "cuda";
+  impl.device = Device::cuda;
+  impl.heuristic = [](const Args&) { return Config{}; };
+  impl.space = [](const Args&) { return std::vector<Config>{Config{}}; };
+  impl.run = run;
+  return impl;
 }
 #if LATHE_HAVE_CUDA
 #define LATHE_CUDA_IMPL(factory) (&(factory))

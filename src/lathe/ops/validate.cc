@@ -1,6 +1,14 @@
 #include "lathe/ops/validate.h"
 
+#include "lathe/device/device_tensor.h"
+
 namespace lathe {
+
+TensorView host_readable(const TensorView& view, Tensor& storage) {
+  if (view.device == Device::cpu || view.data == nullptr) return view;
+  storage = cuda::to_host(view);
+  return storage.view();
+}
 
 ArgChecker& ArgChecker::present(const char* name, const TensorView& view) {
   LATHE_CHECK(view.data != nullptr || view.numel() == 0 || view.rank() == 0, op_, ": ", name, " is missing");

@@ -10,6 +10,10 @@
 
 namespace lathe {
 
+// A view whose elements host code may read, for checks of index arguments (token ids, targets):
+// `view` itself on the host, or a copy of a device view, kept alive by `storage`.
+TensorView host_readable(const TensorView& view, Tensor& storage);
+
 class ArgChecker {
  public:
   explicit ArgChecker(std::string op) : op_(std::move(op)) {}

@@ -53,14 +53,6 @@ void run(const AdamWArgs& args, const AdamWCpuConfig&) {
 
 }  // namespace
 
-Impl<AdamWArgs, AdamWCpuConfig> adamw_cuda_impl() {
-  Impl<AdamWArgs, AdamWCpuConfig> impl;
-  impl.name = "cuda";
-  impl.device = Device::cuda;
-  impl.heuristic = [](const AdamWArgs&) { return AdamWCpuConfig{}; };
-  impl.space = [](const AdamWArgs&) { return std::vector<AdamWCpuConfig>{AdamWCpuConfig{}}; };
-  impl.run = run;
-  return impl;
-}
+Impl<AdamWArgs, AdamWCpuConfig> adamw_cuda_impl() { return default_config_cuda_impl<AdamWArgs, AdamWCpuConfig>(run); }
 
 }  // namespace lathe

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/embedding/embedding_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -31,8 +32,11 @@ static std::vector<EmbeddingBackwardCpuConfig> backward_config_space() {
   return configs;
 }
 
-// Every id in [0, vocab); the first one outside is reported by position and value.
-static void check_ids(ArgChecker& check, const TensorView& ids, int64_t vocab) {
+// Every id in [0, vocab); the first one outside is reported by position and value. Ids on a GPU
+// are copied back for the check (a few bytes per token), so the error is the same on every device.
+static void check_ids(ArgChecker& check, const TensorView& device_or_host_ids, int64_t vocab) {
+  Tensor host_copy;
+  const TensorView ids = host_readable(device_or_host_ids, host_copy);
   const int64_t tokens = ids.dim(0);
   for (int64_t t = 0; t < tokens; ++t) {
     int64_t id =
@@ -109,9 +113,11 @@ OpCost embedding_backward_cost(const EmbeddingBackwardArgs& args) {
 const Op<EmbeddingArgs, EmbeddingCpuConfig>& embedding_op() {
   static const Op<EmbeddingArgs, EmbeddingCpuConfig> op(
       "embedding",
-      LATHE_ISA_IMPLS(
-          embedding_forward_kernel, [](const EmbeddingArgs& args, Isa) { return heuristic_config(args.table.dim(1)); },
-          [](const EmbeddingArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(LATHE_ISA_IMPLS(
+                         embedding_forward_kernel,
+                         [](const EmbeddingArgs& args, Isa) { return heuristic_config(args.table.dim(1)); },
+                         [](const EmbeddingArgs&, Isa) { return config_space(); }),
+                     LATHE_CUDA_IMPL(embedding_cuda_impl)),
       [](const EmbeddingArgs& args) {
         return str_cat("vocab=", args.table.dim(0), ",dim=", args.table.dim(1), ",tokens=", args.ids.dim(0),
                        ",dtype=", dtype_name(args.table.dtype));
@@ -122,10 +128,12 @@ const Op<EmbeddingArgs, EmbeddingCpuConfig>& embedding_op() {
 const Op<EmbeddingBackwardArgs, EmbeddingBackwardCpuConfig>& embedding_backward_op() {
   static const Op<EmbeddingBackwardArgs, EmbeddingBackwardCpuConfig> op(
       "embedding_backward",
-      LATHE_ISA_IMPLS(
-          embedding_backward_kernel,
-          [](const EmbeddingBackwardArgs& args, Isa) { return backward_heuristic_config(args.ids.dim(0)); },
-          [](const EmbeddingBackwardArgs&, Isa) { return backward_config_space(); }),
+      with_cuda_impl(
+          LATHE_ISA_IMPLS(
+              embedding_backward_kernel,
+              [](const EmbeddingBackwardArgs& args, Isa) { return backward_heuristic_config(args.ids.dim(0)); },
+              [](const EmbeddingBackwardArgs&, Isa) { return backward_config_space(); }),
+          LATHE_CUDA_IMPL(embedding_backward_cuda_impl)),
       [](const EmbeddingBackwardArgs& args) {
         return str_cat("vocab=", args.dtable.dim(0), ",dim=", args.dtable.dim(1), ",tokens=", args.ids.dim(0),
                        ",dtype=", dtype_name(args.d_out.dtype));

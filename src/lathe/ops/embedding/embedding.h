@@ -21,6 +21,10 @@ struct EmbeddingArgs {
   TensorView ids;    // (tokens)
   TensorView out;    // (tokens, dim)  output
   float scale = 1.0f;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(table), visit(ids), visit(out);
+  }
 };
 
 struct EmbeddingBackwardArgs {
@@ -28,6 +32,10 @@ struct EmbeddingBackwardArgs {
   TensorView d_out;   // (tokens, dim)
   TensorView dtable;  // (vocab, dim)  output, overwritten
   float scale = 1.0f;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(ids), visit(d_out), visit(dtable);
+  }
 };
 
 struct EmbeddingCpuConfig {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/flash_attention/flash_attention_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -66,13 +67,6 @@ void validate(const FlashAttentionBackwardArgs& args) {
 float attention_scale(const FlashAttentionOptions& options, int64_t head_dim) {
   if (options.scale > 0) return options.scale;
   return head_dim > 0 ? 1.0f / std::sqrt(static_cast<float>(head_dim)) : 1.0f;
-}
-
-void visible_keys(const FlashAttentionOptions& options, int64_t i, int64_t seq_q, int64_t seq_k, int64_t* begin,
-                  int64_t* end) {
-  int64_t aligned = i + seq_k - seq_q;
-  *end = options.causal ? std::min(seq_k, aligned + 1) : seq_k;
-  *begin = (options.causal && options.window > 0) ? std::max<int64_t>(0, aligned - options.window + 1) : 0;
 }
 
 template <class T>
@@ -248,10 +242,11 @@ OpCost flash_attention_backward_cost(const FlashAttentionBackwardArgs& args) {
 const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
   static const Op<FlashAttentionArgs, FlashAttentionCpuConfig> op(
       "flash_attention",
-      LATHE_ISA_IMPLS(
-          flash_attention_forward_kernel,
-          [](const FlashAttentionArgs& args, Isa) { return heuristic_config(args.q, args.k); },
-          [](const FlashAttentionArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(LATHE_ISA_IMPLS(
+                         flash_attention_forward_kernel,
+                         [](const FlashAttentionArgs& args, Isa) { return heuristic_config(args.q, args.k); },
+                         [](const FlashAttentionArgs&, Isa) { return config_space(); }),
+                     LATHE_CUDA_IMPL(flash_attention_cuda_impl)),
       [](const FlashAttentionArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;
 }
@@ -259,10 +254,11 @@ const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
 const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>& flash_attention_backward_op() {
   static const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig> op(
       "flash_attention_backward",
-      LATHE_ISA_IMPLS(
-          flash_attention_backward_kernel,
-          [](const FlashAttentionBackwardArgs& args, Isa) { return heuristic_config(args.q, args.k); },
-          [](const FlashAttentionBackwardArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(LATHE_ISA_IMPLS(
+                         flash_attention_backward_kernel,
+                         [](const FlashAttentionBackwardArgs& args, Isa) { return heuristic_config(args.q, args.k); },
+                         [](const FlashAttentionBackwardArgs&, Isa) { return config_space(); }),
+                     LATHE_CUDA_IMPL(flash_attention_backward_cuda_impl)),
       [](const FlashAttentionBackwardArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;
 }

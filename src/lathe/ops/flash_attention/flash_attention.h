@@ -18,6 +18,7 @@
 // / softcap, or window without causal.
 #pragma once
 
+#include "lathe/core/host_device.h"
 #include "lathe/core/tensor.h"
 #include "lathe/ops/op.h"
 
@@ -37,6 +38,10 @@ struct FlashAttentionArgs {
   TensorView o;    // (batch, seq_q, n_heads, v_head_dim)  output
   TensorView lse;  // (batch, n_heads, seq_q) f32          output, saved for backward
   FlashAttentionOptions options;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(q), visit(k), visit(v), visit(o), visit(lse);
+  }
 };
 
 struct FlashAttentionBackwardArgs {
@@ -50,6 +55,10 @@ struct FlashAttentionBackwardArgs {
   TensorView dk;   // (batch, seq_k, n_kv_heads, head_dim)   output
   TensorView dv;   // (batch, seq_k, n_kv_heads, v_head_dim) output
   FlashAttentionOptions options;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(q), visit(k), visit(v), visit(o), visit(lse), visit(d_o), visit(dq), visit(dk), visit(dv);
+  }
 };
 
 struct FlashAttentionCpuConfig {
@@ -72,9 +81,18 @@ void validate(const FlashAttentionBackwardArgs& args);
 
 // The scale actually used (options.scale, or 1/sqrt(head_dim) when 0).
 float attention_scale(const FlashAttentionOptions& options, int64_t head_dim);
-// Keys visible to query i: [*begin, *end) (empty when end <= begin).
-void visible_keys(const FlashAttentionOptions& options, int64_t i, int64_t seq_q, int64_t seq_k, int64_t* begin,
-                  int64_t* end);
+// Keys visible to query i: [*begin, *end) (empty when end <= begin). Host and CUDA kernels share it.
+inline LATHE_HOST_DEVICE void visible_keys(bool causal, int64_t window, int64_t i, int64_t seq_q, int64_t seq_k,
+                                           int64_t* begin, int64_t* end) {
+  const int64_t aligned = i + seq_k - seq_q;
+  *end = causal ? (aligned + 1 < seq_k ? aligned + 1 : seq_k) : seq_k;
+  const int64_t first = aligned - window + 1;
+  *begin = (causal && window > 0 && first > 0) ? first : 0;
+}
+inline void visible_keys(const FlashAttentionOptions& options, int64_t i, int64_t seq_q, int64_t seq_k, int64_t* begin,
+                         int64_t* end) {
+  visible_keys(options.causal, options.window, i, seq_q, seq_k, begin, end);
+}
 
 // Plain loops computing in T (double: the oracle; float: the naive baseline); one score row at a time.
 template <class T>

@@ -77,24 +77,13 @@ void run_backward(const GatedActivationBackwardArgs& args, const GatedActivation
   LATHE_CUDA_CHECK_LAUNCH("gated_activation_backward (cuda)");
 }
 
-template <class Args>
-Impl<Args, GatedActivationCpuConfig> cuda_impl(void (*run)(const Args&, const GatedActivationCpuConfig&)) {
-  Impl<Args, GatedActivationCpuConfig> impl;
-  impl.name = "cuda";
-  impl.device = Device::cuda;
-  impl.heuristic = [](const Args&) { return GatedActivationCpuConfig{}; };
-  impl.space = [](const Args&) { return std::vector<GatedActivationCpuConfig>{GatedActivationCpuConfig{}}; };
-  impl.run = run;
-  return impl;
-}
-
 }  // namespace
 
 Impl<GatedActivationArgs, GatedActivationCpuConfig> gated_activation_cuda_impl() {
-  return cuda_impl<GatedActivationArgs>(run_forward);
+  return default_config_cuda_impl<GatedActivationArgs, GatedActivationCpuConfig>(run_forward);
 }
 Impl<GatedActivationBackwardArgs, GatedActivationCpuConfig> gated_activation_backward_cuda_impl() {
-  return cuda_impl<GatedActivationBackwardArgs>(run_backward);
+  return default_config_cuda_impl<GatedActivationBackwardArgs, GatedActivationCpuConfig>(run_backward);
 }
 
 }  // namespace lathe

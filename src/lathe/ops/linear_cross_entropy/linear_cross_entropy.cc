@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lathe/ops/linear_cross_entropy/linear_cross_entropy_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -55,16 +56,19 @@ void validate(const LinearCrossEntropyArgs& args) {
   check.present("dweight", args.dweight).shape("dweight", args.dweight, {vocab, d_model});
   check.dtype("dweight", args.dweight, DType::f32);
   if (args.lse.data) check.shape("lse", args.lse, {tokens}).dtype("lse", args.lse, DType::f32);
-  for (const auto& [name, view] : {std::pair{"hidden", args.hidden}, {"weight", args.weight},
-                                   {"dhidden", args.dhidden}, {"dweight", args.dweight}})
+  for (const auto& [name, view] : {std::pair{"hidden", args.hidden},
+                                   {"weight", args.weight},
+                                   {"dhidden", args.dhidden},
+                                   {"dweight", args.dweight}})
     check.contiguous(name, view);
   check.require(std::isfinite(args.logit_scale), "logit_scale must be finite, got ", args.logit_scale);
-  check.require(args.softcap >= 0 && std::isfinite(args.softcap), "softcap must be >= 0 (0 = off), got ",
-                args.softcap);
+  check.require(args.softcap >= 0 && std::isfinite(args.softcap), "softcap must be >= 0 (0 = off), got ", args.softcap);
   check.require(std::isfinite(args.z_loss), "z_loss must be finite, got ", args.z_loss);
   check.require(std::isfinite(args.grad_scale), "grad_scale must be finite, got ", args.grad_scale);
+  Tensor host_copy;  // targets on a GPU are checked from a host copy
+  const TensorView targets = host_readable(args.targets, host_copy);
   for (int64_t t = 0; t < tokens; ++t) {
-    int64_t target = target_at(args.targets, t);
+    int64_t target = target_at(targets, t);
     check.require(target == args.ignore_index || (target >= 0 && target < vocab), "targets[", t, "] = ", target,
                   " is outside [0, ", vocab, ") and is not ignore_index (", args.ignore_index, ")");
   }
@@ -144,14 +148,16 @@ int64_t linear_cross_entropy_workspace_bytes(const LinearCrossEntropyArgs& args,
   int64_t tokens = args.hidden.dim(0), d_model = args.hidden.dim(1), vocab = args.weight.dim(0);
   int64_t token_chunk = std::clamp<int64_t>(config.token_chunk, 1, std::max<int64_t>(tokens, 1));
   int64_t vocab_chunk = std::clamp<int64_t>(config.vocab_chunk, 1, vocab);
-  int64_t bytes = 4 * token_chunk * vocab_chunk + 4 * 4 * token_chunk;  // logits tile + row state
+  int64_t bytes = 4 * token_chunk * vocab_chunk + 4 * 4 * token_chunk;                       // logits tile + row state
   if (args.hidden.dtype == DType::bf16) bytes += 4 * (token_chunk + vocab_chunk) * d_model;  // f32 operand copies
   return bytes;
 }
 
 const Op<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig>& linear_cross_entropy_op() {
   static const Op<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig> op(
-      "linear_cross_entropy", LATHE_ISA_IMPLS(linear_cross_entropy_kernel, heuristic_config, config_space),
+      "linear_cross_entropy",
+      with_cuda_impl(LATHE_ISA_IMPLS(linear_cross_entropy_kernel, heuristic_config, config_space),
+                     LATHE_CUDA_IMPL(linear_cross_entropy_cuda_impl)),
       [](const LinearCrossEntropyArgs& args) {
         return str_cat("tokens=", args.hidden.dim(0), ",d_model=", args.hidden.dim(1), ",vocab=", args.weight.dim(0),
                        ",dtype=", dtype_name(args.hidden.dtype));

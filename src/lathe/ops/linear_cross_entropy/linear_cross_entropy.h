@@ -37,6 +37,10 @@ struct LinearCrossEntropyArgs {
   float softcap = 0.0f;     // 0: off
   float z_loss = 0.0f;      // coefficient of mean(lse^2)
   float grad_scale = 1.0f;  // multiplies both gradients (gradient accumulation)
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(hidden), visit(weight), visit(targets), visit(loss), visit(dhidden), visit(dweight), visit(lse);
+  }
 };
 
 struct LinearCrossEntropyCpuConfig {
@@ -58,7 +62,8 @@ void validate(const LinearCrossEntropyArgs& args);
 
 // Plain loops computing in T (double: the oracle; float: the naive baseline) with the full
 // logits matrix. Writes loss, dhidden, dweight and lse (when present).
-template <class T> void linear_cross_entropy_reference(const LinearCrossEntropyArgs& args);
+template <class T>
+void linear_cross_entropy_reference(const LinearCrossEntropyArgs& args);
 
 // flops: the executed work, 8 * tokens * vocab * d_model (logits twice, two gradient GEMMs), or
 // 6 * ... when the heuristic's vocabulary tile spans the whole vocabulary (logits computed once);

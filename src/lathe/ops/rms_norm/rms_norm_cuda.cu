@@ -78,22 +78,13 @@ void run_backward(const RmsNormBackwardArgs& args, const RmsNormCpuConfig&) {
   }
 }
 
-template <class Args>
-Impl<Args, RmsNormCpuConfig> cuda_impl(void (*run)(const Args&, const RmsNormCpuConfig&)) {
-  Impl<Args, RmsNormCpuConfig> impl;
-  impl.name = "cuda";
-  impl.device = Device::cuda;
-  impl.heuristic = [](const Args&) { return RmsNormCpuConfig{}; };
-  impl.space = [](const Args&) { return std::vector<RmsNormCpuConfig>{RmsNormCpuConfig{}}; };
-  impl.run = run;
-  return impl;
-}
-
 }  // namespace
 
-Impl<RmsNormArgs, RmsNormCpuConfig> rms_norm_cuda_impl() { return cuda_impl<RmsNormArgs>(run_forward); }
+Impl<RmsNormArgs, RmsNormCpuConfig> rms_norm_cuda_impl() {
+  return default_config_cuda_impl<RmsNormArgs, RmsNormCpuConfig>(run_forward);
+}
 Impl<RmsNormBackwardArgs, RmsNormCpuConfig> rms_norm_backward_cuda_impl() {
-  return cuda_impl<RmsNormBackwardArgs>(run_backward);
+  return default_config_cuda_impl<RmsNormBackwardArgs, RmsNormCpuConfig>(run_backward);
 }
 
 }  // namespace lathe

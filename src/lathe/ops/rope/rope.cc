@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "lathe/ops/rope/rope_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -191,9 +192,10 @@ static std::string rope_shape_key(const TensorView& in, const RopeParams& params
 const Op<RopeArgs, RopeCpuConfig>& rope_op() {
   static const Op<RopeArgs, RopeCpuConfig> op(
       "rope",
-      LATHE_ISA_IMPLS(
-          rope_forward_kernel, [](const RopeArgs& args, Isa) { return heuristic_config(args.x); },
-          [](const RopeArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(LATHE_ISA_IMPLS(
+                         rope_forward_kernel, [](const RopeArgs& args, Isa) { return heuristic_config(args.x); },
+                         [](const RopeArgs&, Isa) { return config_space(); }),
+                     LATHE_CUDA_IMPL(rope_cuda_impl)),
       [](const RopeArgs& args) { return rope_shape_key(args.x, args.params); });
   return op;
 }
@@ -201,9 +203,11 @@ const Op<RopeArgs, RopeCpuConfig>& rope_op() {
 const Op<RopeBackwardArgs, RopeCpuConfig>& rope_backward_op() {
   static const Op<RopeBackwardArgs, RopeCpuConfig> op(
       "rope_backward",
-      LATHE_ISA_IMPLS(
-          rope_backward_kernel, [](const RopeBackwardArgs& args, Isa) { return heuristic_config(args.dy); },
-          [](const RopeBackwardArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(
+          LATHE_ISA_IMPLS(
+              rope_backward_kernel, [](const RopeBackwardArgs& args, Isa) { return heuristic_config(args.dy); },
+              [](const RopeBackwardArgs&, Isa) { return config_space(); }),
+          LATHE_CUDA_IMPL(rope_backward_cuda_impl)),
       [](const RopeBackwardArgs& args) { return rope_shape_key(args.dy, args.params); });
   return op;
 }

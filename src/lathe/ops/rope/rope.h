@@ -71,6 +71,10 @@ struct RopeArgs {
   TensorView positions;  // (seq) i32 or i64; data may be null: positions 0..seq-1
   TensorView y;          // (batch, seq, n_heads, head_dim) output; may alias x
   RopeParams params;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(positions), visit(y);
+  }
 };
 
 struct RopeBackwardArgs {
@@ -78,6 +82,10 @@ struct RopeBackwardArgs {
   TensorView positions;  // (seq) i32 or i64; data may be null: positions 0..seq-1
   TensorView dx;         // (batch, seq, n_heads, head_dim) output; may alias dy
   RopeParams params;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(dy), visit(positions), visit(dx);
+  }
 };
 
 struct RopeCpuConfig {

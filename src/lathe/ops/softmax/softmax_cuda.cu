@@ -54,22 +54,13 @@ void run_backward(const SoftmaxBackwardArgs& args, const SoftmaxCpuConfig&) {
   LATHE_CUDA_CHECK_LAUNCH("softmax_backward (cuda)");
 }
 
-template <class Args>
-Impl<Args, SoftmaxCpuConfig> cuda_impl(void (*run)(const Args&, const SoftmaxCpuConfig&)) {
-  Impl<Args, SoftmaxCpuConfig> impl;
-  impl.name = "cuda";
-  impl.device = Device::cuda;
-  impl.heuristic = [](const Args&) { return SoftmaxCpuConfig{}; };
-  impl.space = [](const Args&) { return std::vector<SoftmaxCpuConfig>{SoftmaxCpuConfig{}}; };
-  impl.run = run;
-  return impl;
-}
-
 }  // namespace
 
-Impl<SoftmaxArgs, SoftmaxCpuConfig> softmax_cuda_impl() { return cuda_impl<SoftmaxArgs>(run_forward); }
+Impl<SoftmaxArgs, SoftmaxCpuConfig> softmax_cuda_impl() {
+  return default_config_cuda_impl<SoftmaxArgs, SoftmaxCpuConfig>(run_forward);
+}
 Impl<SoftmaxBackwardArgs, SoftmaxCpuConfig> softmax_backward_cuda_impl() {
-  return cuda_impl<SoftmaxBackwardArgs>(run_backward);
+  return default_config_cuda_impl<SoftmaxBackwardArgs, SoftmaxCpuConfig>(run_backward);
 }
 
 }  // namespace lathe
