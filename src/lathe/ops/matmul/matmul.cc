@@ -274,14 +274,16 @@ OpCost matmul_backward_cost(const MatmulBackwardArgs& args) {
   return {2.0 * outputs * g.k * products, bytes};
 }
 
-// Heuristic blocks: B micro-panels (kc x nr floats) in L1, the A block (mc x kc) in L2, the B
-// block (kc x nc) in the shared L3. AVX2 values come from `lathe tune` on a Zen 5 VM (kc=512:
-// 6x16 tile's 32 KB panel fits the 48 KB L1; 1.4-1.6x over kc=256,nc=2048; docs/perf.md). The
-// AVX-512 values keep the panel at 32 KB (kc=256 for nr=32) and are not yet measured.
+// Heuristic blocks: B micro-panels (kc x nr floats) in L1 (or L2), the A block (mc x kc) in L2,
+// the B block (kc x nc) in the shared L3. AVX2 values come from `lathe tune` on a Zen 5 VM
+// (kc=512: 6x16 tile's 32 KB panel fits the 48 KB L1; 1.4-1.6x over kc=256,nc=2048; docs/perf.md).
+// AVX-512 also takes kc=512 (measured on Zen 5, docs/perf.md "f32 GEMM against oneDNN"): the
+// 14x32 tile's 64 KB B panel then streams from L2, which the tile absorbs (98% of the FMA peak
+// with A and B panels from L2), while half as many K slices halve the C tile's loads and stores.
 static MatmulCpuConfig heuristic_config(Isa isa, bool bf16_dot) {
   MatmulTile tile = matmul_tile(isa, 0, bf16_dot);
   MatmulCpuConfig config;
-  config.kc = bf16_dot || isa != Isa::avx512 ? 512 : 256;
+  config.kc = 512;
   config.mc = tile.mr * (isa == Isa::scalar ? 16 : 24);
   config.nc = 4096;
   config.microkernel = 0;

@@ -16,8 +16,10 @@
 // panels: vdpbf16ps in the AVX-512 compilation, an FMA emulation of it elsewhere (to test the layout on any machine).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "lathe/core/aligned_buffer.h"
 #include "lathe/core/parallel.h"
@@ -131,6 +133,7 @@ inline VecF activate(VecF x, Activation activation) {
 
 template <int MR, int NV>
 inline void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
+#pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     if (r >= rows) break;
     float* row = c + r * ldc;
@@ -155,6 +158,14 @@ inline void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows,
   }
 }
 
+inline void prefetch_line(const float* p) {
+#if LATHE_KERNEL_ISA >= 1
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+#else
+  (void)p;
+#endif
+}
+
 // f32 micro-panels: a is (depth, MR), b is (depth, MR * NV * W), both packed.
 template <int MR, int NV>
 inline void tile_f32(int64_t depth, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc,
@@ -165,6 +176,13 @@ inline void tile_f32(int64_t depth, const float* __restrict a, const float* __re
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[r][v] = VecF::zero();
+  // C's rows, requested now: the epilogue reads (or writes) them after `depth` steps, and a tile
+  // of a large C would otherwise wait on a cache miss per row.
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+    prefetch_line(c + r * ldc);
+    prefetch_line(c + r * ldc + cols - 1);
+  }
   for (int64_t p = 0; p < depth; ++p) {
     VecF bv[NV];
 #pragma GCC unroll 8
@@ -186,6 +204,13 @@ constexpr int kMaxPanelWidth = 64;  // the widest tile dimension (6x64)
 inline __m256 load8_bf16(const uint16_t* p) {
   __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+inline int64_t min_index(int64_t x, int64_t y) { return x < y ? x : y; }
+
+// A maskstore mask selecting the first `lanes` of 8 floats.
+inline __m256i first_lanes_mask(int64_t lanes) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // rows[j] holds row j of an 8 x 8 block; afterwards rows[j] holds its column j.
@@ -227,11 +252,14 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
         float* o = dest + panel_row * depth + p * width;
 #if LATHE_KERNEL_ISA >= 1
         // A whole panel row is `width` contiguous values: vector copies (a library memmove call
-        // per panel row cost more than the copy; it dominated packing a streamed weight).
-        if (valid == width && width % 8 == 0) {
-          for (int64_t r = 0; r < width; r += 8)
+        // per panel row cost more than the copy; it dominated packing a streamed weight). Widths
+        // that are not a multiple of 8 (a 14-row tile) end with a copy overlapping the one before.
+        if (valid == width && width >= 8) {
+          for (int64_t step = 0; step < width; step += 8) {
+            const int64_t r = min_index(step, width - 8);
             _mm256_storeu_ps(o + r, x.bf16 ? load8_bf16(base_bf16 + offset + panel_row + r)
                                            : _mm256_loadu_ps(base_f32 + offset + panel_row + r));
+          }
           continue;
         }
 #endif
@@ -255,16 +283,24 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
 #if LATHE_KERNEL_ISA >= 1
       // Whole panels in 8 x 8 blocks transposed in registers: each row is read with vector loads
       // (a B operand streamed from memory, e.g. an expert's weight, is read at full line rate
-      // instead of one float per row and depth step).
-      if (valid == width && width % 8 == 0)
+      // instead of one float per row and depth step). A width that is not a multiple of 8 (the
+      // 14-row AVX-512 tile) ends with a block overlapping the one before (the same values are
+      // stored twice); a width below 8 (the AVX2 tiles' 4 and 6 rows) loads its last row again
+      // for the missing ones and stores `width` lanes.
+      if (valid == width && width >= 4)
         for (; p + 8 <= depth; p += 8)
-          for (int64_t r = 0; r < width; r += 8) {
+          for (int64_t step = 0; step < width; step += 8) {
+            const int64_t r = width >= 8 ? min_index(step, width - 8) : 0;
             __m256 rows[8];
-            for (int j = 0; j < 8; ++j)
-              rows[j] =
-                  x.bf16 ? load8_bf16(base_bf16 + offsets[r + j] + p) : _mm256_loadu_ps(base_f32 + offsets[r + j] + p);
+            for (int j = 0; j < 8; ++j) {
+              const int64_t row = offsets[r + min_index(j, width - 1 - r)];
+              rows[j] = x.bf16 ? load8_bf16(base_bf16 + row + p) : _mm256_loadu_ps(base_f32 + row + p);
+            }
             transpose8x8(rows);
-            for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + (p + j) * width + r, rows[j]);
+            if (width >= 8)
+              for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + (p + j) * width + r, rows[j]);
+            else
+              for (int j = 0; j < 8; ++j) _mm256_maskstore_ps(out + (p + j) * width, first_lanes_mask(width), rows[j]);
           }
 #endif
       for (; p < depth; ++p) {
@@ -281,7 +317,7 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
 
 // Grow-only per-thread scratch: pool threads persist, so packing buffers are allocated once.
 inline float* thread_scratch(int slot, size_t bytes) {
-  static thread_local AlignedBuffer buffers[2];
+  static thread_local AlignedBuffer buffers[3];  // A block, B block, a B block shared by the threads
   if (buffers[slot].bytes() < bytes) buffers[slot] = AlignedBuffer(bytes + 4096);
   return buffers[slot].as<float>();
 }
@@ -328,6 +364,57 @@ struct F32Path {
   }
 };
 
+// The cache blocks of one call: sizes rounded to the register tile, and the largest packed blocks.
+template <class Path>
+struct Blocking {
+  int64_t mc, nc, kc, depth_max, a_elements, b_elements;
+  Blocking(const Gemm& g, const MatmulCpuConfig& config, int64_t rows, int64_t cols) {
+    constexpr int MR = Path::kMR, NR = Path::kNR;
+    mc = max64(MR, config.mc / MR * MR), nc = max64(NR, config.nc / NR * NR);
+    kc = max64(2, config.kc / 2 * 2);
+    depth_max = Path::packed_depth(min64(kc, g.k));
+    a_elements = min64(mc, round_up(rows, MR)) * depth_max;
+    b_elements = min64(nc, round_up(cols, NR)) * depth_max;
+  }
+};
+
+// Rows [m0, m1) of batch entry t against one packed B block: columns [jc, jc + nb) of C, K slice
+// [pc, pc + kb), B's micro-panels in b_pack (column j's panel at j * depth); n1 bounds the columns
+// of this caller's share (for the next-block prefetch).
+template <class Path>
+inline void multiply_b_block(const Gemm& g, const Blocking<Path>& blocks, int64_t t, int64_t m0, int64_t m1, int64_t n1,
+                             int64_t jc, int64_t nb, int64_t pc, int64_t kb, const typename Path::Packed* b_pack,
+                             typename Path::Packed* a_pack) {
+  constexpr int MR = Path::kMR, NR = Path::kNR;
+  const int64_t mc = blocks.mc, nc = blocks.nc, kc = blocks.kc, depth = Path::packed_depth(kb);
+  float* c = g.c + t * g.c_batch_stride;
+  Epilogue base{pc > 0 || g.accumulate, pc + kb >= g.k, nullptr, g.activation};
+  base.streaming = g.streaming_c && !base.load_c && base.finalize;
+  LineStream next_b;
+  int64_t lines_per_tile = 0;
+  if (g.prefetch_next_b) {  // the next block: the next K slice, else the next column block
+    if (pc + kc < g.k)
+      next_b = b_block_lines(g.bt, t, jc, nb, pc + kc, min64(kc, g.k - pc - kc));
+    else if (jc + nc < n1)
+      next_b = b_block_lines(g.bt, t, jc + nc, min64(nc, n1 - jc - nc), 0, min64(kc, g.k));
+    const int64_t tiles = (m1 - m0 + MR - 1) / MR * ((nb + NR - 1) / NR);
+    lines_per_tile = (next_b.lines() + tiles - 1) / tiles;
+  }
+  for (int64_t ic = m0; ic < m1; ic += mc) {
+    const int64_t mb = min64(mc, m1 - ic);
+    Path::pack_a(g.a, t, ic, mb, pc, kb, MR, a_pack);
+    for (int64_t jr = 0; jr < nb; jr += NR) {
+      Epilogue e = base;
+      e.bias = g.bias ? g.bias + jc + jr : nullptr;
+      for (int64_t ir = 0; ir < mb; ir += MR) {
+        if (lines_per_tile) next_b.issue(lines_per_tile);
+        Path::tile(depth, a_pack + ir * depth, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
+                   min64(MR, mb - ir), min64(NR, nb - jr), e);
+      }
+    }
+  }
+}
+
 // One thread's share: rows [m0, m1) x columns [n0, n1) of batch entry t.
 template <class Path>
 inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, int64_t m0, int64_t m1, int64_t n0,
@@ -335,45 +422,15 @@ inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, 
   if (m0 >= m1 || n0 >= n1) return;
   if (g.k == 0) return epilogue_only(g, t, m0, m1, n0, n1);
   using Packed = typename Path::Packed;
-  constexpr int MR = Path::kMR, NR = Path::kNR;
-  const int64_t mc = max64(MR, config.mc / MR * MR), nc = max64(NR, config.nc / NR * NR);
-  const int64_t kc = max64(2, config.kc / 2 * 2);
-  const int64_t kc_block = min64(kc, g.k), mc_block = min64(mc, round_up(m1 - m0, MR));
-  const int64_t nc_block = min64(nc, round_up(n1 - n0, NR));
-  const int64_t depth_max = Path::packed_depth(kc_block);
-  Packed* a_pack = reinterpret_cast<Packed*>(thread_scratch(0, sizeof(Packed) * mc_block * depth_max));
-  Packed* b_pack = reinterpret_cast<Packed*>(thread_scratch(1, sizeof(Packed) * nc_block * depth_max));
-  float* c = g.c + t * g.c_batch_stride;
-  for (int64_t jc = n0; jc < n1; jc += nc) {
-    const int64_t nb = min64(nc, n1 - jc);
-    for (int64_t pc = 0; pc < g.k; pc += kc) {
-      const int64_t kb = min64(kc, g.k - pc), depth = Path::packed_depth(kb);
-      Path::pack_b(g.bt, t, jc, nb, pc, kb, NR, b_pack);
-      Epilogue base{pc > 0 || g.accumulate, pc + kb >= g.k, nullptr, g.activation};
-      base.streaming = g.streaming_c && !base.load_c && base.finalize;
-      LineStream next_b;
-      int64_t lines_per_tile = 0;
-      if (g.prefetch_next_b) {  // the next block: the next K slice, else the next column block
-        if (pc + kc < g.k)
-          next_b = b_block_lines(g.bt, t, jc, nb, pc + kc, min64(kc, g.k - pc - kc));
-        else if (jc + nc < n1)
-          next_b = b_block_lines(g.bt, t, jc + nc, min64(nc, n1 - jc - nc), 0, min64(kc, g.k));
-        const int64_t tiles = (m1 - m0 + MR - 1) / MR * ((nb + NR - 1) / NR);
-        lines_per_tile = (next_b.lines() + tiles - 1) / tiles;
-      }
-      for (int64_t ic = m0; ic < m1; ic += mc) {
-        const int64_t mb = min64(mc, m1 - ic);
-        Path::pack_a(g.a, t, ic, mb, pc, kb, MR, a_pack);
-        for (int64_t jr = 0; jr < nb; jr += NR) {
-          Epilogue e = base;
-          e.bias = g.bias ? g.bias + jc + jr : nullptr;
-          for (int64_t ir = 0; ir < mb; ir += MR) {
-            if (lines_per_tile) next_b.issue(lines_per_tile);
-            Path::tile(depth, a_pack + ir * depth, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
-                       min64(MR, mb - ir), min64(NR, nb - jr), e);
-          }
-        }
-      }
+  const Blocking<Path> blocks(g, config, m1 - m0, n1 - n0);
+  Packed* a_pack = reinterpret_cast<Packed*>(thread_scratch(0, sizeof(Packed) * blocks.a_elements));
+  Packed* b_pack = reinterpret_cast<Packed*>(thread_scratch(1, sizeof(Packed) * blocks.b_elements));
+  for (int64_t jc = n0; jc < n1; jc += blocks.nc) {
+    const int64_t nb = min64(blocks.nc, n1 - jc);
+    for (int64_t pc = 0; pc < g.k; pc += blocks.kc) {
+      const int64_t kb = min64(blocks.kc, g.k - pc);
+      Path::pack_b(g.bt, t, jc, nb, pc, kb, Path::kNR, b_pack);
+      multiply_b_block<Path>(g, blocks, t, m0, m1, n1, jc, nb, pc, kb, b_pack, a_pack);
     }
   }
 }
@@ -503,8 +560,56 @@ struct ThreadSetup {
   }
 };
 
+// Threads that split M of one product (they all multiply the same B) pack each B block together
+// into one buffer: each packs a share of its micro-panels, all wait, all multiply their rows
+// against the whole block, all wait again before the next block is packed. Each thread packing
+// the whole B itself cost 5-10% of a 1024^3 product on 2 threads (docs/perf.md). `sync` waits
+// for every thread at a phase boundary.
+template <class Path, class Sync>
+void gemm_rows_shared_b(const Gemm& g, const MatmulCpuConfig& config, int64_t t, int64_t m0, int64_t m1,
+                        typename Path::Packed* b_pack, int part, int parts, Sync&& sync) {
+  using Packed = typename Path::Packed;
+  constexpr int NR = Path::kNR;
+  const Blocking<Path> blocks(g, config, g.m, g.n);
+  Packed* a_pack = reinterpret_cast<Packed*>(thread_scratch(0, sizeof(Packed) * blocks.a_elements));
+  for (int64_t jc = 0; jc < g.n; jc += blocks.nc) {
+    const int64_t nb = min64(blocks.nc, g.n - jc), panels = (nb + NR - 1) / NR;
+    for (int64_t pc = 0; pc < g.k; pc += blocks.kc) {
+      const int64_t kb = min64(blocks.kc, g.k - pc), depth = Path::packed_depth(kb);
+      const int64_t first = panels * part / parts * NR, last = min64(nb, panels * (part + 1) / parts * NR);
+      if (first < last) Path::pack_b(g.bt, t, jc + first, last - first, pc, kb, NR, b_pack + first * depth);
+      sync();
+      if (m0 < m1) multiply_b_block<Path>(g, blocks, t, m0, m1, g.n, jc, nb, pc, kb, b_pack, a_pack);
+      sync();
+    }
+  }
+}
+
+// A barrier for the threads of one parallel_run (spins briefly, then yields: the machine may be
+// shared, and a preempted thread must not be waited on at full power).
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int count) : count_(count) {}
+  void wait() {
+    const int64_t generation = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == count_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_acq_rel);
+      return;
+    }
+    for (int spin = 0; generation_.load(std::memory_order_acquire) == generation; ++spin)
+      if (spin > 2000) std::this_thread::yield();
+  }
+
+ private:
+  const int count_;
+  std::atomic<int> arrived_{0};
+  std::atomic<int64_t> generation_{0};
+};
+
 // Splits the work over threads: whole batch entries when there are enough, else the longer of
-// M and N in whole tiles. Every element is computed by one thread in the same K order.
+// M and N in whole tiles (rows: the threads share each packed B block, gemm_rows_shared_b).
+// Every element is computed by one thread in the same K order, whatever the split.
 template <class Path>
 void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
@@ -512,12 +617,32 @@ void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
   const double flops = 2.0 * g.batch * g.m * g.n * (g.k + 1);
   const int64_t threads = flops < 2e5 ? 1 : num_threads();
   const int64_t m_tiles = (g.m + MR - 1) / MR, n_tiles = (g.n + NR - 1) / NR;
+  const bool split_batch = g.batch >= threads;
+  const bool split_rows = m_tiles * NR >= n_tiles * MR * 2 || n_tiles < threads;
+  if (threads > 1 && !split_batch && split_rows && g.k > 0) {
+    using Packed = typename Path::Packed;
+    const Blocking<Path> blocks(g, config, g.m, g.n);
+    Packed* b_pack = reinterpret_cast<Packed*>(thread_scratch(2, sizeof(Packed) * blocks.b_elements));
+    SpinBarrier barrier(static_cast<int>(threads));
+    parallel_run([&](int part, int parts) {
+      ThreadSetup<Path> setup;
+      if (parts != threads) {  // nested inside another parallel region: one thread does it all
+        for (int64_t t = 0; t < g.batch; ++t) gemm_range<Path>(g, config, t, 0, g.m, 0, g.n);
+        return;
+      }
+      const int64_t begin = min64(g.m, m_tiles * part / parts * MR);
+      const int64_t end = min64(g.m, m_tiles * (part + 1) / parts * MR);
+      for (int64_t t = 0; t < g.batch; ++t)
+        gemm_rows_shared_b<Path>(g, config, t, begin, end, b_pack, part, parts, [&] { barrier.wait(); });
+    });
+    return;
+  }
   auto work = [&](int64_t part, int64_t parts) {
     ThreadSetup<Path> setup;
-    if (g.batch >= parts) {
+    if (split_batch) {
       for (int64_t t = g.batch * part / parts; t < g.batch * (part + 1) / parts; ++t)
         gemm_range<Path>(g, config, t, 0, g.m, 0, g.n);
-    } else if (m_tiles * NR >= n_tiles * MR * 2 || n_tiles < parts) {  // rows: A is the larger operand
+    } else if (split_rows) {  // K = 0 or one thread
       int64_t begin = min64(g.m, m_tiles * part / parts * MR), end = min64(g.m, m_tiles * (part + 1) / parts * MR);
       for (int64_t t = 0; t < g.batch; ++t) gemm_range<Path>(g, config, t, begin, end, 0, g.n);
     } else {

@@ -9,10 +9,12 @@
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/matmul/matmul_tiles.h"
 #include "test_seed.h"
 
 namespace lathe {
 LATHE_DECLARE_ISA_KERNEL(matmul_bf16_dot_kernel, MatmulArgs, MatmulCpuConfig)
+LATHE_DECLARE_ISA_KERNEL(matmul_kernel, MatmulArgs, MatmulCpuConfig)
 
 namespace {
 
@@ -143,6 +145,51 @@ TEST(Matmul, SharedWeightBatchEqualsSeparateProductsForAnyThreadCount) {
   matmul({a, shared, serial, bias, false, true, false, Activation::silu});
   set_num_threads(threads);
   EXPECT_EQ(max_abs_difference(c, serial), 0.0) << "seed=" << seed;
+}
+
+// Threads splitting the rows of one product pack each B block together (run_gemm's shared B):
+// the f32 kernel of every ISA this machine runs and every register tile, with blocks small enough
+// that there are several column blocks and K slices, some threads packing no micro-panel of a
+// block, and more row tiles than threads. 1, 2 and 3 threads give the same bits, and the
+// reference's values.
+TEST(Matmul, RowSplitWithSharedPackedBMatchesOneThreadBitwise) {
+  uint64_t seed = test_seed();
+  struct Kernel {
+    Isa isa;
+    KernelFunction<MatmulArgs, MatmulCpuConfig> run;
+  } kernels[] = {
+      {Isa::scalar, scalar::matmul_kernel}, {Isa::avx2, avx2::matmul_kernel}, {Isa::avx512, avx512::matmul_kernel}};
+  const int64_t m = 97, n = 70, k = 61;
+  const int threads = num_threads();
+  for (const Kernel& kernel : kernels) {
+    if (!isa_available(kernel.isa)) continue;
+    for (int64_t variant = 0; variant < matmul_tile_count(kernel.isa, false); ++variant) {
+      const MatmulTile tile = matmul_tile(kernel.isa, variant, false);
+      const MatmulCpuConfig config{tile.mr * 2, 24, tile.nr, variant};
+      for (bool trans_b : {false, true}) {
+        Tensor a = random_tensor({m, k}, DType::f32, seed, 1);
+        Tensor b = random_tensor(trans_b ? Shape{n, k} : Shape{k, n}, DType::f32, seed, 2);
+        Tensor bias = random_tensor({n}, DType::f32, seed, 3);
+        Tensor expected = Tensor::empty({m, n}, DType::f32), one_thread = Tensor::empty({m, n}, DType::f32);
+        MatmulArgs args{a, b, expected, bias, false, trans_b, false, Activation::gelu_tanh};
+        matmul_reference<double>(args);
+        for (int count : {1, 2, 3}) {
+          Tensor c = Tensor::empty({m, n}, DType::f32);
+          args.c = count == 1 ? one_thread.view() : c.view();
+          poison(args.c);
+          set_num_threads(count);
+          kernel.run(args, config);
+          set_num_threads(threads);
+          const std::string where = str_cat(isa_name(kernel.isa), " tile ", tile.mr, "x", tile.nr, " tb=", trans_b,
+                                            " threads=", count, " seed=", seed);
+          EXPECT_LT(max_abs_difference(args.c, expected), 1e-4) << where;
+          if (count > 1) {
+            EXPECT_EQ(max_abs_difference(c, one_thread), 0.0) << where;
+          }
+        }
+      }
+    }
+  }
 }
 
 // a @ I = a exactly (every product is x * 1 or x * 0), through every implementation.
