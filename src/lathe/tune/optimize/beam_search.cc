@@ -169,7 +169,15 @@ SearchTrace beam_search(const KernelSpace& space, const PredictFn& predict, cons
     }
     int measured = 0;
     for (const auto& proposal : proposals) {
-      if (measured == per_step || clock() - began >= options.budget_seconds) break;
+      // Stop before a candidate that would likely end past the budget (at the mean time per
+      // candidate so far), so the search keeps within it rather than overrunning by one.
+      const double spent = clock() - began;
+      const double per_candidate = spent / std::max<size_t>(trace.candidates.size(), 1);
+      if (measured == per_step) break;
+      if (spent + per_candidate > options.budget_seconds) {
+        trace.stop_reason = "budget";
+        break;
+      }
       run(step, proposal.move, proposal.parent, proposal.schedule, proposal.predicted, proposal.ranked);
       ++measured;
     }
@@ -177,6 +185,7 @@ SearchTrace beam_search(const KernelSpace& space, const PredictFn& predict, cons
     for (size_t i = static_cast<size_t>(measured); i < proposals.size(); ++i) seen.erase(proposals[i].schedule.key());
     bool improved = update_best();
     record_step(step, measured);
+    if (trace.stop_reason == "budget") break;
     stale = improved ? 0 : stale + 1;
     if (stale >= options.patience) {
       trace.stop_reason = str_cat("no improvement in ", options.patience, " steps");

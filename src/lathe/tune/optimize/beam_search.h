@@ -10,7 +10,8 @@
 //      lab's correctness check, then timing; a candidate that fails is recorded with its verdict and never enters the
 //      beam);
 //   4. the beam becomes the `beam` fastest measured schedules; the search stops when a step brings
-//      no improvement `patience` times, after `max_steps`, or when the budget is spent.
+//      no improvement `patience` times, after `max_steps`, or before a candidate that would
+//      likely end past the budget (at the mean time per candidate so far).
 // Deterministic for deterministic predict / measure / clock functions (ties break on the key).
 #pragma once
 
