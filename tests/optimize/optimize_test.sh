@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `lathe optimize` end to end, small: a sample of the schedule space judged by the lab for
-# correctness (--check-space), one search with a tiny budget whose JSON report must have the
+# `lathe optimize` end to end, small: a sample of each family's schedule space judged by the lab
+# for correctness (--check-space), a one-step row search (its hand-tuned figure), one search with a tiny budget whose JSON report must have the
 # documented structure and a winner that passed the lab, the per-machine cache reused by a second
 # run, and bad input (an unknown problem) answered with the list of names and exit 2.
 # Usage: optimize_test.sh LATHE
@@ -19,6 +19,25 @@ if ! "$lathe" optimize --check-space 6 --seed "$RANDOM" gemm_groupnorm_swish_mul
 else
   echo "ok: sampled schedules pass"; cat "$work/space.txt"
 fi
+
+# The row family and the plain matmul: one sampled schedule each, judged by the lab.
+if ! "$lathe" optimize --check-space 4 --seed "$RANDOM" rms_norm softmax layer_norm large_gemm > "$work/rows.txt" 2>&1; then
+  echo "FAIL: a sampled row / matmul schedule failed the lab"; cat "$work/rows.txt"; failures=$((failures + 1))
+else
+  echo "ok: sampled row / matmul schedules pass"; cat "$work/rows.txt"
+fi
+
+# A row search of one step: the report shows the found kernel against lathe's hand-tuned op.
+"$lathe" optimize softmax --quick --beam 1 --per-step 1 --steps 1 --budget-s 60 --json > "$work/rows.json" 2> "$work/rows.err"
+python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+(p,) = r['problems']
+assert p['winner_passed'] and p['hand_tuned_op'] == 'softmax' and p['fraction_of_hand_tuned'] > 0, p
+assert p['candidates_measured'] == 2 and 'passes' in p['winner'], p
+assert r['summary']['fraction_of_hand_tuned']['softmax'] == p['fraction_of_hand_tuned']
+print('ok: row search, fraction of the hand-tuned kernel reported')" "$work/rows.json" ||
+  { failures=$((failures + 1)); tail -20 "$work/rows.err"; }
 
 # A search with a tiny budget.
 if ! "$lathe" optimize gemm_relu_scale --quick --beam 2 --steps 2 --budget-s 60 --report "$work/report" \

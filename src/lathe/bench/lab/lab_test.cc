@@ -59,14 +59,19 @@ TEST(LabVerdicts, EachHasItsOwnNameAndExitCodeAndOnlyPassExitsZero) {
   EXPECT_EQ(codes.size(), std::size(all));
 }
 
-TEST(LabBadInput, UnknownProblemListsTheNamesAndOpProblemsAreRefused) {
+TEST(LabBadInput, UnknownProblemListsTheNamesAndOpProblemsWithoutNamedInputsAreRefused) {
   try {
     describe_lab_problem("no_such_problem", true);
     FAIL() << "no error";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("gemm_relu_scale"), std::string::npos);
   }
-  EXPECT_THROW(describe_lab_problem("rms_norm", true), Error);  // an op's problem: no named inputs yet
+  EXPECT_THROW(describe_lab_problem("rope", true), Error);  // an op's problem without named inputs
+  // An op's problem whose registration names its inputs (OpSuiteProblem::InputsFn).
+  const std::string rms_norm = describe_lab_problem("rms_norm", true);
+  EXPECT_NE(rms_norm.find("inputs[0] x: f32 (13, 37)"), std::string::npos) << rms_norm;
+  EXPECT_NE(rms_norm.find("inputs[1] weight: f32 (37)"), std::string::npos) << rms_norm;
+  EXPECT_NE(rms_norm.find("outputs[1] inv_rms: f32 (13)"), std::string::npos) << rms_norm;
   EXPECT_NE(describe_lab_problem("gemm_relu_scale", true).find("inputs[1] w: f32 (256, 40)"), std::string::npos);
 }
 

@@ -216,7 +216,11 @@ void register_linear_problems(std::vector<SuiteEntry>& entries) {
   add_op_suite_problem(
       entries,
       llm_info("large_gemm", "a large projection GEMM, y = x w^T", "Qwen3-0.6B q_proj (1024 -> 2048), 512 tokens"),
-      "matmul", "m=512,n=2048,k=1024,tb=1", "m=37,n=29,k=53,tb=1");
+      "matmul", "m=512,n=2048,k=1024,tb=1", "m=37,n=29,k=53,tb=1", {},
+      [](OpProblem& problem) -> std::vector<std::pair<std::string, TensorView>> {  // x: (m, k)  w: (n, k)
+        const auto& args = op_problem_args<MatmulArgs, MatmulCpuConfig>(problem);
+        return {{"x", args.a}, {"w", args.b}};
+      });
   add_suite_problem<SwigluMlpProblem>(entries,
                                       llm_info("swiglu_mlp", "SwiGLU MLP: down(silu(gate(x)) * up(x))",
                                                "Qwen3-0.6B MLP (1024 -> 3072 -> 1024), 64 tokens"),

@@ -2,11 +2,13 @@
 
 namespace lathe {
 
-OpSuiteProblem::OpSuiteProblem(SuiteInfo info, std::string op, const std::string& shape, VendorPath vendor)
+OpSuiteProblem::OpSuiteProblem(SuiteInfo info, std::string op, const std::string& shape, VendorPath vendor,
+                               InputsFn inputs)
     : SuiteProblem(std::move(info), shape),
       op_(find_op(op)),
       shape_(ShapeSpec::parse(shape)),
-      vendor_(std::move(vendor)) {
+      vendor_(std::move(vendor)),
+      inputs_(std::move(inputs)) {
   fill_inputs(0);
   if (mutable_info().lathe_path.empty()) mutable_info().lathe_path = op_.name;
   if (!vendor_ && mutable_info().vendor.empty()) {
@@ -32,9 +34,10 @@ void OpSuiteProblem::run_vendor() {
 void OpSuiteProblem::add_cold_copy(uint64_t seed) { copies_.push_back(op_.make_problem(shape_, seed)); }
 
 void add_op_suite_problem(std::vector<SuiteEntry>& entries, const SuiteInfo& info, const std::string& op,
-                          const std::string& full, const std::string& quick, const OpSuiteProblem::VendorPath& vendor) {
+                          const std::string& full, const std::string& quick, const OpSuiteProblem::VendorPath& vendor,
+                          const OpSuiteProblem::InputsFn& inputs) {
   entries.push_back({info.name, info.family, [=](bool is_quick) -> std::unique_ptr<SuiteProblem> {
-                       return std::make_unique<OpSuiteProblem>(info, op, is_quick ? quick : full, vendor);
+                       return std::make_unique<OpSuiteProblem>(info, op, is_quick ? quick : full, vendor, inputs);
                      }});
 }
 

@@ -4,6 +4,8 @@
 // The suite adds only its description and the vendor baseline: the op problem's first benchmark
 // peer (matmul: oneDNN / OpenBLAS sgemm), or a composition given as a VendorPath that reads the op
 // problem's inputs and writes its outputs (e.g. attention as two sgemms around a plain softmax).
+// An InputsFn names the op problem's inputs, so the kernel lab can hand them to a candidate
+// (`lathe lab`, `lathe optimize`); without one the lab cannot judge the problem.
 #pragma once
 
 #include <functional>
@@ -19,10 +21,14 @@ class OpSuiteProblem : public SuiteProblem {
  public:
   // Runs the vendor baseline on the op problem's inputs into its outputs.
   using VendorPath = std::function<void(OpProblem& problem)>;
+  // The op problem's inputs with their names, in the order a lab candidate receives them
+  // (contiguous, row-major).
+  using InputsFn = std::function<std::vector<std::pair<std::string, TensorView>>(OpProblem& problem)>;
 
   // `shape` is the op's ShapeSpec text; info.vendor describes `vendor` (empty: the op's first
   // peer, if it has one, else no vendor row). info.lathe_path defaults to the op's name.
-  OpSuiteProblem(SuiteInfo info, std::string op, const std::string& shape, VendorPath vendor = {});
+  OpSuiteProblem(SuiteInfo info, std::string op, const std::string& shape, VendorPath vendor = {},
+                 InputsFn inputs = {});
 
   void fill_inputs(uint64_t seed) override;  // a fresh op problem drawn at this seed
   void run_lathe() override { live().run("", nullptr); }
@@ -33,6 +39,9 @@ class OpSuiteProblem : public SuiteProblem {
     live().reference(use_double, into);
   }
   Tolerance tolerance() const override { return live().tolerance(); }
+  std::vector<std::pair<std::string, TensorView>> named_inputs() const override {
+    return inputs_ ? inputs_(live()) : std::vector<std::pair<std::string, TensorView>>{};
+  }
   void prepare_run() override { live().prepare_run(); }
   int64_t buffer_bytes() const override { return live().buffer_bytes(); }
   void add_cold_copy(uint64_t seed) override;
@@ -44,6 +53,7 @@ class OpSuiteProblem : public SuiteProblem {
   const OpRegistration& op_;
   ShapeSpec shape_;
   VendorPath vendor_;
+  InputsFn inputs_;
   std::string peer_;                                // the op's peer used as the vendor ("" if none)
   std::unique_ptr<OpProblem> problem_;              // drawn by fill_inputs
   std::vector<std::unique_ptr<OpProblem>> copies_;  // cache-cold copies
@@ -53,7 +63,7 @@ class OpSuiteProblem : public SuiteProblem {
 // Registers an OpSuiteProblem at a full and a --quick shape.
 void add_op_suite_problem(std::vector<SuiteEntry>& entries, const SuiteInfo& info, const std::string& op,
                           const std::string& full, const std::string& quick,
-                          const OpSuiteProblem::VendorPath& vendor = {});
+                          const OpSuiteProblem::VendorPath& vendor = {}, const OpSuiteProblem::InputsFn& inputs = {});
 
 // The Args of an op problem built by TypedProblem<Args, Config>, for vendor compositions.
 template <class Args, class Config>

@@ -69,9 +69,9 @@ class SuiteProblem : public Problem {
   virtual void add_cold_copy(uint64_t seed);
   virtual void use_cold_copy(size_t index);
 
-  // The live inputs with their names, in order (empty for an op's problem): what a kernel lab
-  // candidate receives.
-  std::vector<std::pair<std::string, TensorView>> named_inputs() const;
+  // The live inputs with their names, in order: what a kernel lab candidate receives (empty for
+  // an op's problem registered without its inputs' names, suite_op_problem.h).
+  virtual std::vector<std::pair<std::string, TensorView>> named_inputs() const;
   // The live buffers of a buffer-owning problem (empty for an op's problem).
   std::vector<Tensor>& inputs() { return inputs_; }
   const std::vector<Tensor>& inputs() const { return inputs_; }

@@ -66,13 +66,13 @@ Json SearchTrace::to_json() const {
 
 namespace {
 
-// exp(mean log(measured / predicted)) over the passed candidates of `form` (all forms when none).
-double correction(const std::vector<SearchCandidate>& measured, int form) {
+// exp(mean log(measured / predicted)) over the passed candidates of `structure` (all when none).
+double correction(const KernelSpace& space, const std::vector<SearchCandidate>& measured, int structure) {
   for (int pass = 0; pass < 2; ++pass) {
     double total = 0;
     int count = 0;
     for (const auto& c : measured)
-      if (c.measurement.passed && c.predicted_seconds > 0 && (pass == 1 || c.schedule.form == form)) {
+      if (c.measurement.passed && c.predicted_seconds > 0 && (pass == 1 || space.structure(c.schedule) == structure)) {
         total += std::log(c.measurement.seconds / c.predicted_seconds);
         ++count;
       }
@@ -83,13 +83,14 @@ double correction(const std::vector<SearchCandidate>& measured, int form) {
 
 }  // namespace
 
-SearchTrace beam_search(const KernelSchedule& start, const ScheduleLimits& limits, const PredictFn& predict,
-                        const MeasureFn& measure, const SearchOptions& options, const ClockFn& clock) {
+SearchTrace beam_search(const KernelSpace& space, const PredictFn& predict, const MeasureFn& measure,
+                        const SearchOptions& options, const ClockFn& clock) {
+  const Schedule start = space.naive();
   SearchTrace trace;
   const double began = clock();
   const int per_step = options.per_step > 0 ? options.per_step : 2 * options.beam;
   std::set<std::string> seen;
-  auto run = [&](int step, const std::string& move, const std::string& parent, const KernelSchedule& schedule,
+  auto run = [&](int step, const std::string& move, const std::string& parent, const Schedule& schedule,
                  double predicted, double ranked) {
     SearchCandidate candidate{step, move, parent, schedule, predicted, ranked, measure(schedule), 0};
     candidate.at_seconds = clock() - began;
@@ -131,22 +132,22 @@ SearchTrace beam_search(const KernelSchedule& start, const ScheduleLimits& limit
       if (c.measurement.passed) passed.push_back(&c);
     std::sort(passed.begin(), passed.end(), better);
     if (passed.size() > static_cast<size_t>(options.beam)) passed.resize(options.beam);
-    std::vector<KernelSchedule> beam;
+    std::vector<Schedule> beam;
     for (const auto* c : passed) beam.push_back(c->schedule);
     if (beam.empty()) beam.push_back(start);  // nothing passed yet: widen around the start
     // Unseen neighbours, ranked by the corrected model.
     struct Proposal {
       std::string move, parent;
-      KernelSchedule schedule;
+      Schedule schedule;
       double predicted, ranked;
     };
     std::vector<Proposal> proposals;
     for (const auto& from : beam)
-      for (const auto& move : schedule_moves(from, limits)) {
+      for (const auto& move : space.moves(from)) {
         if (!seen.insert(move.schedule.key()).second) continue;
         double model = predict(move.schedule);
-        proposals.push_back(
-            {move.name, from.key(), move.schedule, model, model * correction(trace.candidates, move.schedule.form)});
+        proposals.push_back({move.name, from.key(), move.schedule, model,
+                             model * correction(space, trace.candidates, space.structure(move.schedule))});
       }
     if (proposals.empty()) {
       trace.stop_reason = "space exhausted";
@@ -155,19 +156,28 @@ SearchTrace beam_search(const KernelSchedule& start, const ScheduleLimits& limit
     std::stable_sort(proposals.begin(), proposals.end(), [](const Proposal& a, const Proposal& b) {
       return a.ranked != b.ranked ? a.ranked < b.ranked : a.schedule.key() < b.schedule.key();
     });
-    // Diversity: a form (packing choice) never measured gets its best-ranked candidate into this
-    // step, so a structural change is tried even while the model prefers small tweaks.
-    for (int form = 0; form <= 1; ++form) {
+    // Diversity: a structure (packing form, one or two passes) never measured gets its
+    // best-ranked candidate into this step, so a structural change is tried even while the model
+    // prefers small tweaks.
+    for (int structure = 0; structure < space.structures(); ++structure) {
       bool tried = std::any_of(trace.candidates.begin(), trace.candidates.end(),
-                               [&](const SearchCandidate& c) { return c.schedule.form == form; });
-      auto first =
-          std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& p) { return p.schedule.form == form; });
+                               [&](const SearchCandidate& c) { return space.structure(c.schedule) == structure; });
+      auto first = std::find_if(proposals.begin(), proposals.end(),
+                                [&](const Proposal& p) { return space.structure(p.schedule) == structure; });
       if (tried || first == proposals.end() || first - proposals.begin() < per_step) continue;
       std::rotate(proposals.begin() + (per_step - 1), first, first + 1);
     }
     int measured = 0;
     for (const auto& proposal : proposals) {
-      if (measured == per_step || clock() - began >= options.budget_seconds) break;
+      // Stop before a candidate that would likely end past the budget (at the mean time per
+      // candidate so far), so the search keeps within it rather than overrunning by one.
+      const double spent = clock() - began;
+      const double per_candidate = spent / std::max<size_t>(trace.candidates.size(), 1);
+      if (measured == per_step) break;
+      if (spent + per_candidate > options.budget_seconds) {
+        trace.stop_reason = "budget";
+        break;
+      }
       run(step, proposal.move, proposal.parent, proposal.schedule, proposal.predicted, proposal.ranked);
       ++measured;
     }
@@ -175,6 +185,7 @@ SearchTrace beam_search(const KernelSchedule& start, const ScheduleLimits& limit
     for (size_t i = static_cast<size_t>(measured); i < proposals.size(); ++i) seen.erase(proposals[i].schedule.key());
     bool improved = update_best();
     record_step(step, measured);
+    if (trace.stop_reason == "budget") break;
     stale = improved ? 0 : stale + 1;
     if (stale >= options.patience) {
       trace.stop_reason = str_cat("no improvement in ", options.patience, " steps");

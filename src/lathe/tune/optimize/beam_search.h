@@ -1,15 +1,17 @@
-// Beam search over kernel schedules (schedule.h), guided by a cost model and corrected by
-// measurement, as the compiler-like search of the kernel-agent work lathe follows:
-//   1. every schedule one granular step (schedule_moves) from the beam is a candidate;
+// Beam search over kernel schedules of any family (kernel_family.h), guided by a cost model and
+// corrected by measurement, as the compiler-like search of the kernel-agent work lathe follows:
+//   1. every schedule one granular step (KernelSpace::moves) from the beam is a candidate;
 //   2. candidates not seen before are ranked by the cost model's prediction times a correction
 //      learned from the measured ones (the geometric mean of measured / predicted over the
-//      candidates of the same form, else all): the profile feeds the next step's ranking;
-//   3. the best `per_step` are measured (a packing form never measured gets its best candidate
+//      candidates of the same structure (KernelSpace::structure: GEMM packing form, one- or
+//      two-pass rows), else all): the profile feeds the next step's ranking;
+//   3. the best `per_step` are measured (a structure never measured gets its best candidate
 //      in, so a structural change is tried even when the model prefers small tweaks) (in `lathe optimize`: the kernel
 //      lab's correctness check, then timing; a candidate that fails is recorded with its verdict and never enters the
 //      beam);
 //   4. the beam becomes the `beam` fastest measured schedules; the search stops when a step brings
-//      no improvement `patience` times, after `max_steps`, or when the budget is spent.
+//      no improvement `patience` times, after `max_steps`, or before a candidate that would
+//      likely end past the budget (at the mean time per candidate so far).
 // Deterministic for deterministic predict / measure / clock functions (ties break on the key).
 #pragma once
 
@@ -18,7 +20,7 @@
 #include <vector>
 
 #include "lathe/core/json.h"
-#include "lathe/tune/optimize/schedule.h"
+#include "lathe/tune/optimize/kernel_family.h"
 
 namespace lathe {
 
@@ -41,7 +43,7 @@ struct SearchOptions {
 struct SearchCandidate {
   int step = 0;              // 0: the start
   std::string move, parent;  // the granular step and the schedule it was applied to (keys)
-  KernelSchedule schedule;
+  Schedule schedule;
   double predicted_seconds = 0, ranked_seconds = 0;  // the model's figure, and corrected by measurements
   SearchMeasurement measurement;
   double at_seconds = 0;  // since the search started
@@ -59,7 +61,7 @@ struct SearchTrace {
   std::vector<SearchCandidate> candidates;
   std::vector<SearchStep> steps;
   bool found = false;
-  KernelSchedule best;
+  Schedule best;
   double best_seconds = 0;
   std::string stop_reason;
   int measured() const { return static_cast<int>(candidates.size()); }
@@ -68,11 +70,12 @@ struct SearchTrace {
   Json to_json() const;
 };
 
-using PredictFn = std::function<double(const KernelSchedule&)>;
-using MeasureFn = std::function<SearchMeasurement(const KernelSchedule&)>;
+using PredictFn = std::function<double(const Schedule&)>;
+using MeasureFn = std::function<SearchMeasurement(const Schedule&)>;
 using ClockFn = std::function<double()>;
 
-SearchTrace beam_search(const KernelSchedule& start, const ScheduleLimits& limits, const PredictFn& predict,
-                        const MeasureFn& measure, const SearchOptions& options, const ClockFn& clock);
+// From space.naive(), moving by space.moves().
+SearchTrace beam_search(const KernelSpace& space, const PredictFn& predict, const MeasureFn& measure,
+                        const SearchOptions& options, const ClockFn& clock);
 
 }  // namespace lathe

@@ -148,6 +148,9 @@ std::string row_step_code(const FusionStep& s, int extra) {
 
 // The tile functions and the thread body: the schedule's loop nest.
 
+// The line of fused_gemm_prologue.inc after which its GEMM-specific part begins.
+constexpr const char* kEndOfVectorMath = "// ---- end of the vector math";
+
 const char* kLabThreads = R"THREADS(
 // Runs fn(t, threads) on `threads` threads (this one included) and joins them.
 template <class Fn>
@@ -177,7 +180,17 @@ std::vector<std::string> fused_gemm_problems() {
   return names;
 }
 
+std::string kernel_vector_math_text() {
+  const std::string prologue = fused_gemm_prologue_text();
+  const size_t end = prologue.find(kEndOfVectorMath);
+  LATHE_ASSERT(end != std::string::npos);
+  return prologue.substr(0, end);
+}
+
+const char* lab_threads_text() { return kLabThreads; }
+
 std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const KernelSchedule& s, bool library_mode) {
+  LATHE_ASSERT(kernel.bias || kernel.steps.empty());
   std::string epilogue_steps, row_steps;
   int extra = 0;
   bool row_phase = false;
@@ -202,11 +215,11 @@ std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const Kern
   std::string width = library_mode ? str_cat("(LATHE_KERNEL_ISA == 2 ? ", s.vector_width, " : LATHE_KERNEL_ISA == 1 ? ",
                                              std::min(s.vector_width, 8), " : 4)")
                                    : std::to_string(s.vector_width);
-  text +=
-      str_cat("\nconstexpr int W = ", width, ";\nconstexpr int FORM = ", s.form, ", MR = ", s.mr, ", NR = ", s.nr,
-              ", KC = ", s.kc, ", NC = ", s.nc, ";\nconstexpr int LOOP_ORDER = ", s.loop_order, ", UNROLL = ", s.unroll,
-              ", EPILOGUE = ", s.epilogue, ", THREAD_AXIS = ", s.thread_axis, ", N_INPUTS = ", 3 + extra,
-              ";\nconstexpr bool HAS_ROW_PHASE = ", row_phase ? "true" : "false", ";\n\n");
+  text += str_cat("\nconstexpr int W = ", width, ";\nconstexpr int FORM = ", s.form, ", MR = ", s.mr, ", NR = ", s.nr,
+                  ", KC = ", s.kc, ", NC = ", s.nc, ";\nconstexpr int LOOP_ORDER = ", s.loop_order,
+                  ", UNROLL = ", s.unroll, ", EPILOGUE = ", s.epilogue, ", THREAD_AXIS = ", s.thread_axis,
+                  ", N_INPUTS = ", (kernel.bias ? 3 : 2) + extra,
+                  ";\nconstexpr bool HAS_ROW_PHASE = ", row_phase ? "true" : "false", ";\n\n");
   // The fixed parts: included by a library kernel, carried as text by a lab candidate (one file).
   auto part = [&](const char* name, const char* contents) {
     text += library_mode ? str_cat("#include \"lathe/bench/suite/found/", name, "\"\n") : std::string(contents);

@@ -24,6 +24,7 @@ namespace lathe {
 struct FusedGemmKernel {
   std::string problem;                          // the suite problem's name
   std::vector<suite_fusion::FusionStep> steps;  // the chain after x w^T + bias
+  bool bias = true;                             // false: a plain matmul (inputs x, w only; no steps, no epilogue)
 };
 
 // The fusion problem's kernel description; throws lathe::Error (listing the names) when `problem`
@@ -41,5 +42,10 @@ std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const Kern
 // fused_gemm_body.inc, as text (baked in by cmake/lab.cmake).
 const char* fused_gemm_prologue_text();
 const char* fused_gemm_body_text();
+// The part of the prologue every generated kernel shares (vector types, loads and stores, vector
+// math): the row kernels (row_kernel_generator.h) carry it too.
+std::string kernel_vector_math_text();
+// run_threads(threads, fn) on std::thread, for lab candidates.
+const char* lab_threads_text();
 
 }  // namespace lathe

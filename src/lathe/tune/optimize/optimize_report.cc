@@ -13,6 +13,16 @@ namespace {
 
 double ratio(double peer, double winner) { return winner > 0 && peer > 0 ? peer / winner : 0; }
 
+// The target for problems whose lathe path is a hand-tuned op kernel: the found kernel
+// reaches at least this share of its speed (lathe's median / the found kernel's median).
+constexpr double kHandTunedTarget = 0.9;
+
+std::string two_decimals(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", value);
+  return text;
+}
+
 std::string html_escape(const std::string& text) {
   std::string out;
   for (char c : text) out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
@@ -84,6 +94,11 @@ Json optimization_json(const std::vector<ProblemOptimization>& results, const Ma
     row.set("vendor_seconds", r.vendor_seconds);
     row.set("speedup_vs_lathe", ratio(r.lathe_seconds, r.winner_seconds));
     row.set("speedup_vs_vendor", ratio(r.vendor_seconds, r.winner_seconds));
+    // The target: the found kernel against lathe's hand-tuned op kernel in the same run.
+    if (!r.hand_tuned_op.empty()) {
+      row.set("hand_tuned_op", r.hand_tuned_op);
+      row.set("fraction_of_hand_tuned", ratio(r.lathe_seconds, r.winner_seconds));
+    }
     row.set("trace", r.trace.to_json());
     if (!r.final_report.problem.empty()) row.set("final_lab", lab_report_json(r.final_report));
     problems.push(row);
@@ -101,6 +116,19 @@ Json optimization_json(const std::vector<ProblemOptimization>& results, const Ma
   summary.set("problems_with_vendor", with_vendor);
   summary.set("fast_1_vs_vendor", with_vendor ? static_cast<double>(fast) / with_vendor : 0.0);
   summary.set("geomean_speedup_vs_vendor", with_vendor ? std::exp(log_total / with_vendor) : 0.0);
+  Json hand_tuned = Json::object();
+  int reaching = 0, with_hand_tuned = 0;
+  for (const auto& r : results)
+    if (!r.hand_tuned_op.empty() && r.winner_passed && r.lathe_seconds > 0) {
+      const double fraction = ratio(r.lathe_seconds, r.winner_seconds);
+      hand_tuned.set(r.problem, fraction);
+      ++with_hand_tuned;
+      reaching += fraction >= kHandTunedTarget;
+    }
+  summary.set("fraction_of_hand_tuned", hand_tuned);
+  summary.set("hand_tuned_target", kHandTunedTarget);
+  summary.set("problems_reaching_hand_tuned_target", reaching);
+  summary.set("problems_with_hand_tuned_kernel", with_hand_tuned);
   json.set("summary", summary);
   return json;
 }
@@ -122,7 +150,16 @@ std::string format_optimization_table(const std::vector<ProblemOptimization>& re
                                     : " (FAILED the final lab)");
     text += line;
   }
-  return text + "x lathe / x vend: that path's median / the found kernel's median (> 1: the found kernel is faster)\n";
+  text += "x lathe / x vend: that path's median / the found kernel's median (> 1: the found kernel is faster)\n";
+  std::string hand_tuned;
+  for (const auto& r : results)
+    if (!r.hand_tuned_op.empty() && r.winner_passed && r.lathe_seconds > 0)
+      hand_tuned += str_cat(hand_tuned.empty() ? "" : ", ", r.problem, " ",
+                            two_decimals(ratio(r.lathe_seconds, r.winner_seconds)), "x");
+  if (!hand_tuned.empty())
+    text += str_cat("against lathe's hand-tuned op kernel (x lathe; target >= ", two_decimals(kHandTunedTarget),
+                    "x): ", hand_tuned, "\n");
+  return text;
 }
 
 std::string optimization_html(const std::vector<ProblemOptimization>& results, const MachinePeaks& peaks,

@@ -1,7 +1,8 @@
-// The optimizer's pieces without the lab's worker processes: the schedule space (every move valid
-// and one step away), the generator (every problem's source, both modes; a sample of the space
-// compiles), the cost model's ordering, and the beam search on a fake measurement (deterministic,
-// failures never enter the beam, the budget holds, measurements correct the ranking). The lab's
+// The optimizer's pieces without the lab's worker processes: the schedule spaces of both families
+// (every move valid and one step away), the generators (every problem's source, both modes; a
+// sample of each space compiles), the cost models' ordering, and the beam search on a fake
+// measurement (deterministic, failures never enter the beam, the budget holds, measurements
+// correct the ranking). The lab's
 // correctness check of sampled schedules and a real search run in the ctest `optimize`
 // (tests/optimize/optimize_test.sh).
 #include <gtest/gtest.h>
@@ -19,6 +20,8 @@
 #include "lathe/tune/optimize/beam_search.h"
 #include "lathe/tune/optimize/cost_model.h"
 #include "lathe/tune/optimize/fused_gemm_generator.h"
+#include "lathe/tune/optimize/kernel_family.h"
+#include "lathe/tune/optimize/row_kernel_generator.h"
 
 namespace lathe {
 namespace {
@@ -101,6 +104,11 @@ TEST(FusedGemmGenerator, EveryFusionProblemGetsSourceWithItsInputCountInBothMode
     EXPECT_EQ(library.find("lathe_candidate"), std::string::npos);
   }
   EXPECT_THROW(fused_gemm_kernel("rms_norm"), Error);
+  // The plain matmul: x and w only, no epilogue, and not promoted.
+  const auto matmul = make_kernel_space("large_gemm", "m=512,n=2048,k=1024,tb=1", kLimits);
+  EXPECT_NE(matmul->source(matmul->naive(), false).find("N_INPUTS = 2;"), std::string::npos);
+  EXPECT_EQ(matmul->hand_tuned_op(), "matmul");
+  EXPECT_THROW(matmul->source(matmul->naive(), true), Error);
 }
 
 TEST(FusedGemmGenerator, SampledSchedulesCompileWithTheLabsCompiler) {
@@ -142,16 +150,17 @@ TEST(FusedGemmCostModel, RanksBiggerTilesFusedEpiloguesAndNoSpillsFirst) {
 }
 
 // A fake machine: the true time of a schedule, smallest at one interior point of the space.
-double true_seconds(const KernelSchedule& s) {
+double true_seconds(const Schedule& schedule) {
+  const KernelSchedule s = config_from_params<KernelSchedule>(schedule.params, "test");
   return 1.0 + std::abs(s.mr - 4) * 0.3 + std::abs(s.nr - 3) * 0.2 + (s.form == 1 ? -0.4 : 0) +
          (s.epilogue == 1 ? -0.1 : 0) + std::abs(std::log2(static_cast<double>(s.nc) / 128)) * 0.05 +
          (s.unroll == 2 ? -0.02 : 0) + (s.thread_axis == 1 ? 0.05 : 0) + (s.vector_width < 16 ? 0.5 : 0);
 }
 
-SearchMeasurement fake_measure(const KernelSchedule& s) {
+SearchMeasurement fake_measure(const Schedule& s) {
   SearchMeasurement m;
   m.compiled = true;
-  if (s.unroll == 4) {  // a schedule that "fails the lab"
+  if (s.get("unroll") == 4) {  // a schedule that "fails the lab"
     m.verdict = "wrong";
     return m;
   }
@@ -164,19 +173,20 @@ SearchMeasurement fake_measure(const KernelSchedule& s) {
 TEST(BeamSearch, DeterministicImprovesNeverKeepsFailuresAndLearnsFromMeasurement) {
   // The model is wrong by a constant factor of 3: after the first measurement the correction
   // makes the ranked figure equal the true time.
-  PredictFn predict = [](const KernelSchedule& s) { return 3 * true_seconds(s); };
+  PredictFn predict = [](const Schedule& s) { return 3 * true_seconds(s); };
+  const auto space = make_kernel_space("gemm_mish_mish", "m=256,n=1024,k=1024", kLimits);
   double fake_time = 0;
   ClockFn clock = [&] { return fake_time += 0.001; };
   SearchOptions options;
   options.beam = 2;
   options.max_steps = 30;
   options.patience = 3;
-  SearchTrace a = beam_search(naive_schedule(kLimits), kLimits, predict, fake_measure, options, clock);
+  SearchTrace a = beam_search(*space, predict, fake_measure, options, clock);
   fake_time = 0;
-  SearchTrace b = beam_search(naive_schedule(kLimits), kLimits, predict, fake_measure, options, clock);
+  SearchTrace b = beam_search(*space, predict, fake_measure, options, clock);
   EXPECT_EQ(a.to_json().dump(), b.to_json().dump());
   ASSERT_TRUE(a.found);
-  EXPECT_LT(a.best_seconds, true_seconds(naive_schedule(kLimits)) - 0.5);
+  EXPECT_LT(a.best_seconds, true_seconds(space->naive()) - 0.5);
   double best = 1e9;
   std::set<std::string> failed;
   for (const auto& c : a.candidates) {
@@ -189,7 +199,7 @@ TEST(BeamSearch, DeterministicImprovesNeverKeepsFailuresAndLearnsFromMeasurement
   }
   EXPECT_FALSE(failed.empty());  // the search did meet failing schedules
   EXPECT_EQ(a.best_seconds, best);
-  EXPECT_NE(a.best.unroll, 4);
+  EXPECT_NE(a.best.get("unroll"), 4);
   for (size_t i = 1; i < a.steps.size(); ++i) EXPECT_LE(a.steps[i].best_seconds, a.steps[i - 1].best_seconds);
   // Each key measured once.
   std::set<std::string> keys;
@@ -199,18 +209,140 @@ TEST(BeamSearch, DeterministicImprovesNeverKeepsFailuresAndLearnsFromMeasurement
 TEST(BeamSearch, StopsWhenTheBudgetIsSpent) {
   double fake_time = 0;
   ClockFn clock = [&] { return fake_time; };
-  MeasureFn slow = [&](const KernelSchedule& s) {
+  MeasureFn slow = [&](const Schedule& s) {
     fake_time += 10;  // each measurement takes 10 "seconds"
     return fake_measure(s);
   };
   SearchOptions options;
   options.beam = 2;
   options.budget_seconds = 45;
+  const auto space = make_kernel_space("gemm_mish_mish", "m=256,n=1024,k=1024", kLimits);
   SearchTrace trace = beam_search(
-      naive_schedule(kLimits), kLimits, [](const KernelSchedule& s) { return true_seconds(s); }, slow, options, clock);
+      *space, [](const Schedule& s) { return true_seconds(s); }, slow, options, clock);
   EXPECT_EQ(trace.stop_reason, "budget");
   EXPECT_LE(trace.measured(), 5);  // the start plus at most what fits before 45 s
   EXPECT_EQ(trace.compiled(), trace.measured());
+}
+
+// Row kernels: a random walk through the space of a problem.
+RowSchedule random_row_schedule(const RowKernel& kernel, std::mt19937_64& random, int walk) {
+  RowSchedule schedule = naive_row_schedule();
+  if (kernel.kind == RowKind::rms_norm) schedule.passes = 1;
+  for (int step = 0; step < walk; ++step) {
+    auto moves = row_schedule_moves(kernel, schedule, kLimits);
+    if (moves.empty()) break;
+    schedule = moves[random() % moves.size()].schedule;
+  }
+  return schedule;
+}
+
+TEST(RowKernelSpace, EveryMoveIsValidNewAndGranularAndOnlyMeaningfulFieldsMove) {
+  std::mt19937_64 random(5);
+  for (const auto& problem : row_kernel_problems()) {
+    const RowKernel kernel =
+        row_kernel(problem, problem == "softmax" ? "rows=64,cols=100,scale=0.125" : "rows=64,dim=100");
+    std::set<std::string> reached;
+    for (int walk = 0; walk < 20; ++walk) {
+      RowSchedule schedule = random_row_schedule(kernel, random, 0);
+      ASSERT_TRUE(row_schedule_valid(kernel, schedule, kLimits)) << problem;
+      for (int step = 0; step < 10; ++step) {
+        auto moves = row_schedule_moves(kernel, schedule, kLimits);
+        ASSERT_FALSE(moves.empty());
+        for (const auto& move : moves) {
+          EXPECT_TRUE(row_schedule_valid(kernel, move.schedule, kLimits)) << move.name;
+          auto a = config_to_params(move.schedule).entries, b = config_to_params(schedule).entries;
+          int differing = 0;
+          for (size_t i = 0; i < a.size(); ++i) differing += a[i].second != b[i].second;
+          // One field, or two where one follows (one-pass drops store_exp).
+          EXPECT_GE(differing, 1) << move.name;
+          EXPECT_LE(differing, move.name == "one-pass" ? 2 : 1) << move.name;
+          // rms_norm has one statistic; only softmax keeps exponentials.
+          if (kernel.kind == RowKind::rms_norm) {
+            EXPECT_EQ(move.schedule.passes, 1);
+          }
+          if (kernel.kind != RowKind::softmax) {
+            EXPECT_EQ(move.schedule.store_exp, 0);
+          }
+        }
+        schedule = moves[random() % moves.size()].schedule;
+        reached.insert(config_to_params(schedule).to_string());
+      }
+    }
+    EXPECT_GT(reached.size(), kernel.kind == RowKind::rms_norm ? 20u : 40u) << problem;
+    // A narrower machine never gets a wider vector.
+    ScheduleLimits avx2{8, 16};
+    RowSchedule schedule = random_row_schedule(kernel, random, 0);
+    for (int step = 0; step < 30; ++step) {
+      auto moves = row_schedule_moves(kernel, schedule, avx2);
+      schedule = moves[random() % moves.size()].schedule;
+      EXPECT_LE(schedule.vector_width, 8);
+    }
+  }
+  const auto space = make_kernel_space("softmax", "rows=64,cols=100,scale=0.125", kLimits);
+  EXPECT_EQ(space->hand_tuned_op(), "softmax");
+  EXPECT_THROW(space->parse("vector_width=16"), Error);
+  EXPECT_THROW(
+      space->parse("vector_width=32,unroll=1,passes=2,store_exp=0,thread_split=0,rows_per_task=8,nontemporal=0"),
+      Error);
+  EXPECT_EQ(space->parse(space->naive().key()).key(), space->naive().key());
+  EXPECT_THROW(row_kernel("gemm_mish_mish", "m=1"), Error);
+  EXPECT_THROW(row_kernel("rms_norm", "rows=4,dim=8,dtype=bf16"), Error);  // f32 only
+}
+
+TEST(RowKernelGenerator, EachKindHasItsInputsOutputsAndConstantsAndSampledSchedulesCompile) {
+  // Each kind's ABI counts and its constants from the shape (softmax's scale, RMSNorm's offset).
+  const RowKernel softmax = row_kernel("softmax", "rows=4,cols=8,scale=0.125");
+  const RowKernel rms = row_kernel("rms_norm", "rows=4,dim=8,offset=1");
+  const RowKernel layer = row_kernel("layer_norm", "rows=4,dim=8");
+  const std::string softmax_text = generate_row_kernel_source(softmax, naive_row_schedule());
+  EXPECT_NE(softmax_text.find("N_INPUTS = 1, N_OUTPUTS = 1;"), std::string::npos);
+  EXPECT_NE(softmax_text.find("SCALE = 0.125f"), std::string::npos);
+  RowSchedule one_pass;
+  one_pass.passes = 1;
+  const std::string rms_text = generate_row_kernel_source(rms, one_pass);
+  EXPECT_NE(rms_text.find("N_INPUTS = 2, N_OUTPUTS = 2;"), std::string::npos);
+  EXPECT_NE(rms_text.find("WEIGHT_OFFSET = 1.0f"), std::string::npos);
+  EXPECT_NE(generate_row_kernel_source(layer, naive_row_schedule()).find("N_INPUTS = 3, N_OUTPUTS = 3;"),
+            std::string::npos);
+  // Compiling is the expensive part: one random schedule per kind, the lab's compiler and flags.
+  std::mt19937_64 random(13);
+  for (const RowKernel* kernel : {&softmax, &rms, &layer}) {
+    RowSchedule schedule = random_row_schedule(*kernel, random, 8);
+    std::string dir =
+        (std::filesystem::temp_directory_path() / ("lathe-optimize-rows-" + std::to_string(random()))).string();
+    std::filesystem::create_directories(dir);
+    { std::ofstream(dir + "/candidate.cc") << generate_row_kernel_source(*kernel, schedule); }
+    LabCompileResult result = compile_candidate(dir + "/candidate.cc", dir);
+    EXPECT_TRUE(result.ok) << kernel->problem << " " << config_to_params(schedule).to_string() << "\n" << result.log;
+    EXPECT_EQ(result.log.find("warning"), std::string::npos) << result.log;
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(RowKernelCostModel, RanksWideVectorsUnrollStoredExpsAndStreamingStoresByWhereDataLives) {
+  MachinePeaks peaks;
+  peaks.f32_gflops = 400, peaks.copy_gbytes = 40, peaks.dram_stream_gbytes = 60, peaks.threads = 2;
+  peaks.caches = {{"L1d", 48 << 10, 1, 48 << 10, 400, 0}, {"L2", 1 << 20, 1, 1 << 20, 200, 0}};
+  const RowKernel softmax = row_kernel("softmax", "rows=4096,cols=1024,scale=0.125");
+  RowSchedule naive = naive_row_schedule(), wide = naive, stored = naive, streaming = naive;
+  wide.vector_width = 16, wide.unroll = 4;
+  stored.store_exp = 1;
+  streaming.nontemporal = 1;
+  const double t_naive = predict_row_kernel_seconds(softmax, naive, peaks);
+  EXPECT_GT(t_naive, 2 * 4096 * 1024 * 4 / 60e9);  // above the DRAM floor
+  EXPECT_LT(predict_row_kernel_seconds(softmax, wide, peaks), t_naive);
+  EXPECT_LT(predict_row_kernel_seconds(softmax, stored, peaks), t_naive);  // one exponential fewer
+  // y beyond the caches: streaming stores save the read for ownership; y in L2: they cost DRAM.
+  EXPECT_LT(predict_row_kernel_seconds(softmax, streaming, peaks), t_naive);
+  const RowKernel small = row_kernel("softmax", "rows=64,cols=1024,scale=0.125");
+  EXPECT_GT(predict_row_kernel_seconds(small, streaming, peaks), predict_row_kernel_seconds(small, naive, peaks));
+  std::mt19937_64 random(3);
+  for (const auto& problem : row_kernel_problems())
+    for (int i = 0; i < 50; ++i) {
+      const RowKernel kernel = row_kernel(problem, problem == "softmax" ? "rows=300,cols=77" : "rows=300,dim=77");
+      double t = predict_row_kernel_seconds(kernel, random_row_schedule(kernel, random, 6), peaks);
+      EXPECT_TRUE(std::isfinite(t) && t > 0);
+    }
 }
 
 }  // namespace

@@ -8,8 +8,7 @@
 
 #include "lathe/bench/suite/suite_problem.h"
 #include "lathe/bench/timing.h"
-#include "lathe/tune/optimize/cost_model.h"
-#include "lathe/tune/optimize/fused_gemm_generator.h"
+#include "lathe/tune/optimize/kernel_family.h"
 #include "lathe/tune/tuning_cache.h"
 
 namespace lathe {
@@ -20,26 +19,6 @@ const SuiteEntry& suite_entry(const std::string& name) {
   for (const auto& entry : suite_entries())
     if (entry.name == name) return entry;
   throw_error("no suite problem named '", name, "'");
-}
-
-// "m=256,n=1024,k=1024" -> the shape.
-FusedGemmShape parse_shape(const std::string& text) {
-  FusedGemmShape shape;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    std::string entry = text.substr(start, end - start);
-    size_t equals = entry.find('=');
-    if (equals != std::string::npos) {
-      int64_t value = std::atoll(entry.c_str() + equals + 1);
-      std::string name = entry.substr(0, equals);
-      if (name == "m") shape.m = value;
-      if (name == "n") shape.n = value;
-      if (name == "k") shape.k = value;
-    }
-    start = end + 1;
-  }
-  return shape;
 }
 
 std::string write_source(const std::string& dir, const std::string& name, const std::string& text) {
@@ -85,16 +64,26 @@ std::string default_optimize_cache_path() {
   return (std::filesystem::path(default_tuning_cache_path()).parent_path() / "optimize.json").string();
 }
 
+std::string optimize_shape(const std::string& problem, bool quick) {
+  family_of(problem);  // an uncovered name fails with the list
+  return suite_entry(problem).make(quick)->shape_text();
+}
+
+std::string optimize_source(const std::string& problem, const std::string& schedule, bool library_mode) {
+  auto space = make_kernel_space(problem, optimize_shape(problem, false), schedule_limits_for_this_machine());
+  return space->source(space->parse(schedule), library_mode);
+}
+
 ProblemOptimization optimize_problem(const std::string& problem, const OptimizeOptions& options, MachinePeaks& peaks) {
-  const FusedGemmKernel kernel = fused_gemm_kernel(problem);
   ProblemOptimization result;
   result.problem = problem;
-  result.shape = suite_entry(problem).make(options.quick)->shape_text();
-  const FusedGemmShape shape = parse_shape(result.shape);
+  result.shape = optimize_shape(problem, options.quick);
+  const std::unique_ptr<KernelSpace> space =
+      make_kernel_space(problem, result.shape, schedule_limits_for_this_machine());
+  result.hand_tuned_op = space->hand_tuned_op();
   char pattern[] = "/tmp/lathe-optimize-XXXXXX";
   LATHE_CHECK(mkdtemp(pattern) != nullptr, "cannot create a work directory in /tmp");
   const std::string work = pattern;
-  const ScheduleLimits limits = schedule_limits_for_this_machine();
 
   // The per-machine cache: a winner found before on this CPU, feature set and thread count.
   std::string warning;
@@ -104,18 +93,14 @@ ProblemOptimization optimize_problem(const std::string& problem, const OptimizeO
     for (const auto& entry : cache.entries())
       if (entry.op == "optimize" && entry.impl == problem && entry.shape == result.shape &&
           entry.matches_this_machine()) {
-        try {
-          KernelSchedule schedule = config_from_params<KernelSchedule>(entry.config, "optimize cache");
-          if (schedule_valid(schedule, limits)) result.from_cache = true, result.found = true, result.winner = schedule;
-        } catch (const Error&) {
-        }
+        Schedule schedule{entry.config};
+        if (space->valid(schedule)) result.from_cache = true, result.found = true, result.winner = schedule;
       }
 
   double started = now_seconds();
   int counter = 0;
-  MeasureFn measure = [&](const KernelSchedule& schedule) {
-    std::string source =
-        write_source(work, str_cat("candidate_", counter++, ".cc"), generate_fused_gemm_source(kernel, schedule));
+  MeasureFn measure = [&](const Schedule& schedule) {
+    std::string source = write_source(work, str_cat("candidate_", counter++, ".cc"), space->source(schedule, false));
     LabReport report = run_kernel_lab(lab_options(problem, source, options, peaks, false));
     if (report.verdict == LabVerdict::too_fast) {
       // Peaks measured while the machine was busy set the floor too high: measure again, keep the
@@ -135,10 +120,8 @@ ProblemOptimization optimize_problem(const std::string& problem, const OptimizeO
     return measurement;
   };
   if (!result.from_cache) {
-    PredictFn predict = [&](const KernelSchedule& schedule) {
-      return predict_fused_gemm_seconds(kernel, shape, schedule, peaks);
-    };
-    result.trace = beam_search(naive_schedule(limits), limits, predict, measure, options.search, now_seconds);
+    PredictFn predict = [&](const Schedule& schedule) { return space->predict_seconds(schedule, peaks); };
+    result.trace = beam_search(*space, predict, measure, options.search, now_seconds);
     result.found = result.trace.found;
     result.winner = result.trace.best;
     result.winner_passed = result.trace.found;
@@ -146,7 +129,7 @@ ProblemOptimization optimize_problem(const std::string& problem, const OptimizeO
   }
   result.search_seconds = now_seconds() - started;
   if (result.found) {
-    result.winner_source = generate_fused_gemm_source(kernel, result.winner);
+    result.winner_source = space->source(result.winner, false);
     if (options.final_lab) {
       std::string source = write_source(work, "winner.cc", result.winner_source);
       result.final_report = run_kernel_lab(lab_options(problem, source, options, peaks, true));
@@ -159,7 +142,7 @@ ProblemOptimization optimize_problem(const std::string& problem, const OptimizeO
     }
     if (result.winner_passed && !result.from_cache) {
       TuningEntry entry = tuning_entry_for_this_machine("optimize", problem, result.shape);
-      entry.config = config_to_params(result.winner);
+      entry.config = result.winner.params;
       entry.median_seconds = result.winner_seconds;
       if (!result.trace.candidates.empty() && result.trace.candidates.front().measurement.passed)
         entry.heuristic_median_seconds = result.trace.candidates.front().measurement.seconds;
@@ -177,23 +160,23 @@ ProblemOptimization optimize_problem(const std::string& problem, const OptimizeO
 std::vector<ScheduleSample> check_schedule_sample(const std::vector<std::string>& problems, int count, uint64_t seed,
                                                   const LabLimits& limits) {
   LATHE_CHECK(!problems.empty() && count >= 0, "check_schedule_sample: give problems and a count >= 0");
-  const ScheduleLimits space = schedule_limits_for_this_machine();
+  const ScheduleLimits space_limits = schedule_limits_for_this_machine();
   std::mt19937_64 random(seed);
   char pattern[] = "/tmp/lathe-optimize-XXXXXX";
   LATHE_CHECK(mkdtemp(pattern) != nullptr, "cannot create a work directory in /tmp");
   std::vector<ScheduleSample> samples;
   for (int i = 0; i < count; ++i) {
     const std::string& problem = problems[static_cast<size_t>(i) % problems.size()];
-    KernelSchedule schedule = naive_schedule(space);
+    const auto space = make_kernel_space(problem, optimize_shape(problem, true), space_limits);
+    Schedule schedule = space->naive();
     for (int step = 0; step < 8; ++step) {
-      std::vector<ScheduleMove> moves = schedule_moves(schedule, space);
+      std::vector<SpaceMove> moves = space->moves(schedule);
       if (moves.empty()) break;
       schedule = moves[random() % moves.size()].schedule;
     }
     LabOptions lab;
     lab.problem = problem;
-    lab.candidate = write_source(pattern, str_cat("sample_", i, ".cc"),
-                                 generate_fused_gemm_source(fused_gemm_kernel(problem), schedule));
+    lab.candidate = write_source(pattern, str_cat("sample_", i, ".cc"), space->source(schedule, false));
     lab.quick = true;
     lab.sets = 1;
     lab.hidden_shapes = 1;
@@ -212,7 +195,8 @@ std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, co
               " passed the lab, nothing to emit");
   std::filesystem::create_directories(dir);
   std::vector<std::string> written;
-  std::string source = generate_fused_gemm_source(fused_gemm_kernel(result.problem), result.winner, true);
+  std::string source =
+      make_kernel_space(result.problem, result.shape, schedule_limits_for_this_machine())->source(result.winner, true);
   written.push_back(write_source(dir, "found_" + result.problem + "_kernels.cc", source));
   // The repository's style where clang-format is installed (it finds the repository's .clang-format).
   if (std::system("command -v clang-format > /dev/null 2>&1") == 0)

@@ -1,11 +1,11 @@
-// `lathe optimize PROBLEM...`: finds a fused kernel for suite fusion problems by beam search over
-// schedules (beam_search.h), with no language model: the generator (fused_gemm_generator.h) writes
-// each candidate's source, the kernel lab (bench/lab/lab.h) compiles it, checks it against the
-// float64 reference on fresh inputs and a hidden shape in its sandbox and times it, and the cost
-// model (cost_model.h), corrected by those times, ranks the next step. The winner is judged once
-// more by the full lab (5 sets, 2 hidden shapes, timed beside lathe's path and the vendor) with
-// the same peaks. Results are cached per machine (a TuningCache file, op "optimize"); --emit
-// writes the winner into the library (promotion, bench/suite/found/).
+// `lathe optimize PROBLEM...`: finds a kernel for the suite problems its kernel families cover
+// (kernel_family.h: fused GEMMs, row reductions and norms) by beam search over schedules
+// (beam_search.h), with no language model: the family's generator writes each candidate's source, the kernel lab
+// (bench/lab/lab.h) compiles it, checks it against the float64 reference on fresh inputs and a hidden shape in its
+// sandbox and times it, and the cost model of the family, corrected by those times, ranks the next step. The winner is
+// judged once more by the full lab (5 sets, 2 hidden shapes, timed beside lathe's path and the vendor) with the same
+// peaks. Results are cached per machine (a TuningCache file, op "optimize"); --emit writes the winner into the library
+// (promotion, bench/suite/found/).
 #pragma once
 
 #include <string>
@@ -34,7 +34,10 @@ struct ProblemOptimization {
   SearchTrace trace;  // empty when from_cache
   double search_seconds = 0;
   bool found = false;
-  KernelSchedule winner;
+  Schedule winner;
+  // The lathe op whose hand-tuned kernel is lathe's path here ("" for a composition): then
+  // lathe_seconds / winner_seconds is the found kernel's share of the hand-tuned speed.
+  std::string hand_tuned_op;
   std::string winner_source;
   LabReport final_report;  // when OptimizeOptions::final_lab
   // From the final report: the winner's median and lathe's and the vendor's (0: not timed).
@@ -44,6 +47,9 @@ struct ProblemOptimization {
 
 // $LATHE_OPTIMIZE_CACHE, else the tuning cache's folder / optimize.json.
 std::string default_optimize_cache_path();
+
+// The suite problem's shape text at the size searched ("rows=2048,dim=4096").
+std::string optimize_shape(const std::string& problem, bool quick);
 
 // Throws lathe::Error for a problem the optimizer does not cover (the message lists them).
 // `peaks` (the report's one set) is raised to the higher of it and a new measurement when a
@@ -57,6 +63,10 @@ Json optimization_json(const std::vector<ProblemOptimization>& results, const Ma
 std::string optimization_html(const std::vector<ProblemOptimization>& results, const MachinePeaks& peaks,
                               const std::string& cpu);
 std::string format_optimization_table(const std::vector<ProblemOptimization>& results);
+
+// The generated source of `problem` under `schedule` ("field=value,..."; throws when it is not a
+// schedule of the problem's space), as a lab candidate or (library_mode) as --emit writes it.
+std::string optimize_source(const std::string& problem, const std::string& schedule, bool library_mode);
 
 // A sample of the schedule space, each judged for correctness by the lab (fresh inputs at the
 // problem's --quick shape and a hidden shape; no timing): `count` schedules, each a random walk of
