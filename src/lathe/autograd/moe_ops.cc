@@ -66,10 +66,10 @@ PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, i
   if (!tape.recording() || !x->requires_grad) return permuted;
   const Precision precision = tape.precision();
   tape.record([x, rows = permuted.rows, destination = permuted.destination, k, precision] {
-    Tensor dx = Tensor::empty(x->value.shape(), x->value.dtype());
-    MoePermuteBackwardArgs args{rows->grad, destination, k, dx, false};
+    // Summed straight into x's gradient (the shared expert and the router also read x).
+    MoePermuteBackwardArgs args{rows->grad, destination, k, {}, false};
+    args.dx = grad_buffer(x, x->value.dtype(), &args.accumulate);
     fast(precision) ? moe_permute_backward(args) : moe_permute_backward_reference<double>(args);
-    accumulate_grad(x, dx, true);
   });
   return permuted;
 }
