@@ -2,7 +2,9 @@
 // the f32 path against the f64 one.
 #include <gtest/gtest.h>
 
-#include "finite_difference.h"
+#include <vector>
+
+#include "autograd_op_checks.h"
 #include "lathe/autograd/ops.h"
 #include "lathe/core/rng.h"
 #include "test_seed.h"
@@ -25,35 +27,9 @@ TEST(AddBias, ForwardAddsTheBiasToEveryRow) {
 
 TEST(AddBias, ReferenceGradientsMatchFiniteDifferences) {
   const uint64_t seed = test_seed();
-  Tensor x = Tensor::empty({4, 6}, DType::f64), bias = Tensor::empty({6}, DType::f64);
-  Tensor probe = Tensor::empty({4, 6}, DType::f64);
-  fill_normal(x, seed, 0.0, 1.0, 1);
-  fill_normal(bias, seed, 0.0, 1.0, 2);
-  fill_normal(probe, seed, 0.0, 1.0, 3);
-  // loss = sum(out * probe) * sum(out): nonlinear, so a wrong gradient cannot pass by symmetry.
-  auto loss = [&] {
-    Tape tape(Precision::reference_f64, false);
-    Var out = add_bias(tape, make_var(x), make_var(bias));
-    double dot = 0, total = 0;
-    for (int64_t i = 0; i < out->value.numel(); ++i) {
-      dot += out->value.ptr<double>()[i] * probe.ptr<double>()[i];
-      total += out->value.ptr<double>()[i];
-    }
-    return dot * total;
-  };
-  Tape tape(Precision::reference_f64);
-  Var x_var = make_var(x, true), bias_var = make_var(bias, true);
-  Var out = add_bias(tape, x_var, bias_var);
-  double dot = 0, total = 0;
-  for (int64_t i = 0; i < out->value.numel(); ++i) {
-    dot += out->value.ptr<double>()[i] * probe.ptr<double>()[i];
-    total += out->value.ptr<double>()[i];
-  }
-  Tensor seed_grad = Tensor::empty(out->value.shape(), DType::f64);
-  for (int64_t i = 0; i < seed_grad.numel(); ++i) seed_grad.ptr<double>()[i] = probe.ptr<double>()[i] * total + dot;
-  tape.backward(out, seed_grad);
-  expect_gradient_matches_finite_differences(x, x_var->grad, loss, "x", seed);
-  expect_gradient_matches_finite_differences(bias, bias_var->grad, loss, "bias", seed);
+  check_finite_differences(
+      {random({4, 6}, seed, 1), random({6}, seed, 2)}, random({4, 6}, seed, 3),
+      [](Tape& tape, const std::vector<Var>& v) { return add_bias(tape, v[0], v[1]); }, seed);
 }
 
 TEST(AddBias, FastGradientsMatchReference) {

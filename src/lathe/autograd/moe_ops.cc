@@ -66,10 +66,10 @@ PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, i
   if (!tape.recording() || !x->requires_grad) return permuted;
   const Precision precision = tape.precision();
   tape.record([x, rows = permuted.rows, destination = permuted.destination, k, precision] {
-    Tensor dx = Tensor::empty(x->value.shape(), x->value.dtype());
-    MoePermuteBackwardArgs args{rows->grad, destination, k, dx, false};
+    // Summed straight into x's gradient (the shared expert and the router also read x).
+    MoePermuteBackwardArgs args{rows->grad, destination, k, {}, false};
+    args.dx = grad_buffer(x, x->value.dtype(), &args.accumulate);
     fast(precision) ? moe_permute_backward(args) : moe_permute_backward_reference<double>(args);
-    accumulate_grad(x, dx, true);
   });
   return permuted;
 }
@@ -149,54 +149,6 @@ Var moe_combine(Tape& tape, const Var& expert_out, const Var& weights, const Ten
     if (d_weights.defined()) accumulate_grad(weights, d_weights, true);
   });
   return y;
-}
-
-namespace {
-
-// Plain loops: one sigmoid per row, memory-bound beside the shared expert's matmuls.
-template <class T>
-void sigmoid_gate_rows(const Tensor& x, const Tensor& gate, const Tensor& out) {
-  const int64_t rows = x.dim(0), d = x.dim(1);
-  for (int64_t r = 0; r < rows; ++r) {
-    const T s = T(1) / (T(1) + std::exp(-gate.ptr<T>()[r]));
-    for (int64_t j = 0; j < d; ++j) out.ptr<T>()[r * d + j] = x.ptr<T>()[r * d + j] * s;
-  }
-}
-
-// dx = dy * s; dgate = s (1 - s) * <dy, x> per row (the dot summed in double).
-template <class T>
-void sigmoid_gate_rows_backward(const Tensor& x, const Tensor& gate, const Tensor& dy, const Tensor& dx,
-                                const Tensor& dgate) {
-  const int64_t rows = x.dim(0), d = x.dim(1);
-  for (int64_t r = 0; r < rows; ++r) {
-    const T s = T(1) / (T(1) + std::exp(-gate.ptr<T>()[r]));
-    double dot = 0;
-    for (int64_t j = 0; j < d; ++j) {
-      dot += static_cast<double>(dy.ptr<T>()[r * d + j]) * static_cast<double>(x.ptr<T>()[r * d + j]);
-      dx.ptr<T>()[r * d + j] = dy.ptr<T>()[r * d + j] * s;
-    }
-    dgate.ptr<T>()[r] = static_cast<T>(dot * static_cast<double>(s * (T(1) - s)));
-  }
-}
-
-}  // namespace
-
-Var sigmoid_gate(Tape& tape, const Var& x, const Var& gate) {
-  LATHE_ASSERT(x->value.shape().rank() == 2 && gate->value.shape() == Shape({x->value.dim(0), 1}));
-  Var out = make_var(new_tensor(tape, x->value.shape()), x->requires_grad || gate->requires_grad);
-  fast(tape.precision()) ? sigmoid_gate_rows<float>(x->value, gate->value, out->value)
-                         : sigmoid_gate_rows<double>(x->value, gate->value, out->value);
-  if (!tape.recording() || !out->requires_grad) return out;
-  const Precision precision = tape.precision();
-  tape.record([x, gate, out, precision] {
-    Tensor dx = Tensor::empty(x->value.shape(), x->value.dtype());
-    Tensor dgate = Tensor::empty(gate->value.shape(), gate->value.dtype());
-    fast(precision) ? sigmoid_gate_rows_backward<float>(x->value, gate->value, out->grad, dx, dgate)
-                    : sigmoid_gate_rows_backward<double>(x->value, gate->value, out->grad, dx, dgate);
-    accumulate_grad(x, dx, true);
-    accumulate_grad(gate, dgate, true);
-  });
-  return out;
 }
 
 }  // namespace lathe::autograd

@@ -56,7 +56,4 @@ Var gated_activation_fused(Tape& tape, const Var& gate_up, GatedActivation activ
 // weighted sum of each token's expert outputs (ops/moe_combine.h).
 Var moe_combine(Tape& tape, const Var& expert_out, const Var& weights, const Tensor& destination);
 
-// x: (rows, d); gate: (rows, 1) -> x * sigmoid(gate) per row (Qwen2-MoE's shared-expert gate).
-Var sigmoid_gate(Tape& tape, const Var& x, const Var& gate);
-
 }  // namespace lathe::autograd

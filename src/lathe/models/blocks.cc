@@ -123,8 +123,9 @@ LayerActivationCounts feed_forward_counts(const ModelConfig& config, int64_t lay
   LayerActivationCounts counts{2 * experts + 3 * top_k + top_k * (d + 3 * ffn + d) + d,
                                experts + top_k * (2 * ffn + d)};
   if (config.moe_shared_ffn_dim > 0) {
-    const int64_t shared = config.moe_shared_ffn_dim, gate = config.moe_shared_gate ? 1 + d : 0;
-    counts.save_all += 3 * shared + d + gate + d;  // the shared MLP, its gate logit and gated output, the sum
+    const int64_t shared = config.moe_shared_ffn_dim, gate = config.moe_shared_gate ? 1 : 0;
+    // the shared MLP (gate_up, the activation, down), its gate logit, the sum (the gating is fused into it)
+    counts.save_all += 3 * shared + d + gate + d;
     counts.matmul_outputs += 2 * shared + d + (config.moe_shared_gate ? 1 : 0);
   }
   return counts;

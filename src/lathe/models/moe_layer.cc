@@ -1,5 +1,6 @@
 #include "lathe/models/moe_layer.h"
 
+#include "lathe/autograd/shared_expert_ops.h"
 #include "lathe/models/layers.h"
 
 namespace lathe {
@@ -19,11 +20,27 @@ MoeRouterOptions moe_router_options(const ModelConfig& config) {
   return options;
 }
 
+namespace {
+
+GatedActivation expert_activation(const ModelConfig& config) {
+  return config.ffn_activation == FfnActivation::silu ? GatedActivation::silu : GatedActivation::gelu_tanh;
+}
+
+// The shared expert: gate and up projections stacked into one GEMM of 2 * shared_ffn columns
+// (one pass over x, one dx product), the activation reading both halves in place, then down.
+// x: (tokens, d_model) -> (tokens, d_model).
+Var shared_expert(Tape& tape, const ModelConfig& config, const MoeWeights& weights, const Var& x) {
+  const Var gate_and_up[] = {*weights.shared_gate_proj, *weights.shared_up_proj};
+  Var gate_up = autograd::linear(tape, x, autograd::stack_rows(tape, gate_and_up));  // (tokens, 2 * shared_ffn)
+  Var hidden = autograd::gated_activation_fused(tape, gate_up, expert_activation(config));
+  return autograd::linear(tape, hidden, *weights.shared_down_proj);
+}
+
+}  // namespace
+
 Var routed_experts(Tape& tape, const BlockContext& context, const MoeWeights& weights, const Var& x,
                    const autograd::RoutedTokens& routed) {
   const ModelConfig& config = *context.config;
-  const GatedActivation activation =
-      config.ffn_activation == FfnActivation::silu ? GatedActivation::silu : GatedActivation::gelu_tanh;
   autograd::PermutedTokens permuted = autograd::moe_permute(tape, x, routed.expert_ids, config.moe_experts);
   Var rows = permuted.rows;
   Tensor offsets = permuted.group_offsets;
@@ -34,7 +51,7 @@ Var routed_experts(Tape& tape, const BlockContext& context, const MoeWeights& we
     offsets = dispatched.group_offsets;
   }
   Var gate_up = autograd::grouped_linear(tape, rows, *weights.experts_gate_up, offsets);
-  Var hidden = autograd::gated_activation_fused(tape, gate_up, activation);
+  Var hidden = autograd::gated_activation_fused(tape, gate_up, expert_activation(config));
   Var expert_out = autograd::grouped_linear(tape, hidden, *weights.experts_down, offsets);
   if (context.expert_shard)
     expert_out = autograd::expert_return(tape, *context.expert_shard, expert_out, dispatched.plan);
@@ -49,10 +66,9 @@ Var moe_mlp(Tape& tape, const BlockContext& context, const MoeWeights& weights, 
                                                       context.router_losses, context.layer);
   Var y = routed_experts(tape, context, weights, x, routed);
   if (!weights.shared_gate_proj || !*weights.shared_gate_proj) return y;
-  Var shared =
-      gated_mlp(tape, context, {weights.shared_gate_proj, weights.shared_up_proj, weights.shared_down_proj}, x);
+  Var shared = shared_expert(tape, *context.config, weights, x);
   if (weights.shared_expert_gate && *weights.shared_expert_gate)
-    shared = autograd::sigmoid_gate(tape, shared, autograd::linear(tape, x, *weights.shared_expert_gate));
+    return autograd::add_sigmoid_gated(tape, y, shared, autograd::linear(tape, x, *weights.shared_expert_gate));
   return autograd::add(tape, y, shared);
 }
 

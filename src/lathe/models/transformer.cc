@@ -1,10 +1,13 @@
 #include "lathe/models/transformer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "lathe/autograd/mla_ops.h"
 #include "lathe/autograd/objective.h"
+#include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/models/expert_parallel.h"
 
@@ -166,7 +169,22 @@ void TransformerModel::shard_experts(std::shared_ptr<autograd::ExpertTransport> 
 }
 
 void TransformerModel::zero_grads() {
-  for (const Parameter& parameter : parameters_) fill_value(parameter.var->grad, 0.0);
+  // Every gradient every step (74 MB for an 18M-parameter MoE): large ones in 1 MB pieces over
+  // the threads rather than one memset on the calling thread.
+  constexpr int64_t kPieceBytes = 1 << 20;
+  for (const Parameter& parameter : parameters_) {
+    const TensorView grad = parameter.var->grad.view();
+    const int64_t bytes = grad.numel() * dtype_size(grad.dtype);
+    if (bytes <= kPieceBytes || !grad.is_contiguous()) {
+      fill_value(grad, 0.0);
+      continue;
+    }
+    char* data = static_cast<char*>(grad.data);
+    parallel_for((bytes + kPieceBytes - 1) / kPieceBytes, 1, [&](int64_t begin, int64_t end) {
+      const int64_t first = begin * kPieceBytes, last = std::min(bytes, end * kPieceBytes);
+      std::memset(data + first, 0, static_cast<size_t>(last - first));
+    });
+  }
 }
 
 float TransformerModel::embedding_multiplier() const {

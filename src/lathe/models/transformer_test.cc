@@ -408,5 +408,21 @@ TEST(TransformerModel, UnknownFamilyIsAClearError) {
   }
 }
 
+// Gradients above the 1 MB piece size (the 300K-entry embedding) are cleared by the threads in
+// pieces, the small ones by one memset: every element of every gradient reads 0 afterwards.
+TEST(TransformerModel, ZeroGradsClearsEveryGradient) {
+  TransformerModel model(tiny_model_config({.vocab_size = 4700, .d_model = 64}), Precision::fast);
+  bool large = false;
+  for (const Parameter& parameter : model.parameters()) {
+    fill_value(parameter.var->grad, std::nan(""));
+    large = large || parameter.var->grad.numel() * 4 > (1 << 20);
+  }
+  ASSERT_TRUE(large);
+  model.zero_grads();
+  for (const Parameter& parameter : model.parameters())
+    for (int64_t i = 0; i < parameter.var->grad.numel(); ++i)
+      ASSERT_EQ(parameter.var->grad.ptr<float>()[i], 0.0f) << parameter.name << " element " << i;
+}
+
 }  // namespace
 }  // namespace lathe

@@ -40,8 +40,10 @@ bool parameter_trains(const Parameter& parameter) {
 bool AdamWOptimizer::decays(const Parameter& parameter) const { return parameter_decays(parameter, config_); }
 
 double global_gradient_norm(const std::vector<Parameter>& parameters) {
-  // Fixed chunks summed in order: the same bits for every thread count.
-  constexpr int64_t kChunk = 1 << 16;
+  // Fixed chunks summed in order: the same bits for every thread count. Within a chunk, 8 running
+  // sums (combined at its end) instead of one: a single chain of dependent double adds ran at the
+  // add latency, ~10 ms per step for a model of 18M parameters.
+  constexpr int64_t kChunk = 1 << 16, kLanes = 8;
   double total = 0;
   for (const Parameter& parameter : parameters) {
     const float* grad = parameter.var->grad.ptr<float>();
@@ -49,9 +51,15 @@ double global_gradient_norm(const std::vector<Parameter>& parameters) {
     std::vector<double> partial(chunks, 0.0);
     parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t chunk = begin; chunk < end; ++chunk) {
+        const int64_t first = chunk * kChunk, last = std::min(n, first + kChunk);
+        double lanes[kLanes] = {};
+        int64_t i = first;
+        for (; i + kLanes <= last; i += kLanes)
+          for (int64_t lane = 0; lane < kLanes; ++lane)
+            lanes[lane] += static_cast<double>(grad[i + lane]) * grad[i + lane];
+        for (; i < last; ++i) lanes[(i - first) % kLanes] += static_cast<double>(grad[i]) * grad[i];
         double sum = 0;
-        for (int64_t i = chunk * kChunk; i < std::min(n, (chunk + 1) * kChunk); ++i)
-          sum += static_cast<double>(grad[i]) * grad[i];
+        for (double lane : lanes) sum += lane;
         partial[chunk] = sum;
       }
     });

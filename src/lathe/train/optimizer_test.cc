@@ -100,5 +100,25 @@ TEST(AdamWOptimizer, StateRoundTripAndMissingTensorError) {
   EXPECT_THROW(second.load_state(partial), Error);
 }
 
+// The norm over every gradient against one long double sum written here, at sizes around the
+// chunk (65536) and the lanes (8) and below both.
+TEST(GlobalGradientNorm, MatchesPlainSumOfSquares) {
+  const uint64_t seed = test_seed();
+  std::vector<Parameter> parameters;
+  double expected = 0;
+  uint64_t stream = 0;
+  for (int64_t n : {1, 7, 8, 13, 65536, 65536 + 9, 3 * 65536 - 5}) {
+    Tensor grad = Tensor::empty({n}, DType::f32);
+    fill_normal(grad, seed, 0.0, 1.0, ++stream);
+    for (int64_t i = 0; i < n; ++i) expected += static_cast<double>(grad.ptr<float>()[i]) * grad.ptr<float>()[i];
+    Parameter parameter;
+    parameter.name = "p" + std::to_string(n);
+    parameter.kind = ParameterKind::matrix;
+    parameter.var = autograd::make_parameter(Tensor::zeros({n}, DType::f32), grad);
+    parameters.push_back(parameter);
+  }
+  EXPECT_NEAR(global_gradient_norm(parameters), std::sqrt(expected), 1e-12 * std::sqrt(expected)) << "seed " << seed;
+}
+
 }  // namespace
 }  // namespace lathe
