@@ -41,9 +41,7 @@ NormResult run_norm(Precision precision, const NormInputs& in, int64_t groups) {
 }
 
 // Awkward shapes: one row, widths not a multiple of the vector width, rows beyond one dweight block.
-const struct {
-  int64_t rows, width, groups;
-} kShapes[] = {{1, 7, 1}, {37, 26, 2}, {130, 48, 1}, {70, 3 * 11, 3}};
+const struct { int64_t rows, width, groups; } kShapes[] = {{1, 7, 1}, {37, 26, 2}, {130, 48, 1}, {70, 3 * 11, 3}};
 
 TEST(GatedGroupRmsNorm, FastPathMatchesTheFloat64Path) {
   const uint64_t seed = test_seed();
@@ -68,8 +66,7 @@ TEST(GatedGroupRmsNorm, Float64GradientsMatchFiniteDifferences) {
   auto loss = [&] {
     Tape tape(Precision::reference_f64, false);
     return sum_of_products(
-        gated_group_rms_norm(tape, make_var(in.y), make_var(in.z), make_var(in.weight), groups, 1e-5)->value,
-        in.probe);
+        gated_group_rms_norm(tape, make_var(in.y), make_var(in.z), make_var(in.weight), groups, 1e-5)->value, in.probe);
   };
   expect_gradient_matches_finite_differences(in.y, analytic.dy, loss, "dy", seed);
   expect_gradient_matches_finite_differences(in.z, analytic.dz, loss, "dz", seed);

@@ -250,8 +250,8 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
           d_skip += dot(x_row, dyb + i * g.pp, g.p);
           float* dx_row = dx + row * g.p;
           for (int64_t d = 0; d < g.p; ++d) dx_row[d] = c.step[i] * dxd[i * g.pp + d] + c.skip * dyb[i * g.pp + d];
-          const int64_t out_row = shared_groups ? (task - wave_begin) * g.seq + t0 + i
-                                                : (b * g.seq + t0 + i) * g.groups + h / g.per_group;
+          const int64_t out_row =
+              shared_groups ? (task - wave_begin) * g.seq + t0 + i : (b * g.seq + t0 + i) * g.groups + h / g.per_group;
           float* db_out = shared_groups ? db_partial : args.db.ptr<float>();
           float* dc_out = shared_groups ? dc_partial : args.dc.ptr<float>();
           std::memcpy(db_out + out_row * g.n_state, db_rows + i * g.np, sizeof(float) * g.n_state);
@@ -265,9 +265,8 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
   };
   for (int64_t wave_begin = 0; wave_begin < tasks; wave_begin += wave) {
     const int64_t wave_end = std::min(tasks, wave_begin + wave);
-    parallel_for(wave_end - wave_begin, 1, [&](int64_t begin, int64_t end) {
-      run_tasks(wave_begin, wave_begin + begin, wave_begin + end);
-    });
+    parallel_for(wave_end - wave_begin, 1,
+                 [&](int64_t begin, int64_t end) { run_tasks(wave_begin, wave_begin + begin, wave_begin + end); });
     if (!shared_groups) continue;
     // dB, dC (B, T, G, N): the first head of a group sets, later heads add, in head order.
     parallel_for(g.seq, 16, [&](int64_t t_begin, int64_t t_end) {
