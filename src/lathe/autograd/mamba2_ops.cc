@@ -3,6 +3,9 @@
 #include <cmath>
 #include <vector>
 
+#include "lathe/core/parallel.h"
+#include "lathe/ops/gated_activation/gated_activation.h"
+
 namespace lathe::autograd {
 namespace {
 
@@ -145,6 +148,80 @@ void gated_norm_backward(const Tensor& grad, const Tensor& y, const Tensor& z, c
     }
 }
 
+// The f32 path. The gate g = silu(z) * y is the gated_activation op's (vectorised, threaded; its
+// backward gives dy and dz from dg); the normalisation runs rows in parallel. The inverse RMS of
+// row r's group: the same float sum in column order as the plain loops above.
+constexpr int64_t kNormRowsPerBlock = 64;  // dweight partials per block of rows, summed in block order
+
+float group_inverse_rms(const float* g, int64_t width, double eps) {
+  float sum = 0;
+  for (int64_t i = 0; i < width; ++i) sum += g[i] * g[i];
+  return 1.0f / std::sqrt(sum / static_cast<float>(width) + static_cast<float>(eps));
+}
+
+TensorView rows_by_width(const Tensor& t, const GatedNormShape& s) { return t.view().reshape({s.rows, s.width}); }
+
+Tensor silu_gate(const Tensor& y, const Tensor& z, const GatedNormShape& s) {  // y * silu(z), (rows, W)
+  Tensor gated = Tensor::empty({s.rows, s.width}, DType::f32);
+  lathe::gated_activation({rows_by_width(z, s), rows_by_width(y, s), gated, GatedActivation::silu});
+  return gated;
+}
+
+void gated_norm_forward_fast(const Tensor& y, const Tensor& z, const Tensor& weight, int64_t groups, double eps,
+                             const Tensor& out) {
+  const GatedNormShape s = gated_norm_shape(y, groups);
+  const Tensor gated = silu_gate(y, z, s);
+  const float *g = gated.ptr<float>(), *w = weight.ptr<float>();
+  float* o = out.ptr<float>();
+  parallel_for(s.rows, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      for (int64_t group = 0; group < s.groups; ++group) {
+        const int64_t base = r * s.width + group * s.group_width, column = group * s.group_width;
+        const float inverse = group_inverse_rms(g + base, s.group_width, eps);
+        for (int64_t i = 0; i < s.group_width; ++i) o[base + i] = w[column + i] * (g[base + i] * inverse);
+      }
+  });
+}
+
+// dg per row from the norm's formulas (see gated_norm_backward); dweight from per-block partials
+// (fixed blocks of rows, so the sums do not depend on the thread count); then the gate's backward.
+void gated_norm_backward_fast(const Tensor& grad, const Tensor& y, const Tensor& z, const Tensor& weight,
+                              int64_t groups, double eps, const Tensor& dy, const Tensor& dz, const Tensor& dweight) {
+  const GatedNormShape s = gated_norm_shape(y, groups);
+  const Tensor gated = silu_gate(y, z, s);
+  Tensor d_gated = Tensor::empty({s.rows, s.width}, DType::f32);
+  const int64_t blocks = (s.rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock;
+  std::vector<float> partials(static_cast<size_t>(blocks * s.width), 0.0f);
+  const float *g = gated.ptr<float>(), *up = grad.ptr<float>(), *w = weight.ptr<float>();
+  float* dg = d_gated.ptr<float>();
+  parallel_for(blocks, 1, [&](int64_t block_begin, int64_t block_end) {
+    for (int64_t block = block_begin; block < block_end; ++block) {
+      float* dw = partials.data() + block * s.width;
+      const int64_t row_end = std::min(s.rows, (block + 1) * kNormRowsPerBlock);
+      for (int64_t r = block * kNormRowsPerBlock; r < row_end; ++r)
+        for (int64_t group = 0; group < s.groups; ++group) {
+          const int64_t base = r * s.width + group * s.group_width, column = group * s.group_width;
+          const float inverse = group_inverse_rms(g + base, s.group_width, eps);
+          float dot = 0;  // sum of dn * n, dn = grad * weight, n = g * inverse
+          for (int64_t i = 0; i < s.group_width; ++i) {
+            const float n = g[base + i] * inverse, dn = up[base + i] * w[column + i];
+            dw[column + i] += up[base + i] * n;
+            dot += dn * n;
+          }
+          const float mean = dot / static_cast<float>(s.group_width);
+          for (int64_t i = 0; i < s.group_width; ++i)
+            dg[base + i] = inverse * (up[base + i] * w[column + i] - g[base + i] * inverse * mean);
+        }
+    }
+  });
+  float* dw = dweight.ptr<float>();
+  for (int64_t i = 0; i < s.width; ++i) dw[i] = 0;
+  for (int64_t block = 0; block < blocks; ++block)
+    for (int64_t i = 0; i < s.width; ++i) dw[i] += partials[block * s.width + i];
+  lathe::gated_activation_backward({rows_by_width(z, s), rows_by_width(y, s), d_gated, rows_by_width(dz, s),
+                                    rows_by_width(dy, s), GatedActivation::silu});
+}
+
 }  // namespace
 
 Var mamba2_step_size(Tape& tape, const Var& dt, const Var& bias, double lower, double upper) {
@@ -186,7 +263,7 @@ Var gated_group_rms_norm(Tape& tape, const Var& y, const Var& z, const Var& weig
                width % groups == 0);
   Var out = make_var(Tensor::empty(y->value.shape(), tape.dtype()),
                      y->requires_grad || z->requires_grad || weight->requires_grad);
-  fast(tape) ? gated_norm_forward<float>(y->value, z->value, weight->value, groups, eps, out->value)
+  fast(tape) ? gated_norm_forward_fast(y->value, z->value, weight->value, groups, eps, out->value)
              : gated_norm_forward<double>(y->value, z->value, weight->value, groups, eps, out->value);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
@@ -195,7 +272,7 @@ Var gated_group_rms_norm(Tape& tape, const Var& y, const Var& z, const Var& weig
     Tensor dy = Tensor::empty(y->value.shape(), dtype), dz = Tensor::empty(z->value.shape(), dtype);
     Tensor dweight = Tensor::empty(weight->value.shape(), dtype);
     precision == Precision::fast
-        ? gated_norm_backward<float>(out->grad, y->value, z->value, weight->value, groups, eps, dy, dz, dweight)
+        ? gated_norm_backward_fast(out->grad, y->value, z->value, weight->value, groups, eps, dy, dz, dweight)
         : gated_norm_backward<double>(out->grad, y->value, z->value, weight->value, groups, eps, dy, dz, dweight);
     accumulate_grad(weight, dweight, true);
     accumulate_grad(z, dz, true);

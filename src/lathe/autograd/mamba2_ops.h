@@ -1,8 +1,8 @@
 // The element-wise pieces of Mamba-2's mixer (transformers' Mamba2Mixer.torch_forward) around
 // the kernel library's ssd_scan and short_conv (autograd/linear_recurrence_ops.h), in the style of
 // autograd/ops.h: f32 under Precision::fast, f64 under reference_f64, each with its backward.
-// Plain loops: next to the projections and the scan they are a few percent of the layer. Sums over
-// rows (the weight and bias gradients) run in row order: bitwise reproducible.
+// Plain loops, except the gated RMSNorm's f32 path (below). Sums over rows (the weight and bias
+// gradients) run in a fixed order: bitwise reproducible for any thread count.
 #pragma once
 
 #include "lathe/autograd/tape.h"
@@ -19,7 +19,9 @@ Var negative_exp(Tape& tape, const Var& a_log);
 
 // y, z: (rows, W); weight: (W) -> (rows, W): the gated RMSNorm of Mamba-2 (MambaRMSNormGated,
 // norm_before_gate=False): g = y * silu(z), normalised over each of `groups` groups of W / groups
-// columns, times weight. groups = 1 normalises the whole row.
+// columns, times weight. groups = 1 normalises the whole row. The f32 path takes the gate from the
+// gated_activation op (vectorised, threaded; its backward gives dy and dz) and normalises rows in
+// parallel; dweight sums per-block partials of 64 rows in block order.
 Var gated_group_rms_norm(Tape& tape, const Var& y, const Var& z, const Var& weight, int64_t groups, double eps);
 
 }  // namespace lathe::autograd

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "lathe/core/aligned_buffer.h"
 #include "lathe/core/error.h"
@@ -26,6 +27,15 @@ inline void gemm_lower_a(int64_t rows, int64_t vectors, const float* a, int64_t 
   for (int64_t r0 = 0; r0 < rows; r0 += kRows)
     gemm(std::min<int64_t>(kRows, rows - r0), vectors, std::min<int64_t>(rows, r0 + kRows), a + r0 * lda, lda, 1, b,
          ldb, c + r0 * ldc, ldc, accumulate);
+}
+
+// C (rows x vectors*W) (+)= A^T B with A lower triangular (rows x rows, row stride lda, zero above
+// the diagonal): row i of A^T is zero before column i, so row block r0 starts its depth at r0.
+inline void gemm_lower_transposed_a(int64_t rows, int64_t vectors, const float* a, int64_t lda, const float* b,
+                                    int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows)
+    gemm(std::min<int64_t>(kRows, rows - r0), vectors, rows - r0, a + r0 * lda + r0, 1, lda, b + r0 * ldb, ldb,
+         c + r0 * ldc, ldc, accumulate);
 }
 
 // The lower triangle (and a little more) of C (rows x rows) = A B: row block r0 computes only the
@@ -57,6 +67,68 @@ inline void scale_copy(float factor, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += W) (f * VecF::load(x + i)).store(y + i);
 }
 
+// Transposes one W x W block in registers (the only ISA-specific code here, kept beside its one
+// caller rather than in core/simd.h): out[j * out_stride + i] = in[i * in_stride + j] for
+// i, j < W (unaligned rows; in and out must not overlap).
+inline void transpose_block(const float* in, int64_t in_stride, float* out, int64_t out_stride) {
+#if LATHE_KERNEL_ISA == 2
+  // Four stages: 32-bit and 64-bit interleaves inside 128-bit lanes, then two 128-bit lane shuffles.
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + i * in_stride);
+  for (int i = 0; i < 16; i += 2)
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2)), r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3)), r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  // r[4a + k], lane l now holds column 4l + k of rows 4a .. 4a + 3.
+  for (int k = 0; k < 4; ++k) {
+    t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88), t[4 + k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+    t[8 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+    t[12 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+  }
+  for (int k = 0; k < 4; ++k) {
+    r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88), r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+    r[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);
+    r[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(out + i * out_stride, r[i]);
+#elif LATHE_KERNEL_ISA == 1
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(in + i * in_stride);
+  for (int i = 0; i < 8; i += 2)
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_storeu_ps(out + k * out_stride, _mm256_permute2f128_ps(r[k], r[4 + k], 0x20));
+    _mm256_storeu_ps(out + (4 + k) * out_stride, _mm256_permute2f128_ps(r[k], r[4 + k], 0x31));
+  }
+#else
+  (void)in_stride, (void)out_stride;
+  *out = *in;
+#endif
+}
+
+// packed[d * padded_count + c] = source[c * stride + d] for `count` rows of `dim` floats, zero for
+// count <= c < padded_count: attention_tiles::pack_transposed for float, W x W blocks in registers.
+inline void transpose_padded(const float* source, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
+                             float* packed) {
+  const int64_t full_count = count / W * W, full_dim = dim / W * W;
+  for (int64_t d0 = 0; d0 < full_dim; d0 += W)
+    for (int64_t c0 = 0; c0 < full_count; c0 += W)
+      transpose_block(source + c0 * stride + d0, stride, packed + d0 * padded_count + c0, padded_count);
+  for (int64_t d = 0; d < dim; ++d) {
+    float* out = packed + d * padded_count;
+    for (int64_t c = d < full_dim ? full_count : 0; c < count; ++c) out[c] = source[c * stride + d];
+    for (int64_t c = count; c < padded_count; ++c) out[c] = 0.0f;
+  }
+}
+
 // decay[j] = exp(gamma_i - gamma[j]) for j in [0, count), whole vectors (decay holds
 // round_up(count, W) floats; gamma is read that far, its padding must be finite).
 inline void decay_row(float gamma_i, const float* gamma, int64_t count, float* decay) {
@@ -68,19 +140,38 @@ inline void decay_row(float gamma_i, const float* gamma, int64_t count, float* d
 // given dS (n rows of stride ld, lower triangle valid) and S, adds the decay's gradient to
 // d_gamma (row minus column sums of dS * S) and turns dS into dS * exp(gamma_i - gamma_j) in
 // place (zero above the diagonal), the gradient of A B^T. decay: scratch of ld floats; gamma
-// padded with finite values to ld.
+// padded with finite values to ld (ld <= 256, a multiple of W). Vectorised along each row: the
+// row sum is a float vector sum reduced once per row, the column sums are float vectors summed
+// over the rows (at most n <= 256 terms each); both are added to the double d_gamma once.
 inline void decayed_scores_backward(int64_t n, int64_t ld, const float* scores, const float* gamma, float* decay,
                                     float* d_scores, double* d_gamma) {
+  LATHE_ASSERT(ld <= 256 && ld % W == 0);
+  alignas(64) float column_sums[256];
+  for (int64_t j = 0; j < ld; j += W) VecF::zero().store(column_sums + j);
   for (int64_t i = 0; i < n; ++i) {
     float* row = d_scores + i * ld;
+    const float* score_row = scores + i * ld;
     decay_row(gamma[i], gamma, i + 1, decay);
-    for (int64_t j = 0; j <= i; ++j) {
-      const float contribution = row[j] * scores[i * ld + j];
-      d_gamma[i] += contribution, d_gamma[j] -= contribution;
-      row[j] *= decay[j];
+    VecF row_sum = VecF::zero();
+    int64_t j = 0;
+    for (; j + W <= i + 1; j += W) {
+      const VecF d = VecF::load(row + j), contribution = d * VecF::load(score_row + j);
+      row_sum += contribution;
+      (VecF::load(column_sums + j) + contribution).store(column_sums + j);
+      (d * VecF::load(decay + j)).store(row + j);
     }
-    for (int64_t j = i + 1; j < ld; ++j) row[j] = 0.0f;
+    if (j <= i) {  // the vector holding the diagonal: columns j .. i kept, the rest zeroed
+      const int valid = static_cast<int>(i + 1 - j);
+      const VecF d = VecF::load_partial(row + j, valid), contribution = d * VecF::load_partial(score_row + j, valid);
+      row_sum += contribution;
+      (VecF::load(column_sums + j) + contribution).store(column_sums + j);
+      (d * VecF::load(decay + j)).store(row + j);
+      j += W;
+    }
+    for (; j < ld; j += W) VecF::zero().store(row + j);
+    d_gamma[i] += static_cast<double>(row_sum.reduce_add());
   }
+  for (int64_t j = 0; j < n; ++j) d_gamma[j] -= static_cast<double>(column_sums[j]);
 }
 
 // Rows gated by exp(gamma_i) (the read of the chunk-start state, Gamma_i rows_i . state): with
@@ -106,20 +197,30 @@ inline void tail_rows_backward(int64_t n, int64_t dim, int64_t ld, const float* 
   }
 }
 
-// Bump allocator over one zeroed aligned buffer (per task).
+// Bump allocator over one aligned buffer, zeroed unless asked not to. The buffer is the calling thread's own, one per
+// slot, kept for the thread's next arena of that slot (grow-only): pool threads persist, so a
+// kernel called every step page-faults its scratch in once, not on every call. At most one arena
+// per slot may be alive on a thread at a time (kernels run one at a time on a thread).
 class Arena {
  public:
-  explicit Arena(int64_t floats)
-      : buffer_(sizeof(float) * static_cast<size_t>(floats + 64 * 64), true), capacity_(floats + 64 * 64) {}
+  enum Slot { kTask = 0, kCall = 1 };  // per-range scratch of a parallel_for; per-call scratch of the caller
+  explicit Arena(int64_t floats, Slot slot = kTask, bool zeroed = true) : capacity_(floats + 64 * 64) {
+    static thread_local AlignedBuffer buffers[2];
+    AlignedBuffer& buffer = buffers[slot];
+    const size_t bytes = sizeof(float) * static_cast<size_t>(capacity_);
+    if (buffer.bytes() < bytes) buffer = AlignedBuffer(bytes);
+    data_ = buffer.as<float>();
+    if (zeroed) std::memset(data_, 0, bytes);
+  }
   float* take(int64_t floats) {
-    float* p = buffer_.as<float>() + used_;
+    float* p = data_ + used_;
     used_ += round_up(floats, 16);
     LATHE_ASSERT(used_ <= capacity_);
     return p;
   }
 
  private:
-  AlignedBuffer buffer_;
+  float* data_;
   int64_t capacity_, used_ = 0;
 };
 

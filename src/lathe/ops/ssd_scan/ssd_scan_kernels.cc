@@ -8,8 +8,9 @@
 // The backward recomputes the chunk-start states (one forward sweep, in the layout h = Hs^T (P, N)
 // that the backward reads, preparing only what advancing needs), then walks the chunks in reverse
 // applying the chain rule to the formulas above. dB and dC of a group sum over its heads:
-// with one head per group each task writes them directly, otherwise each head writes its own
-// partials and a final pass sums them in head order (as it sums dA and dD over the batch).
+// with one head per group each task writes them directly, otherwise the tasks run in waves of
+// 2 x threads, each head of a wave writes its own partials and a pass after the wave adds them in
+// head order (as it sums dA and dD over the batch at the end).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -89,7 +90,7 @@ struct Chunk {
       if (scores) scale_copy(big_gamma[i], cm + i * g.np, cg + i * g.np, g.np);
     }
     if (!scores) return;
-    pack_transposed(bm, g.np, n, g.n_state, g.cp, bm_t);
+    transpose_padded(bm, g.np, n, g.n_state, g.cp, bm_t);
     gemm_lower_c(n, g.n_state, cm, g.np, 1, bm_t, g.cp, m, g.cp);
     for (int64_t i = n; i < g.cp; ++i) gamma[i] = gamma[n - 1];  // finite padding for decay_row
     for (int64_t i = 0; i < n; ++i) {
@@ -168,18 +169,24 @@ void ssd_scan_forward_kernel(const SsdScanArgs& args, const SsdScanCpuConfig& co
 void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuConfig& config) {
   const Geometry g(args, config);
   const bool shared_groups = g.per_group > 1;
-  // Partials: dB and dC per head (B, H, T, N) when heads share a group; dA and dD per (b, h).
-  AlignedBuffer group_partials(shared_groups ? sizeof(float) * 2 * g.batch * g.heads * g.seq * g.n_state : 16);
-  AlignedBuffer head_partials(sizeof(float) * 2 * g.batch * g.heads + 16);
-  float *db_partial = group_partials.as<float>(), *dc_partial = db_partial + g.batch * g.heads * g.seq * g.n_state;
-  float *da_partial = head_partials.as<float>(), *dd_partial = da_partial + g.batch * g.heads;
+  const int64_t tasks = g.batch * g.heads;
+  // Heads sharing a group write dB and dC partials, (wave, T, N) each, summed into dB and dC in
+  // head order after each wave of tasks: the same sums, bit for bit, as summing every head at the
+  // end, with the partials of one wave only (a few threads' worth instead of all B x H heads, kept
+  // for the next call instead of page-faulted in again).
+  const int64_t wave = shared_groups ? std::min<int64_t>(tasks, 2 * num_threads()) : tasks;
+  Arena call_scratch(shared_groups ? 2 * wave * g.seq * g.n_state : 0, Arena::kCall, /*zeroed=*/false);
+  float* db_partial = call_scratch.take(shared_groups ? wave * g.seq * g.n_state : 0);
+  float* dc_partial = call_scratch.take(shared_groups ? wave * g.seq * g.n_state : 0);
+  AlignedBuffer head_partials(sizeof(float) * 2 * tasks + 16);  // dA and dD per (b, h)
+  float *da_partial = head_partials.as<float>(), *dd_partial = da_partial + tasks;
   const float* dy = args.dy.ptr<float>();
   float *dx = args.dx.ptr<float>(), *ddt = args.ddt.ptr<float>();
   // The backward reads the chunk-start states only as h (P, np) (dY h, and the dot with dHs'^T), so
   // the forward sweep advances and stores that layout: no transpose per chunk, and the sweep
   // prepares only what advancing needs.
   const int64_t state_size = g.n_state * g.pp, state_t_size = g.p * g.np;
-  parallel_for(g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+  auto run_tasks = [&](int64_t wave_begin, int64_t begin, int64_t end) {
     Arena arena(g.arena_floats() + g.chunks * state_t_size + 4 * state_size + 6 * g.chunk * (g.cp + g.pp + g.np) +
                 4 * g.pp * g.np);
     Chunk c(g, arena);
@@ -192,13 +199,14 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
           *tmp = arena.take(g.chunk * g.np);
     // d gamma sums many cancelling pair terms (row sums minus column sums): kept in double.
     double d_gamma[256];  // chunk <= 256 (Geometry clamps it)
+    auto chunk_tokens = [&](int64_t ci) { return std::min(g.chunk, g.seq - ci * g.chunk); };
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / g.heads, h = task % g.heads;
       float* state_t = s_t;  // the forward sweep borrows s_t as its running state
       load_state_transposed(args.initial_state, g, b, h, state_t);
       for (int64_t ci = 0; ci < g.chunks; ++ci) {
         std::memcpy(states_t + ci * state_t_size, state_t, sizeof(float) * state_t_size);
-        c.prepare(args, b, h, ci * g.chunk, std::min(g.chunk, g.seq - ci * g.chunk), /*scores=*/false);
+        c.prepare(args, b, h, ci * g.chunk, chunk_tokens(ci), /*scores=*/false);
         c.advance_transposed(state_t);
       }
       load_state(args.d_final_state, g, b, h, ds);
@@ -206,26 +214,26 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
       for (int64_t ci = g.chunks - 1; ci >= 0; --ci) {
         const int64_t t0 = ci * g.chunk;
         const float* s0_t = states_t + ci * state_t_size;
-        c.prepare(args, b, h, t0, std::min(g.chunk, g.seq - t0));
+        c.prepare(args, b, h, t0, chunk_tokens(ci));
         const int64_t n = c.n, last = n - 1, pv = g.pp / W, nv = g.np / W;
         for (int64_t i = 0; i < n; ++i) {
           Chunk::copy_row(dy + ((b * g.seq + t0 + i) * g.heads + h) * g.p, g.p, g.pp, 1.0f, dyb + i * g.pp);
           d_gamma[i] = 0.0;
         }
         // dXd = M^T dY + Bd dHs'.
-        gemm(n, pv, n, c.m, 1, g.cp, dyb, g.pp, dxd, g.pp, false);
+        gemm_lower_transposed_a(n, pv, c.m, g.cp, dyb, g.pp, dxd, g.pp, false);
         gemm(n, pv, g.n_state, c.bd, g.np, 1, ds, g.pp, dxd, g.pp, true);
         // dM = dY Xd^T (lower); d gamma from M's decay; then dM * L.
-        pack_transposed(c.xd, g.pp, n, g.p, g.cp, xd_t);
+        transpose_padded(c.xd, g.pp, n, g.p, g.cp, xd_t);
         gemm_lower_c(n, g.p, dyb, g.pp, 1, xd_t, g.cp, dm, g.cp);
         decayed_scores_backward(n, g.cp, c.m, c.gamma, c.decay, dm, d_gamma);
         // dC = (dM L) B + Gamma (dY Hs^T);  dB = (dM L)^T C + tail (Xd dHs'^T).
         gemm(n, nv, g.p, dyb, g.pp, 1, s0_t, g.np, tmp, g.np, false);
         gemm_lower_a(n, nv, dm, g.cp, c.bm, g.np, dc_rows, g.np, false);
         gated_rows_backward(n, g.n_state, g.np, c.cm, tmp, c.big_gamma, dc_rows, d_gamma);
-        pack_transposed(ds, g.pp, g.n_state, g.p, g.np, ds_t);
+        transpose_padded(ds, g.pp, g.n_state, g.p, g.np, ds_t);
         gemm(n, nv, g.p, c.xd, g.pp, 1, ds_t, g.np, tmp, g.np, false);
-        gemm(n, nv, n, dm, 1, g.cp, c.cm, g.np, db_rows, g.np, false);
+        gemm_lower_transposed_a(n, nv, dm, g.cp, c.cm, g.np, db_rows, g.np, false);
         tail_rows_backward(n, g.n_state, g.np, c.bm, tmp, c.tail, db_rows, d_gamma);
         // dHs = exp(gamma_last) dHs' + (Gamma C)^T dY.
         d_gamma[last] += c.big_gamma[last] * dot(s0_t, ds_t, state_t_size);
@@ -243,7 +251,7 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
           float* dx_row = dx + row * g.p;
           for (int64_t d = 0; d < g.p; ++d) dx_row[d] = c.step[i] * dxd[i * g.pp + d] + c.skip * dyb[i * g.pp + d];
           const int64_t out_row =
-              shared_groups ? (b * g.heads + h) * g.seq + t0 + i : (b * g.seq + t0 + i) * g.groups + h / g.per_group;
+              shared_groups ? (task - wave_begin) * g.seq + t0 + i : (b * g.seq + t0 + i) * g.groups + h / g.per_group;
           float* db_out = shared_groups ? db_partial : args.db.ptr<float>();
           float* dc_out = shared_groups ? dc_partial : args.dc.ptr<float>();
           std::memcpy(db_out + out_row * g.n_state, db_rows + i * g.np, sizeof(float) * g.n_state);
@@ -254,20 +262,29 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
       da_partial[task] = static_cast<float>(d_a), dd_partial[task] = static_cast<float>(d_skip);
       if (args.d_initial_state.data != nullptr) store_state(ds, g, b, h, args.d_initial_state);
     }
-  });
-  if (shared_groups)
-    parallel_for(g.batch * g.seq * g.groups, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t index = begin; index < end; ++index) {
-        const int64_t b = index / (g.seq * g.groups), t = index / g.groups % g.seq, group = index % g.groups;
-        float *db = args.db.ptr<float>() + index * g.n_state, *dc = args.dc.ptr<float>() + index * g.n_state;
-        std::memset(db, 0, sizeof(float) * g.n_state);
-        std::memset(dc, 0, sizeof(float) * g.n_state);
-        for (int64_t h = group * g.per_group; h < (group + 1) * g.per_group; ++h) {
-          const int64_t row = ((b * g.heads + h) * g.seq + t) * g.n_state;
-          for (int64_t n = 0; n < g.n_state; ++n) db[n] += db_partial[row + n], dc[n] += dc_partial[row + n];
+  };
+  for (int64_t wave_begin = 0; wave_begin < tasks; wave_begin += wave) {
+    const int64_t wave_end = std::min(tasks, wave_begin + wave);
+    parallel_for(wave_end - wave_begin, 1,
+                 [&](int64_t begin, int64_t end) { run_tasks(wave_begin, wave_begin + begin, wave_begin + end); });
+    if (!shared_groups) continue;
+    // dB, dC (B, T, G, N): the first head of a group sets, later heads add, in head order.
+    parallel_for(g.seq, 16, [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t task = wave_begin; task < wave_end; ++task) {
+        const int64_t b = task / g.heads, h = task % g.heads, group = h / g.per_group;
+        const bool first = h % g.per_group == 0;
+        for (int64_t t = t_begin; t < t_end; ++t) {
+          const int64_t out = ((b * g.seq + t) * g.groups + group) * g.n_state;
+          const int64_t in = ((task - wave_begin) * g.seq + t) * g.n_state;
+          float *db = args.db.ptr<float>() + out, *dc = args.dc.ptr<float>() + out;
+          for (int64_t k = 0; k < g.n_state; ++k) {
+            db[k] = first ? db_partial[in + k] : db[k] + db_partial[in + k];
+            dc[k] = first ? dc_partial[in + k] : dc[k] + dc_partial[in + k];
+          }
         }
       }
     });
+  }
   for (int64_t h = 0; h < g.heads; ++h) {
     float a_sum = 0, d_sum = 0;
     for (int64_t b = 0; b < g.batch; ++b) a_sum += da_partial[b * g.heads + h], d_sum += dd_partial[b * g.heads + h];
