@@ -43,6 +43,18 @@ __device__ inline float block_reduce(float value, float* scratch, Combine combin
   return value;
 }
 
+// Gemma's logit soft-cap: cap * tanh(x / cap), and its derivative in *derivative; with cap <= 0
+// (off) x itself and 1.
+__device__ inline float soft_cap(float x, float cap, float* derivative) {
+  if (cap <= 0.0f) {
+    *derivative = 1.0f;
+    return x;
+  }
+  const float t = tanhf(x / cap);
+  *derivative = 1.0f - t * t;
+  return cap * t;
+}
+
 struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };

@@ -48,14 +48,7 @@ __device__ float lane_dot(const float* lane_values, const void* base, int64_t ro
 
 // The capped score and d(capped)/d(score) (1 without a cap).
 __device__ float capped_score(float dot, const Shapes& s, float* derivative) {
-  float score = dot * s.scale;
-  *derivative = 1.0f;
-  if (s.softcap > 0.0f) {
-    const float t = tanhf(score / s.softcap);
-    score = s.softcap * t;
-    *derivative = 1.0f - t * t;
-  }
-  return score;
+  return cuda::soft_cap(dot * s.scale, s.softcap, derivative);
 }
 
 __device__ int64_t q_row(const Shapes& s, int64_t b, int64_t i, int64_t h, int64_t dim) {

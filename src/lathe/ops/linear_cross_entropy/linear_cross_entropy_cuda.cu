@@ -22,13 +22,8 @@ struct RowParams {
 
 // The final logit of a raw dot product, and d(final)/d(raw dot).
 __device__ float final_logit(float dot, const RowParams& p, float* derivative) {
-  float logit = dot * p.logit_scale;
-  *derivative = p.logit_scale;
-  if (p.softcap > 0.0f) {
-    const float t = tanhf(logit / p.softcap);
-    logit = p.softcap * t;
-    *derivative *= 1.0f - t * t;
-  }
+  const float logit = cuda::soft_cap(dot * p.logit_scale, p.softcap, derivative);
+  *derivative *= p.logit_scale;
   return logit;
 }
 
