@@ -27,6 +27,11 @@ __device__ inline void store_f32(void* base, int64_t index, float value, bool bf
     static_cast<float*>(base)[index] = value;
 }
 
+// Element `index` of an i32 or i64 index tensor (token ids, targets) as int64.
+__device__ inline int64_t load_index(const void* base, int64_t index, bool i64) {
+  return i64 ? static_cast<const int64_t*>(base)[index] : static_cast<const int32_t*>(base)[index];
+}
+
 constexpr int kWarp = 32;
 
 // Sum (or max) over the block; every thread gets the result. `scratch` holds blockDim.x / 32 floats.

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <bit>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "lathe/device/cuda_check.h"
@@ -10,13 +12,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ int64_t token_id(const void* ids, int64_t t, bool ids_i64) {
-  return ids_i64 ? static_cast<const int64_t*>(ids)[t] : static_cast<const int32_t*>(ids)[t];
-}
-
 __global__ void embedding_forward(const void* table, const void* ids, void* out, int64_t dim, float scale, bool ids_i64,
                                   bool bf16) {
-  const int64_t t = blockIdx.x, row = token_id(ids, t, ids_i64);
+  const int64_t t = blockIdx.x, row = cuda::load_index(ids, t, ids_i64);
   for (int64_t d = threadIdx.x; d < dim; d += blockDim.x)
     cuda::store_f32(out, t * dim + d, cuda::load_f32(table, row * dim + d, bf16) * scale, bf16);
 }
@@ -25,7 +23,7 @@ __global__ void embedding_forward(const void* table, const void* ids, void* out,
 __global__ void sort_inputs(const void* ids, uint32_t* keys, int32_t* tokens, int64_t count, bool ids_i64) {
   const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (t >= count) return;
-  keys[t] = static_cast<uint32_t>(token_id(ids, t, ids_i64));
+  keys[t] = static_cast<uint32_t>(cuda::load_index(ids, t, ids_i64));
   tokens[t] = static_cast<int32_t>(t);
 }
 
@@ -54,12 +52,6 @@ void run_forward(const EmbeddingArgs& args, const EmbeddingCpuConfig&) {
   LATHE_CUDA_CHECK_LAUNCH("embedding (cuda)");
 }
 
-int key_bits(int64_t vocab) {
-  int bits = 1;
-  while (bits < 32 && (int64_t{1} << bits) < vocab) ++bits;
-  return bits;
-}
-
 void run_backward(const EmbeddingBackwardArgs& args, const EmbeddingBackwardCpuConfig&) {
   constexpr const char* kOp = "embedding_backward (cuda)";
   const int64_t tokens = args.ids.dim(0), vocab = args.dtable.dim(0), dim = args.dtable.dim(1);
@@ -76,7 +68,7 @@ void run_backward(const EmbeddingBackwardArgs& args, const EmbeddingBackwardCpuC
       args.ids.data, keys_in, tokens_in, tokens, args.ids.dtype == DType::i64);
   LATHE_CUDA_CHECK_LAUNCH(kOp);
   size_t scratch_bytes = 0;
-  const int bits = key_bits(vocab);
+  const int bits = std::max(1, static_cast<int>(std::bit_width(static_cast<uint64_t>(vocab - 1))));  // key bits
   LATHE_CUDA_CHECK(kOp, cub::DeviceRadixSort::SortPairs(nullptr, scratch_bytes, keys_in, keys_in + tokens, tokens_in,
                                                         tokens_in + tokens, tokens, 0, bits, stream));
   Tensor scratch = cuda::device_empty({static_cast<int64_t>(scratch_bytes) + 1}, DType::u8, "embedding_backward sort");

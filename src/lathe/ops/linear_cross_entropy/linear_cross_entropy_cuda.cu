@@ -33,8 +33,7 @@ __global__ void cross_entropy_rows(const float* logits, void* grad, const void* 
   __shared__ float scratch[kThreads / cuda::kWarp];
   const int64_t r = blockIdx.x, token = p.first_token + r;
   const float* row = logits + r * p.vocab;
-  const int64_t target = p.targets_i64 ? static_cast<const int64_t*>(targets)[token * p.target_stride]
-                                       : static_cast<const int32_t*>(targets)[token * p.target_stride];
+  const int64_t target = cuda::load_index(targets, token * p.target_stride, p.targets_i64);
   const bool valid = target != p.ignore_index;
   float unused;
   // Read before the reductions' barriers: the gradient pass below overwrites the row in place.
