@@ -319,6 +319,7 @@ def case_stop(suite):
     run_dir = suite.path("stop-run")
     lost = []
     stops = 0
+    newest = 0
     for attempt in range(suite.options.stops):
         stop_signal = rng.choice((signal.SIGTERM, signal.SIGINT))
         launcher = suite.start("launch", "--nproc", "2", "--", *common, f"run_dir={run_dir}", "checkpoint.every=1000")
@@ -344,8 +345,13 @@ def case_stop(suite):
             lost.append(f"stop {attempt + 1}: trained step {trained}, newest checkpoint {newest}")
         if newest >= STOP_STEPS:
             break
-    check(not lost and stops == suite.options.stops,
-          f"{stops} random stops of a 2-rank run: every stop saved the steps trained before it", "; ".join(lost))
+    # A fast machine may train past the last step before every stop is spent (the signal lands a few
+    # steps after the heartbeat target): the run is then complete, and half the stops are enough.
+    finished_early = newest >= STOP_STEPS and stops >= suite.options.stops // 2
+    problems = lost + ([] if stops == suite.options.stops or finished_early else
+                       [f"only {stops} of {suite.options.stops} stops landed before the run ended"])
+    check(not problems, f"{stops} random stops of a 2-rank run: every stop saved the steps trained before it",
+          "; ".join(problems))
     code, output = suite.finish(suite.start("launch", "--nproc", "2", "--", *common, f"run_dir={run_dir}",
                                             "checkpoint.every=1000"), timeout=300)
     check(code == 0 and model_bytes(run_dir, STOP_STEPS) == model_bytes(reference, STOP_STEPS),
