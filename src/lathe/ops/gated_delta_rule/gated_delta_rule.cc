@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "lathe/ops/tensor_bytes.h"
 #include "lathe/ops/validate.h"
@@ -284,12 +285,19 @@ std::string shape_key(const Args& args) {
 
 template <class Args>
 GatedDeltaRuleCpuConfig heuristic_config(const Args&, Isa) {
-  return {64};
+  return {64, -1};
 }
 
+// 7: an awkward chunk keeps the tail paths honest. The backward also tries keeping no prepared
+// chunk and only the last one (the reverse sweep then prepares the others again).
 template <class Args>
 std::vector<GatedDeltaRuleCpuConfig> config_space(const Args&, Isa) {
-  return {{16}, {32}, {64}, {128}, {7}};  // 7: an awkward chunk keeps the tail paths honest
+  std::vector<GatedDeltaRuleCpuConfig> space = {{16, -1}, {32, -1}, {64, -1}, {128, -1}, {7, -1}};
+  if constexpr (std::is_same_v<Args, GatedDeltaRuleBackwardArgs>) {
+    space.push_back({64, 0});
+    space.push_back({7, 1});
+  }
+  return space;
 }
 
 }  // namespace

@@ -63,9 +63,14 @@ struct GatedDeltaRuleBackwardArgs {
 
 struct GatedDeltaRuleCpuConfig {
   int64_t chunk = 64;  // tokens per chunk of the parallel form
+  // Backward only: how many of the last chunks keep their prepared quantities from the forward
+  // sweep for the reverse sweep (the others are prepared twice); -1: as many as fit in 16 MiB per
+  // thread.
+  int64_t saved_chunks = -1;
   template <class Visit>
   void visit(Visit&& field) {
     field("chunk", chunk);
+    field("saved_chunks", saved_chunks);
   }
 };
 

@@ -8,13 +8,15 @@
 //   S' = exp(gamma_last) S + (exp(gamma_last - gamma) K)^T V_new
 // Every product is a small GEMM through attention_tiles::gemm (the register-blocked tile product of
 // the attention kernels); products with a triangular operand or result skip the zero blocks.
-// The backward recomputes the chunk-start states (one forward sweep), then walks the chunks in
-// reverse, recomputing each chunk's quantities and applying the chain rule to the formulas above
+// The backward recomputes the chunk-start states (one forward sweep, which keeps each chunk's
+// prepared quantities while they fit a per-thread budget), then walks the chunks in reverse,
+// reusing (or recomputing) each chunk's quantities and applying the chain rule to the formulas above
 // (T = M^-1 gives dM = -T^T dT T^T). A backward task owns one (batch, key head) and its value
 // heads in order, so dq and dk (summed over those value heads) need no reduction across tasks.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "lathe/core/parallel.h"
 #include "lathe/ops/gated_delta_rule/chunk_tiles.h"
@@ -55,6 +57,13 @@ struct Chunk {
   float *b1, *u, *vn;                      // (chunk, dvp)
   float *b2n, *wn;                         // (chunk, dkp)
   int64_t n = 0;
+
+  // Floats one Chunk takes from an Arena (each take rounded up as Arena::take does).
+  static int64_t floats(const Geometry& g) {
+    const auto r = [](int64_t n) { return round_up(n, 16); };
+    const int64_t ck = g.chunk * g.dkp, cc = g.chunk * g.cp, cv = g.chunk * g.dvp;
+    return 6 * r(ck) + r(g.dk * g.cp) + 2 * r(g.chunk) + 5 * r(g.cp) + 3 * r(cc) + 3 * r(cv);
+  }
 
   Chunk(const Geometry& geometry, Arena& arena) : g(geometry) {
     const int64_t ck = g.chunk * g.dkp, cc = g.chunk * g.cp, cv = g.chunk * g.dvp;
@@ -194,10 +203,24 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
   float *dq = args.dq.ptr<float>(), *dk = args.dk.ptr<float>(), *dv = args.dv.ptr<float>();
   float *dg = args.dg.ptr<float>(), *dbeta = args.dbeta.ptr<float>();
   const int64_t state_size = g.dk * g.dvp, cc = g.chunk * g.cp, ck = g.chunk * g.dkp, cv = g.chunk * g.dvp;
+  // The forward sweep's prepared chunks (everything but the state-dependent products) are kept for
+  // the reverse sweep instead of being prepared twice: the last config.saved_chunks chunks, or as
+  // many as fit in kSavedChunkBytes per thread; earlier chunks are prepared again.
+  constexpr int64_t kSavedChunkBytes = int64_t{16} << 20;
+  const int64_t chunk_floats = Chunk::floats(g);
+  const int64_t saved_chunks =
+      std::min(g.chunks, config.saved_chunks >= 0 ? config.saved_chunks
+                                                   : kSavedChunkBytes / static_cast<int64_t>(sizeof(float)) / chunk_floats);
+  const int64_t first_saved = g.chunks - saved_chunks;
   parallel_for(g.batch * g.hk, 1, [&](int64_t begin, int64_t end) {
     Arena arena(16 * g.chunk * (g.cp + g.dkp + g.dvp) + 2 * g.dk * (g.cp + g.dvp) + (g.chunks + 4) * state_size +
-                8 * cc + 8 * ck + 4 * cv + 4 * g.dv * g.dkp + 4 * g.dk * g.cp + 4 * g.dv * g.cp);
-    Chunk c(g, arena);
+                8 * cc + 8 * ck + 4 * cv + 4 * g.dv * g.dkp + 4 * g.dk * g.cp + 4 * g.dv * g.cp +
+                saved_chunks * chunk_floats);
+    Chunk scratch(g, arena);
+    std::vector<Chunk> saved;
+    saved.reserve(static_cast<size_t>(saved_chunks));
+    for (int64_t i = 0; i < saved_chunks; ++i) saved.emplace_back(g, arena);
+    auto chunk_at = [&](int64_t ci) -> Chunk& { return ci >= first_saved ? saved[ci - first_saved] : scratch; };
     float* states = arena.take(g.chunks * state_size);  // chunk-start states
     float *ds = arena.take(state_size), *ds_new = arena.take(state_size);
     float *dout = arena.take(cv), *dvn = arena.take(cv), *db1 = arena.take(cv);
@@ -220,6 +243,7 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
         for (int64_t ci = 0; ci < g.chunks; ++ci) {
           std::memcpy(states + ci * state_size, state, sizeof(float) * state_size);
           const int64_t t0 = ci * g.chunk;
+          Chunk& c = chunk_at(ci);
           c.prepare(args, b, h, t0, std::min(g.chunk, g.seq - t0));
           c.new_values(state);
           c.advance(state);
@@ -228,8 +252,11 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
         for (int64_t ci = g.chunks - 1; ci >= 0; --ci) {
           const int64_t t0 = ci * g.chunk;
           const float* s0 = states + ci * state_size;
-          c.prepare(args, b, h, t0, std::min(g.chunk, g.seq - t0));
-          c.new_values(s0);
+          Chunk& c = chunk_at(ci);
+          if (ci < first_saved) {
+            c.prepare(args, b, h, t0, std::min(g.chunk, g.seq - t0));
+            c.new_values(s0);
+          }
           const int64_t n = c.n, last = n - 1, kv = g.dkp / W, vv = g.dvp / W;
           for (int64_t i = 0; i < n; ++i) {
             std::memcpy(dout + i * g.dvp, d_o + ((b * g.seq + t0 + i) * g.hv + h) * g.dv, sizeof(float) * g.dv);
