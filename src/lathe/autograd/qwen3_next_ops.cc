@@ -1,6 +1,7 @@
 #include "lathe/autograd/qwen3_next_ops.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace lathe::autograd {
 namespace {
@@ -76,7 +77,50 @@ void gates_backward(const Tensor& a, const Tensor& b, const Tensor& a_log, const
 
 Tensor empty_like(const Var& var) { return Tensor::empty(var->value.shape(), var->value.dtype()); }
 
+// out row i = source row rows[i] (any dtype).
+void copy_rows(const Tensor& source, const std::vector<int64_t>& rows, const Tensor& out) {
+  const size_t row_bytes = static_cast<size_t>(source.dim(1)) * dtype_size(source.dtype());
+  const char* from = static_cast<const char*>(source.view().data);
+  char* to = static_cast<char*>(out.view().data);
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(to + i * row_bytes, from + static_cast<size_t>(rows[i]) * row_bytes, row_bytes);
+}
+
+// target row rows[i] += grad row i.
+template <class T>
+void add_rows(const Tensor& grad, const std::vector<int64_t>& rows, const Tensor& target) {
+  const int64_t in = grad.dim(1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const T* from = grad.ptr<T>() + static_cast<int64_t>(i) * in;
+    T* to = target.ptr<T>() + rows[i] * in;
+    for (int64_t j = 0; j < in; ++j) to[j] += from[j];
+  }
+}
+
 }  // namespace
+
+Var gather_rows(Tape& tape, const Var& weight, std::vector<int64_t> rows) {
+  const Tensor& value = weight->value;
+  LATHE_ASSERT(value.shape().rank() == 2);
+  for (int64_t row : rows) LATHE_ASSERT(row >= 0 && row < value.dim(0));
+  const Shape shape{static_cast<int64_t>(rows.size()), value.dim(1)};
+  Var out = make_var(Tensor::empty(shape, value.dtype()), weight->requires_grad);
+  copy_rows(value, rows, out->value);
+  if (weight->value_bf16.defined()) {
+    out->value_bf16 = Tensor::empty(shape, DType::bf16);
+    copy_rows(weight->value_bf16, rows, out->value_bf16);
+  }
+  if (!tape.recording() || !out->requires_grad) return out;
+  tape.record([weight, out, rows = std::move(rows)] {
+    if (!out->grad.defined()) return;
+    bool accumulate = false;
+    Tensor& grad = grad_buffer(weight, out->grad.dtype(), &accumulate);
+    if (!accumulate) fill_value(grad, 0.0);  // rows this gather does not cover get no gradient from it
+    LATHE_ASSERT(grad.dtype() == out->grad.dtype() && (grad.dtype() == DType::f32 || grad.dtype() == DType::f64));
+    out->grad.dtype() == DType::f32 ? add_rows<float>(out->grad, rows, grad) : add_rows<double>(out->grad, rows, grad);
+  });
+  return out;
+}
 
 Var sigmoid_multiply(Tape& tape, const Var& x, const Var& gate) {
   LATHE_ASSERT(x->value.shape() == gate->value.shape());

@@ -4,6 +4,8 @@
 // follows transformers 5.x models/qwen3_next/modeling_qwen3_next.py.
 #pragma once
 
+#include <vector>
+
 #include "lathe/autograd/tape.h"
 
 namespace lathe::autograd {
@@ -19,5 +21,12 @@ struct DeltaGates {
 // a, b: (rows, heads); a_log, dt_bias: (heads) -> the gated delta rule's per-token gates
 // (Qwen3NextGatedDeltaNet.forward). d a_log and d dt_bias are summed over rows in row order.
 DeltaGates gated_delta_gates(Tape& tape, const Var& a, const Var& b, const Var& a_log, const Var& dt_bias);
+
+// weight: (out, in); rows: distinct indices into out -> (rows.size(), in), weight's rows in the
+// given order (and its bf16 copy's rows when it has one). Qwen3-Next's in_proj_qkvz groups its rows
+// per key head ([q, k, v, z] of each); gathered into the convolution's channel order, two plain
+// projections produce the convolution's input and z contiguous, so no activation is split or
+// concatenated. Backward adds row i of the gradient to row rows[i] of weight's gradient.
+Var gather_rows(Tape& tape, const Var& weight, std::vector<int64_t> rows);
 
 }  // namespace lathe::autograd

@@ -136,16 +136,23 @@ DeltaNetInputs project_delta_net(Tape& tape, const LinearWidths& w, const LayerP
     in.a = autograd::linear(tape, x, p[kInProjA]);
     return in;
   }
-  // Qwen3-Next: rows grouped per key head, [q, k, v, z] and [b, a].
-  Var qkvz = autograd::reshape(tape, autograd::linear(tape, x, p[kInProjQkvz]),
-                               {tokens, w.key_heads, 2 * w.key_dim + 2 * w.ratio * w.value_dim});
-  const int64_t qkvz_widths[] = {w.key_dim, w.key_dim, w.ratio * w.value_dim, w.ratio * w.value_dim};
-  std::vector<Var> parts = autograd::split_last_dim(tape, qkvz, qkvz_widths);
-  auto one_row = [&](const Var& piece, int64_t width) { return autograd::reshape(tape, piece, {tokens, 1, width}); };
-  Var qk = autograd::concat_heads(tape, one_row(parts[0], w.keys), one_row(parts[1], w.keys));
-  in.mixed =
-      autograd::reshape(tape, autograd::concat_heads(tape, qk, one_row(parts[2], w.values)), {tokens, w.conv_channels});
-  in.z = autograd::reshape(tape, parts[3], {tokens * w.value_heads, w.value_dim});
+  // Qwen3-Next: rows grouped per key head, [q, k, v, z] and [b, a]. The qkvz weight's rows are
+  // gathered into [q of every key head | k | v] (the conv's channel order) and z, so two
+  // projections write the conv input and z contiguous.
+  const int64_t group = 2 * w.key_dim + 2 * w.ratio * w.value_dim, group_values = w.ratio * w.value_dim;
+  std::vector<int64_t> conv_rows, z_rows;
+  auto take_rows = [&](std::vector<int64_t>& rows, int64_t offset, int64_t count) {
+    for (int64_t head = 0; head < w.key_heads; ++head)
+      for (int64_t i = 0; i < count; ++i) rows.push_back(head * group + offset + i);
+  };
+  take_rows(conv_rows, 0, w.key_dim);                             // q
+  take_rows(conv_rows, w.key_dim, w.key_dim);                     // k
+  take_rows(conv_rows, 2 * w.key_dim, group_values);              // v
+  take_rows(z_rows, 2 * w.key_dim + group_values, group_values);  // z
+  in.mixed = autograd::linear(tape, x, autograd::gather_rows(tape, p[kInProjQkvz], std::move(conv_rows)));
+  in.z =
+      autograd::reshape(tape, autograd::linear(tape, x, autograd::gather_rows(tape, p[kInProjQkvz], std::move(z_rows))),
+                        {tokens * w.value_heads, w.value_dim});
   Var ba = autograd::reshape(tape, autograd::linear(tape, x, p[kInProjBa]), {tokens, w.key_heads, 2 * w.ratio});
   const int64_t ba_widths[] = {w.ratio, w.ratio};
   std::vector<Var> gates = autograd::split_last_dim(tape, ba, ba_widths);

@@ -11,7 +11,7 @@
 // absent); final_state receives S after the last token and may alias initial_state: a decode step
 // (T = 1, or any T) then updates the state cache in place.
 // The fast path is the chunked parallel form (UT transform / WY representation, chunk size a
-// config, 64 by default): per chunk, T = (I + strict_tril(diag(beta) K K^T * decay))^-1 condenses
+// config, 32 by default): per chunk, T = (I + strict_tril(diag(beta) K K^T * decay))^-1 condenses
 // the chunk's rank-1 updates into small GEMMs; chunks follow each other through the state. The
 // float64 reference is the plain token-by-token recurrence above (a different algorithm).
 // Backward gives dq, dk (summed over the value heads sharing a key head), dv, dg, dbeta and
@@ -62,7 +62,7 @@ struct GatedDeltaRuleBackwardArgs {
 };
 
 struct GatedDeltaRuleCpuConfig {
-  int64_t chunk = 64;  // tokens per chunk of the parallel form
+  int64_t chunk = 32;  // tokens per chunk of the parallel form (the cost counts this default)
   // Backward only: how many of the last chunks keep their prepared quantities from the forward
   // sweep for the reverse sweep (the others are prepared twice); -1: as many as fit in 16 MiB per
   // thread.
