@@ -1,7 +1,10 @@
 #include "lathe/autograd/qwen3_next_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include "lathe/core/parallel.h"
 
 namespace lathe::autograd {
 namespace {
@@ -19,12 +22,18 @@ T softplus(T x) {
   return x > T(20) ? x : std::log1p(std::exp(x));
 }
 
+// Elementwise loops run in parallel spans of kElementsPerTask (each element's result is the same
+// for any thread count).
+constexpr int64_t kElementsPerTask = 16384;
+
 template <class T>
 void sigmoid_multiply_forward(const Tensor& x, const Tensor& gate, const Tensor& out) {
   const T* in = x.ptr<T>();
   const T* g = gate.ptr<T>();
   T* y = out.ptr<T>();
-  for (int64_t i = 0; i < x.numel(); ++i) y[i] = in[i] * sigmoid(g[i]);
+  parallel_for(x.numel(), kElementsPerTask, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = in[i] * sigmoid(g[i]);
+  });
 }
 
 // dx = dy * s; dgate = dy * x * s (1 - s).
@@ -34,23 +43,28 @@ void sigmoid_multiply_backward(const Tensor& x, const Tensor& gate, const Tensor
   const T* in = x.ptr<T>();
   const T* g = gate.ptr<T>();
   const T* d = dy.ptr<T>();
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const T s = sigmoid(g[i]);
-    dx.ptr<T>()[i] = d[i] * s;
-    dgate.ptr<T>()[i] = d[i] * in[i] * s * (T(1) - s);
-  }
+  parallel_for(x.numel(), kElementsPerTask, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T s = sigmoid(g[i]);
+      dx.ptr<T>()[i] = d[i] * s;
+      dgate.ptr<T>()[i] = d[i] * in[i] * s * (T(1) - s);
+    }
+  });
 }
 
 template <class T>
 void gates_forward(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
                    const Tensor& beta) {
   const int64_t heads = a.dim(1), rows = a.dim(0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t i = r * heads + h;
-      g.ptr<T>()[i] = -std::exp(a_log.ptr<T>()[h]) * softplus(a.ptr<T>()[i] + dt_bias.ptr<T>()[h]);
-      beta.ptr<T>()[i] = sigmoid(b.ptr<T>()[i]);
-    }
+  parallel_for(rows, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(heads, 1)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t r = begin; r < end; ++r)
+                   for (int64_t h = 0; h < heads; ++h) {
+                     const int64_t i = r * heads + h;
+                     g.ptr<T>()[i] = -std::exp(a_log.ptr<T>()[h]) * softplus(a.ptr<T>()[i] + dt_bias.ptr<T>()[h]);
+                     beta.ptr<T>()[i] = sigmoid(b.ptr<T>()[i]);
+                   }
+               });
 }
 
 // g = -A softplus(u), u = a + dt_bias, A = exp(a_log): dg/du = -A sigmoid(u), dg/da_log = g.
@@ -59,20 +73,28 @@ void gates_backward(const Tensor& a, const Tensor& b, const Tensor& a_log, const
                     const Tensor& dbeta, const Tensor& da, const Tensor& db, const Tensor& d_a_log,
                     const Tensor& d_dt_bias) {
   const int64_t heads = a.dim(1), rows = a.dim(0);
+  Tensor a_log_terms = Tensor::empty(a.shape(), a.dtype());  // each element's share of d a_log
+  T* terms = a_log_terms.ptr<T>();
+  parallel_for(rows, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(heads, 1)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t r = begin; r < end; ++r)
+                   for (int64_t h = 0; h < heads; ++h) {
+                     const int64_t i = r * heads + h;
+                     const T A = std::exp(a_log.ptr<T>()[h]);
+                     const T u = a.ptr<T>()[i] + dt_bias.ptr<T>()[h];
+                     const T grad_g = dg.defined() ? dg.ptr<T>()[i] : T(0);
+                     da.ptr<T>()[i] = -A * sigmoid(u) * grad_g;
+                     terms[i] = -A * softplus(u) * grad_g;
+                     const T s = sigmoid(b.ptr<T>()[i]);
+                     db.ptr<T>()[i] = (dbeta.defined() ? dbeta.ptr<T>()[i] : T(0)) * s * (T(1) - s);
+                   }
+               });
+  // The per-head sums in row order, as one thread would add them.
   for (int64_t h = 0; h < heads; ++h) d_a_log.ptr<T>()[h] = d_dt_bias.ptr<T>()[h] = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t i = r * heads + h;
-      const T A = std::exp(a_log.ptr<T>()[h]);
-      const T u = a.ptr<T>()[i] + dt_bias.ptr<T>()[h];
-      const T grad_g = dg.defined() ? dg.ptr<T>()[i] : T(0);
-      const T du = -A * sigmoid(u) * grad_g;
-      da.ptr<T>()[i] = du;
-      d_dt_bias.ptr<T>()[h] += du;
-      d_a_log.ptr<T>()[h] += -A * softplus(u) * grad_g;
-      const T s = sigmoid(b.ptr<T>()[i]);
-      db.ptr<T>()[i] = (dbeta.defined() ? dbeta.ptr<T>()[i] : T(0)) * s * (T(1) - s);
-    }
+  for (int64_t i = 0; i < rows * heads; ++i) {
+    d_dt_bias.ptr<T>()[i % heads] += da.ptr<T>()[i];
+    d_a_log.ptr<T>()[i % heads] += terms[i];
+  }
 }
 
 Tensor empty_like(const Var& var) { return Tensor::empty(var->value.shape(), var->value.dtype()); }

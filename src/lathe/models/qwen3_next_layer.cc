@@ -86,14 +86,18 @@ Var gated_attention(Tape& tape, const BlockContext& context, const LayerParamete
   auto heads_of = [&](const Var& rows, int64_t count) {
     return autograd::reshape(tape, rows, {batch, seq, count, head_dim});
   };
-  Var q_rows = autograd::linear(tape, x, p[kQProj]);
-  Var gate;
-  if (config.attention_output_gate) {  // per head [query (D), gate (D)]
-    Var paired = autograd::reshape(tape, q_rows, {tokens, heads, 2 * head_dim});
-    const int64_t widths[] = {head_dim, head_dim};
-    std::vector<Var> parts = autograd::split_last_dim(tape, paired, widths);
-    q_rows = parts[0];
-    gate = autograd::reshape(tape, parts[1], {tokens, heads * head_dim});
+  Var q_rows, gate;
+  if (config.attention_output_gate) {  // q_proj's rows per head [query (D), gate (D)]: two projections
+    std::vector<int64_t> query_rows, gate_rows;
+    for (int64_t head = 0; head < heads; ++head)
+      for (int64_t i = 0; i < head_dim; ++i) {
+        query_rows.push_back(head * 2 * head_dim + i);
+        gate_rows.push_back(head * 2 * head_dim + head_dim + i);
+      }
+    q_rows = autograd::linear(tape, x, autograd::gather_rows(tape, p[kQProj], std::move(query_rows)));
+    gate = autograd::linear(tape, x, autograd::gather_rows(tape, p[kQProj], std::move(gate_rows)));
+  } else {
+    q_rows = autograd::linear(tape, x, p[kQProj]);
   }
   Var q = heads_of(q_rows, heads);
   Var k = heads_of(autograd::linear(tape, x, p[kKProj]), kv_heads);
