@@ -607,12 +607,77 @@ class SpinBarrier {
   std::atomic<int64_t> generation_{0};
 };
 
+// A product at most kSkinnyMaxN outputs wide with row-major a and bt and a plain store: a linear
+// layer's forward through a few weight rows (a router, a sigmoid gate: x (m x k) by bt (n x k)).
+// The tiles would compute NR columns for the few wanted and pack all of a; here each output is the
+// dot product of a row of a with a row of bt, kept as vector partial sums over k (bt's rows stay
+// in L1) and reduced once. Rows are split over threads; each output's sum has one fixed order.
+constexpr int64_t kSkinnyMaxN = 16;
+
+inline bool skinny_gemm_applies(const Gemm& g) {
+  return g.n <= kSkinnyMaxN && g.k > 0 && !g.a.bf16 && !g.bt.bf16 && !g.a.transposed && !g.bt.transposed &&
+         g.bias == nullptr && g.activation == Activation::none && !g.streaming_c;
+}
+
+// Outputs [j0, j0 + J) of one row (a's row pointer) into c_row.
+template <int J>
+void skinny_outputs(const Gemm& g, const float* row, const float* bt, int64_t j0, float* c_row) {
+  VecF acc[J];
+  for (int j = 0; j < J; ++j) acc[j] = VecF::zero();
+  const int64_t full = g.k / W * W;
+  for (int64_t p = 0; p < full; p += W) {
+    const VecF x = VecF::load(row + p);
+    for (int j = 0; j < J; ++j) acc[j] = simd::fma(x, VecF::load(bt + (j0 + j) * g.bt.row_stride + p), acc[j]);
+  }
+  if (full < g.k) {
+    const int tail = static_cast<int>(g.k - full);
+    const VecF x = VecF::load_partial(row + full, tail);
+    for (int j = 0; j < J; ++j)
+      acc[j] = simd::fma(x, VecF::load_partial(bt + (j0 + j) * g.bt.row_stride + full, tail), acc[j]);
+  }
+  for (int j = 0; j < J; ++j) {
+    const float value = acc[j].reduce_add();
+    c_row[j0 + j] = g.accumulate ? c_row[j0 + j] + value : value;
+  }
+}
+
+inline void skinny_gemm(const Gemm& g) {
+  constexpr int64_t kRowsPerTask = 64;
+  for (int64_t t = 0; t < g.batch; ++t) {
+    const float* a = static_cast<const float*>(g.a.data) + t * g.a.batch_stride;
+    const float* bt = static_cast<const float*>(g.bt.data) + t * g.bt.batch_stride;
+    float* c = g.c + t * g.c_batch_stride;
+    parallel_for(g.m, kRowsPerTask, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float* row = a + i * g.a.row_stride;
+        float* c_row = c + i * g.ldc;
+        int64_t j = 0;
+        for (; j + 4 <= g.n; j += 4) skinny_outputs<4>(g, row, bt, j, c_row);
+        switch (g.n - j) {
+          case 3:
+            skinny_outputs<3>(g, row, bt, j, c_row);
+            break;
+          case 2:
+            skinny_outputs<2>(g, row, bt, j, c_row);
+            break;
+          case 1:
+            skinny_outputs<1>(g, row, bt, j, c_row);
+            break;
+          default:
+            break;
+        }
+      }
+    });
+  }
+}
+
 // Splits the work over threads: whole batch entries when there are enough, else the longer of
 // M and N in whole tiles (rows: the threads share each packed B block, gemm_rows_shared_b).
 // Every element is computed by one thread in the same K order, whatever the split.
 template <class Path>
 void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  if (skinny_gemm_applies(g)) return skinny_gemm(g);
   constexpr int MR = Path::kMR, NR = Path::kNR;
   const double flops = 2.0 * g.batch * g.m * g.n * (g.k + 1);
   const int64_t threads = flops < 2e5 ? 1 : num_threads();

@@ -241,6 +241,46 @@ TEST(Matmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
   }
 }
 
+// Outputs at most 16 wide (a router's, a sigmoid gate's forward: run_gemm's skinny path) on the
+// f32 kernel of every ISA: widths 1 to 16 around the groups of 4, K with and without a vector
+// tail, a strided a, accumulation into c, a batch; the reference's values, and the same bits on
+// 1 and 2 threads.
+TEST(Matmul, SkinnyOutputsMatchTheReferenceOnEveryIsa) {
+  uint64_t seed = test_seed();
+  struct Kernel {
+    Isa isa;
+    KernelFunction<MatmulArgs, MatmulCpuConfig> run;
+  } kernels[] = {
+      {Isa::scalar, scalar::matmul_kernel}, {Isa::avx2, avx2::matmul_kernel}, {Isa::avx512, avx512::matmul_kernel}};
+  const int threads = num_threads();
+  for (const Kernel& kernel : kernels) {
+    if (!isa_available(kernel.isa)) continue;
+    for (int64_t n : {1, 3, 4, 7, 8, 16})
+      for (int64_t k : {5, 64, 77})
+        for (bool accumulate : {false, true}) {
+          const int64_t batch = n == 7 ? 2 : 1, m = 131;
+          Tensor a_wide = random_tensor({batch, m, k + 3}, DType::f32, seed, 1);
+          TensorView a = a_wide.view().slice(2, 0, k);
+          Tensor b = random_tensor({batch, n, k}, DType::f32, seed, 2);
+          Tensor start = random_tensor({batch, m, n}, DType::f32, seed, 3);
+          Tensor c = convert(start, DType::f32), serial = convert(start, DType::f32);
+          Tensor expected = convert(start, DType::f32);
+          MatmulArgs args{a, b, c, {}, false, true, accumulate};
+          kernel.run(args, MatmulCpuConfig{});
+          set_num_threads(1);
+          args.c = serial;
+          kernel.run(args, MatmulCpuConfig{});
+          set_num_threads(threads);
+          args.c = expected;
+          matmul_reference<double>(args);
+          const std::string where =
+              str_cat(isa_name(kernel.isa), " n=", n, " k=", k, " accumulate=", accumulate, " seed=", seed);
+          EXPECT_LT(max_abs_difference(c, expected), 1e-4) << where;
+          EXPECT_EQ(max_abs_difference(c, serial), 0.0) << where;
+        }
+  }
+}
+
 // The AMX tile kernel on the emulation of the tile instructions (core/amx_tiles.h): every
 // transpose, K slices of 40 (each padded to 64 in the tile layout), partial 32 x 32 tiles, a batch
 // with a shared weight and an epilogue, accumulation into c. The op-contract tests run it on random
