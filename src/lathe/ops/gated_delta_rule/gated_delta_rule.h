@@ -64,7 +64,7 @@ struct GatedDeltaRuleBackwardArgs {
 struct GatedDeltaRuleCpuConfig {
   int64_t chunk = 32;  // tokens per chunk of the parallel form (the cost counts this default)
   // Backward only: how many of the last chunks keep their prepared quantities from the forward
-  // sweep for the reverse sweep (the others are prepared twice); -1: as many as fit in 16 MiB per
+  // sweep for the reverse sweep (the others are prepared twice); -1: as many as fit in 8 MiB per
   // thread.
   int64_t saved_chunks = -1;
   template <class Visit>

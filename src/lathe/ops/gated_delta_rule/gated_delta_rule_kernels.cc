@@ -206,11 +206,11 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
   // The forward sweep's prepared chunks (everything but the state-dependent products) are kept for
   // the reverse sweep instead of being prepared twice: the last config.saved_chunks chunks, or as
   // many as fit in kSavedChunkBytes per thread; earlier chunks are prepared again.
-  constexpr int64_t kSavedChunkBytes = int64_t{16} << 20;
+  constexpr int64_t kSavedChunkBytes = int64_t{8} << 20;  // kept by every pool thread between calls
   const int64_t chunk_floats = Chunk::floats(g);
-  const int64_t saved_chunks =
-      std::min(g.chunks, config.saved_chunks >= 0 ? config.saved_chunks
-                                                   : kSavedChunkBytes / static_cast<int64_t>(sizeof(float)) / chunk_floats);
+  const int64_t saved_chunks = std::min(
+      g.chunks, config.saved_chunks >= 0 ? config.saved_chunks
+                                         : kSavedChunkBytes / static_cast<int64_t>(sizeof(float)) / chunk_floats);
   const int64_t first_saved = g.chunks - saved_chunks;
   parallel_for(g.batch * g.hk, 1, [&](int64_t begin, int64_t end) {
     Arena arena(16 * g.chunk * (g.cp + g.dkp + g.dvp) + 2 * g.dk * (g.cp + g.dvp) + (g.chunks + 4) * state_size +
