@@ -58,6 +58,7 @@ VecF load(const float* row, int64_t c, int64_t channels) {
   return row == nullptr ? VecF::zero() : simd::load_row(row + c, channels - c);
 }
 
+// __builtin_prefetch, not _mm_prefetch: GCC 12 dropped the latter from the backward walk.
 void prefetch(const float* p) { __builtin_prefetch(p, 0, 3); }
 
 // K vectors along tokens, oldest first: the taps of the weight, the window of the last K inputs.
