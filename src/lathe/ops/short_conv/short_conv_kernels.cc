@@ -28,6 +28,7 @@ constexpr int64_t kPrefetchTokens = 12;
 
 struct Geometry {
   int64_t batch, seq, channels, kernel, block, blocks_per_sequence, padded;
+  bool streaming;  // non-temporal stores of y / dx
 
   template <class Args>
   Geometry(const Args& args, const ShortConvCpuConfig& config) {
@@ -35,6 +36,7 @@ struct Geometry {
     block = std::max<int64_t>(1, config.block_tokens);
     blocks_per_sequence = (seq + block - 1) / block;
     padded = (channels + W - 1) / W * W;
+    streaming = config.streaming_stores != 0;
   }
 };
 
@@ -60,6 +62,10 @@ VecF load(const float* row, int64_t c, int64_t channels) {
 
 // __builtin_prefetch, not _mm_prefetch: GCC 12 dropped the latter from the backward walk.
 void prefetch(const float* p) { __builtin_prefetch(p, 0, 3); }
+
+void store_output(float* p, VecF v, int64_t left, bool streaming) {
+  streaming ? simd::store_row_streaming(p, v, left) : simd::store_row(p, v, left);
+}
 
 // K vectors along tokens, oldest first: the taps of the weight, the window of the last K inputs.
 // each(f) calls f(j) for every tap j; with K fixed at compile time j is a constant, so every
@@ -157,6 +163,7 @@ void forward_walk(const ShortConvArgs& args, const Geometry& g, const float* wt,
   VecF bias;
   start_walk(args, g, wt, b, t0, c, w, inputs, bias);
   const int64_t left = g.channels - c, stride = g.channels;
+  const bool streaming = g.streaming;
   const float* x = args.x.ptr<float>() + b * g.seq * stride + c;
   float* y = args.y.ptr<float>() + b * g.seq * stride + c;
   for (int64_t t = t0; t < t1; ++t) {
@@ -164,7 +171,7 @@ void forward_walk(const ShortConvArgs& args, const Geometry& g, const float* wt,
     inputs.push(simd::load_row(x + t * stride, left));
     VecF z = pre_activation(w, inputs, bias);
     if (args.options.silu) z = z * simd::sigmoid(z);
-    simd::store_row(y + t * stride, z, left);
+    store_output(y + t * stride, z, left, streaming);
   }
 }
 
@@ -177,6 +184,7 @@ template <class Taps>
 void backward_walk(const ShortConvBackwardArgs& args, const Geometry& g, const float* wt, float* partial, int64_t b,
                    int64_t t0, int64_t t1, int64_t c) {
   const int64_t kernel = g.kernel, seq = g.seq, left = g.channels - c, stride = g.channels;
+  const bool streaming = g.streaming;
   Taps w(kernel), inputs(kernel), dz_window(kernel), dweight(kernel);
   const int64_t taps = w.size();  // K, a compile-time constant for FixedTaps
   VecF bias, dbias = VecF::zero();
@@ -218,7 +226,10 @@ void backward_walk(const ShortConvBackwardArgs& args, const Geometry& g, const f
     w.each([&](auto j) { grad = simd::fma(w[j], dz_window[taps - 1 - j], grad); });
     if (!inner && d_final != nullptr && p >= seq)
       grad = grad + simd::load_row(d_final + (o - (seq - (kernel - 1))) * stride, left);
-    simd::store_row(inner || o >= 0 ? dx + o * stride : d_initial + (o + kernel - 1) * stride, grad, left);
+    if (inner || o >= 0)
+      store_output(dx + o * stride, grad, left, streaming);
+    else
+      simd::store_row(d_initial + (o + kernel - 1) * stride, grad, left);
   };
   const int64_t inner_begin = t0 + kernel - 1, inner_end = std::max(inner_begin, t1);
   for (int64_t p = t0; p < inner_begin; ++p) step(p, std::false_type());
@@ -242,6 +253,7 @@ void short_conv_forward_kernel(const ShortConvArgs& args, const ShortConvCpuConf
         for (int64_t c = 0; c < g.channels; c += W)
           forward_walk<Taps>(args, g, wt, b, t0, std::min(g.seq, t0 + g.block), c);
       }
+      if (g.streaming) simd::streaming_fence();
     });
   });
   // The last K - 1 rows of x~, after every read of the initial state. In place (final_state ==
@@ -275,6 +287,7 @@ void short_conv_backward_kernel(const ShortConvBackwardArgs& args, const ShortCo
         for (int64_t c = 0; c < g.channels; c += W)
           backward_walk<Taps>(args, g, wt, partials + task * row, b, t0, std::min(g.seq, t0 + g.block), c);
       }
+      if (g.streaming) simd::streaming_fence();
     });
   });
   // Block partials summed in block order into the first block's row, vectors of channels in parallel.

@@ -72,10 +72,10 @@ TEST(ShortConv, DecodeStepsAndSplitSequencesEqualTheWholeSequenceBitwise) {
   }
 }
 
-// Every block size gives y, dx and d_initial_state bitwise equal to one block covering the
-// sequence (each is the same sum of the same recomputed dz whatever the block), and dweight and
-// dbias equal up to the order of the block sums. Kernels 1-4 run the register windows, 6 the
-// in-memory ones; 23 tokens leave a partial last block, 2 are fewer than the state holds.
+// Every block size (with or without streaming stores) gives y, dx and d_initial_state bitwise
+// equal to one block covering the sequence (each is the same sum of the same recomputed dz whatever the block), and
+// dweight and dbias equal up to the order of the block sums. Kernels 1-4 run the register windows, 6 the in-memory
+// ones; 23 tokens leave a partial last block, 2 are fewer than the state holds.
 TEST(ShortConv, TokenBlocksChangeOnlyTheOrderOfTheWeightSums) {
   const uint64_t seed = test_seed();
   for (int64_t kernel : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{6}})
@@ -83,8 +83,8 @@ TEST(ShortConv, TokenBlocksChangeOnlyTheOrderOfTheWeightSums) {
       ConvTensors in(2, seq, 37, kernel, DType::f32, seed + kernel);
       Tensor dy = random_tensor_for_test(in.x.shape(), DType::f32, seed + kernel, 7, -1, 1);
       Tensor d_final = random_tensor_for_test(in.state.shape(), DType::f32, seed + kernel, 8, -1, 1);
-      auto run = [&](const std::string& impl, int64_t block) {
-        const ConfigParams config = config_to_params(ShortConvCpuConfig{block});
+      auto run = [&](const std::string& impl, int64_t block, int64_t streaming) {
+        const ConfigParams config = config_to_params(ShortConvCpuConfig{block, streaming});
         Tensor y = Tensor::empty(in.x.shape(), DType::f32), dx = Tensor::empty(in.x.shape(), DType::f32);
         Tensor dw = Tensor::empty(in.weight.shape(), DType::f32), db = Tensor::empty(in.bias.shape(), DType::f32);
         Tensor ds = Tensor::empty(in.state.shape(), DType::f32);
@@ -96,11 +96,12 @@ TEST(ShortConv, TokenBlocksChangeOnlyTheOrderOfTheWeightSums) {
       };
       const ShortConvArgs probe{in.x, in.weight, in.bias, in.state, in.x, TensorView{}, {}};
       for (const auto* impl : short_conv_op().usable_impls(probe)) {
-        const auto whole = run(impl->name, 1024);
-        for (int64_t block : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{7}}) {
-          const auto blocked = run(impl->name, block);
-          const std::string context =
-              str_cat(impl->name, " kernel=", kernel, " seq=", seq, " block=", block, " seed=", seed);
+        const auto whole = run(impl->name, 1024, 0);
+        for (int64_t block : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{7}, int64_t{1023}}) {
+          const int64_t streaming = block % 2;  // non-temporal stores write the same values
+          const auto blocked = run(impl->name, block, streaming);
+          const std::string context = str_cat(impl->name, " kernel=", kernel, " seq=", seq, " block=", block,
+                                              " streaming=", streaming, " seed=", seed);
           EXPECT_EQ(blocked.first, whole.first) << context;
           ASSERT_EQ(blocked.second.size(), whole.second.size());
           for (size_t i = 0; i < whole.second.size(); ++i)
