@@ -6,7 +6,7 @@
 // once. The backward recomputes z and dz = dy * silu'(z) on the fly, lets the walk run K - 1
 // tokens past the block (dx[t] needs dz up to t + K - 1; those dz are not counted in the block's
 // sums), and accumulates the block's dweight and dbias in registers; the block partials are summed
-// in block order.
+// in block order. Outputs beyond the caches may go out as streaming stores (config).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
