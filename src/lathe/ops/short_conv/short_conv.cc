@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <type_traits>
 
 #include "lathe/ops/tensor_bytes.h"
 #include "lathe/ops/validate.h"
@@ -154,20 +153,26 @@ std::string shape_key(const Args& args) {
 
 template <class Args>
 ShortConvCpuConfig heuristic_config(const Args& args, Isa) {
-  // About 32K elements per task amortise the fork/join. The backward keeps one partial dweight
-  // and dbias per block, so it takes at most 16 blocks per sequence (a function of the shape
-  // only: the summation order must not follow the thread count).
-  const int64_t block = std::clamp<int64_t>(32768 / std::max<int64_t>(1, args.x.dim(2)), 8, 1024);
-  if constexpr (std::is_same_v<Args, ShortConvBackwardArgs>)
-    return {std::max(block, std::clamp<int64_t>((args.x.dim(1) + 15) / 16, 1, 1024))};
-  return {block};
+  // A task walks every channel over its block; the walk's start (K - 1 loads) and, in the
+  // backward, its lookahead (K - 1 tokens recomputed) are small from 64 tokens up. About 32 tasks
+  // keep the threads balanced; the count is a function of the shape only, since the backward sums
+  // its dweight partials in block order and must not follow the thread count.
+  // Outputs of 16 MiB or more (half a typical L3) are written with streaming stores: they leave
+  // the cache anyway, and the stores skip reading each line first.
+  const int64_t tokens = args.x.dim(0) * args.x.dim(1);
+  const double output_bytes = static_cast<double>(args.x.numel()) * sizeof(float);
+  return {std::clamp<int64_t>((tokens + 31) / 32, 64, 512), output_bytes >= 16.0 * (1 << 20) ? 1 : 0};
 }
 
 template <class Args>
 std::vector<ShortConvCpuConfig> config_space(const Args& args, Isa isa) {
-  std::vector<ShortConvCpuConfig> space = {{1}, {16}, {64}, {256}, {1024}};
+  std::vector<ShortConvCpuConfig> space;
+  for (int64_t streaming : {0, 1})
+    for (int64_t block : {1, 16, 64, 256, 1024}) space.push_back({block, streaming});
   const ShortConvCpuConfig heuristic = heuristic_config(args, isa);
-  if (std::none_of(space.begin(), space.end(), [&](const auto& c) { return c.block_tokens == heuristic.block_tokens; }))
+  if (std::none_of(space.begin(), space.end(), [&](const auto& c) {
+        return c.block_tokens == heuristic.block_tokens && c.streaming_stores == heuristic.streaming_stores;
+      }))
     space.push_back(heuristic);
   return space;
 }

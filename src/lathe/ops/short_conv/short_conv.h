@@ -43,10 +43,12 @@ struct ShortConvBackwardArgs {
 };
 
 struct ShortConvCpuConfig {
-  int64_t block_tokens = 256;  // tokens per task (the backward's partial sums follow these blocks)
+  int64_t block_tokens = 256;    // tokens per task (the backward's partial sums follow these blocks)
+  int64_t streaming_stores = 0;  // 1: non-temporal stores of y / dx (outputs beyond the caches)
   template <class Visit>
   void visit(Visit&& field) {
     field("block_tokens", block_tokens);
+    field("streaming_stores", streaming_stores);
   }
 };
 

@@ -94,7 +94,9 @@ const std::vector<std::string> kEdgeShapes = {
     "batch=1,seq=0,channels=5,kernel=4",
     "batch=2,seq=1,channels=33,kernel=4",  // a decode step with its state
     "batch=1,seq=2,channels=17,kernel=4",  // fewer tokens than the state holds
-    "batch=1,seq=37,channels=1,kernel=1", "batch=1,seq=70,channels=64,kernel=4,bias=0,silu=0,initial_state=0",
+    "batch=1,seq=37,channels=1,kernel=1",   "batch=1,seq=70,channels=64,kernel=4,bias=0,silu=0,initial_state=0",
+    "batch=2,seq=40,channels=19,kernel=6",   // a kernel size without register windows
+    "batch=2,seq=150,channels=21,kernel=4",  // several token blocks per sequence
 };
 
 template <class Problem>

@@ -1,8 +1,9 @@
 // Op-specific checks of short_conv (the contract tests cover the kernels against the float64
 // reference, every config, NaN poisoning and determinism): the reference backward against
 // central finite differences; decode steps updating the state in place and a split sequence
-// equal the whole sequence bitwise (each output is the same sum in the same order); thread-count
-// independence of the backward's reductions; argument errors.
+// equal the whole sequence bitwise (each output is the same sum in the same order); token blocks
+// (the backward's lookahead past each block edge) change no output but the summed dweight and
+// dbias; thread-count independence of the backward's reductions; argument errors.
 #include "lathe/ops/short_conv/short_conv.h"
 
 #include <gtest/gtest.h>
@@ -69,6 +70,45 @@ TEST(ShortConv, DecodeStepsAndSplitSequencesEqualTheWholeSequenceBitwise) {
     EXPECT_EQ(to_vector<float>(y_parts), to_vector<float>(y)) << "split=" << split << " seed=" << seed;
     EXPECT_EQ(to_vector<float>(cache), to_vector<float>(final_state)) << "split=" << split << " seed=" << seed;
   }
+}
+
+// Every block size (with or without streaming stores) gives y, dx and d_initial_state bitwise
+// equal to one block covering the sequence (each is the same sum of the same recomputed dz whatever the block), and
+// dweight and dbias equal up to the order of the block sums. Kernels 1-4 run the register windows, 6 the in-memory
+// ones; 23 tokens leave a partial last block, 2 are fewer than the state holds.
+TEST(ShortConv, TokenBlocksChangeOnlyTheOrderOfTheWeightSums) {
+  const uint64_t seed = test_seed();
+  for (int64_t kernel : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{6}})
+    for (int64_t seq : {int64_t{2}, int64_t{23}}) {
+      ConvTensors in(2, seq, 37, kernel, DType::f32, seed + kernel);
+      Tensor dy = random_tensor_for_test(in.x.shape(), DType::f32, seed + kernel, 7, -1, 1);
+      Tensor d_final = random_tensor_for_test(in.state.shape(), DType::f32, seed + kernel, 8, -1, 1);
+      auto run = [&](const std::string& impl, int64_t block, int64_t streaming) {
+        const ConfigParams config = config_to_params(ShortConvCpuConfig{block, streaming});
+        Tensor y = Tensor::empty(in.x.shape(), DType::f32), dx = Tensor::empty(in.x.shape(), DType::f32);
+        Tensor dw = Tensor::empty(in.weight.shape(), DType::f32), db = Tensor::empty(in.bias.shape(), DType::f32);
+        Tensor ds = Tensor::empty(in.state.shape(), DType::f32);
+        for (Tensor* t : {&y, &dx, &dw, &db, &ds}) poison(*t);
+        short_conv({in.x, in.weight, in.bias, in.state, y, TensorView{}, {}}, Dispatch{impl, &config});
+        short_conv_backward({in.x, in.weight, in.bias, in.state, dy, d_final, dx, dw, db, ds, {}},
+                            Dispatch{impl, &config});
+        return std::pair{concatenated({&y, &dx, &ds}), concatenated({&dw, &db})};
+      };
+      const ShortConvArgs probe{in.x, in.weight, in.bias, in.state, in.x, TensorView{}, {}};
+      for (const auto* impl : short_conv_op().usable_impls(probe)) {
+        const auto whole = run(impl->name, 1024, 0);
+        for (int64_t block : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{7}, int64_t{1023}}) {
+          const int64_t streaming = block % 2;  // non-temporal stores write the same values
+          const auto blocked = run(impl->name, block, streaming);
+          const std::string context = str_cat(impl->name, " kernel=", kernel, " seq=", seq, " block=", block,
+                                              " streaming=", streaming, " seed=", seed);
+          EXPECT_EQ(blocked.first, whole.first) << context;
+          ASSERT_EQ(blocked.second.size(), whole.second.size());
+          for (size_t i = 0; i < whole.second.size(); ++i)
+            EXPECT_NEAR(blocked.second[i], whole.second[i], 1e-5 * (1 + std::abs(whole.second[i]))) << context;
+        }
+      }
+    }
 }
 
 TEST(ShortConv, BackwardDoesNotDependOnTheThreadCount) {
