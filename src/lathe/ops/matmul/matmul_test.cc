@@ -147,6 +147,14 @@ TEST(Matmul, SharedWeightBatchEqualsSeparateProductsForAnyThreadCount) {
   EXPECT_EQ(max_abs_difference(c, serial), 0.0) << "seed=" << seed;
 }
 
+// The f32 kernel of every ISA (each test skips those this machine lacks).
+struct IsaKernel {
+  Isa isa;
+  KernelFunction<MatmulArgs, MatmulCpuConfig> run;
+};
+const IsaKernel kF32Kernels[] = {
+    {Isa::scalar, scalar::matmul_kernel}, {Isa::avx2, avx2::matmul_kernel}, {Isa::avx512, avx512::matmul_kernel}};
+
 // Threads splitting the rows of one product pack each B block together (run_gemm's shared B):
 // the f32 kernel of every ISA this machine runs and every register tile, with blocks small enough
 // that there are several column blocks and K slices, some threads packing no micro-panel of a
@@ -154,14 +162,9 @@ TEST(Matmul, SharedWeightBatchEqualsSeparateProductsForAnyThreadCount) {
 // reference's values.
 TEST(Matmul, RowSplitWithSharedPackedBMatchesOneThreadBitwise) {
   uint64_t seed = test_seed();
-  struct Kernel {
-    Isa isa;
-    KernelFunction<MatmulArgs, MatmulCpuConfig> run;
-  } kernels[] = {
-      {Isa::scalar, scalar::matmul_kernel}, {Isa::avx2, avx2::matmul_kernel}, {Isa::avx512, avx512::matmul_kernel}};
   const int64_t m = 97, n = 70, k = 61;
   const int threads = num_threads();
-  for (const Kernel& kernel : kernels) {
+  for (const IsaKernel& kernel : kF32Kernels) {
     if (!isa_available(kernel.isa)) continue;
     for (int64_t variant = 0; variant < matmul_tile_count(kernel.isa, false); ++variant) {
       const MatmulTile tile = matmul_tile(kernel.isa, variant, false);
@@ -247,13 +250,8 @@ TEST(Matmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
 // 1 and 2 threads.
 TEST(Matmul, SkinnyOutputsMatchTheReferenceOnEveryIsa) {
   uint64_t seed = test_seed();
-  struct Kernel {
-    Isa isa;
-    KernelFunction<MatmulArgs, MatmulCpuConfig> run;
-  } kernels[] = {
-      {Isa::scalar, scalar::matmul_kernel}, {Isa::avx2, avx2::matmul_kernel}, {Isa::avx512, avx512::matmul_kernel}};
   const int threads = num_threads();
-  for (const Kernel& kernel : kernels) {
+  for (const IsaKernel& kernel : kF32Kernels) {
     if (!isa_available(kernel.isa)) continue;
     for (int64_t n : {1, 3, 4, 7, 8, 16})
       for (int64_t k : {5, 64, 77})
