@@ -102,7 +102,7 @@ TEST(Qwen3NextLayer, DecodeStateDoesNotGrowWithTheContext) {
   }
 }
 
-// A 70-token prompt (past the delta rule's 64-token chunk) then one token at a time, against the
+// A 70-token prompt (past two of the delta rule's 32-token chunks) then one token at a time, against the
 // whole sequence in one forward: every decoded position's logits agree.
 TEST(Qwen3NextLayer, TokenByTokenDecodingMatchesTheFullForward) {
   for (const char* family : {"qwen3_next", "qwen3_5_text"}) {
