@@ -23,7 +23,7 @@ std::string describe(const std::string& op, const std::string& shape, const std:
                      const std::string& config = "") {
   return str_cat(op, " shape=", shape, " impl=", impl.empty() ? "<dispatch>" : impl,
                  config.empty() ? "" : " config=" + config, " seed=", seed,
-                 " (reproduce: LATHE_TEST_SEED=", seed, " --gtest_filter=*", op, "*)");
+                 " (reproduce: LATHE_TEST_SEED=", test_seed(), " --gtest_filter=*", op, "*)");  // the base seed
 }
 
 std::vector<std::string> shapes_for(const OpRegistration& op, uint64_t seed, int random_count) {
