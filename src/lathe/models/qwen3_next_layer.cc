@@ -1,5 +1,6 @@
 #include "lathe/models/qwen3_next_layer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "lathe/autograd/linear_recurrence_ops.h"
@@ -78,6 +79,55 @@ void store_state(const Var& final_state, Tensor& cached) {
               static_cast<size_t>(cached.numel()) * sizeof(float));
 }
 
+// A slice [offset, offset + count) of every row group of a weight whose rows are grouped per head.
+struct RowPiece {
+  int64_t offset, count;
+};
+
+// x: (tokens, d) through `weight`, whose rows form `groups` groups of `width` rows -> one
+// (tokens, sum of groups * count) projection per entry of `outputs`, its columns the listed pieces
+// of every group in turn ([piece 0 of group 0, group 1, ...][piece 1 ...]). The pieces of all outputs
+// tile each group. Many tokens (training, a long prompt): the weight's rows are gathered per output
+// (autograd::gather_rows), so each projection is written contiguous and no activation is copied. Few
+// tokens (decoding): one projection and a split of its output, since copying the weight every token
+// would cost more memory traffic than the projection itself.
+std::vector<Var> grouped_projections(Tape& tape, const Var& x, const Var& weight, int64_t groups, int64_t width,
+                                     const std::vector<std::vector<RowPiece>>& outputs) {
+  const int64_t tokens = x->value.dim(0);
+  std::vector<Var> result;
+  if (tokens >= x->value.dim(1)) {
+    for (const auto& pieces : outputs) {
+      std::vector<int64_t> rows;
+      for (const RowPiece& piece : pieces)
+        for (int64_t group = 0; group < groups; ++group)
+          for (int64_t i = 0; i < piece.count; ++i) rows.push_back(group * width + piece.offset + i);
+      result.push_back(autograd::linear(tape, x, autograd::gather_rows(tape, weight, std::move(rows))));
+    }
+    return result;
+  }
+  std::vector<RowPiece> order;  // every piece, by offset: the split of each group's row
+  for (const auto& pieces : outputs) order.insert(order.end(), pieces.begin(), pieces.end());
+  std::sort(order.begin(), order.end(), [](const RowPiece& a, const RowPiece& b) { return a.offset < b.offset; });
+  std::vector<int64_t> widths;
+  for (const RowPiece& piece : order) widths.push_back(piece.count);
+  Var grouped = autograd::reshape(tape, autograd::linear(tape, x, weight), {tokens, groups, width});
+  std::vector<Var> parts = autograd::split_last_dim(tape, grouped, widths);
+  for (const auto& pieces : outputs) {
+    Var joined;  // (tokens, 1, columns so far)
+    int64_t columns = 0;
+    for (const RowPiece& piece : pieces) {
+      const size_t index = static_cast<size_t>(
+          std::find_if(order.begin(), order.end(), [&](const RowPiece& p) { return p.offset == piece.offset; }) -
+          order.begin());
+      Var one_row = autograd::reshape(tape, parts[index], {tokens, 1, groups * piece.count});
+      joined = joined ? autograd::concat_heads(tape, joined, one_row) : one_row;
+      columns += groups * piece.count;
+    }
+    result.push_back(autograd::reshape(tape, joined, {tokens, columns}));
+  }
+  return result;
+}
+
 // x: (tokens, d_model), normalised -> the full-attention mixer's output (tokens, d_model).
 Var gated_attention(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& x) {
   const ModelConfig& config = *context.config;
@@ -87,15 +137,10 @@ Var gated_attention(Tape& tape, const BlockContext& context, const LayerParamete
     return autograd::reshape(tape, rows, {batch, seq, count, head_dim});
   };
   Var q_rows, gate;
-  if (config.attention_output_gate) {  // q_proj's rows per head [query (D), gate (D)]: two projections
-    std::vector<int64_t> query_rows, gate_rows;
-    for (int64_t head = 0; head < heads; ++head)
-      for (int64_t i = 0; i < head_dim; ++i) {
-        query_rows.push_back(head * 2 * head_dim + i);
-        gate_rows.push_back(head * 2 * head_dim + head_dim + i);
-      }
-    q_rows = autograd::linear(tape, x, autograd::gather_rows(tape, p[kQProj], std::move(query_rows)));
-    gate = autograd::linear(tape, x, autograd::gather_rows(tape, p[kQProj], std::move(gate_rows)));
+  if (config.attention_output_gate) {  // q_proj's rows per head: [query (D), gate (D)]
+    std::vector<Var> parts =
+        grouped_projections(tape, x, p[kQProj], heads, 2 * head_dim, {{{0, head_dim}}, {{head_dim, head_dim}}});
+    q_rows = parts[0], gate = parts[1];
   } else {
     q_rows = autograd::linear(tape, x, p[kQProj]);
   }
@@ -140,23 +185,14 @@ DeltaNetInputs project_delta_net(Tape& tape, const LinearWidths& w, const LayerP
     in.a = autograd::linear(tape, x, p[kInProjA]);
     return in;
   }
-  // Qwen3-Next: rows grouped per key head, [q, k, v, z] and [b, a]. The qkvz weight's rows are
-  // gathered into [q of every key head | k | v] (the conv's channel order) and z, so two
-  // projections write the conv input and z contiguous.
-  const int64_t group = 2 * w.key_dim + 2 * w.ratio * w.value_dim, group_values = w.ratio * w.value_dim;
-  std::vector<int64_t> conv_rows, z_rows;
-  auto take_rows = [&](std::vector<int64_t>& rows, int64_t offset, int64_t count) {
-    for (int64_t head = 0; head < w.key_heads; ++head)
-      for (int64_t i = 0; i < count; ++i) rows.push_back(head * group + offset + i);
-  };
-  take_rows(conv_rows, 0, w.key_dim);                             // q
-  take_rows(conv_rows, w.key_dim, w.key_dim);                     // k
-  take_rows(conv_rows, 2 * w.key_dim, group_values);              // v
-  take_rows(z_rows, 2 * w.key_dim + group_values, group_values);  // z
-  in.mixed = autograd::linear(tape, x, autograd::gather_rows(tape, p[kInProjQkvz], std::move(conv_rows)));
-  in.z =
-      autograd::reshape(tape, autograd::linear(tape, x, autograd::gather_rows(tape, p[kInProjQkvz], std::move(z_rows))),
-                        {tokens * w.value_heads, w.value_dim});
+  // Qwen3-Next: rows grouped per key head, [q, k, v, z] and [b, a]; the conv's channel order is
+  // [q of every key head | k | v].
+  const int64_t values = w.ratio * w.value_dim;
+  std::vector<Var> qkv_z = grouped_projections(
+      tape, x, p[kInProjQkvz], w.key_heads, 2 * w.key_dim + 2 * values,
+      {{{0, w.key_dim}, {w.key_dim, w.key_dim}, {2 * w.key_dim, values}}, {{2 * w.key_dim + values, values}}});
+  in.mixed = qkv_z[0];
+  in.z = autograd::reshape(tape, qkv_z[1], {tokens * w.value_heads, w.value_dim});
   Var ba = autograd::reshape(tape, autograd::linear(tape, x, p[kInProjBa]), {tokens, w.key_heads, 2 * w.ratio});
   const int64_t ba_widths[] = {w.ratio, w.ratio};
   std::vector<Var> gates = autograd::split_last_dim(tape, ba, ba_widths);
