@@ -39,7 +39,7 @@ class ThreadPool {
 
   int thread_count() const { return thread_count_; }
 
-  void run(const std::function<void(int, int)>& task) {
+  void run(FunctionRef<void(int, int)> task) {
     std::lock_guard<std::mutex> run_lock(run_mutex_);
     task_ = &task;
     error_ = nullptr;
@@ -94,7 +94,7 @@ class ThreadPool {
   std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
-  const std::function<void(int, int)>* task_ = nullptr;
+  const FunctionRef<void(int, int)>* task_ = nullptr;
   std::exception_ptr error_;
   bool stopping_ = false;
 };
@@ -189,7 +189,7 @@ const char* num_threads_source() {
 
 int num_threads() { return get_pool().thread_count(); }
 
-void parallel_run(const std::function<void(int, int)>& fn) {
+void parallel_run(FunctionRef<void(int, int)> fn) {
   if (inside_parallel_region) {
     fn(0, 1);
     return;
@@ -202,7 +202,7 @@ void parallel_run(const std::function<void(int, int)>& fn) {
   threads.run(fn);
 }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   int64_t max_chunks = (n + grain - 1) / grain;

@@ -5,7 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+
+#include "lathe/core/function_ref.h"
 
 namespace lathe {
 
@@ -34,9 +35,10 @@ int thread_count_from_environment();
 
 // Runs fn(begin, end) over disjoint chunks covering [0, n), each chunk at least `grain` long
 // (except the last), in parallel. Returns after all chunks finish; rethrows a chunk's exception.
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
+// fn is only referenced (FunctionRef): a lambda or any callable alive for the call.
+void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t begin, int64_t end)> fn);
 
 // Runs fn(thread_index, thread_count) once on each of num_threads() threads.
-void parallel_run(const std::function<void(int thread_index, int thread_count)>& fn);
+void parallel_run(FunctionRef<void(int thread_index, int thread_count)> fn);
 
 }  // namespace lathe

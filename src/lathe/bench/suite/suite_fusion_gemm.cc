@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "lathe/bench/lab/lab_task.h"
-#include "lathe/bench/suite/found/found_kernels.h"
+#include "lathe/bench/suite/found/found_kernel_registry.h"
 #include "lathe/bench/suite/suite_fusion_definitions.h"
 #include "lathe/bench/suite/suite_problem.h"
 #include "lathe/bench/suite/suite_reference.h"

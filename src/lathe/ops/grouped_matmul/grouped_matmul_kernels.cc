@@ -19,15 +19,6 @@
 #include "lathe/ops/grouped_matmul/grouped_matmul_direct.h"
 #include "lathe/ops/matmul/matmul_gemm.h"
 
-// The per-expert products are inlined whole (with gemm_range out of line the tile store's
-// activation switch spilled the accumulators: dw ran 2x slower). Not under AddressSanitizer, where
-// flattening the instrumented GEMM makes this one file take many minutes to compile.
-#if defined(__SANITIZE_ADDRESS__)
-#define LATHE_GROUPED_FLATTEN
-#else
-#define LATHE_GROUPED_FLATTEN __attribute__((flatten))
-#endif
-
 namespace lathe::LATHE_ISA_NS {
 namespace {
 
@@ -130,7 +121,7 @@ void run_row_grouped(const RowGroupedProduct& p, const MatmulCpuConfig& config) 
     // the columns (B): the extra packing is then of A, not of B.
     const int64_t segments = parts > 1 && (row_tiles < parts || rows < p.n) ? min64(parts, n_tiles) : 1;
     for_each_run(p.experts, segments, units, unit_cost, part, parts,
-                 [&](int64_t segment, int64_t e, int64_t tile_begin, int64_t tile_end) LATHE_GROUPED_FLATTEN {
+                 [&](int64_t segment, int64_t e, int64_t tile_begin, int64_t tile_end) {
                    const int64_t n0 = min64(p.n, n_tiles * segment / segments * NR);
                    const int64_t n1 = min64(p.n, n_tiles * (segment + 1) / segments * NR);
                    const int64_t row0 = tile_begin * MR, row1 = min64(group_rows(e), tile_end * MR);
@@ -179,7 +170,7 @@ void run_depth_grouped(const DepthGroupedProduct& p, const MatmulCpuConfig& conf
   run_parts(2.0 * p.offsets[p.experts] * p.n * p.k + 2.0 * p.experts * p.n * p.k, [&](int64_t part, int64_t parts) {
     const int64_t segments = parts > 1 && p.experts * n_tiles < parts ? min64(parts, k_tiles) : 1;
     for_each_run(p.experts, segments, units, unit_cost, part, parts,
-                 [&](int64_t segment, int64_t e, int64_t tile_begin, int64_t tile_end) LATHE_GROUPED_FLATTEN {
+                 [&](int64_t segment, int64_t e, int64_t tile_begin, int64_t tile_end) {
                    const int64_t depth = group_rows(e);
                    if (depth == 0 && p.accumulate) return;  // dw[e] += 0
                    Gemm g;

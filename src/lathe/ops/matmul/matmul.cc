@@ -388,6 +388,8 @@ void matmul(const MatmulArgs& args, const Dispatch& dispatch) {
   matmul_op().run(args, dispatch);
 }
 
+void matmul(const MatmulArgs& args) { matmul(args, Dispatch{}); }
+
 void matmul_backward(const MatmulBackwardArgs& args, const Dispatch& dispatch) {
   validate(args);
   matmul_backward_op().run(args, dispatch);

@@ -78,7 +78,12 @@ struct MatmulCpuConfig {
 };
 
 // Validate, then run the best implementation (see Op::run for the config order).
-void matmul(const MatmulArgs& args, const Dispatch& dispatch = {});
+void matmul(const MatmulArgs& args, const Dispatch& dispatch);
+// The same with the default dispatch. Out of line rather than a default argument: a kernel that
+// calls matmul (linear_cross_entropy's) then builds and destroys no Dispatch (its std::string) in
+// its per-ISA object, whose std:: code would be a weak symbol compiled for that ISA
+// (isa_symbol_check).
+void matmul(const MatmulArgs& args);
 void matmul_backward(const MatmulBackwardArgs& args, const Dispatch& dispatch = {});
 
 // Throw lathe::Error naming the argument, expected and actual shape or dtype.

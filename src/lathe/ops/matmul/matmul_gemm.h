@@ -27,6 +27,12 @@
 #include "lathe/ops/matmul/matmul.h"
 #include "lathe/ops/matmul/matmul_tiles.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define LATHE_GEMM_INLINE inline
+#else
+#define LATHE_GEMM_INLINE [[gnu::always_inline]] inline
+#endif
+
 namespace lathe::LATHE_ISA_NS::gemm {
 
 using simd::VecF;
@@ -132,7 +138,8 @@ inline VecF activate(VecF x, Activation activation) {
 }
 
 template <int MR, int NV>
-inline void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
+LATHE_GEMM_INLINE void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows, int64_t cols,
+                                  const Epilogue& e) {
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     if (r >= rows) break;
@@ -168,8 +175,8 @@ inline void prefetch_line(const float* p) {
 
 // f32 micro-panels: a is (depth, MR), b is (depth, MR * NV * W), both packed.
 template <int MR, int NV>
-inline void tile_f32(int64_t depth, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc,
-                     int64_t rows, int64_t cols, const Epilogue& e) {
+LATHE_GEMM_INLINE void tile_f32(int64_t depth, const float* __restrict a, const float* __restrict b, float* c,
+                                int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
   constexpr int NR = NV * W;
   VecF acc[MR][NV];
 #pragma GCC unroll 16
@@ -358,8 +365,8 @@ struct F32Path {
                      Packed* dest) {
     pack_f32(x, t, row0, rows, col0, depth, width, dest);
   }
-  static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-                   const Epilogue& e) {
+  LATHE_GEMM_INLINE static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc,
+                                     int64_t rows, int64_t cols, const Epilogue& e) {
     tile_f32<MR, NV>(depth, a, b, c, ldc, rows, cols, e);
   }
 };
@@ -378,13 +385,20 @@ struct Blocking {
   }
 };
 
+// LATHE_GEMM_INLINE (the tile, its store, multiply_b_block) is always_inline: gemm_range<Path> is
+// then one function whose accumulators stay in registers whatever the caller. Left to the
+// compiler's budget, a file that instantiates many paths (the grouped GEMM) got an out-of-line tile
+// store whose activation switch spilled the accumulators; flattening the callers instead cost that
+// file 95 s of compile and ran the grouped backward 1.3-1.5x slower than this (Qwen3-30B and OLMoE
+// shapes). Plain inline under AddressSanitizer: forced inlining of the instrumented tiles took the
+// sanitizer build of the matmul kernels from 38 s to 280 s, and speed is not its point.
 // Rows [m0, m1) of batch entry t against one packed B block: columns [jc, jc + nb) of C, K slice
 // [pc, pc + kb), B's micro-panels in b_pack (column j's panel at j * depth); n1 bounds the columns
 // of this caller's share (for the next-block prefetch).
 template <class Path>
-inline void multiply_b_block(const Gemm& g, const Blocking<Path>& blocks, int64_t t, int64_t m0, int64_t m1, int64_t n1,
-                             int64_t jc, int64_t nb, int64_t pc, int64_t kb, const typename Path::Packed* b_pack,
-                             typename Path::Packed* a_pack) {
+LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blocks, int64_t t, int64_t m0, int64_t m1,
+                                        int64_t n1, int64_t jc, int64_t nb, int64_t pc, int64_t kb,
+                                        const typename Path::Packed* b_pack, typename Path::Packed* a_pack) {
   constexpr int MR = Path::kMR, NR = Path::kNR;
   const int64_t mc = blocks.mc, nc = blocks.nc, kc = blocks.kc, depth = Path::packed_depth(kb);
   float* c = g.c + t * g.c_batch_stride;
@@ -496,8 +510,8 @@ inline void load_pairs(const uint16_t* p, VecF& lo, VecF& hi) {
 // depth pair. Other ISAs emulate it with two FMAs (same layout, so the packing is testable on
 // any machine; the registered avx512_bf16 implementation only uses the native form).
 template <int MR, int NV>
-inline void tile_bf16_dot(int64_t depth, const uint16_t* __restrict a, const uint16_t* __restrict b, float* c,
-                          int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
+LATHE_GEMM_INLINE void tile_bf16_dot(int64_t depth, const uint16_t* __restrict a, const uint16_t* __restrict b,
+                                     float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
   constexpr int NR = NV * 16, NF = NR / W;
   const int64_t pairs = depth / 2;
   VecF acc[MR][NF];
@@ -543,8 +557,8 @@ struct Bf16DotPath {
                      Packed* dest) {
     pack_bf16_pairs(x, t, row0, rows, col0, depth, width, dest);
   }
-  static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-                   const Epilogue& e) {
+  LATHE_GEMM_INLINE static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc,
+                                     int64_t rows, int64_t cols, const Epilogue& e) {
     tile_bf16_dot<MR, NV>(depth, a, b, c, ldc, rows, cols, e);
   }
 };

@@ -60,7 +60,9 @@ void make_operands(const MatmulShape& s, MakeRandom&& random, TensorView& a, Ten
 
 class MatmulProblem : public TypedProblem<MatmulArgs, MatmulCpuConfig> {
  public:
-  MatmulProblem(const ShapeSpec& spec, uint64_t seed) : TypedProblem(matmul_op(), matmul), shape_(spec, "matmul") {
+  MatmulProblem(const ShapeSpec& spec, uint64_t seed)
+      : TypedProblem(matmul_op(), static_cast<void (*)(const MatmulArgs&, const Dispatch&)>(matmul)),
+        shape_(spec, "matmul") {
     make_operands(shape_, [&](const Shape& shape, DType dtype) { return random_tensor(shape, dtype, seed); }, args_.a,
                   args_.b);
     args_.trans_a = shape_.trans_a;

@@ -201,7 +201,7 @@ std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, co
   // The repository's style where clang-format is installed (it finds the repository's .clang-format).
   if (std::system("command -v clang-format > /dev/null 2>&1") == 0)
     (void)std::system(("clang-format -i '" + written.back() + "'").c_str());
-  // The list of every found kernel in DIR, sorted (an X-macro list read by found_kernels.cc).
+  // The list of every found kernel in DIR, sorted (an X-macro list read by found_kernel_registry.cc).
   std::vector<std::string> names;
   for (const auto& file : std::filesystem::directory_iterator(dir)) {
     std::string name = file.path().filename().string();
@@ -213,7 +213,7 @@ std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, co
   std::sort(names.begin(), names.end());
   std::string list =
       "// Written by `lathe optimize --emit`: the found kernels of this folder, one LATHE_FOUND_KERNEL(problem)\n"
-      "// per found_<problem>_kernels.cc (found_kernels.cc expands the list).\n";
+      "// per found_<problem>_kernels.cc (found_kernel_registry.cc expands the list).\n";
   for (const auto& name : names) list += "LATHE_FOUND_KERNEL(" + name + ")\n";
   written.push_back(write_source(dir, "found_kernel_list.inc", list));
   return written;

@@ -81,7 +81,7 @@ std::vector<ScheduleSample> check_schedule_sample(const std::vector<std::string>
 // Promotion: writes DIR/found_<problem>_kernels.cc (the winner as a library kernel compiled per
 // ISA) and rewrites DIR/found_kernel_list.inc from the kernels DIR holds. DIR is normally
 // src/lathe/bench/suite/found/, where the suite's fusion problems pick the kernels up as their
-// lathe path (found_kernels.h); its test (found_kernels_test.cc) checks every listed kernel.
+// lathe path (found_kernel_registry.h); its test (found_kernel_registry_test.cc) checks every listed kernel.
 // Returns the paths written.
 std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, const std::string& dir);
 

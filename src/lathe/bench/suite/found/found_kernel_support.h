@@ -1,6 +1,6 @@
 // What every kernel promoted by `lathe optimize --emit` (found_<problem>_kernels.cc, compiled per
 // ISA) shares outside its generated part: the includes, the threads it runs on (lathe's pool), and
-// the entry point found_kernels.cc lists.
+// the entry point found_kernel_registry.cc lists.
 #pragma once
 
 #include <cmath>

@@ -2,7 +2,7 @@
 // suite problem and matches the problem's float64 reference by the suite's tolerance rule, on
 // fresh seeded inputs with NaN-poisoned outputs, at the quick size and random
 // awkward shapes (the lab's hidden-shape generator), and is deterministic on a re-run.
-#include "lathe/bench/suite/found/found_kernels.h"
+#include "lathe/bench/suite/found/found_kernel_registry.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Kernels found by `lathe optimize` and promoted into the library with `--emit` (docs/optimizer.md):
 // each is a generated found_<problem>_kernels.cc in this folder, compiled per ISA like every
 // kernel, listed in found_kernel_list.inc. A suite fusion problem whose name has a found kernel
-// runs it as its lathe path (suite_fusion_gemm.cc); found_kernels_test.cc checks every listed
+// runs it as its lathe path (suite_fusion_gemm.cc); found_kernel_registry_test.cc checks every listed
 // kernel against the problem's float64 reference on fresh inputs and awkward shapes.
 #pragma once
 

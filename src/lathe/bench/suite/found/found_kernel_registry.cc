@@ -1,4 +1,7 @@
-#include "lathe/bench/suite/found/found_kernels.h"
+// The table of found kernels (found_kernel_registry.h). Compiled once, for the baseline ISA; the
+// kernels it lists are the per-ISA objects (hence not named *_kernels.cc, which the build compiles
+// three times).
+#include "lathe/bench/suite/found/found_kernel_registry.h"
 
 #include <cstdlib>
 
