@@ -51,7 +51,7 @@ foreach(library ${DNNL_LIBRARY} ${OPENBLAS_LIBRARY} ${LATHE_IO_LIBRARIES})
   string(APPEND LATHE_PC_LIBS " ${library}")
 endforeach()
 if(LATHE_HAVE_CUDA)
-  string(APPEND LATHE_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcublasLt -lcudart")
+  string(APPEND LATHE_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -ldl")  # cuBLASLt: dlopen'd
 endif()
 set(LATHE_PC_CFLAGS "-std=c++20")
 foreach(feature ONEDNN OPENBLAS MPI CUDA)

@@ -72,9 +72,10 @@ TEST(Parallel, CoversEveryIndexExactlyOnceForAnyThreadCount) {
 
 TEST(Parallel, RethrowsAChunksExceptionAndNestedCallsRunSerially) {
   set_num_threads(2);
-  EXPECT_THROW(parallel_for(100, 1, [](int64_t begin, int64_t) {
-                 if (begin > 0) throw Error("chunk failed");
-               }),
+  EXPECT_THROW(parallel_for(100, 1,
+                            [](int64_t begin, int64_t) {
+                              if (begin > 0) throw Error("chunk failed");
+                            }),
                Error);
   std::atomic<int> inner_total{0};
   parallel_for(4, 1, [&](int64_t begin, int64_t end) {
@@ -106,6 +107,12 @@ int cpus_allowed_from_proc() {
 
 TEST(Parallel, ThreadCountPrecedenceExplicitThenConfiguredThenAffinity) {
   if (std::getenv("LATHE_NUM_THREADS")) GTEST_SKIP() << "LATHE_NUM_THREADS is set (it sits between the two levels)";
+  // From no explicit or configured count (an earlier test in this process may have left one; the
+  // sanitizer pass runs many tests per process), restored at the end.
+  const bool had_explicit = std::string(num_threads_source()) == "--threads";
+  const int previous = num_threads();
+  set_num_threads(0);
+  set_configured_num_threads(0);
   const int allowed = cpus_allowed_from_proc();
   ASSERT_GT(allowed, 0);
   EXPECT_EQ(available_cpus(), allowed);
@@ -122,6 +129,7 @@ TEST(Parallel, ThreadCountPrecedenceExplicitThenConfiguredThenAffinity) {
   set_configured_num_threads(0);
   EXPECT_EQ(num_threads(), allowed);
   EXPECT_THROW(set_configured_num_threads(-1), Error);
+  if (had_explicit) set_num_threads(previous);
 }
 
 TEST(Parallel, ThreadCountFromTheEnvironmentIsStrict) {

@@ -15,6 +15,7 @@ namespace lathe::cuda {
 namespace {
 
 struct FakeDevice {
+  explicit FakeDevice(int64_t budget_bytes) : budget(budget_bytes) {}
   int64_t budget, used = 0;
   std::set<void*> live;
   int64_t backend_calls = 0;
@@ -52,7 +53,7 @@ TEST(CachingAllocator, RoundsSmallSizesTo512BytesAndLargeTo2MiB) {
 }
 
 TEST(CachingAllocator, FreedBlocksAreReusedForTheSameRoundedSize) {
-  FakeDevice device{int64_t{64} << 20};
+  FakeDevice device(int64_t{64} << 20);
   {
     CachingAllocator allocator(device.backend());
     void* first = allocator.allocate(1000, "a");
@@ -76,7 +77,7 @@ TEST(CachingAllocator, FreedBlocksAreReusedForTheSameRoundedSize) {
 }
 
 TEST(CachingAllocator, OutOfMemoryEmptiesTheCacheRetriesThenNamesTheRequest) {
-  FakeDevice device{int64_t{8} << 20};
+  FakeDevice device(int64_t{8} << 20);
   CachingAllocator allocator(device.backend());
   void* cached = allocator.allocate(int64_t{4} << 20, "first");
   allocator.free(cached);                                      // 4 MiB cached, 4 MiB free on the device

@@ -5,6 +5,7 @@
 #include "lathe/core/error.h"
 
 #if LATHE_HAVE_CUDA
+#include "lathe/device/cublaslt.h"
 #include "lathe/device/cuda_check.h"
 #endif
 
@@ -29,7 +30,9 @@ void throw_runtime_error(cudaError_t error, const char* op, const char* call) {
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* op, const char* call) {
-  throw_error(op, ": ", call, " failed: ", cublasLtGetStatusName(status), " (", cublasLtGetStatusString(status), ")");
+  const CublasLt& lt = cublaslt();  // loaded: the status came from one of its calls
+  throw_error(op, ": ", call, " failed: ", lt.cublasLtGetStatusName(status), " (", lt.cublasLtGetStatusString(status),
+              ")");
 }
 
 namespace {

@@ -10,6 +10,9 @@
 #include "expect_error.h"
 #include "lathe/core/rng.h"
 #include "lathe/device/device_tensor.h"
+#if LATHE_HAVE_CUDA
+#include "lathe/device/cublaslt.h"
+#endif
 
 namespace lathe::cuda {
 namespace {
@@ -36,6 +39,33 @@ TEST(CudaRuntime, WithoutADeviceEveryEntryIsOneClearError) {
   Tensor host = Tensor::zeros({2, 2}, DType::f32);
   expect_error([&] { to_device(host); }, "no usable CUDA device");
 }
+
+#if LATHE_HAVE_CUDA
+// cuBLASLt is loaded on first use, not linked (device/cublaslt.h): every entry point the CUDA
+// matmul calls resolves from the toolkit this build was configured with, GPU or not.
+TEST(CudaRuntime, CublasLtLoadsWithEveryEntryPoint) {
+  const CublasLt& lt = cublaslt();
+  const void* entries[] = {reinterpret_cast<const void*>(lt.cublasLtCreate),
+                           reinterpret_cast<const void*>(lt.cublasLtGetStatusName),
+                           reinterpret_cast<const void*>(lt.cublasLtGetStatusString),
+                           reinterpret_cast<const void*>(lt.cublasLtMatmul),
+                           reinterpret_cast<const void*>(lt.cublasLtMatmulAlgoGetHeuristic),
+                           reinterpret_cast<const void*>(lt.cublasLtMatmulDescCreate),
+                           reinterpret_cast<const void*>(lt.cublasLtMatmulDescDestroy),
+                           reinterpret_cast<const void*>(lt.cublasLtMatmulDescSetAttribute),
+                           reinterpret_cast<const void*>(lt.cublasLtMatmulPreferenceCreate),
+                           reinterpret_cast<const void*>(lt.cublasLtMatmulPreferenceDestroy),
+                           reinterpret_cast<const void*>(lt.cublasLtMatmulPreferenceSetAttribute),
+                           reinterpret_cast<const void*>(lt.cublasLtMatrixLayoutCreate),
+                           reinterpret_cast<const void*>(lt.cublasLtMatrixLayoutDestroy),
+                           reinterpret_cast<const void*>(lt.cublasLtMatrixLayoutSetAttribute)};
+  static_assert(sizeof entries / sizeof entries[0] * sizeof(void*) == sizeof(CublasLt), "an entry is missing here");
+  for (const void* entry : entries) EXPECT_NE(entry, nullptr);
+  EXPECT_NE(std::string(cublaslt_path()).find("libcublasLt.so"), std::string::npos) << cublaslt_path();
+  // A status name comes from the library itself.
+  EXPECT_STREQ(lt.cublasLtGetStatusName(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
+}
+#endif
 
 TEST(CudaRuntime, CopiesRoundTripValuesAndStridedLayouts) {
   if (!available()) GTEST_SKIP() << "no usable CUDA device: " << status_line();

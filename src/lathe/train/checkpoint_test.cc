@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "lathe/core/rng.h"
@@ -379,7 +380,12 @@ TEST(CheckpointCrash, SigkillMidWriteLeavesThePreviousCheckpointAndAStaleDirecto
   CheckpointManager(dir, sync_options(3)).save(trainer.contents(100));
 
   std::vector<std::string> environment;
-  for (char** variable = environ; *variable; ++variable) environment.emplace_back(*variable);
+  for (char** variable = environ; *variable; ++variable) {
+    // Not GoogleTest's sharding (the sanitizer pass runs shards): the child runs its one test.
+    const std::string_view text = *variable;
+    if (!text.starts_with("GTEST_TOTAL_SHARDS=") && !text.starts_with("GTEST_SHARD_INDEX="))
+      environment.emplace_back(text);
+  }
   environment.push_back("LATHE_CHECKPOINT_CRASH_DIR=" + dir);
   std::vector<char*> envp;
   for (auto& variable : environment) envp.push_back(variable.data());

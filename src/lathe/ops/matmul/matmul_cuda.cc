@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "lathe/device/cublaslt.h"
 #include "lathe/device/cuda_check.h"
 #include "lathe/device/device_tensor.h"
 #include "lathe/device/stream.h"
@@ -24,7 +25,7 @@ struct Lt {
 Lt& lt() {
   static Lt instance = [] {
     Lt created;
-    LATHE_CUBLAS_CHECK(kOp, cublasLtCreate(&created.handle));
+    LATHE_CUBLAS_CHECK(kOp, cuda::cublaslt().cublasLtCreate(&created.handle));
     created.workspace = cuda::device_empty({kWorkspaceBytes}, DType::u8, "cuBLASLt workspace");
     return created;
   }();
@@ -33,7 +34,7 @@ Lt& lt() {
 
 template <class T>
 void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
-  LATHE_CUBLAS_CHECK(kOp, cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
+  LATHE_CUBLAS_CHECK(kOp, cuda::cublaslt().cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
 }
 
 // A row-major operand (rows, cols) with row stride ld, batched, seen column-major as cuBLAS does:
@@ -41,15 +42,16 @@ void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, co
 struct Layout {
   cublasLtMatrixLayout_t handle = nullptr;
   Layout(cudaDataType type, int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t batch_stride) {
-    LATHE_CUBLAS_CHECK(
-        kOp, cublasLtMatrixLayoutCreate(&handle, type, static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), ld));
+    LATHE_CUBLAS_CHECK(kOp, cuda::cublaslt().cublasLtMatrixLayoutCreate(&handle, type, static_cast<uint64_t>(cols),
+                                                                        static_cast<uint64_t>(rows), ld));
     const int32_t count = static_cast<int32_t>(batch);
+    LATHE_CUBLAS_CHECK(kOp, cuda::cublaslt().cublasLtMatrixLayoutSetAttribute(
+                                handle, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
     LATHE_CUBLAS_CHECK(
-        kOp, cublasLtMatrixLayoutSetAttribute(handle, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
-    LATHE_CUBLAS_CHECK(kOp, cublasLtMatrixLayoutSetAttribute(handle, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                             &batch_stride, sizeof batch_stride));
+        kOp, cuda::cublaslt().cublasLtMatrixLayoutSetAttribute(handle, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                               &batch_stride, sizeof batch_stride));
   }
-  ~Layout() { cublasLtMatrixLayoutDestroy(handle); }
+  ~Layout() { cuda::cublaslt().cublasLtMatrixLayoutDestroy(handle); }
   Layout(const Layout&) = delete;
   Layout& operator=(const Layout&) = delete;
 };
@@ -85,10 +87,10 @@ void lt_matmul(const MatmulArgs& args, int algorithm_index) {
   }
   const cudaDataType input_type = args.a.dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
   cublasLtMatmulDesc_t desc = nullptr;
-  LATHE_CUBLAS_CHECK(kOp, cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LATHE_CUBLAS_CHECK(kOp, cuda::cublaslt().cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   struct DescGuard {
     cublasLtMatmulDesc_t desc;
-    ~DescGuard() { cublasLtMatmulDescDestroy(desc); }
+    ~DescGuard() { cuda::cublaslt().cublasLtMatmulDescDestroy(desc); }
   } desc_guard{desc};
   set(desc, CUBLASLT_MATMUL_DESC_TRANSA, args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
   set(desc, CUBLASLT_MATMUL_DESC_TRANSB, args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
@@ -105,14 +107,14 @@ void lt_matmul(const MatmulArgs& args, int algorithm_index) {
   const Layout c_layout(CUDA_R_32F, m, n, row_stride_of(args.c), batch, batch_stride_of(args.c));
 
   cublasLtMatmulPreference_t preference = nullptr;
-  LATHE_CUBLAS_CHECK(kOp, cublasLtMatmulPreferenceCreate(&preference));
+  LATHE_CUBLAS_CHECK(kOp, cuda::cublaslt().cublasLtMatmulPreferenceCreate(&preference));
   struct PreferenceGuard {
     cublasLtMatmulPreference_t preference;
-    ~PreferenceGuard() { cublasLtMatmulPreferenceDestroy(preference); }
+    ~PreferenceGuard() { cuda::cublaslt().cublasLtMatmulPreferenceDestroy(preference); }
   } preference_guard{preference};
   const uint64_t workspace = kWorkspaceBytes;
-  LATHE_CUBLAS_CHECK(kOp, cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                               &workspace, sizeof workspace));
+  LATHE_CUBLAS_CHECK(kOp, cuda::cublaslt().cublasLtMatmulPreferenceSetAttribute(
+                              preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
   const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, args.b.data},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, args.a.data},
@@ -120,21 +122,23 @@ void lt_matmul(const MatmulArgs& args, int algorithm_index) {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, args.c.data}};
   for (const auto& [attribute, pointer] : alignments) {
     const uint32_t alignment = alignment_of(pointer);
-    LATHE_CUBLAS_CHECK(kOp, cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment, sizeof alignment));
+    LATHE_CUBLAS_CHECK(kOp, cuda::cublaslt().cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment,
+                                                                                  sizeof alignment));
   }
   Lt& context = lt();
   cublasLtMatmulHeuristicResult_t results[kAlgorithms] = {};
   int found = 0;
-  LATHE_CUBLAS_CHECK(
-      kOp, cublasLtMatmulAlgoGetHeuristic(context.handle, desc, b_layout.handle, a_layout.handle, c_layout.handle,
-                                          c_layout.handle, preference, kAlgorithms, results, &found));
+  LATHE_CUBLAS_CHECK(kOp, cuda::cublaslt().cublasLtMatmulAlgoGetHeuristic(
+                              context.handle, desc, b_layout.handle, a_layout.handle, c_layout.handle, c_layout.handle,
+                              preference, kAlgorithms, results, &found));
   LATHE_CHECK(found > 0, kOp, ": cuBLASLt has no algorithm for ", args.a.describe(), " @ ", args.b.describe());
   const cublasLtMatmulHeuristicResult_t& chosen = results[std::min(algorithm_index, found - 1)];
   const float alpha = 1.0f, beta = args.accumulate ? 1.0f : 0.0f;
-  LATHE_CUBLAS_CHECK(kOp, cublasLtMatmul(context.handle, desc, &alpha, args.b.data, b_layout.handle, args.a.data,
-                                         a_layout.handle, &beta, args.c.data, c_layout.handle, args.c.data,
-                                         c_layout.handle, &chosen.algo, context.workspace.view().data, kWorkspaceBytes,
-                                         static_cast<cudaStream_t>(cuda::stream_handle())));
+  LATHE_CUBLAS_CHECK(
+      kOp, cuda::cublaslt().cublasLtMatmul(context.handle, desc, &alpha, args.b.data, b_layout.handle, args.a.data,
+                                           a_layout.handle, &beta, args.c.data, c_layout.handle, args.c.data,
+                                           c_layout.handle, &chosen.algo, context.workspace.view().data,
+                                           kWorkspaceBytes, static_cast<cudaStream_t>(cuda::stream_handle())));
 }
 
 DeviceMatrices matrices_of(const TensorView& view) {
