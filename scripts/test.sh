@@ -6,8 +6,8 @@
 # runs too slow under the sanitizers).
 # After each ctest pass it prints which tests were skipped and why (tests/report_skips.py reads
 # ctest's JUnit report): Python checks whose packages are missing, GoogleTest tests that skip (e.g.
-# every AVX-512 path on an AVX2-only machine; the sanitizer pass runs GoogleTest as 4 shards, whose
-# inner skips it does not list). Skips never fail the run.
+# every AVX-512 path on an AVX2-only machine; the sanitizer pass runs GoogleTest as 4 shards: it lists
+# the skip messages they print). Skips never fail the run.
 # LATHE_SKIP_SANITIZERS=1 skips the second pass (local iteration only; CI runs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -14,6 +14,7 @@ missing or unreadable report is said in one line.
 """
 
 import collections
+import re
 import sys
 import xml.etree.ElementTree as ElementTree
 
@@ -32,17 +33,25 @@ def ctest_skip_reason(output):
     return lines[-1] if lines else "(no reason printed)"
 
 
-def gtest_skip_reason(output):
+LOCATION = re.compile(r"^\S+:\d+: ")  # "tests/unit/x.cc:12: Failure", the start of another message
+
+
+def gtest_skip_reasons(output):
+    """The message of every GTEST_SKIP in output: one for a test run alone, several for a shard
+    (the sanitizer pass runs lathe_tests as GoogleTest shards, one ctest test each)."""
     lines = output.splitlines()
+    reasons = []
     for index, line in enumerate(lines):
         if line.rstrip().endswith(": Skipped"):  # "tests/unit/x.cc:12: Skipped", then the message
             message = []
             for following in lines[index + 1:]:
-                if not following.strip() or following.startswith("["):
+                text = following.strip()
+                if not text or following.startswith("[") or LOCATION.match(following) or \
+                        text.startswith(("note:", "lathe: ")):
                     break
-                message.append(following.strip())
-            return " ".join(message) if message else "(GTEST_SKIP without a message)"
-    return "(GTEST_SKIP without a message)"
+                message.append(text)
+            reasons.append(" ".join(message) if message else "(GTEST_SKIP without a message)")
+    return reasons or ["(GTEST_SKIP without a message)"]
 
 
 def main(argv):
@@ -65,15 +74,17 @@ def main(argv):
         output = (output_node.text or "") if output_node is not None else ""
         if case.find("skipped") is not None or case.get("status") == "notrun":
             if GTEST_SKIPPED in output:
-                gtest_skips.setdefault(gtest_skip_reason(output), []).append(name)
+                for reason in gtest_skip_reasons(output):
+                    gtest_skips.setdefault(reason, []).append(name)
             else:
                 message = case.find("skipped")
                 reason = ctest_skip_reason(output)
                 if message is not None and message.get("message") and reason == "(no reason printed)":
                     reason = message.get("message")
                 ctest_skips.append((name, reason))
-        elif GTEST_SKIPPED in output:  # a ctest without SKIP_REGULAR_EXPRESSION still counts
-            gtest_skips.setdefault(gtest_skip_reason(output), []).append(name)
+        elif GTEST_SKIPPED in output or ": Skipped" in output:  # passed with skips inside (a shard)
+            for reason in gtest_skip_reasons(output):
+                gtest_skips.setdefault(reason, []).append(name)
 
     gtest_count = sum(len(names) for names in gtest_skips.values())
     print(f"== skip summary ({label}): {len(ctest_skips)} ctest test(s) and {gtest_count} GoogleTest test(s) "
