@@ -5,7 +5,6 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
 #include <string>
 
 #include "lathe/core/error.h"
@@ -19,10 +18,9 @@ struct Loaded {
 };
 
 template <class Fn>
-bool resolve(void* library, const char* name, Fn& into, std::string& error) {
+void resolve(void* library, const char* name, Fn& into, std::string& error) {
   into = reinterpret_cast<Fn>(dlsym(library, name));
   if (!into && error.empty()) error = str_cat("it has no ", name);
-  return into != nullptr;
 }
 
 Loaded load() {
@@ -45,21 +43,8 @@ Loaded load() {
   }
   CublasLt& api = loaded.api;
   std::string error;
-#define LATHE_RESOLVE(name) resolve(library, #name, api.name, error)
-  LATHE_RESOLVE(cublasLtCreate);
-  LATHE_RESOLVE(cublasLtGetStatusName);
-  LATHE_RESOLVE(cublasLtGetStatusString);
-  LATHE_RESOLVE(cublasLtMatmul);
-  LATHE_RESOLVE(cublasLtMatmulAlgoGetHeuristic);
-  LATHE_RESOLVE(cublasLtMatmulDescCreate);
-  LATHE_RESOLVE(cublasLtMatmulDescDestroy);
-  LATHE_RESOLVE(cublasLtMatmulDescSetAttribute);
-  LATHE_RESOLVE(cublasLtMatmulPreferenceCreate);
-  LATHE_RESOLVE(cublasLtMatmulPreferenceDestroy);
-  LATHE_RESOLVE(cublasLtMatmulPreferenceSetAttribute);
-  LATHE_RESOLVE(cublasLtMatrixLayoutCreate);
-  LATHE_RESOLVE(cublasLtMatrixLayoutDestroy);
-  LATHE_RESOLVE(cublasLtMatrixLayoutSetAttribute);
+#define LATHE_RESOLVE(name) resolve(library, #name, api.name, error);
+  LATHE_CUBLASLT_ENTRY_POINTS(LATHE_RESOLVE)
 #undef LATHE_RESOLVE
   if (!error.empty()) loaded.error = str_cat("cuBLASLt at ", loaded.path, " is unusable: ", error);
   return loaded;

@@ -10,22 +10,31 @@
 
 namespace lathe::cuda {
 
-// The entry points lathe uses, named as in the C API.
+// The entry points lathe uses, as an X-macro: the struct's fields, the loader's lookups and the
+// test's checks all expand this one list.
+// clang-format off
+#define LATHE_CUBLASLT_ENTRY_POINTS(X)    \
+  X(cublasLtCreate)                       \
+  X(cublasLtGetStatusName)                \
+  X(cublasLtGetStatusString)              \
+  X(cublasLtMatmul)                       \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatrixLayoutSetAttribute)
+// clang-format on
+
+// The entry points, named as in the C API, typed by its declarations.
 struct CublasLt {
-  decltype(&::cublasLtCreate) cublasLtCreate;
-  decltype(&::cublasLtGetStatusName) cublasLtGetStatusName;
-  decltype(&::cublasLtGetStatusString) cublasLtGetStatusString;
-  decltype(&::cublasLtMatmul) cublasLtMatmul;
-  decltype(&::cublasLtMatmulAlgoGetHeuristic) cublasLtMatmulAlgoGetHeuristic;
-  decltype(&::cublasLtMatmulDescCreate) cublasLtMatmulDescCreate;
-  decltype(&::cublasLtMatmulDescDestroy) cublasLtMatmulDescDestroy;
-  decltype(&::cublasLtMatmulDescSetAttribute) cublasLtMatmulDescSetAttribute;
-  decltype(&::cublasLtMatmulPreferenceCreate) cublasLtMatmulPreferenceCreate;
-  decltype(&::cublasLtMatmulPreferenceDestroy) cublasLtMatmulPreferenceDestroy;
-  decltype(&::cublasLtMatmulPreferenceSetAttribute) cublasLtMatmulPreferenceSetAttribute;
-  decltype(&::cublasLtMatrixLayoutCreate) cublasLtMatrixLayoutCreate;
-  decltype(&::cublasLtMatrixLayoutDestroy) cublasLtMatrixLayoutDestroy;
-  decltype(&::cublasLtMatrixLayoutSetAttribute) cublasLtMatrixLayoutSetAttribute;
+#define LATHE_CUBLASLT_FIELD(name) decltype(&::name) name;
+  LATHE_CUBLASLT_ENTRY_POINTS(LATHE_CUBLASLT_FIELD)
+#undef LATHE_CUBLASLT_FIELD
 };
 
 // The library's entry points, loaded on the first call (thread-safe): by its soname through the

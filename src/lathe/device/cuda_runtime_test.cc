@@ -45,22 +45,9 @@ TEST(CudaRuntime, WithoutADeviceEveryEntryIsOneClearError) {
 // matmul calls resolves from the toolkit this build was configured with, GPU or not.
 TEST(CudaRuntime, CublasLtLoadsWithEveryEntryPoint) {
   const CublasLt& lt = cublaslt();
-  const void* entries[] = {reinterpret_cast<const void*>(lt.cublasLtCreate),
-                           reinterpret_cast<const void*>(lt.cublasLtGetStatusName),
-                           reinterpret_cast<const void*>(lt.cublasLtGetStatusString),
-                           reinterpret_cast<const void*>(lt.cublasLtMatmul),
-                           reinterpret_cast<const void*>(lt.cublasLtMatmulAlgoGetHeuristic),
-                           reinterpret_cast<const void*>(lt.cublasLtMatmulDescCreate),
-                           reinterpret_cast<const void*>(lt.cublasLtMatmulDescDestroy),
-                           reinterpret_cast<const void*>(lt.cublasLtMatmulDescSetAttribute),
-                           reinterpret_cast<const void*>(lt.cublasLtMatmulPreferenceCreate),
-                           reinterpret_cast<const void*>(lt.cublasLtMatmulPreferenceDestroy),
-                           reinterpret_cast<const void*>(lt.cublasLtMatmulPreferenceSetAttribute),
-                           reinterpret_cast<const void*>(lt.cublasLtMatrixLayoutCreate),
-                           reinterpret_cast<const void*>(lt.cublasLtMatrixLayoutDestroy),
-                           reinterpret_cast<const void*>(lt.cublasLtMatrixLayoutSetAttribute)};
-  static_assert(sizeof entries / sizeof entries[0] * sizeof(void*) == sizeof(CublasLt), "an entry is missing here");
-  for (const void* entry : entries) EXPECT_NE(entry, nullptr);
+#define LATHE_EXPECT_ENTRY(name) EXPECT_NE(reinterpret_cast<const void*>(lt.name), nullptr) << #name;
+  LATHE_CUBLASLT_ENTRY_POINTS(LATHE_EXPECT_ENTRY)
+#undef LATHE_EXPECT_ENTRY
   EXPECT_NE(std::string(cublaslt_path()).find("libcublasLt.so"), std::string::npos) << cublaslt_path();
   // A status name comes from the library itself.
   EXPECT_STREQ(lt.cublasLtGetStatusName(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
