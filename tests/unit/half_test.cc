@@ -9,6 +9,7 @@
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/half.h"
 #include "lathe/core/rng.h"
+#include "lathe/core/tensor.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -47,6 +48,36 @@ TEST(Bf16, ErrorIsAtMostHalfAnUlp) {
     float ulp = std::ldexp(1.0f, std::ilogb(value) - 7);
     ASSERT_LE(std::fabs(rounded - value), 0.5f * ulp) << "value=" << value << " seed=" << seed;
   }
+}
+
+// convert() of contiguous f32 <-> bf16 tensors takes a vectorised, threaded path: it must round
+// every float exactly as float_to_bf16 (checked above) does. Every bf16 high half with low halves
+// below, at, just above a tie and at the ends, plus NaNs of both signs: 393,216 elements, split
+// over the thread pool. A strided view (the element-wise path) must agree too.
+TEST(Bf16, ConvertOfContiguousTensorsMatchesTheScalarRounding) {
+  const uint32_t low_halves[] = {0x0000, 0x7fff, 0x8000, 0x8001, 0xffff, 0x1234};
+  Tensor floats = Tensor::empty({0x10000, 6}, DType::f32);
+  float* values = floats.ptr<float>();
+  for (uint32_t high = 0; high < 0x10000; ++high)
+    for (int j = 0; j < 6; ++j) values[high * 6 + j] = float_from_bits(high << 16 | low_halves[j]);
+  const Tensor rounded = convert(floats, DType::bf16);
+  const uint16_t* bits = static_cast<const uint16_t*>(rounded.view().data);
+  for (int64_t i = 0; i < floats.numel(); ++i) {
+    const uint16_t want = float_to_bf16(values[i]).bits;
+    if (std::isnan(values[i])) {
+      ASSERT_TRUE(std::isnan(bf16_to_float(bf16{bits[i]}))) << "float bits " << float_bits(values[i]);
+      ASSERT_EQ(bits[i] & 0x8000, want & 0x8000) << "float bits " << float_bits(values[i]);
+    } else {
+      ASSERT_EQ(bits[i], want) << "float bits " << float_bits(values[i]);
+    }
+  }
+  const Tensor widened = convert(rounded, DType::f32);  // exact: bf16 is the top half of a float
+  for (int64_t i = 0; i < floats.numel(); ++i)
+    if (!std::isnan(values[i])) ASSERT_EQ(widened.ptr<float>()[i], bf16_to_float(bf16{bits[i]})) << i;
+  const Tensor column = convert(floats.view().slice(1, 2, 3), DType::bf16);  // strided: element by element
+  for (uint32_t high = 0; high < 0x10000; ++high)
+    if (!std::isnan(values[high * 6 + 2]))
+      ASSERT_EQ(static_cast<const uint16_t*>(column.view().data)[high], bits[high * 6 + 2]) << high;
 }
 
 TEST(F16, RoundTripOfEveryF16Value) {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "lathe/core/parallel.h"
+
 namespace lathe {
 
 Shape::Shape(std::initializer_list<int64_t> dims) {
@@ -282,11 +284,51 @@ template std::vector<int64_t> to_vector<int64_t>(const TensorView&);
 template void write_from_vector<double>(const TensorView&, const std::vector<double>&);
 template void write_from_vector<float>(const TensorView&, const std::vector<float>&);
 
+namespace {
+
+// f32 <-> bf16 over contiguous memory: the rounding of float_to_bf16 (nearest even, NaN kept
+// quiet) written without branches so the compiler vectorises it, split over the thread pool.
+// bf16 training converts activations and gradients with it at every linear layer (the element-wise
+// round trip through double below took 30% of a bf16 training step).
+constexpr int64_t kConvertGrain = 1 << 16;
+
+void f32_to_bf16(const float* source, uint16_t* dest, int64_t n) {
+  parallel_for(n, kConvertGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, source + i, sizeof bits);
+      const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+      const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
+      dest[i] = static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+    }
+  });
+}
+
+void bf16_to_f32(const uint16_t* source, float* dest, int64_t n) {
+  parallel_for(n, kConvertGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(source[i]) << 16;
+      std::memcpy(dest + i, &bits, sizeof bits);
+    }
+  });
+}
+
+}  // namespace
+
 Tensor convert(const TensorView& view, DType dtype) {
   Tensor result = Tensor::empty(view.shape, dtype);
-  if (dtype == view.dtype && view.is_contiguous() && view.device == Device::cpu) {  // a copy: no round trip
+  const bool contiguous_cpu = view.is_contiguous() && view.device == Device::cpu;
+  if (dtype == view.dtype && contiguous_cpu) {  // a copy: no round trip
     if (view.numel() > 0)
       std::memcpy(result.view().data, view.data, static_cast<size_t>(view.numel()) * dtype_size(dtype));
+    return result;
+  }
+  if (contiguous_cpu && view.dtype == DType::f32 && dtype == DType::bf16) {
+    f32_to_bf16(static_cast<const float*>(view.data), static_cast<uint16_t*>(result.view().data), view.numel());
+    return result;
+  }
+  if (contiguous_cpu && view.dtype == DType::bf16 && dtype == DType::f32) {
+    bf16_to_f32(static_cast<const uint16_t*>(view.data), static_cast<float*>(result.view().data), view.numel());
     return result;
   }
   write_from_vector(result, to_vector<double>(view));

@@ -122,6 +122,7 @@ std::vector<T> to_vector(const TensorView& view);
 template <class T>
 void write_from_vector(const TensorView& view, const std::vector<T>& values);
 // A new contiguous tensor of the given dtype holding view's values (rounded to nearest-even).
+// Contiguous f32 <-> bf16 takes a vectorised, threaded path; other pairs go element by element.
 Tensor convert(const TensorView& view, DType dtype);
 // Fills every element with a quiet NaN (floating dtypes) or a sentinel (integer dtypes), so
 // a kernel that forgets to write an element is caught by comparison.
