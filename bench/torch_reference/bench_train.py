@@ -3,13 +3,16 @@
 CPU, as the peer lathe's trainer is compared against.
 
   bench_train.py --config model.json --batch B --seq T --steps N --threads K [--warmup W]
+                 [--autocast bf16]
 
 Random init and random tokens; the step time is the median over the N steps after W warm-up steps.
 Prints one JSON line: {"tokens_per_second", "step_seconds", "torch_version", "threads", ...}.
 The configuration is the fastest honest one a user would write without torch.compile:
 F.scaled_dot_product_attention (is_causal, or a boolean mask on sliding-window layers) where torch
 has it and the layer has no logit softcap, else plain attention; AdamW fused where supported, else
-foreach. Works on torch 1.13 (no SDPA, no fused AdamW) and 2.x.
+foreach. Works on torch 1.13 (no SDPA, no fused AdamW) and 2.x. --autocast bf16 runs the forward
+under torch.autocast("cpu", dtype=torch.bfloat16) (f32 weights, bf16 matmuls: PyTorch's mixed
+precision, the peer of lathe's bf16 training); without it everything is float32.
 """
 
 import argparse
@@ -51,6 +54,8 @@ def main():
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                        help="bf16: the forward under torch.autocast on the CPU (mixed precision)")
     args = parser.parse_args()
     try:
         config = ModelConfig.from_json_file(args.config)
@@ -74,7 +79,11 @@ def main():
     for step in range(args.warmup + args.steps):
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = model.loss(inputs, targets)
+        if args.autocast == "bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model.loss(inputs, targets)
+        else:
+            loss = model.loss(inputs, targets)
         loss.backward()
         optimizer.step()
         elapsed = time.perf_counter() - start
@@ -93,6 +102,7 @@ def main():
         "warmup": args.warmup,
         "attention": "sdpa" if uses_sdpa else "reference",
         "optimizer": optimizer_variant,
+        "precision": "bf16 autocast" if args.autocast == "bf16" else args.dtype,
         "final_loss": loss.item(),
     }))
     return 0

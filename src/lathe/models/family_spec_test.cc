@@ -305,8 +305,11 @@ TEST(FamilyRegistry, TrainingFlopsCountMatmulWeightsAndCausalAttention) {
   // and the LM head 50x8 = 1360. Causal attention: 6 * layers 2 * heads 2 * head_dim 4 * seq 16.
   const double expected = 6.0 * 1360 + 6.0 * 2 * 2 * 4 * 16;
   EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
+  // A bf16 run multiplies the layers' 2 x 480 on the bf16 engine, not the LM head (f32 tiles).
+  EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(), 6.0 * 960);
   config.tie_embeddings = true;  // the embedding table is the LM head's matmul weight
   EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
+  EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(), 6.0 * 960);
 }
 
 // A token reads the router and top_k of the experts: model FLOPs and active parameters count
@@ -328,6 +331,8 @@ TEST(FamilyRegistry, MixtureOfExpertsCountsActiveExperts) {
   // which a token reads half (288). Two layers, LM head 400, embedding 400, norms 2*2*8 + 8.
   const double active_matmul = 2 * (192 + 32 + 288) + 400;
   EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), 6.0 * active_matmul + 6.0 * 2 * 2 * 4 * 16);
+  // On the bf16 engine: attention and the active experts (grouped_linear), not the f32 router or LM head.
+  EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(), 6.0 * 2 * (192 + 288));
   EXPECT_EQ(config.parameter_count(), 2 * (192 + 32 + 576 + 16) + 400 + 400 + 8);
   EXPECT_EQ(config.active_parameter_count(), 2 * (192 + 32 + 288 + 16) + 400 + 400 + 8);
   // Layer placement: decoder_sparse_step 2 makes layers 1, 3 MoE; moe_dense_layers removes 3.

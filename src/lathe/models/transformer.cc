@@ -350,4 +350,12 @@ double TransformerModel::training_weight_flops_per_token() const {
   return 6.0 * matmul_weights;
 }
 
+double TransformerModel::bf16_engine_weight_flops_per_token() const {
+  double matmul_weights = 0;
+  for (const Parameter& parameter : parameters_)
+    if (parameter.kind == ParameterKind::matrix && !parameter.frozen && parameter.var != lm_head())
+      matmul_weights += static_cast<double>(parameter.var->value.numel()) * parameter.active_fraction;
+  return 6.0 * matmul_weights;
+}
+
 }  // namespace lathe

@@ -116,9 +116,14 @@ class TransformerModel {
   // counts active parameters) plus each layer's attention as its family counts it (causal:
   // 6 * heads * head_dim * seq, half of the full score matrix, the FlashAttention convention).
   double training_flops_per_token(int64_t seq_len) const;
-  // The part of training_flops_per_token that multiplies by weights (6 x matrix parameters: the
-  // matmuls a bf16 run computes in bf16); the rest is attention, in f32.
+  // The part of training_flops_per_token that multiplies by weights (6 x matrix parameters); the
+  // rest is attention, in f32.
   double training_weight_flops_per_token() const;
+  // Of training_weight_flops_per_token, what a bf16 run (set_compute_dtype) computes on the bf16
+  // matmul engine: all 6 FLOPs per weight of every matrix read through linear or grouped_linear
+  // (forward, dx and dW all take bf16 operands). Not the routers (f32) nor the LM head: the fused
+  // linear + cross-entropy widens its bf16 tiles to f32 and multiplies on FMA.
+  double bf16_engine_weight_flops_per_token() const;
 
  private:
   autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,

@@ -4,11 +4,11 @@
 // path of models/transformer.h, set_compute_dtype) where bf16 training is faster on this CPU: AMX at
 // the active ISA, or vdpbf16ps measured more than kBf16DotSpeedupForTraining times the f32 FMA rate
 // (one thread, the two loops alternated: MachinePeaks::bf16_dot_speedup); f32 otherwise (an Intel
-// Xeon without AMX measures vdpbf16ps at half its f32 rate). Only the forward's weight matmuls run
-// on vdpbf16ps (the backward's widen bf16 to f32: kBf16EngineShareOfWeightFlops) and the bf16 path
-// converts (weight copies after each step, activations), so a dot product twice as fast is not
-// enough: on AMD Zen 5 (vdpbf16ps 2.0x) the default config trained at 0.93x f32's tokens/s in bf16
-// (median of 5 alternated rounds, docs/perf.md, issue 16 section).
+// Xeon without AMX measures vdpbf16ps at half its f32 rate). The linear layers' matmuls, forward
+// and backward, run on vdpbf16ps (76% of the default config's FLOPs); the LM head, attention and
+// the element-wise ops stay f32, and the bf16 path rounds each linear layer's input and output
+// gradient (a vectorised pass). On AMD Zen 5 (vdpbf16ps 2.0x) the default config trained 1.44x
+// faster in bf16 than in f32 (2 threads, docs/perf.md, "bf16 training on Zen 5").
 // The choice and its reason are one line, which the trainer and `lathe bench train` print once.
 //
 // bf16 runs the bf16 path where the CPU has AVX512_BF16 (and LATHE_ISA does not lower the level
@@ -25,14 +25,11 @@ namespace lathe {
 
 struct MachinePeaks;
 
-// The vdpbf16ps / f32 FMA ratio above which bf16 training is taken to beat f32 without AMX: above
-// the 2.0x at which it measured slower (see above).
-inline constexpr double kBf16DotSpeedupForTraining = 2.5;
-
-// Of a bf16 run's weight-matmul FLOPs (6 per weight and token), the forward's 2 run on the bf16
-// matmul engine (vdpbf16ps or AMX); the backward's 4 (matmul_backward: dx and dW) widen the bf16
-// operands to f32 while packing and run on f32 FMA. MFU blends the peaks by this share.
-inline constexpr double kBf16EngineShareOfWeightFlops = 2.0 / 6.0;
+// The vdpbf16ps / f32 FMA ratio above which bf16 training is taken to beat f32 without AMX. The
+// measured 1.44x at a 2.0x dot product fits a step whose bf16-engine matmuls took 62% of the f32
+// step and whose conversions cost next to nothing, which breaks even near 1.0x; 1.25x keeps a
+// margin for models whose conversions weigh more (small d_model, long sequences).
+inline constexpr double kBf16DotSpeedupForTraining = 1.25;
 
 // What the decision reads; resolve_compute_dtype gathers it from this machine, tests fake it.
 struct DtypeEvidence {
