@@ -103,13 +103,15 @@ struct LineStream {
   }
 };
 
-// The source lines of bt's block (columns [col0, col0 + cols) of C) x (depth [p0, p0 + depth)).
-inline LineStream b_block_lines(const Operand& bt, int64_t t, int64_t col0, int64_t cols, int64_t p0, int64_t depth) {
-  const int64_t element = bt.bf16 ? 2 : 4;
-  const char* base = static_cast<const char*>(bt.data) + t * bt.batch_stride * element;
-  if (bt.transposed)  // storage rows are depth steps
-    return LineStream(base + (p0 * bt.row_stride + col0) * element, cols * element, bt.row_stride * element, depth);
-  return LineStream(base + (col0 * bt.row_stride + p0) * element, depth * element, bt.row_stride * element, cols);
+// The source lines of an operand's block: its rows [row0, row0 + rows) (rows of A, or columns of
+// C for bt) x depth [p0, p0 + depth).
+inline LineStream operand_block_lines(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t p0,
+                                      int64_t depth) {
+  const int64_t element = x.bf16 ? 2 : 4;
+  const char* base = static_cast<const char*>(x.data) + t * x.batch_stride * element;
+  if (x.transposed)  // storage rows are depth steps
+    return LineStream(base + (p0 * x.row_stride + row0) * element, rows * element, x.row_stride * element, depth);
+  return LineStream(base + (row0 * x.row_stride + p0) * element, depth * element, x.row_stride * element, rows);
 }
 
 struct Epilogue {
@@ -408,20 +410,31 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
   int64_t lines_per_tile = 0;
   if (g.prefetch_next_b) {  // the next block: the next K slice, else the next column block
     if (pc + kc < g.k)
-      next_b = b_block_lines(g.bt, t, jc, nb, pc + kc, min64(kc, g.k - pc - kc));
+      next_b = operand_block_lines(g.bt, t, jc, nb, pc + kc, min64(kc, g.k - pc - kc));
     else if (jc + nc < n1)
-      next_b = b_block_lines(g.bt, t, jc + nc, min64(nc, n1 - jc - nc), 0, min64(kc, g.k));
+      next_b = operand_block_lines(g.bt, t, jc + nc, min64(nc, n1 - jc - nc), 0, min64(kc, g.k));
     const int64_t tiles = (m1 - m0 + MR - 1) / MR * ((nb + NR - 1) / NR);
     lines_per_tile = (next_b.lines() + tiles - 1) / tiles;
   }
   for (int64_t ic = m0; ic < m1; ic += mc) {
     const int64_t mb = min64(mc, m1 - ic);
     Path::pack_a(g.a, t, ic, mb, pc, kb, MR, a_pack);
+    // The next A block's source lines, spread over this block's tiles: packing it then reads
+    // from L2 instead of waiting on a fresh stream per row (a narrow product, n = d_model, has
+    // few tiles per A block to hide those misses behind).
+    LineStream next_a;
+    int64_t a_lines_per_tile = 0;
+    if (ic + mc < m1) {
+      next_a = operand_block_lines(g.a, t, ic + mc, min64(mc, m1 - ic - mc), pc, kb);
+      const int64_t tiles = (mb + MR - 1) / MR * ((nb + NR - 1) / NR);
+      a_lines_per_tile = (next_a.lines() + tiles - 1) / tiles;
+    }
     for (int64_t jr = 0; jr < nb; jr += NR) {
       Epilogue e = base;
       e.bias = g.bias ? g.bias + jc + jr : nullptr;
       for (int64_t ir = 0; ir < mb; ir += MR) {
         if (lines_per_tile) next_b.issue(lines_per_tile);
+        if (a_lines_per_tile) next_a.issue(a_lines_per_tile);
         Path::tile(depth, a_pack + ir * depth, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
                    min64(MR, mb - ir), min64(NR, nb - jr), e);
       }
@@ -460,18 +473,30 @@ inline void pack_bf16_pairs(const Operand& x, int64_t t, int64_t row0, int64_t r
     int64_t valid = rows - panel_row < width ? rows - panel_row : width;
     uint16_t* out = dest + panel_row * pairs * 2;
     int64_t i0 = row0 + panel_row;
-    if (x.transposed) {
-      for (int64_t p = 0; p < pairs * 2; ++p) {
-        uint16_t* o = out + (p / 2) * width * 2 + (p & 1);
-        if (p < depth) {
-          const uint16_t* src = base + (col0 + p) * rs + i0;
-          for (int64_t r = 0; r < valid; ++r) o[2 * r] = src[r];
-        } else {
-          for (int64_t r = 0; r < valid; ++r) o[2 * r] = 0;
+    if (x.transposed) {  // storage rows p and p + 1 hold the pair's two halves for consecutive i
+      for (int64_t q = 0; q < pairs; ++q) {
+        const uint16_t* even = base + (col0 + 2 * q) * rs + i0;
+        const uint16_t* odd = 2 * q + 1 < depth ? even + rs : nullptr;
+        uint16_t* o = out + q * width * 2;
+        int64_t r = 0;
+#if LATHE_KERNEL_ISA == 2
+        // 16 rows at a time: both halves widened to 32 bits, the odd one shifted to the top.
+        for (; r < width; r += 16) {
+          const int64_t loaded = valid - r <= 0 ? 0 : valid - r < 16 ? valid - r : 16;
+          const __mmask16 load_mask = static_cast<__mmask16>((1u << loaded) - 1);
+          const __mmask16 store_mask = static_cast<__mmask16>(width - r >= 16 ? 0xffffu : (1u << (width - r)) - 1);
+          const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(load_mask, even + r));
+          const __m512i hi = odd ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(load_mask, odd + r))
+                                 : _mm512_setzero_si512();
+          _mm512_mask_storeu_epi32(o + 2 * r, store_mask, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
         }
-        for (int64_t r = valid; r < width; ++r) o[2 * r] = 0;
+#endif
+        for (; r < width; ++r) {
+          o[2 * r] = r < valid ? even[r] : 0;
+          o[2 * r + 1] = r < valid && odd ? odd[r] : 0;
+        }
       }
-    } else {
+    } else {  // storage row i holds its pairs contiguously
       for (int64_t r = 0; r < width; ++r) {
         uint32_t* o = reinterpret_cast<uint32_t*>(out) + r;
         if (r >= valid) {
