@@ -496,15 +496,40 @@ inline void pack_bf16_pairs(const Operand& x, int64_t t, int64_t row0, int64_t r
           o[2 * r + 1] = r < valid && odd ? odd[r] : 0;
         }
       }
-    } else {  // storage row i holds its pairs contiguously
+    } else {  // storage row i holds its pairs contiguously: 32-bit units to transpose
+      uint32_t* out_pairs = reinterpret_cast<uint32_t*>(out);
+      const int64_t whole_pairs = depth / 2;
+      int64_t first_scalar = 0;
+#if LATHE_KERNEL_ISA >= 1
+      // Whole panels in 8 x 8 blocks of pairs transposed in registers, as pack_f32 does with
+      // floats (bit moves only: shuffles never alter a lane). Was one 32-bit copy per pair.
+      if (valid == width && width >= 4) {
+        float* out_units = reinterpret_cast<float*>(out);
+        for (; first_scalar + 8 <= whole_pairs; first_scalar += 8)
+          for (int64_t step = 0; step < width; step += 8) {
+            const int64_t r = width >= 8 ? min_index(step, width - 8) : 0;
+            __m256 rows8[8];
+            for (int j = 0; j < 8; ++j) {
+              const uint16_t* src = base + (i0 + r + min_index(j, width - 1 - r)) * rs + col0 + 2 * first_scalar;
+              rows8[j] = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+            }
+            transpose8x8(rows8);
+            float* o = out_units + first_scalar * width;
+            if (width >= 8)
+              for (int j = 0; j < 8; ++j) _mm256_storeu_ps(o + j * width + r, rows8[j]);
+            else
+              for (int j = 0; j < 8; ++j) _mm256_maskstore_ps(o + j * width, first_lanes_mask(width), rows8[j]);
+          }
+      }
+#endif
       for (int64_t r = 0; r < width; ++r) {
-        uint32_t* o = reinterpret_cast<uint32_t*>(out) + r;
-        if (r >= valid) {
+        uint32_t* o = out_pairs + r;
+        if (r >= valid) {  // only where the vector blocks did not run
           for (int64_t q = 0; q < pairs; ++q) o[q * width] = 0;
           continue;
         }
         const uint16_t* src = base + (i0 + r) * rs + col0;
-        for (int64_t q = 0; q < depth / 2; ++q) {
+        for (int64_t q = first_scalar; q < whole_pairs; ++q) {
           uint32_t pair;
           std::memcpy(&pair, src + 2 * q, 4);
           o[q * width] = pair;

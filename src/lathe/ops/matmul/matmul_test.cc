@@ -215,7 +215,8 @@ TEST(Matmul, IdentityRightFactorReturnsTheLeftFactor) {
 
 // The pair-interleaved bf16 panels and their driver, through the kernel of every ISA this
 // machine runs (an FMA emulation of vdpbf16ps below AVX-512), with small blocks so every block
-// boundary and odd depth is crossed.
+// boundary and odd depth is crossed: kc 10 (5 pairs: the scalar packing) and kc 40 (20 pairs:
+// two 8-pair register-transposed blocks, then scalar ones; the last slice of 7 has an odd depth).
 TEST(Matmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
   uint64_t seed = test_seed();
   struct Kernel {
@@ -227,19 +228,20 @@ TEST(Matmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
   const int64_t m = 31, n = 53, k = 47;
   for (const Kernel& kernel : kernels) {
     if (!isa_available(kernel.isa)) continue;
-    for (int trans = 0; trans < 4; ++trans) {
+    for (int trans = 0; trans < 8; ++trans) {
       bool trans_a = trans & 1, trans_b = trans & 2;
+      const MatmulCpuConfig config{16, trans & 4 ? 40 : 10, 40, 0};
       Tensor a = random_tensor(trans_a ? Shape{k, m} : Shape{m, k}, DType::bf16, seed, 1);
       Tensor b = random_tensor(trans_b ? Shape{n, k} : Shape{k, n}, DType::bf16, seed, 2);
       Tensor bias = random_tensor({n}, DType::f32, seed, 3);
       Tensor c = Tensor::empty({m, n}, DType::f32), expected = Tensor::empty({m, n}, DType::f32);
       MatmulArgs args{a, b, c, bias, trans_a, trans_b, false, Activation::relu};
       poison(c);
-      kernel.run(args, MatmulCpuConfig{16, 10, 40, 0});
+      kernel.run(args, config);
       args.c = expected;
       matmul_reference<double>(args);
       EXPECT_LT(max_abs_difference(c, expected), 1e-4) << isa_name(kernel.isa) << " ta=" << trans_a << " tb=" << trans_b
-                                                       << " seed=" << seed;
+                                                       << " kc=" << config.kc << " seed=" << seed;
     }
   }
 }
