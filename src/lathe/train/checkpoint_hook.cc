@@ -77,6 +77,7 @@ void CheckpointHook::save(int64_t step) {
     contents.trainer_state.set("step", step);
     contents.trainer_state.set("data", setup_.loader().state());
     contents.trainer_state.set("seed", static_cast<int64_t>(setup_.config->train.seed));
+    contents.trainer_state.set("compute_dtype", to_string(setup_.compute_dtype));  // kept on resume
     contents.config_yaml = setup_.config_yaml;
     manager_->save(contents);
   }

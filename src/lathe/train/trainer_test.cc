@@ -90,7 +90,8 @@ void expect_bitwise_equal(const NamedTensors& expected, const NamedTensors& actu
   }
 }
 
-void expect_resume_is_bitwise(const TrainConfig& straight, const TrainConfig& resumed);
+void expect_resume_is_bitwise(const TrainConfig& straight, const TrainConfig& resumed,
+                              const TrainConfig* resumed_later = nullptr);
 
 class TrainerEndToEnd : public ::testing::Test {
  protected:
@@ -102,8 +103,10 @@ class TrainerEndToEnd : public ::testing::Test {
 };
 
 // Trains `straight` in one go and `resumed` (the same config in another run_dir) stopped after
-// step 5 and resumed; both must end bitwise equal, every logged loss included.
-void expect_resume_is_bitwise(const TrainConfig& straight, const TrainConfig& resumed) {
+// step 5 and resumed (with `resumed_later` where given: the config the second process runs); both
+// must end bitwise equal, every logged loss included.
+void expect_resume_is_bitwise(const TrainConfig& straight, const TrainConfig& resumed,
+                              const TrainConfig* resumed_later) {
   const TrainSummary straight_summary = train_quietly(straight);
   EXPECT_EQ(straight_summary.last_step, 12);
   EXPECT_FALSE(straight_summary.interrupted);
@@ -114,7 +117,7 @@ void expect_resume_is_bitwise(const TrainConfig& straight, const TrainConfig& re
   EXPECT_EQ(first_part.last_step, 5);
   ASSERT_TRUE(fs::exists(checkpoint_path(resumed, 5, "manifest.json")));
   const std::map<int64_t, double> losses_before_resume = logged_losses(resumed);
-  const TrainSummary second_part = train_quietly(resumed);
+  const TrainSummary second_part = train_quietly(resumed_later ? *resumed_later : resumed);
   EXPECT_EQ(second_part.first_step, 5);
   EXPECT_EQ(second_part.last_step, 12);
   EXPECT_FALSE(second_part.interrupted);
@@ -145,6 +148,27 @@ void expect_resume_is_bitwise(const TrainConfig& straight, const TrainConfig& re
 TEST_F(TrainerEndToEnd, StoppedAndResumedRunEqualsUninterruptedRunBitwise) {
   SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
   expect_resume_is_bitwise(config_in("straight"), config_in("resumed"));
+}
+
+// train.dtype=auto decides by peaks measured at start, which a busy machine can tip; a resumed run
+// keeps the precision its checkpoint recorded. Both ways: a run begun in f32 (a CPU where auto
+// picks bf16 makes this one real) and one begun in bf16 (real where auto picks f32;
+// LATHE_FORCE_BF16 lets explicit bf16 run the bf16 path on any CPU) continue under auto bitwise.
+TEST_F(TrainerEndToEnd, AResumedRunKeepsTheCheckpointsPrecisionUnderAuto) {
+  SCOPED_TRACE(testing::Message() << "LATHE_TEST_SEED=" << test_seed());
+  ::setenv("LATHE_FORCE_BF16", "1", 1);
+  for (ComputeDtype begun_in : {ComputeDtype::f32, ComputeDtype::bf16}) {
+    SCOPED_TRACE(to_string(begun_in));
+    TrainConfig straight = config_in(str_cat("straight_", to_string(begun_in)));
+    TrainConfig resumed = config_in(str_cat("resumed_", to_string(begun_in)));
+    straight.train.dtype = resumed.train.dtype = begun_in;
+    TrainConfig resumed_under_auto = resumed;
+    resumed_under_auto.train.dtype = ComputeDtype::automatic;
+    expect_resume_is_bitwise(straight, resumed, &resumed_under_auto);
+    EXPECT_EQ(load_checkpoint(checkpoint_path(resumed, 12)).trainer_state.get("compute_dtype").as_string(),
+              to_string(begun_in));
+  }
+  ::unsetenv("LATHE_FORCE_BF16");
 }
 
 // A mixture-of-experts model: the router losses and expert load are part of every step, and the

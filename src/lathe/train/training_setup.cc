@@ -49,8 +49,36 @@ void refuse_to_start_over_damaged_checkpoints(const std::string& checkpoints_dir
               " are damaged (see the warnings above); move them away to start this run over, or use another run_dir");
 }
 
+// A resumed run computes in the precision its checkpoint was trained in, so that it continues
+// the run bitwise: train.dtype=auto would decide again from peaks measured now, which a busy
+// machine (or another CPU) can tip the other way. Where the checkpoint says bf16 and this CPU cannot
+// run bf16 fast, the usual fallback applies; an explicit train.dtype is obeyed, with a note.
+void keep_the_checkpoints_dtype(TrainingSetup& setup, const Json& trainer_state, const MachinePeaks& peaks,
+                                const std::string& where) {
+  const Json* saved = trainer_state.find("compute_dtype");  // absent in checkpoints of older versions
+  if (!saved || !saved->is_string()) return;
+  const ComputeDtype trained = saved->as_string() == to_string(ComputeDtype::bf16) ? ComputeDtype::bf16 : ComputeDtype::f32;
+  if (trained == setup.compute_dtype) return;
+  if (setup.config->train.dtype != ComputeDtype::automatic) {
+    std::fprintf(setup.log, "note: %s was trained in %s; continuing in %s as train.dtype asks (not bitwise what an "
+                 "uninterrupted run would give)\n", where.c_str(), to_string(trained), to_string(setup.compute_dtype));
+    return;
+  }
+  const ComputeDtype kept = resolve_compute_dtype(trained, peaks, nullptr);
+  if (kept == setup.compute_dtype) {  // bf16 on a CPU without AVX512_BF16 or AMX
+    std::fprintf(setup.log, "note: %s was trained in %s, which this CPU does not run fast; continuing in %s (not "
+                 "bitwise what an uninterrupted run would give)\n", where.c_str(), to_string(trained),
+                 to_string(kept));
+    return;
+  }
+  setup.compute_dtype = kept;
+  setup.model->set_compute_dtype(kept);
+  std::fprintf(setup.log, "dtype: auto -> %s, the precision of the checkpoint being resumed (a resumed run keeps it)\n",
+               to_string(kept));
+}
+
 // Resumes from the newest valid checkpoint, if any; else loads load_from's weights (if any).
-void resume_or_start(TrainingSetup& setup) {
+void resume_or_start(TrainingSetup& setup, const MachinePeaks& peaks) {
   const TrainConfig& config = *setup.config;
   const double restore_start = setup.events->now();  // finding (verifying) the checkpoint is part of restoring
   std::optional<std::string> latest =
@@ -62,6 +90,7 @@ void resume_or_start(TrainingSetup& setup) {
   }
   LoadedCheckpoint checkpoint = load_checkpoint(*latest);
   check_same_model(config, checkpoint.config_yaml, *latest);
+  keep_the_checkpoints_dtype(setup, checkpoint.trainer_state, peaks, *latest);
   // The bf16 copies are re-rounded from the masters: the copies the saved step's optimizer wrote, bit for bit.
   setup.model->load_weights(checkpoint.model, str_cat("checkpoint ", *latest));
   setup.step->load_optimizer_state(checkpoint);
@@ -137,7 +166,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   setup.model->set_compute_dtype(setup.compute_dtype);
   setup.model->initialize(config.train.seed);
   setup.step = std::make_unique<TrainStep>(*setup.model, config, communicator);
-  resume_or_start(setup);
+  resume_or_start(setup, peaks);
   // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
   if (setup.lead) {
     fs::copy_file(setup.data.tokenizer_path, setup.run_dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
