@@ -308,6 +308,14 @@ TEST_P(ModelVariants, FastPathMatchesFloat64Reference) {
   // and at most 1.3x where the nudge term dominates the bound, so 10x leaves a margin. A wrong kernel
   // or backward misses by orders of magnitude either way (the fixed 1e-4 alone failed 18 of those
   // 1,440 cases, all with a nudge error of the same size as the float32 error).
+  // The gated delta net (Qwen3-Next, Qwen3.5) is the exception that needs a larger fixed term:
+  // its backward sums the gate's gradient over the sequence (reverse cumulative sums of terms of
+  // both signs), whose float32 cancellation error the nudge of the weights does not reproduce.
+  // Over 400 seeds qwen3_next's float32 gradients reached 8.6e-4 of the norm (seed 234) at 15-35x
+  // their nudge, and 2 seeds (and 30027, from a CI sweep) failed the 1e-4 bound by up to 1.84x;
+  // with 1e-3 the worst of the 802 cases (both variants) used 43% of it.
+  const std::string variant = GetParam();
+  const double fixed = variant == "qwen3_next" || variant == "qwen3_5_text" ? 1e-3 : 1e-4;
   EXPECT_NEAR(loss_value(fast, batch), loss_value(reference, batch), 1e-5 * loss_value(reference, batch));
   for (size_t i = 0; i < fast.parameters().size(); ++i) {
     const std::vector<double> got = to_vector<double>(fast.parameters()[i].var->grad);
@@ -319,7 +327,7 @@ TEST_P(ModelVariants, FastPathMatchesFloat64Reference) {
       nudge += (nudged_grad[j] - want[j]) * (nudged_grad[j] - want[j]);
       norm += want[j] * want[j];
     }
-    EXPECT_LE(std::sqrt(error), 1e-4 * std::sqrt(norm) + 10 * std::sqrt(nudge) + 1e-7)
+    EXPECT_LE(std::sqrt(error), fixed * std::sqrt(norm) + 10 * std::sqrt(nudge) + 1e-7)
         << GetParam() << " " << fast.parameters()[i].name << " seed " << seed << " (the nudge moved it by "
         << std::sqrt(nudge) << ")";
   }
