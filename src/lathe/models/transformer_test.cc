@@ -314,8 +314,10 @@ TEST_P(ModelVariants, FastPathMatchesFloat64Reference) {
   // Over 400 seeds qwen3_next's float32 gradients reached 8.6e-4 of the norm (seed 234) at 15-35x
   // their nudge, and 2 seeds (and 30027, from a CI sweep) failed the 1e-4 bound by up to 1.84x;
   // with 1e-3 the worst of the 802 cases (both variants) used 43% of it.
-  const std::string variant = GetParam();
-  const double fixed = variant == "qwen3_next" || variant == "qwen3_5_text" ? 1e-3 : 1e-4;
+  bool gated_delta = false;
+  for (int64_t layer = 0; layer < fast.config().n_layers; ++layer)
+    gated_delta = gated_delta || fast.config().layer_is_linear_attention(layer);
+  const double fixed = gated_delta ? 1e-3 : 1e-4;
   EXPECT_NEAR(loss_value(fast, batch), loss_value(reference, batch), 1e-5 * loss_value(reference, batch));
   for (size_t i = 0; i < fast.parameters().size(); ++i) {
     const std::vector<double> got = to_vector<double>(fast.parameters()[i].var->grad);
