@@ -339,11 +339,21 @@ double TransformerModel::training_flops_per_token(int64_t seq_len) const {
   return training_weight_flops_per_token() + attention;
 }
 
+// The weights one token reads among the trained parameters `counted` selects (routed experts
+// count their active fraction).
+template <class Predicate>
+static double active_trained_weights(const std::vector<Parameter>& parameters, Predicate&& counted) {
+  double weights = 0;
+  for (const Parameter& parameter : parameters)
+    if (!parameter.frozen && counted(parameter))
+      weights += static_cast<double>(parameter.var->value.numel()) * parameter.active_fraction;
+  return weights;
+}
+
 double TransformerModel::training_weight_flops_per_token() const {
-  double matmul_weights = 0;
-  for (const Parameter& parameter : parameters_)
-    if ((parameter.kind == ParameterKind::matrix || parameter.kind == ParameterKind::router) && !parameter.frozen)
-      matmul_weights += static_cast<double>(parameter.var->value.numel()) * parameter.active_fraction;
+  double matmul_weights = active_trained_weights(parameters_, [](const Parameter& parameter) {
+    return parameter.kind == ParameterKind::matrix || parameter.kind == ParameterKind::router;
+  });
   if (config_.tie_embeddings) matmul_weights += static_cast<double>(config_.vocab_size * config_.d_model);
   const int64_t trained_mtp = config_.mtp_loss_weight > 0 ? config_.mtp_layers : 0;
   matmul_weights += static_cast<double>(trained_mtp * config_.vocab_size * config_.d_model);  // each module's head
@@ -351,11 +361,9 @@ double TransformerModel::training_weight_flops_per_token() const {
 }
 
 double TransformerModel::bf16_engine_weight_flops_per_token() const {
-  double matmul_weights = 0;
-  for (const Parameter& parameter : parameters_)
-    if (parameter.kind == ParameterKind::matrix && !parameter.frozen && parameter.var != lm_head())
-      matmul_weights += static_cast<double>(parameter.var->value.numel()) * parameter.active_fraction;
-  return 6.0 * matmul_weights;
+  return 6.0 * active_trained_weights(parameters_, [&](const Parameter& parameter) {
+           return parameter.kind == ParameterKind::matrix && parameter.var != lm_head();
+         });
 }
 
 }  // namespace lathe
