@@ -25,6 +25,7 @@
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
 #include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/matmul/matmul_packing.h"
 #include "lathe/ops/matmul/matmul_tiles.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -34,25 +35,6 @@
 #endif
 
 namespace lathe::LATHE_ISA_NS::gemm {
-
-using simd::VecF;
-constexpr int W = VecF::width;
-
-inline float bf16_bits_to_float(uint16_t bits) {
-  uint32_t word = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &word, 4);
-  return value;
-}
-
-// A logical (rows x cols) matrix over physical storage with unit inner stride: element (i, p)
-// of batch entry t is at data[t * batch_stride + (transposed ? p * row_stride + i : i * row_stride + p)].
-struct Operand {
-  const void* data = nullptr;
-  bool bf16 = false;
-  int64_t batch_stride = 0, row_stride = 0;
-  bool transposed = false;
-};
 
 // c[t] (m x n, f32, row stride ldc) = epilogue(a[t] (m x k) @ bt[t]^T (k x n)).
 struct Gemm {
@@ -206,124 +188,6 @@ LATHE_GEMM_INLINE void tile_f32(int64_t depth, const float* __restrict a, const 
   store_tile<MR, NV>(acc, c, ldc, rows, cols, e);
 }
 
-constexpr int kMaxPanelWidth = 64;  // the widest tile dimension (6x64)
-
-#if LATHE_KERNEL_ISA >= 1
-// 8 bf16 values widened to floats (exact).
-inline __m256 load8_bf16(const uint16_t* p) {
-  __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
-}
-
-inline int64_t min_index(int64_t x, int64_t y) { return x < y ? x : y; }
-
-// A maskstore mask selecting the first `lanes` of 8 floats.
-inline __m256i first_lanes_mask(int64_t lanes) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// rows[j] holds row j of an 8 x 8 block; afterwards rows[j] holds its column j.
-inline void transpose8x8(__m256 (&rows)[8]) {
-  __m256 t[8], s[8];
-  for (int j = 0; j < 4; ++j) {
-    t[2 * j] = _mm256_unpacklo_ps(rows[2 * j], rows[2 * j + 1]);
-    t[2 * j + 1] = _mm256_unpackhi_ps(rows[2 * j], rows[2 * j + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {  // rows 0-3 (h = 0) and 4-7 (h = 1)
-    __m256 lo_a = t[4 * h], hi_a = t[4 * h + 1], lo_b = t[4 * h + 2], hi_b = t[4 * h + 3];
-    s[4 * h + 0] = _mm256_shuffle_ps(lo_a, lo_b, _MM_SHUFFLE(1, 0, 1, 0));
-    s[4 * h + 1] = _mm256_shuffle_ps(lo_a, lo_b, _MM_SHUFFLE(3, 2, 3, 2));
-    s[4 * h + 2] = _mm256_shuffle_ps(hi_a, hi_b, _MM_SHUFFLE(1, 0, 1, 0));
-    s[4 * h + 3] = _mm256_shuffle_ps(hi_a, hi_b, _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int j = 0; j < 4; ++j) {
-    rows[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
-    rows[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
-  }
-}
-#endif
-
-// Packs rows [row0, row0 + rows) x depth columns [col0, col0 + depth) of x[t] into panels of
-// `width` rows: dest[panel][p][r], zero-padded to whole panels.
-inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
-                     float* __restrict dest) {
-  const int64_t rs = x.row_stride;
-  const float* base_f32 = static_cast<const float*>(x.data) + t * x.batch_stride;
-  const uint16_t* base_bf16 = static_cast<const uint16_t*>(x.data) + t * x.batch_stride;
-  if (x.transposed) {  // row p of storage holds element (i, p) for consecutive i
-    // Storage row by storage row, each read once over all `rows` (every panel): a long
-    // contiguous read per row, where panel by panel would touch one cache line of each of
-    // `depth` rows at a time (a large stride the prefetchers do not follow).
-    for (int64_t p = 0; p < depth; ++p) {
-      const int64_t offset = (col0 + p) * rs + row0;
-      for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
-        int64_t valid = rows - panel_row < width ? rows - panel_row : width;
-        float* o = dest + panel_row * depth + p * width;
-#if LATHE_KERNEL_ISA >= 1
-        // A whole panel row is `width` contiguous values: vector copies (a library memmove call
-        // per panel row cost more than the copy; it dominated packing a streamed weight). Widths
-        // that are not a multiple of 8 (a 14-row tile) end with a copy overlapping the one before.
-        if (valid == width && width >= 8) {
-          for (int64_t step = 0; step < width; step += 8) {
-            const int64_t r = min_index(step, width - 8);
-            _mm256_storeu_ps(o + r, x.bf16 ? load8_bf16(base_bf16 + offset + panel_row + r)
-                                           : _mm256_loadu_ps(base_f32 + offset + panel_row + r));
-          }
-          continue;
-        }
-#endif
-        if (x.bf16)
-          for (int64_t r = 0; r < valid; ++r) o[r] = bf16_bits_to_float(base_bf16[offset + panel_row + r]);
-        else
-          for (int64_t r = 0; r < valid; ++r) o[r] = base_f32[offset + panel_row + r];
-        for (int64_t r = valid; r < width; ++r) o[r] = 0.0f;
-      }
-    }
-    return;
-  }
-  for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
-    int64_t valid = rows - panel_row < width ? rows - panel_row : width;
-    float* out = dest + panel_row * depth;
-    int64_t i0 = row0 + panel_row;
-    {  // row i of storage is contiguous in p: read `valid` rows side by side, write in order
-      int64_t offsets[kMaxPanelWidth];
-      for (int64_t r = 0; r < valid; ++r) offsets[r] = (i0 + r) * rs + col0;
-      int64_t p = 0;
-#if LATHE_KERNEL_ISA >= 1
-      // Whole panels in 8 x 8 blocks transposed in registers: each row is read with vector loads
-      // (a B operand streamed from memory, e.g. an expert's weight, is read at full line rate
-      // instead of one float per row and depth step). A width that is not a multiple of 8 (the
-      // 14-row AVX-512 tile) ends with a block overlapping the one before (the same values are
-      // stored twice); a width below 8 (the AVX2 tiles' 4 and 6 rows) loads its last row again
-      // for the missing ones and stores `width` lanes.
-      if (valid == width && width >= 4)
-        for (; p + 8 <= depth; p += 8)
-          for (int64_t step = 0; step < width; step += 8) {
-            const int64_t r = width >= 8 ? min_index(step, width - 8) : 0;
-            __m256 rows[8];
-            for (int j = 0; j < 8; ++j) {
-              const int64_t row = offsets[r + min_index(j, width - 1 - r)];
-              rows[j] = x.bf16 ? load8_bf16(base_bf16 + row + p) : _mm256_loadu_ps(base_f32 + row + p);
-            }
-            transpose8x8(rows);
-            if (width >= 8)
-              for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + (p + j) * width + r, rows[j]);
-            else
-              for (int j = 0; j < 8; ++j) _mm256_maskstore_ps(out + (p + j) * width, first_lanes_mask(width), rows[j]);
-          }
-#endif
-      for (; p < depth; ++p) {
-        float* o = out + p * width;
-        if (x.bf16)
-          for (int64_t r = 0; r < valid; ++r) o[r] = bf16_bits_to_float(base_bf16[offsets[r] + p]);
-        else
-          for (int64_t r = 0; r < valid; ++r) o[r] = base_f32[offsets[r] + p];
-        for (int64_t r = valid; r < width; ++r) o[r] = 0.0f;
-      }
-    }
-  }
-}
-
 // Grow-only per-thread scratch: pool threads persist, so packing buffers are allocated once.
 inline float* thread_scratch(int slot, size_t bytes) {
   static thread_local AlignedBuffer buffers[3];  // A block, B block, a B block shared by the threads
@@ -461,84 +325,6 @@ inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, 
       const int64_t kb = min64(blocks.kc, g.k - pc);
       Path::pack_b(g.bt, t, jc, nb, pc, kb, Path::kNR, b_pack);
       multiply_b_block<Path>(g, blocks, t, m0, m1, n1, jc, nb, pc, kb, b_pack, a_pack);
-    }
-  }
-}
-
-// bf16 pairs: element (i, 2q + h) of a panel row sits at dest[q][r][h], so one 32-bit broadcast
-// of A and one 512-bit load of B feed vdpbf16ps (16 columns x 2 depth steps). Odd depth is
-// padded with a zero.
-inline void pack_bf16_pairs(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth,
-                            int width, uint16_t* __restrict dest) {
-  const int64_t rs = x.row_stride, pairs = (depth + 1) / 2;
-  const uint16_t* base = static_cast<const uint16_t*>(x.data) + t * x.batch_stride;
-  for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
-    int64_t valid = rows - panel_row < width ? rows - panel_row : width;
-    uint16_t* out = dest + panel_row * pairs * 2;
-    int64_t i0 = row0 + panel_row;
-    if (x.transposed) {  // storage rows p and p + 1 hold the pair's two halves for consecutive i
-      for (int64_t q = 0; q < pairs; ++q) {
-        const uint16_t* even = base + (col0 + 2 * q) * rs + i0;
-        const uint16_t* odd = 2 * q + 1 < depth ? even + rs : nullptr;
-        uint16_t* o = out + q * width * 2;
-        int64_t r = 0;
-#if LATHE_KERNEL_ISA == 2
-        // 16 rows at a time: both halves widened to 32 bits, the odd one shifted to the top.
-        for (; r < width; r += 16) {
-          const int64_t loaded = valid - r <= 0 ? 0 : valid - r < 16 ? valid - r : 16;
-          const __mmask16 load_mask = static_cast<__mmask16>((1u << loaded) - 1);
-          const __mmask16 store_mask = static_cast<__mmask16>(width - r >= 16 ? 0xffffu : (1u << (width - r)) - 1);
-          const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(load_mask, even + r));
-          const __m512i hi = odd ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(load_mask, odd + r))
-                                 : _mm512_setzero_si512();
-          _mm512_mask_storeu_epi32(o + 2 * r, store_mask, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-        }
-#endif
-        for (; r < width; ++r) {
-          o[2 * r] = r < valid ? even[r] : 0;
-          o[2 * r + 1] = r < valid && odd ? odd[r] : 0;
-        }
-      }
-    } else {  // storage row i holds its pairs contiguously: 32-bit units to transpose
-      uint32_t* out_pairs = reinterpret_cast<uint32_t*>(out);
-      const int64_t whole_pairs = depth / 2;
-      int64_t first_scalar = 0;
-#if LATHE_KERNEL_ISA >= 1
-      // Whole panels in 8 x 8 blocks of pairs transposed in registers, as pack_f32 does with
-      // floats (bit moves only: shuffles never alter a lane). Was one 32-bit copy per pair.
-      if (valid == width && width >= 4) {
-        float* out_units = reinterpret_cast<float*>(out);
-        for (; first_scalar + 8 <= whole_pairs; first_scalar += 8)
-          for (int64_t step = 0; step < width; step += 8) {
-            const int64_t r = width >= 8 ? min_index(step, width - 8) : 0;
-            __m256 rows8[8];
-            for (int j = 0; j < 8; ++j) {
-              const uint16_t* src = base + (i0 + r + min_index(j, width - 1 - r)) * rs + col0 + 2 * first_scalar;
-              rows8[j] = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
-            }
-            transpose8x8(rows8);
-            float* o = out_units + first_scalar * width;
-            if (width >= 8)
-              for (int j = 0; j < 8; ++j) _mm256_storeu_ps(o + j * width + r, rows8[j]);
-            else
-              for (int j = 0; j < 8; ++j) _mm256_maskstore_ps(o + j * width, first_lanes_mask(width), rows8[j]);
-          }
-      }
-#endif
-      for (int64_t r = 0; r < width; ++r) {
-        uint32_t* o = out_pairs + r;
-        if (r >= valid) {  // only where the vector blocks did not run
-          for (int64_t q = 0; q < pairs; ++q) o[q * width] = 0;
-          continue;
-        }
-        const uint16_t* src = base + (i0 + r) * rs + col0;
-        for (int64_t q = first_scalar; q < whole_pairs; ++q) {
-          uint32_t pair;
-          std::memcpy(&pair, src + 2 * q, 4);
-          o[q * width] = pair;
-        }
-        if (depth & 1) o[(pairs - 1) * width] = src[depth - 1];
-      }
     }
   }
 }
