@@ -52,9 +52,9 @@ std::string find_torch_script(const std::string& given) {
 
 bool torch_importable() { return std::system("python3 -c 'import torch' >/dev/null 2>&1") == 0; }
 
-// Runs the PyTorch peer; returns its JSON line, or null with a note on stderr when it fails.
-// One run of the peer script; autocast "bf16" runs its forward under torch.autocast (PyTorch's
-// mixed precision), "none" in float32.
+// Runs the PyTorch peer once, in float32 (autocast "none") or with its forward under
+// torch.autocast (autocast "bf16": PyTorch's mixed precision); returns its JSON line, or null with
+// a note on stderr when it fails.
 Json run_torch(const std::string& script, const TrainConfig& config, int64_t steps, int64_t warmup,
                const std::string& autocast) {
   char model_path[] = "/tmp/lathe_bench_train_XXXXXX";
