@@ -37,6 +37,9 @@ int run_optimize(int argc, char** argv) {
   command_line.option("per-step", "N", "candidates measured per step (0: 2 x beam)", "0");
   command_line.option("steps", "N", "search steps at most", "12");
   command_line.option("budget-s", "SECONDS", "search time per problem", "300");
+  command_line.option("start", "SCHEDULE",
+                      "start the search (or --check-space's walks) here instead of the naive start, e.g. a winner "
+                      "of a related problem");
   command_line.flag("quick", "the problems' small --quick shapes (for tests)");
   command_line.flag("no-cache", "search even when the cache holds a winner for this machine");
   command_line.option("cache", "FILE",
@@ -68,8 +71,10 @@ int run_optimize(int argc, char** argv) {
   }
   if (command_line.has("check-space")) {
     int failures = 0;
-    for (const auto& sample : check_schedule_sample(problems, command_line.get_int("check-space"),
-                                                    static_cast<uint64_t>(command_line.get_int("seed")), LabLimits{})) {
+    const std::string start = command_line.has("start") ? command_line.get("start") : "";
+    for (const auto& sample :
+         check_schedule_sample(problems, command_line.get_int("check-space"),
+                               static_cast<uint64_t>(command_line.get_int("seed")), LabLimits{}, start)) {
       failures += sample.verdict != "pass";
       std::printf("%-36s %-14s %s%s\n", sample.problem.c_str(), sample.verdict.c_str(), sample.key.c_str(),
                   sample.detail.empty() ? "" : (" (" + sample.detail + ")").c_str());
@@ -85,6 +90,12 @@ int run_optimize(int argc, char** argv) {
                   options.search.budget_seconds > 0,
               "--beam must be at least 1, --per-step and --steps at least 0, --budget-s positive");
   options.quick = command_line.has("quick");
+  if (command_line.has("start")) {
+    options.search.start = command_line.get("start");
+    for (const auto& problem : problems)  // a schedule outside a problem's space fails before any work
+      make_kernel_space(problem, optimize_shape(problem, options.quick), schedule_limits_for_this_machine())
+          ->parse(options.search.start);
+  }
   options.use_cache = !command_line.has("no-cache");
   if (command_line.has("cache")) options.cache_path = command_line.get("cache");
 

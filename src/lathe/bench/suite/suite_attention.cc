@@ -331,7 +331,12 @@ void add_attention_problem(std::vector<SuiteEntry>& entries, SuiteInfo info, con
                            const std::string& quick) {
   if (best_gemm_vendor() != GemmVendor::none)
     info.vendor = str_cat(gemm_vendor_name(best_gemm_vendor()), " sgemm QK^T and PV per head + plain masked softmax");
-  add_op_suite_problem(entries, info, "flash_attention", full, quick, attention_vendor());
+  // q, k, v as a lab candidate receives them (`lathe lab`, `lathe optimize`'s attention family).
+  auto inputs = [](OpProblem& problem) -> std::vector<std::pair<std::string, TensorView>> {
+    const auto& args = op_problem_args<FlashAttentionArgs, FlashAttentionCpuConfig>(problem);
+    return {{"q", args.q}, {"k", args.k}, {"v", args.v}};
+  };
+  add_op_suite_problem(entries, info, "flash_attention", full, quick, attention_vendor(), inputs);
 }
 
 }  // namespace

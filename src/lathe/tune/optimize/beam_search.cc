@@ -85,7 +85,7 @@ double correction(const KernelSpace& space, const std::vector<SearchCandidate>& 
 
 SearchTrace beam_search(const KernelSpace& space, const PredictFn& predict, const MeasureFn& measure,
                         const SearchOptions& options, const ClockFn& clock) {
-  const Schedule start = space.naive();
+  const Schedule start = options.start.empty() ? space.naive() : space.parse(options.start);
   SearchTrace trace;
   const double began = clock();
   const int per_step = options.per_step > 0 ? options.per_step : 2 * options.beam;

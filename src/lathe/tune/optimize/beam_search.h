@@ -38,6 +38,7 @@ struct SearchOptions {
   int max_steps = 12;
   int patience = 2;
   double budget_seconds = 300;
+  std::string start;  // the first schedule (a key of the space); empty: the space's naive start
 };
 
 struct SearchCandidate {
@@ -74,7 +75,7 @@ using PredictFn = std::function<double(const Schedule&)>;
 using MeasureFn = std::function<SearchMeasurement(const Schedule&)>;
 using ClockFn = std::function<double()>;
 
-// From space.naive(), moving by space.moves().
+// From options.start (else space.naive()), moving by space.moves().
 SearchTrace beam_search(const KernelSpace& space, const PredictFn& predict, const MeasureFn& measure,
                         const SearchOptions& options, const ClockFn& clock);
 

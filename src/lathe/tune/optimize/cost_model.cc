@@ -50,10 +50,10 @@ double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemm
   const double m = static_cast<double>(shape.m), n = static_cast<double>(shape.n), k = static_cast<double>(shape.k);
   const double peak =
       std::max(1.0, peaks.f32_gflops) * 1e9 * (s.vector_width / 16.0 >= 1 ? 1.0 : s.vector_width / 16.0);
-  const int threads = std::max(1, peaks.threads);
   // Register tile: FMAs per vector load (2 loads per cycle, 2 FMAs per cycle on current cores).
   const double fmas = s.mr * s.nr, loads = s.form == 0 ? s.mr + s.nr : s.nr + 0.5 * s.mr;
-  double efficiency = std::min(1.0, fmas / loads / 2.0) * 0.9;
+  // The blocked form's tile reads contiguous packed panels only (no strided broadcasts from x).
+  double efficiency = std::min(1.0, fmas / loads / 2.0) * (s.form == 2 ? 0.95 : 0.9);
   const ScheduleLimits limits = schedule_limits_for_this_machine();
   if (s.registers() > limits.vector_registers) efficiency *= 0.5;
   // Tail waste: the tile computes whole mr x tile_columns blocks (and the dot form whole vectors of k).
@@ -69,11 +69,23 @@ double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemm
   } else {
     efficiency *= std::max(0.6, 1.0 - 1.0 / s.unroll * 0.05);
   }
+  const int threads = std::max(1, peaks.threads);
+  // Rows and columns of one thread's share.
+  const double share_rows = s.thread_axis == 0 ? std::ceil(m / threads) : m;
+  const double share_cols = s.thread_axis == 1 ? std::ceil(n / threads) : n;
   // L1: the operands one tile streams over a k block; L2: the block of w (or its panels) reused across rows.
   const double l1_bytes = (s.form == 0 ? (s.mr + s.nr) * kb : (s.mr + s.tile_columns()) * kb) * 4;
-  if (l1_bytes > cache_bytes(peaks, 0)) efficiency *= 0.75;
-  const double l2_bytes = s.nc * kb * 4.0;
-  if (l2_bytes > cache_bytes(peaks, 1)) efficiency *= 0.7;
+  if (s.form == 2) {
+    // Packed panels stream from L2 at a small cost (the tile hides it: docs/perf.md); the x block
+    // (mc x kc) is reread once per w micro-panel and should stay in L2.
+    if (l1_bytes > cache_bytes(peaks, 0)) efficiency *= 0.95;
+    const double block_rows = s.mc > 0 ? std::min<double>(s.mc, share_rows) : share_rows;
+    if (block_rows * kb * 4 > 0.6 * cache_bytes(peaks, 1)) efficiency *= 0.8;
+  } else {
+    if (l1_bytes > cache_bytes(peaks, 0)) efficiency *= 0.75;
+    const double l2_bytes = s.nc * kb * 4.0;
+    if (l2_bytes > cache_bytes(peaks, 1)) efficiency *= 0.7;
+  }
   if (s.unroll > 1 && s.form == 0) efficiency *= 1.02;
   double seconds = 2 * m * n * k / (peak * std::max(efficiency, 0.02));
   // Threads: imbalance of the split axis, plus starting each parallel region.
@@ -87,6 +99,13 @@ double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemm
   if (s.epilogue == 0) seconds += 2 * elements * 4 / (peaks.memory_gbytes(elements * 4, false) * 1e9 + 1);
   // Packing: read w, write the panels with a stride.
   if (s.form == 1) seconds += 3 * n * k * 4 / (peaks.memory_gbytes(n * k * 8, false) * 1e9 + 1);
+  // Blocked: each thread packs the w columns of its share, and its x rows once per column block
+  // (4x4 transposes: a read and a write per element, at the bandwidth of where w lives).
+  if (s.form == 2) {
+    const double column_blocks = std::ceil(share_cols / s.nc);
+    const double elements = share_cols * k + share_rows * k * column_blocks;
+    seconds += 2 * elements * 4 * threads / (peaks.memory_gbytes(n * k * 4, false) * 1e9 + 1);
+  }
   return seconds;
 }
 

@@ -68,7 +68,7 @@ class FusedGemmSpace : public KernelSpace {
   }
   bool promotable() const override { return kernel_.bias; }
   int structure(const Schedule& schedule) const override { return static_cast<int>(schedule.get("form")); }
-  int structures() const override { return 2; }
+  int structures() const override { return 3; }
   std::string hand_tuned_op() const override { return kernel_.bias ? "" : "matmul"; }
 
  private:

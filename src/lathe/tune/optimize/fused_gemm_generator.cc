@@ -152,14 +152,51 @@ std::string row_step_code(const FusionStep& s, int extra) {
 constexpr const char* kEndOfVectorMath = "// ---- end of the vector math";
 
 const char* kLabThreads = R"THREADS(
-// Runs fn(t, threads) on `threads` threads (this one included) and joins them.
+// Runs fn(t, threads) on `threads` threads (this one included) and returns when all are done.
+// The helpers start on the first call and stay, parked on a condition variable between calls: a
+// thread started per call cost tens of microseconds and, new to the scheduler, sometimes ran on
+// the caller's core for a while (2-thread times of one call in two were those of one thread). The
+// pool is never destroyed: its detached threads end with the process.
+struct ThreadPool {
+  std::mutex mutex;
+  std::condition_variable wake, finished;
+  std::function<void(int, int)> job;
+  int64_t generation = 0;
+  int count = 0, remaining = 0, started = 0;
+  void work(int id) {
+    int64_t seen = 0;
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mutex);
+      wake.wait(lock, [&] { return generation != seen; });
+      seen = generation;
+      if (id >= count) continue;
+      lock.unlock();
+      job(id, count);
+      lock.lock();
+      if (--remaining == 0) finished.notify_one();
+    }
+  }
+};
+
 template <class Fn>
 void run_threads(int threads, Fn fn) {
   if (threads == 1) return fn(0, 1);
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back([&fn, t, threads] { fn(t, threads); });
+  static ThreadPool* pool = new ThreadPool;
+  {
+    std::unique_lock<std::mutex> lock(pool->mutex);
+    while (pool->started < threads - 1) {
+      const int id = ++pool->started;
+      std::thread([id] { pool->work(id); }).detach();
+    }
+    pool->job = [&fn](int t, int count) { fn(t, count); };
+    pool->count = threads;
+    pool->remaining = threads - 1;
+    ++pool->generation;
+  }
+  pool->wake.notify_all();
   fn(0, threads);
-  for (auto& thread : pool) thread.join();
+  std::unique_lock<std::mutex> lock(pool->mutex);
+  pool->finished.wait(lock, [&] { return pool->remaining == 0; });
 }
 )THREADS";
 
@@ -189,6 +226,11 @@ std::string kernel_vector_math_text() {
 
 const char* lab_threads_text() { return kLabThreads; }
 
+const char* lab_candidate_includes() {
+  return "#include <atomic>\n#include <cmath>\n#include <condition_variable>\n#include <cstdint>\n#include <cstring>\n"
+         "#include <functional>\n#include <mutex>\n#include <new>\n#include <thread>\n#include <vector>\n";
+}
+
 std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const KernelSchedule& s, bool library_mode) {
   LATHE_ASSERT(kernel.bias || kernel.steps.empty());
   std::string epilogue_steps, row_steps;
@@ -208,15 +250,21 @@ std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const Kern
     text += "#include \"lathe/bench/suite/found/found_kernel_support.h\"\n\nnamespace lathe::LATHE_ISA_NS::generated_" +
             kernel.problem + " {\n\nusing found_support::run_threads;\n";
   else
-    text +=
-        "#include <cmath>\n#include <cstdint>\n#include <cstring>\n#include <thread>\n#include <vector>\n\n"
-        "#include \"lathe_lab.h\"\n\nnamespace {\n";
+    text += std::string(lab_candidate_includes()) + "\n#include \"lathe_lab.h\"\n\nnamespace {\n";
   // Library mode: never wider than the ISA this copy is compiled for (4: SSE, the x86-64 baseline).
   std::string width = library_mode ? str_cat("(LATHE_KERNEL_ISA == 2 ? ", s.vector_width, " : LATHE_KERNEL_ISA == 1 ? ",
                                              std::min(s.vector_width, 8), " : 4)")
                                    : std::to_string(s.vector_width);
-  text += str_cat("\nconstexpr int W = ", width, ";\nconstexpr int FORM = ", s.form, ", MR = ", s.mr, ", NR = ", s.nr,
-                  ", KC = ", s.kc, ", NC = ", s.nc, ";\nconstexpr int LOOP_ORDER = ", s.loop_order,
+  // Library mode: a tile of more registers than the narrower ISAs' 16 gets fewer rows there (the
+  // schedule was searched on the widest; a spilling tile would be the slowest choice elsewhere).
+  std::string rows = std::to_string(s.mr);
+  if (library_mode && s.registers() > 16) {
+    KernelSchedule narrow = s;
+    while (narrow.mr > 1 && narrow.registers() > 16) --narrow.mr;
+    rows = str_cat("(LATHE_KERNEL_ISA == 2 ? ", s.mr, " : ", narrow.mr, ")");
+  }
+  text += str_cat("\nconstexpr int W = ", width, ";\nconstexpr int FORM = ", s.form, ", MR = ", rows, ", NR = ", s.nr,
+                  ", KC = ", s.kc, ", NC = ", s.nc, ", MC = ", s.mc, ";\nconstexpr int LOOP_ORDER = ", s.loop_order,
                   ", UNROLL = ", s.unroll, ", EPILOGUE = ", s.epilogue, ", THREAD_AXIS = ", s.thread_axis,
                   ", N_INPUTS = ", (kernel.bias ? 3 : 2) + extra,
                   ";\nconstexpr bool HAS_ROW_PHASE = ", row_phase ? "true" : "false", ";\n\n");

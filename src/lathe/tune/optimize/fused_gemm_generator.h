@@ -45,7 +45,10 @@ const char* fused_gemm_body_text();
 // The part of the prologue every generated kernel shares (vector types, loads and stores, vector
 // math): the row kernels (row_kernel_generator.h) carry it too.
 std::string kernel_vector_math_text();
-// run_threads(threads, fn) on std::thread, for lab candidates.
+// run_threads(threads, fn) on a pool of std::threads, for lab candidates (inside their namespace).
 const char* lab_threads_text();
+// The standard headers a lab candidate includes (at file scope, before its namespace), which
+// lab_threads_text() and the vector math need.
+const char* lab_candidate_includes();
 
 }  // namespace lathe

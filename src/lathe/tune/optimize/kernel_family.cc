@@ -26,7 +26,8 @@ Schedule KernelSpace::parse(const std::string& text) const {
 }
 
 const std::vector<KernelFamily>& kernel_families() {
-  static const std::vector<KernelFamily> families = {fused_gemm_family(), row_kernel_family()};
+  static const std::vector<KernelFamily> families = {fused_gemm_family(), row_kernel_family(),
+                                                     attention_kernel_family()};
   return families;
 }
 

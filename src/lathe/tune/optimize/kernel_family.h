@@ -11,7 +11,8 @@
 //   - whether lathe's own path for the problem is a hand-tuned op kernel (then the report shows the
 //     found kernel's time against it: the issue's >= 90%-of-hand-tuned target).
 // Families: fused GEMM (fused_gemm_family.cc: the 35 fusion problems and the plain matmul
-// large_gemm) and row kernels (row_kernel_family.cc: rms_norm, softmax, layer_norm).
+// large_gemm), row kernels (row_kernel_family.cc: rms_norm, softmax, layer_norm) and attention
+// (attention_kernel_family.cc: causal flash attention forward, MHA and GQA).
 #pragma once
 
 #include <cstdint>
@@ -80,5 +81,6 @@ std::unique_ptr<KernelSpace> make_kernel_space(const std::string& problem, const
 // The families' own registrations (one file each).
 KernelFamily fused_gemm_family();
 KernelFamily row_kernel_family();
+KernelFamily attention_kernel_family();
 
 }  // namespace lathe

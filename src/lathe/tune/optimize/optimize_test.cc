@@ -86,6 +86,47 @@ TEST(ScheduleSpace, EveryMoveIsValidNewAndGranularAlongRandomWalks) {
   EXPECT_THROW(KernelSchedule::parse(too_big.key()), Error);
 }
 
+const ScheduleMove* find_move(const std::vector<ScheduleMove>& moves, const std::string& name) {
+  for (const auto& move : moves)
+    if (move.name == name) return &move;
+  return nullptr;
+}
+
+TEST(ScheduleSpace, PackXReachesTheBlockedFormWithTheTallestTileTheRegistersHold) {
+  for (const ScheduleLimits& limits : {kLimits, ScheduleLimits{8, 16}}) {
+    const auto packed_moves = schedule_moves(naive_schedule(limits), limits);
+    const ScheduleMove* pack = find_move(packed_moves, "pack");
+    ASSERT_NE(pack, nullptr);
+    const ScheduleMove* pack_x = find_move(schedule_moves(pack->schedule, limits), "pack-x");
+    ASSERT_NE(pack_x, nullptr);
+    const KernelSchedule& blocked = pack_x->schedule;
+    EXPECT_EQ(blocked.form, 2);
+    // 2 vectors of columns: 14 rows with 32 registers (28 accumulators, 2 of w, 1 broadcast), 6 with 16.
+    EXPECT_EQ(blocked.mr, limits.vector_registers == 32 ? 14 : 6) << blocked.key();
+    EXPECT_LE(blocked.registers(), limits.vector_registers);
+    EXPECT_GE(blocked.nc, 512);
+    EXPECT_EQ(blocked.mc, 0);
+    const auto moves = schedule_moves(blocked, limits);
+    const ScheduleMove* unpack = find_move(moves, "unpack-x");
+    ASSERT_NE(unpack, nullptr);
+    EXPECT_EQ(unpack->schedule.form, 1);
+    EXPECT_LE(unpack->schedule.mr, 8);
+    const ScheduleMove* mc = find_move(moves, "mc/2");
+    ASSERT_NE(mc, nullptr);
+    EXPECT_EQ(mc->schedule.mc, 16 * blocked.mr);
+    // mc follows mr: a multiple of the tile's rows after a change of tile.
+    for (const auto& move : schedule_moves(mc->schedule, limits)) EXPECT_EQ(move.schedule.mc % move.schedule.mr, 0);
+  }
+  KernelSchedule blocked_mc_on_dot = naive_schedule(kLimits);
+  blocked_mc_on_dot.mc = 4;  // row blocks belong to the blocked form
+  EXPECT_FALSE(schedule_valid(blocked_mc_on_dot, kLimits));
+  KernelSchedule tall = naive_schedule(kLimits);
+  tall.form = 2, tall.mr = 16, tall.nr = 1, tall.nc = 512;
+  EXPECT_TRUE(schedule_valid(tall, kLimits));
+  tall.mr = 17;
+  EXPECT_FALSE(schedule_valid(tall, kLimits));
+}
+
 TEST(FusedGemmGenerator, EveryFusionProblemGetsSourceWithItsInputCountInBothModes) {
   std::vector<std::string> problems = fused_gemm_problems();
   EXPECT_EQ(problems.size(), 35u);
@@ -104,6 +145,12 @@ TEST(FusedGemmGenerator, EveryFusionProblemGetsSourceWithItsInputCountInBothMode
     EXPECT_EQ(library.find("lathe_candidate"), std::string::npos);
   }
   EXPECT_THROW(fused_gemm_kernel("rms_norm"), Error);
+  // A tile searched with 32 registers gets the rows 16 registers hold in the narrower ISAs' copies.
+  const KernelSchedule tall = KernelSchedule::parse(
+      "form=2,vector_width=16,mr=14,nr=2,kc=512,nc=512,mc=0,loop_order=0,unroll=1,epilogue=1,thread_axis=1");
+  const std::string library = generate_fused_gemm_source(fused_gemm_kernel("gemm_relu_scale"), tall, true);
+  EXPECT_NE(library.find("MR = (LATHE_KERNEL_ISA == 2 ? 14 : 6)"), std::string::npos);
+  EXPECT_NE(generate_fused_gemm_source(fused_gemm_kernel("gemm_relu_scale"), tall).find("MR = 14,"), std::string::npos);
   // The plain matmul: x and w only, no epilogue, and not promoted.
   const auto matmul = make_kernel_space("large_gemm", "m=512,n=2048,k=1024,tb=1", kLimits);
   EXPECT_NE(matmul->source(matmul->naive(), false).find("N_INPUTS = 2;"), std::string::npos);
@@ -112,13 +159,16 @@ TEST(FusedGemmGenerator, EveryFusionProblemGetsSourceWithItsInputCountInBothMode
 }
 
 TEST(FusedGemmGenerator, SampledSchedulesCompileWithTheLabsCompiler) {
-  // Compiling is the expensive part (about a second each): three schedules from random walks,
-  // each on a different problem with a row phase or matrix inputs. Correctness of a larger sample
-  // is the ctest's (`lathe optimize --check-space`).
+  // Compiling is the expensive part (about a second each): three schedules, two from random walks
+  // and one of the blocked form, each on a different problem with a row phase or matrix inputs. Correctness of a larger
+  // sample is the ctest's (`lathe optimize --check-space`).
   std::mt19937_64 random(11);
   const char* problems[] = {"gemm_groupnorm_swish_multiply_swish", "gemm_logsumexp_leaky_gelu", "gemm_tanh_scale_bias"};
   for (const char* problem : problems) {
     KernelSchedule schedule = random_schedule(random, 10);
+    if (std::string(problem) == "gemm_logsumexp_leaky_gelu")  // the blocked form, every block size set
+      schedule = KernelSchedule::parse(
+          "form=2,vector_width=16,mr=14,nr=2,kc=64,nc=96,mc=28,loop_order=1,unroll=2,epilogue=1,thread_axis=1");
     std::string dir =
         (std::filesystem::temp_directory_path() / ("lathe-optimize-test-" + std::to_string(random()))).string();
     std::filesystem::create_directories(dir);

@@ -158,7 +158,7 @@ ProblemOptimization optimize_problem(const std::string& problem, const OptimizeO
 }
 
 std::vector<ScheduleSample> check_schedule_sample(const std::vector<std::string>& problems, int count, uint64_t seed,
-                                                  const LabLimits& limits) {
+                                                  const LabLimits& limits, const std::string& start) {
   LATHE_CHECK(!problems.empty() && count >= 0, "check_schedule_sample: give problems and a count >= 0");
   const ScheduleLimits space_limits = schedule_limits_for_this_machine();
   std::mt19937_64 random(seed);
@@ -168,8 +168,9 @@ std::vector<ScheduleSample> check_schedule_sample(const std::vector<std::string>
   for (int i = 0; i < count; ++i) {
     const std::string& problem = problems[static_cast<size_t>(i) % problems.size()];
     const auto space = make_kernel_space(problem, optimize_shape(problem, true), space_limits);
-    Schedule schedule = space->naive();
-    for (int step = 0; step < 8; ++step) {
+    Schedule schedule = start.empty() ? space->naive() : space->parse(start);
+    const int walk = start.empty() ? 8 : i / static_cast<int>(problems.size()) % 4;  // the start itself first
+    for (int step = 0; step < walk; ++step) {
       std::vector<SpaceMove> moves = space->moves(schedule);
       if (moves.empty()) break;
       schedule = moves[random() % moves.size()].schedule;

@@ -70,13 +70,14 @@ std::string optimize_source(const std::string& problem, const std::string& sched
 
 // A sample of the schedule space, each judged for correctness by the lab (fresh inputs at the
 // problem's --quick shape and a hidden shape; no timing): `count` schedules, each a random walk of
-// a few moves from the naive start drawn from `seed`, for each problem in turn. Returns
-// (problem, schedule key, verdict, detail) per sample.
+// a few moves from the naive start drawn from `seed`, for each problem in turn. With `start` (a
+// schedule key), walks of 0-3 moves from it instead: each problem's first sample is the start
+// itself. Returns (problem, schedule key, verdict, detail) per sample.
 struct ScheduleSample {
   std::string problem, key, verdict, detail;
 };
 std::vector<ScheduleSample> check_schedule_sample(const std::vector<std::string>& problems, int count, uint64_t seed,
-                                                  const LabLimits& limits);
+                                                  const LabLimits& limits, const std::string& start = "");
 
 // Promotion: writes DIR/found_<problem>_kernels.cc (the winner as a library kernel compiled per
 // ISA) and rewrites DIR/found_kernel_list.inc from the kernels DIR holds. DIR is normally

@@ -1,5 +1,7 @@
 #include "lathe/tune/optimize/schedule.h"
 
+#include <algorithm>
+
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/error.h"
 
@@ -29,9 +31,10 @@ ScheduleLimits schedule_limits_for_this_machine() {
 bool schedule_valid(const KernelSchedule& s, const ScheduleLimits& limits) {
   bool width =
       (s.vector_width == 4 || s.vector_width == 8 || s.vector_width == 16) && s.vector_width <= limits.max_vector_width;
-  return width && (s.form == 0 || s.form == 1) && s.mr >= 1 && s.mr <= 8 && s.nr >= 1 &&
+  const bool mc = s.form == 2 ? s.mc >= 0 && s.mc <= 4096 && s.mc % s.mr == 0 : s.mc == 0;
+  return width && s.form >= 0 && s.form <= 2 && s.mr >= 1 && s.mr <= s.max_mr() && s.nr >= 1 &&
          s.nr <= (s.form == 0 ? 8 : 4) && s.registers() <= limits.vector_registers && s.kc >= 0 && s.kc <= 2048 &&
-         (s.kc == 0 || s.kc % s.vector_width == 0) && s.nc >= s.tile_columns() && s.nc <= 4096 &&
+         (s.kc == 0 || s.kc % s.vector_width == 0) && s.nc >= s.tile_columns() && s.nc <= 4096 && mc &&
          (s.loop_order == 0 || s.loop_order == 1) && (s.unroll == 1 || s.unroll == 2 || s.unroll == 4) &&
          (s.epilogue == 0 || s.epilogue == 1) && (s.thread_axis == 0 || s.thread_axis == 1);
 }
@@ -49,13 +52,31 @@ std::vector<ScheduleMove> schedule_moves(const KernelSchedule& from, const Sched
     change(next);
     if (next.nc < next.tile_columns()) next.nc = next.tile_columns();  // a column block holds a tile
     if (next.kc % next.vector_width != 0) next.kc = 0;
+    if (next.form != 2) next.mc = 0;
+    if (next.form == 2 && next.mc % next.mr != 0) next.mc = std::max(1, next.mc / next.mr) * next.mr;
     if (!(next == from) && schedule_valid(next, limits)) moves.push_back({name, next});
   };
-  add(from.form == 0 ? "pack" : "unpack", [](KernelSchedule& s) {
-    s.form = 1 - s.form;
-    s.nr = s.form == 1 ? 2 : 4;  // a tile of 2 vectors of columns (at least 4 rows), or of 4 rows of w
-    if (s.form == 1) s.mr = std::max(s.mr, 4);
-  });
+  if (from.form < 2)
+    add(from.form == 0 ? "pack" : "unpack", [](KernelSchedule& s) {
+      s.form = 1 - s.form;
+      s.nr = s.form == 1 ? 2 : 4;  // a tile of 2 vectors of columns (at least 4 rows), or of 4 rows of w
+      if (s.form == 1) s.mr = std::max(s.mr, 4);
+    });
+  if (from.form >= 1)
+    add(from.form == 1 ? "pack-x" : "unpack-x", [&](KernelSchedule& s) {
+      s.form = 3 - s.form;  // 1 <-> 2
+      s.mc = 0;
+      if (s.form == 1) {
+        s.mr = std::min(s.mr, 8);
+      } else {  // the tallest tile the registers hold, and column blocks that amortise packing x
+        s.mr = std::min(16, (limits.vector_registers - 1 - s.nr) / s.nr);
+        s.nc = std::max(s.nc, 512);
+      }
+    });
+  if (from.form == 2) {
+    add("mc/2", [](KernelSchedule& s) { s.mc = s.mc == 0 ? 16 * s.mr : s.mc / 2; });
+    add("mc*2", [](KernelSchedule& s) { s.mc = s.mc == 0 ? 0 : s.mc >= 2048 ? 0 : s.mc * 2; });
+  }
   add("mr+1", [](KernelSchedule& s) { s.mr += 1; });
   add("mr-1", [](KernelSchedule& s) { s.mr -= 1; });
   add("nr+1", [](KernelSchedule& s) { s.nr += 1; });

@@ -20,13 +20,19 @@ struct KernelSchedule {
   //   as vectors along k and reduced at the end. 1 "packed": w is transposed into (k, nr vectors)
   //   panels first; the tile is mr rows x nr vectors of columns, built from broadcasts of x
   //   (outer products), so the epilogue can run on the accumulators before the store.
+  // 2 "blocked": the BLIS loop nest. Per (column block, k block) w is packed into (kc, nr vectors)
+  //   micro-panels with 4x4 transposes; per row block of mc rows x is packed into (kc, mr)
+  //   micro-panels, so the tile's broadcasts read one contiguous stream (rows of x a power of two
+  //   apart would share an L1 set); both buffers are per thread and kept between calls.
   int form = 0;
   int vector_width = 16;  // floats per vector: 16 (AVX-512), 8 (AVX2), 4 (portable)
   int mr = 2;             // rows of y per register tile
   int nr = 2;             // dot: rows of w per tile; packed: vectors of columns per tile
   int kc = 0;             // k per L1 block (a multiple of vector_width); 0: all of k
   int nc = 64;            // columns of y per L2 block
+  int mc = 0;             // blocked form: rows of x per packed block (a multiple of mr; 0: the thread's rows); else 0
   int loop_order = 0;     // 0: column blocks outermost; 1: blocks of 8 register-tile rows outermost
+                          // (blocked form: 0 each w micro-panel against every x panel of the block, 1 the reverse)
   int unroll = 1;         // unroll factor of the k loop
   int epilogue = 0;       // 0: a separate pass after the GEMM; 1: fused (on the accumulators or the hot block)
   int thread_axis = 0;    // 0: threads split rows; 1: threads split columns
@@ -34,7 +40,8 @@ struct KernelSchedule {
   template <class Visitor>
   void visit(Visitor&& visitor) {
     visitor("form", form), visitor("vector_width", vector_width), visitor("mr", mr), visitor("nr", nr);
-    visitor("kc", kc), visitor("nc", nc), visitor("loop_order", loop_order), visitor("unroll", unroll);
+    visitor("kc", kc), visitor("nc", nc), visitor("mc", mc), visitor("loop_order", loop_order);
+    visitor("unroll", unroll);
     visitor("epilogue", epilogue), visitor("thread_axis", thread_axis);
   }
   bool operator==(const KernelSchedule& other) const { return key() == other.key(); }
@@ -45,6 +52,8 @@ struct KernelSchedule {
   static KernelSchedule parse(const std::string& text);
   // Columns of y one register tile covers.
   int tile_columns() const { return form == 0 ? nr : nr * vector_width; }
+  // The largest mr of the form (the blocked form's packed x panels allow the tall tiles BLIS uses).
+  int max_mr() const { return form == 2 ? 16 : 8; }
   // Vector registers the register tile needs (accumulators plus operands).
   int registers() const { return form == 0 ? mr * nr + mr + nr : mr * nr + nr + 1; }
 };

@@ -1,11 +1,13 @@
 // What every kernel promoted by `lathe optimize --emit` (found_<problem>_kernels.cc, compiled per
 // ISA) shares outside its generated part: the includes, the threads it runs on (lathe's pool), and
-// the entry point found_kernel_registry.cc lists.
+// the entry point found_kernel_registry.cc lists. A found kernel of the blocked form keeps its
+// packing buffers per thread index between calls: one call at a time per process (the suite's).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <new>
 
 #include "lathe/bench/lab/lathe_lab.h"
 #include "lathe/core/parallel.h"
