@@ -26,8 +26,8 @@ std::string number(double value) {
 
 // The fixed part of every attention kernel, after the schedule's constants, the vector math and
 // the thread pool: one task is (batch entry, head, block of BQ queries), walked over key blocks of
-// BK with an online softmax. Scratch per thread: the block's scaled q rows, the transposed key
-// block (PACK_K), the score tile and the output accumulators.
+// BK with an online softmax. Scratch per thread: the block's scaled q rows, the score tile and the
+// output accumulators; with PACK_K, every head's keys transposed once per call, shared.
 const char* kAttentionDriver = R"ATTN(
 struct AttnCtx {
   const float* q;  // (batch, seq_q, heads, dim)
@@ -35,20 +35,56 @@ struct AttnCtx {
   const float* v;  // (batch, seq_k, kv_heads, dim_v)
   float* o;        // (batch, seq_q, heads, dim_v)
   float* lse;      // (batch, heads, seq_q)
-  int64_t batch, seq_q, seq_k, heads, kv_heads, dim, dim_v;
+  float* kt;       // PACK_K: (batch, kv_heads, dim, ldk) keys transposed, zero past seq_k
+  int64_t batch, seq_q, seq_k, heads, kv_heads, dim, dim_v, ldk;
   float scale;
 };
 
 constexpr int kMaxThreads = 256;
 
-// Per-thread scratch, grown as needed and kept between calls (one call at a time).
-float* thread_scratch(int t, int64_t floats) {
-  static std::vector<float> buffers[kMaxThreads];
-  if (static_cast<int64_t>(buffers[t].size()) < floats) buffers[t].resize(static_cast<size_t>(floats));
-  return buffers[t].data();
+typedef int VI4 __attribute__((vector_size(16)));
+typedef float V4U __attribute__((vector_size(16), aligned(4)));
+inline V4 load4(const float* p) { return *reinterpret_cast<const V4U*>(p); }
+inline void store4(float* p, V4 v) { *reinterpret_cast<V4U*>(p) = v; }
+// r[0..3] (4 rows of 4) -> their columns, in place.
+inline void transpose4(V4 (&r)[4]) {
+  const V4 t0 = __builtin_shuffle(r[0], r[1], VI4{0, 4, 1, 5}), t1 = __builtin_shuffle(r[0], r[1], VI4{2, 6, 3, 7});
+  const V4 t2 = __builtin_shuffle(r[2], r[3], VI4{0, 4, 1, 5}), t3 = __builtin_shuffle(r[2], r[3], VI4{2, 6, 3, 7});
+  r[0] = __builtin_shuffle(t0, t2, VI4{0, 1, 4, 5}), r[1] = __builtin_shuffle(t0, t2, VI4{2, 3, 6, 7});
+  r[2] = __builtin_shuffle(t1, t3, VI4{0, 1, 4, 5}), r[3] = __builtin_shuffle(t1, t3, VI4{2, 3, 6, 7});
+}
+
+// Scratch, grown as needed and kept between calls (one call at a time): slot t < kMaxThreads per
+// thread, slot kMaxThreads the transposed keys shared by all.
+float* scratch_buffer(int slot, int64_t floats) {
+  static std::vector<float> buffers[kMaxThreads + 1];
+  if (static_cast<int64_t>(buffers[slot].size()) < floats) buffers[slot].resize(static_cast<size_t>(floats));
+  return buffers[slot].data();
+}
+
+// PACK_K: the keys of (batch entry, kv head) bh transposed into c.kt, 4 keys x 4 values at a time.
+void transpose_keys(const AttnCtx& c, int64_t bh) {
+  const int64_t b = bh / c.kv_heads, hk = bh % c.kv_heads, stride = c.kv_heads * c.dim;
+  const float* k = c.k + (b * c.seq_k * c.kv_heads + hk) * c.dim;
+  float* kt = c.kt + bh * c.dim * c.ldk;
+  int64_t j = 0;
+  for (; j + 4 <= c.seq_k; j += 4) {
+    int64_t d = 0;
+    for (; d + 4 <= c.dim; d += 4) {
+      V4 block[4] = {load4(k + j * stride + d), load4(k + (j + 1) * stride + d), load4(k + (j + 2) * stride + d),
+                     load4(k + (j + 3) * stride + d)};
+      transpose4(block);
+      for (int e = 0; e < 4; ++e) store4(kt + (d + e) * c.ldk + j, block[e]);
+    }
+    for (; d < c.dim; ++d)
+      for (int e = 0; e < 4; ++e) kt[d * c.ldk + j + e] = k[(j + e) * stride + d];
+  }
+  for (; j < c.ldk; ++j)
+    for (int64_t d = 0; d < c.dim; ++d) kt[d * c.ldk + j] = j < c.seq_k ? k[j * stride + d] : 0.0f;
 }
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
 inline V lane_mask(V v, int64_t count, float fill) { return lane_index() < static_cast<float>(count) ? v : splat(fill); }
 
 // Dot product of two rows of n floats, UNROLL vectors per step.
@@ -74,11 +110,11 @@ void attention_task(const AttnCtx& c, int t, int64_t task) {
   const int64_t rows = c.seq_q - i0 < BQ ? c.seq_q - i0 : BQ;
   const int64_t dim = c.dim, dim_v = c.dim_v, dim_vp = round_up(dim_v, W);
   const int64_t k_stride = c.kv_heads * dim, v_stride = c.kv_heads * dim_v;
-  float* scratch = thread_scratch(t, BQ * dim + (PACK_K ? dim * BK : 0) + BQ * BK + BQ * dim_vp);
-  float* qb = scratch;                            // (BQ, dim): the block's queries times scale
-  float* kt = qb + BQ * dim;                      // (dim, BK): the key block transposed (PACK_K)
-  float* p = kt + (PACK_K ? dim * BK : 0);        // (BQ, BK): scores, then probabilities
-  float* acc = p + BQ * BK;                       // (BQ, dim_vp): the output rows' running sums
+  float* scratch = scratch_buffer(t, BQ * dim + BQ * BK + BQ * dim_vp);
+  float* qb = scratch;      // (BQ, dim): the block's queries times scale
+  float* p = qb + BQ * dim;  // (BQ, BK): scores, then probabilities
+  float* acc = p + BQ * BK;  // (BQ, dim_vp): the output rows' running sums
+  const float* kt = PACK_K ? c.kt + (b * c.kv_heads + hk) * dim * c.ldk : nullptr;  // (dim, ldk)
   float m[BQ], l[BQ];
   for (int64_t r = 0; r < BQ; ++r) {
     const float* src = c.q + ((b * c.seq_q + i0 + (r < rows ? r : 0)) * c.heads + h) * dim;
@@ -95,22 +131,31 @@ void attention_task(const AttnCtx& c, int t, int64_t task) {
     const int64_t cols = key_end - j0 < BK ? key_end - j0 : BK, cols_p = round_up(cols, W);
     // Scores of the block: p[r, j] = qb[r] . k[j0 + j].
     if constexpr (PACK_K) {
-      for (int64_t j = 0; j < cols_p; ++j) {
-        const float* kr = kbase + (j0 + (j < cols ? j : 0)) * k_stride;
-        for (int64_t d = 0; d < dim; ++d) kt[d * BK + j] = j < cols ? kr[d] : 0.0f;
-      }
-      for (int64_t jv = 0; jv < cols_p; jv += W) {
-        V s[BQ];
+      // SV vectors of keys per step (the transposed keys are zero past seq_k, to whole vectors).
+      for (int64_t jv = 0; jv < cols_p; jv += SV * W) {
+        V s[BQ][SV];
 #pragma GCC unroll 8
-        for (int r = 0; r < BQ; ++r) s[r] = splat(0.0f);
+        for (int r = 0; r < BQ; ++r)
+#pragma GCC unroll 2
+          for (int e = 0; e < SV; ++e) s[r][e] = splat(0.0f);
+        const float* kc = kt + j0 + jv;
 #pragma GCC unroll UNROLL
         for (int64_t d = 0; d < dim; ++d) {
-          const V kv = load(kt + d * BK + jv);
+          V kv[SV];
+#pragma GCC unroll 2
+          for (int e = 0; e < SV; ++e) kv[e] = load(kc + d * c.ldk + e * W);
 #pragma GCC unroll 8
-          for (int r = 0; r < BQ; ++r) s[r] += splat(qb[r * dim + d]) * kv;
+          for (int r = 0; r < BQ; ++r) {
+            const V qv = splat(qb[r * dim + d]);
+#pragma GCC unroll 2
+            for (int e = 0; e < SV; ++e) s[r][e] += qv * kv[e];
+          }
         }
 #pragma GCC unroll 8
-        for (int r = 0; r < BQ; ++r) store(p + r * BK + jv, s[r]);
+        for (int r = 0; r < BQ; ++r)
+#pragma GCC unroll 2
+          for (int e = 0; e < SV; ++e)
+            if (jv + e * W < cols_p) store(p + r * BK + jv + e * W, s[r][e]);
       }
     } else {
       for (int64_t r = 0; r < rows; ++r)
@@ -150,8 +195,35 @@ void attention_task(const AttnCtx& c, int t, int64_t task) {
       if (correction != 1.0f)
         for (int64_t d = 0; d < dim_vp; d += W) store(acc + r * dim_vp + d, load(acc + r * dim_vp + d) * correction);
     }
-    // acc[r] += sum_j p[r, j] v[j0 + j], BQ rows sharing each loaded value vector.
-    for (int64_t d = 0; d < dim_vp; d += W) {
+    // acc[r] += sum_j p[r, j] v[j0 + j]: BQ rows share each loaded value vector, SV vectors of
+    // the row per step share each broadcast probability.
+    int64_t d = 0;
+    for (; d + SV * W <= dim_vp; d += SV * W) {
+      V a[BQ][SV];
+#pragma GCC unroll 8
+      for (int r = 0; r < BQ; ++r)
+#pragma GCC unroll 2
+        for (int e = 0; e < SV; ++e) a[r][e] = load(acc + r * dim_vp + d + e * W);
+      for (int64_t j = 0; j < cols; ++j) {
+        V vv[SV];
+#pragma GCC unroll 2
+        for (int e = 0; e < SV; ++e) {
+          const int64_t count = dim_v - d - e * W < W ? dim_v - d - e * W : W;
+          vv[e] = load_part(vbase + (j0 + j) * v_stride + d + e * W, count);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < BQ; ++r) {
+          const V pv = splat(p[r * BK + j]);
+#pragma GCC unroll 2
+          for (int e = 0; e < SV; ++e) a[r][e] += pv * vv[e];
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < BQ; ++r)
+#pragma GCC unroll 2
+        for (int e = 0; e < SV; ++e) store(acc + r * dim_vp + d + e * W, a[r][e]);
+    }
+    for (; d < dim_vp; d += W) {  // a last single vector of the row
       const int64_t count = dim_v - d < W ? dim_v - d : W;
       V a[BQ];
 #pragma GCC unroll 8
@@ -190,6 +262,14 @@ int run_kernel(const LabTensor* inputs, int n_inputs, LabTensor* outputs, int n_
   if (tasks == 0) return 0;
   if (threads < 1) threads = 1;
   if (threads > kMaxThreads) threads = kMaxThreads;
+  if (PACK_K) {  // every head's keys transposed once, all threads (rows a whole key block past seq_k)
+    c.ldk = round_up(c.seq_k, BK) + SV * W;
+    c.kt = scratch_buffer(kMaxThreads, c.batch * c.kv_heads * c.dim * c.ldk);
+    const int64_t heads_kv = c.batch * c.kv_heads;
+    run_threads(threads, [&](int t, int count) {
+      for (int64_t bh = heads_kv * t / count; bh < heads_kv * (t + 1) / count; ++bh) transpose_keys(c, bh);
+    });
+  }
   if (THREAD_SPLIT == 0) {
     run_threads(threads, [&](int t, int count) {
       for (int64_t task = tasks * t / count; task < tasks * (t + 1) / count; ++task) attention_task(c, t, task);
@@ -243,7 +323,9 @@ bool attention_schedule_valid(const AttentionSchedule& s, const ScheduleLimits& 
   const bool width =
       (s.vector_width == 4 || s.vector_width == 8 || s.vector_width == 16) && s.vector_width <= limits.max_vector_width;
   // The register tiles: BQ score (or output) accumulators, the loaded key (value) vector, a broadcast.
-  return width && power_of_two(s.block_q) && s.block_q <= 8 && s.block_q + 2 <= limits.vector_registers &&
+  return width && power_of_two(s.block_q) && s.block_q <= 8 &&
+         s.block_q * s.tile_vectors + s.tile_vectors + 1 <= limits.vector_registers &&
+         (s.tile_vectors == 1 || s.tile_vectors == 2) && s.block_k >= s.tile_vectors * s.vector_width &&
          s.block_k >= 16 && s.block_k <= 512 && s.block_k % s.vector_width == 0 && power_of_two(s.block_k) &&
          (s.pack_k == 0 || s.pack_k == 1) && (s.unroll == 1 || s.unroll == 2 || s.unroll == 4) &&
          (s.thread_split == 0 || s.thread_split == 1);
@@ -257,7 +339,9 @@ std::vector<AttentionScheduleMove> attention_schedule_moves(const AttentionSched
   auto add = [&](const std::string& name, auto change) {
     AttentionSchedule next = from;
     change(next);
-    if (next.block_k % next.vector_width != 0) next.block_k = next.vector_width;  // keys per block: whole vectors
+    // Keys per block: whole score tiles.
+    if (next.block_k % next.vector_width != 0 || next.block_k < next.tile_vectors * next.vector_width)
+      next.block_k = std::max(16, next.tile_vectors * next.vector_width);
     if (!(config_to_params(next) == config_to_params(from)) && attention_schedule_valid(next, limits))
       moves.push_back({name, next});
   };
@@ -268,6 +352,8 @@ std::vector<AttentionScheduleMove> attention_schedule_moves(const AttentionSched
   add("block-k*2", [](AttentionSchedule& s) { s.block_k *= 2; });
   add("block-k/2", [](AttentionSchedule& s) { s.block_k /= 2; });
   add(from.pack_k == 0 ? "pack-k" : "unpack-k", [](AttentionSchedule& s) { s.pack_k = 1 - s.pack_k; });
+  add(from.tile_vectors == 1 ? "tile-vectors*2" : "tile-vectors/2",
+      [](AttentionSchedule& s) { s.tile_vectors = 3 - s.tile_vectors; });
   add("unroll*2", [](AttentionSchedule& s) { s.unroll *= 2; });
   add("unroll/2", [](AttentionSchedule& s) { s.unroll /= 2; });
   add(from.thread_split == 0 ? "dynamic-tasks" : "contiguous-tasks",
@@ -281,7 +367,7 @@ std::string generate_attention_kernel_source(const AttentionKernel& k, const Att
   text += std::string(lab_candidate_includes()) + "\n#include \"lathe_lab.h\"\n\nnamespace {\n";
   text +=
       str_cat("\nconstexpr int W = ", s.vector_width, ", BQ = ", s.block_q, ", BK = ", s.block_k,
-              ", UNROLL = ", s.unroll, ", THREAD_SPLIT = ", s.thread_split,
+              ", SV = ", s.tile_vectors, ", UNROLL = ", s.unroll, ", THREAD_SPLIT = ", s.thread_split,
               ";\nconstexpr bool PACK_K = ", s.pack_k ? "true" : "false", ", CAUSAL = ", k.causal ? "true" : "false",
               ";\nconstexpr float SCALE = ", number(k.scale), ";  // 0: 1 / sqrt(head_dim)\n\n");
   text += kernel_vector_math_text();
@@ -309,13 +395,14 @@ double predict_attention_kernel_seconds(const AttentionKernel& k, const Attentio
   // and two FMAs per cycle), or dot products with a cross-lane reduction per score.
   double score_efficiency;
   if (s.pack_k == 1) {
-    score_efficiency = std::min(1.0, BQ / (1 + 0.5 * BQ) / 2) * 0.9;
+    score_efficiency = std::min(1.0, BQ * s.tile_vectors / (s.tile_vectors + 0.5 * BQ) / 2) * 0.9;
   } else {
     const double vectors = std::ceil(dim / W), reduce = 2 * std::log2(W) + 2;
     score_efficiency = vectors / (2 * vectors + reduce) * 0.9;  // two loads per FMA
   }
   score_efficiency *= std::max(0.7, 1.0 - 0.1 / s.unroll);
-  const double pv_efficiency = std::min(1.0, BQ / (1 + 0.5 * BQ) / 2) * 0.9;
+  const double TV = s.tile_vectors;
+  const double pv_efficiency = std::min(1.0, BQ * TV / (TV + 0.5 * BQ) / 2) * 0.9;
   double seconds = pairs * 2 * dim / (peak * score_efficiency) + pairs * 2 * dim / (peak * pv_efficiency);
   // Exponentials (~25 vector operations per vector of scores; the peak is 2 FLOPs x 16 lanes per
   // FMA), and the per-block rescaling of the accumulators.
@@ -324,12 +411,13 @@ double predict_attention_kernel_seconds(const AttentionKernel& k, const Attentio
   seconds += heads * seq * (seq / 2 / BK + 1) * (dim / W + 30) / vector_ops_per_second;
   // The transposed key blocks: each query block transposes its visible keys (a read and a write
   // per element, strided).
-  if (s.pack_k == 1) seconds += pairs / BQ * dim * 2 / (peak / 8);
+  // The keys transposed once per call (a read and a strided write per element).
+  if (s.pack_k == 1) seconds += static_cast<double>(k.batch) * k.kv_heads * seq * dim * 2 / (peak / 16);
   // A block's working set (q rows, key block, score tile, value rows) beyond L1.
   const double l1 = peaks.caches.empty() || peaks.caches[0].bytes_per_thread <= 0
                         ? 32768.0
                         : static_cast<double>(peaks.caches[0].bytes_per_thread);
-  if ((BQ * dim + BK * dim * (1 + s.pack_k) + BQ * BK + BQ * dim) * 4 > l1) seconds *= 1.25;
+  if ((BQ * dim + 2 * BK * dim + BQ * BK + BQ * dim) * 4 > l1) seconds *= 1.25;
   // Threads: whole (batch, head) ranges per thread when contiguous; dynamic tasks balance.
   const int threads = std::max(1, peaks.threads);
   if (s.thread_split == 0) {

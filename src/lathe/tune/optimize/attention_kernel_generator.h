@@ -7,8 +7,9 @@
 // matrix. An AttentionSchedule is plain data like an op's Config:
 //   vector width / ISA; block_q (query rows sharing each loaded key and value vector: the
 //   register tile's height); block_k (keys per block: the score tile's width, in L1); pack_k (1:
-//   each key block is transposed into (head_dim, block_k) so scores are vectors over keys, built
-//   from broadcasts of q; 0: each score is a dot product over head_dim, reduced across lanes);
+//   each head's keys are transposed once per call into (head_dim, seq_k) so scores are vectors
+//   over keys, built from broadcasts of q; 0: each score is a dot product over head_dim, reduced
+//   across lanes); tile_vectors (vectors per step of the score tile (pack_k) and the P V tile);
 //   unroll (of the loop over head_dim); thread_split (0: contiguous ranges of tasks; 1: dynamic
 //   tasks from an atomic counter, the longest causal blocks first).
 // Inputs q (batch, seq_q, heads, head_dim), k (batch, seq_k, kv_heads, head_dim), v (batch,
@@ -41,14 +42,17 @@ struct AttentionSchedule {
   int vector_width = 4;  // floats per vector: 16 (AVX-512), 8 (AVX2), 4 (SSE / portable)
   int block_q = 1;       // query rows per task and register tile: 1, 2, 4, 8
   int block_k = 16;      // keys per block: a multiple of vector_width, 16 .. 512
-  int pack_k = 0;        // 1: key blocks transposed, scores as vectors over keys; 0: dot products over head_dim
-  int unroll = 1;        // unroll of the loop over head_dim: 1, 2, 4
+  int pack_k = 0;        // 1: keys transposed (once per call), scores as vectors over keys; 0: dot products
+  int tile_vectors =
+      1;           // vectors per step of the tiles (keys of a score row with pack_k, values of an output row): 1, 2
+  int unroll = 1;  // unroll of the loop over head_dim: 1, 2, 4
   int thread_split = 0;  // 0: contiguous ranges of tasks; 1: dynamic tasks, the longest first
 
   template <class Visitor>
   void visit(Visitor&& visitor) {
     visitor("vector_width", vector_width), visitor("block_q", block_q), visitor("block_k", block_k);
-    visitor("pack_k", pack_k), visitor("unroll", unroll), visitor("thread_split", thread_split);
+    visitor("pack_k", pack_k), visitor("tile_vectors", tile_vectors), visitor("unroll", unroll);
+    visitor("thread_split", thread_split);
   }
 };
 

@@ -45,9 +45,11 @@ TEST(AttentionKernelSpace, EveryMoveIsValidNewAndOneStepAway) {
         auto a = config_to_params(move.schedule).entries, b = config_to_params(schedule).entries;
         int differing = 0;
         for (size_t i = 0; i < a.size(); ++i) differing += a[i].second != b[i].second;
-        // One field, or two where the key block follows a wider vector.
+        // One field, or two where the key block follows a wider vector or tile.
         EXPECT_GE(differing, 1) << move.name;
-        EXPECT_LE(differing, move.name == "vector-width*2" ? 2 : 1) << move.name;
+        const bool follows = move.name == "vector-width*2" || move.name == "tile-vectors*2";
+        EXPECT_LE(differing, follows ? 2 : 1) << move.name;
+        EXPECT_GE(move.schedule.block_k, move.schedule.tile_vectors * move.schedule.vector_width) << move.name;
       }
       schedule = moves[random() % moves.size()].schedule;
       reached.insert(config_to_params(schedule).to_string());
@@ -108,7 +110,7 @@ TEST(AttentionKernelGenerator, ConstantsComeFromTheShapeAndSampledSchedulesCompi
   std::mt19937_64 random(19);
   AttentionSchedule tiled;
   tiled.vector_width = 16, tiled.block_q = 4, tiled.block_k = 64, tiled.pack_k = 1, tiled.unroll = 2;
-  tiled.thread_split = 1;
+  tiled.tile_vectors = 2, tiled.thread_split = 1;
   for (const AttentionSchedule& schedule : {tiled, random_attention_schedule(random, 8, kLimits)}) {
     std::string dir =
         (std::filesystem::temp_directory_path() / ("lathe-optimize-attention-" + std::to_string(random()))).string();
