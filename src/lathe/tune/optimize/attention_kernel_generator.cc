@@ -16,14 +16,6 @@ namespace {
 // problems without a sliding window or a logit cap.
 const char* const kAttentionProblems[] = {"mha_causal_attention", "gqa_attention"};
 
-std::string number(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.9g", value);
-  std::string literal = text;
-  if (literal.find_first_of(".en") == std::string::npos) literal += ".0";
-  return literal + "f";
-}
-
 // The fixed part of every attention kernel, after the schedule's constants, the vector math and
 // the thread pool: one task is (batch entry, head, block of BQ queries), walked over key blocks of
 // BK with an online softmax. Scratch per thread: the block's scaled q rows, the score tile and the
@@ -101,6 +93,37 @@ inline float dot_row(const float* a, const float* b, int64_t n) {
 #pragma GCC unroll 4
   for (int u = 1; u < UNROLL; ++u) acc[0] += acc[u];
   return hsum(acc[0]);
+}
+
+// acc[r][d .. d + NV W) += sum_j p[r, j] v[j][d ..] over the block's cols keys (v: its first
+// key's values, rows v_stride apart): BQ rows share each loaded value vector, NV vectors of a row
+// share each broadcast probability.
+template <int NV>
+inline void pv_tile(const float* p, const float* v, int64_t v_stride, int64_t cols, int64_t dim_v, int64_t d,
+                    float* acc, int64_t dim_vp) {
+  V a[BQ][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < BQ; ++r)
+#pragma GCC unroll 2
+    for (int e = 0; e < NV; ++e) a[r][e] = load(acc + r * dim_vp + d + e * W);
+  for (int64_t j = 0; j < cols; ++j) {
+    V vv[NV];
+#pragma GCC unroll 2
+    for (int e = 0; e < NV; ++e) {
+      const int64_t count = dim_v - d - e * W < W ? dim_v - d - e * W : W;
+      vv[e] = load_part(v + j * v_stride + d + e * W, count);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < BQ; ++r) {
+      const V pv = splat(p[r * BK + j]);
+#pragma GCC unroll 2
+      for (int e = 0; e < NV; ++e) a[r][e] += pv * vv[e];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < BQ; ++r)
+#pragma GCC unroll 2
+    for (int e = 0; e < NV; ++e) store(acc + r * dim_vp + d + e * W, a[r][e]);
 }
 
 void attention_task(const AttnCtx& c, int t, int64_t task) {
@@ -195,47 +218,10 @@ void attention_task(const AttnCtx& c, int t, int64_t task) {
       if (correction != 1.0f)
         for (int64_t d = 0; d < dim_vp; d += W) store(acc + r * dim_vp + d, load(acc + r * dim_vp + d) * correction);
     }
-    // acc[r] += sum_j p[r, j] v[j0 + j]: BQ rows share each loaded value vector, SV vectors of
-    // the row per step share each broadcast probability.
+    // acc[r] += sum_j p[r, j] v[j0 + j].
     int64_t d = 0;
-    for (; d + SV * W <= dim_vp; d += SV * W) {
-      V a[BQ][SV];
-#pragma GCC unroll 8
-      for (int r = 0; r < BQ; ++r)
-#pragma GCC unroll 2
-        for (int e = 0; e < SV; ++e) a[r][e] = load(acc + r * dim_vp + d + e * W);
-      for (int64_t j = 0; j < cols; ++j) {
-        V vv[SV];
-#pragma GCC unroll 2
-        for (int e = 0; e < SV; ++e) {
-          const int64_t count = dim_v - d - e * W < W ? dim_v - d - e * W : W;
-          vv[e] = load_part(vbase + (j0 + j) * v_stride + d + e * W, count);
-        }
-#pragma GCC unroll 8
-        for (int r = 0; r < BQ; ++r) {
-          const V pv = splat(p[r * BK + j]);
-#pragma GCC unroll 2
-          for (int e = 0; e < SV; ++e) a[r][e] += pv * vv[e];
-        }
-      }
-#pragma GCC unroll 8
-      for (int r = 0; r < BQ; ++r)
-#pragma GCC unroll 2
-        for (int e = 0; e < SV; ++e) store(acc + r * dim_vp + d + e * W, a[r][e]);
-    }
-    for (; d < dim_vp; d += W) {  // a last single vector of the row
-      const int64_t count = dim_v - d < W ? dim_v - d : W;
-      V a[BQ];
-#pragma GCC unroll 8
-      for (int r = 0; r < BQ; ++r) a[r] = load(acc + r * dim_vp + d);
-      for (int64_t j = 0; j < cols; ++j) {
-        const V vv = load_part(vbase + (j0 + j) * v_stride + d, count);
-#pragma GCC unroll 8
-        for (int r = 0; r < BQ; ++r) a[r] += splat(p[r * BK + j]) * vv;
-      }
-#pragma GCC unroll 8
-      for (int r = 0; r < BQ; ++r) store(acc + r * dim_vp + d, a[r]);
-    }
+    for (; d + SV * W <= dim_vp; d += SV * W) pv_tile<SV>(p, vbase + j0 * v_stride, v_stride, cols, dim_v, d, acc, dim_vp);
+    for (; d < dim_vp; d += W) pv_tile<1>(p, vbase + j0 * v_stride, v_stride, cols, dim_v, d, acc, dim_vp);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const float inverse = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
@@ -369,7 +355,7 @@ std::string generate_attention_kernel_source(const AttentionKernel& k, const Att
       str_cat("\nconstexpr int W = ", s.vector_width, ", BQ = ", s.block_q, ", BK = ", s.block_k,
               ", SV = ", s.tile_vectors, ", UNROLL = ", s.unroll, ", THREAD_SPLIT = ", s.thread_split,
               ";\nconstexpr bool PACK_K = ", s.pack_k ? "true" : "false", ", CAUSAL = ", k.causal ? "true" : "false",
-              ";\nconstexpr float SCALE = ", number(k.scale), ";  // 0: 1 / sqrt(head_dim)\n\n");
+              ";\nconstexpr float SCALE = ", float_literal(k.scale), ";  // 0: 1 / sqrt(head_dim)\n\n");
   text += kernel_vector_math_text();
   text += lab_threads_text();
   text += kAttentionDriver;

@@ -6,14 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
 
-#include "lathe/bench/lab/lab_sandbox.h"
 #include "lathe/tune/optimize/attention_kernel_generator.h"
 #include "lathe/tune/optimize/kernel_family.h"
+#include "lathe/tune/optimize/optimize_test_support.h"
 
 namespace lathe {
 namespace {
@@ -112,14 +110,7 @@ TEST(AttentionKernelGenerator, ConstantsComeFromTheShapeAndSampledSchedulesCompi
   tiled.vector_width = 16, tiled.block_q = 4, tiled.block_k = 64, tiled.pack_k = 1, tiled.unroll = 2;
   tiled.tile_vectors = 2, tiled.thread_split = 1;
   for (const AttentionSchedule& schedule : {tiled, random_attention_schedule(random, 8, kLimits)}) {
-    std::string dir =
-        (std::filesystem::temp_directory_path() / ("lathe-optimize-attention-" + std::to_string(random()))).string();
-    std::filesystem::create_directories(dir);
-    { std::ofstream(dir + "/candidate.cc") << generate_attention_kernel_source(causal, schedule); }
-    LabCompileResult result = compile_candidate(dir + "/candidate.cc", dir);
-    EXPECT_TRUE(result.ok) << config_to_params(schedule).to_string() << "\n" << result.log;
-    EXPECT_EQ(result.log.find("warning"), std::string::npos) << result.log;
-    std::filesystem::remove_all(dir);
+    expect_lab_compiles(generate_attention_kernel_source(causal, schedule), config_to_params(schedule).to_string());
   }
 }
 

@@ -28,23 +28,15 @@ bool is_row_step(Step step) {
   }
 }
 
-std::string number(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.9g", value);
-  std::string literal = text;
-  if (literal.find_first_of(".e") == std::string::npos) literal += ".0";  // "2" -> "2.0f", a float literal
-  return literal + "f";
-}
-
 // The vector expression of an elementwise step on `v`, lanes at row `i`, columns [j, j + count).
 // extra: the index of the step's first input in Ctx::extra.
 std::string elementwise_expression(const FusionStep& s, int extra) {
   std::string e = str_cat("c.extra[", extra, "]");
   switch (s.step) {
     case Step::scale:
-      return "v * " + number(s.a);
+      return "v * " + float_literal(s.a);
     case Step::add_constant:
-      return "v + " + number(s.a);
+      return "v + " + float_literal(s.a);
     case Step::add_row:
       return str_cat("v + load_part(", e, " + j, count)");
     case Step::multiply_row:
@@ -56,7 +48,7 @@ std::string elementwise_expression(const FusionStep& s, int extra) {
     case Step::relu:
       return "vmax(v, splat(0.0f))";
     case Step::leaky_relu:
-      return str_cat("v >= 0.0f ? v : v * ", number(s.a));
+      return str_cat("v >= 0.0f ? v : v * ", float_literal(s.a));
     case Step::gelu_tanh:
       return "vgelu_tanh(v)";
     case Step::gelu_erf:
@@ -74,7 +66,7 @@ std::string elementwise_expression(const FusionStep& s, int extra) {
     case Step::softplus:
       return "vsoftplus(v)";
     case Step::hardtanh:
-      return str_cat("vmin(vmax(v, splat(", number(s.a), ")), splat(", number(s.b), "))");
+      return str_cat("vmin(vmax(v, splat(", float_literal(s.a), ")), splat(", float_literal(s.b), "))");
     default:
       LATHE_ASSERT(false);
       return "";
@@ -88,59 +80,27 @@ std::string row_loop(const std::string& body) {
          body + "      store_part(row + j, v, count);\n    }\n";
 }
 
-// One row-phase step on `row` (wd values, in place; reductions set wd = 1).
+// One row-phase step on `row` (wd values, in place; reductions set wd = 1): a call of the
+// prologue's row helpers, or an elementwise step as a generated loop.
 std::string row_step_code(const FusionStep& s, int extra) {
-  std::string e = str_cat("c.extra[", extra, "]");
+  const std::string e = str_cat("c.extra[", extra, "]");
   switch (s.step) {
     case Step::softmax:
-      return "  {  // softmax\n    V mx = splat(-INFINITY);\n"
-             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, "
-             "-INFINITY));\n"
-             "    const float m = hmax(mx);\n    V total = splat(0.0f);\n" +
-             row_loop("      v = keep_lanes(vexp(v - m), count);\n      total += v;\n") +
-             "    const float inverse = 1.0f / hsum(total);\n" + row_loop("      v = v * inverse;\n") + "  }\n";
+      return "  row_softmax(row, wd);\n";
     case Step::layer_norm:
-    case Step::group_norm: {
-      int groups = s.step == Step::group_norm ? static_cast<int>(s.a) : 1;
-      return str_cat(
-          "  {  // ", groups > 1 ? "group" : "layer", " norm\n    const int64_t groups = ", groups,
-          ", size = wd / groups;\n    for (int64_t g = 0; g < groups; ++g) {\n",
-          "      float* part = row + g * size;\n      V total = splat(0.0f);\n",
-          "      for (int64_t j = 0; j < size; j += W) total += load_part(part + j, size - j < W ? size - j : W);\n",
-          "      const float mean = hsum(total) / static_cast<float>(size);\n      V squares = splat(0.0f);\n",
-          "      for (int64_t j = 0; j < size; j += W) {\n        const int64_t count = size - j < W ? size - j : W;\n",
-          "        V d = keep_lanes(load_part(part + j, count) - mean, count);\n        squares += d * d;\n      }\n",
-          "      const float rstd = 1.0f / std::sqrt(hsum(squares) / static_cast<float>(size) + 1e-5f);\n",
-          "      for (int64_t j = 0; j < size; j += W) {\n        const int64_t count = size - j < W ? size - j : W;\n",
-          "        V v = (load_part(part + j, count) - mean) * rstd * load_part(", e, " + g * size + j, count) +\n",
-          "              load_part(c.extra[", extra + 1, "] + g * size + j, count);\n",
-          "        store_part(part + j, v, count);\n      }\n    }\n  }\n");
-    }
+    case Step::group_norm:
+      return str_cat("  row_group_norm(row, wd, ", s.step == Step::group_norm ? static_cast<int>(s.a) : 1, ", ", e,
+                     ", c.extra[", extra + 1, "]);\n");
     case Step::rms_norm:
-      return "  {  // rms norm\n    V squares = splat(0.0f);\n"
-             "    for (int64_t j = 0; j < wd; j += W) { V v = load_part(row + j, wd - j < W ? wd - j : W); squares += "
-             "v * v; }\n"
-             "    const float r = 1.0f / std::sqrt(hsum(squares) / static_cast<float>(wd) + 1e-6f);\n" +
-             row_loop(str_cat("      v = v * r * load_part(", e, " + j, count);\n")) + "  }\n";
+      return str_cat("  row_rms_norm(row, wd, ", e, ");\n");
     case Step::logsumexp:
-      return "  {  // logsumexp\n    V mx = splat(-INFINITY);\n"
-             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, "
-             "-INFINITY));\n"
-             "    const float m = hmax(mx);\n    V total = splat(0.0f);\n"
-             "    for (int64_t j = 0; j < wd; j += W) {\n      const int64_t count = wd - j < W ? wd - j : W;\n"
-             "      total += keep_lanes(vexp(load_part(row + j, count) - m), count);\n    }\n"
-             "    row[0] = m + std::log(hsum(total));\n    wd = 1;\n  }\n";
+      return "  row[0] = row_logsumexp(row, wd), wd = 1;\n";
     case Step::row_mean:
+      return "  row[0] = row_sum(row, wd) / static_cast<float>(wd), wd = 1;\n";
     case Step::row_sum:
-      return str_cat("  {  // row ", s.step == Step::row_mean ? "mean" : "sum", "\n    V total = splat(0.0f);\n",
-                     "    for (int64_t j = 0; j < wd; j += W) total += load_part(row + j, wd - j < W ? wd - j : W);\n",
-                     "    row[0] = hsum(total)", s.step == Step::row_mean ? " / static_cast<float>(wd)" : "",
-                     ";\n    wd = 1;\n  }\n");
+      return "  row[0] = row_sum(row, wd), wd = 1;\n";
     case Step::row_max:
-      return "  {  // row max\n    V mx = splat(-INFINITY);\n"
-             "    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, "
-             "-INFINITY));\n"
-             "    row[0] = hmax(mx);\n    wd = 1;\n  }\n";
+      return "  row[0] = row_max(row, wd), wd = 1;\n";
     default:
       return "  {\n" + row_loop("      v = " + elementwise_expression(s, extra) + ";\n") + "  }\n";
   }
@@ -225,6 +185,14 @@ std::string kernel_vector_math_text() {
 }
 
 const char* lab_threads_text() { return kLabThreads; }
+
+std::string float_literal(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  std::string literal = text;
+  if (literal.find_first_of(".en") == std::string::npos) literal += ".0";  // "2" -> "2.0f", a float literal
+  return literal + "f";
+}
 
 const char* lab_candidate_includes() {
   return "#include <atomic>\n#include <cmath>\n#include <condition_variable>\n#include <cstdint>\n#include <cstring>\n"

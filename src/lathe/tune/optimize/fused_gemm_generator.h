@@ -47,6 +47,8 @@ const char* fused_gemm_body_text();
 std::string kernel_vector_math_text();
 // run_threads(threads, fn) on a pool of std::threads, for lab candidates (inside their namespace).
 const char* lab_threads_text();
+// A C++ float literal of `value` ("2" -> "2.0f", 9 significant digits) for generated code.
+std::string float_literal(double value);
 // The standard headers a lab candidate includes (at file scope, before its namespace), which
 // lab_threads_text() and the vector math need.
 const char* lab_candidate_includes();

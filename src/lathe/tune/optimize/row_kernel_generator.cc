@@ -20,14 +20,6 @@ struct RowProblem {
 const RowProblem kRowProblems[] = {
     {"rms_norm", RowKind::rms_norm}, {"softmax", RowKind::softmax}, {"layer_norm", RowKind::layer_norm}};
 
-std::string number(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.9g", value);
-  std::string literal = text;
-  if (literal.find_first_of(".en") == std::string::npos) literal += ".0";
-  return literal + "f";
-}
-
 bool power_of_two(int value) { return value > 0 && (value & (value - 1)) == 0; }
 
 // The fixed part of every row kernel, after the schedule's constants and the vector math: the
@@ -319,8 +311,8 @@ std::string generate_row_kernel_source(const RowKernel& k, const RowSchedule& s)
   text += str_cat("\nconstexpr int W = ", s.vector_width, ", UNROLL = ", s.unroll, ", THREAD_SPLIT = ", s.thread_split,
                   ", ROWS_PER_TASK = ", s.rows_per_task, ", NONTEMPORAL = ", s.nontemporal,
                   ";\nconstexpr int N_INPUTS = ", n_inputs, ", N_OUTPUTS = ", n_outputs,
-                  ";\nconstexpr float EPS = ", number(k.eps), ", SCALE = ", number(k.scale),
-                  ", WEIGHT_OFFSET = ", number(k.weight_offset), ";\n\n");
+                  ";\nconstexpr float EPS = ", float_literal(k.eps), ", SCALE = ", float_literal(k.scale),
+                  ", WEIGHT_OFFSET = ", float_literal(k.weight_offset), ";\n\n");
   text += kernel_vector_math_text();
   text += lab_threads_text();
   text += kRowDriver;

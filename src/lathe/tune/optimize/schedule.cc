@@ -62,17 +62,20 @@ std::vector<ScheduleMove> schedule_moves(const KernelSchedule& from, const Sched
       s.nr = s.form == 1 ? 2 : 4;  // a tile of 2 vectors of columns (at least 4 rows), or of 4 rows of w
       if (s.form == 1) s.mr = std::max(s.mr, 4);
     });
-  if (from.form >= 1)
-    add(from.form == 1 ? "pack-x" : "unpack-x", [&](KernelSchedule& s) {
-      s.form = 3 - s.form;  // 1 <-> 2
-      s.mc = 0;
-      if (s.form == 1) {
-        s.mr = std::min(s.mr, 8);
-      } else {  // the tallest tile the registers hold, and column blocks that amortise packing x
-        s.mr = std::min(16, (limits.vector_registers - 1 - s.nr) / s.nr);
-        s.nc = std::max(s.nc, 512);
-      }
-    });
+  // pack-x: to the blocked form (x packed too; from the dot form w is packed as well, a tile of
+  // 2 vectors of columns); unpack-x: back to the packed form.
+  add(from.form == 2 ? "unpack-x" : "pack-x", [&](KernelSchedule& s) {
+    s.mc = 0;
+    if (s.form == 2) {
+      s.form = 1;
+      s.mr = std::min(s.mr, 8);
+      return;
+    }
+    if (s.form == 0) s.nr = 2;
+    s.form = 2;  // the tallest tile the registers hold, and column blocks that amortise packing x
+    s.mr = std::min(16, (limits.vector_registers - 1 - s.nr) / s.nr);
+    s.nc = std::max(s.nc, 512);
+  });
   if (from.form == 2) {
     add("mc/2", [](KernelSchedule& s) { s.mc = s.mc == 0 ? 16 * s.mr : s.mc / 2; });
     add("mc*2", [](KernelSchedule& s) { s.mc = s.mc == 0 ? 0 : s.mc >= 2048 ? 0 : s.mc * 2; });

@@ -23,26 +23,7 @@ inline V epilogue_steps(V v, const Ctx& c, int64_t i, int64_t j, int64_t count) 
 // The row phase on row i (wd values in place; a reduction leaves wd = 1).
 inline void row_steps(const Ctx& c, int64_t i, float* row, int64_t& wd) {
   (void)c, (void)i, (void)row, (void)wd;
-  {  // softmax
-    V mx = splat(-INFINITY);
-    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, -INFINITY));
-    const float m = hmax(mx);
-    V total = splat(0.0f);
-    for (int64_t j = 0; j < wd; j += W) {
-      const int64_t count = wd - j < W ? wd - j : W;
-      V v = load_part(row + j, count);
-      v = keep_lanes(vexp(v - m), count);
-      total += v;
-      store_part(row + j, v, count);
-    }
-    const float inverse = 1.0f / hsum(total);
-    for (int64_t j = 0; j < wd; j += W) {
-      const int64_t count = wd - j < W ? wd - j : W;
-      V v = load_part(row + j, count);
-      v = v * inverse;
-      store_part(row + j, v, count);
-    }
-  }
+  row_softmax(row, wd);
 }
 #include "lathe/bench/suite/found/fused_gemm_body.inc"
 

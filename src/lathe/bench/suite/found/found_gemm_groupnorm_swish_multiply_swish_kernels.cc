@@ -22,28 +22,7 @@ inline V epilogue_steps(V v, const Ctx& c, int64_t i, int64_t j, int64_t count) 
 // The row phase on row i (wd values in place; a reduction leaves wd = 1).
 inline void row_steps(const Ctx& c, int64_t i, float* row, int64_t& wd) {
   (void)c, (void)i, (void)row, (void)wd;
-  {  // group norm
-    const int64_t groups = 16, size = wd / groups;
-    for (int64_t g = 0; g < groups; ++g) {
-      float* part = row + g * size;
-      V total = splat(0.0f);
-      for (int64_t j = 0; j < size; j += W) total += load_part(part + j, size - j < W ? size - j : W);
-      const float mean = hsum(total) / static_cast<float>(size);
-      V squares = splat(0.0f);
-      for (int64_t j = 0; j < size; j += W) {
-        const int64_t count = size - j < W ? size - j : W;
-        V d = keep_lanes(load_part(part + j, count) - mean, count);
-        squares += d * d;
-      }
-      const float rstd = 1.0f / std::sqrt(hsum(squares) / static_cast<float>(size) + 1e-5f);
-      for (int64_t j = 0; j < size; j += W) {
-        const int64_t count = size - j < W ? size - j : W;
-        V v = (load_part(part + j, count) - mean) * rstd * load_part(c.extra[0] + g * size + j, count) +
-              load_part(c.extra[1] + g * size + j, count);
-        store_part(part + j, v, count);
-      }
-    }
-  }
+  row_group_norm(row, wd, 16, c.extra[0], c.extra[1]);
   {
     for (int64_t j = 0; j < wd; j += W) {
       const int64_t count = wd - j < W ? wd - j : W;

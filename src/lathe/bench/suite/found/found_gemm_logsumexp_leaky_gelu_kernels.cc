@@ -22,18 +22,7 @@ inline V epilogue_steps(V v, const Ctx& c, int64_t i, int64_t j, int64_t count) 
 // The row phase on row i (wd values in place; a reduction leaves wd = 1).
 inline void row_steps(const Ctx& c, int64_t i, float* row, int64_t& wd) {
   (void)c, (void)i, (void)row, (void)wd;
-  {  // logsumexp
-    V mx = splat(-INFINITY);
-    for (int64_t j = 0; j < wd; j += W) mx = vmax(mx, load_part(row + j, wd - j < W ? wd - j : W, -INFINITY));
-    const float m = hmax(mx);
-    V total = splat(0.0f);
-    for (int64_t j = 0; j < wd; j += W) {
-      const int64_t count = wd - j < W ? wd - j : W;
-      total += keep_lanes(vexp(load_part(row + j, count) - m), count);
-    }
-    row[0] = m + std::log(hsum(total));
-    wd = 1;
-  }
+  row[0] = row_logsumexp(row, wd), wd = 1;
   {
     for (int64_t j = 0; j < wd; j += W) {
       const int64_t count = wd - j < W ? wd - j : W;

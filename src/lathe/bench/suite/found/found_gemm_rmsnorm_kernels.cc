@@ -22,20 +22,7 @@ inline V epilogue_steps(V v, const Ctx& c, int64_t i, int64_t j, int64_t count) 
 // The row phase on row i (wd values in place; a reduction leaves wd = 1).
 inline void row_steps(const Ctx& c, int64_t i, float* row, int64_t& wd) {
   (void)c, (void)i, (void)row, (void)wd;
-  {  // rms norm
-    V squares = splat(0.0f);
-    for (int64_t j = 0; j < wd; j += W) {
-      V v = load_part(row + j, wd - j < W ? wd - j : W);
-      squares += v * v;
-    }
-    const float r = 1.0f / std::sqrt(hsum(squares) / static_cast<float>(wd) + 1e-6f);
-    for (int64_t j = 0; j < wd; j += W) {
-      const int64_t count = wd - j < W ? wd - j : W;
-      V v = load_part(row + j, count);
-      v = v * r * load_part(c.extra[0] + j, count);
-      store_part(row + j, v, count);
-    }
-  }
+  row_rms_norm(row, wd, c.extra[0]);
 }
 #include "lathe/bench/suite/found/fused_gemm_body.inc"
 

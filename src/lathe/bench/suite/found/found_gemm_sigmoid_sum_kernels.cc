@@ -23,12 +23,7 @@ inline V epilogue_steps(V v, const Ctx& c, int64_t i, int64_t j, int64_t count) 
 // The row phase on row i (wd values in place; a reduction leaves wd = 1).
 inline void row_steps(const Ctx& c, int64_t i, float* row, int64_t& wd) {
   (void)c, (void)i, (void)row, (void)wd;
-  {  // row sum
-    V total = splat(0.0f);
-    for (int64_t j = 0; j < wd; j += W) total += load_part(row + j, wd - j < W ? wd - j : W);
-    row[0] = hsum(total);
-    wd = 1;
-  }
+  row[0] = row_sum(row, wd), wd = 1;
 }
 #include "lathe/bench/suite/found/fused_gemm_body.inc"
 
