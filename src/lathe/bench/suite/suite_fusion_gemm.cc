@@ -239,6 +239,20 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
     info.vendor = vendor_path_;
   }
 
+  // A chain with a row normalisation divides each output by its row's (or group's) spread, which
+  // amplifies the GEMM's rounding wherever the spread is small. Two float paths (the plain loops,
+  // a blocked FMA GEMM with vector math) then draw independent error fields of the same size, and
+  // the ratio of their maxima has a tail: the found kernels of the group-norm chains at random
+  // awkward shapes exceeded twice the plain path's worst error in about 1 check in 20 (ratios up
+  // to 3.3x, every one within the relative-norm rule by 10x). Four times, for those chains only.
+  Tolerance tolerance() const override {
+    Tolerance tolerance;
+    for (const auto& step : steps_)
+      if (step.step == Step::layer_norm || step.step == Step::group_norm || step.step == Step::rms_norm)
+        tolerance.naive_factor = 4.0;
+    return tolerance;
+  }
+
   OpCost cost() const override {
     double elements = static_cast<double>(m_ * n_);
     double flops = 2.0 * m_ * n_ * k_ + elements;
