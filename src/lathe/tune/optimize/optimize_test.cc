@@ -96,7 +96,8 @@ TEST(ScheduleSpace, PackXReachesTheBlockedFormWithTheTallestTileTheRegistersHold
     const auto packed_moves = schedule_moves(naive_schedule(limits), limits);
     const ScheduleMove* pack = find_move(packed_moves, "pack");
     ASSERT_NE(pack, nullptr);
-    const ScheduleMove* pack_x = find_move(schedule_moves(pack->schedule, limits), "pack-x");
+    const auto from_packed = schedule_moves(pack->schedule, limits);  // find_move points into it
+    const ScheduleMove* pack_x = find_move(from_packed, "pack-x");
     ASSERT_NE(pack_x, nullptr);
     // From the dot form in one step as well (both operands packed): the same tile.
     const ScheduleMove* direct = find_move(packed_moves, "pack-x");
