@@ -8,9 +8,6 @@
 #include "lathe/core/cpu_features.h"
 
 #define LATHE_FOUND_KERNEL(problem)                            \
-  namespace lathe::scalar {                                    \
-  int found_##problem(const LabTensor*, int, LabTensor*, int); \
-  }                                                            \
   namespace lathe::avx2 {                                      \
   int found_##problem(const LabTensor*, int, LabTensor*, int); \
   }                                                            \
@@ -26,12 +23,12 @@ namespace {
 
 struct FoundKernel {
   const char* problem;
-  FoundKernelFn per_isa[3];  // scalar, avx2, avx512
+  FoundKernelFn per_isa[3];  // scalar (none: not compiled, cmake/isa_kernels.cmake), avx2, avx512
 };
 
 const FoundKernel kFoundKernels[] = {
 #define LATHE_FOUND_KERNEL(problem) \
-  {#problem, {scalar::found_##problem, avx2::found_##problem, avx512::found_##problem}},
+  {#problem, {nullptr, avx2::found_##problem, avx512::found_##problem}},
 #include "lathe/bench/suite/found/found_kernel_list.inc"
 #undef LATHE_FOUND_KERNEL
     {nullptr, {nullptr, nullptr, nullptr}}};
