@@ -32,27 +32,8 @@ struct AttnCtx {
   float scale;
 };
 
-constexpr int kMaxThreads = 256;
-
-typedef int VI4 __attribute__((vector_size(16)));
-typedef float V4U __attribute__((vector_size(16), aligned(4)));
-inline V4 load4(const float* p) { return *reinterpret_cast<const V4U*>(p); }
-inline void store4(float* p, V4 v) { *reinterpret_cast<V4U*>(p) = v; }
-// r[0..3] (4 rows of 4) -> their columns, in place.
-inline void transpose4(V4 (&r)[4]) {
-  const V4 t0 = __builtin_shuffle(r[0], r[1], VI4{0, 4, 1, 5}), t1 = __builtin_shuffle(r[0], r[1], VI4{2, 6, 3, 7});
-  const V4 t2 = __builtin_shuffle(r[2], r[3], VI4{0, 4, 1, 5}), t3 = __builtin_shuffle(r[2], r[3], VI4{2, 6, 3, 7});
-  r[0] = __builtin_shuffle(t0, t2, VI4{0, 1, 4, 5}), r[1] = __builtin_shuffle(t0, t2, VI4{2, 3, 6, 7});
-  r[2] = __builtin_shuffle(t1, t3, VI4{0, 1, 4, 5}), r[3] = __builtin_shuffle(t1, t3, VI4{2, 3, 6, 7});
-}
-
-// Scratch, grown as needed and kept between calls (one call at a time): slot t < kMaxThreads per
-// thread, slot kMaxThreads the transposed keys shared by all.
-float* scratch_buffer(int slot, int64_t floats) {
-  static std::vector<float> buffers[kMaxThreads + 1];
-  if (static_cast<int64_t>(buffers[slot].size()) < floats) buffers[slot].resize(static_cast<size_t>(floats));
-  return buffers[slot].data();
-}
+// Scratch (kept_buffer slots): per thread t, slot t; the transposed keys, slot kMaxThreads.
+constexpr int kKeysSlot = kMaxThreads;
 
 // PACK_K: the keys of (batch entry, kv head) bh transposed into c.kt, 4 keys x 4 values at a time.
 void transpose_keys(const AttnCtx& c, int64_t bh) {
@@ -76,8 +57,6 @@ void transpose_keys(const AttnCtx& c, int64_t bh) {
 }
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-inline V lane_mask(V v, int64_t count, float fill) { return lane_index() < static_cast<float>(count) ? v : splat(fill); }
 
 // Dot product of two rows of n floats, UNROLL vectors per step.
 inline float dot_row(const float* a, const float* b, int64_t n) {
@@ -133,7 +112,7 @@ void attention_task(const AttnCtx& c, int t, int64_t task) {
   const int64_t rows = c.seq_q - i0 < BQ ? c.seq_q - i0 : BQ;
   const int64_t dim = c.dim, dim_v = c.dim_v, dim_vp = round_up(dim_v, W);
   const int64_t k_stride = c.kv_heads * dim, v_stride = c.kv_heads * dim_v;
-  float* scratch = scratch_buffer(t, BQ * dim + BQ * BK + BQ * dim_vp);
+  float* scratch = kept_buffer(t, BQ * dim + BQ * BK + BQ * dim_vp);
   float* qb = scratch;      // (BQ, dim): the block's queries times scale
   float* p = qb + BQ * dim;  // (BQ, BK): scores, then probabilities
   float* acc = p + BQ * BK;  // (BQ, dim_vp): the output rows' running sums
@@ -202,14 +181,14 @@ void attention_task(const AttnCtx& c, int t, int64_t task) {
       V mx = splat(-INFINITY);
       int64_t j = 0;
       for (; j + W <= visible; j += W) mx = vmax(mx, load(pr + j));
-      if (j < visible) mx = vmax(mx, lane_mask(load_part(pr + j, visible - j), visible - j, -INFINITY));
+      if (j < visible) mx = vmax(mx, load_part(pr + j, visible - j, -INFINITY));
       const float m_new = hmax(mx) > m[r] ? hmax(mx) : m[r];
       const float correction = m[r] == -INFINITY ? 0.0f : std::exp(m[r] - m_new);
       V total = splat(0.0f);
       for (j = 0; j < cols_p; j += W) {
         const int64_t count = visible - j;
         V e = count > 0 ? vexp(load(pr + j) - m_new) : splat(0.0f);
-        if (count > 0 && count < W) e = lane_mask(e, count, 0.0f);
+        if (count > 0 && count < W) e = keep_lanes(e, count);
         store(pr + j, e);
         total += e;
       }
@@ -250,7 +229,7 @@ int run_kernel(const LabTensor* inputs, int n_inputs, LabTensor* outputs, int n_
   if (threads > kMaxThreads) threads = kMaxThreads;
   if (PACK_K) {  // every head's keys transposed once, all threads (rows a whole key block past seq_k)
     c.ldk = round_up(c.seq_k, BK) + SV * W;
-    c.kt = scratch_buffer(kMaxThreads, c.batch * c.kv_heads * c.dim * c.ldk);
+    c.kt = kept_buffer(kKeysSlot, c.batch * c.kv_heads * c.dim * c.ldk);
     const int64_t heads_kv = c.batch * c.kv_heads;
     run_threads(threads, [&](int t, int count) {
       for (int64_t bh = heads_kv * t / count; bh < heads_kv * (t + 1) / count; ++bh) transpose_keys(c, bh);
@@ -274,8 +253,6 @@ int run_kernel(const LabTensor* inputs, int n_inputs, LabTensor* outputs, int n_
   return 0;
 }
 )ATTN";
-
-bool power_of_two(int value) { return value > 0 && (value & (value - 1)) == 0; }
 
 }  // namespace
 

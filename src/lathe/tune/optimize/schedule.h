@@ -66,6 +66,9 @@ struct ScheduleLimits {
 };
 ScheduleLimits schedule_limits_for_this_machine();
 
+// For the families' validity rules (block sizes, rows per task).
+inline bool power_of_two(int value) { return value > 0 && (value & (value - 1)) == 0; }
+
 // Whether the generator supports the schedule under the limits (every field in range).
 bool schedule_valid(const KernelSchedule& schedule, const ScheduleLimits& limits);
 
