@@ -46,7 +46,7 @@ double cache_bytes(const MachinePeaks& peaks, size_t level) {
 }  // namespace
 
 double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemmShape& shape, const KernelSchedule& s,
-                                  const MachinePeaks& peaks) {
+                                  const MachinePeaks& peaks, const ScheduleLimits& limits) {
   const double m = static_cast<double>(shape.m), n = static_cast<double>(shape.n), k = static_cast<double>(shape.k);
   const double peak =
       std::max(1.0, peaks.f32_gflops) * 1e9 * (s.vector_width / 16.0 >= 1 ? 1.0 : s.vector_width / 16.0);
@@ -54,7 +54,6 @@ double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemm
   const double fmas = s.mr * s.nr, loads = s.form == 0 ? s.mr + s.nr : s.nr + 0.5 * s.mr;
   // The blocked form's tile reads contiguous packed panels only (no strided broadcasts from x).
   double efficiency = std::min(1.0, fmas / loads / 2.0) * (s.form == 2 ? 0.95 : 0.9);
-  const ScheduleLimits limits = schedule_limits_for_this_machine();
   if (s.registers() > limits.vector_registers) efficiency *= 0.5;
   // Tail waste: the tile computes whole mr x tile_columns blocks (and the dot form whole vectors of k).
   const double rows_used = m / (std::ceil(m / s.mr) * s.mr);

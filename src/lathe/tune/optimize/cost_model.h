@@ -21,7 +21,10 @@ struct FusedGemmShape {
   int64_t m = 0, n = 0, k = 0;
 };
 
+// `limits` are the space's (the registers a tile may use before it spills): the search passes
+// this machine's, tests a fixed machine's.
 double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemmShape& shape,
-                                  const KernelSchedule& schedule, const MachinePeaks& peaks);
+                                  const KernelSchedule& schedule, const MachinePeaks& peaks,
+                                  const ScheduleLimits& limits);
 
 }  // namespace lathe

@@ -59,7 +59,7 @@ class FusedGemmSpace : public KernelSpace {
     return moves;
   }
   double predict_seconds(const Schedule& schedule, const MachinePeaks& peaks) const override {
-    return predict_fused_gemm_seconds(kernel_, shape_, typed(schedule), peaks);
+    return predict_fused_gemm_seconds(kernel_, shape_, typed(schedule), peaks, limits_);
   }
   std::string source(const Schedule& schedule, bool library_mode) const override {
     LATHE_CHECK(!library_mode || kernel_.bias, "lathe optimize: ", kernel_.problem,

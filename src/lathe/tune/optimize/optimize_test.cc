@@ -27,10 +27,10 @@ namespace {
 const ScheduleLimits kLimits{16, 32};
 
 // A schedule reached by `walk` random moves from the naive start.
-KernelSchedule random_schedule(std::mt19937_64& random, int walk) {
-  KernelSchedule schedule = naive_schedule(kLimits);
+KernelSchedule random_schedule(std::mt19937_64& random, int walk, const ScheduleLimits& limits = kLimits) {
+  KernelSchedule schedule = naive_schedule(limits);
   for (int step = 0; step < walk; ++step) {
-    auto moves = schedule_moves(schedule, kLimits);
+    auto moves = schedule_moves(schedule, limits);
     if (moves.empty()) break;
     schedule = moves[random() % moves.size()].schedule;
   }
@@ -168,13 +168,20 @@ TEST(FusedGemmGenerator, SampledSchedulesCompileWithTheLabsCompiler) {
   // Compiling is the expensive part (about a second each): three schedules, two from random walks
   // and one of the blocked form, each on a different problem with a row phase or matrix inputs. Correctness of a larger
   // sample is the ctest's (`lathe optimize --check-space`).
+  // Schedules of this machine's space: the lab compiles for the machine it runs on.
+  const ScheduleLimits machine = schedule_limits_for_this_machine();
   std::mt19937_64 random(11);
   const char* problems[] = {"gemm_groupnorm_swish_multiply_swish", "gemm_logsumexp_leaky_gelu", "gemm_tanh_scale_bias"};
   for (const char* problem : problems) {
-    KernelSchedule schedule = random_schedule(random, 10);
-    if (std::string(problem) == "gemm_logsumexp_leaky_gelu")  // the blocked form, every block size set
-      schedule = KernelSchedule::parse(
-          "form=2,vector_width=16,mr=14,nr=2,kc=64,nc=96,mc=28,loop_order=1,unroll=2,epilogue=1,thread_axis=1");
+    KernelSchedule schedule = random_schedule(random, 10, machine);
+    if (std::string(problem) == "gemm_logsumexp_leaky_gelu") {  // the blocked form, every block size set
+      // The tallest tile the registers hold: 14 x 2 vectors of 32 registers, 6 x 2 of 16.
+      const int mr = machine.vector_registers >= 32 ? 14 : 6;
+      schedule = KernelSchedule::parse(str_cat("form=2,vector_width=", machine.max_vector_width, ",mr=", mr,
+                                               ",nr=2,kc=64,nc=96,mc=", 2 * mr,
+                                               ",loop_order=1,unroll=2,epilogue=1,thread_axis=1"));
+      ASSERT_TRUE(schedule_valid(schedule, machine)) << schedule.key();
+    }
     expect_lab_compiles(generate_fused_gemm_source(fused_gemm_kernel(problem), schedule),
                         str_cat(problem, " ", schedule.key()));
   }
@@ -188,13 +195,13 @@ TEST(FusedGemmCostModel, RanksBiggerTilesFusedEpiloguesAndNoSpillsFirst) {
   KernelSchedule naive = naive_schedule(kLimits), bigger = naive, fused = naive;
   bigger.mr = 4, bigger.nr = 4;
   fused.epilogue = 1;
-  double t_naive = predict_fused_gemm_seconds(kernel, shape, naive, peaks);
+  double t_naive = predict_fused_gemm_seconds(kernel, shape, naive, peaks, kLimits);
   EXPECT_GT(t_naive, 2.0 * 256 * 1024 * 1024 / 400e9);  // above the compute floor
-  EXPECT_LT(predict_fused_gemm_seconds(kernel, shape, bigger, peaks), t_naive);
-  EXPECT_LT(predict_fused_gemm_seconds(kernel, shape, fused, peaks), t_naive);
+  EXPECT_LT(predict_fused_gemm_seconds(kernel, shape, bigger, peaks, kLimits), t_naive);
+  EXPECT_LT(predict_fused_gemm_seconds(kernel, shape, fused, peaks, kLimits), t_naive);
   std::mt19937_64 random(3);
   for (int i = 0; i < 100; ++i) {
-    double t = predict_fused_gemm_seconds(kernel, shape, random_schedule(random, 8), peaks);
+    double t = predict_fused_gemm_seconds(kernel, shape, random_schedule(random, 8), peaks, kLimits);
     EXPECT_TRUE(std::isfinite(t) && t > 0);
   }
 }
