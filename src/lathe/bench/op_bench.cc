@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "lathe/bench/vendor_threads.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/telemetry/svg_chart.h"
 
@@ -49,6 +50,7 @@ BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::
   row.gbytes = row.cost.bytes / seconds / 1e9;
   apply_roofline(row, peaks);
   std::vector<std::string> available = problem.peers();
+  match_vendor_threads();
   for (const auto& peer : options.peers) {
     if (std::find(available.begin(), available.end(), peer) == available.end()) continue;
     PeerTiming timing;

@@ -40,7 +40,8 @@ int run_bench(int argc, char** argv) {
       "Times ops at shapes taken from real models (see `lathe ops NAME`) through the same dispatch\n"
       "training uses (pinned > tuned > heuristic). Each row: median, min and p80 time, GFLOP/s, GB/s\n"
       "and % of the roofline from peaks measured at the start of the run; peers (oneDNN, OpenBLAS)\n"
-      "run on the same inputs in the same process and the ratio is printed. Without OP, every op.\n"
+      "run on the same inputs in the same process, with lathe's thread count, and the ratio is\n"
+      "printed. Without OP, every op.\n"
       "With --suite: the kernel benchmark suite instead (53 problems judged on correctness over 5\n"
       "input sets, speed against the plain reference and oneDNN/OpenBLAS, rooflines, fast_p and\n"
       "regressions against a baseline; see docs/bench_suite.md); OP... then filters its problems.");

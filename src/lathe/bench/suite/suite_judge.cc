@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "lathe/bench/timing.h"
+#include "lathe/bench/vendor_threads.h"
 #include "lathe/core/clock.h"
 
 namespace lathe {
@@ -103,7 +104,10 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
     };
   };
   if (lathe_ran) paths.push_back(timed([&] { problem.run_lathe(); }));
-  if (vendor_ran) paths.push_back(timed([&] { problem.run_vendor(); }));
+  if (vendor_ran) {
+    match_vendor_threads();
+    paths.push_back(timed([&] { problem.run_vendor(); }));
+  }
   std::vector<SuiteTiming> timings = time_interleaved(paths, options);
   if (lathe_ran) result.lathe = timings.front();
   if (vendor_ran) result.vendor = timings.back();
