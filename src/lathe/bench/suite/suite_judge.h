@@ -69,6 +69,7 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
 using TimedRun = std::function<double()>;
 // options.warmup_runs per path, then options.blocks blocks of options.runs_per_block runs, the
 // paths' blocks interleaved (a, b, c, a, b, c, ...) so all see the same machine; one timing each.
+// The vendor libraries run at lathe's thread count (match_vendor_threads, bench/vendor_threads.h).
 std::vector<SuiteTiming> time_interleaved(const std::vector<TimedRun>& paths, const SuiteOptions& options);
 
 // The first failing output of a check, one line ("" when every output passed).
