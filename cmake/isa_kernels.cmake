@@ -19,7 +19,7 @@ function(lathe_kernel_stem source out)
   set(${out} ${stem} PARENT_SCOPE)
 endfunction()
 
-# The kernels' optimisation level, after the build's own (so it wins even in the -O1 sanitizer
+# The kernels' optimisation level, after the build's own (so it wins even in the -Og sanitizer
 # build): at least -O2, since below it the inline std:: helpers a kernel uses are emitted as weak
 # symbols compiled for its ISA, and the linker may pick an AVX-512 copy for the whole program
 # (isa_symbol_check). -O3 in release builds; -O2 under the sanitizers, where -O3 tripled the compile
