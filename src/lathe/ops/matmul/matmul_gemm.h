@@ -260,11 +260,13 @@ struct Blocking {
 // sanitizer build of the matmul kernels from 38 s to 280 s, and speed is not its point.
 // Rows [m0, m1) of batch entry t against one packed B block: columns [jc, jc + nb) of C, K slice
 // [pc, pc + kb), B's micro-panels in b_pack (column j's panel at j * depth); n1 bounds the columns
-// of this caller's share (for the next-block prefetch).
+// of this caller's share (for the next-block prefetch); rows [next_m0, next_m1), when not empty,
+// are the rows this caller multiplies next (their first A block is prefetched during the last).
 template <class Path>
 LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blocks, int64_t t, int64_t m0, int64_t m1,
                                         int64_t n1, int64_t jc, int64_t nb, int64_t pc, int64_t kb,
-                                        const typename Path::Packed* b_pack, typename Path::Packed* a_pack) {
+                                        const typename Path::Packed* b_pack, typename Path::Packed* a_pack,
+                                        int64_t next_m0 = 0, int64_t next_m1 = 0) {
   constexpr int MR = Path::kMR, NR = Path::kNR;
   const int64_t mc = blocks.mc, nc = blocks.nc, kc = blocks.kc, depth = Path::packed_depth(kb);
   float* c = g.c + t * g.c_batch_stride;
@@ -291,8 +293,9 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
     // panels it no longer needs.
     LineStream next_a;
     int64_t a_lines_per_tile = 0;
-    if (ic + mc < m1) {
-      next_a = operand_block_lines(g.a, t, ic + mc, min64(mc, m1 - ic - mc), pc, kb);
+    const int64_t next_row = ic + mc < m1 ? ic + mc : next_m0, next_end = ic + mc < m1 ? m1 : next_m1;
+    if (next_row < next_end) {
+      next_a = operand_block_lines(g.a, t, next_row, min64(mc, next_end - next_row), pc, kb);
       a_lines_per_tile = (next_a.lines() + (mb + MR - 1) / MR - 1) / ((mb + MR - 1) / MR);
     }
     for (int64_t jr = 0; jr < nb; jr += NR) {
@@ -413,13 +416,41 @@ struct ThreadSetup {
   }
 };
 
+// The rows of one product in chunks, handed out to the threads that share each packed B block:
+// a thread takes the next chunk when it has multiplied one, so a thread the host slows (a
+// preempted vCPU) multiplies fewer rows instead of holding the others at the next barrier (the
+// static halves it replaced ran 2-thread products at 0.71-1.08x oneDNN on a noisy Zen 3 VM,
+// docs/perf.md). Chunks are an A block (mc rows) when there are at least 4 per thread, else
+// smaller. Which thread multiplies a row never changes its sums: K is still added in one order.
+class RowChunks {
+ public:
+  RowChunks(int64_t rows, int64_t mc, int mr, int threads) : rows_(rows) {
+    const int64_t quarter_share = (rows + 4 * threads - 1) / (4 * threads);
+    chunk_ = max64(mr, min64(mc, (quarter_share + mr - 1) / mr * mr));
+  }
+  // Claims the next chunk as [r0, r1); false when none is left.
+  bool take(int64_t& r0, int64_t& r1) {
+    r0 = next_.fetch_add(1, std::memory_order_relaxed) * chunk_;
+    r1 = min64(rows_, r0 + chunk_);
+    return r0 < rows_;
+  }
+  // Starts the next B block's hand-out: one thread calls it between the barrier that ends a
+  // block and the one that starts the next.
+  void restart() { next_.store(0, std::memory_order_relaxed); }
+
+ private:
+  const int64_t rows_;
+  int64_t chunk_;
+  std::atomic<int64_t> next_{0};
+};
+
 // Threads that split M of one product (they all multiply the same B) pack each B block together
-// into one buffer: each packs a share of its micro-panels, all wait, all multiply their rows
-// against the whole block, all wait again before the next block is packed. Each thread packing
-// the whole B itself cost 5-10% of a 1024^3 product on 2 threads (docs/perf.md). `sync` waits
-// for every thread at a phase boundary.
+// into one buffer: each packs a share of its micro-panels, all wait, all multiply row chunks
+// (RowChunks) against the whole block, all wait again before the next block is packed. Each
+// thread packing the whole B itself cost 5-10% of a 1024^3 product on 2 threads (docs/perf.md).
+// `sync` waits for every thread at a phase boundary.
 template <class Path, class Sync>
-void gemm_rows_shared_b(const Gemm& g, const MatmulCpuConfig& config, int64_t t, int64_t m0, int64_t m1,
+void gemm_rows_shared_b(const Gemm& g, const MatmulCpuConfig& config, int64_t t, RowChunks& rows,
                         typename Path::Packed* b_pack, int part, int parts, Sync&& sync) {
   using Packed = typename Path::Packed;
   constexpr int NR = Path::kNR;
@@ -432,8 +463,15 @@ void gemm_rows_shared_b(const Gemm& g, const MatmulCpuConfig& config, int64_t t,
       const int64_t first = panels * part / parts * NR, last = min64(nb, panels * (part + 1) / parts * NR);
       if (first < last) Path::pack_b(g.bt, t, jc + first, last - first, pc, kb, NR, b_pack + first * depth);
       sync();
-      if (m0 < m1) multiply_b_block<Path>(g, blocks, t, m0, m1, g.n, jc, nb, pc, kb, b_pack, a_pack);
+      // The next chunk is claimed before this one is multiplied, so its A block can be prefetched.
+      int64_t m0, m1, next_m0, next_m1;
+      for (bool more = rows.take(m0, m1); more; m0 = next_m0, m1 = next_m1) {
+        more = rows.take(next_m0, next_m1);
+        multiply_b_block<Path>(g, blocks, t, m0, m1, g.n, jc, nb, pc, kb, b_pack, a_pack, next_m0,
+                               more ? next_m1 : next_m0);
+      }
       sync();
+      if (part == 0) rows.restart();
     }
   }
 }
@@ -546,16 +584,15 @@ void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
     const Blocking<Path> blocks(g, config, g.m, g.n);
     Packed* b_pack = reinterpret_cast<Packed*>(thread_scratch(2, sizeof(Packed) * blocks.b_elements));
     SpinBarrier barrier(static_cast<int>(threads));
+    RowChunks rows(g.m, blocks.mc, MR, static_cast<int>(threads));
     parallel_run([&](int part, int parts) {
       ThreadSetup<Path> setup;
       if (parts != threads) {  // nested inside another parallel region: one thread does it all
         for (int64_t t = 0; t < g.batch; ++t) gemm_range<Path>(g, config, t, 0, g.m, 0, g.n);
         return;
       }
-      const int64_t begin = min64(g.m, m_tiles * part / parts * MR);
-      const int64_t end = min64(g.m, m_tiles * (part + 1) / parts * MR);
       for (int64_t t = 0; t < g.batch; ++t)
-        gemm_rows_shared_b<Path>(g, config, t, begin, end, b_pack, part, parts, [&] { barrier.wait(); });
+        gemm_rows_shared_b<Path>(g, config, t, rows, b_pack, part, parts, [&] { barrier.wait(); });
     });
     return;
   }
