@@ -72,12 +72,17 @@ TEST(Bf16, ConvertOfContiguousTensorsMatchesTheScalarRounding) {
     }
   }
   const Tensor widened = convert(rounded, DType::f32);  // exact: bf16 is the top half of a float
-  for (int64_t i = 0; i < floats.numel(); ++i)
-    if (!std::isnan(values[i])) ASSERT_EQ(widened.ptr<float>()[i], bf16_to_float(bf16{bits[i]})) << i;
+  for (int64_t i = 0; i < floats.numel(); ++i) {
+    if (!std::isnan(values[i])) {
+      ASSERT_EQ(widened.ptr<float>()[i], bf16_to_float(bf16{bits[i]})) << i;
+    }
+  }
   const Tensor column = convert(floats.view().slice(1, 2, 3), DType::bf16);  // strided: element by element
-  for (uint32_t high = 0; high < 0x10000; ++high)
-    if (!std::isnan(values[high * 6 + 2]))
+  for (uint32_t high = 0; high < 0x10000; ++high) {
+    if (!std::isnan(values[high * 6 + 2])) {
       ASSERT_EQ(static_cast<const uint16_t*>(column.view().data)[high], bits[high * 6 + 2]) << high;
+    }
+  }
 }
 
 TEST(F16, RoundTripOfEveryF16Value) {
