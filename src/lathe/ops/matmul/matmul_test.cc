@@ -158,8 +158,9 @@ const IsaKernel kF32Kernels[] = {
 // Threads splitting the rows of one product pack each B block together (run_gemm's shared B):
 // the f32 kernel of every ISA this machine runs and every register tile, with blocks small enough
 // that there are several column blocks and K slices, some threads packing no micro-panel of a
-// block, and more row tiles than threads. 1, 2 and 3 threads give the same bits, and the
-// reference's values.
+// block, and more row tiles than threads; the threads take row chunks (RowChunks) of an A block
+// (mc = 2 tiles) or, with mc = 8 tiles, of less than one, ending in a partial chunk. 1, 2 and 3
+// threads give the same bits, and the reference's values.
 TEST(Matmul, RowSplitWithSharedPackedBMatchesOneThreadBitwise) {
   uint64_t seed = test_seed();
   const int64_t m = 97, n = 70, k = 61;
@@ -168,8 +169,8 @@ TEST(Matmul, RowSplitWithSharedPackedBMatchesOneThreadBitwise) {
     if (!isa_available(kernel.isa)) continue;
     for (int64_t variant = 0; variant < matmul_tile_count(kernel.isa, false); ++variant) {
       const MatmulTile tile = matmul_tile(kernel.isa, variant, false);
-      const MatmulCpuConfig config{tile.mr * 2, 24, tile.nr, variant};
-      for (bool trans_b : {false, true}) {
+      for (const auto& [tiles_per_a_block, trans_b] : {std::pair{2, false}, {2, true}, {8, false}, {8, true}}) {
+        const MatmulCpuConfig config{tile.mr * tiles_per_a_block, 24, tile.nr, variant};
         Tensor a = random_tensor({m, k}, DType::f32, seed, 1);
         Tensor b = random_tensor(trans_b ? Shape{n, k} : Shape{k, n}, DType::f32, seed, 2);
         Tensor bias = random_tensor({n}, DType::f32, seed, 3);
@@ -183,8 +184,8 @@ TEST(Matmul, RowSplitWithSharedPackedBMatchesOneThreadBitwise) {
           set_num_threads(count);
           kernel.run(args, config);
           set_num_threads(threads);
-          const std::string where = str_cat(isa_name(kernel.isa), " tile ", tile.mr, "x", tile.nr, " tb=", trans_b,
-                                            " threads=", count, " seed=", seed);
+          const std::string where = str_cat(isa_name(kernel.isa), " tile ", tile.mr, "x", tile.nr, " mc=", config.mc,
+                                            " tb=", trans_b, " threads=", count, " seed=", seed);
           EXPECT_LT(max_abs_difference(args.c, expected), 1e-4) << where;
           if (count > 1) {
             EXPECT_EQ(max_abs_difference(c, one_thread), 0.0) << where;
