@@ -293,7 +293,8 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
     // panels it no longer needs.
     LineStream next_a;
     int64_t a_lines_per_tile = 0;
-    const int64_t next_row = ic + mc < m1 ? ic + mc : next_m0, next_end = ic + mc < m1 ? m1 : next_m1;
+    int64_t next_row = next_m0, next_end = next_m1;
+    if (ic + mc < m1) next_row = ic + mc, next_end = m1;
     if (next_row < next_end) {
       next_a = operand_block_lines(g.a, t, next_row, min64(mc, next_end - next_row), pc, kb);
       a_lines_per_tile = (next_a.lines() + (mb + MR - 1) / MR - 1) / ((mb + MR - 1) / MR);
@@ -428,7 +429,7 @@ class RowChunks {
     const int64_t quarter_share = (rows + 4 * threads - 1) / (4 * threads);
     chunk_ = max64(mr, min64(mc, (quarter_share + mr - 1) / mr * mr));
   }
-  // Claims the next chunk as [r0, r1); false when none is left.
+  // Claims the next chunk as [r0, r1); false, and an empty range, when none is left.
   bool take(int64_t& r0, int64_t& r1) {
     r0 = next_.fetch_add(1, std::memory_order_relaxed) * chunk_;
     r1 = min64(rows_, r0 + chunk_);
@@ -467,8 +468,7 @@ void gemm_rows_shared_b(const Gemm& g, const MatmulCpuConfig& config, int64_t t,
       int64_t m0, m1, next_m0, next_m1;
       for (bool more = rows.take(m0, m1); more; m0 = next_m0, m1 = next_m1) {
         more = rows.take(next_m0, next_m1);
-        multiply_b_block<Path>(g, blocks, t, m0, m1, g.n, jc, nb, pc, kb, b_pack, a_pack, next_m0,
-                               more ? next_m1 : next_m0);
+        multiply_b_block<Path>(g, blocks, t, m0, m1, g.n, jc, nb, pc, kb, b_pack, a_pack, next_m0, next_m1);
       }
       sync();
       if (part == 0) rows.restart();
