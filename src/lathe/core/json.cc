@@ -261,7 +261,10 @@ class JsonBuilder {
     return true;
   }
   bool open() {
-    if (frames_.size() >= kMaxDepth) return fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    // Appended, not `"..." + std::to_string(...)`: GCC 12 at -O3 reports a false -Warray-bounds
+    // inside std::string's operator+ here once the standard headers come precompiled.
+    if (frames_.size() >= kMaxDepth)
+      return fail(std::string("nesting deeper than ").append(std::to_string(kMaxDepth)).append(" levels"));
     frames_.push_back({last_, nullptr});
     return true;
   }
