@@ -42,9 +42,20 @@ inline __m256 load8_bf16(const uint16_t* p) {
 
 inline int64_t min_index(int64_t x, int64_t y) { return x < y ? x : y; }
 
-// A maskstore mask selecting the first `lanes` of 8 floats.
-inline __m256i first_lanes_mask(int64_t lanes) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+// Stores the first `lanes` (4 to 7) of v's 8 floats at out: one 128-bit store, then 64- and
+// 32-bit ones. Not vmaskmovps: a masked store is microcoded on AMD Zen (one per ~10 cycles on
+// Zen 3), and packing the 6-row AVX2 A panels with it (one per depth step) took 12% of a
+// 4096 x 256 x 256 product on Zen 3 (docs/perf.md).
+inline void store_first_lanes(float* out, __m256 v, int64_t lanes) {
+  _mm_storeu_ps(out, _mm256_castps256_ps128(v));
+  __m128 high = _mm256_extractf128_ps(v, 1);
+  float* rest = out + 4;
+  if (lanes - 4 >= 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(rest), high);
+    high = _mm_movehl_ps(high, high);
+    rest += 2;
+  }
+  if ((lanes - 4) & 1) _mm_store_ss(rest, high);
 }
 
 // rows[j] holds row j of an 8 x 8 block; afterwards rows[j] holds its column j.
@@ -134,7 +145,7 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
             if (width >= 8)
               for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + (p + j) * width + r, rows[j]);
             else
-              for (int j = 0; j < 8; ++j) _mm256_maskstore_ps(out + (p + j) * width, first_lanes_mask(width), rows[j]);
+              for (int j = 0; j < 8; ++j) store_first_lanes(out + (p + j) * width, rows[j], width);
           }
 #endif
       for (; p < depth; ++p) {
@@ -205,7 +216,7 @@ inline void pack_bf16_pairs(const Operand& x, int64_t t, int64_t row0, int64_t r
             if (width >= 8)
               for (int j = 0; j < 8; ++j) _mm256_storeu_ps(o + j * width + r, rows8[j]);
             else
-              for (int j = 0; j < 8; ++j) _mm256_maskstore_ps(o + j * width, first_lanes_mask(width), rows8[j]);
+              for (int j = 0; j < 8; ++j) store_first_lanes(o + j * width, rows8[j], width);
           }
       }
 #endif
