@@ -43,9 +43,9 @@ inline __m256 load8_bf16(const uint16_t* p) {
 inline int64_t min_index(int64_t x, int64_t y) { return x < y ? x : y; }
 
 // Stores the first `lanes` (4 to 7) of v's 8 floats at out: one 128-bit store, then 64- and
-// 32-bit ones. Not vmaskmovps: a masked store is microcoded on AMD Zen (one per ~10 cycles on
-// Zen 3), and packing the 6-row AVX2 A panels with it (one per depth step) took 12% of a
-// 4096 x 256 x 256 product on Zen 3 (docs/perf.md).
+// 32-bit ones. Not vmaskmovps: a masked store is microcoded on AMD Zen, and packing the 6-row
+// AVX2 A panels with it (one per depth step) was 12% of the GEMM's samples in a 4096 x 256 x 256
+// product on Zen 3, 7% with these stores (docs/perf.md).
 inline void store_first_lanes(float* out, __m256 v, int64_t lanes) {
   _mm_storeu_ps(out, _mm256_castps256_ps128(v));
   __m128 high = _mm256_extractf128_ps(v, 1);
