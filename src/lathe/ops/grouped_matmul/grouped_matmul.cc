@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "lathe/ops/amx_impl.h"
 #include "lathe/ops/matmul/matmul_tiles.h"
 #include "lathe/ops/validate.h"
 
@@ -13,6 +14,9 @@ LATHE_DECLARE_ISA_KERNEL(grouped_matmul_backward_kernel, GroupedMatmulBackwardAr
 // (the others emulate the instruction so tests can check the layout on machines without it).
 LATHE_DECLARE_ISA_KERNEL(grouped_matmul_bf16_dot_kernel, GroupedMatmulArgs, MatmulCpuConfig)
 LATHE_DECLARE_ISA_KERNEL(grouped_matmul_backward_bf16_dot_kernel, GroupedMatmulBackwardArgs, MatmulCpuConfig)
+// AMX tiles (grouped_matmul_amx_kernels.cc): avx512:: runs tdpbf16ps, scalar:: the emulation of it.
+LATHE_DECLARE_AMX_KERNEL(grouped_matmul_amx_kernel, GroupedMatmulArgs, MatmulCpuConfig)
+LATHE_DECLARE_AMX_KERNEL(grouped_matmul_backward_amx_kernel, GroupedMatmulBackwardArgs, MatmulCpuConfig)
 
 namespace {
 
@@ -197,20 +201,31 @@ std::string grouped_shape_key(const TensorView& x, const TensorView& w, const Te
                  ",accumulate=", int(accumulate), extra);
 }
 
+// AMX: matmul's tile blocks with its narrower B block (kc x nc bf16 = 512 KB at kc = 512,
+// nc = 512), as for the vector paths. Not yet measured on an AMX machine.
+MatmulCpuConfig amx_heuristic_config() { return {256, 512, 512, 0}; }
+
+// amx, avx512_bf16, the per-ISA paths, amx_emulated: the tile and pair paths for bf16 operands.
 template <class Args>
 std::vector<Impl<Args, MatmulCpuConfig>> grouped_impls(KernelFunction<Args, MatmulCpuConfig> bf16_dot_kernel,
+                                                       KernelFunction<Args, MatmulCpuConfig> amx_kernel,
+                                                       KernelFunction<Args, MatmulCpuConfig> amx_emulated_kernel,
                                                        std::function<bool(const Args&)> bf16_operands,
                                                        std::vector<Impl<Args, MatmulCpuConfig>> isa_paths) {
   std::vector<Impl<Args, MatmulCpuConfig>> impls;
+  impls.push_back(amx_impl<Args, MatmulCpuConfig>(false, bf16_operands, amx_heuristic_config(), matmul_amx_config_space,
+                                                  amx_kernel, amx_emulated_kernel));
   Impl<Args, MatmulCpuConfig> bf16_dot;
   bf16_dot.name = "avx512_bf16";
   bf16_dot.isa = Isa::avx512_bf16;
-  bf16_dot.supported = std::move(bf16_operands);
+  bf16_dot.supported = bf16_operands;
   bf16_dot.heuristic = [](const Args&) { return heuristic_config(Isa::avx512_bf16, true); };
   bf16_dot.space = [](const Args&) { return config_space(Isa::avx512_bf16, true); };
   bf16_dot.run = bf16_dot_kernel;
   impls.push_back(std::move(bf16_dot));
   for (auto& impl : isa_paths) impls.push_back(std::move(impl));
+  impls.push_back(amx_impl<Args, MatmulCpuConfig>(true, bf16_operands, amx_heuristic_config(), matmul_amx_config_space,
+                                                  amx_kernel, amx_emulated_kernel));
   return impls;
 }
 
@@ -220,7 +235,7 @@ const Op<GroupedMatmulArgs, MatmulCpuConfig>& grouped_matmul_op() {
   static const Op<GroupedMatmulArgs, MatmulCpuConfig> op(
       "grouped_matmul",
       grouped_impls<GroupedMatmulArgs>(
-          avx512::grouped_matmul_bf16_dot_kernel,
+          avx512::grouped_matmul_bf16_dot_kernel, avx512::grouped_matmul_amx_kernel, scalar::grouped_matmul_amx_kernel,
           [](const GroupedMatmulArgs& args) { return args.x.dtype == DType::bf16; },
           LATHE_ISA_IMPLS(
               grouped_matmul_kernel, [](const GroupedMatmulArgs&, Isa isa) { return heuristic_config(isa, false); },
@@ -233,7 +248,8 @@ const Op<GroupedMatmulBackwardArgs, MatmulCpuConfig>& grouped_matmul_backward_op
   static const Op<GroupedMatmulBackwardArgs, MatmulCpuConfig> op(
       "grouped_matmul_backward",
       grouped_impls<GroupedMatmulBackwardArgs>(
-          avx512::grouped_matmul_backward_bf16_dot_kernel,
+          avx512::grouped_matmul_backward_bf16_dot_kernel, avx512::grouped_matmul_backward_amx_kernel,
+          scalar::grouped_matmul_backward_amx_kernel,
           [](const GroupedMatmulBackwardArgs& args) {
             return args.x.dtype == DType::bf16 && args.dy.dtype == DType::bf16;
           },

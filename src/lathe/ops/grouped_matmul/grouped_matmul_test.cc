@@ -1,8 +1,8 @@
 // grouped_matmul-specific tests (the generic contract tests run too, see
 // tests/unit/op_contract_test.cc): finite differences of the reference backward, equality with a
 // per-expert loop of the dense matmul (reference and fast path), accumulate semantics,
-// thread-count independence with one hot expert, the bf16 pair panels on every ISA, and
-// argument validation.
+// thread-count independence with one hot expert, the bf16 pair panels on every ISA, the AMX tile
+// kernels on the emulation of the tile instructions, and argument validation.
 #include "lathe/ops/grouped_matmul/grouped_matmul.h"
 
 #include <gtest/gtest.h>
@@ -232,6 +232,52 @@ TEST(GroupedMatmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
     EXPECT_LT(max_abs_difference(dx, dx_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
     EXPECT_LT(max_abs_difference(dw, dw_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
   }
+}
+
+// The AMX tile kernels on the emulation of the tile instructions (core/amx_tiles.h), forward, dx
+// and dw, with blocks small enough that every block edge is crossed (K slices of 40, padded to 64
+// in the tile layout; partial 32 x 32 tiles), an expert above the forward's unpacked-row limit (so
+// its forward runs on tiles), one below it, and empty ones: the reference's values, and the same
+// bits for 1, 2 and 3 threads (each thread configures its own tiles). The contract tests run them
+// on random shapes too; dispatch never picks them (ops/emulated_impl.h).
+TEST(GroupedMatmul, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
+  uint64_t seed = test_seed();
+  const std::vector<int64_t> sizes = {0, kGroupedMatmulUnpackedRows + 45, 7, 0, 33};
+  int64_t rows = 0;
+  for (int64_t size : sizes) rows += size;
+  const int64_t experts = static_cast<int64_t>(sizes.size()), n = 41, k = 77;
+  Tensor offsets = offsets_from_sizes(sizes);
+  Tensor x = random_tensor({rows, k}, DType::bf16, seed, 1), w = random_tensor({experts, n, k}, DType::bf16, seed, 2);
+  Tensor dy = random_tensor({rows, n}, DType::bf16, seed, 3);
+  Tensor y_expected = Tensor::empty({rows, n}, DType::f64), dx_expected = Tensor::empty({rows, k}, DType::f64);
+  Tensor dw_expected = Tensor::empty({experts, n, k}, DType::f64);
+  grouped_matmul_reference<double>({x, w, offsets, y_expected});
+  grouped_matmul_backward_reference<double>({x, w, offsets, dy, dx_expected, dw_expected});
+  ConfigParams tiny = config_to_params(MatmulCpuConfig{32, 40, 64, 0});
+  const Dispatch emulated{"amx_emulated", &tiny};
+  auto run = [&](int threads) {
+    const int saved = num_threads();
+    set_num_threads(threads);
+    std::vector<Tensor> out = {Tensor::empty({rows, n}, DType::f32), Tensor::empty({rows, k}, DType::f32),
+                               Tensor::empty({experts, n, k}, DType::f32)};
+    for (Tensor& t : out) poison(t);
+    grouped_matmul({x, w, offsets, out[0]}, emulated);
+    grouped_matmul_backward({x, w, offsets, dy, out[1], out[2]}, emulated);
+    set_num_threads(saved);
+    return out;
+  };
+  const std::vector<Tensor> serial = run(1);
+  EXPECT_LT(max_abs_difference(serial[0], y_expected), 1e-4) << "y seed=" << seed;
+  EXPECT_LT(max_abs_difference(serial[1], dx_expected), 1e-4) << "dx seed=" << seed;
+  EXPECT_LT(max_abs_difference(serial[2], dw_expected), 1e-4) << "dw seed=" << seed;
+  for (int threads : {2, 3}) {
+    const std::vector<Tensor> parallel = run(threads);
+    for (size_t i = 0; i < serial.size(); ++i)
+      EXPECT_EQ(max_abs_difference(serial[i], parallel[i]), 0.0)
+          << "output " << i << " threads=" << threads << " seed=" << seed;
+  }
+  Tensor y = Tensor::empty({rows, n}, DType::f32);
+  EXPECT_EQ(grouped_matmul_op().select_impl({x, w, offsets, y}).name.find("amx_emulated"), std::string::npos);
 }
 
 TEST(GroupedMatmul, RejectsBadOffsetsShapesAndDtypes) {

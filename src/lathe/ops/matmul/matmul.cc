@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "lathe/core/amx.h"
-#include "lathe/ops/emulated_impl.h"
+#include "lathe/ops/amx_impl.h"
 #include "lathe/ops/matmul/matmul_cuda.h"
 #include "lathe/ops/matmul/matmul_tiles.h"
 #include "lathe/ops/validate.h"
@@ -17,12 +16,7 @@ LATHE_DECLARE_ISA_KERNEL(matmul_backward_kernel, MatmulBackwardArgs, MatmulCpuCo
 // emulate the instruction so tests can check the layout on machines without AVX512_BF16).
 LATHE_DECLARE_ISA_KERNEL(matmul_bf16_dot_kernel, MatmulArgs, MatmulCpuConfig)
 // AMX tiles (matmul_amx_kernels.cc): avx512:: runs tdpbf16ps, scalar:: the emulation of it.
-namespace avx512 {
-void matmul_amx_kernel(const MatmulArgs&, const MatmulCpuConfig&);
-}
-namespace scalar {
-void matmul_amx_kernel(const MatmulArgs&, const MatmulCpuConfig&);
-}
+LATHE_DECLARE_AMX_KERNEL(matmul_amx_kernel, MatmulArgs, MatmulCpuConfig)
 
 const char* activation_name(Activation activation) {
   switch (activation) {
@@ -308,7 +302,7 @@ static std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
 // streams from L2; the B block (kc x nc: 1 MB) is shared through L2/L3. Not yet measured on AMX.
 static MatmulCpuConfig amx_heuristic_config() { return {256, 512, 1024, 0}; }
 
-static std::vector<MatmulCpuConfig> amx_config_space() {
+std::vector<MatmulCpuConfig> matmul_amx_config_space() {
   std::vector<MatmulCpuConfig> configs = {{32, 40, 64, 0}};  // tiny: every block edge on small shapes
   for (int64_t kc : {256, 512, 1024})
     for (int64_t mc : {128, 256})
@@ -316,22 +310,11 @@ static std::vector<MatmulCpuConfig> amx_config_space() {
   return configs;
 }
 
-// The AMX implementation of matmul: "amx" on real tiles, first in line, supported while AMX is
-// active (core/amx.h); "amx_emulated" on the scalar emulation of the tile instructions, last in
-// line (after scalar, which supports every argument, so dispatch never reaches it): the contract
-// tests check it on every machine; tuning skips it (ops/emulated_impl.h).
+// matmul on AMX tiles (ops/amx_impl.h: "amx" first in line, "amx_emulated" last).
 static Impl<MatmulArgs, MatmulCpuConfig> amx_matmul_impl(bool emulated) {
-  Impl<MatmulArgs, MatmulCpuConfig> impl;
-  impl.name = emulated ? str_cat("amx", kEmulatedSuffix) : "amx";
-  impl.isa = emulated ? Isa::scalar : Isa::avx512_bf16;
-  if (emulated)
-    impl.supported = [](const MatmulArgs& args) { return args.a.dtype == DType::bf16; };
-  else
-    impl.supported = [](const MatmulArgs& args) { return args.a.dtype == DType::bf16 && amx_active(); };
-  impl.heuristic = [](const MatmulArgs&) { return amx_heuristic_config(); };
-  impl.space = [](const MatmulArgs&) { return amx_config_space(); };
-  impl.run = emulated ? scalar::matmul_amx_kernel : avx512::matmul_amx_kernel;
-  return impl;
+  return amx_impl<MatmulArgs, MatmulCpuConfig>(
+      emulated, [](const MatmulArgs& args) { return args.a.dtype == DType::bf16; }, amx_heuristic_config(),
+      matmul_amx_config_space, avx512::matmul_amx_kernel, scalar::matmul_amx_kernel);
 }
 
 static std::string matmul_shape_key(const TensorView& a, const TensorView& b, const TensorView& c, bool trans_a,

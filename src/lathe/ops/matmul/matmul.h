@@ -22,6 +22,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "lathe/core/tensor.h"
 #include "lathe/ops/op.h"
@@ -76,6 +77,11 @@ struct MatmulCpuConfig {
     field("microkernel", microkernel);
   }
 };
+
+// The config space of the AMX tile kernels (matmul's and grouped_matmul's, matmul_amx_path.h:
+// 32 x 32 register tiles, kc a multiple of 32); the first is tiny, to reach every block edge on
+// small shapes.
+std::vector<MatmulCpuConfig> matmul_amx_config_space();
 
 // Validate, then run the best implementation (see Op::run for the config order).
 void matmul(const MatmulArgs& args, const Dispatch& dispatch);

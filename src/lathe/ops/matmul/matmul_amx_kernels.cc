@@ -1,120 +1,18 @@
 // bf16 matmul on AMX tiles, written once against core/amx_tiles.h and compiled twice
-// (lathe_add_amx_kernels): lathe::amx::matmul_amx_kernel runs tdpbf16ps where core/amx.h found AMX
-// usable; lathe::scalar::matmul_amx_kernel runs the same code on the scalar emulation of the tile
-// instructions, so the op-contract tests check the layouts, blocking and epilogues on any machine.
-//
-// It plugs into matmul_gemm.h's blocked GEMM as one more Path: gemm_range's L2/L3 blocking (mc x kc
-// blocks of A, kc x nc blocks of B, the per-thread split, the epilogue) is shared with the vector
-// paths; AmxPath supplies the packing and a 32 x 32 register tile:
-//   A panel (32 rows): row-major bf16, each row kc rounded up to 32 (zero padded), so a 16-row A
-//     tile is one strided tile load (16 rows x 32 bf16 = 64 bytes each);
-//   B panel (32 columns): the VNNI layout tdpbf16ps reads, pairs of depth steps per column,
-//     element (column j, depth 2q + h) at [q][j][h] (matmul_gemm.h's pack_bf16_pairs), depth
-//     zero padded to a multiple of 32, so a B tile is 16 pair rows x 16 columns (128-byte stride);
-//   the tile: accumulators C0-C3 (a 2 x 2 block of 16 x 16 f32 tiles), A tiles 4-5, B tiles 6-7;
-//     per 32 depth steps 4 tile loads and 4 tdpbf16ps; then the tiles go through a 4 KiB buffer
-//     into the vector epilogue (store_tile: earlier K slices, accumulate, bias, activation).
-// Every element of C is summed in the same order whatever the thread split: bitwise reproducible
-// for any thread count.
-#include <cstdint>
-#include <cstring>
-
+// (lathe_add_amx_kernels): lathe::avx512::matmul_amx_kernel runs tdpbf16ps where core/amx.h found
+// AMX usable; lathe::scalar::matmul_amx_kernel runs the same code on the scalar emulation of the
+// tile instructions, so the op-contract tests check the layouts, blocking and epilogues on any
+// machine. The kernel is matmul_gemm.h's blocked GEMM on AmxPath (matmul_amx_path.h).
 #include "lathe/core/simd.h"
 // (simd.h first: it names the namespace)
 #include "lathe/core/amx_tiles.h"
 #include "lathe/ops/matmul/matmul.h"
-#include "lathe/ops/matmul/matmul_gemm.h"
+#include "lathe/ops/matmul/matmul_amx_path.h"
 
 namespace lathe::LATHE_ISA_NS {
-namespace {
-
-using namespace gemm;
-using amx_tiles::Tiles;
-
-constexpr int kTileDepth = 32;  // bf16 depth steps per tile (64 bytes)
-
-// Rows [row0, row0 + rows) x depth [col0, col0 + depth) of x[t] (bf16) into panels of `width`
-// rows: panel rows are contiguous and `stride` = depth rounded up to kTileDepth long, zero padded
-// (padding rows too).
-void pack_rows(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
-               uint16_t* __restrict dest) {
-  const int64_t stride = round_up(depth, kTileDepth), rs = x.row_stride;
-  const uint16_t* base = static_cast<const uint16_t*>(x.data) + t * x.batch_stride;
-  for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
-    const int64_t valid = min64(width, rows - panel_row);
-    uint16_t* out = dest + panel_row * stride;
-    if (!x.transposed) {
-      for (int64_t r = 0; r < valid; ++r)
-        std::memcpy(out + r * stride, base + (row0 + panel_row + r) * rs + col0, 2 * depth);
-    } else {  // storage row p holds (i, p) for consecutive i: read each storage row once
-      for (int64_t p = 0; p < depth; ++p) {
-        const uint16_t* src = base + (col0 + p) * rs + row0 + panel_row;
-        for (int64_t r = 0; r < valid; ++r) out[r * stride + p] = src[r];
-      }
-    }
-    for (int64_t r = 0; r < valid; ++r) std::memset(out + r * stride + depth, 0, 2 * (stride - depth));
-    if (valid < width) std::memset(out + valid * stride, 0, 2 * (width - valid) * stride);
-  }
-}
-
-// VNNI panels of `width` columns: pack_bf16_pairs per panel, pairs zero padded to stride / 2.
-void pack_pairs(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
-                uint16_t* __restrict dest) {
-  const int64_t stride = round_up(depth, kTileDepth), pairs = (depth + 1) / 2;
-  for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
-    uint16_t* out = dest + panel_row * stride;
-    pack_bf16_pairs(x, t, row0 + panel_row, min64(width, rows - panel_row), col0, depth, width, out);
-    std::memset(out + pairs * 2 * width, 0, 2 * (stride / 2 - pairs) * 2 * width);
-  }
-}
-
-struct AmxPath {
-  static constexpr int kMR = 32, kNR = 32;
-  using Packed = uint16_t;
-  static int64_t packed_depth(int64_t depth) { return round_up(depth, kTileDepth); }
-  static void pack_a(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
-                     Packed* dest) {
-    pack_rows(x, t, row0, rows, col0, depth, width, dest);
-  }
-  static void pack_b(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth, int width,
-                     Packed* dest) {
-    pack_pairs(x, t, row0, rows, col0, depth, width, dest);
-  }
-  static void begin_thread() { Tiles::configure(16, 64); }
-  static void end_thread() { Tiles::release(); }
-
-  // depth: the packed depth (a multiple of 32); a: (32, depth) rows; b: (depth / 2, 32, 2) pairs.
-  static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-                   const Epilogue& e) {
-    Tiles::zero<0>(), Tiles::zero<1>(), Tiles::zero<2>(), Tiles::zero<3>();
-    const int64_t a_stride = 2 * depth;  // bytes from one A row to the next
-    for (int64_t p = 0; p < depth; p += kTileDepth) {
-      Tiles::load<4>(a + p, a_stride);
-      Tiles::load<5>(a + 16 * depth + p, a_stride);
-      Tiles::load<6>(b + p * kNR, 4 * kNR);       // pair rows p/2 .. p/2 + 15, columns 0-15
-      Tiles::load<7>(b + p * kNR + 32, 4 * kNR);  // columns 16-31
-      Tiles::dpbf16ps<0, 4, 6>();
-      Tiles::dpbf16ps<1, 4, 7>();
-      Tiles::dpbf16ps<2, 5, 6>();
-      Tiles::dpbf16ps<3, 5, 7>();
-    }
-    alignas(64) float sums[kMR * kNR];  // (32, 32)
-    Tiles::store<0>(sums, 4 * kNR);
-    Tiles::store<1>(sums + 16, 4 * kNR);
-    Tiles::store<2>(sums + 16 * kNR, 4 * kNR);
-    Tiles::store<3>(sums + 16 * kNR + 16, 4 * kNR);
-    constexpr int NV = kNR / W;
-    VecF acc[kMR][NV];
-    for (int r = 0; r < kMR; ++r)
-      for (int v = 0; v < NV; ++v) acc[r][v] = VecF::load(sums + r * kNR + v * W);
-    store_tile<kMR, NV>(acc, c, ldc, rows, cols, e);
-  }
-};
-
-}  // namespace
 
 void matmul_amx_kernel(const MatmulArgs& args, const MatmulCpuConfig& config) {
-  run_gemm<AmxPath>(matmul_forward_gemm(args), config);
+  gemm::run_gemm<gemm::AmxPath>(gemm::matmul_forward_gemm(args), config);
 }
 
 }  // namespace lathe::LATHE_ISA_NS
