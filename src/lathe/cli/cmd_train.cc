@@ -34,11 +34,13 @@ int run_train(int argc, char** argv) {
                       "text or JSONL file (.gz/.zst too) or folder to train on (same as data.path=PATH)");
   command_line.option("run-dir", "DIR", "where the run lives (same as run_dir=DIR)");
   command_line.flag("profile", "print the time spent in each library op at the end");
+  command_line.flag("profile-shapes", "the same, one row per op and shape (e.g. each matmul shape)");
   command_line.flag("quiet", "print only warnings and errors (RUN_DIR/train.log still gets every line)");
   command_line.flag("verbose", "print debug lines too");
   add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
-  if (command_line.has("profile")) set_op_profiling(true);
+  if (command_line.has("profile") || command_line.has("profile-shapes")) set_op_profiling(true);
+  if (command_line.has("profile-shapes")) set_op_profiling_by_shape(true);
 
   // Config errors come before MPI starts and are the same on every rank: rank 0 alone reports.
   TrainConfig config;

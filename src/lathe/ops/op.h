@@ -167,7 +167,8 @@ class Op {
       const auto start = std::chrono::steady_clock::now();
       const ImplType& impl = select_impl(args, dispatch.impl);
       impl.run(args, select_config(impl, args, dispatch));
-      record_op_time(name_.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      record_op_time(name_.c_str(), op_profiling_by_shape() ? shape_key(args) : std::string(),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       return;
     }
     const ImplType& impl = select_impl(args, dispatch.impl);

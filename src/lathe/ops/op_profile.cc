@@ -9,7 +9,7 @@
 namespace lathe {
 namespace {
 
-std::atomic<bool> g_enabled{false};
+std::atomic<bool> g_enabled{false}, g_by_shape{false};
 std::mutex g_mutex;
 std::map<std::string, OpTime>& table() {
   static std::map<std::string, OpTime> times;
@@ -26,10 +26,14 @@ int& OpProfileScope::depth() {
 bool op_profiling_enabled() { return g_enabled.load(std::memory_order_relaxed); }
 void set_op_profiling(bool enabled) { g_enabled.store(enabled, std::memory_order_relaxed); }
 
-void record_op_time(const char* op, double seconds) {
+bool op_profiling_by_shape() { return g_by_shape.load(std::memory_order_relaxed); }
+void set_op_profiling_by_shape(bool by_shape) { g_by_shape.store(by_shape, std::memory_order_relaxed); }
+
+void record_op_time(const char* op, const std::string& shape, double seconds) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  OpTime& entry = table()[op];
+  OpTime& entry = table()[shape.empty() ? std::string(op) : std::string(op) + '\n' + shape];
   entry.op = op;
+  entry.shape = shape;
   entry.calls += 1;
   entry.seconds += seconds;
 }
@@ -53,13 +57,17 @@ std::string format_op_profile(const std::vector<OpTime>& profile, double total_s
   const double denominator = total_seconds > 0 ? total_seconds : op_total;
   std::string text;
   char line[160];
-  std::snprintf(line, sizeof line, "%-28s %8s %10s %7s\n", "op", "calls", "seconds", "share");
+  const bool shapes =
+      std::any_of(profile.begin(), profile.end(), [](const OpTime& entry) { return !entry.shape.empty(); });
+  std::snprintf(line, sizeof line, "%-28s %8s %10s %7s", "op", "calls", "seconds", "share");
   text += line;
+  text += shapes ? "  shape\n" : "\n";
   for (const OpTime& entry : profile) {
-    std::snprintf(line, sizeof line, "%-28s %8lld %10.3f %6.1f%%\n", entry.op.c_str(),
+    std::snprintf(line, sizeof line, "%-28s %8lld %10.3f %6.1f%%", entry.op.c_str(),
                   static_cast<long long>(entry.calls), entry.seconds,
                   denominator > 0 ? 100.0 * entry.seconds / denominator : 0.0);
     text += line;
+    text += entry.shape.empty() ? "\n" : "  " + entry.shape + "\n";
   }
   if (total_seconds > 0) {
     std::snprintf(line, sizeof line, "%-28s %8s %10.3f %6.1f%%\n", "(outside ops)", "", total_seconds - op_total,
