@@ -198,6 +198,33 @@ TEST(GroupedMatmul, HotExpertGivesTheSameBitsForAnyThreadCount) {
   EXPECT_LT(max_abs_difference(serial[0], y_reference), 1e-4) << "seed=" << seed;
 }
 
+// bf16 x (rows, k), w (experts, n, k) and dy (rows, n) over experts of `sizes` rows, and the
+// reference's y, dx and dw in float64.
+struct Bf16Case {
+  int64_t rows = 0, experts, n, k;
+  Tensor offsets, x, w, dy, y_expected, dx_expected, dw_expected;
+  Bf16Case(const std::vector<int64_t>& sizes, int64_t n_, int64_t k_, uint64_t seed)
+      : experts(static_cast<int64_t>(sizes.size())), n(n_), k(k_) {
+    for (int64_t size : sizes) rows += size;
+    offsets = offsets_from_sizes(sizes);
+    x = random_tensor({rows, k}, DType::bf16, seed, 1);
+    w = random_tensor({experts, n, k}, DType::bf16, seed, 2);
+    dy = random_tensor({rows, n}, DType::bf16, seed, 3);
+    y_expected = Tensor::empty({rows, n}, DType::f64);
+    dx_expected = Tensor::empty({rows, k}, DType::f64);
+    dw_expected = Tensor::empty({experts, n, k}, DType::f64);
+    grouped_matmul_reference<double>({x, w, offsets, y_expected});
+    grouped_matmul_backward_reference<double>({x, w, offsets, dy, dx_expected, dw_expected});
+  }
+  // y, dx and dw for this case, poisoned.
+  std::vector<Tensor> outputs() const {
+    std::vector<Tensor> out = {Tensor::empty({rows, n}, DType::f32), Tensor::empty({rows, k}, DType::f32),
+                               Tensor::empty({experts, n, k}, DType::f32)};
+    for (Tensor& t : out) poison(t);
+    return out;
+  }
+};
+
 // The pair-interleaved bf16 panels through the kernel of every ISA this machine runs (an FMA
 // emulation of vdpbf16ps below AVX-512), with small blocks so every block boundary and odd depth
 // is crossed: forward, dx and dw.
@@ -211,26 +238,16 @@ TEST(GroupedMatmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
       {Isa::scalar, scalar::grouped_matmul_bf16_dot_kernel, scalar::grouped_matmul_backward_bf16_dot_kernel},
       {Isa::avx2, avx2::grouped_matmul_bf16_dot_kernel, avx2::grouped_matmul_backward_bf16_dot_kernel},
       {Isa::avx512_bf16, avx512::grouped_matmul_bf16_dot_kernel, avx512::grouped_matmul_backward_bf16_dot_kernel}};
-  const std::vector<int64_t> sizes = {9, 0, 1, 30, 4};
-  const int64_t experts = 5, n = 41, k = 27, rows = 44;
-  Tensor offsets = offsets_from_sizes(sizes);
-  Tensor x = random_tensor({rows, k}, DType::bf16, seed, 1), w = random_tensor({experts, n, k}, DType::bf16, seed, 2);
-  Tensor dy = random_tensor({rows, n}, DType::bf16, seed, 3);
-  Tensor y_expected = Tensor::empty({rows, n}, DType::f64), dx_expected = Tensor::empty({rows, k}, DType::f64);
-  Tensor dw_expected = Tensor::empty({experts, n, k}, DType::f64);
-  grouped_matmul_reference<double>({x, w, offsets, y_expected});
-  grouped_matmul_backward_reference<double>({x, w, offsets, dy, dx_expected, dw_expected});
+  const Bf16Case c({9, 0, 1, 30, 4}, 41, 27, seed);
   for (const Kernels& kernel : kernels) {
     if (!isa_available(kernel.isa)) continue;
-    Tensor y = Tensor::empty({rows, n}, DType::f32), dx = Tensor::empty({rows, k}, DType::f32);
-    Tensor dw = Tensor::empty({experts, n, k}, DType::f32);
-    for (Tensor* t : {&y, &dx, &dw}) poison(*t);
+    std::vector<Tensor> out = c.outputs();
     const MatmulCpuConfig config{16, 10, 40, 0};
-    kernel.forward({x, w, offsets, y}, config);
-    kernel.backward({x, w, offsets, dy, dx, dw}, config);
-    EXPECT_LT(max_abs_difference(y, y_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
-    EXPECT_LT(max_abs_difference(dx, dx_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
-    EXPECT_LT(max_abs_difference(dw, dw_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
+    kernel.forward({c.x, c.w, c.offsets, out[0]}, config);
+    kernel.backward({c.x, c.w, c.offsets, c.dy, out[1], out[2]}, config);
+    EXPECT_LT(max_abs_difference(out[0], c.y_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
+    EXPECT_LT(max_abs_difference(out[1], c.dx_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
+    EXPECT_LT(max_abs_difference(out[2], c.dw_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
   }
 }
 
@@ -242,42 +259,30 @@ TEST(GroupedMatmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
 // on random shapes too; dispatch never picks them (ops/emulated_impl.h).
 TEST(GroupedMatmul, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
   uint64_t seed = test_seed();
-  const std::vector<int64_t> sizes = {0, kGroupedMatmulUnpackedRows + 45, 7, 0, 33};
-  int64_t rows = 0;
-  for (int64_t size : sizes) rows += size;
-  const int64_t experts = static_cast<int64_t>(sizes.size()), n = 41, k = 77;
-  Tensor offsets = offsets_from_sizes(sizes);
-  Tensor x = random_tensor({rows, k}, DType::bf16, seed, 1), w = random_tensor({experts, n, k}, DType::bf16, seed, 2);
-  Tensor dy = random_tensor({rows, n}, DType::bf16, seed, 3);
-  Tensor y_expected = Tensor::empty({rows, n}, DType::f64), dx_expected = Tensor::empty({rows, k}, DType::f64);
-  Tensor dw_expected = Tensor::empty({experts, n, k}, DType::f64);
-  grouped_matmul_reference<double>({x, w, offsets, y_expected});
-  grouped_matmul_backward_reference<double>({x, w, offsets, dy, dx_expected, dw_expected});
+  const Bf16Case c({0, kGroupedMatmulUnpackedRows + 45, 7, 0, 33}, 41, 77, seed);
   ConfigParams tiny = config_to_params(MatmulCpuConfig{32, 40, 64, 0});
   const Dispatch emulated{"amx_emulated", &tiny};
   auto run = [&](int threads) {
     const int saved = num_threads();
     set_num_threads(threads);
-    std::vector<Tensor> out = {Tensor::empty({rows, n}, DType::f32), Tensor::empty({rows, k}, DType::f32),
-                               Tensor::empty({experts, n, k}, DType::f32)};
-    for (Tensor& t : out) poison(t);
-    grouped_matmul({x, w, offsets, out[0]}, emulated);
-    grouped_matmul_backward({x, w, offsets, dy, out[1], out[2]}, emulated);
+    std::vector<Tensor> out = c.outputs();
+    grouped_matmul({c.x, c.w, c.offsets, out[0]}, emulated);
+    grouped_matmul_backward({c.x, c.w, c.offsets, c.dy, out[1], out[2]}, emulated);
     set_num_threads(saved);
     return out;
   };
   const std::vector<Tensor> serial = run(1);
-  EXPECT_LT(max_abs_difference(serial[0], y_expected), 1e-4) << "y seed=" << seed;
-  EXPECT_LT(max_abs_difference(serial[1], dx_expected), 1e-4) << "dx seed=" << seed;
-  EXPECT_LT(max_abs_difference(serial[2], dw_expected), 1e-4) << "dw seed=" << seed;
+  EXPECT_LT(max_abs_difference(serial[0], c.y_expected), 1e-4) << "y seed=" << seed;
+  EXPECT_LT(max_abs_difference(serial[1], c.dx_expected), 1e-4) << "dx seed=" << seed;
+  EXPECT_LT(max_abs_difference(serial[2], c.dw_expected), 1e-4) << "dw seed=" << seed;
   for (int threads : {2, 3}) {
     const std::vector<Tensor> parallel = run(threads);
     for (size_t i = 0; i < serial.size(); ++i)
       EXPECT_EQ(max_abs_difference(serial[i], parallel[i]), 0.0)
           << "output " << i << " threads=" << threads << " seed=" << seed;
   }
-  Tensor y = Tensor::empty({rows, n}, DType::f32);
-  EXPECT_EQ(grouped_matmul_op().select_impl({x, w, offsets, y}).name.find("amx_emulated"), std::string::npos);
+  EXPECT_EQ(grouped_matmul_op().select_impl({c.x, c.w, c.offsets, serial[0]}).name.find("amx_emulated"),
+            std::string::npos);
 }
 
 TEST(GroupedMatmul, RejectsBadOffsetsShapesAndDtypes) {
