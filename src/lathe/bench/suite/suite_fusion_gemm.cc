@@ -8,6 +8,7 @@
 //   vendor: a oneDNN matmul primitive with bias and the longest prefix of the chain expressible as
 //          post-ops (eltwise, per-column and full-matrix binary add / multiply), then the same
 //          plain row loops for what remains.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -561,19 +562,28 @@ void register_fusion_problems(std::vector<SuiteEntry>& entries) {
   for (const auto& definition : fusion_definitions()) {
     const FusionDefinition* pointer = &definition;
     // Random awkward shapes for the kernel lab's hidden checks: n stays a multiple of the group
-    // count of a group norm (every group the same size).
-    int64_t groups = 1;
-    for (const auto& step : definition.steps)
+    // count of a group norm (every group the same size), and a layer or group norm normalises
+    // at least 8 values together. A normalisation of 2 or 4 values divides differences such as
+    // x0 - x1 by their spread, multiplying their rounding by up to 1 / sqrt(eps) = 316 where the
+    // spread is near sqrt(eps): the worst element of two float paths is then one such row or
+    // group, and the ratio of their maxima is too heavy-tailed for the tolerance rule (the found
+    // kernels failed 13 of 1500 checks with groups of 1-9 values and 2 of 2000 with layer norms
+    // of 2 and 4, the relative norm of every error 10x inside its bound).
+    int64_t groups = 1, smallest_group = 1;
+    for (const auto& step : definition.steps) {
       if (step.step == Step::group_norm) groups = static_cast<int64_t>(step.a);
+      if (step.step == Step::group_norm || step.step == Step::layer_norm) smallest_group = 8;
+    }
     entries.push_back({definition.name, "fusion",
                        [pointer](bool quick) -> std::unique_ptr<SuiteProblem> {
                          return quick ? std::make_unique<FusionProblem>(*pointer, 6, 256, 40)
                                       : std::make_unique<FusionProblem>(*pointer, pointer->m, pointer->n, pointer->k);
                        },
-                       [pointer, groups](uint64_t seed) -> std::unique_ptr<SuiteProblem> {
+                       [pointer, groups, smallest_group](uint64_t seed) -> std::unique_ptr<SuiteProblem> {
+                         const int64_t group_size = random_extent(seed, 1, smallest_group,
+                                                                  std::max(smallest_group, 300 / groups + 1));
                          return std::make_unique<FusionProblem>(*pointer, random_extent(seed, 0, 1, 37),
-                                                                groups * random_extent(seed, 1, 1, 300 / groups + 1),
-                                                                random_extent(seed, 2, 1, 131));
+                                                                groups * group_size, random_extent(seed, 2, 1, 131));
                        }});
   }
 }
