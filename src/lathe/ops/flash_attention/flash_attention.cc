@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/amx_impl.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda.h"
 #include "lathe/ops/validate.h"
 
@@ -10,6 +11,9 @@ namespace lathe {
 
 LATHE_DECLARE_ISA_KERNEL(flash_attention_forward_kernel, FlashAttentionArgs, FlashAttentionCpuConfig)
 LATHE_DECLARE_ISA_KERNEL(flash_attention_backward_kernel, FlashAttentionBackwardArgs, FlashAttentionCpuConfig)
+// AMX tiles (flash_attention_amx_kernels.cc): avx512:: runs tdpbf16ps, scalar:: the emulation of it.
+LATHE_DECLARE_AMX_KERNEL(flash_attention_amx_forward_kernel, FlashAttentionArgs, FlashAttentionCpuConfig)
+LATHE_DECLARE_AMX_KERNEL(flash_attention_amx_backward_kernel, FlashAttentionBackwardArgs, FlashAttentionCpuConfig)
 
 namespace {
 
@@ -223,6 +227,35 @@ std::vector<FlashAttentionCpuConfig> config_space() {
   return configs;
 }
 
+// AMX tiles: blocks are rounded up to multiples of 32 (the tiles' 32 x 32 blocks); 64 x 64 keeps a
+// block's Q, K and V panels (24 KB at head_dim 64, bf16), the f32 score block (16 KB) and P's two
+// bf16 terms (16 KB) in L1 / L2 as the vector kernels' tiles do. Not yet measured on AMX.
+FlashAttentionCpuConfig amx_heuristic_config() { return {64, 64}; }
+
+std::vector<FlashAttentionCpuConfig> amx_config_space() {
+  std::vector<FlashAttentionCpuConfig> configs;
+  for (int64_t block_q : {32, 64, 128})
+    for (int64_t block_k : {32, 64, 128}) configs.push_back({block_q, block_k});
+  configs.push_back({40, 96});  // rounded up to 64 x 96: blocks of unequal 32-multiples
+  return configs;
+}
+
+// amx (first in line: bf16 where AMX is usable), the vector kernels, then amx_emulated
+// (ops/amx_impl.h); with_cuda_impl adds cuda after them.
+template <class Args>
+std::vector<Impl<Args, FlashAttentionCpuConfig>> attention_impls(
+    std::vector<Impl<Args, FlashAttentionCpuConfig>> vector_impls, KernelFunction<Args, FlashAttentionCpuConfig> tiles,
+    KernelFunction<Args, FlashAttentionCpuConfig> emulated_tiles) {
+  auto bf16 = [](const Args& args) { return args.q.dtype == DType::bf16; };
+  std::vector<Impl<Args, FlashAttentionCpuConfig>> impls;
+  impls.push_back(amx_impl<Args, FlashAttentionCpuConfig>(false, bf16, amx_heuristic_config(), amx_config_space, tiles,
+                                                          emulated_tiles));
+  for (auto& impl : vector_impls) impls.push_back(std::move(impl));
+  impls.push_back(amx_impl<Args, FlashAttentionCpuConfig>(true, bf16, amx_heuristic_config(), amx_config_space, tiles,
+                                                          emulated_tiles));
+  return impls;
+}
+
 }  // namespace
 
 OpCost flash_attention_cost(const FlashAttentionArgs& args) {
@@ -242,10 +275,12 @@ OpCost flash_attention_backward_cost(const FlashAttentionBackwardArgs& args) {
 const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
   static const Op<FlashAttentionArgs, FlashAttentionCpuConfig> op(
       "flash_attention",
-      with_cuda_impl(LATHE_ISA_IMPLS(
-                         flash_attention_forward_kernel,
-                         [](const FlashAttentionArgs& args, Isa) { return heuristic_config(args.q, args.k); },
-                         [](const FlashAttentionArgs&, Isa) { return config_space(); }),
+      with_cuda_impl(attention_impls<FlashAttentionArgs>(
+                         LATHE_ISA_IMPLS(
+                             flash_attention_forward_kernel,
+                             [](const FlashAttentionArgs& args, Isa) { return heuristic_config(args.q, args.k); },
+                             [](const FlashAttentionArgs&, Isa) { return config_space(); }),
+                         avx512::flash_attention_amx_forward_kernel, scalar::flash_attention_amx_forward_kernel),
                      LATHE_CUDA_IMPL(flash_attention_cuda_impl)),
       [](const FlashAttentionArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;
@@ -254,11 +289,14 @@ const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
 const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>& flash_attention_backward_op() {
   static const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig> op(
       "flash_attention_backward",
-      with_cuda_impl(LATHE_ISA_IMPLS(
-                         flash_attention_backward_kernel,
-                         [](const FlashAttentionBackwardArgs& args, Isa) { return heuristic_config(args.q, args.k); },
-                         [](const FlashAttentionBackwardArgs&, Isa) { return config_space(); }),
-                     LATHE_CUDA_IMPL(flash_attention_backward_cuda_impl)),
+      with_cuda_impl(
+          attention_impls<FlashAttentionBackwardArgs>(
+              LATHE_ISA_IMPLS(
+                  flash_attention_backward_kernel,
+                  [](const FlashAttentionBackwardArgs& args, Isa) { return heuristic_config(args.q, args.k); },
+                  [](const FlashAttentionBackwardArgs&, Isa) { return config_space(); }),
+              avx512::flash_attention_amx_backward_kernel, scalar::flash_attention_amx_backward_kernel),
+          LATHE_CUDA_IMPL(flash_attention_backward_cuda_impl)),
       [](const FlashAttentionBackwardArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;
 }

@@ -14,6 +14,7 @@
 #include "lathe/core/aligned_buffer.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
+#include "lathe/ops/flash_attention/attention_blocks.h"
 #include "lathe/ops/flash_attention/attention_tiles.h"
 #include "lathe/ops/flash_attention/flash_attention.h"
 
@@ -21,68 +22,11 @@ namespace lathe::LATHE_ISA_NS {
 namespace {
 
 using namespace attention_tiles;
-
-// tanh accurate to a few ulp also near 0 (Cephes tanhf polynomial below 0.625, where
-// 1 - 2 / (exp(2x) + 1) would cancel).
-inline VecF accurate_tanh(VecF x) {
-  const VecF magnitude = simd::max(x, VecF::zero() - x);
-  const VecF small_x = simd::min(simd::max(x, VecF::broadcast(-0.625f)), VecF::broadcast(0.625f));
-  const VecF z = small_x * small_x;
-  VecF poly = VecF::broadcast(-5.70498872745e-3f);
-  poly = simd::fma(poly, z, VecF::broadcast(2.06390887954e-2f));
-  poly = simd::fma(poly, z, VecF::broadcast(-5.37397155531e-2f));
-  poly = simd::fma(poly, z, VecF::broadcast(1.33314422036e-1f));
-  poly = simd::fma(poly, z, VecF::broadcast(-3.33332819422e-1f));
-  const VecF small = simd::fma(poly * z, small_x, small_x);
-  const VecF large = VecF::broadcast(1.0f) - VecF::broadcast(2.0f) / (simd::exp(x + x) + VecF::broadcast(1.0f));
-  return simd::zero_below(large, magnitude, 0.625f) + (small - simd::zero_below(small, magnitude, 0.625f));
-}
-
-struct Geometry {
-  int64_t batch, seq_q, seq_k, n_heads, n_kv_heads, head_dim, v_head_dim, group;
-  int64_t block_q, block_k, padded_block_k, padded_dim, padded_v_dim, key_blocks;
-  float scale, softcap;
-  bool causal;
-  int64_t window;
-
-  Geometry(const TensorView& q, const TensorView& k, const TensorView& v, const FlashAttentionOptions& options,
-           const FlashAttentionCpuConfig& config) {
-    batch = q.dim(0), seq_q = q.dim(1), n_heads = q.dim(2), head_dim = q.dim(3), v_head_dim = v.dim(3);
-    seq_k = k.dim(1), n_kv_heads = k.dim(2);
-    group = n_kv_heads > 0 ? n_heads / n_kv_heads : 1;
-    block_q = std::max<int64_t>(1, config.block_q);
-    block_k = std::max<int64_t>(1, config.block_k);
-    padded_block_k = round_up(block_k, W);
-    padded_dim = round_up(head_dim, W);
-    padded_v_dim = round_up(v_head_dim, W);
-    key_blocks = (seq_k + block_k - 1) / block_k;
-    scale = attention_scale(options, head_dim);
-    softcap = options.softcap;
-    causal = options.causal;
-    window = options.window;
-  }
-  // Keys visible to query i: [begin, end).
-  void keys(int64_t i, int64_t* begin, int64_t* end) const {
-    const int64_t aligned = i + seq_k - seq_q;
-    *end = causal ? std::min(seq_k, aligned + 1) : seq_k;
-    *begin = (causal && window > 0) ? std::max<int64_t>(0, aligned - window + 1) : 0;
-  }
-  // Visible keys of query i within the tile [j0, j0 + count), relative to j0.
-  void tile_keys(int64_t i, int64_t j0, int64_t count, int64_t* begin, int64_t* end) const {
-    keys(i, begin, end);
-    *begin = std::clamp<int64_t>(*begin - j0, 0, count);
-    *end = std::clamp<int64_t>(*end - j0, 0, count);
-  }
-};
-
-void apply_softcap(float* row, int64_t length, float softcap) {
-  const VecF cap = VecF::broadcast(softcap), inverse = VecF::broadcast(1.0f / softcap);
-  for (int64_t c = 0; c < length; c += W) (cap * accurate_tanh(VecF::load(row + c) * inverse)).store(row + c);
-}
+using attention_blocks::Geometry;
 
 template <class Element>
 void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
-  const Geometry g(args.q, args.k, args.v, args.options, config);
+  const Geometry g(args.q, args.k, args.v, args.options, config.block_q, config.block_k, W);
   const Element* q = static_cast<const Element*>(args.q.data);
   const Element* k = static_cast<const Element*>(args.k.data);
   const Element* v = static_cast<const Element*>(args.v.data);
@@ -127,63 +71,30 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       std::memset(acc, 0, sizeof(float) * rows * vp);
       for (int64_t r = 0; r < rows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
 
-      int64_t first_begin, first_end, last_begin, last_end;
-      g.keys(i0, &first_begin, &first_end);
-      g.keys(i0 + rows - 1, &last_begin, &last_end);
-      const int64_t kb_begin = first_begin / g.block_k;
-      const int64_t kb_end = last_end > first_begin ? (last_end + g.block_k - 1) / g.block_k : kb_begin;
+      int64_t kb_begin, kb_end;
+      g.key_block_range(i0, rows, &kb_begin, &kb_end);
       const float* kt_head = kt_all + (b * g.n_kv_heads + kv_head) * g.key_blocks * kt_tile;
       const float* v_head = v_all + (b * g.n_kv_heads + kv_head) * g.key_blocks * v_tile;
       for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
         const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
         gemm(rows, bkp / W, g.head_dim, q_tile, dp, 1, kt_head + kb * kt_tile, bkp, s, bkp, false);
         for (int64_t r = 0; r < rows; ++r) {
-          float* s_row = s + r * bkp;
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-          if (c_end <= c_begin) {
-            std::memset(s_row, 0, sizeof(float) * bkp);
-            continue;
-          }
-          if (g.softcap > 0) apply_softcap(s_row, bkp, g.softcap);
-          for (int64_t c = 0; c < c_begin; ++c) s_row[c] = kMaskedScore;
-          for (int64_t c = c_end; c < bkp; ++c) s_row[c] = kMaskedScore;
-          VecF tile_max = VecF::broadcast(kMaskedScore);
-          for (int64_t c = 0; c < bkp; c += W) tile_max = simd::max(tile_max, VecF::load(s_row + c));
-          const float new_max = std::max(row_max[r], tile_max.reduce_max());
-          const float alpha = std::exp(row_max[r] - new_max);
-          const VecF shift = VecF::broadcast(new_max);
-          VecF sum = VecF::zero();
-          for (int64_t c = 0; c < bkp; c += W) {
-            VecF p = simd::exp(VecF::load(s_row + c) - shift);
-            p.store(s_row + c);
-            sum += p;
-          }
-          row_sum[r] = row_sum[r] * alpha + sum.reduce_add();
-          row_max[r] = new_max;
-          if (alpha != 1.0f) {
-            const VecF factor = VecF::broadcast(alpha);
-            for (int64_t d = 0; d < vp; d += W) (VecF::load(acc + r * vp + d) * factor).store(acc + r * vp + d);
-          }
+          attention_blocks::online_softmax_row(s + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap, row_max + r,
+                                               row_sum + r, acc + r * vp, vp);
         }
         gemm(rows, vp / W, count, s, bkp, 1, v_head + kb * v_tile, vp, acc, vp, true);
       }
 
-      for (int64_t r = 0; r < rows; ++r) {
-        Element* o_row = o + ((b * g.seq_q + i0 + r) * g.n_heads + h) * g.v_head_dim;
-        const bool empty = row_sum[r] == 0.0f;
-        const VecF factor = VecF::broadcast(empty ? 0.0f : 1.0f / row_sum[r]);
-        for (int64_t d = 0; d < g.v_head_dim; d += W)
-          store_lanes(VecF::load(acc + r * vp + d) * factor, o_row + d, g.v_head_dim - d);
-        lse[(b * g.n_heads + h) * g.seq_q + i0 + r] = empty ? -INFINITY : row_max[r] + std::log(row_sum[r]);
-      }
+      attention_blocks::store_output_rows(g, acc, vp, row_max, row_sum, b, h, i0, rows, o, lse);
     }
   });
 }
 
 template <class Element>
 void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
-  const Geometry g(args.q, args.k, args.v, args.options, config);
+  const Geometry g(args.q, args.k, args.v, args.options, config.block_q, config.block_k, W);
   const Element* q = static_cast<const Element*>(args.q.data);
   const Element* k = static_cast<const Element*>(args.k.data);
   const Element* v = static_cast<const Element*>(args.v.data);
@@ -198,18 +109,9 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
   const int64_t query_rows = g.batch * g.n_heads * g.seq_q;
 
-  // delta[(b, h, i)] = do[b, i, h] . o[b, i, h]
   AlignedBuffer delta_buffer;
   float* delta = scratch(delta_buffer, query_rows);
-  parallel_for(query_rows, 256, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {  // row = (b * seq_q + i) * n_heads + h
-      const int64_t h = row % g.n_heads, bi = row / g.n_heads, b = bi / g.seq_q, i = bi % g.seq_q;
-      float sum = 0.0f;
-      for (int64_t d = 0; d < g.v_head_dim; ++d)
-        sum += to_float(d_o[row * g.v_head_dim + d]) * to_float(o[row * g.v_head_dim + d]);
-      delta[(b * g.n_heads + h) * g.seq_q + i] = sum;
-    }
-  });
+  attention_blocks::output_gradient_dots(g, d_o, o, delta);
 
   // Per-thread dQ partials (rows (b, h, i), padded head_dim), summed in thread order afterwards.
   const int threads = num_threads();
@@ -217,8 +119,6 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   AlignedBuffer partial_buffer;
   float* partials = scratch(partial_buffer, threads * partial_floats);
   const int64_t tasks = g.batch * g.n_kv_heads * g.key_blocks;
-  const int64_t offset = g.seq_k - g.seq_q;
-  const VecF cap = VecF::broadcast(g.softcap), inverse_cap = VecF::broadcast(g.softcap > 0 ? 1.0f / g.softcap : 0.0f);
   parallel_run([&](int thread, int thread_count) {
     if (thread >= threads) return;  // partials exist for num_threads() threads (zeroed at allocation)
     float* dq_partial = partials + thread * partial_floats;
@@ -245,9 +145,8 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
       std::memset(dk_acc, 0, sizeof(float) * count * dp);
       std::memset(dv_acc, 0, sizeof(float) * count * vp);
       // Queries that see any key of this block.
-      const int64_t i_begin = std::clamp<int64_t>(g.causal ? j0 - offset : 0, 0, g.seq_q);
-      const int64_t i_end =
-          g.window > 0 ? std::clamp<int64_t>(j0 + count - offset + g.window - 1, 0, g.seq_q) : g.seq_q;
+      int64_t i_begin, i_end;
+      g.query_range(j0, count, &i_begin, &i_end);
       for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
         const int64_t head_row = (b * g.n_heads + h) * g.seq_q;
         for (int64_t i0 = i_begin; i0 < i_end; i0 += g.block_q) {
@@ -258,32 +157,10 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           gemm(rows, bkp / W, g.head_dim, q_tile, dp, 1, kt, bkp, s, bkp, false);
           gemm(rows, bkp / W, g.v_head_dim, do_tile, vp, 1, vt, bkp, ds, bkp, false);
           for (int64_t r = 0; r < rows; ++r) {
-            float* s_row = s + r * bkp;
-            float* ds_row = ds + r * bkp;
             int64_t c_begin, c_end;
             g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-            if (c_end <= c_begin) {
-              std::memset(s_row, 0, sizeof(float) * bkp);
-              std::memset(ds_row, 0, sizeof(float) * bkp);
-              continue;
-            }
-            const VecF row_lse = VecF::broadcast(lse[head_row + i0 + r]);
-            const VecF row_delta = VecF::broadcast(delta[head_row + i0 + r]);
-            for (int64_t c = 0; c < bkp; c += W) {
-              VecF score = VecF::load(s_row + c);
-              VecF t = VecF::zero();
-              if (g.softcap > 0) {
-                t = accurate_tanh(score * inverse_cap);
-                score = cap * t;
-              }
-              VecF p = simd::exp(score - row_lse);
-              VecF grad = p * (VecF::load(ds_row + c) - row_delta);
-              if (g.softcap > 0) grad = simd::fnma(grad * t, t, grad);  // * (1 - t^2)
-              p.store(s_row + c);
-              grad.store(ds_row + c);
-            }
-            for (int64_t c = 0; c < c_begin; ++c) s_row[c] = 0.0f, ds_row[c] = 0.0f;
-            for (int64_t c = c_end; c < bkp; ++c) s_row[c] = 0.0f, ds_row[c] = 0.0f;
+            attention_blocks::gradient_block_row(s + r * bkp, ds + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap,
+                                                 lse[head_row + i0 + r], delta[head_row + i0 + r]);
           }
           gemm(count, vp / W, rows, s, 1, bkp, do_tile, vp, dv_acc, vp, true);  // dV += P^T dO
           gemm(count, dp / W, rows, ds, 1, bkp, q_tile, dp, dk_acc, dp, true);  // dK += dS^T (scale Q)
@@ -300,18 +177,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   });
 
   // dq = scale * sum over threads (in thread order) of the partials.
-  const VecF scale = VecF::broadcast(g.scale);
-  parallel_for(query_rows, 64, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {  // row = (b * seq_q + i) * n_heads + h
-      const int64_t h = row % g.n_heads, bi = row / g.n_heads, b = bi / g.seq_q, i = bi % g.seq_q;
-      const int64_t partial_row = ((b * g.n_heads + h) * g.seq_q + i) * dp;
-      for (int64_t d = 0; d < g.head_dim; d += W) {
-        VecF sum = VecF::load(partials + partial_row + d);
-        for (int t = 1; t < threads; ++t) sum += VecF::load(partials + t * partial_floats + partial_row + d);
-        store_lanes(sum * scale, dq + row * g.head_dim + d, g.head_dim - d);
-      }
-    }
-  });
+  attention_blocks::sum_dq_partials(g, partials, threads, partial_floats, g.seq_q, dp, dq);
 }
 
 }  // namespace

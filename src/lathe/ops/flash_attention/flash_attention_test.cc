@@ -7,7 +7,9 @@
 
 #include <cmath>
 
+#include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
+#include "lathe/ops/problem.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -251,6 +253,50 @@ TEST(FlashAttention, ValueWidthSplitsIntoIndependentColumns) {
     for (int64_t i = 0; i < dv_right.numel(); ++i)
       ASSERT_NEAR(dv_right.ptr<float>()[i], g_right[2].ptr<float>()[i], 1e-5) << "dv[" << i << "] seed=" << seed;
   }
+}
+
+// The AMX tile kernels on the emulation of the tile instructions (core/amx_tiles.h), forward and
+// backward, against the float64 reference by the op's tolerance rule (P and dS enter the tile
+// products as two bf16 terms, so the vector kernels' accuracy must hold), on shapes that cross
+// every padding edge: sequences and widths not multiples of 32 (head_dim 8 to 64, v_head_dim of
+// its own), GQA, seq_q above and below seq_k (queries without keys), a window, a soft cap, a scale
+// of its own; with blocks of 32 x 32 (7 x 5 rounded up) and 64 x 96 (40 x 96). The results are the
+// same bits for 1, 2 and 3 threads (each thread configures its own tiles); dispatch never picks
+// the emulation (ops/emulated_impl.h). The contract tests run it on random bf16 shapes too.
+TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
+  const uint64_t seed = test_seed();
+  const char* shapes[] = {
+      "batch=2,seq=45,heads=4,kv_heads=2,head_dim=40,causal=1,dtype=bf16",
+      "batch=1,seq_q=37,seq_k=70,heads=2,kv_heads=1,head_dim=64,v_head_dim=24,causal=1,window=20,softcap=3,dtype=bf16",
+      "batch=1,seq_q=50,seq_k=19,heads=2,head_dim=8,v_head_dim=33,causal=1,dtype=bf16",
+      "batch=1,seq=33,heads=2,kv_heads=1,head_dim=17,scale=0.3,dtype=bf16",
+  };
+  const int saved_threads = num_threads();
+  for (const char* name : {"flash_attention", "flash_attention_backward"})
+    for (const char* shape : shapes) {
+      auto problem = find_op(name).make_problem(ShapeSpec::parse(shape), seed);
+      for (const char* blocks : {"block_q=7,block_k=5", "block_q=40,block_k=96"}) {
+        const ConfigParams config = ConfigParams::parse(blocks);
+        set_num_threads(1);
+        const CheckResult result = problem->check("amx_emulated", &config);
+        EXPECT_TRUE(result.passed) << name << " " << shape << " " << blocks << " seed=" << seed << "\n"
+                                   << result.summary();
+        std::vector<std::vector<double>> serial;
+        for (const auto& output : problem->outputs()) serial.push_back(to_vector<double>(output.second));
+        for (int threads : {2, 3}) {
+          set_num_threads(threads);
+          problem->run("amx_emulated", &config);
+          std::vector<std::vector<double>> parallel;
+          for (const auto& output : problem->outputs()) parallel.push_back(to_vector<double>(output.second));
+          EXPECT_EQ(parallel, serial) << name << " " << shape << " " << blocks << " threads=" << threads
+                                      << " seed=" << seed;
+        }
+      }
+    }
+  set_num_threads(saved_threads);
+  Tensor q = Tensor::empty({1, 8, 4, 16}, DType::bf16), kv = Tensor::empty({1, 8, 2, 16}, DType::bf16);
+  Tensor lse = Tensor::empty({1, 4, 8}, DType::f32);
+  EXPECT_EQ(flash_attention_op().select_impl({q, kv, kv, q, lse, {}}).name.find("amx_emulated"), std::string::npos);
 }
 
 TEST(FlashAttention, RejectsMisshapedArguments) {

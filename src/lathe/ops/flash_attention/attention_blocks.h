@@ -1,0 +1,225 @@
+// What the flash attention kernels share, whatever does their products: the vector kernels
+// (flash_attention_kernels.cc, register-blocked f32 microkernels) and the AMX tile kernels
+// (flash_attention_amx_kernels.cc, tdpbf16ps on real tiles or on the emulation):
+//   Geometry              shapes, block sizes padded to the kernel's multiple, visibility per query
+//   online_softmax_row    one score row of a block through the online softmax (forward)
+//   gradient_block_row    one row of p and ds = p * (dp - D) [* (1 - tanh^2)] (backward)
+//   store_output_rows     o = acc / row sum and lse = max + log(sum) for a block's rows (forward)
+//   output_gradient_dots  D[i] = do[i] . o[i] (backward)
+//   sum_dq_partials       dq = scale * the per-thread partials summed in thread order (backward)
+// Kernel sources only (after simd.h): everything lives in lathe::LATHE_ISA_NS::attention_blocks.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "lathe/core/parallel.h"
+#include "lathe/core/simd.h"
+#include "lathe/ops/flash_attention/attention_tiles.h"
+#include "lathe/ops/flash_attention/flash_attention.h"
+
+namespace lathe::LATHE_ISA_NS::attention_blocks {
+
+using attention_tiles::kMaskedScore;
+using attention_tiles::round_up;
+using attention_tiles::store_lanes;
+using attention_tiles::to_float;
+using simd::VecF;
+constexpr int W = VecF::width;
+
+// tanh accurate to a few ulp also near 0 (Cephes tanhf polynomial below 0.625, where
+// 1 - 2 / (exp(2x) + 1) would cancel).
+inline VecF accurate_tanh(VecF x) {
+  const VecF magnitude = simd::max(x, VecF::zero() - x);
+  const VecF small_x = simd::min(simd::max(x, VecF::broadcast(-0.625f)), VecF::broadcast(0.625f));
+  const VecF z = small_x * small_x;
+  VecF poly = VecF::broadcast(-5.70498872745e-3f);
+  poly = simd::fma(poly, z, VecF::broadcast(2.06390887954e-2f));
+  poly = simd::fma(poly, z, VecF::broadcast(-5.37397155531e-2f));
+  poly = simd::fma(poly, z, VecF::broadcast(1.33314422036e-1f));
+  poly = simd::fma(poly, z, VecF::broadcast(-3.33332819422e-1f));
+  const VecF small = simd::fma(poly * z, small_x, small_x);
+  const VecF large = VecF::broadcast(1.0f) - VecF::broadcast(2.0f) / (simd::exp(x + x) + VecF::broadcast(1.0f));
+  return simd::zero_below(large, magnitude, 0.625f) + (small - simd::zero_below(small, magnitude, 0.625f));
+}
+
+struct Geometry {
+  int64_t batch, seq_q, seq_k, n_heads, n_kv_heads, head_dim, v_head_dim, group;
+  int64_t block_q, block_k, padded_block_k, padded_dim, padded_v_dim, key_blocks;
+  float scale, softcap;
+  bool causal;
+  int64_t window;
+
+  // Blocks of block_q queries and block_k keys (at least 1); key blocks and widths padded to a
+  // multiple of `multiple` (the vector width, or the tiles' 32).
+  Geometry(const TensorView& q, const TensorView& k, const TensorView& v, const FlashAttentionOptions& options,
+           int64_t queries_per_block, int64_t keys_per_block, int64_t multiple) {
+    batch = q.dim(0), seq_q = q.dim(1), n_heads = q.dim(2), head_dim = q.dim(3), v_head_dim = v.dim(3);
+    seq_k = k.dim(1), n_kv_heads = k.dim(2);
+    group = n_kv_heads > 0 ? n_heads / n_kv_heads : 1;
+    block_q = std::max<int64_t>(1, queries_per_block);
+    block_k = std::max<int64_t>(1, keys_per_block);
+    padded_block_k = round_up(block_k, multiple);
+    padded_dim = round_up(head_dim, multiple);
+    padded_v_dim = round_up(v_head_dim, multiple);
+    key_blocks = (seq_k + block_k - 1) / block_k;
+    scale = attention_scale(options, head_dim);
+    softcap = options.softcap;
+    causal = options.causal;
+    window = options.window;
+  }
+  // Keys visible to query i: [begin, end).
+  void keys(int64_t i, int64_t* begin, int64_t* end) const {
+    const int64_t aligned = i + seq_k - seq_q;
+    *end = causal ? std::min(seq_k, aligned + 1) : seq_k;
+    *begin = (causal && window > 0) ? std::max<int64_t>(0, aligned - window + 1) : 0;
+  }
+  // Visible keys of query i within the tile [j0, j0 + count), relative to j0.
+  void tile_keys(int64_t i, int64_t j0, int64_t count, int64_t* begin, int64_t* end) const {
+    keys(i, begin, end);
+    *begin = std::clamp<int64_t>(*begin - j0, 0, count);
+    *end = std::clamp<int64_t>(*end - j0, 0, count);
+  }
+  // Key blocks [*first, *last) that queries [i0, i0 + rows) see.
+  void key_block_range(int64_t i0, int64_t rows, int64_t* first, int64_t* last) const {
+    int64_t first_begin, first_end, last_begin, last_end;
+    keys(i0, &first_begin, &first_end);
+    keys(i0 + rows - 1, &last_begin, &last_end);
+    *first = first_begin / block_k;
+    *last = last_end > first_begin ? (last_end + block_k - 1) / block_k : *first;
+  }
+  // Queries [*begin, *end) that see any key of the block [j0, j0 + count).
+  void query_range(int64_t j0, int64_t count, int64_t* begin, int64_t* end) const {
+    const int64_t offset = seq_k - seq_q;
+    *begin = std::clamp<int64_t>(causal ? j0 - offset : 0, 0, seq_q);
+    *end = window > 0 ? std::clamp<int64_t>(j0 + count - offset + window - 1, 0, seq_q) : seq_q;
+  }
+};
+
+inline void apply_softcap(float* row, int64_t length, float softcap) {
+  const VecF cap = VecF::broadcast(softcap), inverse = VecF::broadcast(1.0f / softcap);
+  for (int64_t c = 0; c < length; c += W) (cap * accurate_tanh(VecF::load(row + c) * inverse)).store(row + c);
+}
+
+// One row of a score block (length a multiple of W) through the online softmax: scores times
+// score_scale (1: already scaled), soft-capped, keys outside [c_begin, c_end) masked; the row
+// becomes p = exp(score - new max) (0 where masked), *row_max and *row_sum are updated and the
+// row's output accumulator (acc_length floats, a multiple of W) is multiplied by
+// exp(old max - new max) where that is not 1. A row without a visible key becomes zeros.
+inline void online_softmax_row(float* s_row, int64_t length, int64_t c_begin, int64_t c_end, float score_scale,
+                               float softcap, float* row_max, float* row_sum, float* acc_row, int64_t acc_length) {
+  if (c_end <= c_begin) {
+    std::memset(s_row, 0, sizeof(float) * length);
+    return;
+  }
+  if (score_scale != 1.0f) {
+    const VecF factor = VecF::broadcast(score_scale);
+    for (int64_t c = 0; c < length; c += W) (VecF::load(s_row + c) * factor).store(s_row + c);
+  }
+  if (softcap > 0) apply_softcap(s_row, length, softcap);
+  for (int64_t c = 0; c < c_begin; ++c) s_row[c] = kMaskedScore;
+  for (int64_t c = c_end; c < length; ++c) s_row[c] = kMaskedScore;
+  VecF tile_max = VecF::broadcast(kMaskedScore);
+  for (int64_t c = 0; c < length; c += W) tile_max = simd::max(tile_max, VecF::load(s_row + c));
+  const float new_max = std::max(*row_max, tile_max.reduce_max());
+  const float alpha = std::exp(*row_max - new_max);
+  const VecF shift = VecF::broadcast(new_max);
+  VecF sum = VecF::zero();
+  for (int64_t c = 0; c < length; c += W) {
+    VecF p = simd::exp(VecF::load(s_row + c) - shift);
+    p.store(s_row + c);
+    sum += p;
+  }
+  *row_sum = *row_sum * alpha + sum.reduce_add();
+  *row_max = new_max;
+  if (alpha != 1.0f) {
+    const VecF factor = VecF::broadcast(alpha);
+    for (int64_t d = 0; d < acc_length; d += W) (VecF::load(acc_row + d) * factor).store(acc_row + d);
+  }
+}
+
+// One row of the backward's blocks (length a multiple of W): s_row holds scores (times
+// score_scale, 1: already scaled) and becomes p = exp(score' - lse); ds_row holds dp = do . v and
+// becomes ds = p * (dp - delta), times (1 - tanh^2) with a soft cap; both 0 outside
+// [c_begin, c_end).
+inline void gradient_block_row(float* s_row, float* ds_row, int64_t length, int64_t c_begin, int64_t c_end,
+                               float score_scale, float softcap, float lse, float delta) {
+  if (c_end <= c_begin) {
+    std::memset(s_row, 0, sizeof(float) * length);
+    std::memset(ds_row, 0, sizeof(float) * length);
+    return;
+  }
+  const VecF cap = VecF::broadcast(softcap), inverse_cap = VecF::broadcast(softcap > 0 ? 1.0f / softcap : 0.0f);
+  const VecF factor = VecF::broadcast(score_scale);
+  const VecF row_lse = VecF::broadcast(lse), row_delta = VecF::broadcast(delta);
+  for (int64_t c = 0; c < length; c += W) {
+    VecF score = VecF::load(s_row + c);
+    if (score_scale != 1.0f) score = score * factor;
+    VecF t = VecF::zero();
+    if (softcap > 0) {
+      t = accurate_tanh(score * inverse_cap);
+      score = cap * t;
+    }
+    VecF p = simd::exp(score - row_lse);
+    VecF grad = p * (VecF::load(ds_row + c) - row_delta);
+    if (softcap > 0) grad = simd::fnma(grad * t, t, grad);  // * (1 - t^2)
+    p.store(s_row + c);
+    grad.store(ds_row + c);
+  }
+  for (int64_t c = 0; c < c_begin; ++c) s_row[c] = 0.0f, ds_row[c] = 0.0f;
+  for (int64_t c = c_end; c < length; ++c) s_row[c] = 0.0f, ds_row[c] = 0.0f;
+}
+
+// Rows [i0, i0 + rows) of head h of batch entry b: o = acc / row_sum (0 for a row that saw no
+// key), lse = row_max + log(row_sum) (-inf for such a row). acc: rows x ld floats.
+template <class Element>
+void store_output_rows(const Geometry& g, const float* acc, int64_t ld, const float* row_max, const float* row_sum,
+                       int64_t b, int64_t h, int64_t i0, int64_t rows, Element* o, float* lse) {
+  for (int64_t r = 0; r < rows; ++r) {
+    Element* o_row = o + ((b * g.seq_q + i0 + r) * g.n_heads + h) * g.v_head_dim;
+    const bool empty = row_sum[r] == 0.0f;
+    const VecF factor = VecF::broadcast(empty ? 0.0f : 1.0f / row_sum[r]);
+    for (int64_t d = 0; d < g.v_head_dim; d += W)
+      store_lanes(VecF::load(acc + r * ld + d) * factor, o_row + d, g.v_head_dim - d);
+    lse[(b * g.n_heads + h) * g.seq_q + i0 + r] = empty ? -INFINITY : row_max[r] + std::log(row_sum[r]);
+  }
+}
+
+// delta[(b, h, i)] = do[b, i, h] . o[b, i, h] in f32, for every query row.
+template <class Element>
+void output_gradient_dots(const Geometry& g, const Element* d_o, const Element* o, float* delta) {
+  const int64_t query_rows = g.batch * g.n_heads * g.seq_q;
+  parallel_for(query_rows, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {  // row = (b * seq_q + i) * n_heads + h
+      const int64_t h = row % g.n_heads, bi = row / g.n_heads, b = bi / g.seq_q, i = bi % g.seq_q;
+      float sum = 0.0f;
+      for (int64_t d = 0; d < g.v_head_dim; ++d)
+        sum += to_float(d_o[row * g.v_head_dim + d]) * to_float(o[row * g.v_head_dim + d]);
+      delta[(b * g.n_heads + h) * g.seq_q + i] = sum;
+    }
+  });
+}
+
+// dq[b, i, h] = scale * sum over threads t (in order) of partials[t * partial_floats +
+// ((b * n_heads + h) * rows_per_head + i) * width + d], d < head_dim (width: the partials' padded
+// head_dim, a multiple of W).
+template <class Element>
+void sum_dq_partials(const Geometry& g, const float* partials, int threads, int64_t partial_floats,
+                     int64_t rows_per_head, int64_t width, Element* dq) {
+  const VecF scale = VecF::broadcast(g.scale);
+  parallel_for(g.batch * g.n_heads * g.seq_q, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {  // row = (b * seq_q + i) * n_heads + h
+      const int64_t h = row % g.n_heads, bi = row / g.n_heads, b = bi / g.seq_q, i = bi % g.seq_q;
+      const int64_t partial_row = ((b * g.n_heads + h) * rows_per_head + i) * width;
+      for (int64_t d = 0; d < g.head_dim; d += W) {
+        VecF sum = VecF::load(partials + partial_row + d);
+        for (int t = 1; t < threads; ++t) sum += VecF::load(partials + t * partial_floats + partial_row + d);
+        store_lanes(sum * scale, dq + row * g.head_dim + d, g.head_dim - d);
+      }
+    }
+  });
+}
+
+}  // namespace lathe::LATHE_ISA_NS::attention_blocks

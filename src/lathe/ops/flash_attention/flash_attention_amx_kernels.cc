@@ -1,0 +1,363 @@
+// Flash attention on AMX tiles (bf16 q, k, v, o), written once against core/amx_tiles.h and
+// compiled twice (lathe_add_amx_kernels): lathe::avx512:: runs tdpbf16ps where core/amx.h found
+// AMX usable; lathe::scalar:: runs the same code on the scalar emulation of the tile instructions,
+// so the op-contract tests check it on every machine.
+//
+// The same algorithm as the vector kernels (flash_attention_kernels.cc; the softmax and gradient
+// rows are attention_blocks.h's, in f32 vector code), with every product on tiles:
+//   forward   S = Q K^T, O += P V                      (online softmax between them)
+//   backward  S = Q K^T, dP = dO V^T, dV += P^T dO, dK += dS^T Q, dQ += dS K
+// A product is tile_product: 32 x 32 blocks of C (four 16 x 16 f32 tiles, C0-C3) from A tiles 4-5
+// (16 rows x 32 bf16 each) and B tiles 6-7 (VNNI: 16 pair rows x 16 columns x 2), in depth steps
+// of 32. So block_q and block_k are rounded up to multiples of 32 and head_dim / v_head_dim are
+// zero padded to them; padded keys are masked, padded query rows are zero.
+//
+// Q, K, V and dO enter the products as the bf16 they are (exact products, f32 sums). P and dS are
+// f32 results of the softmax; rounding them to one bf16 each would cost the results about 8 bits
+// against the f32 math of the vector kernels, so they enter as two bf16 terms, hi = bf16(x) and
+// lo = bf16(x - hi) (about 16 significant bits), each with the same B tiles: the tile work of the
+// products with P or dS doubles, the result matches the vector kernels' accuracy (the op's
+// tolerance rule, checked on the emulation by the contract tests). Scores are scaled in f32 (Q
+// is not pre-scaled, which would round it again); dK and dQ take the scale when stored.
+//
+// Layouts (bf16 as uint16_t bits):
+//   A operand: rows x depth, row-major, depth padded to 32 (pack_rows_bf16, split_row,
+//     split_transposed);
+//   B operand: VNNI panels of 32 columns, element (depth 2q + h, column j) at panel[q][j][h], a
+//     panel depth x 32 long; pack_columns_vnni when the columns are the source's rows (K for Q K^T,
+//     V for dO V^T), pack_rows_vnni when the depth runs over them (V for P V, dO, Q, K).
+// Threads: the forward splits (batch, head, query block) tasks; the backward splits (batch,
+// kv head, key block) tasks with dQ in per-thread partials summed in thread order, as the vector
+// kernels do: bitwise reproducible for a fixed thread count. Each thread configures the tiles
+// before its share and releases them after.
+#include "lathe/core/simd.h"
+// (simd.h first: it names the namespace)
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "lathe/core/aligned_buffer.h"
+#include "lathe/core/amx_tiles.h"
+#include "lathe/core/parallel.h"
+#include "lathe/ops/flash_attention/attention_blocks.h"
+#include "lathe/ops/flash_attention/attention_tiles.h"
+#include "lathe/ops/flash_attention/flash_attention.h"
+
+namespace lathe::LATHE_ISA_NS {
+namespace {
+
+using amx_tiles::Tiles;
+using attention_blocks::Geometry;
+using attention_tiles::round_up;
+using attention_tiles::store_lanes;
+using attention_tiles::to_float;
+using attention_tiles::zigzag;
+using simd::VecF;
+constexpr int W = VecF::width;
+constexpr int64_t kBlock = 32;  // rows and columns of a 2 x 2 block of tiles; bf16 depth steps per tile row
+
+// A scratch buffer of `count` bf16 values (contents undefined).
+uint16_t* bf16_scratch(AlignedBuffer& buffer, int64_t count) {
+  buffer = AlignedBuffer(sizeof(uint16_t) * static_cast<size_t>(std::max<int64_t>(count, 32)));
+  return buffer.as<uint16_t>();
+}
+
+// bf16 bits of x, rounded to nearest even (NaN stays NaN).
+inline uint16_t bf16_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// c (rows x cols f32, leading dimension ldc floats) = a . b, or += where accumulate, with
+//   a: rows x depth bf16, row-major, leading dimension lda elements; a_lo (or null): a second term
+//      of the same layout, c (+)= (a + a_lo) . b;
+//   b: depth x cols in VNNI panels of 32 columns, panel p at b + p * panel_stride elements;
+//   rows, cols and depth multiples of 32.
+void tile_product(int64_t rows, int64_t cols, int64_t depth, const uint16_t* a, const uint16_t* a_lo, int64_t lda,
+                  const uint16_t* b, int64_t panel_stride, float* c, int64_t ldc, bool accumulate) {
+  const int64_t a_bytes = 2 * lda, c_bytes = 4 * ldc;
+  for (int64_t j = 0; j < cols; j += kBlock) {
+    const uint16_t* panel = b + (j / kBlock) * panel_stride;
+    for (int64_t i = 0; i < rows; i += kBlock) {
+      float* block = c + i * ldc + j;
+      if (accumulate) {
+        Tiles::load<0>(block, c_bytes), Tiles::load<1>(block + 16, c_bytes);
+        Tiles::load<2>(block + 16 * ldc, c_bytes), Tiles::load<3>(block + 16 * ldc + 16, c_bytes);
+      } else {
+        Tiles::zero<0>(), Tiles::zero<1>(), Tiles::zero<2>(), Tiles::zero<3>();
+      }
+      for (int64_t p = 0; p < depth; p += kBlock) {
+        Tiles::load<6>(panel + p * kBlock, 4 * kBlock);       // pair rows p/2 .. p/2 + 15, columns 0-15
+        Tiles::load<7>(panel + p * kBlock + 32, 4 * kBlock);  // columns 16-31
+        for (const uint16_t* term : {a, a_lo}) {
+          if (term == nullptr) continue;
+          Tiles::load<4>(term + i * lda + p, a_bytes);
+          Tiles::load<5>(term + (i + 16) * lda + p, a_bytes);
+          Tiles::dpbf16ps<0, 4, 6>();
+          Tiles::dpbf16ps<1, 4, 7>();
+          Tiles::dpbf16ps<2, 5, 6>();
+          Tiles::dpbf16ps<3, 5, 7>();
+        }
+      }
+      Tiles::store<0>(block, c_bytes), Tiles::store<1>(block + 16, c_bytes);
+      Tiles::store<2>(block + 16 * ldc, c_bytes), Tiles::store<3>(block + 16 * ldc + 16, c_bytes);
+    }
+  }
+}
+
+// dest (padded_rows x padded_dim, row-major) = rows x dim of src (leading dimension stride), zero
+// padded.
+void pack_rows_bf16(const uint16_t* src, int64_t stride, int64_t rows, int64_t dim, int64_t padded_rows,
+                    int64_t padded_dim, uint16_t* dest) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dest + r * padded_dim, src + r * stride, sizeof(uint16_t) * dim);
+    std::memset(dest + r * padded_dim + dim, 0, sizeof(uint16_t) * (padded_dim - dim));
+  }
+  std::memset(dest + rows * padded_dim, 0, sizeof(uint16_t) * (padded_rows - rows) * padded_dim);
+}
+
+// B operand whose columns are src's rows: (depth d, column j) = src[j][d] for j < count, d < dim,
+// zero to padded_count columns and padded_dim depth; panels padded_dim x 32 long.
+void pack_columns_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
+                       int64_t padded_dim, uint16_t* dest) {
+  std::memset(dest, 0, sizeof(uint16_t) * padded_count * padded_dim);
+  for (int64_t j = 0; j < count; ++j) {
+    uint16_t* column = dest + (j / kBlock) * padded_dim * kBlock + (j % kBlock) * 2;
+    for (int64_t d = 0; d < dim; ++d) column[(d / 2) * 2 * kBlock + (d & 1)] = src[j * stride + d];
+  }
+}
+
+// B operand whose depth runs over src's rows: (depth j, column d) = src[j][d] for j < count,
+// d < dim, zero to padded_count depth and padded_dim columns; panels padded_count x 32 long.
+void pack_rows_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
+                    int64_t padded_dim, uint16_t* dest) {
+  std::memset(dest, 0, sizeof(uint16_t) * padded_count * padded_dim);
+  for (int64_t j = 0; j < count; ++j) {
+    uint16_t* pair_row = dest + (j / 2) * 2 * kBlock + (j & 1);
+    for (int64_t d = 0; d < dim; ++d)
+      pair_row[(d / kBlock) * padded_count * kBlock + (d % kBlock) * 2] = src[j * stride + d];
+  }
+}
+
+// hi[c] = bf16(row[c]), lo[c] = bf16(row[c] - hi[c]) for c < length (a multiple of W).
+void split_row(const float* row, int64_t length, uint16_t* hi, uint16_t* lo) {
+  for (int64_t c = 0; c < length; c += W) {
+    const VecF x = VecF::load(row + c);
+    x.store_bf16(hi + c);
+    (x - VecF::load_bf16(hi + c)).store_bf16(lo + c);
+  }
+}
+
+// The transpose of block (rows x length, leading dimension ld) split as split_row does:
+// hi[c * rows + r] + lo[c * rows + r] ~ block[r * ld + c].
+void split_transposed(const float* block, int64_t rows, int64_t length, int64_t ld, uint16_t* hi, uint16_t* lo) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < length; ++c) {
+      const float x = block[r * ld + c];
+      const uint16_t high = bf16_bits(x);
+      hi[c * rows + r] = high;
+      lo[c * rows + r] = bf16_bits(x - to_float(high));
+    }
+}
+
+void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
+  const Geometry g(args.q, args.k, args.v, args.options, round_up(std::max<int64_t>(1, config.block_q), kBlock),
+                   round_up(std::max<int64_t>(1, config.block_k), kBlock), kBlock);
+  const uint16_t* q = static_cast<const uint16_t*>(args.q.data);
+  const uint16_t* k = static_cast<const uint16_t*>(args.k.data);
+  const uint16_t* v = static_cast<const uint16_t*>(args.v.data);
+  uint16_t* o = static_cast<uint16_t*>(args.o.data);
+  float* lse = args.lse.ptr<float>();
+  const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
+  const int64_t v_stride = g.n_kv_heads * g.v_head_dim;
+  const int64_t bq = g.block_q, bk = g.block_k, dp = g.padded_dim, vp = g.padded_v_dim;
+  const int64_t k_tile = dp * bk, v_tile = bk * vp;
+
+  // K as the B of Q K^T and V as the B of P V, for every (batch, kv head, key block), packed once.
+  const int64_t tiles = g.batch * g.n_kv_heads * g.key_blocks;
+  AlignedBuffer k_buffer, v_buffer;
+  uint16_t* k_all = bf16_scratch(k_buffer, tiles * k_tile);
+  uint16_t* v_all = bf16_scratch(v_buffer, tiles * v_tile);
+  parallel_for(tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t kb = t % g.key_blocks, bg = t / g.key_blocks;
+      const int64_t b = bg / g.n_kv_heads, kv_head = bg % g.n_kv_heads;
+      const int64_t j0 = kb * bk, count = std::min(bk, g.seq_k - j0);
+      const int64_t row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
+      pack_columns_vnni(k + row * g.head_dim, kv_stride, count, g.head_dim, bk, dp, k_all + t * k_tile);
+      pack_rows_vnni(v + row * g.v_head_dim, v_stride, count, g.v_head_dim, bk, vp, v_all + t * v_tile);
+    }
+  });
+
+  const int64_t query_blocks = (g.seq_q + bq - 1) / bq;
+  parallel_for(g.batch * g.n_heads * query_blocks, 1, [&](int64_t begin, int64_t end) {
+    Tiles::configure(16, 64);
+    AlignedBuffer buffers[6];
+    uint16_t* q_rows = bf16_scratch(buffers[0], bq * dp);
+    float* s = attention_tiles::scratch(buffers[1], bq * bk);
+    uint16_t* p_hi = bf16_scratch(buffers[2], bq * bk);
+    uint16_t* p_lo = bf16_scratch(buffers[3], bq * bk);
+    float* acc = attention_tiles::scratch(buffers[4], bq * vp);
+    float* stats = attention_tiles::scratch(buffers[5], 2 * bq);
+    float* row_max = stats;
+    float* row_sum = stats + bq;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t qb = zigzag(task % query_blocks, query_blocks), bh = task / query_blocks;
+      const int64_t b = bh / g.n_heads, h = bh % g.n_heads, kv_head = h / g.group;
+      const int64_t i0 = qb * bq, rows = std::min(bq, g.seq_q - i0), padded_rows = round_up(rows, kBlock);
+      pack_rows_bf16(q + ((b * g.seq_q + i0) * g.n_heads + h) * g.head_dim, q_stride, rows, g.head_dim, padded_rows, dp,
+                     q_rows);
+      std::memset(acc, 0, sizeof(float) * padded_rows * vp);
+      for (int64_t r = 0; r < rows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
+      // Padding rows of P stay zero: they add nothing to the (unused) padding rows of acc.
+      std::memset(p_hi + rows * bk, 0, sizeof(uint16_t) * (padded_rows - rows) * bk);
+      std::memset(p_lo + rows * bk, 0, sizeof(uint16_t) * (padded_rows - rows) * bk);
+
+      int64_t kb_begin, kb_end;
+      g.key_block_range(i0, rows, &kb_begin, &kb_end);
+      const int64_t head_tiles = (b * g.n_kv_heads + kv_head) * g.key_blocks;
+      for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
+        const int64_t j0 = kb * bk, count = std::min(bk, g.seq_k - j0);
+        tile_product(padded_rows, bk, dp, q_rows, nullptr, dp, k_all + (head_tiles + kb) * k_tile, dp * kBlock, s, bk,
+                     false);
+        for (int64_t r = 0; r < rows; ++r) {
+          int64_t c_begin, c_end;
+          g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
+          attention_blocks::online_softmax_row(s + r * bk, bk, c_begin, c_end, g.scale, g.softcap, row_max + r,
+                                               row_sum + r, acc + r * vp, vp);
+          split_row(s + r * bk, bk, p_hi + r * bk, p_lo + r * bk);
+        }
+        tile_product(padded_rows, vp, bk, p_hi, p_lo, bk, v_all + (head_tiles + kb) * v_tile, bk * kBlock, acc, vp,
+                     true);
+      }
+      attention_blocks::store_output_rows(g, acc, vp, row_max, row_sum, b, h, i0, rows, o, lse);
+    }
+    Tiles::release();
+  });
+}
+
+void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
+  const Geometry g(args.q, args.k, args.v, args.options, round_up(std::max<int64_t>(1, config.block_q), kBlock),
+                   round_up(std::max<int64_t>(1, config.block_k), kBlock), kBlock);
+  const uint16_t* q = static_cast<const uint16_t*>(args.q.data);
+  const uint16_t* k = static_cast<const uint16_t*>(args.k.data);
+  const uint16_t* v = static_cast<const uint16_t*>(args.v.data);
+  const uint16_t* o = static_cast<const uint16_t*>(args.o.data);
+  const uint16_t* d_o = static_cast<const uint16_t*>(args.d_o.data);
+  const float* lse = args.lse.ptr<float>();
+  uint16_t* dq = static_cast<uint16_t*>(args.dq.data);
+  uint16_t* dk = static_cast<uint16_t*>(args.dk.data);
+  uint16_t* dv = static_cast<uint16_t*>(args.dv.data);
+  const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
+  const int64_t o_stride = g.n_heads * g.v_head_dim, v_stride = g.n_kv_heads * g.v_head_dim;
+  const int64_t bq = g.block_q, bk = g.block_k, dp = g.padded_dim, vp = g.padded_v_dim;
+
+  AlignedBuffer delta_buffer;
+  float* delta = attention_tiles::scratch(delta_buffer, g.batch * g.n_heads * g.seq_q);
+  attention_blocks::output_gradient_dots(g, d_o, o, delta);
+
+  // Per-thread dQ partials, rows (b, h, i) with bq rows of padding per head (a block's padded rows
+  // stay inside its head), summed in thread order afterwards.
+  const int threads = num_threads();
+  const int64_t rows_per_head = g.seq_q + bq;
+  const int64_t partial_floats = g.batch * g.n_heads * rows_per_head * dp;
+  AlignedBuffer partial_buffer;
+  float* partials = attention_tiles::scratch(partial_buffer, threads * partial_floats);
+  const int64_t tasks = g.batch * g.n_kv_heads * g.key_blocks;
+  parallel_run([&](int thread, int thread_count) {
+    if (thread >= threads) return;  // partials exist for num_threads() threads (zeroed at allocation)
+    Tiles::configure(16, 64);
+    float* dq_partial = partials + thread * partial_floats;
+    AlignedBuffer buffers[17];
+    uint16_t* k_columns = bf16_scratch(buffers[0], dp * bk);  // K: the B of Q K^T
+    uint16_t* v_columns = bf16_scratch(buffers[1], vp * bk);  // V: the B of dO V^T
+    uint16_t* k_depth = bf16_scratch(buffers[2], bk * dp);    // K: the B of dS K
+    uint16_t* q_rows = bf16_scratch(buffers[3], bq * dp);     // Q: the A of Q K^T
+    uint16_t* do_rows = bf16_scratch(buffers[4], bq * vp);    // dO: the A of dO V^T
+    uint16_t* q_depth = bf16_scratch(buffers[5], bq * dp);    // Q: the B of dS^T Q
+    uint16_t* do_depth = bf16_scratch(buffers[6], bq * vp);   // dO: the B of P^T dO
+    float* s = attention_tiles::scratch(buffers[7], bq * bk);
+    float* ds = attention_tiles::scratch(buffers[8], bq * bk);
+    uint16_t* pt_hi = bf16_scratch(buffers[9], bk * bq);  // P^T, dS^T and dS in two bf16 terms
+    uint16_t* pt_lo = bf16_scratch(buffers[10], bk * bq);
+    uint16_t* dst_hi = bf16_scratch(buffers[11], bk * bq);
+    uint16_t* dst_lo = bf16_scratch(buffers[12], bk * bq);
+    uint16_t* ds_hi = bf16_scratch(buffers[13], bq * bk);
+    uint16_t* ds_lo = bf16_scratch(buffers[14], bq * bk);
+    float* dk_acc = attention_tiles::scratch(buffers[15], bk * dp);
+    float* dv_acc = attention_tiles::scratch(buffers[16], bk * vp);
+    const int64_t task_begin = tasks * thread / thread_count, task_end = tasks * (thread + 1) / thread_count;
+    for (int64_t task = task_begin; task < task_end; ++task) {
+      const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;
+      const int64_t b = bg / g.n_kv_heads, kv_head = bg % g.n_kv_heads;
+      const int64_t j0 = kb * bk, count = std::min(bk, g.seq_k - j0);
+      const int64_t kv_row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
+      const int64_t kv_offset = kv_row * g.head_dim, v_offset = kv_row * g.v_head_dim;
+      pack_columns_vnni(k + kv_offset, kv_stride, count, g.head_dim, bk, dp, k_columns);
+      pack_columns_vnni(v + v_offset, v_stride, count, g.v_head_dim, bk, vp, v_columns);
+      pack_rows_vnni(k + kv_offset, kv_stride, count, g.head_dim, bk, dp, k_depth);
+      std::memset(dk_acc, 0, sizeof(float) * bk * dp);
+      std::memset(dv_acc, 0, sizeof(float) * bk * vp);
+      int64_t i_begin, i_end;
+      g.query_range(j0, count, &i_begin, &i_end);
+      for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
+        const int64_t head_row = (b * g.n_heads + h) * g.seq_q;
+        for (int64_t i0 = i_begin; i0 < i_end; i0 += bq) {
+          const int64_t rows = std::min(bq, i_end - i0), padded_rows = round_up(rows, kBlock);
+          const int64_t q_row = (b * g.seq_q + i0) * g.n_heads + h;
+          const uint16_t* q_block = q + q_row * g.head_dim;
+          const uint16_t* do_block = d_o + q_row * g.v_head_dim;
+          pack_rows_bf16(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_rows);
+          pack_rows_bf16(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_rows);
+          pack_rows_vnni(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_depth);
+          pack_rows_vnni(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_depth);
+          tile_product(padded_rows, bk, dp, q_rows, nullptr, dp, k_columns, dp * kBlock, s, bk, false);
+          tile_product(padded_rows, bk, vp, do_rows, nullptr, vp, v_columns, vp * kBlock, ds, bk, false);
+          for (int64_t r = 0; r < rows; ++r) {
+            int64_t c_begin, c_end;
+            g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
+            attention_blocks::gradient_block_row(s + r * bk, ds + r * bk, bk, c_begin, c_end, g.scale, g.softcap,
+                                                 lse[head_row + i0 + r], delta[head_row + i0 + r]);
+          }
+          std::memset(s + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
+          std::memset(ds + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
+          for (int64_t r = 0; r < padded_rows; ++r) split_row(ds + r * bk, bk, ds_hi + r * bk, ds_lo + r * bk);
+          split_transposed(s, padded_rows, bk, bk, pt_hi, pt_lo);
+          split_transposed(ds, padded_rows, bk, bk, dst_hi, dst_lo);
+          // dV += P^T dO, dK += dS^T Q (scaled when stored), dQ += dS K (scaled when summed).
+          tile_product(bk, vp, padded_rows, pt_hi, pt_lo, padded_rows, do_depth, padded_rows * kBlock, dv_acc, vp,
+                       true);
+          tile_product(bk, dp, padded_rows, dst_hi, dst_lo, padded_rows, q_depth, padded_rows * kBlock, dk_acc, dp,
+                       true);
+          tile_product(padded_rows, dp, bk, ds_hi, ds_lo, bk, k_depth, bk * kBlock,
+                       dq_partial + ((b * g.n_heads + h) * rows_per_head + i0) * dp, dp, true);
+        }
+      }
+      const VecF scale = VecF::broadcast(g.scale);
+      for (int64_t c = 0; c < count; ++c) {
+        for (int64_t d = 0; d < g.head_dim; d += W)
+          store_lanes(VecF::load(dk_acc + c * dp + d) * scale, dk + kv_offset + c * kv_stride + d, g.head_dim - d);
+        for (int64_t d = 0; d < g.v_head_dim; d += W)
+          store_lanes(VecF::load(dv_acc + c * vp + d), dv + v_offset + c * v_stride + d, g.v_head_dim - d);
+      }
+    }
+    Tiles::release();
+  });
+  attention_blocks::sum_dq_partials(g, partials, threads, partial_floats, rows_per_head, dp, dq);
+}
+
+}  // namespace
+
+void flash_attention_amx_forward_kernel(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
+  forward(args, config);
+}
+
+void flash_attention_amx_backward_kernel(const FlashAttentionBackwardArgs& args,
+                                         const FlashAttentionCpuConfig& config) {
+  backward(args, config);
+}
+
+}  // namespace lathe::LATHE_ISA_NS
