@@ -360,10 +360,13 @@ double TransformerModel::training_weight_flops_per_token() const {
   return 6.0 * matmul_weights;
 }
 
-double TransformerModel::bf16_engine_weight_flops_per_token() const {
-  return 6.0 * active_trained_weights(parameters_, [&](const Parameter& parameter) {
-           return parameter.kind == ParameterKind::matrix && parameter.var != lm_head();
-         });
+double TransformerModel::bf16_engine_weight_flops_per_token(bool lm_head_gradients_in_bf16) const {
+  const double layers = active_trained_weights(parameters_, [&](const Parameter& parameter) {
+    return parameter.kind == ParameterKind::matrix && parameter.var != lm_head();
+  });
+  const int64_t trained_mtp = config_.mtp_loss_weight > 0 ? config_.mtp_layers : 0;
+  const double heads = static_cast<double>((1 + trained_mtp) * config_.vocab_size * config_.d_model);
+  return 6.0 * layers + (lm_head_gradients_in_bf16 ? 6.0 : 2.0) * heads;
 }
 
 }  // namespace lathe

@@ -121,9 +121,11 @@ class TransformerModel {
   double training_weight_flops_per_token() const;
   // Of training_weight_flops_per_token, what a bf16 run (set_compute_dtype) computes on the bf16
   // matmul engine: all 6 FLOPs per weight of every matrix read through linear or grouped_linear
-  // (forward, dx and dW all take bf16 operands). Not the routers (f32) nor the LM head: the fused
-  // linear + cross-entropy widens its bf16 tiles to f32 and multiplies on FMA.
-  double bf16_engine_weight_flops_per_token() const;
+  // (forward, dx and dW all take bf16 operands), and of the LM head (each head the loss reads) its
+  // logits (2), plus its two gradient products (4) where lm_head_gradients_in_bf16 (the fused
+  // linear + cross-entropy's amx path, taken where AMX is active; elsewhere they widen the bf16
+  // operands to f32 and multiply on FMA). Not the routers (f32).
+  double bf16_engine_weight_flops_per_token(bool lm_head_gradients_in_bf16) const;
 
  private:
   autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,

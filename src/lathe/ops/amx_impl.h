@@ -27,10 +27,11 @@ namespace lathe {
   void name(const ArgsType&, const ConfigType&);             \
   }
 
+// heuristic: the config for given arguments; space: the tuning space.
 template <class Args, class Config>
-Impl<Args, Config> amx_impl(bool emulated, std::function<bool(const Args&)> bf16_operands, Config heuristic,
-                            std::function<std::vector<Config>()> space, KernelFunction<Args, Config> tile_kernel,
-                            KernelFunction<Args, Config> emulated_kernel) {
+Impl<Args, Config> amx_impl(bool emulated, std::function<bool(const Args&)> bf16_operands,
+                            std::function<Config(const Args&)> heuristic, std::function<std::vector<Config>()> space,
+                            KernelFunction<Args, Config> tile_kernel, KernelFunction<Args, Config> emulated_kernel) {
   Impl<Args, Config> impl;
   impl.name = emulated ? str_cat("amx", kEmulatedSuffix) : "amx";
   impl.isa = emulated ? Isa::scalar : Isa::avx512_bf16;
@@ -38,10 +39,20 @@ Impl<Args, Config> amx_impl(bool emulated, std::function<bool(const Args&)> bf16
     impl.supported = std::move(bf16_operands);
   else
     impl.supported = [bf16 = std::move(bf16_operands)](const Args& args) { return bf16(args) && amx_active(); };
-  impl.heuristic = [heuristic](const Args&) { return heuristic; };
+  impl.heuristic = std::move(heuristic);
   impl.space = [space = std::move(space)](const Args&) { return space(); };
   impl.run = emulated ? emulated_kernel : tile_kernel;
   return impl;
+}
+
+// The same with one heuristic config for every argument.
+template <class Args, class Config>
+Impl<Args, Config> amx_impl(bool emulated, std::function<bool(const Args&)> bf16_operands, Config heuristic,
+                            std::function<std::vector<Config>()> space, KernelFunction<Args, Config> tile_kernel,
+                            KernelFunction<Args, Config> emulated_kernel) {
+  return amx_impl<Args, Config>(emulated, std::move(bf16_operands),
+                                std::function<Config(const Args&)>([heuristic](const Args&) { return heuristic; }),
+                                std::move(space), tile_kernel, emulated_kernel);
 }
 
 }  // namespace lathe

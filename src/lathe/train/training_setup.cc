@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "lathe/bench/machine_peaks.h"
+#include "lathe/core/amx.h"
 #include "lathe/core/launcher.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/version.h"
@@ -57,18 +58,22 @@ void keep_the_checkpoints_dtype(TrainingSetup& setup, const Json& trainer_state,
                                 const std::string& where) {
   const Json* saved = trainer_state.find("compute_dtype");  // absent in checkpoints of older versions
   if (!saved || !saved->is_string()) return;
-  const ComputeDtype trained = saved->as_string() == to_string(ComputeDtype::bf16) ? ComputeDtype::bf16 : ComputeDtype::f32;
+  const ComputeDtype trained =
+      saved->as_string() == to_string(ComputeDtype::bf16) ? ComputeDtype::bf16 : ComputeDtype::f32;
   if (trained == setup.compute_dtype) return;
   if (setup.config->train.dtype != ComputeDtype::automatic) {
-    std::fprintf(setup.log, "note: %s was trained in %s; continuing in %s as train.dtype asks (not bitwise what an "
-                 "uninterrupted run would give)\n", where.c_str(), to_string(trained), to_string(setup.compute_dtype));
+    std::fprintf(setup.log,
+                 "note: %s was trained in %s; continuing in %s as train.dtype asks (not bitwise what an "
+                 "uninterrupted run would give)\n",
+                 where.c_str(), to_string(trained), to_string(setup.compute_dtype));
     return;
   }
   const ComputeDtype kept = resolve_compute_dtype(trained, peaks, nullptr);
   if (kept == setup.compute_dtype) {  // bf16 on a CPU without AVX512_BF16 or AMX
-    std::fprintf(setup.log, "note: %s was trained in %s, which this CPU does not run fast; continuing in %s (not "
-                 "bitwise what an uninterrupted run would give)\n", where.c_str(), to_string(trained),
-                 to_string(kept));
+    std::fprintf(setup.log,
+                 "note: %s was trained in %s, which this CPU does not run fast; continuing in %s (not "
+                 "bitwise what an uninterrupted run would give)\n",
+                 where.c_str(), to_string(trained), to_string(kept));
     return;
   }
   setup.compute_dtype = kept;
@@ -179,10 +184,11 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   setup.tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   setup.flops_per_token = setup.model->training_flops_per_token(config.train.seq_len);
   // MFU against the engines the work runs on: a bf16 run's linear-layer matmuls (forward and
-  // backward) on the bf16 matmul engine (AMX or vdpbf16ps; a forced bf16 run on a CPU without
-  // either: f32), the rest (LM head, routers, attention) on f32 FMA.
+  // backward) and the LM head's logits (with AMX its gradients too) on the bf16 matmul engine (AMX
+  // or vdpbf16ps; a forced bf16 run on a CPU without either: f32), the rest (routers, attention)
+  // on f32 FMA.
   const bool bf16 = setup.compute_dtype == ComputeDtype::bf16;
-  const double bf16_flops = bf16 ? setup.model->bf16_engine_weight_flops_per_token() : 0.0;
+  const double bf16_flops = bf16 ? setup.model->bf16_engine_weight_flops_per_token(amx_active()) : 0.0;
   setup.peak_gflops = mixed_work_peak_gflops(peaks, setup.flops_per_token, bf16_flops);
   std::fprintf(
       log,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
@@ -260,9 +261,11 @@ TEST(FlashAttention, ValueWidthSplitsIntoIndependentColumns) {
 // products as two bf16 terms, so the vector kernels' accuracy must hold), on shapes that cross
 // every padding edge: sequences and widths not multiples of 32 (head_dim 8 to 64, v_head_dim of
 // its own), GQA, seq_q above and below seq_k (queries without keys), a window, a soft cap, a scale
-// of its own; with blocks of 32 x 32 (7 x 5 rounded up) and 64 x 96 (40 x 96). The results are the
-// same bits for 1, 2 and 3 threads (each thread configures its own tiles); dispatch never picks
-// the emulation (ops/emulated_impl.h). The contract tests run it on random bf16 shapes too.
+// of its own; with blocks of 32 x 32 (7 x 5 rounded up) and 64 x 96 (40 x 96); for 1, 2 and 3
+// threads (each thread configures its own tiles). Outputs no thread shares are the same bits for
+// any thread count: o and lse, dk and dv (one task per key block); dq sums per-thread partials, so
+// only the tolerance holds it across thread counts (bitwise for a fixed count: the contract
+// tests). Dispatch never picks the emulation (ops/emulated_impl.h).
 TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
   const uint64_t seed = test_seed();
   const char* shapes[] = {
@@ -277,19 +280,22 @@ TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
       auto problem = find_op(name).make_problem(ShapeSpec::parse(shape), seed);
       for (const char* blocks : {"block_q=7,block_k=5", "block_q=40,block_k=96"}) {
         const ConfigParams config = ConfigParams::parse(blocks);
-        set_num_threads(1);
-        const CheckResult result = problem->check("amx_emulated", &config);
-        EXPECT_TRUE(result.passed) << name << " " << shape << " " << blocks << " seed=" << seed << "\n"
-                                   << result.summary();
-        std::vector<std::vector<double>> serial;
-        for (const auto& output : problem->outputs()) serial.push_back(to_vector<double>(output.second));
-        for (int threads : {2, 3}) {
+        std::map<std::string, std::vector<double>> serial;
+        for (int threads : {1, 2, 3}) {
           set_num_threads(threads);
-          problem->run("amx_emulated", &config);
-          std::vector<std::vector<double>> parallel;
-          for (const auto& output : problem->outputs()) parallel.push_back(to_vector<double>(output.second));
-          EXPECT_EQ(parallel, serial) << name << " " << shape << " " << blocks << " threads=" << threads
-                                      << " seed=" << seed;
+          const CheckResult result = problem->check("amx_emulated", &config);
+          EXPECT_TRUE(result.passed) << name << " " << shape << " " << blocks << " threads=" << threads
+                                     << " seed=" << seed << "\n"
+                                     << result.summary();
+          for (const auto& [output, view] : problem->outputs()) {
+            if (output == "dq") continue;
+            if (threads == 1)
+              serial[output] = to_vector<double>(view);
+            else
+              EXPECT_EQ(to_vector<double>(view), serial[output])
+                  << name << " " << output << " " << shape << " " << blocks << " threads=" << threads
+                  << " seed=" << seed;
+          }
         }
       }
     }

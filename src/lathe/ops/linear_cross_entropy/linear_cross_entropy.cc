@@ -4,12 +4,16 @@
 #include <cmath>
 #include <limits>
 
+#include "lathe/ops/amx_impl.h"
 #include "lathe/ops/linear_cross_entropy/linear_cross_entropy_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
 
 LATHE_DECLARE_ISA_KERNEL(linear_cross_entropy_kernel, LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig)
+// dlogits as three bf16 terms for bf16 GEMMs (linear_cross_entropy_kernels.cc): avx512:: with matmul's
+// own dispatch (AMX tiles), scalar:: with every matmul on the tile emulation.
+LATHE_DECLARE_AMX_KERNEL(linear_cross_entropy_amx_kernel, LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig)
 
 namespace {
 
@@ -31,6 +35,23 @@ std::vector<LinearCrossEntropyCpuConfig> config_space(const LinearCrossEntropyAr
   for (int64_t token_chunk : {16, 128, 256, 512, 1024})
     for (int64_t vocab_chunk : {64, 256, 512, 1024, 2048, 4096}) configs.push_back({token_chunk, vocab_chunk});
   return configs;
+}
+
+// amx (first: bf16 inputs where AMX is usable), the vector paths, amx_emulated (ops/amx_impl.h),
+// then cuda. The amx paths' matmuls choose their own blocks; the chunks are the vector paths'.
+std::vector<Impl<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig>> cpu_impls() {
+  using Config = LinearCrossEntropyCpuConfig;
+  auto bf16 = [](const LinearCrossEntropyArgs& args) { return args.hidden.dtype == DType::bf16; };
+  auto heuristic = [](const LinearCrossEntropyArgs& args) { return heuristic_config(args, Isa::avx512_bf16); };
+  auto space = [] { return config_space({}, Isa::avx512_bf16); };
+  std::vector<Impl<LinearCrossEntropyArgs, Config>> impls;
+  impls.push_back(amx_impl<LinearCrossEntropyArgs, Config>(
+      false, bf16, heuristic, space, avx512::linear_cross_entropy_amx_kernel, scalar::linear_cross_entropy_amx_kernel));
+  for (auto& impl : LATHE_ISA_IMPLS(linear_cross_entropy_kernel, heuristic_config, config_space))
+    impls.push_back(std::move(impl));
+  impls.push_back(amx_impl<LinearCrossEntropyArgs, Config>(
+      true, bf16, heuristic, space, avx512::linear_cross_entropy_amx_kernel, scalar::linear_cross_entropy_amx_kernel));
+  return impls;
 }
 
 int64_t target_at(const TensorView& targets, int64_t index) {
@@ -148,16 +169,16 @@ int64_t linear_cross_entropy_workspace_bytes(const LinearCrossEntropyArgs& args,
   int64_t tokens = args.hidden.dim(0), d_model = args.hidden.dim(1), vocab = args.weight.dim(0);
   int64_t token_chunk = std::clamp<int64_t>(config.token_chunk, 1, std::max<int64_t>(tokens, 1));
   int64_t vocab_chunk = std::clamp<int64_t>(config.vocab_chunk, 1, vocab);
-  int64_t bytes = 4 * token_chunk * vocab_chunk + 4 * 4 * token_chunk;                       // logits tile + row state
-  if (args.hidden.dtype == DType::bf16) bytes += 4 * (token_chunk + vocab_chunk) * d_model;  // f32 operand copies
+  int64_t bytes = 4 * token_chunk * vocab_chunk + 4 * 4 * token_chunk;  // logits tile + row state
+  // bf16 inputs: f32 operand copies (vector paths) or three bf16 dlogits tiles (amx), the larger.
+  if (args.hidden.dtype == DType::bf16)
+    bytes += std::max(4 * (token_chunk + vocab_chunk) * d_model, 6 * token_chunk * vocab_chunk);
   return bytes;
 }
 
 const Op<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig>& linear_cross_entropy_op() {
   static const Op<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig> op(
-      "linear_cross_entropy",
-      with_cuda_impl(LATHE_ISA_IMPLS(linear_cross_entropy_kernel, heuristic_config, config_space),
-                     LATHE_CUDA_IMPL(linear_cross_entropy_cuda_impl)),
+      "linear_cross_entropy", with_cuda_impl(cpu_impls(), LATHE_CUDA_IMPL(linear_cross_entropy_cuda_impl)),
       [](const LinearCrossEntropyArgs& args) {
         return str_cat("tokens=", args.hidden.dim(0), ",d_model=", args.hidden.dim(1), ",vocab=", args.weight.dim(0),
                        ",dtype=", dtype_name(args.hidden.dtype));

@@ -72,7 +72,8 @@ OpCost linear_cross_entropy_cost(const LinearCrossEntropyArgs& args);
 double linear_cross_entropy_useful_flops(const LinearCrossEntropyArgs& args);
 
 // Extra memory the fused kernel allocates for a config (bytes): the logits tile plus per-token
-// row state, and f32 copies of the bf16 operands' chunks when the inputs are bf16.
+// row state, and for bf16 inputs f32 copies of the operands' chunks (vector paths) or three bf16
+// dlogits tiles (amx), whichever is larger.
 int64_t linear_cross_entropy_workspace_bytes(const LinearCrossEntropyArgs& args,
                                              const LinearCrossEntropyCpuConfig& config);
 

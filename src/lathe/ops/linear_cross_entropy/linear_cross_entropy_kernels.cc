@@ -8,9 +8,20 @@
 //           dhidden_chunk += dlogits @ weight_tile and dweight_tile (+)= dlogits^T @ hidden_chunk.
 // Only the tile math is ISA-specific; the GEMMs go through matmul's own dispatch (called from
 // the calling thread, so they parallelise internally; the tile math is parallel over rows).
+// The gradient GEMMs take their operands one of two ways:
+//   f32 (linear_cross_entropy_kernel, the vector paths): f32 dlogits; bf16 inputs are copied to
+//     f32 chunk by chunk (matmul takes both operands in one dtype);
+//   bf16 terms (linear_cross_entropy_amx_kernel, bf16 inputs): dlogits as three bf16 tiles whose
+//     sum is exactly the f32 dlogits (hi = bf16(x), mid = bf16(x - hi), lo = x - hi - mid: 3 x 8
+//     significant bits), each multiplied with the bf16 hidden / weight as they are: three bf16
+//     GEMMs per gradient, which matmul runs on AMX tiles, as accurate as the f32 path (two terms,
+//     16 bits, measured up to 4e-7 from the float64 gradients where the tolerance allows 1e-6, and
+//     would exceed it for gradients near 1: the outputs are f32).
+//     Its avx512 compilation is the "amx" implementation (matmul dispatches to the tiles); its
+//     scalar compilation is "amx_emulated": every matmul forced onto the tile emulation
+//     (core/amx_tiles.h), so the tests check the composition on any machine.
 // Extra memory: the token_chunk x vocab_chunk f32 tile, per-row state, and for bf16 inputs f32
-// copies of the hidden chunk and the weight tile (the gradient GEMMs multiply them with f32
-// dlogits; matmul takes both operands in one dtype).
+// copies of the hidden chunk and the weight tile (f32), or the three bf16 dlogits tiles (bf16 terms).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -27,14 +38,15 @@ namespace {
 using simd::VecF;
 constexpr int W = VecF::width;
 
-TensorView f32_matrix(float* data, int64_t rows, int64_t cols) {
+TensorView matrix(void* data, int64_t rows, int64_t cols, DType dtype) {
   TensorView view;
   view.data = data;
   view.shape = Shape({rows, cols});
   view.strides = Shape({cols, 1});
-  view.dtype = DType::f32;
+  view.dtype = dtype;
   return view;
 }
+TensorView f32_matrix(float* data, int64_t rows, int64_t cols) { return matrix(data, rows, cols, DType::f32); }
 
 // Everything one call needs, derived once from the args.
 struct Problem {
@@ -117,7 +129,8 @@ void row_gradient(float* row, int64_t cols, int64_t target_column, float factor,
   const VecF lse_vec = VecF::broadcast(lse), scale = VecF::broadcast(p.scale), one = VecF::broadcast(1.0f);
   auto gradient = [&](VecF x) {
     if (p.softcap > 0) {
-      VecF capped = kFinal ? x * VecF::broadcast(1.0f / p.softcap) : simd::tanh(x * VecF::broadcast(p.scale / p.softcap));
+      VecF capped =
+          kFinal ? x * VecF::broadcast(1.0f / p.softcap) : simd::tanh(x * VecF::broadcast(p.scale / p.softcap));
       VecF probability = simd::exp(capped * VecF::broadcast(p.softcap) - lse_vec);
       return probability * softmax_factor * (scale * simd::fnma(capped, capped, one));
     }
@@ -147,11 +160,38 @@ void convert_bf16_rows(const uint16_t* source, float* destination, int64_t rows,
   });
 }
 
+constexpr int kDlogitsTerms = 3;
+
+// terms[i][c] (i < kDlogitsTerms) = bf16 values summing exactly to row[c]: each term rounds what
+// the ones before left (f32 subtraction of close values is exact; 3 x 8 significant bits cover
+// f32's 24, for magnitudes above bf16's denormal range).
+void split_bf16_row(const float* row, int64_t cols, uint16_t* const (&terms)[kDlogitsTerms]) {
+  int64_t c = 0;
+  for (; c + W <= cols; c += W) {
+    VecF rest = VecF::load(row + c);
+    for (uint16_t* term : terms) {
+      rest.store_bf16(term + c);
+      rest = rest - VecF::load_bf16(term + c);
+    }
+  }
+  if (c < cols) {
+    const int n = static_cast<int>(cols - c);
+    VecF rest = VecF::load_partial(row + c, n);
+    for (uint16_t* term : terms) {
+      rest.store_bf16_partial(term + c, n);
+      rest = rest - VecF::load_bf16_partial(term + c, n);
+    }
+  }
+}
+
 int64_t rows_per_task(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
 
-void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config) {
-  const Problem p{args.hidden.dim(0), args.hidden.dim(1), args.weight.dim(0), args.logit_scale, args.softcap,
-                  args.z_loss, args.ignore_index, args.hidden.dtype == DType::bf16};
+// bf16_terms: pass 2's gradient GEMMs take dlogits as three bf16 terms (bf16 inputs only);
+// dispatch: for every matmul of the call.
+void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config, bool bf16_terms,
+         const Dispatch& dispatch) {
+  const Problem p{args.hidden.dim(0), args.hidden.dim(1), args.weight.dim(0), args.logit_scale,
+                  args.softcap,       args.z_loss,        args.ignore_index,  args.hidden.dtype == DType::bf16};
   float* dhidden = static_cast<float*>(args.dhidden.data);
   float* dweight = static_cast<float*>(args.dweight.data);
   float* lse_out = static_cast<float*>(args.lse.data);
@@ -169,11 +209,17 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
   float* row_sum = row_max + token_chunk;
   float* row_lse = row_sum + token_chunk;
   float* target_logit = row_lse + token_chunk;
-  AlignedBuffer hidden_f32_buffer, weight_f32_buffer;
-  if (p.bf16) {
+  bf16_terms = bf16_terms && p.bf16;
+  AlignedBuffer hidden_f32_buffer, weight_f32_buffer, terms_buffer;
+  if (bf16_terms) {
+    terms_buffer = AlignedBuffer(sizeof(uint16_t) * kDlogitsTerms * token_chunk * vocab_chunk);
+  } else if (p.bf16) {
     hidden_f32_buffer = AlignedBuffer(sizeof(float) * token_chunk * p.d_model);
     weight_f32_buffer = AlignedBuffer(sizeof(float) * vocab_chunk * p.d_model);
   }
+  uint16_t* dlogits_terms[kDlogitsTerms];
+  for (int i = 0; i < kDlogitsTerms; ++i)
+    dlogits_terms[i] = terms_buffer.as<uint16_t>() + i * token_chunk * vocab_chunk;
 
   double loss_sum = 0.0;
   bool dweight_written = false;
@@ -199,7 +245,7 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
       product.b = args.weight.slice(0, v0, v1);
       product.c = logits;
       product.trans_b = true;
-      matmul(product);
+      matmul(product, dispatch);
       parallel_for(rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           float* row = tile + r * cols;
@@ -220,7 +266,7 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
 
     // Pass 2: recompute each tile, form dlogits, accumulate both gradients.
     TensorView hidden_operand = hidden_chunk;
-    if (p.bf16) {
+    if (p.bf16 && !bf16_terms) {
       convert_bf16_rows(static_cast<const uint16_t*>(hidden_chunk.data), hidden_f32_buffer.as<float>(), rows,
                         p.d_model);
       hidden_operand = f32_matrix(hidden_f32_buffer.as<float>(), rows, p.d_model);
@@ -238,7 +284,7 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
         product.b = weight_tile;
         product.c = logits;
         product.trans_b = true;
-        matmul(product);
+        matmul(product, dispatch);
       }
       parallel_for(rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
@@ -248,8 +294,31 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
             row_gradient<true>(tile + r * cols, cols, target - v0, factor, row_lse[r], p);
           else
             row_gradient<false>(tile + r * cols, cols, target - v0, factor, row_lse[r], p);
+          if (!bf16_terms) continue;
+          uint16_t* const row_terms[kDlogitsTerms] = {dlogits_terms[0] + r * cols, dlogits_terms[1] + r * cols,
+                                                      dlogits_terms[2] + r * cols};
+          split_bf16_row(tile + r * cols, cols, row_terms);
         }
       });
+      if (bf16_terms) {
+        for (uint16_t* term : dlogits_terms) {
+          const bool first = term == dlogits_terms[0];
+          MatmulArgs hidden_gradient;  // dhidden_chunk (+)= dlogits term @ weight_tile
+          hidden_gradient.a = matrix(term, rows, cols, DType::bf16);
+          hidden_gradient.b = weight_tile;
+          hidden_gradient.c = dhidden_chunk;
+          hidden_gradient.accumulate = v0 > 0 || !first;
+          matmul(hidden_gradient, dispatch);
+          MatmulArgs weight_gradient;  // dweight_tile (+)= dlogits term^T @ hidden_chunk
+          weight_gradient.a = hidden_gradient.a;
+          weight_gradient.b = hidden_chunk;
+          weight_gradient.c = args.dweight.slice(0, v0, v1);
+          weight_gradient.trans_a = true;
+          weight_gradient.accumulate = dweight_written || !first;
+          matmul(weight_gradient, dispatch);
+        }
+        continue;
+      }
       TensorView weight_operand = weight_tile;
       if (p.bf16) {
         convert_bf16_rows(static_cast<const uint16_t*>(weight_tile.data), weight_f32_buffer.as<float>(), cols,
@@ -261,14 +330,14 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
       hidden_gradient.b = weight_operand;
       hidden_gradient.c = dhidden_chunk;
       hidden_gradient.accumulate = v0 > 0;
-      matmul(hidden_gradient);
+      matmul(hidden_gradient, dispatch);
       MatmulArgs weight_gradient;  // dweight_tile (+)= dlogits^T @ hidden_chunk
       weight_gradient.a = logits;
       weight_gradient.b = hidden_operand;
       weight_gradient.c = args.dweight.slice(0, v0, v1);
       weight_gradient.trans_a = true;
       weight_gradient.accumulate = dweight_written;
-      matmul(weight_gradient);
+      matmul(weight_gradient, dispatch);
     }
     dweight_written = true;
   }
@@ -285,7 +354,18 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
 }  // namespace
 
 void linear_cross_entropy_kernel(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config) {
-  run(args, config);
+  run(args, config, /*bf16_terms=*/false, Dispatch{});
+}
+
+// The bf16-terms path: in the avx512 compilation ("amx") every matmul takes its own dispatch (the
+// tiles where AMX is active); in the scalar one ("amx_emulated") every matmul runs matmul's
+// amx_emulated implementation.
+void linear_cross_entropy_amx_kernel(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config) {
+#if LATHE_KERNEL_ISA == 0
+  run(args, config, /*bf16_terms=*/true, Dispatch{"amx_emulated"});
+#else
+  run(args, config, /*bf16_terms=*/true, Dispatch{});
+#endif
 }
 
 }  // namespace lathe::LATHE_ISA_NS

@@ -1,12 +1,15 @@
 // linear_cross_entropy: finite-difference check of the reference gradients, independence of the
 // chunk sizes, independently derivable values (uniform logits give log(vocab); softmax - onehot
 // sums to zero over the vocabulary), all-ignored batches, and validation errors.
+#include "lathe/ops/linear_cross_entropy/linear_cross_entropy.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
-#include "lathe/ops/linear_cross_entropy/linear_cross_entropy.h"
+#include "lathe/ops/problem.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -18,8 +21,8 @@ struct Buffers {
 };
 
 // Random inputs; token t is ignored when ignored(t). Outputs are f32 unless output_dtype says otherwise.
-Buffers make_buffers(int64_t tokens, int64_t d_model, int64_t vocab, DType dtype, uint64_t seed,
-                     double ignore_fraction, DType output_dtype = DType::f32) {
+Buffers make_buffers(int64_t tokens, int64_t d_model, int64_t vocab, DType dtype, uint64_t seed, double ignore_fraction,
+                     DType output_dtype = DType::f32) {
   Buffers b;
   b.hidden = Tensor::empty({tokens, d_model}, dtype);
   b.weight = Tensor::empty({vocab, d_model}, dtype);
@@ -43,7 +46,8 @@ Buffers make_buffers(int64_t tokens, int64_t d_model, int64_t vocab, DType dtype
 double max_abs_difference(const TensorView& a, const TensorView& b) {
   std::vector<double> x = to_vector<double>(a), y = to_vector<double>(b);
   double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) worst = std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::max(worst, std::fabs(x[i] - y[i]));
+  for (size_t i = 0; i < x.size(); ++i)
+    worst = std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::max(worst, std::fabs(x[i] - y[i]));
   return worst;
 }
 
@@ -54,7 +58,9 @@ double reference_loss(const LinearCrossEntropyArgs& args) {
 
 TEST(LinearCrossEntropy, ReferenceGradientsMatchFiniteDifferences) {
   uint64_t seed = test_seed();
-  struct Case { float softcap, z_loss, logit_scale; };
+  struct Case {
+    float softcap, z_loss, logit_scale;
+  };
   for (Case c : {Case{0, 0, 1}, Case{1.5f, 0.1f, 1.3f}, Case{0, 0.2f, 0.7f}}) {
     // float64 inputs and outputs: the reference reads and writes any dtype.
     Buffers b = make_buffers(5, 6, 7, DType::f64, seed, 0.3, DType::f64);
@@ -96,23 +102,28 @@ TEST(LinearCrossEntropy, GradScaleScalesGradientsNotLoss) {
     EXPECT_NEAR(2.5 * read_element(base.dweight, i), read_element(scaled.dweight, i), 1e-14) << "seed=" << seed;
 }
 
-// Runs every usable implementation at several chunk configs and compares with one big chunk.
+// Runs every usable implementation at several chunk configs and compares with its own run in one
+// big chunk (implementations differ from each other by their precision: the amx paths' dlogits
+// carry about 16 bits; the contract tests bound each against the float64 reference).
 TEST(LinearCrossEntropy, ResultsDoNotDependOnChunkSizes) {
   uint64_t seed = test_seed();
   for (DType dtype : {DType::f32, DType::bf16}) {
-    Buffers whole = make_buffers(23, 19, 157, dtype, seed, 0.3);
-    whole.args.softcap = 2.0f;
-    whole.args.z_loss = 0.01f;
-    ConfigParams one_chunk = config_to_params(LinearCrossEntropyCpuConfig{1000, 1000});
-    linear_cross_entropy(whole.args, Dispatch{"", &one_chunk});
-    for (const auto* impl : linear_cross_entropy_op().usable_impls(whole.args)) {
-      for (LinearCrossEntropyCpuConfig config : {LinearCrossEntropyCpuConfig{1, 1}, {3, 7}, {5, 64}, {22, 156}, {8, 1000}}) {
+    Buffers probe = make_buffers(23, 19, 157, dtype, seed, 0.3);
+    for (const auto* impl : linear_cross_entropy_op().usable_impls(probe.args)) {
+      Buffers whole = make_buffers(23, 19, 157, dtype, seed, 0.3);
+      whole.args.softcap = 2.0f;
+      whole.args.z_loss = 0.01f;
+      ConfigParams one_chunk = config_to_params(LinearCrossEntropyCpuConfig{1000, 1000});
+      linear_cross_entropy(whole.args, Dispatch{impl->name, &one_chunk});
+      for (LinearCrossEntropyCpuConfig config :
+           {LinearCrossEntropyCpuConfig{1, 1}, {3, 7}, {5, 64}, {22, 156}, {8, 1000}}) {
         Buffers chunked = make_buffers(23, 19, 157, dtype, seed, 0.3);
         chunked.args.softcap = 2.0f;
         chunked.args.z_loss = 0.01f;
         ConfigParams params = config_to_params(config);
         linear_cross_entropy(chunked.args, Dispatch{impl->name, &params});
-        std::string context = str_cat(impl->name, " ", dtype_name(dtype), " config=", params.to_string(), " seed=", seed);
+        std::string context =
+            str_cat(impl->name, " ", dtype_name(dtype), " config=", params.to_string(), " seed=", seed);
         EXPECT_LE(max_abs_difference(chunked.loss, whole.loss), 2e-6) << context;
         EXPECT_LE(max_abs_difference(chunked.lse, whole.lse), 2e-6) << context;
         EXPECT_LE(max_abs_difference(chunked.dhidden, whole.dhidden), 1e-7) << context;
@@ -120,6 +131,44 @@ TEST(LinearCrossEntropy, ResultsDoNotDependOnChunkSizes) {
       }
     }
   }
+}
+
+// The amx path (dlogits as three bf16 terms, every product a bf16 GEMM) with each matmul on the
+// tile emulation (core/amx_tiles.h): the float64 reference by the tolerance rule, over vocabulary
+// chunks that recompute the logits and one that keeps them, with ignored tokens, a soft cap, the
+// z-loss and a scale, and one token with gradients near 1 (where two terms' 16 bits fall outside
+// the rule for f32 outputs); the same bits for 1, 2 and 3 threads; dispatch never picks the
+// emulation.
+TEST(LinearCrossEntropy, AmxPathOnTheEmulationMatchesTheReferenceForAnyThreadCount) {
+  const uint64_t seed = test_seed();
+  const char* shapes[] = {
+      "tokens=37,d_model=40,vocab=150,dtype=bf16,ignore_frac=0.2,softcap=2,z_loss=0.01",
+      "tokens=20,d_model=70,vocab=97,dtype=bf16,logit_scale=0.5,grad_scale=3,target_dtype=i32",
+      "tokens=1,d_model=33,vocab=40,dtype=bf16,grad_scale=4",
+  };
+  const int saved_threads = num_threads();
+  for (const char* shape : shapes) {
+    auto problem = find_op("linear_cross_entropy").make_problem(ShapeSpec::parse(shape), seed);
+    for (const char* chunks : {"token_chunk=16,vocab_chunk=64", "token_chunk=64,vocab_chunk=4096"}) {
+      const ConfigParams config = ConfigParams::parse(chunks);
+      set_num_threads(1);
+      const CheckResult result = problem->check("amx_emulated", &config);
+
+      EXPECT_TRUE(result.passed) << shape << " " << chunks << " seed=" << seed << "\n" << result.summary();
+      std::vector<std::vector<double>> serial;
+      for (const auto& output : problem->outputs()) serial.push_back(to_vector<double>(output.second));
+      for (int threads : {2, 3}) {
+        set_num_threads(threads);
+        problem->run("amx_emulated", &config);
+        std::vector<std::vector<double>> parallel;
+        for (const auto& output : problem->outputs()) parallel.push_back(to_vector<double>(output.second));
+        EXPECT_EQ(parallel, serial) << shape << " " << chunks << " threads=" << threads << " seed=" << seed;
+      }
+    }
+  }
+  set_num_threads(saved_threads);
+  Buffers b = make_buffers(8, 16, 40, DType::bf16, seed, 0.0);
+  EXPECT_EQ(linear_cross_entropy_op().select_impl(b.args).name.find("amx_emulated"), std::string::npos);
 }
 
 // With weight = 0 every logit is 0: lse = log(vocab), loss = log(vocab) + z (log vocab)^2, and
@@ -143,8 +192,8 @@ TEST(LinearCrossEntropy, UniformLogitsGiveLogVocab) {
     if (target == -100) continue;
     for (int64_t v = 0; v < vocab; ++v)
       for (int64_t d = 0; d < d_model; ++d)
-        expected[v * d_model + d] += ((1.0 + 2 * z * log_vocab) / vocab - (v == target)) *
-                                     read_element(b.hidden, t * d_model + d) / valid;
+        expected[v * d_model + d] +=
+            ((1.0 + 2 * z * log_vocab) / vocab - (v == target)) * read_element(b.hidden, t * d_model + d) / valid;
   }
   for (int64_t i = 0; i < vocab * d_model; ++i)
     EXPECT_NEAR(read_element(b.dweight, i), expected[i], 1e-6) << "dweight[" << i << "] seed=" << seed;
