@@ -119,7 +119,39 @@ Var rope(Tape& tape, const Var& x, const RopeParams& params) {
   return out;
 }
 
-Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options) {
+namespace {
+
+// attention() in bf16: the rounded q, k, v and o are what the backward reads (half the bytes of
+// the f32 values, which it does not keep).
+Var bf16_attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options) {
+  const int64_t batch = q->value.dim(0), seq_q = q->value.dim(1), heads = q->value.dim(2);
+  const Tensor q16 = convert(q->value, DType::bf16), k16 = convert(k->value, DType::bf16),
+               v16 = convert(v->value, DType::bf16);
+  const Tensor o16 = Tensor::empty({batch, seq_q, heads, v->value.dim(3)}, DType::bf16);
+  Tensor lse = Tensor::empty({batch, heads, seq_q}, DType::f32);
+  flash_attention({q16, k16, v16, o16, lse, options});
+  Var out = make_var(convert(o16, DType::f32), q->requires_grad || k->requires_grad || v->requires_grad);
+  if (!tape.recording() || !out->requires_grad) return out;
+  tape.record([q, k, v, q16, k16, v16, o16, out, lse, options] {
+    Tensor dq = Tensor::empty(q16.shape(), DType::bf16), dk = Tensor::empty(k16.shape(), DType::bf16),
+           dv = Tensor::empty(v16.shape(), DType::bf16);
+    const Tensor grad16 = convert(out->grad, DType::bf16);
+    flash_attention_backward({q16, k16, v16, o16, lse, grad16, dq, dk, dv, options});
+    accumulate_grad(q, convert(dq, DType::f32), true);
+    accumulate_grad(k, convert(dk, DType::f32), true);
+    accumulate_grad(v, convert(dv, DType::f32), true);
+  });
+  return out;
+}
+
+}  // namespace
+
+Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options,
+              DType compute) {
+  if (compute == DType::bf16) {
+    LATHE_ASSERT(fast(tape));
+    return bf16_attention(tape, q, k, v, options);
+  }
   const int64_t batch = q->value.dim(0), seq_q = q->value.dim(1), heads = q->value.dim(2);
   // out: (batch, seq_q, heads, v_head_dim): v's width, which may differ from q's (MLA).
   Var out = make_var(new_tensor(tape, {batch, seq_q, heads, v->value.dim(3)}),

@@ -23,7 +23,12 @@ Var linear(Tape& tape, const Var& x, const Var& weight);
 Var rope(Tape& tape, const Var& x, const RopeParams& params);
 // q: (batch, seq_q, heads, head_dim); k: (batch, seq_k, kv_heads, head_dim); v: (batch, seq_k, kv_heads,
 // v_head_dim) -> (batch, seq_q, heads, v_head_dim).
-Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options);
+// compute bf16 (fast precision only; a bf16 run where AMX is active, TransformerModel's
+// attention_dtype): q, k and v are rounded to bf16 and the kernels run on them (AMX tiles), o is
+// rounded to bf16 and widened; the backward rounds the output gradient and widens dq, dk, dv into
+// the f32 gradients. f32: the tape's own precision throughout.
+Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options,
+              DType compute = DType::f32);
 // gate, up: (rows, ffn) -> act(gate) * up.
 Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation);
 // a, b: the same shape -> a + b.

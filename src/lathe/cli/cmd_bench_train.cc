@@ -178,10 +178,10 @@ int run_bench_train(int argc, char** argv) {
       to_string(compute_dtype));
   if (!dtype_note.empty()) std::printf("%s\n", dtype_note.c_str());
   // MFU against the engines the work runs on: a bf16 run's linear-layer matmuls and the LM head's
-  // logits (with AMX its gradients too) on the bf16 matmul engine (AMX or vdpbf16ps), the rest on
-  // f32 FMA (machine_peaks.h, mixed_work_peak_gflops).
+  // logits (with AMX its gradients and attention too) on the bf16 matmul engine (AMX or
+  // vdpbf16ps), the rest on f32 FMA (machine_peaks.h, mixed_work_peak_gflops).
   const double flops_per_token = model.training_flops_per_token(seq);
-  const double bf16_flops_per_token = bf16 ? model.bf16_engine_weight_flops_per_token(amx_active()) : 0.0;
+  const double bf16_flops_per_token = bf16 ? model.bf16_engine_flops_per_token(seq, amx_active()) : 0.0;
   const double peak_gflops = mixed_work_peak_gflops(peaks, flops_per_token, bf16_flops_per_token);
   std::printf("peaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, AMX %.1f GFLOP/s; MFU against %.1f GFLOP/s ",
               peaks.f32_gflops, peaks.bf16_gflops, peaks.amx_gflops, peak_gflops);

@@ -84,6 +84,8 @@ struct BlockContext {
   // KV sharing: where this forward's layers leave and find keys and values (set in every forward
   // the transformer runs).
   std::shared_ptr<LayerKeyValues> layer_key_values;
+  // What autograd::attention computes in (TransformerModel::attention_dtype; f32 with a cache).
+  DType attention_dtype = DType::f32;
 };
 
 // How the Hugging Face sliding-window keys map onto ModelConfig (sliding_window and its pattern).

@@ -75,7 +75,7 @@ Var gemma4_attention(Tape& tape, const BlockContext& context, const LayerParamet
   options.scale = config.attention_scale;
   options.softcap = config.attn_logit_softcap;
   options.window = config.layer_is_local(layer) ? config.sliding_window : 0;
-  Var attended = autograd::attention(tape, q, k, v, options);
+  Var attended = autograd::attention(tape, q, k, v, options, context.attention_dtype);
   Var rows = autograd::reshape(tape, attended, {batch * seq, config.n_heads * head_dim});
   return autograd::linear(tape, rows, p[kOProj]);
 }

@@ -101,7 +101,7 @@ Var self_attention(Tape& tape, const BlockContext& context, const AttentionWeigh
   options.window = config.layer_is_local(context.layer) ? config.sliding_window : 0;
   Var attended = weights.sinks && *weights.sinks
                      ? autograd::attention_with_sinks(tape, q, k, v, *weights.sinks, options)
-                     : autograd::attention(tape, q, k, v, options);
+                     : autograd::attention(tape, q, k, v, options, context.attention_dtype);
   Var rows = autograd::reshape(tape, attended, {batch * seq, config.n_heads * head_dim});
   Var out = autograd::linear(tape, rows, *weights.o_proj);
   return weights.o_bias && *weights.o_bias ? autograd::add_bias(tape, out, *weights.o_bias) : out;

@@ -121,11 +121,12 @@ Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, 
   const int64_t pad = dn + dr - dv;
   if (pad > 0 && composed_with_padded_values()) {  // the path this layer replaced, for benchmarks only
     Var zeros = autograd::make_var(Tensor::zeros({batch, seq, 1, pad}, query->value.dtype()));
-    Var padded = autograd::attention(tape, query, key, autograd::concat_heads(tape, kv_up[1], zeros), options);
+    Var padded = autograd::attention(tape, query, key, autograd::concat_heads(tape, kv_up[1], zeros), options,
+                                     context.attention_dtype);
     const int64_t widths[] = {dv, pad};
     attended = autograd::split_last_dim(tape, padded, widths)[0];
   } else {
-    attended = autograd::attention(tape, query, key, kv_up[1], options);  // (B, S, H, dv)
+    attended = autograd::attention(tape, query, key, kv_up[1], options, context.attention_dtype);  // (B, S, H, dv)
   }
   return autograd::linear(tape, autograd::reshape(tape, attended, {batch * seq, heads * dv}), *w.o_proj);
 }

@@ -162,7 +162,7 @@ Var gated_attention(Tape& tape, const BlockContext& context, const LayerParamete
   FlashAttentionOptions options;
   options.causal = true;
   options.scale = config.attention_scale;
-  Var attended = autograd::attention(tape, q, k, v, options);
+  Var attended = autograd::attention(tape, q, k, v, options, context.attention_dtype);
   Var rows = autograd::reshape(tape, attended, {tokens, heads * head_dim});
   if (gate) rows = autograd::sigmoid_multiply(tape, rows, gate);
   return autograd::linear(tape, rows, p[kOProj]);

@@ -7,6 +7,7 @@
 
 #include "lathe/autograd/mla_ops.h"
 #include "lathe/autograd/objective.h"
+#include "lathe/core/amx.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/models/expert_parallel.h"
@@ -91,12 +92,18 @@ void TransformerModel::set_compute_dtype(ComputeDtype dtype) {
   LATHE_ASSERT(dtype != ComputeDtype::automatic);  // resolved by train/compute_dtype.h first
   LATHE_ASSERT(dtype == ComputeDtype::f32 || precision_ == autograd::Precision::fast);
   compute_dtype_ = dtype;
+  set_attention_dtype(dtype == ComputeDtype::bf16 && amx_active() ? DType::bf16 : DType::f32);
   for (const Parameter& parameter : parameters_) {
     // The embedding table is only read by a matmul when it doubles as the LM head.
     const bool read_by_matmul = parameter.kind == ParameterKind::matrix || parameter.var == lm_head();
     parameter.var->value_bf16 =
         dtype == ComputeDtype::bf16 && read_by_matmul ? convert(parameter.var->value, DType::bf16) : Tensor{};
   }
+}
+
+void TransformerModel::set_attention_dtype(DType dtype) {
+  LATHE_ASSERT(dtype == DType::f32 || (dtype == DType::bf16 && precision_ == autograd::Precision::fast));
+  attention_dtype_ = dtype;
 }
 
 void TransformerModel::refresh_bf16_weights() {
@@ -209,6 +216,7 @@ Var TransformerModel::run_layers(Tape& tape, const Tensor& ids, int64_t batch, i
   for (int64_t layer = 0; layer < config_.n_layers; ++layer) {
     BlockContext context{&config_, layer,         batch,          seq,          cache ? cache->length : 0,
                          cache,    router_losses, expert_shard(), layer_inputs, key_values};
+    context.attention_dtype = cache ? DType::f32 : attention_dtype_;
     const LayerParameters* parameters = &layers_[layer];
     const FamilySpec* family = family_;
     h = autograd::rematerialize(tape, remat, h, [family, context, parameters](Tape& inner, const Var& input) {
@@ -285,6 +293,7 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
     BlockContext context{
         &config_, config_.n_layers + static_cast<int64_t>(k), batch, seq, 0, nullptr, nullptr, expert_shard(), nullptr,
         nullptr};
+    context.attention_dtype = attention_dtype_;
     const LayerParameters* parameters = &module.block;
     const FamilySpec* family = family_;
     Var h = autograd::rematerialize(tape, remat, x, [family, context, parameters](Tape& inner, const Var& input) {
@@ -367,6 +376,12 @@ double TransformerModel::bf16_engine_weight_flops_per_token(bool lm_head_gradien
   const int64_t trained_mtp = config_.mtp_loss_weight > 0 ? config_.mtp_layers : 0;
   const double heads = static_cast<double>((1 + trained_mtp) * config_.vocab_size * config_.d_model);
   return 6.0 * layers + (lm_head_gradients_in_bf16 ? 6.0 : 2.0) * heads;
+}
+
+double TransformerModel::bf16_engine_flops_per_token(int64_t seq_len, bool lm_head_gradients_in_bf16) const {
+  const double attention = training_flops_per_token(seq_len) - training_weight_flops_per_token();
+  return bf16_engine_weight_flops_per_token(lm_head_gradients_in_bf16) +
+         (attention_dtype_ == DType::bf16 ? attention : 0.0);
 }
 
 }  // namespace lathe

@@ -57,8 +57,14 @@ class TransformerModel {
   // VariableData::value_bf16, and linear / cross_entropy then multiply in bf16 (autograd/tape.h).
   // Master weights, gradients and optimizer state stay f32; the optimizer refreshes the copies.
   // f32 drops the copies.
+  // bf16 also sets attention_dtype to bf16 where AMX is active (core/amx.h): the attention kernels
+  // then run on tiles; elsewhere a bf16 attention kernel would only widen to f32, so it stays f32.
   void set_compute_dtype(ComputeDtype dtype);
   ComputeDtype compute_dtype() const { return compute_dtype_; }
+  // What autograd::attention computes in for every forward without a KV cache (f32 or bf16; see
+  // autograd/ops.h). Set by set_compute_dtype; tests set it directly to try the bf16 path anywhere.
+  void set_attention_dtype(DType dtype);
+  DType attention_dtype() const { return attention_dtype_; }
   // Re-rounds the bf16 copies from the f32 master weights; call after writing parameter values
   // directly (loading a checkpoint). No-op in f32.
   void refresh_bf16_weights();
@@ -126,6 +132,10 @@ class TransformerModel {
   // linear + cross-entropy's amx path, taken where AMX is active; elsewhere they widen the bf16
   // operands to f32 and multiply on FMA). Not the routers (f32).
   double bf16_engine_weight_flops_per_token(bool lm_head_gradients_in_bf16) const;
+  // All of a bf16 run's work on the bf16 engine: the above, plus the attention FLOPs of
+  // training_flops_per_token where attention_dtype is bf16 (the family's whole count: a hybrid's
+  // recurrent layers, which stay f32, are counted there too, which lowers the reported MFU).
+  double bf16_engine_flops_per_token(int64_t seq_len, bool lm_head_gradients_in_bf16) const;
 
  private:
   autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,
@@ -149,6 +159,7 @@ class TransformerModel {
   ModelConfig config_;
   autograd::Precision precision_;
   ComputeDtype compute_dtype_ = ComputeDtype::f32;
+  DType attention_dtype_ = DType::f32;
   const FamilySpec* family_;
   std::vector<Parameter> parameters_;
   autograd::Var embed_tokens_, final_norm_, lm_head_;

@@ -184,11 +184,11 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   setup.tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   setup.flops_per_token = setup.model->training_flops_per_token(config.train.seq_len);
   // MFU against the engines the work runs on: a bf16 run's linear-layer matmuls (forward and
-  // backward) and the LM head's logits (with AMX its gradients too) on the bf16 matmul engine (AMX
-  // or vdpbf16ps; a forced bf16 run on a CPU without either: f32), the rest (routers, attention)
-  // on f32 FMA.
+  // backward) and the LM head's logits (with AMX its gradients and attention too) on the bf16
+  // matmul engine (AMX or vdpbf16ps; a forced bf16 run on a CPU without either: f32), the rest
+  // (routers, attention without AMX) on f32 FMA.
   const bool bf16 = setup.compute_dtype == ComputeDtype::bf16;
-  const double bf16_flops = bf16 ? setup.model->bf16_engine_weight_flops_per_token(amx_active()) : 0.0;
+  const double bf16_flops = bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, amx_active()) : 0.0;
   setup.peak_gflops = mixed_work_peak_gflops(peaks, setup.flops_per_token, bf16_flops);
   std::fprintf(
       log,
