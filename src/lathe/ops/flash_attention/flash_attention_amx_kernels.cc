@@ -49,6 +49,7 @@ namespace {
 
 using amx_tiles::Tiles;
 using attention_blocks::Geometry;
+using attention_tiles::Arena;
 using attention_tiles::round_up;
 using attention_tiles::store_lanes;
 using attention_tiles::to_float;
@@ -62,6 +63,9 @@ uint16_t* bf16_scratch(AlignedBuffer& buffer, int64_t count) {
   buffer = AlignedBuffer(sizeof(uint16_t) * static_cast<size_t>(std::max<int64_t>(count, 32)));
   return buffer.as<uint16_t>();
 }
+
+// `count` bf16 values from an arena (64-byte aligned, contents undefined).
+uint16_t* take_bf16(Arena& arena, int64_t count) { return reinterpret_cast<uint16_t*>(arena.take((count + 1) / 2)); }
 
 // bf16 bits of x, rounded to nearest even (NaN stays NaN).
 inline uint16_t bf16_bits(float x) {
@@ -178,9 +182,9 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
 
   // K as the B of Q K^T and V as the B of P V, for every (batch, kv head, key block), packed once.
   const int64_t tiles = g.batch * g.n_kv_heads * g.key_blocks;
-  AlignedBuffer k_buffer, v_buffer;
-  uint16_t* k_all = bf16_scratch(k_buffer, tiles * k_tile);
-  uint16_t* v_all = bf16_scratch(v_buffer, tiles * v_tile);
+  Arena call((tiles * (k_tile + v_tile) + 1) / 2 + 32, Arena::kCall, /*zeroed=*/false);  // packed in full
+  uint16_t* k_all = take_bf16(call, tiles * k_tile);
+  uint16_t* v_all = take_bf16(call, tiles * v_tile);
   parallel_for(tiles, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t kb = t % g.key_blocks, bg = t / g.key_blocks;
@@ -255,17 +259,16 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   const int64_t o_stride = g.n_heads * g.v_head_dim, v_stride = g.n_kv_heads * g.v_head_dim;
   const int64_t bq = g.block_q, bk = g.block_k, dp = g.padded_dim, vp = g.padded_v_dim;
 
-  AlignedBuffer delta_buffer;
-  float* delta = attention_tiles::scratch(delta_buffer, g.batch * g.n_heads * g.seq_q);
-  attention_blocks::output_gradient_dots(g, d_o, o, delta);
-
-  // Per-thread dQ partials, rows (b, h, i) with bq rows of padding per head (a block's padded rows
-  // stay inside its head), summed in thread order afterwards.
+  // Per-thread dQ partials (zeroed), rows (b, h, i) with bq rows of padding per head (a block's
+  // padded rows stay inside its head), summed in thread order afterwards; D = do . o per row.
   const int threads = num_threads();
   const int64_t rows_per_head = g.seq_q + bq;
   const int64_t partial_floats = g.batch * g.n_heads * rows_per_head * dp;
-  AlignedBuffer partial_buffer;
-  float* partials = attention_tiles::scratch(partial_buffer, threads * partial_floats);
+  const int64_t query_rows = g.batch * g.n_heads * g.seq_q;
+  Arena call(threads * partial_floats + query_rows, Arena::kCall, /*zeroed=*/true);
+  float* partials = call.take(threads * partial_floats);
+  float* delta = call.take(query_rows);
+  attention_blocks::output_gradient_dots(g, d_o, o, delta);
   const int64_t tasks = g.batch * g.n_kv_heads * g.key_blocks;
   parallel_run([&](int thread, int thread_count) {
     if (thread >= threads) return;  // partials exist for num_threads() threads (zeroed at allocation)

@@ -39,9 +39,9 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
 
   // K^T tiles and padded V rows for every (batch, kv head, key block), packed once.
   const int64_t tiles = g.batch * g.n_kv_heads * g.key_blocks;
-  AlignedBuffer kt_buffer, v_buffer;
-  float* kt_all = scratch(kt_buffer, tiles * kt_tile);
-  float* v_all = scratch(v_buffer, tiles * v_tile);
+  Arena call(tiles * (kt_tile + v_tile), Arena::kCall, /*zeroed=*/false);  // every read element is packed
+  float* kt_all = call.take(tiles * kt_tile);
+  float* v_all = call.take(tiles * v_tile);
   parallel_for(tiles, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t kb = t % g.key_blocks, bg = t / g.key_blocks;
@@ -55,11 +55,11 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
 
   const int64_t query_blocks = (g.seq_q + g.block_q - 1) / g.block_q;
   parallel_for(g.batch * g.n_heads * query_blocks, 1, [&](int64_t begin, int64_t end) {
-    AlignedBuffer q_buffer, s_buffer, acc_buffer, stat_buffer;
-    float* q_tile = scratch(q_buffer, g.block_q * dp);
-    float* s = scratch(s_buffer, g.block_q * bkp);
-    float* acc = scratch(acc_buffer, g.block_q * vp);
-    float* stats = scratch(stat_buffer, 2 * g.block_q);
+    Arena arena(g.block_q * (dp + bkp + vp + 2 + 64), Arena::kTask, /*zeroed=*/false);
+    float* q_tile = arena.take(g.block_q * dp);
+    float* s = arena.take(g.block_q * bkp);
+    float* acc = arena.take(g.block_q * vp);
+    float* stats = arena.take(2 * g.block_q);
     float* row_max = stats;
     float* row_sum = stats + g.block_q;
     for (int64_t task = begin; task < end; ++task) {
@@ -109,29 +109,31 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
   const int64_t query_rows = g.batch * g.n_heads * g.seq_q;
 
-  AlignedBuffer delta_buffer;
-  float* delta = scratch(delta_buffer, query_rows);
-  attention_blocks::output_gradient_dots(g, d_o, o, delta);
-
-  // Per-thread dQ partials (rows (b, h, i), padded head_dim), summed in thread order afterwards.
+  // Per-thread dQ partials (rows (b, h, i), padded head_dim, zeroed), summed in thread order
+  // afterwards, and D = do . o per query row.
   const int threads = num_threads();
   const int64_t partial_floats = query_rows * dp;
-  AlignedBuffer partial_buffer;
-  float* partials = scratch(partial_buffer, threads * partial_floats);
+  Arena call(threads * partial_floats + query_rows, Arena::kCall, /*zeroed=*/true);
+  float* partials = call.take(threads * partial_floats);
+  float* delta = call.take(query_rows);
+  attention_blocks::output_gradient_dots(g, d_o, o, delta);
+
   const int64_t tasks = g.batch * g.n_kv_heads * g.key_blocks;
   parallel_run([&](int thread, int thread_count) {
     if (thread >= threads) return;  // partials exist for num_threads() threads (zeroed at allocation)
     float* dq_partial = partials + thread * partial_floats;
-    AlignedBuffer buffers[9];
-    float* kt = scratch(buffers[0], g.head_dim * bkp);
-    float* vt = scratch(buffers[1], g.v_head_dim * bkp);
-    float* k_rows = scratch(buffers[2], g.block_k * dp);
-    float* q_tile = scratch(buffers[3], g.block_q * dp);
-    float* do_tile = scratch(buffers[4], g.block_q * vp);
-    float* s = scratch(buffers[5], g.block_q * bkp);
-    float* ds = scratch(buffers[6], g.block_q * bkp);
-    float* dk_acc = scratch(buffers[7], g.block_k * dp);
-    float* dv_acc = scratch(buffers[8], g.block_k * vp);
+    Arena arena((g.head_dim + g.v_head_dim + 2 * g.block_q) * bkp + (2 * g.block_k + g.block_q) * dp +
+                    (g.block_k + g.block_q) * vp + 9 * 16,
+                Arena::kTask, /*zeroed=*/false);  // every read element is written first
+    float* kt = arena.take(g.head_dim * bkp);
+    float* vt = arena.take(g.v_head_dim * bkp);
+    float* k_rows = arena.take(g.block_k * dp);
+    float* q_tile = arena.take(g.block_q * dp);
+    float* do_tile = arena.take(g.block_q * vp);
+    float* s = arena.take(g.block_q * bkp);
+    float* ds = arena.take(g.block_q * bkp);
+    float* dk_acc = arena.take(g.block_k * dp);
+    float* dv_acc = arena.take(g.block_k * vp);
     const int64_t task_begin = tasks * thread / thread_count, task_end = tasks * (thread + 1) / thread_count;
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;

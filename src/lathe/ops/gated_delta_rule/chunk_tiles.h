@@ -1,6 +1,6 @@
 // Helpers of the chunked linear-recurrence kernels (gated_delta_rule, ssd_scan): products with a
 // triangular operand or result on top of attention_tiles::gemm, row dot products and updates, and
-// a per-task bump allocator. Included only by kernel files compiled once per ISA
+// attention_tiles' per-task bump allocator (Arena). Included only by kernel files compiled once per ISA
 // (lathe_add_isa_kernels): everything lives in namespace lathe::LATHE_ISA_NS::chunk_tiles.
 #pragma once
 
@@ -15,9 +15,11 @@
 
 namespace lathe::LATHE_ISA_NS::chunk_tiles {
 
+using attention_tiles::Arena;
 using attention_tiles::gemm;
 using attention_tiles::kRows;
 using attention_tiles::round_up;
+using attention_tiles::transpose_padded;
 using attention_tiles::W;
 using simd::VecF;
 
@@ -65,68 +67,6 @@ inline void axpy(float factor, const float* x, float* y, int64_t n) {
 inline void scale_copy(float factor, const float* x, float* y, int64_t n) {
   const VecF f = VecF::broadcast(factor);
   for (int64_t i = 0; i < n; i += W) (f * VecF::load(x + i)).store(y + i);
-}
-
-// Transposes one W x W block in registers (the only ISA-specific code here, kept beside its one
-// caller rather than in core/simd.h): out[j * out_stride + i] = in[i * in_stride + j] for
-// i, j < W (unaligned rows; in and out must not overlap).
-inline void transpose_block(const float* in, int64_t in_stride, float* out, int64_t out_stride) {
-#if LATHE_KERNEL_ISA == 2
-  // Four stages: 32-bit and 64-bit interleaves inside 128-bit lanes, then two 128-bit lane shuffles.
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + i * in_stride);
-  for (int i = 0; i < 16; i += 2)
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  for (int i = 0; i < 16; i += 4) {
-    const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
-    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2)), r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3)), r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-  // r[4a + k], lane l now holds column 4l + k of rows 4a .. 4a + 3.
-  for (int k = 0; k < 4; ++k) {
-    t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88), t[4 + k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
-    t[8 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
-    t[12 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
-  }
-  for (int k = 0; k < 4; ++k) {
-    r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88), r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
-    r[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);
-    r[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xdd);
-  }
-  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(out + i * out_stride, r[i]);
-#elif LATHE_KERNEL_ISA == 1
-  __m256 r[8], t[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(in + i * in_stride);
-  for (int i = 0; i < 8; i += 2)
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  for (int i = 0; i < 8; i += 4) {
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-  }
-  for (int k = 0; k < 4; ++k) {
-    _mm256_storeu_ps(out + k * out_stride, _mm256_permute2f128_ps(r[k], r[4 + k], 0x20));
-    _mm256_storeu_ps(out + (4 + k) * out_stride, _mm256_permute2f128_ps(r[k], r[4 + k], 0x31));
-  }
-#else
-  (void)in_stride, (void)out_stride;
-  *out = *in;
-#endif
-}
-
-// packed[d * padded_count + c] = source[c * stride + d] for `count` rows of `dim` floats, zero for
-// count <= c < padded_count: attention_tiles::pack_transposed for float, W x W blocks in registers.
-inline void transpose_padded(const float* source, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
-                             float* packed) {
-  const int64_t full_count = count / W * W, full_dim = dim / W * W;
-  for (int64_t d0 = 0; d0 < full_dim; d0 += W)
-    for (int64_t c0 = 0; c0 < full_count; c0 += W)
-      transpose_block(source + c0 * stride + d0, stride, packed + d0 * padded_count + c0, padded_count);
-  for (int64_t d = 0; d < dim; ++d) {
-    float* out = packed + d * padded_count;
-    for (int64_t c = d < full_dim ? full_count : 0; c < count; ++c) out[c] = source[c * stride + d];
-    for (int64_t c = count; c < padded_count; ++c) out[c] = 0.0f;
-  }
 }
 
 // decay[j] = exp(gamma_i - gamma[j]) for j in [0, count), whole vectors (decay holds
@@ -213,31 +153,5 @@ inline void tail_rows_backward(int64_t n, int64_t dim, int64_t ld, const float* 
   }
 }
 
-// Bump allocator over one aligned buffer, zeroed unless asked not to. The buffer is the calling thread's own, one per
-// slot, kept for the thread's next arena of that slot (grow-only): pool threads persist, so a
-// kernel called every step page-faults its scratch in once, not on every call. At most one arena
-// per slot may be alive on a thread at a time (kernels run one at a time on a thread).
-class Arena {
- public:
-  enum Slot { kTask = 0, kCall = 1 };  // per-range scratch of a parallel_for; per-call scratch of the caller
-  explicit Arena(int64_t floats, Slot slot = kTask, bool zeroed = true) : capacity_(floats + 64 * 64) {
-    static thread_local AlignedBuffer buffers[2];
-    AlignedBuffer& buffer = buffers[slot];
-    const size_t bytes = sizeof(float) * static_cast<size_t>(capacity_);
-    if (buffer.bytes() < bytes) buffer = AlignedBuffer(bytes);
-    data_ = buffer.as<float>();
-    if (zeroed) std::memset(data_, 0, bytes);
-  }
-  float* take(int64_t floats) {
-    float* p = data_ + used_;
-    used_ += round_up(floats, 16);
-    LATHE_ASSERT(used_ <= capacity_);
-    return p;
-  }
-
- private:
-  float* data_;
-  int64_t capacity_, used_ = 0;
-};
 
 }  // namespace lathe::LATHE_ISA_NS::chunk_tiles
