@@ -77,14 +77,28 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       const float* v_head = v_all + (b * g.n_kv_heads + kv_head) * g.key_blocks * v_tile;
       for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
         const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
-        gemm(rows, bkp / W, g.head_dim, q_tile, dp, 1, kt_head + kb * kt_tile, bkp, s, bkp, false);
+        // Strips of kRows rows stop their products at the last key a row of theirs sees (the
+        // strip's last row: visibility ends grow with the row): a causal diagonal block costs
+        // about half. Scores past that are left unwritten; the softmax masks them.
+        auto strip_end = [&](int64_t r0) {
+          int64_t first, end;
+          g.tile_keys(i0 + std::min(rows, r0 + kRows) - 1, j0, count, &first, &end);
+          return end;
+        };
+        for (int64_t r0 = 0; r0 < rows; r0 += kRows)
+          if (const int64_t end = strip_end(r0); end > 0)
+            gemm(std::min<int64_t>(kRows, rows - r0), (end + W - 1) / W, g.head_dim, q_tile + r0 * dp, dp, 1,
+                 kt_head + kb * kt_tile, bkp, s + r0 * bkp, bkp, false);
         for (int64_t r = 0; r < rows; ++r) {
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
           attention_blocks::online_softmax_row(s + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap, row_max + r,
                                                row_sum + r, acc + r * vp, vp);
         }
-        gemm(rows, vp / W, count, s, bkp, 1, v_head + kb * v_tile, vp, acc, vp, true);
+        for (int64_t r0 = 0; r0 < rows; r0 += kRows)
+          if (const int64_t end = strip_end(r0); end > 0)
+            gemm(std::min<int64_t>(kRows, rows - r0), vp / W, end, s + r0 * bkp, bkp, 1, v_head + kb * v_tile, vp,
+                 acc + r0 * vp, vp, true);
       }
 
       attention_blocks::store_output_rows(g, acc, vp, row_max, row_sum, b, h, i0, rows, o, lse);
@@ -156,17 +170,42 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           const int64_t q_row = (b * g.seq_q + i0) * g.n_heads + h;
           pack_rows(q + q_row * g.head_dim, q_stride, rows, g.head_dim, dp, g.scale, q_tile);
           pack_rows(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, vp, 1.0f, do_tile);
-          gemm(rows, bkp / W, g.head_dim, q_tile, dp, 1, kt, bkp, s, bkp, false);
-          gemm(rows, bkp / W, g.v_head_dim, do_tile, vp, 1, vt, bkp, ds, bkp, false);
+          // As in the forward, a strip of query rows stops its products at the last key its last
+          // row sees (later columns are left unwritten until the gradient rows zero them), and a
+          // strip of keys (dV, dK) starts at the first query row that sees its first key.
+          auto visible_end = [&](int64_t r) {
+            int64_t first, end;
+            g.tile_keys(i0 + r, j0, count, &first, &end);
+            return end;
+          };
+          for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+            const int64_t n = std::min<int64_t>(kRows, rows - r0), end = visible_end(r0 + n - 1);
+            if (end == 0) continue;
+            gemm(n, (end + W - 1) / W, g.head_dim, q_tile + r0 * dp, dp, 1, kt, bkp, s + r0 * bkp, bkp, false);
+            gemm(n, (end + W - 1) / W, g.v_head_dim, do_tile + r0 * vp, vp, 1, vt, bkp, ds + r0 * bkp, bkp, false);
+          }
           for (int64_t r = 0; r < rows; ++r) {
             int64_t c_begin, c_end;
             g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
             attention_blocks::gradient_block_row(s + r * bkp, ds + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap,
                                                  lse[head_row + i0 + r], delta[head_row + i0 + r]);
           }
-          gemm(count, vp / W, rows, s, 1, bkp, do_tile, vp, dv_acc, vp, true);  // dV += P^T dO
-          gemm(count, dp / W, rows, ds, 1, bkp, q_tile, dp, dk_acc, dp, true);  // dK += dS^T (scale Q)
-          gemm(rows, dp / W, count, ds, bkp, 1, k_rows, dp, dq_partial + (head_row + i0) * dp, dp, true);
+          int64_t first_row = 0;  // the first query row that sees key c0 or later
+          for (int64_t c0 = 0; c0 < count; c0 += kRows) {
+            while (first_row < rows && visible_end(first_row) <= c0) ++first_row;
+            if (first_row == rows) break;
+            const int64_t n = std::min<int64_t>(kRows, count - c0), depth = rows - first_row;
+            const int64_t at = first_row * bkp + c0;
+            gemm(n, vp / W, depth, s + at, 1, bkp, do_tile + first_row * vp, vp, dv_acc + c0 * vp, vp,
+                 true);  // dV += P^T dO
+            gemm(n, dp / W, depth, ds + at, 1, bkp, q_tile + first_row * dp, dp, dk_acc + c0 * dp, dp,
+                 true);  // dK += dS^T (scale Q)
+          }
+          for (int64_t r0 = 0; r0 < rows; r0 += kRows) {  // dQ += dS K
+            const int64_t n = std::min<int64_t>(kRows, rows - r0), end = visible_end(r0 + n - 1);
+            if (end > 0)
+              gemm(n, dp / W, end, ds + r0 * bkp, bkp, 1, k_rows, dp, dq_partial + (head_row + i0 + r0) * dp, dp, true);
+          }
         }
       }
       for (int64_t c = 0; c < count; ++c) {
