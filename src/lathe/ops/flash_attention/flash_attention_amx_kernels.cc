@@ -67,14 +67,6 @@ uint16_t* bf16_scratch(AlignedBuffer& buffer, int64_t count) {
 // `count` bf16 values from an arena (64-byte aligned, contents undefined).
 uint16_t* take_bf16(Arena& arena, int64_t count) { return reinterpret_cast<uint16_t*>(arena.take((count + 1) / 2)); }
 
-// bf16 bits of x, rounded to nearest even (NaN stays NaN).
-inline uint16_t bf16_bits(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
 // c (rows x cols f32, leading dimension ldc floats) = a . b, or += where accumulate, with
 //   a: rows x depth bf16, row-major, leading dimension lda elements; a_lo (or null): a second term
 //      of the same layout, c (+)= (a + a_lo) . b;
@@ -135,14 +127,24 @@ void pack_columns_vnni(const uint16_t* src, int64_t stride, int64_t count, int64
 }
 
 // B operand whose depth runs over src's rows: (depth j, column d) = src[j][d] for j < count,
-// d < dim, zero to padded_count depth and padded_dim columns; panels padded_count x 32 long.
+// d < dim, zero to padded_count depth and padded_dim columns; panels padded_count x 32 long. Each
+// pair of rows becomes one row of 32-bit units (row j in the low half, row j + 1 in the high) per
+// panel, a loop the compiler vectorises.
 void pack_rows_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
                     int64_t padded_dim, uint16_t* dest) {
   std::memset(dest, 0, sizeof(uint16_t) * padded_count * padded_dim);
-  for (int64_t j = 0; j < count; ++j) {
-    uint16_t* pair_row = dest + (j / 2) * 2 * kBlock + (j & 1);
-    for (int64_t d = 0; d < dim; ++d)
-      pair_row[(d / kBlock) * padded_count * kBlock + (d % kBlock) * 2] = src[j * stride + d];
+  for (int64_t j = 0; j < count; j += 2) {
+    const uint16_t* even = src + j * stride;
+    const uint16_t* odd = j + 1 < count ? even + stride : nullptr;
+    for (int64_t d0 = 0; d0 < dim; d0 += kBlock) {
+      const int64_t n = std::min(kBlock, dim - d0);
+      uint32_t units[kBlock];
+      if (odd)
+        for (int64_t d = 0; d < n; ++d) units[d] = even[d0 + d] | static_cast<uint32_t>(odd[d0 + d]) << 16;
+      else
+        for (int64_t d = 0; d < n; ++d) units[d] = even[d0 + d];
+      std::memcpy(dest + (d0 / kBlock) * padded_count * kBlock + j * kBlock, units, sizeof(uint32_t) * n);
+    }
   }
 }
 
@@ -155,16 +157,13 @@ void split_row(const float* row, int64_t length, uint16_t* hi, uint16_t* lo) {
   }
 }
 
-// The transpose of block (rows x length, leading dimension ld) split as split_row does:
-// hi[c * rows + r] + lo[c * rows + r] ~ block[r * ld + c].
-void split_transposed(const float* block, int64_t rows, int64_t length, int64_t ld, uint16_t* hi, uint16_t* lo) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < length; ++c) {
-      const float x = block[r * ld + c];
-      const uint16_t high = bf16_bits(x);
-      hi[c * rows + r] = high;
-      lo[c * rows + r] = bf16_bits(x - to_float(high));
-    }
+// The transpose of block (rows x length, leading dimension ld; rows a multiple of W) split as
+// split_row does: hi[c * rows + r] + lo[c * rows + r] ~ block[r * ld + c]. Transposed W x W
+// blocks at a time into `transposed` (length x rows floats), then split row by row.
+void split_transposed(const float* block, int64_t rows, int64_t length, int64_t ld, float* transposed, uint16_t* hi,
+                      uint16_t* lo) {
+  attention_tiles::transpose_padded(block, ld, rows, length, rows, transposed);
+  for (int64_t c = 0; c < length; ++c) split_row(transposed + c * rows, rows, hi + c * rows, lo + c * rows);
 }
 
 void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
@@ -274,7 +273,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     if (thread >= threads) return;  // partials exist for num_threads() threads (zeroed at allocation)
     Tiles::configure(16, 64);
     float* dq_partial = partials + thread * partial_floats;
-    AlignedBuffer buffers[17];
+    AlignedBuffer buffers[18];
     uint16_t* k_columns = bf16_scratch(buffers[0], dp * bk);  // K: the B of Q K^T
     uint16_t* v_columns = bf16_scratch(buffers[1], vp * bk);  // V: the B of dO V^T
     uint16_t* k_depth = bf16_scratch(buffers[2], bk * dp);    // K: the B of dS K
@@ -292,6 +291,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     uint16_t* ds_lo = bf16_scratch(buffers[14], bq * bk);
     float* dk_acc = attention_tiles::scratch(buffers[15], bk * dp);
     float* dv_acc = attention_tiles::scratch(buffers[16], bk * vp);
+    float* transposed = attention_tiles::scratch(buffers[17], bk * bq);  // P or dS transposed, f32
     const int64_t task_begin = tasks * thread / thread_count, task_end = tasks * (thread + 1) / thread_count;
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;
@@ -328,8 +328,8 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           std::memset(s + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
           std::memset(ds + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
           for (int64_t r = 0; r < padded_rows; ++r) split_row(ds + r * bk, bk, ds_hi + r * bk, ds_lo + r * bk);
-          split_transposed(s, padded_rows, bk, bk, pt_hi, pt_lo);
-          split_transposed(ds, padded_rows, bk, bk, dst_hi, dst_lo);
+          split_transposed(s, padded_rows, bk, bk, transposed, pt_hi, pt_lo);
+          split_transposed(ds, padded_rows, bk, bk, transposed, dst_hi, dst_lo);
           // dV += P^T dO, dK += dS^T Q (scaled when stored), dQ += dS K (scaled when summed).
           tile_product(bk, vp, padded_rows, pt_hi, pt_lo, padded_rows, do_depth, padded_rows * kBlock, dv_acc, vp,
                        true);
