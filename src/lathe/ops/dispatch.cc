@@ -8,12 +8,26 @@
 
 namespace lathe {
 
+const Dispatch& best_dispatch() {
+  static const Dispatch dispatch;
+  return dispatch;
+}
+
+const Dispatch& amx_emulated_dispatch() {
+  static const Dispatch dispatch{"amx_emulated"};
+  return dispatch;
+}
+
 const char* config_source_name(ConfigSource source) {
   switch (source) {
-    case ConfigSource::call: return "call";
-    case ConfigSource::pinned: return "pinned";
-    case ConfigSource::tuned: return "tuned";
-    case ConfigSource::heuristic: return "heuristic";
+    case ConfigSource::call:
+      return "call";
+    case ConfigSource::pinned:
+      return "pinned";
+    case ConfigSource::tuned:
+      return "tuned";
+    case ConfigSource::heuristic:
+      return "heuristic";
   }
   return "?";
 }
@@ -41,7 +55,8 @@ void DispatchTable::set_tuned(const std::string& op, const std::string& impl, co
   tuned_[{op, impl, shape}] = config;
 }
 
-const ConfigParams* DispatchTable::tuned(const std::string& op, const std::string& impl, const std::string& shape) const {
+const ConfigParams* DispatchTable::tuned(const std::string& op, const std::string& impl,
+                                         const std::string& shape) const {
   auto found = tuned_.find({op, impl, shape});
   return found == tuned_.end() ? nullptr : &found->second;
 }
@@ -59,8 +74,8 @@ DispatchTable& dispatch_table() {
 void pin_config_from_string(const std::string& text) {
   size_t first = text.find(':');
   size_t second = first == std::string::npos ? std::string::npos : text.find(':', first + 1);
-  LATHE_CHECK(second != std::string::npos && first > 0 && second > first + 1,
-              "malformed pin '", text, "' (expected op:impl:name=value,...)");
+  LATHE_CHECK(second != std::string::npos && first > 0 && second > first + 1, "malformed pin '", text,
+              "' (expected op:impl:name=value,...)");
   dispatch_table().pin(text.substr(0, first), text.substr(first + 1, second - first - 1),
                        ConfigParams::parse(text.substr(second + 1)));
 }

@@ -17,6 +17,11 @@ struct Dispatch {
   const ConfigParams* config = nullptr;  // config for this call only
 };
 
+// Dispatches for kernel files compiled per ISA, which must not construct one: its std::string
+// would emit shareable std:: functions compiled for that ISA (tests/isa_symbol_check.sh).
+const Dispatch& best_dispatch();          // {}: the best usable implementation
+const Dispatch& amx_emulated_dispatch();  // {"amx_emulated"}: the AMX tile kernels on the emulation
+
 class DispatchTable {
  public:
   void pin(const std::string& op, const std::string& impl, const ConfigParams& config);

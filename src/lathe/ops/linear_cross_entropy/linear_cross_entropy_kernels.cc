@@ -354,7 +354,7 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
 }  // namespace
 
 void linear_cross_entropy_kernel(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config) {
-  run(args, config, /*bf16_terms=*/false, Dispatch{});
+  run(args, config, /*bf16_terms=*/false, best_dispatch());
 }
 
 // The bf16-terms path: in the avx512 compilation ("amx") every matmul takes its own dispatch (the
@@ -362,9 +362,9 @@ void linear_cross_entropy_kernel(const LinearCrossEntropyArgs& args, const Linea
 // amx_emulated implementation.
 void linear_cross_entropy_amx_kernel(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config) {
 #if LATHE_KERNEL_ISA == 0
-  run(args, config, /*bf16_terms=*/true, Dispatch{"amx_emulated"});
+  run(args, config, /*bf16_terms=*/true, amx_emulated_dispatch());
 #else
-  run(args, config, /*bf16_terms=*/true, Dispatch{});
+  run(args, config, /*bf16_terms=*/true, best_dispatch());
 #endif
 }
 
