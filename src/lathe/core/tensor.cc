@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "lathe/core/half.h"
+#include "lathe/core/host_block_cache.h"
 #include "lathe/core/parallel.h"
 
 namespace lathe {
@@ -160,7 +161,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   Tensor tensor;
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
   size_t rounded = (bytes + 63) / 64 * 64;
-  void* memory = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (rounded == 0) rounded = 64;
+  void* memory = acquire_host_block(rounded);
   LATHE_CHECK(memory != nullptr, "out of memory allocating ", bytes, " bytes for tensor ", shape.to_string());
   const int64_t accounted = static_cast<int64_t>(rounded);
   const int64_t in_use = g_bytes_in_use.fetch_add(accounted, std::memory_order_relaxed) + accounted;
@@ -169,7 +171,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   }
   tensor.storage_ = std::shared_ptr<void>(memory, [accounted](void* pointer) {
     g_bytes_in_use.fetch_sub(accounted, std::memory_order_relaxed);
-    std::free(pointer);
+    release_host_block(pointer, static_cast<size_t>(accounted));
   });
   tensor.view_.data = memory;
   tensor.view_.shape = shape;
