@@ -114,6 +114,18 @@ expect 0 "bench train tiny" -- "$lathe" bench train model.d_model=32 model.n_lay
   model.ffn_dim=64 model.vocab_size=300 train.batch_size=2 train.seq_len=16 --steps 2 --warmup 0 --vs none --json "$work/train.json"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['tokens_per_second'] > 0 and len(r['memory']) == 3" \
   "$work/train.json" || { echo "FAIL: bench train --json is not the expected JSON"; failures=$((failures + 1)); }
+# --rounds against a stand-in peer (a script printing a fixed JSON line): each round times lathe
+# again, and the reported ratio is the median of the rounds' ratios.
+printf '%s\n' 'import json' 'print("a line before the result")' \
+  'print(json.dumps({"tokens_per_second": 1000.0, "torch_version": "stand-in", "attention": "none", "optimizer": "none"}))' \
+  > "$work/peer.py"
+expect 0 "bench train rounds" -- "$lathe" bench train model.d_model=32 model.n_layers=1 model.n_heads=2 model.n_kv_heads=2 \
+  model.ffn_dim=64 model.vocab_size=300 train.batch_size=2 train.seq_len=16 --steps 2 --warmup 0 --vs torch \
+  --torch-script "$work/peer.py" --rounds 3 --json "$work/train_rounds.json"
+python3 -c "import json,statistics,sys; r=json.load(open(sys.argv[1])); rounds=r['rounds']; \
+assert len(rounds) == 3 and all(x['torch_tokens_per_second'] == 1000 for x in rounds); \
+assert abs(r['lathe_over_torch'] - statistics.median(x['lathe_tokens_per_second'] / 1000 for x in rounds)) < 1e-9" \
+  "$work/train_rounds.json" || { echo "FAIL: bench train --rounds JSON"; failures=$((failures + 1)); }
 expect 0 "bench moe-layer --help" -- "$lathe" bench moe-layer --help
 expect 0 "bench moe-layer tiny" -- "$lathe" bench moe-layer --shape tokens=24,d_model=16,ffn=12,experts=4,top_k=2 \
   --runs 2 --warmup 0 --json "$work/moe_layer.json"
@@ -124,6 +136,8 @@ expect 2 "bench moe-layer unknown model" -- "$lathe" bench moe-layer no_such_mod
 expect 2 "bench moe-layer top_k above experts" -- "$lathe" bench moe-layer --shape tokens=4,d_model=8,ffn=8,experts=2,top_k=3
 expect 2 "bench moe-layer incomplete shape" -- "$lathe" bench moe-layer --shape tokens=4,d_model=8
 expect 2 "bench train bad steps" -- "$lathe" bench train --steps 0 --vs none
+expect 2 "bench train zero rounds" -- "$lathe" bench train --rounds 0 --vs none
+expect 2 "bench train rounds without a peer" -- "$lathe" bench train --rounds 2 --vs none
 expect 2 "bench train bad override" -- "$lathe" bench train model.n_layers=two --vs none
 expect 2 "tune without op" -- "$lathe" tune
 expect 2 "config missing file" -- "$lathe" config "$work/no_such.yaml"

@@ -88,6 +88,39 @@ Json run_torch(const std::string& script, const TrainConfig& config, int64_t ste
   return Json();
 }
 
+// One round of the comparison: lathe timed, then the peer (0: that precision did not run).
+struct PeerRound {
+  double lathe_tokens_per_second = 0, torch_tokens_per_second = 0, torch_bf16_tokens_per_second = 0;
+};
+
+struct RatioSummary {
+  int64_t rounds = 0;  // rounds where the peer ran
+  double median = 0, min = 0, max = 0, peer_median = 0;
+};
+
+// The lathe/peer tokens/s ratios of the rounds where the peer (its bf16 autocast run, or float32) ran.
+RatioSummary summarize_ratios(const std::vector<PeerRound>& rounds, bool bf16_autocast) {
+  std::vector<double> ratios, peer;
+  for (const PeerRound& round : rounds) {
+    const double peer_tokens = bf16_autocast ? round.torch_bf16_tokens_per_second : round.torch_tokens_per_second;
+    if (peer_tokens <= 0) continue;
+    ratios.push_back(round.lathe_tokens_per_second / peer_tokens);
+    peer.push_back(peer_tokens);
+  }
+  RatioSummary summary;
+  summary.rounds = static_cast<int64_t>(ratios.size());
+  if (ratios.empty()) return summary;
+  summary.median = median(ratios);
+  summary.min = *std::min_element(ratios.begin(), ratios.end());
+  summary.max = *std::max_element(ratios.begin(), ratios.end());
+  summary.peer_median = median(peer);
+  return summary;
+}
+
+struct LatheTiming {
+  double step = 0, forward = 0, backward = 0, optimizer = 0, tokens_per_second = 0, last_loss = 0;
+};
+
 struct MemoryRow {
   RematPolicy policy;
   TrainingMemoryEstimate predicted;
@@ -109,14 +142,19 @@ int run_bench_train(int argc, char** argv) {
       "emulates bf16), and the lathe/torch tokens/s ratio to each is printed\n"
       "(dense models only; a mixture-of-experts config prints its experts and active-parameter FLOPs).\n"
       "Memory: the predicted bytes (models/memory_estimate.h) of each remat policy beside the measured\n"
-      "peak of tensor bytes during one step. Without FILE: the built-in default config.");
+      "peak of tensor bytes during one step. With --rounds N, lathe and PyTorch are timed in turn N\n"
+      "times and the median of the N ratios is the result, with its range (a shared machine's load\n"
+      "moves single runs by 10% or more). Without FILE: the built-in default config.");
   add_runtime_options(command_line);
   command_line.positionals("[FILE...] [KEY=VALUE...]",
                            "config YAML files and dotted-key overrides (see `lathe config --keys`)");
   command_line.option("steps", "N", "timed steps", "5");
   command_line.option("warmup", "N", "untimed steps before them", "1");
   command_line.option("vs", "PEER", "torch, none, or auto (torch when importable)", "auto");
-  command_line.option("torch-script", "FILE", "the peer script (default: bench/torch_reference/bench_train.py)");
+  command_line.option("rounds", "N", "lathe and the peer timed in turn N times; the median ratio is reported", "1");
+  command_line.option("torch-script", "FILE",
+                      "the peer script (default: bench/torch_reference/bench_train.py; a given script is run "
+                      "without first checking that python3 imports torch)");
   command_line.option("json", "FILE", "also write the report as JSON to FILE");
   if (!command_line.parse(argc, argv)) return 0;
   apply_runtime_options(command_line);
@@ -128,13 +166,16 @@ int run_bench_train(int argc, char** argv) {
   const int64_t steps = command_line.get_int("steps"), warmup = command_line.get_int("warmup");
   LATHE_CHECK(steps >= 1, "--steps: expected a positive integer, got ", steps);
   LATHE_CHECK(warmup >= 0, "--warmup: expected a non-negative integer, got ", warmup);
+  const int64_t rounds = command_line.get_int("rounds");
+  LATHE_CHECK(rounds >= 1, "--rounds: expected a positive integer, got ", rounds);
   const std::string vs = command_line.get("vs");
   LATHE_CHECK(vs == "torch" || vs == "none" || vs == "auto", "--vs: unknown peer '", vs,
               "' (known: torch, none, auto)");
   std::string torch_script;
+  LATHE_CHECK(rounds == 1 || vs != "none", "--rounds ", rounds, ": rounds alternate lathe with a peer; not with --vs none");
   if (vs != "none") {
     torch_script = find_torch_script(command_line.get("torch-script"));
-    const bool available = !torch_script.empty() && torch_importable();
+    const bool available = !torch_script.empty() && (command_line.has("torch-script") || torch_importable());
     LATHE_CHECK(available || vs == "auto",
                 "--vs torch: needs python3 with torch and bench/torch_reference/bench_train.py (see --torch-script)");
     if (!available) torch_script.clear();
@@ -192,22 +233,33 @@ int run_bench_train(int argc, char** argv) {
     std::printf("(f32 FMA)\n");
   std::fflush(stdout);
 
-  std::vector<double> step_seconds, forward_seconds, backward_seconds, optimizer_seconds;
-  double last_loss = 0;
-  for (int64_t step = 1; step <= warmup + steps; ++step) {
-    StepPhaseSeconds phases;
-    const double start = now_seconds();
-    last_loss = train_step.run(step, next_batch, &phases).loss;
-    const double elapsed = now_seconds() - start;
-    if (step > warmup) {
-      step_seconds.push_back(elapsed);
-      forward_seconds.push_back(phases.forward);
-      backward_seconds.push_back(phases.backward);
-      optimizer_seconds.push_back(phases.optimizer);
+  // `warmup` untimed steps, then `steps` timed ones from step number `first_step` on.
+  int64_t next_step = 1;
+  auto time_steps = [&]() {
+    LatheTiming timing;
+    std::vector<double> step_seconds, forward_seconds, backward_seconds, optimizer_seconds;
+    for (int64_t i = 1; i <= warmup + steps; ++i) {
+      StepPhaseSeconds phases;
+      const double start = now_seconds();
+      timing.last_loss = train_step.run(next_step++, next_batch, &phases).loss;
+      const double elapsed = now_seconds() - start;
+      if (i > warmup) {
+        step_seconds.push_back(elapsed);
+        forward_seconds.push_back(phases.forward);
+        backward_seconds.push_back(phases.backward);
+        optimizer_seconds.push_back(phases.optimizer);
+      }
     }
-  }
-  const double step_time = median(step_seconds);
-  const double tokens_per_second = static_cast<double>(tokens_per_step) / step_time;
+    timing.step = median(step_seconds);
+    timing.forward = median(forward_seconds);
+    timing.backward = median(backward_seconds);
+    timing.optimizer = median(optimizer_seconds);
+    timing.tokens_per_second = static_cast<double>(tokens_per_step) / timing.step;
+    return timing;
+  };
+  const LatheTiming first = time_steps();
+  const double step_time = first.step;
+  const double tokens_per_second = first.tokens_per_second;
   const double model_gflops = flops_per_token * tokens_per_second / 1e9;
   bool capped = false;
   const double mfu = capped_utilisation(model_gflops, peak_gflops, &capped);
@@ -217,8 +269,8 @@ int run_bench_train(int argc, char** argv) {
     std::printf(
         "note: the step ran above the measured peak; MFU is capped at 100%% (a peak measured low on a busy "
         "machine)\n");
-  std::printf("phases (medians): forward %.4f s, backward %.4f s, optimizer %.4f s; last loss %.4f\n",
-              median(forward_seconds), median(backward_seconds), median(optimizer_seconds), last_loss);
+  std::printf("phases (medians): forward %.4f s, backward %.4f s, optimizer %.4f s; last loss %.4f\n", first.forward,
+              first.backward, first.optimizer, first.last_loss);
   if (model.has_experts()) {
     const ModelConfig& m = config.model;
     std::printf(
@@ -254,7 +306,7 @@ int run_bench_train(int argc, char** argv) {
     }
     train_step.set_remat(policy);
     reset_tensor_bytes_peak();
-    train_step.run(warmup + steps + 1, next_batch);
+    train_step.run(next_step++, next_batch);
     MemoryRow row{policy, estimate_training_memory(config.model, batch, seq, policy), tensor_bytes_peak()};
     std::printf("  %-16s %8.1f + %6.1f + %6.1f + %8.1f + %7.1f = %8.1f   %13.1f   %5.2f", to_string(policy),
                 mebibytes(row.predicted.parameter_bytes), mebibytes(row.predicted.gradient_bytes),
@@ -268,31 +320,66 @@ int run_bench_train(int argc, char** argv) {
     memory.push_back(row);
   }
   std::fflush(stdout);
+  train_step.set_remat(config.train.remat);  // later rounds time the configured policy again
 
   // The peer in both of its precisions. Targets (issue 16): on a CPU with AMX, >= 2x PyTorch's
-  // bf16 autocast; elsewhere >= 1.5x its float32.
+  // bf16 autocast; elsewhere >= 1.5x its float32. Round r times lathe (round 1: above), then the
+  // peer; the result is the median of the rounds' ratios.
   Json torch, torch_bf16;
+  std::vector<PeerRound> peer_rounds;
   if (!torch_script.empty()) {
     const bool amx = amx_active();
     // Without bf16 hardware (no AVX512_BF16, no AMX) PyTorch's autocast emulates bf16: on a Zen 3
     // it trained the default config at 84 tokens/s against 2398 in float32, minutes of waiting
     // for a figure no one would train at, so it is skipped there.
     const bool bf16_hardware = amx || peaks.bf16_gflops > 0;
-    torch = run_torch(torch_script, config, steps, warmup, "none");
-    if (bf16_hardware) torch_bf16 = run_torch(torch_script, config, steps, warmup, "bf16");
+    for (int64_t round = 1; round <= rounds; ++round) {
+      PeerRound result;
+      result.lathe_tokens_per_second = round == 1 ? first.tokens_per_second : time_steps().tokens_per_second;
+      // A failed peer run (noted on stderr) leaves that round without the ratio; `torch` keeps the last good run.
+      if (const Json run = run_torch(torch_script, config, steps, warmup, "none"); !run.is_null()) {
+        torch = run;
+        result.torch_tokens_per_second = run.get("tokens_per_second").as_number();
+      }
+      if (bf16_hardware)
+        if (const Json run = run_torch(torch_script, config, steps, warmup, "bf16"); !run.is_null()) {
+          torch_bf16 = run;
+          result.torch_bf16_tokens_per_second = run.get("tokens_per_second").as_number();
+        }
+      if (rounds > 1) {
+        std::printf("round %lld/%lld: lathe %.0f tokens/s", static_cast<long long>(round),
+                    static_cast<long long>(rounds), result.lathe_tokens_per_second);
+        if (result.torch_tokens_per_second > 0)
+          std::printf(", torch float32 %.0f (%.2fx)", result.torch_tokens_per_second,
+                      result.lathe_tokens_per_second / result.torch_tokens_per_second);
+        if (result.torch_bf16_tokens_per_second > 0)
+          std::printf(", torch bf16 autocast %.0f (%.2fx)", result.torch_bf16_tokens_per_second,
+                      result.lathe_tokens_per_second / result.torch_bf16_tokens_per_second);
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+      peer_rounds.push_back(result);
+    }
     const Json& any = torch.is_null() ? torch_bf16 : torch;
     if (!any.is_null())
       std::printf("\ntorch %s (%s attention, %s AdamW), same model, batch and threads:\n",
                   any.get("torch_version").as_string().c_str(), any.get("attention").as_string().c_str(),
                   any.get("optimizer").as_string().c_str());
-    auto print_peer = [&](const Json& peer, const char* precision, const char* target) {
+    auto print_peer = [&](const Json& peer, bool bf16_autocast, const char* precision, const char* target) {
       if (peer.is_null()) return;
-      const double peer_tokens_per_second = peer.get("tokens_per_second").as_number();
-      std::printf("  %-14s %8.0f tokens/s; lathe/torch %.2fx (%s)\n", precision, peer_tokens_per_second,
-                  tokens_per_second / peer_tokens_per_second, target);
+      const RatioSummary ratio = summarize_ratios(peer_rounds, bf16_autocast);
+      if (ratio.rounds == 0) return;
+      if (rounds == 1) {
+        std::printf("  %-14s %8.0f tokens/s; lathe/torch %.2fx (%s)\n", precision, ratio.peer_median,
+                    ratio.median, target);
+      } else {
+        std::printf("  %-14s %8.0f tokens/s (median of %lld); lathe/torch median %.2fx, range %.2f-%.2fx (%s)\n",
+                    precision, ratio.peer_median, static_cast<long long>(ratio.rounds), ratio.median, ratio.min,
+                    ratio.max, target);
+      }
     };
-    print_peer(torch, "float32", amx ? "target >= 1.5x applies to CPUs without AMX" : "target >= 1.5x without AMX");
-    print_peer(torch_bf16, "bf16 autocast", amx ? "target >= 2x with AMX" : "target >= 2x applies to CPUs with AMX");
+    print_peer(torch, false, "float32", amx ? "target >= 1.5x applies to CPUs without AMX" : "target >= 1.5x without AMX");
+    print_peer(torch_bf16, true, "bf16 autocast", amx ? "target >= 2x with AMX" : "target >= 2x applies to CPUs with AMX");
     if (!any.is_null() && !bf16_hardware)
       std::printf("  %-14s skipped: no bf16 hardware at the active ISA (PyTorch would emulate it)\n", "bf16 autocast");
     if (!any.is_null() && accum > 1)
@@ -312,9 +399,9 @@ int run_bench_train(int argc, char** argv) {
     report.set("tokens_per_second", tokens_per_second);
     report.set("model_gflops", model_gflops);
     report.set("mfu", mfu);
-    report.set("forward_seconds", median(forward_seconds));
-    report.set("backward_seconds", median(backward_seconds));
-    report.set("optimizer_seconds", median(optimizer_seconds));
+    report.set("forward_seconds", first.forward);
+    report.set("backward_seconds", first.backward);
+    report.set("optimizer_seconds", first.optimizer);
     Json memory_json = Json::array();
     for (const MemoryRow& row : memory) {
       Json entry = Json::object();
@@ -324,13 +411,26 @@ int run_bench_train(int argc, char** argv) {
       memory_json.push(entry);
     }
     report.set("memory", memory_json);
+    // The peer's last run, and the median of the rounds' ratios (each round: lathe, then the peer).
     if (!torch.is_null()) {
       report.set("torch", torch);
-      report.set("lathe_over_torch", tokens_per_second / torch.get("tokens_per_second").as_number());
+      report.set("lathe_over_torch", summarize_ratios(peer_rounds, false).median);
     }
     if (!torch_bf16.is_null()) {
       report.set("torch_bf16_autocast", torch_bf16);
-      report.set("lathe_over_torch_bf16_autocast", tokens_per_second / torch_bf16.get("tokens_per_second").as_number());
+      report.set("lathe_over_torch_bf16_autocast", summarize_ratios(peer_rounds, true).median);
+    }
+    if (!peer_rounds.empty()) {
+      Json rounds_json = Json::array();
+      for (const PeerRound& round : peer_rounds) {
+        Json entry = Json::object();
+        entry.set("lathe_tokens_per_second", round.lathe_tokens_per_second);
+        if (round.torch_tokens_per_second > 0) entry.set("torch_tokens_per_second", round.torch_tokens_per_second);
+        if (round.torch_bf16_tokens_per_second > 0)
+          entry.set("torch_bf16_autocast_tokens_per_second", round.torch_bf16_tokens_per_second);
+        rounds_json.push(entry);
+      }
+      report.set("rounds", rounds_json);
     }
     std::ofstream file(command_line.get("json"));
     file << report.dump() << "\n";
