@@ -261,12 +261,13 @@ struct Blocking {
 // Rows [m0, m1) of batch entry t against one packed B block: columns [jc, jc + nb) of C, K slice
 // [pc, pc + kb), B's micro-panels in b_pack (column j's panel at j * depth); n1 bounds the columns
 // of this caller's share (for the next-block prefetch); rows [next_m0, next_m1), when not empty,
-// are the rows this caller multiplies next (their first A block is prefetched during the last).
+// are the rows this caller multiplies next, in K slice next_pc (-1: this one): their first A block
+// is prefetched during the last.
 template <class Path>
 LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blocks, int64_t t, int64_t m0, int64_t m1,
                                         int64_t n1, int64_t jc, int64_t nb, int64_t pc, int64_t kb,
                                         const typename Path::Packed* b_pack, typename Path::Packed* a_pack,
-                                        int64_t next_m0 = 0, int64_t next_m1 = 0) {
+                                        int64_t next_m0 = 0, int64_t next_m1 = 0, int64_t next_pc = -1) {
   constexpr int MR = Path::kMR, NR = Path::kNR;
   const int64_t mc = blocks.mc, nc = blocks.nc, kc = blocks.kc, depth = Path::packed_depth(kb);
   float* c = g.c + t * g.c_batch_stride;
@@ -293,10 +294,10 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
     // panels it no longer needs.
     LineStream next_a;
     int64_t a_lines_per_tile = 0;
-    int64_t next_row = next_m0, next_end = next_m1;
-    if (ic + mc < m1) next_row = ic + mc, next_end = m1;
-    if (next_row < next_end) {
-      next_a = operand_block_lines(g.a, t, next_row, min64(mc, next_end - next_row), pc, kb);
+    int64_t next_row = next_m0, next_end = next_m1, next_p0 = next_pc < 0 ? pc : next_pc;
+    if (ic + mc < m1) next_row = ic + mc, next_end = m1, next_p0 = pc;
+    if (next_row < next_end && next_p0 < g.k) {
+      next_a = operand_block_lines(g.a, t, next_row, min64(mc, next_end - next_row), next_p0, min64(kc, g.k - next_p0));
       a_lines_per_tile = (next_a.lines() + (mb + MR - 1) / MR - 1) / ((mb + MR - 1) / MR);
     }
     for (int64_t jr = 0; jr < nb; jr += NR) {
@@ -328,7 +329,9 @@ inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, 
     for (int64_t pc = 0; pc < g.k; pc += blocks.kc) {
       const int64_t kb = min64(blocks.kc, g.k - pc);
       Path::pack_b(g.bt, t, jc, nb, pc, kb, Path::kNR, b_pack);
-      multiply_b_block<Path>(g, blocks, t, m0, m1, n1, jc, nb, pc, kb, b_pack, a_pack);
+      // The next pass starts on rows m0 again: at the next K slice, else at the next column block's first.
+      const int64_t next_pc = pc + kb < g.k ? pc + kb : jc + nb < n1 ? 0 : g.k;
+      multiply_b_block<Path>(g, blocks, t, m0, m1, n1, jc, nb, pc, kb, b_pack, a_pack, m0, m1, next_pc);
     }
   }
 }
@@ -445,6 +448,16 @@ class RowChunks {
     r1 = min64(rows_, tiles_ * (chunk + 1) / chunks_ * mr_);
     return true;
   }
+  // The rows of chunk `index` (< the chunk count): what a thread is likely to take first in the
+  // next block (thread `part` usually claims chunk `part` when all leave a barrier together).
+  void rows_of(int64_t index, int64_t& r0, int64_t& r1) const {
+    if (index >= chunks_) {
+      r0 = r1 = rows_;
+      return;
+    }
+    r0 = tiles_ * index / chunks_ * mr_;
+    r1 = min64(rows_, tiles_ * (index + 1) / chunks_ * mr_);
+  }
   // Starts the next B block's hand-out: one thread calls it between the barrier that ends a
   // block and the one that starts the next.
   void restart() { next_.store(0, std::memory_order_relaxed); }
@@ -475,11 +488,18 @@ void gemm_rows_shared_b(const Gemm& g, const MatmulCpuConfig& config, int64_t t,
       const int64_t first = panels * part / parts * NR, last = min64(nb, panels * (part + 1) / parts * NR);
       if (first < last) Path::pack_b(g.bt, t, jc + first, last - first, pc, kb, NR, b_pack + first * depth);
       sync();
-      // The next chunk is claimed before this one is multiplied, so its A block can be prefetched.
+      // The next chunk is claimed before this one is multiplied, so its A block can be prefetched;
+      // after the last, the chunk this thread probably takes first in the next K slice (or column
+      // block): a weight gradient's A (dy^T, ta=1) is read 4 KB apart per depth step, a new page
+      // each, which the hardware prefetchers do not follow.
+      const int64_t next_block_pc = pc + kb < g.k ? pc + kb : jc + nb < g.n ? 0 : g.k;
       int64_t m0, m1, next_m0, next_m1;
       for (bool more = rows.take(m0, m1); more; m0 = next_m0, m1 = next_m1) {
         more = rows.take(next_m0, next_m1);
-        multiply_b_block<Path>(g, blocks, t, m0, m1, g.n, jc, nb, pc, kb, b_pack, a_pack, next_m0, next_m1);
+        int64_t next_pc = pc;
+        if (!more) rows.rows_of(part, next_m0, next_m1), next_pc = next_block_pc;
+        multiply_b_block<Path>(g, blocks, t, m0, m1, g.n, jc, nb, pc, kb, b_pack, a_pack, next_m0, next_m1,
+                               next_pc);
       }
       sync();
       if (part == 0) rows.restart();
