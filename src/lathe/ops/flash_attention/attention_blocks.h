@@ -172,6 +172,38 @@ inline void gradient_block_row(float* s_row, float* ds_row, int64_t length, int6
   for (int64_t c = c_end; c < length; ++c) s_row[c] = 0.0f, ds_row[c] = 0.0f;
 }
 
+// The forward's tensors as typed pointers (Element: float, or uint16_t for bf16 bits).
+template <class Element>
+struct ForwardOperands {
+  const Element *q, *k, *v;
+  Element* o;
+  float* lse;
+  explicit ForwardOperands(const FlashAttentionArgs& args)
+      : q(static_cast<const Element*>(args.q.data)),
+        k(static_cast<const Element*>(args.k.data)),
+        v(static_cast<const Element*>(args.v.data)),
+        o(static_cast<Element*>(args.o.data)),
+        lse(args.lse.ptr<float>()) {}
+};
+
+// The backward's tensors as typed pointers (Element: float, or uint16_t for bf16 bits).
+template <class Element>
+struct BackwardOperands {
+  const Element *q, *k, *v, *o, *d_o;
+  const float* lse;
+  Element *dq, *dk, *dv;
+  explicit BackwardOperands(const FlashAttentionBackwardArgs& args)
+      : q(static_cast<const Element*>(args.q.data)),
+        k(static_cast<const Element*>(args.k.data)),
+        v(static_cast<const Element*>(args.v.data)),
+        o(static_cast<const Element*>(args.o.data)),
+        d_o(static_cast<const Element*>(args.d_o.data)),
+        lse(args.lse.ptr<float>()),
+        dq(static_cast<Element*>(args.dq.data)),
+        dk(static_cast<Element*>(args.dk.data)),
+        dv(static_cast<Element*>(args.dv.data)) {}
+};
+
 // Rows [i0, i0 + rows) of head h of batch entry b: o = acc / row_sum (0 for a row that saw no
 // key), lse = row_max + log(row_sum) (-inf for such a row). acc: rows x ld floats.
 template <class Element>

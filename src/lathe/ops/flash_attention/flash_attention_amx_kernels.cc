@@ -169,11 +169,8 @@ void split_transposed(const float* block, int64_t rows, int64_t length, int64_t 
 void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
   const Geometry g(args.q, args.k, args.v, args.options, round_up(std::max<int64_t>(1, config.block_q), kBlock),
                    round_up(std::max<int64_t>(1, config.block_k), kBlock), kBlock);
-  const uint16_t* q = static_cast<const uint16_t*>(args.q.data);
-  const uint16_t* k = static_cast<const uint16_t*>(args.k.data);
-  const uint16_t* v = static_cast<const uint16_t*>(args.v.data);
-  uint16_t* o = static_cast<uint16_t*>(args.o.data);
-  float* lse = args.lse.ptr<float>();
+  const attention_blocks::ForwardOperands<uint16_t> operands(args);
+  const auto [q, k, v, o, lse] = operands;
   const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
   const int64_t v_stride = g.n_kv_heads * g.v_head_dim;
   const int64_t bq = g.block_q, bk = g.block_k, dp = g.padded_dim, vp = g.padded_v_dim;
@@ -245,15 +242,8 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
 void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
   const Geometry g(args.q, args.k, args.v, args.options, round_up(std::max<int64_t>(1, config.block_q), kBlock),
                    round_up(std::max<int64_t>(1, config.block_k), kBlock), kBlock);
-  const uint16_t* q = static_cast<const uint16_t*>(args.q.data);
-  const uint16_t* k = static_cast<const uint16_t*>(args.k.data);
-  const uint16_t* v = static_cast<const uint16_t*>(args.v.data);
-  const uint16_t* o = static_cast<const uint16_t*>(args.o.data);
-  const uint16_t* d_o = static_cast<const uint16_t*>(args.d_o.data);
-  const float* lse = args.lse.ptr<float>();
-  uint16_t* dq = static_cast<uint16_t*>(args.dq.data);
-  uint16_t* dk = static_cast<uint16_t*>(args.dk.data);
-  uint16_t* dv = static_cast<uint16_t*>(args.dv.data);
+  const attention_blocks::BackwardOperands<uint16_t> operands(args);
+  const auto [q, k, v, o, d_o, lse, dq, dk, dv] = operands;
   const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
   const int64_t o_stride = g.n_heads * g.v_head_dim, v_stride = g.n_kv_heads * g.v_head_dim;
   const int64_t bq = g.block_q, bk = g.block_k, dp = g.padded_dim, vp = g.padded_v_dim;

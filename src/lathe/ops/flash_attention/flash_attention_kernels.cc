@@ -27,11 +27,8 @@ using attention_blocks::Geometry;
 template <class Element>
 void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
   const Geometry g(args.q, args.k, args.v, args.options, config.block_q, config.block_k, W);
-  const Element* q = static_cast<const Element*>(args.q.data);
-  const Element* k = static_cast<const Element*>(args.k.data);
-  const Element* v = static_cast<const Element*>(args.v.data);
-  Element* o = static_cast<Element*>(args.o.data);
-  float* lse = args.lse.ptr<float>();
+  const attention_blocks::ForwardOperands<Element> operands(args);
+  const auto [q, k, v, o, lse] = operands;
   const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
   const int64_t v_stride = g.n_kv_heads * g.v_head_dim;
   const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
@@ -109,15 +106,8 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
 template <class Element>
 void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
   const Geometry g(args.q, args.k, args.v, args.options, config.block_q, config.block_k, W);
-  const Element* q = static_cast<const Element*>(args.q.data);
-  const Element* k = static_cast<const Element*>(args.k.data);
-  const Element* v = static_cast<const Element*>(args.v.data);
-  const Element* o = static_cast<const Element*>(args.o.data);
-  const Element* d_o = static_cast<const Element*>(args.d_o.data);
-  const float* lse = args.lse.ptr<float>();
-  Element* dq = static_cast<Element*>(args.dq.data);
-  Element* dk = static_cast<Element*>(args.dk.data);
-  Element* dv = static_cast<Element*>(args.dv.data);
+  const attention_blocks::BackwardOperands<Element> operands(args);
+  const auto [q, k, v, o, d_o, lse, dq, dk, dv] = operands;
   const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
   const int64_t o_stride = g.n_heads * g.v_head_dim, v_stride = g.n_kv_heads * g.v_head_dim;
   const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
