@@ -233,7 +233,7 @@ int run_bench_train(int argc, char** argv) {
     std::printf("(f32 FMA)\n");
   std::fflush(stdout);
 
-  // `warmup` untimed steps, then `steps` timed ones from step number `first_step` on.
+  // `warmup` untimed steps, then `steps` timed ones; step numbers continue across calls (next_step).
   int64_t next_step = 1;
   auto time_steps = [&]() {
     LatheTiming timing;

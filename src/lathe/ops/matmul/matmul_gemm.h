@@ -314,6 +314,12 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
   }
 }
 
+// The K slice the pass after (column block jc..jc+nb, slice pc..pc+kb) starts at: the next slice,
+// else the first of the next column block (below n1), else g.k (none: nothing to prefetch).
+inline int64_t next_pass_depth(const Gemm& g, int64_t pc, int64_t kb, int64_t jc, int64_t nb, int64_t n1) {
+  return pc + kb < g.k ? pc + kb : jc + nb < n1 ? 0 : g.k;
+}
+
 // One thread's share: rows [m0, m1) x columns [n0, n1) of batch entry t.
 template <class Path>
 inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, int64_t m0, int64_t m1, int64_t n0,
@@ -330,8 +336,8 @@ inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, 
       const int64_t kb = min64(blocks.kc, g.k - pc);
       Path::pack_b(g.bt, t, jc, nb, pc, kb, Path::kNR, b_pack);
       // The next pass starts on rows m0 again: at the next K slice, else at the next column block's first.
-      const int64_t next_pc = pc + kb < g.k ? pc + kb : jc + nb < n1 ? 0 : g.k;
-      multiply_b_block<Path>(g, blocks, t, m0, m1, n1, jc, nb, pc, kb, b_pack, a_pack, m0, m1, next_pc);
+      multiply_b_block<Path>(g, blocks, t, m0, m1, n1, jc, nb, pc, kb, b_pack, a_pack, m0, m1,
+                             next_pass_depth(g, pc, kb, jc, nb, n1));
     }
   }
 }
@@ -440,16 +446,11 @@ class RowChunks {
   // Claims the next chunk as [r0, r1); false, and an empty range, when none is left.
   bool take(int64_t& r0, int64_t& r1) {
     const int64_t chunk = next_.fetch_add(1, std::memory_order_relaxed);
-    if (chunk >= chunks_) {
-      r0 = r1 = rows_;
-      return false;
-    }
-    r0 = tiles_ * chunk / chunks_ * mr_;
-    r1 = min64(rows_, tiles_ * (chunk + 1) / chunks_ * mr_);
-    return true;
+    rows_of(chunk, r0, r1);
+    return chunk < chunks_;
   }
-  // The rows of chunk `index` (< the chunk count): what a thread is likely to take first in the
-  // next block (thread `part` usually claims chunk `part` when all leave a barrier together).
+  // The rows of chunk `index`, empty past the last chunk. Also what a thread is likely to take
+  // first in the next block (thread `part` usually claims chunk `part` when all leave a barrier).
   void rows_of(int64_t index, int64_t& r0, int64_t& r1) const {
     if (index >= chunks_) {
       r0 = r1 = rows_;
@@ -492,7 +493,7 @@ void gemm_rows_shared_b(const Gemm& g, const MatmulCpuConfig& config, int64_t t,
       // after the last, the chunk this thread probably takes first in the next K slice (or column
       // block): a weight gradient's A (dy^T, ta=1) is read 4 KB apart per depth step, a new page
       // each, which the hardware prefetchers do not follow.
-      const int64_t next_block_pc = pc + kb < g.k ? pc + kb : jc + nb < g.n ? 0 : g.k;
+      const int64_t next_block_pc = next_pass_depth(g, pc, kb, jc, nb, g.n);
       int64_t m0, m1, next_m0, next_m1;
       for (bool more = rows.take(m0, m1); more; m0 = next_m0, m1 = next_m1) {
         more = rows.take(next_m0, next_m1);
