@@ -61,6 +61,7 @@ struct VecF {
   }
   float reduce_add() const { return _mm512_reduce_add_ps(v); }
   float reduce_max() const { return _mm512_reduce_max_ps(v); }
+  float first() const { return _mm512_cvtss_f32(v); }  // lane 0
   static __mmask16 mask(int n) { return static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1u); }
 };
 inline VecF operator+(VecF a, VecF b) { return {_mm512_add_ps(a.v, b.v)}; }
@@ -131,6 +132,7 @@ struct VecF {
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     return _mm_cvtss_f32(m);
   }
+  float first() const { return _mm256_cvtss_f32(v); }  // lane 0
   static __m256i mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
@@ -185,6 +187,7 @@ struct VecF {
   }
   float reduce_add() const { return v; }
   float reduce_max() const { return v; }
+  float first() const { return v; }
 };
 inline VecF operator+(VecF a, VecF b) { return {a.v + b.v}; }
 inline VecF operator-(VecF a, VecF b) { return {a.v - b.v}; }

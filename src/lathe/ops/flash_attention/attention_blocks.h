@@ -108,30 +108,36 @@ inline void apply_softcap(float* row, int64_t length, float softcap) {
 // becomes p = exp(score - new max) (0 where masked), *row_max and *row_sum are updated and the
 // row's output accumulator (acc_length floats, a multiple of W) is multiplied by
 // exp(old max - new max) where that is not 1. A row without a visible key becomes zeros.
+// Only the vectors up to the one holding key c_end - 1 are read and exponentiated; later ones
+// are stored as zeros (in a causal diagonal block, about half the row).
 inline void online_softmax_row(float* s_row, int64_t length, int64_t c_begin, int64_t c_end, float score_scale,
                                float softcap, float* row_max, float* row_sum, float* acc_row, int64_t acc_length) {
   if (c_end <= c_begin) {
     std::memset(s_row, 0, sizeof(float) * length);
     return;
   }
+  const int64_t live = std::min(length, round_up(c_end, W));
   if (score_scale != 1.0f) {
     const VecF factor = VecF::broadcast(score_scale);
-    for (int64_t c = 0; c < length; c += W) (VecF::load(s_row + c) * factor).store(s_row + c);
+    for (int64_t c = 0; c < live; c += W) (VecF::load(s_row + c) * factor).store(s_row + c);
   }
-  if (softcap > 0) apply_softcap(s_row, length, softcap);
+  if (softcap > 0) apply_softcap(s_row, live, softcap);
   for (int64_t c = 0; c < c_begin; ++c) s_row[c] = kMaskedScore;
-  for (int64_t c = c_end; c < length; ++c) s_row[c] = kMaskedScore;
+  for (int64_t c = c_end; c < live; ++c) s_row[c] = kMaskedScore;
   VecF tile_max = VecF::broadcast(kMaskedScore);
-  for (int64_t c = 0; c < length; c += W) tile_max = simd::max(tile_max, VecF::load(s_row + c));
+  for (int64_t c = 0; c < live; c += W) tile_max = simd::max(tile_max, VecF::load(s_row + c));
   const float new_max = std::max(*row_max, tile_max.reduce_max());
-  const float alpha = std::exp(*row_max - new_max);
+  // The vector exp on one lane: a libm call here spilled the caller's registers once per row and
+  // block (5% of the forward's softmax samples on Zen 3). The first block's old max is -inf.
+  const float alpha = *row_max == -INFINITY ? 0.0f : simd::exp(VecF::broadcast(*row_max - new_max)).first();
   const VecF shift = VecF::broadcast(new_max);
   VecF sum = VecF::zero();
-  for (int64_t c = 0; c < length; c += W) {
+  for (int64_t c = 0; c < live; c += W) {
     VecF p = simd::exp(VecF::load(s_row + c) - shift);
     p.store(s_row + c);
     sum += p;
   }
+  for (int64_t c = live; c < length; c += W) VecF::zero().store(s_row + c);
   *row_sum = *row_sum * alpha + sum.reduce_add();
   *row_max = new_max;
   if (alpha != 1.0f) {
@@ -143,7 +149,8 @@ inline void online_softmax_row(float* s_row, int64_t length, int64_t c_begin, in
 // One row of the backward's blocks (length a multiple of W): s_row holds scores (times
 // score_scale, 1: already scaled) and becomes p = exp(score' - lse); ds_row holds dp = do . v and
 // becomes ds = p * (dp - delta), times (1 - tanh^2) with a soft cap; both 0 outside
-// [c_begin, c_end).
+// [c_begin, c_end). As in the forward, vectors past the one holding key c_end - 1 are stored as
+// zeros without being read.
 inline void gradient_block_row(float* s_row, float* ds_row, int64_t length, int64_t c_begin, int64_t c_end,
                                float score_scale, float softcap, float lse, float delta) {
   if (c_end <= c_begin) {
@@ -154,7 +161,8 @@ inline void gradient_block_row(float* s_row, float* ds_row, int64_t length, int6
   const VecF cap = VecF::broadcast(softcap), inverse_cap = VecF::broadcast(softcap > 0 ? 1.0f / softcap : 0.0f);
   const VecF factor = VecF::broadcast(score_scale);
   const VecF row_lse = VecF::broadcast(lse), row_delta = VecF::broadcast(delta);
-  for (int64_t c = 0; c < length; c += W) {
+  const int64_t live = std::min(length, round_up(c_end, W));
+  for (int64_t c = 0; c < live; c += W) {
     VecF score = VecF::load(s_row + c);
     if (score_scale != 1.0f) score = score * factor;
     VecF t = VecF::zero();
@@ -169,7 +177,8 @@ inline void gradient_block_row(float* s_row, float* ds_row, int64_t length, int6
     grad.store(ds_row + c);
   }
   for (int64_t c = 0; c < c_begin; ++c) s_row[c] = 0.0f, ds_row[c] = 0.0f;
-  for (int64_t c = c_end; c < length; ++c) s_row[c] = 0.0f, ds_row[c] = 0.0f;
+  for (int64_t c = c_end; c < live; ++c) s_row[c] = 0.0f, ds_row[c] = 0.0f;
+  for (int64_t c = live; c < length; c += W) VecF::zero().store(s_row + c), VecF::zero().store(ds_row + c);
 }
 
 // The forward's tensors as typed pointers (Element: float, or uint16_t for bf16 bits).

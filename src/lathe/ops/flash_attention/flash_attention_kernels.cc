@@ -4,12 +4,14 @@
 // (batch, head, query block) keeps a block_q x block_k score tile, an online softmax (running max m,
 // sum l) and a block_q x v_head_dim accumulator. Products are
 // register-blocked microkernels (6 rows x up to 4 vectors of accumulators).
-// Backward: FlashAttention-2 over (batch, kv head, key block) tasks; dK/dV accumulate locally over
-// every query head of the group, dQ goes into per-thread partials summed in thread order.
+// Backward: FlashAttention-2 over key blocks; dK/dV accumulate locally over every query head of the
+// group. Tasks are (batch, kv head) pairs owning their heads' dQ rows where there are enough pairs,
+// else (pair, key block) with dQ in per-thread partials summed in thread order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "lathe/core/aligned_buffer.h"
 #include "lathe/core/parallel.h"
@@ -34,11 +36,15 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
   const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
   const int64_t kt_tile = g.head_dim * bkp, v_tile = g.block_k * vp;
 
-  // K^T tiles and padded V rows for every (batch, kv head, key block), packed once.
+  // K^T tiles for every (batch, kv head, key block), packed once; V rows are read in place where
+  // they are whole vectors of floats (PV reads only the rows of visible keys), else packed into
+  // padded rows too.
+  const bool v_in_place = std::is_same_v<Element, float> && g.v_head_dim % W == 0;
   const int64_t tiles = g.batch * g.n_kv_heads * g.key_blocks;
-  Arena call(tiles * (kt_tile + v_tile), Arena::kCall, /*zeroed=*/false);  // every read element is packed
+  const int64_t v_packed = v_in_place ? 0 : tiles * v_tile;
+  Arena call(tiles * kt_tile + v_packed, Arena::kCall, /*zeroed=*/false);  // every read element is packed
   float* kt_all = call.take(tiles * kt_tile);
-  float* v_all = call.take(tiles * v_tile);
+  float* v_all = call.take(v_packed);
   parallel_for(tiles, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t kb = t % g.key_blocks, bg = t / g.key_blocks;
@@ -46,9 +52,17 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
       const int64_t row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
       pack_transposed(k + row * g.head_dim, kv_stride, count, g.head_dim, g.padded_block_k, kt_all + t * kt_tile);
-      pack_rows(v + row * g.v_head_dim, v_stride, count, g.v_head_dim, vp, 1.0f, v_all + t * v_tile);
+      if (!v_in_place) pack_rows(v + row * g.v_head_dim, v_stride, count, g.v_head_dim, vp, 1.0f, v_all + t * v_tile);
     }
   });
+  // Key block kb of (b, kv_head) as PV's B operand: its first row and the stride between rows.
+  auto v_block = [&](int64_t b, int64_t kv_head, int64_t kb) -> std::pair<const float*, int64_t> {
+    if (v_in_place)
+      return {
+          reinterpret_cast<const float*>(v) + ((b * g.seq_k + kb * g.block_k) * g.n_kv_heads + kv_head) * g.v_head_dim,
+          v_stride};
+    return {v_all + ((b * g.n_kv_heads + kv_head) * g.key_blocks + kb) * v_tile, vp};
+  };
 
   const int64_t query_blocks = (g.seq_q + g.block_q - 1) / g.block_q;
   parallel_for(g.batch * g.n_heads * query_blocks, 1, [&](int64_t begin, int64_t end) {
@@ -59,11 +73,24 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
     float* stats = arena.take(2 * g.block_q);
     float* row_max = stats;
     float* row_sum = stats + g.block_q;
-    for (int64_t task = begin; task < end; ++task) {
+    // Task -> (batch, head, first query, rows), query blocks in zigzag order.
+    auto task_block = [&](int64_t task, int64_t* b, int64_t* h, int64_t* i0, int64_t* rows) {
       const int64_t qb = zigzag(task % query_blocks, query_blocks), bh = task / query_blocks;
-      const int64_t b = bh / g.n_heads, h = bh % g.n_heads, kv_head = h / g.group;
-      const int64_t i0 = qb * g.block_q, rows = std::min(g.block_q, g.seq_q - i0);
+      *b = bh / g.n_heads, *h = bh % g.n_heads, *i0 = qb * g.block_q, *rows = std::min(g.block_q, g.seq_q - *i0);
+    };
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t b, h, i0, rows;
+      task_block(task, &b, &h, &i0, &rows);
+      const int64_t kv_head = h / g.group;
       const Element* q_block = q + ((b * g.seq_q + i0) * g.n_heads + h) * g.head_dim;
+      if (task + 1 < end) {  // the next task's Q rows, read while this task computes
+        int64_t nb, nh, ni0, nrows;
+        task_block(task + 1, &nb, &nh, &ni0, &nrows);
+        prefetch_rows(q + ((nb * g.seq_q + ni0) * g.n_heads + nh) * g.head_dim, nrows, q_stride * sizeof(Element),
+                      g.head_dim * sizeof(Element), false);
+      }
+      prefetch_rows(o + ((b * g.seq_q + i0) * g.n_heads + h) * g.v_head_dim, rows,
+                    g.n_heads * g.v_head_dim * sizeof(Element), g.v_head_dim * sizeof(Element), true);
       pack_rows(q_block, q_stride, rows, g.head_dim, dp, g.scale, q_tile);
       std::memset(acc, 0, sizeof(float) * rows * vp);
       for (int64_t r = 0; r < rows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
@@ -71,7 +98,6 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       int64_t kb_begin, kb_end;
       g.key_block_range(i0, rows, &kb_begin, &kb_end);
       const float* kt_head = kt_all + (b * g.n_kv_heads + kv_head) * g.key_blocks * kt_tile;
-      const float* v_head = v_all + (b * g.n_kv_heads + kv_head) * g.key_blocks * v_tile;
       for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
         const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
         // Strips of kRows rows stop their products at the last key a row of theirs sees (the
@@ -92,10 +118,11 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
           attention_blocks::online_softmax_row(s + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap, row_max + r,
                                                row_sum + r, acc + r * vp, vp);
         }
+        const auto [v_rows, v_ld] = v_block(b, kv_head, kb);
         for (int64_t r0 = 0; r0 < rows; r0 += kRows)
           if (const int64_t end = strip_end(r0); end > 0)
-            gemm(std::min<int64_t>(kRows, rows - r0), vp / W, end, s + r0 * bkp, bkp, 1, v_head + kb * v_tile, vp,
-                 acc + r0 * vp, vp, true);
+            gemm(std::min<int64_t>(kRows, rows - r0), vp / W, end, s + r0 * bkp, bkp, 1, v_rows, v_ld, acc + r0 * vp,
+                 vp, true);
       }
 
       attention_blocks::store_output_rows(g, acc, vp, row_max, row_sum, b, h, i0, rows, o, lse);
@@ -112,98 +139,144 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   const int64_t o_stride = g.n_heads * g.v_head_dim, v_stride = g.n_kv_heads * g.v_head_dim;
   const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
   const int64_t query_rows = g.batch * g.n_heads * g.seq_q;
-
-  // Per-thread dQ partials (rows (b, h, i), padded head_dim, zeroed), summed in thread order
-  // afterwards, and D = do . o per query row.
+  const int64_t head_tasks = g.batch * g.n_kv_heads;
   const int threads = num_threads();
-  const int64_t partial_floats = query_rows * dp;
+  // dQ: with enough (batch, kv head) pairs to keep every thread busy, one task per pair owns its
+  // heads' dQ rows (summed over its key blocks in a task-local buffer, written once); otherwise
+  // tasks are (pair, key block) and dQ goes into per-thread partials summed in thread order
+  // afterwards (zeroing and summing them cost ~5% of a batch 16 x T 256 backward).
+  const bool dq_per_head = head_tasks >= 4 * int64_t{threads};
+  const int64_t dq_head_floats = g.group * g.seq_q * dp;  // one pair's dQ rows: (head in group, i) x dp
+
+  const int64_t partial_floats = dq_per_head ? 0 : query_rows * dp;
   Arena call(threads * partial_floats + query_rows, Arena::kCall, /*zeroed=*/true);
   float* partials = call.take(threads * partial_floats);
-  float* delta = call.take(query_rows);
+  float* delta = call.take(query_rows);  // D = do . o per query row
   attention_blocks::output_gradient_dots(g, d_o, o, delta);
 
-  const int64_t tasks = g.batch * g.n_kv_heads * g.key_blocks;
+  struct Scratch {
+    float *kt, *vt, *k_rows, *q_tile, *do_tile, *s, *ds, *dk_acc, *dv_acc, *dq_head;
+  };
+  auto make_scratch = [&](Arena& arena) {
+    Scratch t;
+    t.kt = arena.take(g.head_dim * bkp), t.vt = arena.take(g.v_head_dim * bkp);
+    t.k_rows = arena.take(g.block_k * dp), t.q_tile = arena.take(g.block_q * dp);
+    t.do_tile = arena.take(g.block_q * vp), t.s = arena.take(g.block_q * bkp), t.ds = arena.take(g.block_q * bkp);
+    t.dk_acc = arena.take(g.block_k * dp), t.dv_acc = arena.take(g.block_k * vp);
+    t.dq_head = arena.take(dq_per_head ? dq_head_floats : 0);
+    return t;
+  };
+  const int64_t scratch_floats = (g.head_dim + g.v_head_dim + 2 * g.block_q) * bkp + (2 * g.block_k + g.block_q) * dp +
+                                 (g.block_k + g.block_q) * vp + (dq_per_head ? dq_head_floats : 0) + 10 * 16;
+
+  // Key block kb of (b, kv_head): dK and dV rows written; dS K added into dq_rows, where the row
+  // of query i of group head hi is dq_rows + (hi * seq_q + i) * dp (unscaled).
+  auto key_block = [&](const Scratch& t, int64_t b, int64_t kv_head, int64_t kb, float* dq_rows) {
+    const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
+    const int64_t kv_row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
+    const int64_t kv_offset = kv_row * g.head_dim, v_offset = kv_row * g.v_head_dim;
+    pack_transposed(k + kv_offset, kv_stride, count, g.head_dim, g.padded_block_k, t.kt);
+    pack_transposed(v + v_offset, v_stride, count, g.v_head_dim, g.padded_block_k, t.vt);
+    pack_rows(k + kv_offset, kv_stride, count, g.head_dim, dp, 1.0f, t.k_rows);
+    prefetch_rows(dk + kv_offset, count, kv_stride * sizeof(Element), g.head_dim * sizeof(Element), true);
+    prefetch_rows(dv + v_offset, count, v_stride * sizeof(Element), g.v_head_dim * sizeof(Element), true);
+    std::memset(t.dk_acc, 0, sizeof(float) * count * dp);
+    std::memset(t.dv_acc, 0, sizeof(float) * count * vp);
+    // Queries that see any key of this block.
+    int64_t i_begin, i_end;
+    g.query_range(j0, count, &i_begin, &i_end);
+    for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
+      const int64_t head_row = (b * g.n_heads + h) * g.seq_q;
+      float* dq_head = dq_rows + (h - kv_head * g.group) * g.seq_q * dp;
+      for (int64_t i0 = i_begin; i0 < i_end; i0 += g.block_q) {
+        const int64_t rows = std::min(g.block_q, i_end - i0);
+        const int64_t q_row = (b * g.seq_q + i0) * g.n_heads + h;
+        if (i0 + g.block_q < i_end) {  // the next block's Q and dO rows, read while this one computes
+          const int64_t next = q_row + g.block_q * g.n_heads, next_rows = std::min(g.block_q, i_end - i0 - g.block_q);
+          prefetch_rows(q + next * g.head_dim, next_rows, q_stride * sizeof(Element), g.head_dim * sizeof(Element),
+                        false);
+          prefetch_rows(d_o + next * g.v_head_dim, next_rows, o_stride * sizeof(Element),
+                        g.v_head_dim * sizeof(Element), false);
+        }
+        pack_rows(q + q_row * g.head_dim, q_stride, rows, g.head_dim, dp, g.scale, t.q_tile);
+        pack_rows(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, vp, 1.0f, t.do_tile);
+        // As in the forward, a strip of query rows stops its products at the last key its last
+        // row sees (later columns are left unwritten until the gradient rows zero them), and a
+        // strip of keys (dV, dK) starts at the first query row that sees its first key.
+        auto visible_end = [&](int64_t r) {
+          int64_t first, end;
+          g.tile_keys(i0 + r, j0, count, &first, &end);
+          return end;
+        };
+        for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+          const int64_t n = std::min<int64_t>(kRows, rows - r0), end = visible_end(r0 + n - 1);
+          if (end == 0) continue;
+          gemm(n, (end + W - 1) / W, g.head_dim, t.q_tile + r0 * dp, dp, 1, t.kt, bkp, t.s + r0 * bkp, bkp, false);
+          gemm(n, (end + W - 1) / W, g.v_head_dim, t.do_tile + r0 * vp, vp, 1, t.vt, bkp, t.ds + r0 * bkp, bkp, false);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          int64_t c_begin, c_end;
+          g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
+          attention_blocks::gradient_block_row(t.s + r * bkp, t.ds + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap,
+                                               lse[head_row + i0 + r], delta[head_row + i0 + r]);
+        }
+        int64_t first_row = 0;  // the first query row that sees key c0 or later
+        for (int64_t c0 = 0; c0 < count; c0 += kRows) {
+          while (first_row < rows && visible_end(first_row) <= c0) ++first_row;
+          if (first_row == rows) break;
+          const int64_t n = std::min<int64_t>(kRows, count - c0), depth = rows - first_row;
+          const int64_t at = first_row * bkp + c0;
+          gemm(n, vp / W, depth, t.s + at, 1, bkp, t.do_tile + first_row * vp, vp, t.dv_acc + c0 * vp, vp,
+               true);  // dV += P^T dO
+          gemm(n, dp / W, depth, t.ds + at, 1, bkp, t.q_tile + first_row * dp, dp, t.dk_acc + c0 * dp, dp,
+               true);  // dK += dS^T (scale Q)
+        }
+        for (int64_t r0 = 0; r0 < rows; r0 += kRows) {  // dQ += dS K
+          const int64_t n = std::min<int64_t>(kRows, rows - r0), end = visible_end(r0 + n - 1);
+          if (end > 0) gemm(n, dp / W, end, t.ds + r0 * bkp, bkp, 1, t.k_rows, dp, dq_head + (i0 + r0) * dp, dp, true);
+        }
+      }
+    }
+    for (int64_t c = 0; c < count; ++c) {
+      for (int64_t d = 0; d < g.head_dim; d += W)
+        store_lanes(VecF::load(t.dk_acc + c * dp + d), dk + kv_offset + c * kv_stride + d, g.head_dim - d);
+      for (int64_t d = 0; d < g.v_head_dim; d += W)
+        store_lanes(VecF::load(t.dv_acc + c * vp + d), dv + v_offset + c * v_stride + d, g.v_head_dim - d);
+    }
+  };
+
+  if (dq_per_head) {
+    parallel_for(head_tasks, 1, [&](int64_t begin, int64_t end) {
+      Arena arena(scratch_floats, Arena::kTask, /*zeroed=*/false);  // every read element is written first
+      const Scratch t = make_scratch(arena);
+      const VecF scale = VecF::broadcast(g.scale);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t b = task / g.n_kv_heads, kv_head = task % g.n_kv_heads;
+        std::memset(t.dq_head, 0, sizeof(float) * dq_head_floats);
+        for (int64_t kb = 0; kb < g.key_blocks; ++kb) key_block(t, b, kv_head, kb, t.dq_head);
+        for (int64_t hi = 0; hi < g.group; ++hi)
+          for (int64_t i = 0; i < g.seq_q; ++i) {
+            const float* row = t.dq_head + (hi * g.seq_q + i) * dp;
+            Element* out = dq + ((b * g.seq_q + i) * g.n_heads + kv_head * g.group + hi) * g.head_dim;
+            for (int64_t d = 0; d < g.head_dim; d += W)
+              store_lanes(VecF::load(row + d) * scale, out + d, g.head_dim - d);
+          }
+      }
+    });
+    return;
+  }
+
+  const int64_t tasks = head_tasks * g.key_blocks;
   parallel_run([&](int thread, int thread_count) {
     if (thread >= threads) return;  // partials exist for num_threads() threads (zeroed at allocation)
+    Arena arena(scratch_floats, Arena::kTask, /*zeroed=*/false);  // every read element is written first
+    const Scratch t = make_scratch(arena);
     float* dq_partial = partials + thread * partial_floats;
-    Arena arena((g.head_dim + g.v_head_dim + 2 * g.block_q) * bkp + (2 * g.block_k + g.block_q) * dp +
-                    (g.block_k + g.block_q) * vp + 9 * 16,
-                Arena::kTask, /*zeroed=*/false);  // every read element is written first
-    float* kt = arena.take(g.head_dim * bkp);
-    float* vt = arena.take(g.v_head_dim * bkp);
-    float* k_rows = arena.take(g.block_k * dp);
-    float* q_tile = arena.take(g.block_q * dp);
-    float* do_tile = arena.take(g.block_q * vp);
-    float* s = arena.take(g.block_q * bkp);
-    float* ds = arena.take(g.block_q * bkp);
-    float* dk_acc = arena.take(g.block_k * dp);
-    float* dv_acc = arena.take(g.block_k * vp);
     const int64_t task_begin = tasks * thread / thread_count, task_end = tasks * (thread + 1) / thread_count;
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;
       const int64_t b = bg / g.n_kv_heads, kv_head = bg % g.n_kv_heads;
-      const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
-      const int64_t kv_row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
-      const int64_t kv_offset = kv_row * g.head_dim, v_offset = kv_row * g.v_head_dim;
-      pack_transposed(k + kv_offset, kv_stride, count, g.head_dim, g.padded_block_k, kt);
-      pack_transposed(v + v_offset, v_stride, count, g.v_head_dim, g.padded_block_k, vt);
-      pack_rows(k + kv_offset, kv_stride, count, g.head_dim, dp, 1.0f, k_rows);
-      std::memset(dk_acc, 0, sizeof(float) * count * dp);
-      std::memset(dv_acc, 0, sizeof(float) * count * vp);
-      // Queries that see any key of this block.
-      int64_t i_begin, i_end;
-      g.query_range(j0, count, &i_begin, &i_end);
-      for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
-        const int64_t head_row = (b * g.n_heads + h) * g.seq_q;
-        for (int64_t i0 = i_begin; i0 < i_end; i0 += g.block_q) {
-          const int64_t rows = std::min(g.block_q, i_end - i0);
-          const int64_t q_row = (b * g.seq_q + i0) * g.n_heads + h;
-          pack_rows(q + q_row * g.head_dim, q_stride, rows, g.head_dim, dp, g.scale, q_tile);
-          pack_rows(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, vp, 1.0f, do_tile);
-          // As in the forward, a strip of query rows stops its products at the last key its last
-          // row sees (later columns are left unwritten until the gradient rows zero them), and a
-          // strip of keys (dV, dK) starts at the first query row that sees its first key.
-          auto visible_end = [&](int64_t r) {
-            int64_t first, end;
-            g.tile_keys(i0 + r, j0, count, &first, &end);
-            return end;
-          };
-          for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-            const int64_t n = std::min<int64_t>(kRows, rows - r0), end = visible_end(r0 + n - 1);
-            if (end == 0) continue;
-            gemm(n, (end + W - 1) / W, g.head_dim, q_tile + r0 * dp, dp, 1, kt, bkp, s + r0 * bkp, bkp, false);
-            gemm(n, (end + W - 1) / W, g.v_head_dim, do_tile + r0 * vp, vp, 1, vt, bkp, ds + r0 * bkp, bkp, false);
-          }
-          for (int64_t r = 0; r < rows; ++r) {
-            int64_t c_begin, c_end;
-            g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-            attention_blocks::gradient_block_row(s + r * bkp, ds + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap,
-                                                 lse[head_row + i0 + r], delta[head_row + i0 + r]);
-          }
-          int64_t first_row = 0;  // the first query row that sees key c0 or later
-          for (int64_t c0 = 0; c0 < count; c0 += kRows) {
-            while (first_row < rows && visible_end(first_row) <= c0) ++first_row;
-            if (first_row == rows) break;
-            const int64_t n = std::min<int64_t>(kRows, count - c0), depth = rows - first_row;
-            const int64_t at = first_row * bkp + c0;
-            gemm(n, vp / W, depth, s + at, 1, bkp, do_tile + first_row * vp, vp, dv_acc + c0 * vp, vp,
-                 true);  // dV += P^T dO
-            gemm(n, dp / W, depth, ds + at, 1, bkp, q_tile + first_row * dp, dp, dk_acc + c0 * dp, dp,
-                 true);  // dK += dS^T (scale Q)
-          }
-          for (int64_t r0 = 0; r0 < rows; r0 += kRows) {  // dQ += dS K
-            const int64_t n = std::min<int64_t>(kRows, rows - r0), end = visible_end(r0 + n - 1);
-            if (end > 0)
-              gemm(n, dp / W, end, ds + r0 * bkp, bkp, 1, k_rows, dp, dq_partial + (head_row + i0 + r0) * dp, dp, true);
-          }
-        }
-      }
-      for (int64_t c = 0; c < count; ++c) {
-        for (int64_t d = 0; d < g.head_dim; d += W)
-          store_lanes(VecF::load(dk_acc + c * dp + d), dk + kv_offset + c * kv_stride + d, g.head_dim - d);
-        for (int64_t d = 0; d < g.v_head_dim; d += W)
-          store_lanes(VecF::load(dv_acc + c * vp + d), dv + v_offset + c * v_stride + d, g.v_head_dim - d);
-      }
+      key_block(t, b, kv_head, kb, dq_partial + (b * g.n_heads + kv_head * g.group) * g.seq_q * dp);
     }
   });
 

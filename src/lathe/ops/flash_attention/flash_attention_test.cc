@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 
+#include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/ops/problem.h"
@@ -266,6 +267,36 @@ TEST(FlashAttention, ValueWidthSplitsIntoIndependentColumns) {
 // any thread count: o and lse, dk and dv (one task per key block); dq sums per-thread partials, so
 // only the tolerance holds it across thread counts (bitwise for a fixed count: the contract
 // tests). Dispatch never picks the emulation (ops/emulated_impl.h).
+// The vector backward owns each (batch, kv head) pair's dQ rows in one task where there are at
+// least 4 pairs per thread, else splits pairs by key block with per-thread dQ partials: 8 pairs
+// take the first way at 1 and 2 threads and the second at 3, 2 pairs the second always.
+TEST(FlashAttention, VectorBackwardMatchesTheReferenceWithDqPerHeadAndWithPartials) {
+  const uint64_t seed = test_seed();
+  const char* shapes[] = {
+      "batch=4,seq=29,heads=4,kv_heads=2,head_dim=16,causal=1",
+      "batch=8,seq_q=13,seq_k=27,heads=2,kv_heads=1,head_dim=8,v_head_dim=12,causal=1,window=7,softcap=2",
+      "batch=2,seq=31,heads=2,kv_heads=1,head_dim=24,causal=1",
+  };
+  const int saved_threads = num_threads();
+  for (const char* impl : {"scalar", "avx2", "avx512"}) {
+    if (!isa_available(parse_isa(impl))) continue;
+    for (const char* shape : shapes) {
+      auto problem = find_op("flash_attention_backward").make_problem(ShapeSpec::parse(shape), seed);
+      for (const char* blocks : {"block_q=5,block_k=8", "block_q=64,block_k=64"}) {
+        const ConfigParams config = ConfigParams::parse(blocks);
+        for (int threads : {1, 2, 3}) {
+          set_num_threads(threads);
+          const CheckResult result = problem->check(impl, &config);
+          EXPECT_TRUE(result.passed) << impl << " " << shape << " " << blocks << " threads=" << threads
+                                     << " seed=" << seed << "\n"
+                                     << result.summary();
+        }
+      }
+    }
+  }
+  set_num_threads(saved_threads);
+}
+
 TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
   const uint64_t seed = test_seed();
   const char* shapes[] = {
