@@ -83,15 +83,17 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       task_block(task, &b, &h, &i0, &rows);
       const int64_t kv_head = h / g.group;
       const Element* q_block = q + ((b * g.seq_q + i0) * g.n_heads + h) * g.head_dim;
-      if (task + 1 < end) {  // the next task's Q rows, read while this task computes
-        int64_t nb, nh, ni0, nrows;
-        task_block(task + 1, &nb, &nh, &ni0, &nrows);
-        prefetch_rows(q + ((nb * g.seq_q + ni0) * g.n_heads + nh) * g.head_dim, nrows, q_stride * sizeof(Element),
-                      g.head_dim * sizeof(Element), false);
-      }
-      prefetch_rows(o + ((b * g.seq_q + i0) * g.n_heads + h) * g.v_head_dim, rows,
-                    g.n_heads * g.v_head_dim * sizeof(Element), g.v_head_dim * sizeof(Element), true);
       pack_rows(q_block, q_stride, rows, g.head_dim, dp, g.scale, q_tile);
+      // The next task's Q rows and this task's O rows, brought in one row at a time during the
+      // first key block's softmax (issued all at once, they queued ahead of the loads above).
+      const Element* next_q = nullptr;
+      int64_t next_rows = 0;
+      if (task + 1 < end) {
+        int64_t nb, nh, ni0;
+        task_block(task + 1, &nb, &nh, &ni0, &next_rows);
+        next_q = q + ((nb * g.seq_q + ni0) * g.n_heads + nh) * g.head_dim;
+      }
+      Element* o_block = o + ((b * g.seq_q + i0) * g.n_heads + h) * g.v_head_dim;
       std::memset(acc, 0, sizeof(float) * rows * vp);
       for (int64_t r = 0; r < rows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
 
@@ -113,6 +115,10 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
             gemm(std::min<int64_t>(kRows, rows - r0), (end + W - 1) / W, g.head_dim, q_tile + r0 * dp, dp, 1,
                  kt_head + kb * kt_tile, bkp, s + r0 * bkp, bkp, false);
         for (int64_t r = 0; r < rows; ++r) {
+          if (kb == kb_begin) {
+            if (r < next_rows) prefetch_rows(next_q + r * q_stride, 1, 0, g.head_dim * sizeof(Element), false);
+            prefetch_rows(o_block + r * g.n_heads * g.v_head_dim, 1, 0, g.v_head_dim * sizeof(Element), true);
+          }
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
           attention_blocks::online_softmax_row(s + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap, row_max + r,
@@ -178,8 +184,6 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     pack_transposed(k + kv_offset, kv_stride, count, g.head_dim, g.padded_block_k, t.kt);
     pack_transposed(v + v_offset, v_stride, count, g.v_head_dim, g.padded_block_k, t.vt);
     pack_rows(k + kv_offset, kv_stride, count, g.head_dim, dp, 1.0f, t.k_rows);
-    prefetch_rows(dk + kv_offset, count, kv_stride * sizeof(Element), g.head_dim * sizeof(Element), true);
-    prefetch_rows(dv + v_offset, count, v_stride * sizeof(Element), g.v_head_dim * sizeof(Element), true);
     std::memset(t.dk_acc, 0, sizeof(float) * count * dp);
     std::memset(t.dv_acc, 0, sizeof(float) * count * vp);
     // Queries that see any key of this block.
@@ -191,13 +195,12 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
       for (int64_t i0 = i_begin; i0 < i_end; i0 += g.block_q) {
         const int64_t rows = std::min(g.block_q, i_end - i0);
         const int64_t q_row = (b * g.seq_q + i0) * g.n_heads + h;
-        if (i0 + g.block_q < i_end) {  // the next block's Q and dO rows, read while this one computes
-          const int64_t next = q_row + g.block_q * g.n_heads, next_rows = std::min(g.block_q, i_end - i0 - g.block_q);
-          prefetch_rows(q + next * g.head_dim, next_rows, q_stride * sizeof(Element), g.head_dim * sizeof(Element),
-                        false);
-          prefetch_rows(d_o + next * g.v_head_dim, next_rows, o_stride * sizeof(Element),
-                        g.v_head_dim * sizeof(Element), false);
-        }
+        // Rows to bring in while this block computes, one gradient row at a time (issued all at
+        // once, they queued ahead of the packing's loads): the next block's Q and dO rows, and in
+        // the last block of the last head, the dK and dV rows this key block writes.
+        const int64_t next_rows = std::clamp<int64_t>(i_end - i0 - g.block_q, 0, g.block_q);
+        const int64_t next_row = q_row + g.block_q * g.n_heads;
+        const bool last_block = next_rows == 0 && h + 1 == (kv_head + 1) * g.group;
         pack_rows(q + q_row * g.head_dim, q_stride, rows, g.head_dim, dp, g.scale, t.q_tile);
         pack_rows(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, vp, 1.0f, t.do_tile);
         // As in the forward, a strip of query rows stops its products at the last key its last
@@ -215,6 +218,15 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           gemm(n, (end + W - 1) / W, g.v_head_dim, t.do_tile + r0 * vp, vp, 1, t.vt, bkp, t.ds + r0 * bkp, bkp, false);
         }
         for (int64_t r = 0; r < rows; ++r) {
+          if (r < next_rows) {
+            prefetch_rows(q + (next_row + r * g.n_heads) * g.head_dim, 1, 0, g.head_dim * sizeof(Element), false);
+            prefetch_rows(d_o + (next_row + r * g.n_heads) * g.v_head_dim, 1, 0, g.v_head_dim * sizeof(Element), false);
+          }
+          if (last_block)
+            for (int64_t c = r * count / rows; c < (r + 1) * count / rows; ++c) {
+              prefetch_rows(dk + kv_offset + c * kv_stride, 1, 0, g.head_dim * sizeof(Element), true);
+              prefetch_rows(dv + v_offset + c * v_stride, 1, 0, g.v_head_dim * sizeof(Element), true);
+            }
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
           attention_blocks::gradient_block_row(t.s + r * bkp, t.ds + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap,
