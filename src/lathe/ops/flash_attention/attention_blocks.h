@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
@@ -235,9 +236,15 @@ void output_gradient_dots(const Geometry& g, const Element* d_o, const Element* 
   parallel_for(query_rows, 256, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {  // row = (b * seq_q + i) * n_heads + h
       const int64_t h = row % g.n_heads, bi = row / g.n_heads, b = bi / g.seq_q, i = bi % g.seq_q;
+      const Element *d_o_row = d_o + row * g.v_head_dim, *o_row = o + row * g.v_head_dim;
+      int64_t d = 0;
       float sum = 0.0f;
-      for (int64_t d = 0; d < g.v_head_dim; ++d)
-        sum += to_float(d_o[row * g.v_head_dim + d]) * to_float(o[row * g.v_head_dim + d]);
+      if constexpr (std::is_same_v<Element, float>) {  // whole vectors, then the tail
+        VecF lanes = VecF::zero();
+        for (; d + W <= g.v_head_dim; d += W) lanes = simd::fma(VecF::load(d_o_row + d), VecF::load(o_row + d), lanes);
+        sum = lanes.reduce_add();
+      }
+      for (; d < g.v_head_dim; ++d) sum += to_float(d_o_row[d]) * to_float(o_row[d]);
       delta[(b * g.n_heads + h) * g.seq_q + i] = sum;
     }
   });
