@@ -3,7 +3,8 @@
 //   pass 1: for each vocab tile, logits tile = hidden_chunk @ weight_tile^T (matmul op), then per
 //           row the softcap/scale transform and an online max / sum-of-exp update -> lse;
 //   pass 2: for each vocab tile, recompute the logits tile (unless one tile spans the whole
-//           vocabulary: it still holds pass 1's logits), turn it in place into dlogits
+//           vocabulary: it still holds pass 1's logits, or without a soft cap their exps, which
+//           saves pass 2 an exp per logit), turn it in place into dlogits
 //           (softmax - onehot, z-loss and softcap chain rule, times grad_scale / n_valid), then
 //           dhidden_chunk += dlogits @ weight_tile and dweight_tile (+)= dlogits^T @ hidden_chunk.
 // Only the tile math is ISA-specific; the GEMMs go through matmul's own dispatch (called from
@@ -71,7 +72,10 @@ inline VecF transform_logits(VecF raw, const Problem& p) {
 }
 
 // Pass 1 on one row of a tile: transform in place, then fold the tile into (row_max, row_sum).
-void accumulate_row_logsumexp(float* row, int64_t cols, const Problem& p, float& row_max, float& row_sum) {
+// keep_exps (a tile holding the whole vocabulary, so row_max is final): the row is left holding
+// exp(logit - row_max) for pass 2 (row_gradient_from_exps), which then needs no exp of its own.
+void accumulate_row_logsumexp(float* row, int64_t cols, const Problem& p, float& row_max, float& row_sum,
+                              bool keep_exps) {
   VecF max_vec = VecF::broadcast(-std::numeric_limits<float>::infinity());
   int64_t c = 0;
   for (; c + W <= cols; c += W) {
@@ -92,14 +96,21 @@ void accumulate_row_logsumexp(float* row, int64_t cols, const Problem& p, float&
   VecF shift = VecF::broadcast(new_max), sum0 = VecF::zero(), sum1 = VecF::zero();
   c = 0;
   for (; c + 2 * W <= cols; c += 2 * W) {
-    sum0 += simd::exp(VecF::load(row + c) - shift);
-    sum1 += simd::exp(VecF::load(row + c + W) - shift);
+    const VecF e0 = simd::exp(VecF::load(row + c) - shift), e1 = simd::exp(VecF::load(row + c + W) - shift);
+    if (keep_exps) e0.store(row + c), e1.store(row + c + W);
+    sum0 += e0;
+    sum1 += e1;
   }
-  for (; c + W <= cols; c += W) sum0 += simd::exp(VecF::load(row + c) - shift);
+  for (; c + W <= cols; c += W) {
+    const VecF e = simd::exp(VecF::load(row + c) - shift);
+    if (keep_exps) e.store(row + c);
+    sum0 += e;
+  }
   if (c < cols) {
     int n = static_cast<int>(cols - c);
     float tail[W] = {};
     simd::exp(VecF::load_partial(row + c, n) - shift).store_partial(tail, n);
+    if (keep_exps) std::memcpy(row + c, tail, sizeof(float) * n);
     sum1 += VecF::load(tail);
   }
   float rescale = row_max == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(row_max - new_max);
@@ -143,6 +154,24 @@ void row_gradient(float* row, int64_t cols, int64_t target_column, float factor,
     gradient(VecF::load_partial(row + c, n)).store_partial(row + c, n);
   }
   if (target_column >= 0 && target_column < cols) row[target_column] -= factor * target_chain;
+}
+
+// Pass 2 on one row holding exp(logit - row_max) (accumulate_row_logsumexp with keep_exps, no
+// soft cap): dlogits in place, softmax = exps / row_sum; the same as row_gradient without its exp.
+void row_gradient_from_exps(float* row, int64_t cols, int64_t target_column, float factor, float row_sum, float lse,
+                            const Problem& p) {
+  if (factor == 0.0f) {
+    std::memset(row, 0, sizeof(float) * cols);
+    return;
+  }
+  const VecF multiplier = VecF::broadcast(factor * (1.0f + 2.0f * p.z_loss * lse) / row_sum * p.scale);
+  int64_t c = 0;
+  for (; c + W <= cols; c += W) (VecF::load(row + c) * multiplier).store(row + c);
+  if (c < cols) {
+    int n = static_cast<int>(cols - c);
+    (VecF::load_partial(row + c, n) * multiplier).store_partial(row + c, n);
+  }
+  if (target_column >= 0 && target_column < cols) row[target_column] -= factor * p.scale;
 }
 
 void convert_bf16_rows(const uint16_t* source, float* destination, int64_t rows, int64_t cols) {
@@ -197,6 +226,8 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
   float* lse_out = static_cast<float*>(args.lse.data);
   const int64_t token_chunk = std::clamp<int64_t>(config.token_chunk, 1, std::max<int64_t>(p.tokens, 1));
   const int64_t vocab_chunk = std::clamp<int64_t>(config.vocab_chunk, 1, p.vocab);
+  // One tile spans the vocabulary and no soft cap: pass 1 leaves the exps for pass 2.
+  const bool keep_exps = vocab_chunk >= p.vocab && p.softcap <= 0;
 
   int64_t valid_count = 0;
   for (int64_t t = 0; t < p.tokens; ++t) valid_count += target_of(args.targets, t) != p.ignore_index;
@@ -249,9 +280,12 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
       parallel_for(rows, rows_per_task(cols), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           float* row = tile + r * cols;
-          accumulate_row_logsumexp(row, cols, p, row_max[r], row_sum[r]);
-          int64_t target = target_of(args.targets, t0 + r);
-          if (target >= v0 && target < v1) target_logit[r] = row[target - v0];
+          const int64_t target = target_of(args.targets, t0 + r);
+          // With the exps kept the row no longer holds the logits: the target's is taken first
+          // (without a soft cap the transform is one multiply, as in transform_logits).
+          if (keep_exps && target >= v0 && target < v1) target_logit[r] = row[target - v0] * p.scale;
+          accumulate_row_logsumexp(row, cols, p, row_max[r], row_sum[r], keep_exps);
+          if (!keep_exps && target >= v0 && target < v1) target_logit[r] = row[target - v0];
         }
       });
     }
@@ -276,7 +310,8 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
       const int64_t v1 = std::min(p.vocab, v0 + vocab_chunk), cols = v1 - v0;
       TensorView logits = f32_matrix(tile, rows, cols);
       TensorView weight_tile = args.weight.slice(0, v0, v1);
-      // One tile covering the whole vocabulary still holds pass 1's final logits: no recompute.
+      // One tile covering the whole vocabulary still holds pass 1's final logits (or their exps,
+      // keep_exps): no recompute.
       const bool reuse_tile = cols == p.vocab;
       if (!reuse_tile) {
         MatmulArgs product;
@@ -290,7 +325,9 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
         for (int64_t r = begin; r < end; ++r) {
           int64_t target = target_of(args.targets, t0 + r);
           float factor = target == p.ignore_index ? 0.0f : token_factor;
-          if (reuse_tile)
+          if (keep_exps)
+            row_gradient_from_exps(tile + r * cols, cols, target - v0, factor, row_sum[r], row_lse[r], p);
+          else if (reuse_tile)
             row_gradient<true>(tile + r * cols, cols, target - v0, factor, row_lse[r], p);
           else
             row_gradient<false>(tile + r * cols, cols, target - v0, factor, row_lse[r], p);
