@@ -66,6 +66,13 @@ class FusedGemmSpace : public KernelSpace {
                 " is lathe's own matmul; promotion covers the fusion problems");
     return generate_fused_gemm_source(kernel_, typed(schedule), library_mode);
   }
+  std::string library_source(const Schedule& schedule, const std::string& existing) const override {
+    LATHE_CHECK(kernel_.bias, "lathe optimize: ", kernel_.problem,
+                " is lathe's own matmul; promotion covers the fusion problems");
+    LibrarySchedules tiers = parse_library_schedules(existing);
+    tiers.set_searched(typed(schedule));
+    return generate_fused_gemm_library_source(kernel_, tiers);
+  }
   bool promotable() const override { return kernel_.bias; }
   int structure(const Schedule& schedule) const override { return static_cast<int>(schedule.get("form")); }
   int structures() const override { return 3; }

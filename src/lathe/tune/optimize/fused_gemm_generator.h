@@ -13,6 +13,7 @@
 // per ISA (a *_kernels.cc file in namespace lathe::LATHE_ISA_NS) using lathe's thread pool.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,31 @@ FusedGemmKernel fused_gemm_kernel(const std::string& problem);
 std::vector<std::string> fused_gemm_problems();
 
 // Lab mode: defines extern "C" lathe_candidate. Library mode: defines
-// lathe::LATHE_ISA_NS::found_<problem>(...) with the same arguments, for bench/suite/found/.
+// lathe::LATHE_ISA_NS::found_<problem>(...) with the same arguments, for bench/suite/found/, under
+// LibrarySchedules with `schedule` as its one searched tier.
 std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const KernelSchedule& schedule,
                                        bool library_mode = false);
+
+// The schedules of a library kernel, one per group of the copies it is compiled into: `wide` for
+// the AVX-512 copy (32 vector registers, 16 floats), `narrow` for the AVX2 and portable copies (16
+// registers, 8 or 4 floats). A search fills the tier of the machine it ran on; a missing tier is
+// derived from the other (narrow: the wide schedule at 8 floats with the rows 16 registers hold;
+// wide: the narrow one as it is). So a search on one kind of machine leaves the other kind's
+// schedule in place.
+struct LibrarySchedules {
+  std::optional<KernelSchedule> wide, narrow;
+  // The tier a schedule searched at its vector width belongs to: 16 floats wide, else narrow.
+  void set_searched(const KernelSchedule& schedule);
+  KernelSchedule wide_or_derived() const;    // at least one tier must be set
+  KernelSchedule narrow_or_derived() const;  // likewise
+};
+// The searched tiers a library kernel's header names ("// avx512: KEY", "// avx2: KEY"; a
+// "// avx2, derived: KEY" line names none; the one-schedule header of kernels emitted before the
+// tiers counts by its vector width).
+// Empty tiers where `library_text` is empty or names none; throws lathe::Error on a malformed key.
+LibrarySchedules parse_library_schedules(const std::string& library_text);
+// The library kernel of `kernel` under both tiers' schedules.
+std::string generate_fused_gemm_library_source(const FusedGemmKernel& kernel, const LibrarySchedules& schedules);
 
 // The fixed parts of every generated kernel, bench/suite/found/fused_gemm_prologue.inc and
 // fused_gemm_body.inc, as text (baked in by cmake/lab.cmake).

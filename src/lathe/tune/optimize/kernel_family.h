@@ -51,6 +51,13 @@ class KernelSpace {
   virtual double predict_seconds(const Schedule& schedule, const MachinePeaks& peaks) const = 0;
   // Throws lathe::Error when library mode is asked of a family without promotion.
   virtual std::string source(const Schedule& schedule, bool library_mode) const = 0;
+  // The library kernel `lathe optimize --emit` writes for `schedule` (searched on this machine)
+  // over `existing`, the current file's text ("" when none): a family whose kernels hold a schedule
+  // per ISA tier keeps the tiers of `existing` that this machine did not search.
+  virtual std::string library_source(const Schedule& schedule, const std::string& existing) const {
+    (void)existing;
+    return source(schedule, true);
+  }
   virtual bool promotable() const = 0;
   virtual int structure(const Schedule& schedule) const = 0;  // 0 .. structures() - 1
   virtual int structures() const = 0;

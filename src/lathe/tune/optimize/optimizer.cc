@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "lathe/bench/suite/suite_problem.h"
 #include "lathe/bench/timing.h"
@@ -196,9 +197,17 @@ std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, co
               " passed the lab, nothing to emit");
   std::filesystem::create_directories(dir);
   std::vector<std::string> written;
-  std::string source =
-      make_kernel_space(result.problem, result.shape, schedule_limits_for_this_machine())->source(result.winner, true);
-  written.push_back(write_source(dir, "found_" + result.problem + "_kernels.cc", source));
+  // The file as it is (a kernel keeps the schedules of the ISA tiers this machine did not search).
+  const std::string file_name = "found_" + result.problem + "_kernels.cc";
+  std::string existing;
+  if (std::ifstream in(std::filesystem::path(dir) / file_name); in) {
+    std::ostringstream text;
+    text << in.rdbuf();
+    existing = text.str();
+  }
+  std::string source = make_kernel_space(result.problem, result.shape, schedule_limits_for_this_machine())
+                           ->library_source(result.winner, existing);
+  written.push_back(write_source(dir, file_name, source));
   // The repository's style where clang-format is installed (it finds the repository's .clang-format).
   if (std::system("command -v clang-format > /dev/null 2>&1") == 0)
     (void)std::system(("clang-format -i '" + written.back() + "'").c_str());
