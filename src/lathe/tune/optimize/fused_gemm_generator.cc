@@ -206,7 +206,10 @@ void LibrarySchedules::set_searched(const KernelSchedule& schedule) {
 
 KernelSchedule LibrarySchedules::wide_or_derived() const {
   LATHE_ASSERT(wide || narrow);
-  return wide ? *wide : *narrow;
+  if (wide) return *wide;
+  KernelSchedule derived = *narrow;  // the same tile at 16 floats (its registers fit in 32)
+  derived.vector_width = 16;
+  return derived;
 }
 
 KernelSchedule LibrarySchedules::narrow_or_derived() const {

@@ -44,8 +44,8 @@ std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const Kern
 // the AVX-512 copy (32 vector registers, 16 floats), `narrow` for the AVX2 and portable copies (16
 // registers, 8 or 4 floats). A search fills the tier of the machine it ran on; a missing tier is
 // derived from the other (narrow: the wide schedule at 8 floats with the rows 16 registers hold;
-// wide: the narrow one as it is). So a search on one kind of machine leaves the other kind's
-// schedule in place.
+// wide: the narrow schedule's tile at 16 floats). So a search on one kind of machine leaves the
+// other kind's schedule in place.
 struct LibrarySchedules {
   std::optional<KernelSchedule> wide, narrow;
   // The tier a schedule searched at its vector width belongs to: 16 floats wide, else narrow.

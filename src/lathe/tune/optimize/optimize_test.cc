@@ -205,6 +205,15 @@ TEST(FusedGemmGenerator, EmittingKeepsTheScheduleOfTheTierNotSearched) {
     EXPECT_EQ(again.wide->key(), other_wide.key());
     EXPECT_EQ(again.narrow->key(), narrow.key());
   }
+  // A tier never searched: the other's tile at the other width.
+  LibrarySchedules only_narrow;
+  only_narrow.set_searched(narrow);
+  EXPECT_EQ(only_narrow.wide_or_derived().vector_width, 16);
+  EXPECT_EQ(only_narrow.wide_or_derived().mr, narrow.mr);
+  LibrarySchedules only_wide;
+  only_wide.set_searched(wide);
+  EXPECT_EQ(only_wide.narrow_or_derived().vector_width, 8);
+  EXPECT_EQ(only_wide.narrow_or_derived().mr, 6);  // 14 x 2 vectors need 31 registers; 6 x 2, 15
   EXPECT_FALSE(parse_library_schedules("").wide.has_value());
   EXPECT_THROW(parse_library_schedules("// avx2: form=9\n"), Error);
 }
