@@ -44,7 +44,10 @@ int run_optimize(int argc, char** argv) {
   command_line.flag("no-cache", "search even when the cache holds a winner for this machine");
   command_line.option("cache", "FILE",
                       "the optimizer's cache (default $LATHE_OPTIMIZE_CACHE or next to the tuning cache)");
-  command_line.option("emit", "DIR", "write each winner into DIR as a library kernel (src/lathe/bench/suite/found)");
+  command_line.option(
+      "emit", "DIR",
+      "write each winner into DIR as a library kernel (src/lathe/bench/suite/found); it replaces the schedule of this "
+      "machine's ISA tier (avx512 or avx2) and keeps the other tier's from the file already there");
   command_line.option("print-source", "SCHEDULE", "print the generated source of PROBLEM under SCHEDULE, and exit");
   command_line.flag("library", "with --print-source: the library kernel (as --emit writes it), not the lab candidate");
   command_line.option("check-space", "N",
