@@ -257,16 +257,6 @@ TEST(FlashAttention, ValueWidthSplitsIntoIndependentColumns) {
   }
 }
 
-// The AMX tile kernels on the emulation of the tile instructions (core/amx_tiles.h), forward and
-// backward, against the float64 reference by the op's tolerance rule (P and dS enter the tile
-// products as two bf16 terms, so the vector kernels' accuracy must hold), on shapes that cross
-// every padding edge: sequences and widths not multiples of 32 (head_dim 8 to 64, v_head_dim of
-// its own), GQA, seq_q above and below seq_k (queries without keys), a window, a soft cap, a scale
-// of its own; with blocks of 32 x 32 (7 x 5 rounded up) and 64 x 96 (40 x 96); for 1, 2 and 3
-// threads (each thread configures its own tiles). Outputs no thread shares are the same bits for
-// any thread count: o and lse, dk and dv (one task per key block); dq sums per-thread partials, so
-// only the tolerance holds it across thread counts (bitwise for a fixed count: the contract
-// tests). Dispatch never picks the emulation (ops/emulated_impl.h).
 // The vector backward owns each (batch, kv head) pair's dQ rows in one task where there are at
 // least 4 pairs per thread, else splits pairs by key block with per-thread dQ partials: 8 pairs
 // take the first way at 1 and 2 threads and the second at 3, 2 pairs the second always.
@@ -297,6 +287,16 @@ TEST(FlashAttention, VectorBackwardMatchesTheReferenceWithDqPerHeadAndWithPartia
   set_num_threads(saved_threads);
 }
 
+// The AMX tile kernels on the emulation of the tile instructions (core/amx_tiles.h), forward and
+// backward, against the float64 reference by the op's tolerance rule (P and dS enter the tile
+// products as two bf16 terms, so the vector kernels' accuracy must hold), on shapes that cross
+// every padding edge: sequences and widths not multiples of 32 (head_dim 8 to 64, v_head_dim of
+// its own), GQA, seq_q above and below seq_k (queries without keys), a window, a soft cap, a scale
+// of its own; with blocks of 32 x 32 (7 x 5 rounded up) and 64 x 96 (40 x 96); for 1, 2 and 3
+// threads (each thread configures its own tiles). Outputs no thread shares are the same bits for
+// any thread count: o and lse, dk and dv (one task per key block); dq sums per-thread partials, so
+// only the tolerance holds it across thread counts (bitwise for a fixed count: the contract
+// tests). Dispatch never picks the emulation (ops/emulated_impl.h).
 TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
   const uint64_t seed = test_seed();
   const char* shapes[] = {

@@ -309,8 +309,10 @@ std::string generate(const FusedGemmKernel& kernel, const LibrarySchedules& tier
 std::string generate_fused_gemm_source(const FusedGemmKernel& kernel, const KernelSchedule& schedule,
                                        bool library_mode) {
   LibrarySchedules tiers;
-  tiers.set_searched(schedule);
-  if (!library_mode) tiers.wide = schedule;  // lab mode: the schedule as it is, whatever its width
+  if (library_mode)
+    tiers.set_searched(schedule);
+  else
+    tiers.wide = schedule;  // lab mode reads only `wide`: the schedule as it is, whatever its width
   return generate(kernel, tiers, library_mode);
 }
 

@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 
 #include "lathe/bench/suite/suite_problem.h"
 #include "lathe/bench/timing.h"
+#include "lathe/io/durable_file.h"
 #include "lathe/tune/optimize/kernel_family.h"
 #include "lathe/tune/tuning_cache.h"
 
@@ -199,12 +199,8 @@ std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, co
   std::vector<std::string> written;
   // The file as it is (a kernel keeps the schedules of the ISA tiers this machine did not search).
   const std::string file_name = "found_" + result.problem + "_kernels.cc";
-  std::string existing;
-  if (std::ifstream in(std::filesystem::path(dir) / file_name); in) {
-    std::ostringstream text;
-    text << in.rdbuf();
-    existing = text.str();
-  }
+  const std::string existing_path = (std::filesystem::path(dir) / file_name).string();
+  const std::string existing = std::filesystem::exists(existing_path) ? read_file_contents(existing_path) : "";
   std::string source = make_kernel_space(result.problem, result.shape, schedule_limits_for_this_machine())
                            ->library_source(result.winner, existing);
   written.push_back(write_source(dir, file_name, source));
