@@ -28,14 +28,16 @@ inline int64_t zigzag(int64_t t, int64_t n) { return t % 2 == 0 ? t / 2 : n - 1 
 // written). The attention kernels read Q and dO rows 1 KB or more apart and write dK/dV/O rows
 // likewise: a stride across pages the hardware prefetchers do not follow, and tensors larger than
 // the caches, so a block's first touch waited on memory (docs/perf.md).
-inline void prefetch_rows(const void* base, int64_t rows, int64_t stride_bytes, int64_t row_bytes, bool for_write) {
+// Always inlined, for the reason simd::prefetch_read gives.
+[[gnu::always_inline]] inline void prefetch_rows(const void* base, int64_t rows, int64_t stride_bytes,
+                                                 int64_t row_bytes, bool for_write) {
   const char* p = static_cast<const char*>(base);
   for (int64_t r = 0; r < rows; ++r, p += stride_bytes)
     for (int64_t byte = 0; byte < row_bytes; byte += 64) {
       if (for_write)
-        __builtin_prefetch(p + byte, 1, 3);
+        simd::prefetch_write(p + byte);
       else
-        __builtin_prefetch(p + byte, 0, 3);
+        simd::prefetch_read(p + byte);
     }
 }
 // Bump allocator over one aligned buffer, zeroed unless asked not to. The buffer is the calling thread's own, one per

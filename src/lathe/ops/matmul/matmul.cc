@@ -290,8 +290,8 @@ static std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
     MatmulTile tile = matmul_tile(isa, variant, bf16_dot);
     // A tiny blocking first: it exercises every block boundary on small test shapes.
     configs.push_back({tile.mr, 24, tile.nr * 2, variant});
-    for (int64_t kc : {128, 256, 384, 512})
-      for (int64_t mc_tiles : {8, 24, 48})
+    for (int64_t kc : {128, 256, 384, 512, 1024})
+      for (int64_t mc_tiles : {8, 12, 24, 48})
         for (int64_t nc : {1024, 2048, 4096}) configs.push_back({tile.mr * mc_tiles, kc, nc, variant});
   }
   return configs;

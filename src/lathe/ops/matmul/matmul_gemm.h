@@ -149,14 +149,6 @@ LATHE_GEMM_INLINE void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, in
   }
 }
 
-inline void prefetch_line(const float* p) {
-#if LATHE_KERNEL_ISA >= 1
-  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-#else
-  (void)p;
-#endif
-}
-
 // f32 micro-panels: a is (depth, MR), b is (depth, MR * NV * W), both packed.
 template <int MR, int NV>
 LATHE_GEMM_INLINE void tile_f32(int64_t depth, const float* __restrict a, const float* __restrict b, float* c,
@@ -171,8 +163,8 @@ LATHE_GEMM_INLINE void tile_f32(int64_t depth, const float* __restrict a, const 
   // of a large C would otherwise wait on a cache miss per row.
   for (int r = 0; r < MR; ++r) {
     if (r >= rows) break;
-    prefetch_line(c + r * ldc);
-    prefetch_line(c + r * ldc + cols - 1);
+    simd::prefetch_read(c + r * ldc);
+    simd::prefetch_read(c + r * ldc + cols - 1);
   }
   for (int64_t p = 0; p < depth; ++p) {
     VecF bv[NV];

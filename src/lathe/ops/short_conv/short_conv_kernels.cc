@@ -60,8 +60,6 @@ VecF load(const float* row, int64_t c, int64_t channels) {
   return row == nullptr ? VecF::zero() : simd::load_row(row + c, channels - c);
 }
 
-// __builtin_prefetch, not _mm_prefetch: GCC 12 dropped the latter from the backward walk.
-void prefetch(const float* p) { __builtin_prefetch(p, 0, 3); }
 
 void store_output(float* p, VecF v, int64_t left, bool streaming) {
   streaming ? simd::store_row_streaming(p, v, left) : simd::store_row(p, v, left);
@@ -167,7 +165,7 @@ void forward_walk(const ShortConvArgs& args, const Geometry& g, const float* wt,
   const float* x = args.x.ptr<float>() + b * g.seq * stride + c;
   float* y = args.y.ptr<float>() + b * g.seq * stride + c;
   for (int64_t t = t0; t < t1; ++t) {
-    if (t + kPrefetchTokens < g.seq) prefetch(x + (t + kPrefetchTokens) * stride);
+    if (t + kPrefetchTokens < g.seq) simd::prefetch_read(x + (t + kPrefetchTokens) * stride);
     inputs.push(simd::load_row(x + t * stride, left));
     VecF z = pre_activation(w, inputs, bias);
     if (args.options.silu) z = z * simd::sigmoid(z);
@@ -205,8 +203,8 @@ void backward_walk(const ShortConvBackwardArgs& args, const Geometry& g, const f
     VecF dz = VecF::zero();
     if (inner || p < seq) {
       if (p + kPrefetchTokens < seq) {
-        prefetch(x + (p + kPrefetchTokens) * stride);
-        prefetch(dy + (p + kPrefetchTokens) * stride);
+        simd::prefetch_read(x + (p + kPrefetchTokens) * stride);
+        simd::prefetch_read(dy + (p + kPrefetchTokens) * stride);
       }
       inputs.push(simd::load_row(x + p * stride, left));
       dz = simd::load_row(dy + p * stride, left);
