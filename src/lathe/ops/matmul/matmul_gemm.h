@@ -422,82 +422,112 @@ struct ThreadSetup {
 // a thread takes the next chunk when it has multiplied one, so a thread the host slows (a
 // preempted vCPU) multiplies fewer rows instead of holding the others at the next barrier (the
 // static halves it replaced ran 2-thread products at 0.71-1.08x oneDNN on a noisy Zen 3 VM,
-// docs/perf.md). The chunks are a whole number per thread, at least 4, none taller than an A
-// block (mc rows), and the row tiles are spread over them evenly (sizes differ by one tile at
-// most), so on a quiet machine every thread gets the same work: chunks of a fixed height with
-// one short chunk at the end gave one thread 24 of a 256-row product's 43 tiles and the other 19.
-// Which thread multiplies a row never changes its sums: K is still added in one order.
+// docs/perf.md). Chunk sizes are guided: each claim takes 1 / (2 * threads) of the row tiles
+// left, at most an A block (mc rows) and at least one tile, so the chunks shrink towards the end
+// of a block and the first thread to finish waits at most about one small chunk for the others
+// (equal chunks, 4 or more per thread, made it wait half a chunk on average: the barrier waits of
+// both threads summed 1.1 -> 0.9 ms per 1024^3 product and 2.9 -> 2.0 ms per 2048^3 product on 2
+// threads on Zen 4). Which thread multiplies a row never changes its sums: K is still added in one
+// order.
 class RowChunks {
  public:
-  RowChunks(int64_t rows, int64_t mc, int mr, int threads) : rows_(rows), mr_(mr) {
-    tiles_ = (rows + mr - 1) / mr;
-    const int64_t tiles_per_block = max64(1, mc / mr);
-    const int64_t fewest = max64(4 * threads, (tiles_ + tiles_per_block - 1) / tiles_per_block);
-    chunks_ = min64(tiles_, round_up(fewest, threads));
-  }
+  RowChunks(int64_t rows, int64_t mc, int mr, int threads)
+      : rows_(rows), mr_(mr), threads_(threads), tiles_((rows + mr - 1) / mr), most_tiles_(max64(1, mc / mr)) {}
   // Claims the next chunk as [r0, r1); false, and an empty range, when none is left.
   bool take(int64_t& r0, int64_t& r1) {
-    const int64_t chunk = next_.fetch_add(1, std::memory_order_relaxed);
-    rows_of(chunk, r0, r1);
-    return chunk < chunks_;
+    int64_t first = next_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (first >= tiles_) {
+        r0 = r1 = rows_;
+        return false;
+      }
+      const int64_t end = first + chunk_tiles(first);
+      if (next_.compare_exchange_weak(first, end, std::memory_order_relaxed)) {
+        r0 = first * mr_;
+        r1 = min64(rows_, end * mr_);
+        return true;
+      }
+    }
   }
-  // The rows of chunk `index`, empty past the last chunk. Also what a thread is likely to take
-  // first in the next block (thread `part` usually claims chunk `part` when all leave a barrier).
+  // The rows of the chunk claimed `index`-th in a block, empty past the last. Also what a thread
+  // is likely to take first in the next block (thread `part` usually claims chunk `part` when all
+  // leave a barrier).
   void rows_of(int64_t index, int64_t& r0, int64_t& r1) const {
-    if (index >= chunks_) {
+    int64_t first = 0;
+    for (int64_t chunk = 0; chunk < index && first < tiles_; ++chunk) first += chunk_tiles(first);
+    if (first >= tiles_) {
       r0 = r1 = rows_;
       return;
     }
-    r0 = tiles_ * index / chunks_ * mr_;
-    r1 = min64(rows_, tiles_ * (index + 1) / chunks_ * mr_);
+    r0 = first * mr_;
+    r1 = min64(rows_, (first + chunk_tiles(first)) * mr_);
   }
-  // Starts the next B block's hand-out: one thread calls it between the barrier that ends a
-  // block and the one that starts the next.
+  // Starts the next B block's hand-out: one thread calls it once every thread has stopped taking
+  // chunks of the block before, and before any takes one of the next.
   void restart() { next_.store(0, std::memory_order_relaxed); }
 
  private:
+  // The size in tiles of the chunk that starts at tile `first`.
+  int64_t chunk_tiles(int64_t first) const {
+    const int64_t share = (tiles_ - first + 2 * threads_ - 1) / (2 * threads_);
+    return min64(most_tiles_, max64(1, share));
+  }
+
   const int64_t rows_;
-  const int mr_;
-  int64_t tiles_, chunks_;
+  const int mr_, threads_;
+  const int64_t tiles_, most_tiles_;
   std::atomic<int64_t> next_{0};
 };
 
 // Threads that split M of one product (they all multiply the same B) pack each B block together
-// into one buffer: each packs a share of its micro-panels, all wait, all multiply row chunks
-// (RowChunks) against the whole block, all wait again before the next block is packed. Each
-// thread packing the whole B itself cost 5-10% of a 1024^3 product on 2 threads (docs/perf.md).
-// `sync` waits for every thread at a phase boundary.
+// into a buffer they share: each packs a share of its micro-panels, all wait, all multiply row
+// chunks (RowChunks) against the whole block. Each thread packing the whole B itself cost 5-10% of
+// a 1024^3 product on 2 threads (docs/perf.md). Two buffers alternate, so one wait per block
+// suffices: a thread packs its share of block s + 1 as soon as it has multiplied its chunks of
+// block s (into the other buffer), and the wait after that packing also tells every thread that
+// all have finished block s, whose buffer block s + 2 then reuses. A thread the host slowed down
+// thus overlaps its partner's packing instead of two waits per block. With the grouped packing of
+// a transposed B (matmul_packing.h), medians on 2 threads on Zen 4 went 12.8 -> 11.1-12.1 ms at
+// 1024^3, 97.6 -> 86.6 ms at 2048^3 and 728 -> 671 ms at 4096^3 (docs/perf.md).
+// `rows` holds one RowChunks per buffer; `b_packs` the two buffers; `sync` waits for every thread.
+// The last wait of a call ends it, so the next call (batch entry) starts with both buffers free.
 template <class Path, class Sync>
-void gemm_rows_shared_b(const Gemm& g, const MatmulCpuConfig& config, int64_t t, RowChunks& rows,
-                        typename Path::Packed* b_pack, int part, int parts, Sync&& sync) {
+void gemm_rows_shared_b(const Gemm& g, const MatmulCpuConfig& config, int64_t t, RowChunks (&rows)[2],
+                        typename Path::Packed* const (&b_packs)[2], int part, int parts, Sync&& sync) {
   using Packed = typename Path::Packed;
   constexpr int NR = Path::kNR;
   const Blocking<Path> blocks(g, config, g.m, g.n);
   Packed* a_pack = reinterpret_cast<Packed*>(thread_scratch(0, sizeof(Packed) * blocks.a_elements));
+  int slot = 0;
   for (int64_t jc = 0; jc < g.n; jc += blocks.nc) {
     const int64_t nb = min64(blocks.nc, g.n - jc), panels = (nb + NR - 1) / NR;
     for (int64_t pc = 0; pc < g.k; pc += blocks.kc) {
       const int64_t kb = min64(blocks.kc, g.k - pc), depth = Path::packed_depth(kb);
       const int64_t first = panels * part / parts * NR, last = min64(nb, panels * (part + 1) / parts * NR);
+      Packed* b_pack = b_packs[slot];
       if (first < last) Path::pack_b(g.bt, t, jc + first, last - first, pc, kb, NR, b_pack + first * depth);
       sync();
+      // Every thread has left the previous block: its hand-out is restarted for the block after this one.
+      if (part == 0) rows[slot ^ 1].restart();
       // The next chunk is claimed before this one is multiplied, so its A block can be prefetched;
       // after the last, the chunk this thread probably takes first in the next K slice (or column
       // block): a weight gradient's A (dy^T, ta=1) is read 4 KB apart per depth step, a new page
       // each, which the hardware prefetchers do not follow.
       const int64_t next_block_pc = next_pass_depth(g, pc, kb, jc, nb, g.n);
+      RowChunks& chunks = rows[slot];
       int64_t m0, m1, next_m0, next_m1;
-      for (bool more = rows.take(m0, m1); more; m0 = next_m0, m1 = next_m1) {
-        more = rows.take(next_m0, next_m1);
+      for (bool more = chunks.take(m0, m1); more; m0 = next_m0, m1 = next_m1) {
+        more = chunks.take(next_m0, next_m1);
         int64_t next_pc = pc;
-        if (!more) rows.rows_of(part, next_m0, next_m1), next_pc = next_block_pc;
+        if (!more) chunks.rows_of(part, next_m0, next_m1), next_pc = next_block_pc;
         multiply_b_block<Path>(g, blocks, t, m0, m1, g.n, jc, nb, pc, kb, b_pack, a_pack, next_m0, next_m1,
                                next_pc);
       }
-      sync();
-      if (part == 0) rows.restart();
+      slot ^= 1;
     }
   }
+  sync();
+  if (part == 0) rows[0].restart(), rows[1].restart();
 }
 
 // A barrier for the threads of one parallel_run (spins briefly, then yields: the machine may be
@@ -606,9 +636,11 @@ void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
   if (threads > 1 && !split_batch && split_rows && g.k > 0) {
     using Packed = typename Path::Packed;
     const Blocking<Path> blocks(g, config, g.m, g.n);
-    Packed* b_pack = reinterpret_cast<Packed*>(thread_scratch(2, sizeof(Packed) * blocks.b_elements));
+    Packed* b_pack = reinterpret_cast<Packed*>(thread_scratch(2, sizeof(Packed) * blocks.b_elements * 2));
+    Packed* const b_packs[2] = {b_pack, b_pack + blocks.b_elements};
     SpinBarrier barrier(static_cast<int>(threads));
-    RowChunks rows(g.m, blocks.mc, MR, static_cast<int>(threads));
+    RowChunks rows[2] = {RowChunks(g.m, blocks.mc, MR, static_cast<int>(threads)),
+                         RowChunks(g.m, blocks.mc, MR, static_cast<int>(threads))};
     parallel_run([&](int part, int parts) {
       ThreadSetup<Path> setup;
       if (parts != threads) {  // nested inside another parallel region: one thread does it all
@@ -616,7 +648,7 @@ void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
         return;
       }
       for (int64_t t = 0; t < g.batch; ++t)
-        gemm_rows_shared_b<Path>(g, config, t, rows, b_pack, part, parts, [&] { barrier.wait(); });
+        gemm_rows_shared_b<Path>(g, config, t, rows, b_packs, part, parts, [&] { barrier.wait(); });
     });
     return;
   }

@@ -33,6 +33,7 @@ struct Operand {
 
 constexpr int kMaxPanelWidth = 64;  // the widest tile dimension (6x64)
 constexpr int64_t kPackPrefetchRows = 8;  // transposed packing: storage rows prefetched ahead
+constexpr int64_t kPackGroupFloats = 128;  // transposed packing: the width of a group of panels
 
 #if LATHE_KERNEL_ISA >= 1
 // 8 bf16 values widened to floats (exact).
@@ -88,54 +89,63 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
   const float* base_f32 = static_cast<const float*>(x.data) + t * x.batch_stride;
   const uint16_t* base_bf16 = static_cast<const uint16_t*>(x.data) + t * x.batch_stride;
   if (x.transposed) {  // row p of storage holds element (i, p) for consecutive i
-    // Storage row by storage row, each read once over all `rows` (every panel): a long
-    // contiguous read per row, where panel by panel would touch one cache line of each of
-    // `depth` rows at a time (a large stride the prefetchers do not follow). Consecutive storage
-    // rows are still 1-4 KB apart in a weight gradient's dy^T, a new page each, which the hardware
-    // prefetchers do not cross: the row kPackPrefetchRows ahead is prefetched into L1 (the copy's
-    // load stall fell from ~5% to ~1% of a 1024 x 256 x 4096 product's samples on Zen 3; 16 rows
-    // ahead was no better).
+    // Panels in groups about kPackGroupFloats wide (four of the AVX-512 tile's 32-wide panels),
+    // each group storage row by storage row: one contiguous 512-byte read per row and a few write
+    // streams. Row by row across all panels (every panel written at each depth step, panels
+    // depth * width floats apart: 64 KB, one L1 set) copied at 11-31 GB/s in a stand-alone
+    // measurement on Zen 4 where groups of four panels reached 23-60 GB/s (groups of 8 or 16
+    // panels and blocks of 8 or 16 depth steps were slower); panel by panel reads one or two lines
+    // from each of `depth` rows, a page apart, which the prefetchers do not follow. Consecutive
+    // storage rows are still 1-4 KB apart in a weight gradient's dy^T, a new page each, so the
+    // group's part of the row kPackPrefetchRows ahead is prefetched into L1 (the copy's load stall
+    // fell from ~5% to ~1% of a 1024 x 256 x 4096 product's samples on Zen 3; 16 rows ahead was no
+    // better).
+    const int64_t group = width * (kPackGroupFloats / width > 1 ? kPackGroupFloats / width : 1);
 #if LATHE_KERNEL_ISA >= 1
     const int64_t element_bytes = x.bf16 ? 2 : 4;
     const char* base_bytes = static_cast<const char*>(x.data) + t * x.batch_stride * element_bytes;
 #endif
-    for (int64_t p = 0; p < depth; ++p) {
-      const int64_t offset = (col0 + p) * rs + row0;
+    for (int64_t group_row = 0; group_row < rows; group_row += group) {
+      const int64_t group_end = rows - group_row < group ? rows : group_row + group;
+      for (int64_t p = 0; p < depth; ++p) {
+        const int64_t offset = (col0 + p) * rs + row0;
 #if LATHE_KERNEL_ISA >= 1
-      if (p + kPackPrefetchRows < depth) {
-        const char* ahead = base_bytes + (offset + kPackPrefetchRows * rs) * element_bytes;
-        for (int64_t byte = 0; byte < rows * element_bytes + 63; byte += 64) _mm_prefetch(ahead + byte, _MM_HINT_T0);
-      }
+        if (p + kPackPrefetchRows < depth) {
+          const char* ahead = base_bytes + (offset + kPackPrefetchRows * rs + group_row) * element_bytes;
+          for (int64_t byte = 0; byte < (group_end - group_row) * element_bytes + 63; byte += 64)
+            simd::prefetch_read(ahead + byte);
+        }
 #endif
-      for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
-        int64_t valid = rows - panel_row < width ? rows - panel_row : width;
-        float* o = dest + panel_row * depth + p * width;
+        for (int64_t panel_row = group_row; panel_row < group_end; panel_row += width) {
+          int64_t valid = rows - panel_row < width ? rows - panel_row : width;
+          float* o = dest + panel_row * depth + p * width;
 #if LATHE_KERNEL_ISA >= 1
-        // A whole panel row is `width` contiguous values: vector copies (a library memmove call
-        // per panel row cost more than the copy; it dominated packing a streamed weight). Widths
-        // that are not a multiple of 8 (a 14-row tile) end with a copy overlapping the one before.
-        if (valid == width && width >= 8) {
-          for (int64_t step = 0; step < width; step += 8) {
-            const int64_t r = min_index(step, width - 8);
-            _mm256_storeu_ps(o + r, x.bf16 ? load8_bf16(base_bf16 + offset + panel_row + r)
-                                           : _mm256_loadu_ps(base_f32 + offset + panel_row + r));
+          // A whole panel row is `width` contiguous values: vector copies (a library memmove call
+          // per panel row cost more than the copy; it dominated packing a streamed weight). Widths
+          // that are not a multiple of 8 (a 14-row tile) end with a copy overlapping the one before.
+          if (valid == width && width >= 8) {
+            for (int64_t step = 0; step < width; step += 8) {
+              const int64_t r = min_index(step, width - 8);
+              _mm256_storeu_ps(o + r, x.bf16 ? load8_bf16(base_bf16 + offset + panel_row + r)
+                                             : _mm256_loadu_ps(base_f32 + offset + panel_row + r));
+            }
+            continue;
           }
-          continue;
-        }
-        // Narrower panels (the AVX2 tiles' 4 and 6 rows): one 8-float load where the block has 8
-        // more rows (no read past it), the first `width` lanes stored.
-        if (valid == width && width >= 4 && panel_row + 8 <= rows) {
-          store_first_lanes(o, x.bf16 ? load8_bf16(base_bf16 + offset + panel_row)
-                                      : _mm256_loadu_ps(base_f32 + offset + panel_row),
-                            width);
-          continue;
-        }
+          // Narrower panels (the AVX2 tiles' 4 and 6 rows): one 8-float load where the block has 8
+          // more rows (no read past it), the first `width` lanes stored.
+          if (valid == width && width >= 4 && panel_row + 8 <= rows) {
+            store_first_lanes(o, x.bf16 ? load8_bf16(base_bf16 + offset + panel_row)
+                                        : _mm256_loadu_ps(base_f32 + offset + panel_row),
+                              width);
+            continue;
+          }
 #endif
-        if (x.bf16)
-          for (int64_t r = 0; r < valid; ++r) o[r] = bf16_bits_to_float(base_bf16[offset + panel_row + r]);
-        else
-          for (int64_t r = 0; r < valid; ++r) o[r] = base_f32[offset + panel_row + r];
-        for (int64_t r = valid; r < width; ++r) o[r] = 0.0f;
+          if (x.bf16)
+            for (int64_t r = 0; r < valid; ++r) o[r] = bf16_bits_to_float(base_bf16[offset + panel_row + r]);
+          else
+            for (int64_t r = 0; r < valid; ++r) o[r] = base_f32[offset + panel_row + r];
+          for (int64_t r = valid; r < width; ++r) o[r] = 0.0f;
+        }
       }
     }
     return;
