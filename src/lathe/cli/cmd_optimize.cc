@@ -48,6 +48,9 @@ int run_optimize(int argc, char** argv) {
       "emit", "DIR",
       "write each winner into DIR as a library kernel (src/lathe/bench/suite/found); it replaces the schedule of this "
       "machine's ISA tier (avx512 or avx2) and keeps the other tier's from the file already there");
+  command_line.option("regenerate", "DIR",
+                      "rewrite every library kernel in DIR under the schedules its header names, with the generator "
+                      "as it is now (after a change to the generated code), and exit; no PROBLEM");
   command_line.option("print-source", "SCHEDULE", "print the generated source of PROBLEM under SCHEDULE, and exit");
   command_line.flag("library", "with --print-source: the library kernel (as --emit writes it), not the lab candidate");
   command_line.option("check-space", "N",
@@ -60,6 +63,11 @@ int run_optimize(int argc, char** argv) {
   if (command_line.has("list")) {
     for (const auto& family : kernel_families())
       for (const auto& name : family.problems()) std::printf("%-40s %s\n", name.c_str(), family.name.c_str());
+    return 0;
+  }
+  if (command_line.has("regenerate")) {
+    for (const auto& path : regenerate_found_kernels(command_line.get("regenerate")))
+      std::fprintf(stderr, "lathe optimize: wrote %s\n", path.c_str());
     return 0;
   }
   std::vector<std::string> problems = command_line.positional_values();

@@ -52,8 +52,10 @@ double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemm
       std::max(1.0, peaks.f32_gflops) * 1e9 * (s.vector_width / 16.0 >= 1 ? 1.0 : s.vector_width / 16.0);
   // Register tile: FMAs per vector load (2 loads per cycle, 2 FMAs per cycle on current cores).
   const double fmas = s.mr * s.nr, loads = s.form == 0 ? s.mr + s.nr : s.nr + 0.5 * s.mr;
-  // The blocked form's tile reads contiguous packed panels only (no strided broadcasts from x).
+  // The blocked form's tile reads contiguous packed panels (or, x in place, rows an L1 set holds).
   double efficiency = std::min(1.0, fmas / loads / 2.0) * (s.form == 2 ? 0.95 : 0.9);
+  // x in place: more rows than an L1 set's 8 ways evict each other when k is a power of two.
+  if (s.form == 2 && s.pack_x == 0 && s.mr > 8) efficiency *= 0.7;
   if (s.registers() > limits.vector_registers) efficiency *= 0.5;
   // Tail waste: the tile computes whole mr x tile_columns blocks (and the dot form whole vectors of k).
   const double rows_used = m / (std::ceil(m / s.mr) * s.mr);
@@ -80,6 +82,8 @@ double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemm
     if (l1_bytes > cache_bytes(peaks, 0)) efficiency *= 0.95;
     const double block_rows = s.mc > 0 ? std::min<double>(s.mc, share_rows) : share_rows;
     if (block_rows * kb * 4 > 0.6 * cache_bytes(peaks, 1)) efficiency *= 0.8;
+    // Partial sums of y reread and rewritten once per further k block.
+    if (kb < k) efficiency *= 1.0 - 0.02 * (std::ceil(k / kb) - 1);
   } else {
     if (l1_bytes > cache_bytes(peaks, 0)) efficiency *= 0.75;
     const double l2_bytes = s.nc * kb * 4.0;
@@ -98,11 +102,11 @@ double predict_fused_gemm_seconds(const FusedGemmKernel& kernel, const FusedGemm
   if (s.epilogue == 0) seconds += 2 * elements * 4 / (peaks.memory_gbytes(elements * 4, false) * 1e9 + 1);
   // Packing: read w, write the panels with a stride.
   if (s.form == 1) seconds += 3 * n * k * 4 / (peaks.memory_gbytes(n * k * 8, false) * 1e9 + 1);
-  // Blocked: each thread packs the w columns of its share, and its x rows once per column block
-  // (4x4 transposes: a read and a write per element, at the bandwidth of where w lives).
+  // Blocked: each thread packs the w columns of its share, and (pack_x) its x rows once per column
+  // block (a read and a write per element, at the bandwidth of where w lives).
   if (s.form == 2) {
     const double column_blocks = std::ceil(share_cols / s.nc);
-    const double elements = share_cols * k + share_rows * k * column_blocks;
+    const double elements = share_cols * k + s.pack_x * share_rows * k * column_blocks;
     seconds += 2 * elements * 4 * threads / (peaks.memory_gbytes(n * k * 4, false) * 1e9 + 1);
   }
   return seconds;

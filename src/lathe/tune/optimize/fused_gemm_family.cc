@@ -35,7 +35,7 @@ FusedGemmShape parse_shape(const std::string& text) {
 }
 
 KernelSchedule typed(const Schedule& schedule) {
-  return config_from_params<KernelSchedule>(schedule.params, "fused-GEMM schedule");
+  return KernelSchedule::from_params(schedule.params, "fused-GEMM schedule");
 }
 Schedule generic(const KernelSchedule& schedule) { return {config_to_params(schedule)}; }
 

@@ -58,8 +58,12 @@ TEST(ScheduleSpace, EveryMoveIsValidNewAndGranularAlongRandomWalks) {
         EXPECT_TRUE(schedule_valid(move.schedule, kLimits)) << move.name << ": " << move.schedule.key();
         EXPECT_FALSE(move.schedule == schedule) << move.name;
         // A granular step changes one field, or a few that go together (a tile reshaped, nc or kc
-        // following a change of tile or vector width, `pack` choosing the packed form's tile).
-        EXPECT_LE(differing_fields(move.schedule, schedule), move.name == "pack" || move.name == "pack-x" ? 4 : 3)
+        // following a change of tile or vector width, `pack` choosing the packed form's tile, the
+        // moves in and out of the blocked form setting pack_x, x's packing choosing its tile, kc and
+        // the row block that follows the tile).
+        const std::set<std::string> wide_moves = {"pack-x", "x-rows-in-place", "x-panels"};
+        EXPECT_LE(differing_fields(move.schedule, schedule),
+                  wide_moves.count(move.name) != 0 ? 5 : move.name == "pack" || move.name == "unpack-x" ? 4 : 3)
             << move.name;
         keys.insert(move.schedule.key());
       }
@@ -117,12 +121,42 @@ TEST(ScheduleSpace, PackXReachesTheBlockedFormWithTheTallestTileTheRegistersHold
     ASSERT_NE(unpack, nullptr);
     EXPECT_EQ(unpack->schedule.form, 1);
     EXPECT_LE(unpack->schedule.mr, 8);
+    EXPECT_EQ(blocked.pack_x, 1);
+    EXPECT_EQ(unpack->schedule.pack_x, 0);
+    // x's rows in place: brgemm's 6 x 4 vectors with 32 registers (6 x 2 with 16), all of k per
+    // block; and back to the panels and the tallest tile.
+    const ScheduleMove* in_place = find_move(moves, "x-rows-in-place");
+    ASSERT_NE(in_place, nullptr);
+    const KernelSchedule rows = in_place->schedule;
+    EXPECT_EQ(rows.form, 2);
+    EXPECT_EQ(rows.pack_x, 0);
+    EXPECT_EQ(rows.mr, 6);
+    EXPECT_EQ(rows.nr, limits.vector_registers == 32 ? 4 : 2);
+    EXPECT_EQ(rows.kc, 0);
+    EXPECT_LE(rows.registers(), limits.vector_registers);
+    const auto from_rows = schedule_moves(rows, limits);
+    const ScheduleMove* panels = find_move(from_rows, "x-panels");
+    ASSERT_NE(panels, nullptr);
+    EXPECT_EQ(panels->schedule.pack_x, 1);
+    EXPECT_EQ(panels->schedule.mr, blocked.mr);
     const ScheduleMove* mc = find_move(moves, "mc/2");
     ASSERT_NE(mc, nullptr);
     EXPECT_EQ(mc->schedule.mc, 16 * blocked.mr);
     // mc follows mr: a multiple of the tile's rows after a change of tile.
     for (const auto& move : schedule_moves(mc->schedule, limits)) EXPECT_EQ(move.schedule.mc % move.schedule.mr, 0);
   }
+  // Keys written before pack_x existed: every blocked kernel packed x, no other form did.
+  EXPECT_EQ(KernelSchedule::parse("form=2,vector_width=16,mr=14,nr=2,kc=256,nc=512,mc=0,loop_order=0,unroll=2,"
+                                  "epilogue=1,thread_axis=1")
+                .pack_x,
+            1);
+  EXPECT_EQ(KernelSchedule::parse("form=1,vector_width=16,mr=8,nr=2,kc=0,nc=256,mc=0,loop_order=0,unroll=1,"
+                                  "epilogue=1,thread_axis=1")
+                .pack_x,
+            0);
+  KernelSchedule packed_x_on_dot = naive_schedule(kLimits);
+  packed_x_on_dot.pack_x = 1;  // x panels belong to the blocked form
+  EXPECT_FALSE(schedule_valid(packed_x_on_dot, kLimits));
   KernelSchedule blocked_mc_on_dot = naive_schedule(kLimits);
   blocked_mc_on_dot.mc = 4;  // row blocks belong to the blocked form
   EXPECT_FALSE(schedule_valid(blocked_mc_on_dot, kLimits));
@@ -233,7 +267,7 @@ TEST(FusedGemmGenerator, SampledSchedulesCompileWithTheLabsCompiler) {
       const int mr = machine.vector_registers >= 32 ? 14 : 6;
       schedule = KernelSchedule::parse(str_cat("form=2,vector_width=", machine.max_vector_width, ",mr=", mr,
                                                ",nr=2,kc=64,nc=96,mc=", 2 * mr,
-                                               ",loop_order=1,unroll=2,epilogue=1,thread_axis=1"));
+                                               ",pack_x=1,loop_order=1,unroll=2,epilogue=1,thread_axis=1"));
       ASSERT_TRUE(schedule_valid(schedule, machine)) << schedule.key();
     }
     expect_lab_compiles(generate_fused_gemm_source(fused_gemm_kernel(problem), schedule),

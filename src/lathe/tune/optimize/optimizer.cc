@@ -1,5 +1,6 @@
 #include "lathe/tune/optimize/optimizer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "lathe/bench/suite/suite_problem.h"
 #include "lathe/bench/timing.h"
 #include "lathe/io/durable_file.h"
+#include "lathe/tune/optimize/fused_gemm_generator.h"
 #include "lathe/tune/optimize/kernel_family.h"
 #include "lathe/tune/tuning_cache.h"
 
@@ -192,36 +194,78 @@ std::vector<ScheduleSample> check_schedule_sample(const std::vector<std::string>
   return samples;
 }
 
+namespace {
+
+constexpr const char* kFoundPrefix = "found_";
+constexpr const char* kFoundSuffix = "_kernels.cc";
+
+// The repository's style where clang-format is installed (it finds the repository's .clang-format).
+void format_source(const std::string& path) {
+  if (std::system("command -v clang-format > /dev/null 2>&1") == 0)
+    (void)std::system(("clang-format -i '" + path + "'").c_str());
+}
+
+// The problems of the found kernels DIR holds (found_<problem>_kernels.cc), sorted.
+std::vector<std::string> found_kernel_problems(const std::string& dir) {
+  std::vector<std::string> names;
+  const std::string prefix = kFoundPrefix, suffix = kFoundSuffix;
+  for (const auto& file : std::filesystem::directory_iterator(dir)) {
+    std::string name = file.path().filename().string();
+    if (name.size() > prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      names.push_back(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Rewrites DIR/found_kernel_list.inc from the kernels DIR holds; returns its path.
+std::string write_found_kernel_list(const std::string& dir) {
+  std::string list =
+      "// Written by `lathe optimize --emit`: the found kernels of this folder, one LATHE_FOUND_KERNEL(problem)\n"
+      "// per found_<problem>_kernels.cc (found_kernel_registry.cc expands the list).\n";
+  for (const auto& name : found_kernel_problems(dir)) list += "LATHE_FOUND_KERNEL(" + name + ")\n";
+  return write_source(dir, "found_kernel_list.inc", list);
+}
+
+// The library source of `problem` with `schedule` as this machine's searched tier, keeping the
+// other tier of `existing` (the file's text, or "").
+std::string found_kernel_source(const std::string& problem, const Schedule& schedule, const std::string& existing) {
+  return make_kernel_space(problem, optimize_shape(problem, false), schedule_limits_for_this_machine())
+      ->library_source(schedule, existing);
+}
+
+}  // namespace
+
 std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, const std::string& dir) {
   LATHE_CHECK(result.found && result.winner_passed, "lathe optimize --emit: no kernel for ", result.problem,
               " passed the lab, nothing to emit");
   std::filesystem::create_directories(dir);
   std::vector<std::string> written;
   // The file as it is (a kernel keeps the schedules of the ISA tiers this machine did not search).
-  const std::string file_name = "found_" + result.problem + "_kernels.cc";
+  const std::string file_name = kFoundPrefix + result.problem + kFoundSuffix;
   const std::string existing_path = (std::filesystem::path(dir) / file_name).string();
   const std::string existing = std::filesystem::exists(existing_path) ? read_file_contents(existing_path) : "";
-  std::string source = make_kernel_space(result.problem, result.shape, schedule_limits_for_this_machine())
-                           ->library_source(result.winner, existing);
-  written.push_back(write_source(dir, file_name, source));
-  // The repository's style where clang-format is installed (it finds the repository's .clang-format).
-  if (std::system("command -v clang-format > /dev/null 2>&1") == 0)
-    (void)std::system(("clang-format -i '" + written.back() + "'").c_str());
-  // The list of every found kernel in DIR, sorted (an X-macro list read by found_kernel_registry.cc).
-  std::vector<std::string> names;
-  for (const auto& file : std::filesystem::directory_iterator(dir)) {
-    std::string name = file.path().filename().string();
-    const std::string prefix = "found_", suffix = "_kernels.cc";
-    if (name.size() > prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      names.push_back(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
+  written.push_back(write_source(dir, file_name, found_kernel_source(result.problem, result.winner, existing)));
+  format_source(written.back());
+  written.push_back(write_found_kernel_list(dir));
+  return written;
+}
+
+std::vector<std::string> regenerate_found_kernels(const std::string& dir) {
+  LATHE_CHECK(std::filesystem::is_directory(dir), "lathe optimize --regenerate: ", dir, " is not a folder");
+  std::vector<std::string> written;
+  for (const auto& problem : found_kernel_problems(dir)) {
+    const std::string file_name = kFoundPrefix + problem + kFoundSuffix;
+    const std::string existing = read_file_contents((std::filesystem::path(dir) / file_name).string());
+    const LibrarySchedules tiers = parse_library_schedules(existing);
+    LATHE_CHECK(tiers.wide || tiers.narrow, "lathe optimize --regenerate: ", file_name, " names no schedule");
+    // Either searched tier, set again as itself: both tiers stay as the header names them.
+    const KernelSchedule& searched = tiers.wide ? *tiers.wide : *tiers.narrow;
+    written.push_back(write_source(dir, file_name, found_kernel_source(problem, {config_to_params(searched)}, existing)));
+    format_source(written.back());
   }
-  std::sort(names.begin(), names.end());
-  std::string list =
-      "// Written by `lathe optimize --emit`: the found kernels of this folder, one LATHE_FOUND_KERNEL(problem)\n"
-      "// per found_<problem>_kernels.cc (found_kernel_registry.cc expands the list).\n";
-  for (const auto& name : names) list += "LATHE_FOUND_KERNEL(" + name + ")\n";
-  written.push_back(write_source(dir, "found_kernel_list.inc", list));
+  written.push_back(write_found_kernel_list(dir));
   return written;
 }
 

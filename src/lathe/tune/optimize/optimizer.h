@@ -85,5 +85,9 @@ std::vector<ScheduleSample> check_schedule_sample(const std::vector<std::string>
 // lathe path (found_kernel_registry.h); its test (found_kernel_registry_test.cc) checks every listed kernel.
 // Returns the paths written.
 std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, const std::string& dir);
+// Rewrites every found kernel in DIR under the schedules its header names, with the generator as it
+// is now (after a change to the generated constants), and the list; returns the paths written.
+// Throws lathe::Error when DIR is not a folder or a header names no schedule.
+std::vector<std::string> regenerate_found_kernels(const std::string& dir);
 
 }  // namespace lathe

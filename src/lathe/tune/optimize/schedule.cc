@@ -15,8 +15,16 @@ Json KernelSchedule::to_json() const {
   return json;
 }
 
+KernelSchedule KernelSchedule::from_params(ConfigParams params, const std::string& context) {
+  if (params.find("pack_x") == nullptr) {
+    const int64_t* form = params.find("form");
+    params.entries.push_back({"pack_x", form != nullptr && *form == 2 ? 1 : 0});
+  }
+  return config_from_params<KernelSchedule>(params, context);
+}
+
 KernelSchedule KernelSchedule::parse(const std::string& text) {
-  KernelSchedule schedule = config_from_params<KernelSchedule>(ConfigParams::parse(text), "schedule");
+  KernelSchedule schedule = from_params(ConfigParams::parse(text), "schedule");
   LATHE_CHECK(schedule_valid(schedule, ScheduleLimits{16, 32}), "schedule '", text, "' is outside the space");
   return schedule;
 }
@@ -32,9 +40,10 @@ bool schedule_valid(const KernelSchedule& s, const ScheduleLimits& limits) {
   bool width =
       (s.vector_width == 4 || s.vector_width == 8 || s.vector_width == 16) && s.vector_width <= limits.max_vector_width;
   const bool mc = s.form == 2 ? s.mc >= 0 && s.mc <= 4096 && s.mc % s.mr == 0 : s.mc == 0;
+  const bool pack_x = s.form == 2 ? s.pack_x == 0 || s.pack_x == 1 : s.pack_x == 0;
   return width && s.form >= 0 && s.form <= 2 && s.mr >= 1 && s.mr <= s.max_mr() && s.nr >= 1 &&
          s.nr <= (s.form == 0 ? 8 : 4) && s.registers() <= limits.vector_registers && s.kc >= 0 && s.kc <= 2048 &&
-         (s.kc == 0 || s.kc % s.vector_width == 0) && s.nc >= s.tile_columns() && s.nc <= 4096 && mc &&
+         (s.kc == 0 || s.kc % s.vector_width == 0) && s.nc >= s.tile_columns() && s.nc <= 4096 && mc && pack_x &&
          (s.loop_order == 0 || s.loop_order == 1) && (s.unroll == 1 || s.unroll == 2 || s.unroll == 4) &&
          (s.epilogue == 0 || s.epilogue == 1) && (s.thread_axis == 0 || s.thread_axis == 1);
 }
@@ -52,7 +61,7 @@ std::vector<ScheduleMove> schedule_moves(const KernelSchedule& from, const Sched
     change(next);
     if (next.nc < next.tile_columns()) next.nc = next.tile_columns();  // a column block holds a tile
     if (next.kc % next.vector_width != 0) next.kc = 0;
-    if (next.form != 2) next.mc = 0;
+    if (next.form != 2) next.mc = 0, next.pack_x = 0;
     if (next.form == 2 && next.mc % next.mr != 0) next.mc = std::max(1, next.mc / next.mr) * next.mr;
     if (!(next == from) && schedule_valid(next, limits)) moves.push_back({name, next});
   };
@@ -73,10 +82,24 @@ std::vector<ScheduleMove> schedule_moves(const KernelSchedule& from, const Sched
     }
     if (s.form == 0) s.nr = 2;
     s.form = 2;  // the tallest tile the registers hold, and column blocks that amortise packing x
+    s.pack_x = 1;
     s.mr = std::min(16, (limits.vector_registers - 1 - s.nr) / s.nr);
     s.nc = std::max(s.nc, 512);
   });
   if (from.form == 2) {
+    // x's rows in place: a tile no taller than an L1 set's 8 ways and 4 vectors wide (brgemm's
+    // shape), the whole k per block (no partial sums of y to reread); back: the tallest tile again.
+    add(from.pack_x == 1 ? "x-rows-in-place" : "x-panels", [&](KernelSchedule& s) {
+      s.pack_x = 1 - s.pack_x;
+      if (s.pack_x == 0) {
+        s.nr = std::min(4, (limits.vector_registers - 2) / 7);
+        s.mr = std::min(8, (limits.vector_registers - 1 - s.nr) / s.nr);
+        s.kc = 0;
+      } else {
+        s.nr = 2;
+        s.mr = std::min(16, (limits.vector_registers - 1 - s.nr) / s.nr);
+      }
+    });
     add("mc/2", [](KernelSchedule& s) { s.mc = s.mc == 0 ? 16 * s.mr : s.mc / 2; });
     add("mc*2", [](KernelSchedule& s) { s.mc = s.mc == 0 ? 0 : s.mc >= 2048 ? 0 : s.mc * 2; });
   }

@@ -21,16 +21,18 @@ struct KernelSchedule {
   //   panels first; the tile is mr rows x nr vectors of columns, built from broadcasts of x
   //   (outer products), so the epilogue can run on the accumulators before the store.
   // 2 "blocked": the BLIS loop nest. Per (column block, k block) w is packed into (kc, nr vectors)
-  //   micro-panels with 4x4 transposes; per row block of mc rows x is packed into (kc, mr)
-  //   micro-panels, so the tile's broadcasts read one contiguous stream (rows of x a power of two
-  //   apart would share an L1 set); both buffers are per thread and kept between calls.
+  //   micro-panels with vector-wide transposes; with pack_x, per row block of mc rows x is packed
+  //   into (kc, mr) micro-panels, so the tile's broadcasts read one contiguous stream (more than 8
+  //   rows of x a power of two apart would overflow an L1 set); both buffers are per thread and
+  //   kept between calls.
   int form = 0;
   int vector_width = 16;  // floats per vector: 16 (AVX-512), 8 (AVX2), 4 (portable)
   int mr = 2;             // rows of y per register tile
   int nr = 2;             // dot: rows of w per tile; packed: vectors of columns per tile
   int kc = 0;             // k per L1 block (a multiple of vector_width); 0: all of k
   int nc = 64;            // columns of y per L2 block
-  int mc = 0;             // blocked form: rows of x per packed block (a multiple of mr; 0: the thread's rows); else 0
+  int mc = 0;             // blocked form: rows of x per block (a multiple of mr; 0: the thread's rows); else 0
+  int pack_x = 0;         // blocked form: 1 packs x's block into panels, 0 broadcasts from x's rows in place; else 0
   int loop_order = 0;     // 0: column blocks outermost; 1: blocks of 8 register-tile rows outermost
                           // (blocked form: 0 each w micro-panel against every x panel of the block, 1 the reverse)
   int unroll = 1;         // unroll factor of the k loop
@@ -40,7 +42,8 @@ struct KernelSchedule {
   template <class Visitor>
   void visit(Visitor&& visitor) {
     visitor("form", form), visitor("vector_width", vector_width), visitor("mr", mr), visitor("nr", nr);
-    visitor("kc", kc), visitor("nc", nc), visitor("mc", mc), visitor("loop_order", loop_order);
+    visitor("kc", kc), visitor("nc", nc), visitor("mc", mc), visitor("pack_x", pack_x);
+    visitor("loop_order", loop_order);
     visitor("unroll", unroll);
     visitor("epilogue", epilogue), visitor("thread_axis", thread_axis);
   }
@@ -50,6 +53,9 @@ struct KernelSchedule {
   Json to_json() const;
   // Throws lathe::Error naming the field when `text` is not a valid schedule.
   static KernelSchedule parse(const std::string& text);
+  // From a key's fields; a key written before pack_x existed (every blocked kernel packed x) reads
+  // as pack_x = 1 in the blocked form. Throws lathe::Error on a missing or unknown field.
+  static KernelSchedule from_params(ConfigParams params, const std::string& context);
   // Columns of y one register tile covers.
   int tile_columns() const { return form == 0 ? nr : nr * vector_width; }
   // The largest mr of the form (the blocked form's packed x panels allow the tall tiles BLIS uses).
