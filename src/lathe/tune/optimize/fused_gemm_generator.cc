@@ -215,10 +215,12 @@ KernelSchedule LibrarySchedules::wide_or_derived() const {
 KernelSchedule LibrarySchedules::narrow_or_derived() const {
   LATHE_ASSERT(wide || narrow);
   if (narrow) return *narrow;
-  // A tile of more registers than 16 gets fewer rows (a spilling tile would be the slowest choice).
+  // A tile of more registers than 16 gets at most 2 vectors of columns, then fewer rows (a spilling
+  // tile would be the slowest choice): brgemm's 6 x 4 becomes 6 x 2, BLIS's 14 x 2 becomes 6 x 2.
   KernelSchedule derived = *wide;
   derived.vector_width = std::min(derived.vector_width, 8);
-  while (derived.mr > 1 && derived.registers() > 16) --derived.mr;
+  while (derived.registers() > 16 && (derived.nr > 2 || derived.mr > 1)) derived.nr > 2 ? --derived.nr : --derived.mr;
+  if (derived.mc % derived.mr != 0) derived.mc = std::max(1, derived.mc / derived.mr) * derived.mr;
   return derived;
 }
 
