@@ -248,7 +248,8 @@ TEST(FusedGemmGenerator, EmittingKeepsTheScheduleOfTheTierNotSearched) {
   only_wide.set_searched(wide);
   EXPECT_EQ(only_wide.narrow_or_derived().vector_width, 8);
   EXPECT_EQ(only_wide.narrow_or_derived().mr, 6);  // 14 x 2 vectors need 31 registers; 6 x 2, 15
-  // brgemm's 6 x 4 vectors (x in place, rows of 126): 6 x 2 at 8 floats, the row block still whole tiles.
+  // brgemm's 6 x 4 vectors (x in place, rows of 126): 6 x 2 at 8 floats, the row block still whole
+  // tiles, x packed again in k blocks of 256.
   LibrarySchedules brgemm_wide;
   brgemm_wide.set_searched(KernelSchedule::parse(
       "form=2,vector_width=16,mr=6,nr=4,kc=0,nc=2048,mc=126,pack_x=0,loop_order=0,unroll=2,epilogue=1,thread_axis=1"));
@@ -256,6 +257,8 @@ TEST(FusedGemmGenerator, EmittingKeepsTheScheduleOfTheTierNotSearched) {
   EXPECT_EQ(brgemm_narrow.mr, 6);
   EXPECT_EQ(brgemm_narrow.nr, 2);
   EXPECT_EQ(brgemm_narrow.mc, 126);
+  EXPECT_EQ(brgemm_narrow.pack_x, 1);
+  EXPECT_EQ(brgemm_narrow.kc, 256);
   EXPECT_TRUE(schedule_valid(brgemm_narrow, ScheduleLimits{8, 16})) << brgemm_narrow.key();
   EXPECT_FALSE(parse_library_schedules("").wide.has_value());
   EXPECT_THROW(parse_library_schedules("// avx2: form=9\n"), Error);

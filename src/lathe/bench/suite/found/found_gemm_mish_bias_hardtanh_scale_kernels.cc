@@ -2,8 +2,8 @@
 // Schedules per ISA tier, each searched on a machine of that kind or derived from the other;
 // `lathe optimize --emit` replaces the tier of the machine it runs on and keeps the other.
 // clang-format off
-// avx512: form=2,vector_width=16,mr=14,nr=2,kc=256,nc=512,mc=0,pack_x=1,loop_order=0,unroll=2,epilogue=1,thread_axis=1
-// avx2, derived: form=2,vector_width=8,mr=6,nr=2,kc=256,nc=512,mc=0,pack_x=1,loop_order=0,unroll=2,epilogue=1,thread_axis=1
+// avx512: form=2,vector_width=16,mr=5,nr=4,kc=0,nc=2048,mc=0,pack_x=0,loop_order=0,unroll=2,epilogue=1,thread_axis=0
+// avx2, derived: form=2,vector_width=8,mr=5,nr=2,kc=256,nc=2048,mc=0,pack_x=1,loop_order=0,unroll=2,epilogue=1,thread_axis=0
 // clang-format on
 #include "lathe/bench/suite/found/found_kernel_support.h"
 
@@ -13,12 +13,12 @@ using found_support::run_threads;
 
 #if LATHE_KERNEL_ISA == 2
 constexpr int W = 16;
-constexpr int FORM = 2, MR = 14, NR = 2, KC = 256, NC = 512, MC = 0, PACK_X = 1;
-constexpr int LOOP_ORDER = 0, UNROLL = 2, EPILOGUE = 1, THREAD_AXIS = 1;
+constexpr int FORM = 2, MR = 5, NR = 4, KC = 0, NC = 2048, MC = 0, PACK_X = 0;
+constexpr int LOOP_ORDER = 0, UNROLL = 2, EPILOGUE = 1, THREAD_AXIS = 0;
 #else
 constexpr int W = (LATHE_KERNEL_ISA == 1 ? 8 : 4);
-constexpr int FORM = 2, MR = 6, NR = 2, KC = 256, NC = 512, MC = 0, PACK_X = 1;
-constexpr int LOOP_ORDER = 0, UNROLL = 2, EPILOGUE = 1, THREAD_AXIS = 1;
+constexpr int FORM = 2, MR = 5, NR = 2, KC = 256, NC = 2048, MC = 0, PACK_X = 1;
+constexpr int LOOP_ORDER = 0, UNROLL = 2, EPILOGUE = 1, THREAD_AXIS = 0;
 #endif
 constexpr int N_INPUTS = 4;
 constexpr bool HAS_ROW_PHASE = false;
