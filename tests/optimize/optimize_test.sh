@@ -28,24 +28,23 @@ else
   echo "ok: sampled row / attention / matmul schedules pass"; cat "$work/rows.txt"
 fi
 
-# The blocked GEMM form: the start itself and short walks from it, on a row-phase problem and an
-# elementwise one, small blocks so every block edge is crossed at the --quick shape (8 floats
-# wide: a schedule every x86-64 machine with AVX2 runs).
-if ! "$lathe" optimize --check-space 4 --seed "$RANDOM" gemm_groupnorm_swish gemm_gelu_scale_clamp_channel_scale \
-    --start "form=2,vector_width=8,mr=6,nr=2,kc=16,nc=32,mc=12,pack_x=1,loop_order=1,unroll=2,epilogue=1,thread_axis=0" \
-    > "$work/blocked.txt" 2>&1; then
-  echo "FAIL: a blocked-form schedule failed the lab"; cat "$work/blocked.txt"; failures=$((failures + 1))
-else
-  echo "ok: blocked-form schedules pass"; cat "$work/blocked.txt"
-fi
-# ... and with x's rows read in place (pack_x=0): row tiles at the ends of every block and shape.
-if ! "$lathe" optimize --check-space 4 --seed "$RANDOM" gemm_sigmoid_gate gemm_residual_layernorm \
-    --start "form=2,vector_width=8,mr=6,nr=2,kc=16,nc=32,mc=12,pack_x=0,loop_order=0,unroll=2,epilogue=1,thread_axis=1" \
-    > "$work/rows_in_place.txt" 2>&1; then
-  echo "FAIL: a schedule with x in place failed the lab"; cat "$work/rows_in_place.txt"; failures=$((failures + 1))
-else
-  echo "ok: schedules with x in place pass"; cat "$work/rows_in_place.txt"
-fi
+# check_from WHAT START PROBLEM...: the start itself and short walks from it (--check-space 4).
+check_from() {
+  local what=$1 start=$2
+  shift 2
+  if ! "$lathe" optimize --check-space 4 --seed "$RANDOM" "$@" --start "$start" > "$work/from.txt" 2>&1; then
+    echo "FAIL: a $what schedule failed the lab"; cat "$work/from.txt"; failures=$((failures + 1))
+  else
+    echo "ok: $what schedules pass"; cat "$work/from.txt"
+  fi
+}
+# The blocked GEMM form on a row-phase problem and an elementwise one, small blocks so every block
+# edge is crossed at the --quick shape (8 floats wide: a schedule every x86-64 machine with AVX2
+# runs); then with x's rows read in place (pack_x=0): row tiles at the ends of every block and shape.
+check_from blocked-form "form=2,vector_width=8,mr=6,nr=2,kc=16,nc=32,mc=12,pack_x=1,loop_order=1,unroll=2,epilogue=1,thread_axis=0" \
+  gemm_groupnorm_swish gemm_gelu_scale_clamp_channel_scale
+check_from x-in-place "form=2,vector_width=8,mr=6,nr=2,kc=16,nc=32,mc=12,pack_x=0,loop_order=0,unroll=2,epilogue=1,thread_axis=1" \
+  gemm_sigmoid_gate gemm_residual_layernorm
 
 # A row search of one step: the report shows the found kernel against lathe's hand-tuned op.
 "$lathe" optimize softmax --quick --beam 1 --per-step 1 --steps 1 --budget-s 60 --json > "$work/rows.json" 2> "$work/rows.err"

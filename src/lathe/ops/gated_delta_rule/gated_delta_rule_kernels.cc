@@ -231,6 +231,7 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
           *db2n = arena.take(ck);
     // d gamma sums many cancelling pair terms (row sums minus column sums): kept in double.
     double d_gamma[256];  // chunk <= 256 (Geometry clamps it)
+    std::vector<double> others(2 * (g.dk + 1));  // suffix sums of the L2 normalisation's backward
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / g.hk, kh = task % g.hk;
       for (int64_t t = 0; t < g.seq; ++t) {
@@ -341,10 +342,34 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
             const int64_t key_row = (b * g.seq + t0 + i) * g.hk + kh;
             const float* q_raw = args.q.ptr<float>() + key_row * g.dk;
             const float* k_raw = args.k.ptr<float>() + key_row * g.dk;
+            // dx += factor inverse (dy - y (y . dy)), y = raw inverse. With L2 normalisation the
+            // bracket is written as dy_d (1 - |y|^2 + sum_{j != d} y_j^2) - y_d sum_{j != d} y_j dy_j,
+            // 1 - |y|^2 = eps inverse^2, the sums over j != d from prefix and suffix sums in double:
+            // nothing cancels. (dy_d - y_d (y . dy) lost all digits where one component dominates:
+            // at dk = 1 the bracket is dy eps / (x^2 + eps), and 1 - y^2 in float erred by 1e-7.)
             auto accumulate = [&](const float* raw, const float* dy, float inverse, float factor, float* dx) {
-              float y_dot = 0;
-              if (g.l2norm) y_dot = dot(raw, dy, g.dk) * inverse;
-              for (int64_t d = 0; d < g.dk; ++d) dx[d] += factor * inverse * (dy[d] - raw[d] * inverse * y_dot);
+              if (!g.l2norm) {
+                for (int64_t d = 0; d < g.dk; ++d) dx[d] += factor * inverse * dy[d];
+                return;
+              }
+              double* suffix_squares = others.data();
+              double* suffix_dots = others.data() + g.dk + 1;
+              suffix_squares[g.dk] = suffix_dots[g.dk] = 0.0;
+              for (int64_t d = g.dk - 1; d >= 0; --d) {
+                const double y = static_cast<double>(raw[d]) * inverse;
+                suffix_squares[d] = suffix_squares[d + 1] + y * y;
+                suffix_dots[d] = suffix_dots[d + 1] + y * dy[d];
+              }
+              const double one_minus_norm = kGatedDeltaRuleNormEps * static_cast<double>(inverse) * inverse;
+              double prefix_squares = 0.0, prefix_dots = 0.0;
+              for (int64_t d = 0; d < g.dk; ++d) {
+                const double y = static_cast<double>(raw[d]) * inverse;
+                const double bracket = dy[d] * (one_minus_norm + prefix_squares + suffix_squares[d + 1]) -
+                                       y * (prefix_dots + suffix_dots[d + 1]);
+                dx[d] += static_cast<float>(factor * inverse * bracket);
+                prefix_squares += y * y;
+                prefix_dots += y * dy[d];
+              }
             };
             accumulate(q_raw, dqn + i * g.dkp, c.q_inverse[i], g.scale, dq + key_row * g.dk);
             accumulate(k_raw, dkn + i * g.dkp, c.k_inverse[i], 1.0f, dk + key_row * g.dk);
