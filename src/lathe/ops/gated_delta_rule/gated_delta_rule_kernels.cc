@@ -93,13 +93,14 @@ struct Chunk {
     const float *q = args.q.template ptr<float>(), *k = args.k.template ptr<float>();
     const float *v = args.v.template ptr<float>(), *gate = args.g.template ptr<float>();
     const float* beta_in = args.beta.template ptr<float>();
-    float running = 0.0f;
+    double running = 0.0;  // summed in double, each gamma_i rounded once (as ssd_scan's)
     for (int64_t i = 0; i < n; ++i) {
       const int64_t key_row = (b * g.seq + t0 + i) * g.hk + kh, row = (b * g.seq + t0 + i) * g.hv + h;
       load_normalised(q + key_row * g.dk, g.dk, g.dkp, g.l2norm, g.scale, qn + i * g.dkp, q_inverse + i);
       load_normalised(k + key_row * g.dk, g.dk, g.dkp, g.l2norm, 1.0f, kn + i * g.dkp, k_inverse + i);
       running += gate[row];
-      gamma[i] = running, big_gamma[i] = std::exp(running), beta[i] = beta_in[row];
+      gamma[i] = static_cast<float>(running), big_gamma[i] = static_cast<float>(std::exp(running));
+      beta[i] = beta_in[row];
       const float* vr = v + row * g.dv;
       for (int64_t d = 0; d < g.dv; ++d) b1[i * g.dvp + d] = beta[i] * vr[d];
       for (int64_t d = g.dv; d < g.dvp; ++d) b1[i * g.dvp + d] = 0.0f;

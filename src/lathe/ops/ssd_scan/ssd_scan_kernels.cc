@@ -73,12 +73,15 @@ struct Chunk {
     skip = args.d.data ? args.d.template ptr<float>()[h] : 0.0f;
     const float *x = args.x.template ptr<float>(), *dt = args.dt.template ptr<float>();
     const float *b_in = args.b.template ptr<float>(), *c_in = args.c.template ptr<float>();
-    float running = 0.0f;
+    // gamma summed in double: a float running sum over a 128-token chunk drifted by ~10 ulp of
+    // |gamma|, which exp(gamma_i - gamma_j) turned into 1e-6 relative errors in y (a contract
+    // failure at a rare seed); now each gamma_i is the exact sum rounded once.
+    double running = 0.0;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t row = (b * g.seq + t0 + i) * g.heads + h, group_row = (b * g.seq + t0 + i) * g.groups + group;
       step[i] = dt[row];
-      running += step[i] * decay_a;
-      gamma[i] = running, big_gamma[i] = std::exp(running);
+      running += static_cast<double>(step[i]) * decay_a;
+      gamma[i] = static_cast<float>(running), big_gamma[i] = static_cast<float>(std::exp(running));
       copy_row(x + row * g.p, g.p, g.pp, 1.0f, x_rows + i * g.pp);
       copy_row(x + row * g.p, g.p, g.pp, step[i], xd + i * g.pp);
       copy_row(b_in + group_row * g.n_state, g.n_state, g.np, 1.0f, bm + i * g.np);
