@@ -228,13 +228,6 @@ std::string write_found_kernel_list(const std::string& dir) {
   return write_source(dir, "found_kernel_list.inc", list);
 }
 
-// The library source of `problem` with `schedule` as this machine's searched tier, keeping the
-// other tier of `existing` (the file's text, or "").
-std::string found_kernel_source(const std::string& problem, const Schedule& schedule, const std::string& existing) {
-  return make_kernel_space(problem, optimize_shape(problem, false), schedule_limits_for_this_machine())
-      ->library_source(schedule, existing);
-}
-
 }  // namespace
 
 std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, const std::string& dir) {
@@ -246,7 +239,9 @@ std::vector<std::string> emit_found_kernel(const ProblemOptimization& result, co
   const std::string file_name = kFoundPrefix + result.problem + kFoundSuffix;
   const std::string existing_path = (std::filesystem::path(dir) / file_name).string();
   const std::string existing = std::filesystem::exists(existing_path) ? read_file_contents(existing_path) : "";
-  written.push_back(write_source(dir, file_name, found_kernel_source(result.problem, result.winner, existing)));
+  std::string source = make_kernel_space(result.problem, result.shape, schedule_limits_for_this_machine())
+                           ->library_source(result.winner, existing);
+  written.push_back(write_source(dir, file_name, source));
   format_source(written.back());
   written.push_back(write_found_kernel_list(dir));
   return written;
@@ -260,9 +255,8 @@ std::vector<std::string> regenerate_found_kernels(const std::string& dir) {
     const std::string existing = read_file_contents((std::filesystem::path(dir) / file_name).string());
     const LibrarySchedules tiers = parse_library_schedules(existing);
     LATHE_CHECK(tiers.wide || tiers.narrow, "lathe optimize --regenerate: ", file_name, " names no schedule");
-    // Either searched tier, set again as itself: both tiers stay as the header names them.
-    const KernelSchedule& searched = tiers.wide ? *tiers.wide : *tiers.narrow;
-    written.push_back(write_source(dir, file_name, found_kernel_source(problem, {config_to_params(searched)}, existing)));
+    written.push_back(
+        write_source(dir, file_name, generate_fused_gemm_library_source(fused_gemm_kernel(problem), tiers)));
     format_source(written.back());
   }
   written.push_back(write_found_kernel_list(dir));

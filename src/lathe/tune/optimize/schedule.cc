@@ -54,6 +54,16 @@ KernelSchedule naive_schedule(const ScheduleLimits& limits) {
   return schedule;
 }
 
+namespace {
+
+// The most rows (at most `cap`) a register tile of nr vectors of columns holds in the registers:
+// its accumulators, nr vectors of w and one broadcast of x.
+int tallest_rows(int nr, const ScheduleLimits& limits, int cap) {
+  return std::min(cap, (limits.vector_registers - 1 - nr) / nr);
+}
+
+}  // namespace
+
 std::vector<ScheduleMove> schedule_moves(const KernelSchedule& from, const ScheduleLimits& limits) {
   std::vector<ScheduleMove> moves;
   auto add = [&](const std::string& name, auto change) {
@@ -83,7 +93,7 @@ std::vector<ScheduleMove> schedule_moves(const KernelSchedule& from, const Sched
     if (s.form == 0) s.nr = 2;
     s.form = 2;  // the tallest tile the registers hold, and column blocks that amortise packing x
     s.pack_x = 1;
-    s.mr = std::min(16, (limits.vector_registers - 1 - s.nr) / s.nr);
+    s.mr = tallest_rows(s.nr, limits, 16);
     s.nc = std::max(s.nc, 512);
   });
   if (from.form == 2) {
@@ -91,14 +101,9 @@ std::vector<ScheduleMove> schedule_moves(const KernelSchedule& from, const Sched
     // shape), the whole k per block (no partial sums of y to reread); back: the tallest tile again.
     add(from.pack_x == 1 ? "x-rows-in-place" : "x-panels", [&](KernelSchedule& s) {
       s.pack_x = 1 - s.pack_x;
-      if (s.pack_x == 0) {
-        s.nr = std::min(4, (limits.vector_registers - 2) / 7);
-        s.mr = std::min(8, (limits.vector_registers - 1 - s.nr) / s.nr);
-        s.kc = 0;
-      } else {
-        s.nr = 2;
-        s.mr = std::min(16, (limits.vector_registers - 1 - s.nr) / s.nr);
-      }
+      s.nr = s.pack_x == 0 && limits.vector_registers >= 32 ? 4 : 2;
+      s.mr = tallest_rows(s.nr, limits, s.pack_x == 0 ? 8 : 16);
+      if (s.pack_x == 0) s.kc = 0;
     });
     add("mc/2", [](KernelSchedule& s) { s.mc = s.mc == 0 ? 16 * s.mr : s.mc / 2; });
     add("mc*2", [](KernelSchedule& s) { s.mc = s.mc == 0 ? 0 : s.mc >= 2048 ? 0 : s.mc * 2; });
