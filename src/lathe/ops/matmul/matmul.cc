@@ -284,6 +284,25 @@ static MatmulCpuConfig heuristic_config(Isa isa, bool bf16_dot) {
   return config;
 }
 
+// A row-major f32 A (not transposed, not bf16) can be read in place (matmul_gemm_in_place.h).
+static bool a_in_place(const TensorView& a, bool trans_a) { return a.dtype == DType::f32 && !trans_a; }
+
+// matmul's forward on AVX-512: the in-place-A GEMM where A allows it (docs/perf.md, "The f32
+// GEMM takes the brgemm shape": at 2 threads on Zen 4 it measured 0.93-1.48x oneDNN's sgemm at
+// the model shapes where the BLIS path measured 0.91-0.98x). Not on AVX2: its 16-column panels
+// reread all of A four times as often, and it ran 0.7-0.9x the BLIS path at 4096 x 2048 x 1024
+// (--isa avx2 on Zen 4). Its mc / kc / nc are the BLIS fallback's.
+static MatmulCpuConfig forward_heuristic_config(const MatmulArgs& args, Isa isa) {
+  MatmulCpuConfig config = heuristic_config(isa, false);
+  if (isa >= Isa::avx512 && a_in_place(args.a, args.trans_a)) {
+    config.microkernel = matmul_in_place_variant(isa);
+    config.mc = matmul_in_place_tile(isa).mr * 24;
+  }
+  return config;
+}
+
+// With f32 (not bf16_dot), the in-place-A variant last: once (its blocks only matter where A is not
+// in place), plus the tiny blocking for the BLIS fallback's edges.
 static std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
   std::vector<MatmulCpuConfig> configs;
   for (int64_t variant = 0; variant < matmul_tile_count(isa, bf16_dot); ++variant) {
@@ -293,6 +312,12 @@ static std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
     for (int64_t kc : {128, 256, 384, 512, 1024})
       for (int64_t mc_tiles : {8, 12, 24, 48})
         for (int64_t nc : {1024, 2048, 4096}) configs.push_back({tile.mr * mc_tiles, kc, nc, variant});
+  }
+  if (!bf16_dot) {
+    const MatmulTile tile = matmul_in_place_tile(isa);
+    const int64_t variant = matmul_in_place_variant(isa);
+    configs.push_back({tile.mr, 24, tile.nr * 2, variant});
+    configs.push_back({tile.mr * 24, 512, 4096, variant});
   }
   return configs;
 }
@@ -338,7 +363,7 @@ const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
     bf16_dot.run = avx512::matmul_bf16_dot_kernel;
     impls.push_back(std::move(bf16_dot));
     for (auto& impl : LATHE_ISA_IMPLS(
-             matmul_kernel, [](const MatmulArgs&, Isa isa) { return heuristic_config(isa, false); },
+             matmul_kernel, [](const MatmulArgs& args, Isa isa) { return forward_heuristic_config(args, isa); },
              [](const MatmulArgs&, Isa isa) { return config_space(isa, false); }))
       impls.push_back(std::move(impl));
     impls.push_back(amx_matmul_impl(true));

@@ -11,13 +11,20 @@
 #include "lathe/core/simd.h"
 #include "lathe/ops/matmul/matmul.h"
 #include "lathe/ops/matmul/matmul_gemm.h"
+#include "lathe/ops/matmul/matmul_gemm_in_place.h"
 
 namespace lathe::LATHE_ISA_NS {
 namespace {
 
 using namespace gemm;  // Operand, Gemm, gemm_range, the paths; VecF and W come with it
 
+// The last microkernel index (matmul_in_place_variant) is the in-place-A GEMM where A allows it,
+// else the BLIS path with the same register tile.
 void run_gemm_f32(const Gemm& g, const MatmulCpuConfig& config) {
+  if (config.microkernel == matmul_in_place_variant(kIsa)) {
+    if (a_in_place_applies(g)) return run_gemm_a_in_place<kInPlaceMR, kInPlaceNV>(g);
+    return run_gemm<F32Path<kInPlaceMR, kInPlaceNV>>(g, config);
+  }
   with_f32_path(config, [&]<class Path>() { run_gemm<Path>(g, config); });
 }
 

@@ -1,0 +1,155 @@
+// The f32 GEMM with A read in place (oneDNN's brgemm shape), for a row-major f32 A: no packing
+// of A, one packed B micro-panel per thread at a time over all of K. Only for kernel sources
+// compiled per ISA (lathe_add_isa_kernels), like matmul_gemm.h whose pieces it uses.
+//
+// Work items are (batch entry, chunk of rows, B micro-panel of nr columns); threads claim them
+// from a shared counter, so a thread the host slows down takes fewer items and nobody waits at a
+// barrier. A thread packs its item's micro-panel (K x nr floats) into its one panel slot (kept
+// between items, so it stays in L2; the packing stores hit lines already there, where a slot per
+// panel would write to lines long gone to L3) unless the slot already holds it, requests the source lines
+// of the next item's panel a few at a time while the tiles run, and then runs an mr x nr register
+// tile down the rows, broadcasting A's elements straight from A's rows (mr row streams, which the
+// hardware prefetchers follow) and writing each tile of C once, epilogue applied. Every element of
+// C is summed over K in one order (0 .. K-1 in the tile), whatever the threads or chunks. All of
+// K in one tile: slices of 1024 or 2048 with partial sums through C measured 3-12% slower at
+// 4096^3 on Zen 4, although the 1 MB panel then no longer fits L2 beside A's rows.
+//
+// Why: the BLIS path (matmul_gemm.h) packs A per block, shares a B block between threads through
+// a barrier per K slice and stores partial sums per slice; at 2 threads on Zen 4 that ran at 85%
+// of the FMA peak where oneDNN's sgemm ran at 92% (docs/perf.md, "The f32 GEMM takes the brgemm
+// shape"). The shape came from `lathe optimize`'s found kernels, which found it by search.
+#pragma once
+
+#include <atomic>
+
+#include "lathe/ops/matmul/matmul_gemm.h"
+
+namespace lathe::LATHE_ISA_NS::gemm {
+
+// The register tile of this path: AVX-512 6 x 4 vectors (24 accumulators, 4 B vectors, one
+// broadcast of 32 registers), AVX2 6 x 2 (of 16), scalar 4 x 4 (the scalar build exists to test
+// the logic on any machine).
+#if LATHE_KERNEL_ISA == 2
+constexpr int kInPlaceMR = 6, kInPlaceNV = 4;
+#elif LATHE_KERNEL_ISA == 1
+constexpr int kInPlaceMR = 6, kInPlaceNV = 2;
+#else
+constexpr int kInPlaceMR = 4, kInPlaceNV = 4;
+#endif
+
+// A must be f32 in row-major storage; B may be anything the packing reads (transposed, bf16).
+// K = 0 and the skinny products stay with run_gemm, which has their special cases.
+inline bool a_in_place_applies(const Gemm& g) {
+  return !g.a.bf16 && !g.a.transposed && g.k > 0 && g.m > 0 && g.n > 0 && g.batch > 0 && !skinny_gemm_applies(g);
+}
+
+// C[rows x cols] (+)= A's rows `a` (row stride lda) x the packed panel b (depth, NV * W), then the
+// epilogue. `lines` lines of `next` (the next item's panel) are issued along the way, a few per 16
+// depth steps: a burst at the start would fill the core's miss buffers and stall the tile.
+template <int MR, int NV>
+LATHE_GEMM_INLINE void tile_f32_a_rows(int64_t depth, const float* a, int64_t lda, const float* __restrict b, float* c,
+                                       int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e, LineStream& next,
+                                       int64_t lines) {
+  constexpr int NR = NV * W;
+  const float* row[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) row[r] = a + (r < rows ? r : rows - 1) * lda;  // rows past the edge repeat the last
+  VecF acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = VecF::zero();
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+    simd::prefetch_read(c + r * ldc);
+    simd::prefetch_read(c + r * ldc + cols - 1);
+  }
+  const int64_t lines_per_chunk = lines > 0 ? (lines * 16 + depth - 1) / depth : 0;
+  for (int64_t p0 = 0; p0 < depth; p0 += 16) {
+    const int64_t p1 = min64(p0 + 16, depth);
+    if (lines_per_chunk > 0) next.issue(lines_per_chunk);
+#pragma GCC unroll 2
+    for (int64_t p = p0; p < p1; ++p) {
+      VecF bv[NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b + p * NR + v * W);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const VecF av = VecF::broadcast(row[r][p]);
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) acc[r][v] = simd::fma(av, bv[v], acc[r][v]);
+      }
+    }
+  }
+  store_tile<MR, NV>(acc, c, ldc, rows, cols, e);
+}
+
+// The items of one call: batch entries x row chunks x panels, in that order.
+struct InPlaceItems {
+  int64_t panels, chunks, row_tiles, count;
+  int mr, nr;
+  InPlaceItems(const Gemm& g, int mr_, int nr_, int threads) : mr(mr_), nr(nr_) {
+    panels = (g.n + nr - 1) / nr;
+    row_tiles = (g.m + mr - 1) / mr;
+    // Rows are cut only where there are too few panels to keep every thread busy to the end
+    // (four items per thread), and never below 8 tiles a chunk: each chunk packs its panels again.
+    // Not to keep a chunk of A in L3: every panel then rereads A from memory (one byte per 32
+    // flops, ~3.4 GB/s per core at Zen 4's peak, far from 2 cores' limit but not from 32 cores'),
+    // but at 2 threads on Zen 4 chunks of 8 MB lost 3-9% at 4096^3 and 2048 x 2048 x 8192 (a
+    // 1-2 MB panel packed again per 256-512-row chunk) and won nothing at 4096 x 2048 x 1024.
+    const int64_t for_threads = (4 * threads + panels * g.batch - 1) / (panels * g.batch);
+    chunks = max64(1, min64(for_threads, row_tiles / 8));
+    count = g.batch * panels * chunks;
+  }
+  int64_t entry(int64_t item) const { return item / (panels * chunks); }
+  int64_t panel(int64_t item) const { return item % panels; }
+  int64_t chunk(int64_t item) const { return item / panels % chunks; }
+  int64_t first_row(int64_t item) const { return row_tiles * chunk(item) / chunks * mr; }
+  int64_t end_row(int64_t item, int64_t m) const { return min64(m, row_tiles * (chunk(item) + 1) / chunks * mr); }
+};
+
+template <int MR, int NV>
+void run_gemm_a_in_place(const Gemm& g) {
+  constexpr int NR = NV * W;
+  const double flops = 2.0 * g.batch * g.m * g.n * g.k;
+  const int threads = flops < 2e5 ? 1 : num_threads();
+  const InPlaceItems items(g, MR, NR, threads);
+  std::atomic<int64_t> counter{0};
+  auto work = [&](int /*part*/, int /*parts*/) {
+    float* panel = thread_scratch(1, sizeof(float) * NR * g.k);
+    int64_t packed = -1;  // the (entry, panel) the slot holds
+    int64_t item = counter.fetch_add(1, std::memory_order_relaxed);
+    while (item < items.count) {
+      // The next item is claimed before this one runs, so its panel's lines can be requested.
+      const int64_t next_item = counter.fetch_add(1, std::memory_order_relaxed);
+      const int64_t t = items.entry(item), j0 = items.panel(item) * NR, cols = min64(NR, g.n - j0);
+      const int64_t key = t * items.panels + items.panel(item);
+      if (packed != key) {
+        pack_f32(g.bt, t, j0, cols, 0, g.k, NR, panel);
+        packed = key;
+      }
+      LineStream next;
+      if (next_item < items.count) {
+        const int64_t next_key = items.entry(next_item) * items.panels + items.panel(next_item);
+        if (next_key != key) {
+          const int64_t next_j0 = items.panel(next_item) * NR;
+          next = operand_block_lines(g.bt, items.entry(next_item), next_j0, min64(NR, g.n - next_j0), 0, g.k);
+        }
+      }
+      const int64_t r0 = items.first_row(item), r1 = items.end_row(item, g.m);
+      const int64_t tiles = (r1 - r0 + MR - 1) / MR;
+      const int64_t lines_per_tile = tiles > 0 ? (next.lines() + tiles - 1) / tiles : 0;
+      const float* a = static_cast<const float*>(g.a.data) + t * g.a.batch_stride;
+      float* c = g.c + t * g.c_batch_stride;
+      const Epilogue e{g.accumulate, true, g.bias ? g.bias + j0 : nullptr, g.activation};
+      for (int64_t i = r0; i < r1; i += MR)
+        tile_f32_a_rows<MR, NV>(g.k, a + i * g.a.row_stride, g.a.row_stride, panel, c + i * g.ldc + j0, g.ldc,
+                                min64(MR, r1 - i), cols, e, next, lines_per_tile);
+      item = next_item;
+    }
+  };
+  if (threads <= 1) return work(0, 1);
+  parallel_run(work);  // any number of parts works (nested: one): items go to whoever asks
+}
+
+}  // namespace lathe::LATHE_ISA_NS::gemm
