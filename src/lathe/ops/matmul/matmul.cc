@@ -288,10 +288,10 @@ static MatmulCpuConfig heuristic_config(Isa isa, bool bf16_dot) {
 static bool a_in_place(const TensorView& a, bool trans_a) { return a.dtype == DType::f32 && !trans_a; }
 
 // matmul's forward on AVX-512: the in-place-A GEMM where A allows it (docs/perf.md, "The f32
-// GEMM takes the brgemm shape": at 2 threads on Zen 4 it measured 0.93-1.48x oneDNN's sgemm at
-// the model shapes where the BLIS path measured 0.91-0.98x). Not on AVX2: its 16-column panels
-// reread all of A four times as often, and it ran 0.7-0.9x the BLIS path at 4096 x 2048 x 1024
-// (--isa avx2 on Zen 4). Its mc / kc / nc are the BLIS fallback's.
+// GEMM takes the brgemm shape": at 2 threads on Zen 4, geomean 1.00-1.02x oneDNN's sgemm over
+// the bench's f32 shapes where the BLIS path read 0.96-0.97x). Not on AVX2: its 16-column panels
+// reread all of A four times as often (0.66-0.87x the BLIS path's speed at 4096 x 2048 x 1024,
+// --isa avx2 on Zen 4). Its mc / kc / nc are the BLIS fallback's.
 static MatmulCpuConfig forward_heuristic_config(const MatmulArgs& args, Isa isa) {
   MatmulCpuConfig config = heuristic_config(isa, false);
   if (isa >= Isa::avx512 && a_in_place(args.a, args.trans_a)) {

@@ -12,12 +12,13 @@
 // hardware prefetchers follow) and writing each tile of C once, epilogue applied. Every element of
 // C is summed over K in one order (0 .. K-1 in the tile), whatever the threads or chunks. All of
 // K in one tile: slices of 1024 or 2048 with partial sums through C measured 3-12% slower at
-// 4096^3 on Zen 4, although the 1 MB panel then no longer fits L2 beside A's rows.
+// 4096^3 on Zen 4, although all of K there makes a 1 MB panel that does not fit L2 beside A's rows.
 //
 // Why: the BLIS path (matmul_gemm.h) packs A per block, shares a B block between threads through
-// a barrier per K slice and stores partial sums per slice; at 2 threads on Zen 4 that ran at 85%
-// of the FMA peak where oneDNN's sgemm ran at 92% (docs/perf.md, "The f32 GEMM takes the brgemm
-// shape"). The shape came from `lathe optimize`'s found kernels, which found it by search.
+// a barrier per K slice and stores partial sums per slice; at 2 threads on Zen 4 that ran at
+// 80-86% of the FMA peak where oneDNN's sgemm ran at 86-92%, and this shape at parity with
+// oneDNN (geomean 1.00-1.02x over the bench's f32 shapes; docs/perf.md, "The f32 GEMM takes the
+// brgemm shape"). The shape came from `lathe optimize`'s found kernels, which found it by search.
 #pragma once
 
 #include <atomic>
