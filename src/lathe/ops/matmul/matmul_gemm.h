@@ -149,23 +149,28 @@ LATHE_GEMM_INLINE void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, in
   }
 }
 
+// Zeroes a tile's accumulators and requests its C rows now: the epilogue reads (or writes) them
+// after all the depth steps, and a tile of a large C would otherwise wait on a cache miss per row.
+template <int MR, int NV>
+LATHE_GEMM_INLINE void begin_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows, int64_t cols) {
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = VecF::zero();
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+    simd::prefetch_read(c + r * ldc);
+    simd::prefetch_read(c + r * ldc + cols - 1);
+  }
+}
+
 // f32 micro-panels: a is (depth, MR), b is (depth, MR * NV * W), both packed.
 template <int MR, int NV>
 LATHE_GEMM_INLINE void tile_f32(int64_t depth, const float* __restrict a, const float* __restrict b, float* c,
                                 int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
   constexpr int NR = NV * W;
   VecF acc[MR][NV];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v] = VecF::zero();
-  // C's rows, requested now: the epilogue reads (or writes) them after `depth` steps, and a tile
-  // of a large C would otherwise wait on a cache miss per row.
-  for (int r = 0; r < MR; ++r) {
-    if (r >= rows) break;
-    simd::prefetch_read(c + r * ldc);
-    simd::prefetch_read(c + r * ldc + cols - 1);
-  }
+  begin_tile<MR, NV>(acc, c, ldc, rows, cols);
   for (int64_t p = 0; p < depth; ++p) {
     VecF bv[NV];
 #pragma GCC unroll 8

@@ -56,15 +56,7 @@ LATHE_GEMM_INLINE void tile_f32_a_rows(int64_t depth, const float* a, int64_t ld
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) row[r] = a + (r < rows ? r : rows - 1) * lda;  // rows past the edge repeat the last
   VecF acc[MR][NV];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v] = VecF::zero();
-  for (int r = 0; r < MR; ++r) {
-    if (r >= rows) break;
-    simd::prefetch_read(c + r * ldc);
-    simd::prefetch_read(c + r * ldc + cols - 1);
-  }
+  begin_tile<MR, NV>(acc, c, ldc, rows, cols);
   const int64_t lines_per_chunk = lines > 0 ? (lines * 16 + depth - 1) / depth : 0;
   for (int64_t p0 = 0; p0 < depth; p0 += 16) {
     const int64_t p1 = min64(p0 + 16, depth);
