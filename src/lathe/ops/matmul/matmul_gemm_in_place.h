@@ -16,9 +16,9 @@
 //
 // Why: the BLIS path (matmul_gemm.h) packs A per block, shares a B block between threads through
 // a barrier per K slice and stores partial sums per slice; at 2 threads on Zen 4 that ran at
-// 80-86% of the FMA peak where oneDNN's sgemm ran at 86-92%, and this shape at parity with
-// oneDNN (geomean 1.00-1.02x over the bench's f32 shapes; docs/perf.md, "The f32 GEMM takes the
-// brgemm shape"). The shape came from `lathe optimize`'s found kernels, which found it by search.
+// 80-86% of the FMA peak where oneDNN's sgemm ran at 86-92%; this shape came within about 1% of
+// oneDNN (geomean 0.98-1.03x over the bench's f32 shapes in five runs; docs/perf.md, "The f32
+// GEMM takes the brgemm shape"). The shape came from `lathe optimize`'s found kernels, which found it by search.
 #pragma once
 
 #include <atomic>
