@@ -290,36 +290,36 @@ static MatmulCpuConfig heuristic_config(Isa isa, bool bf16_dot) {
 // transposed, m 4096, n 1024): k 256 0.86x, 384 0.98x, 512 0.98x; m 2048, n 2048: k 512 1.02x,
 // 1024-8192 1.03-1.09x; GPT-2's c_fc (k 768) 1.05x; m 16-256 at k 2048 1.13-1.25x.
 constexpr int64_t kInPlaceMinDepth = 512;
-static bool a_in_place(const TensorView& a, bool trans_a, int64_t depth) {
-  return a.dtype == DType::f32 && !trans_a && depth >= kInPlaceMinDepth;
+static bool a_in_place(const TensorView& a, bool trans_a) {
+  return a.dtype == DType::f32 && !trans_a && a.dim(-1) >= kInPlaceMinDepth;
+}
+
+// The heuristic config of the in-place variant (mc / kc / nc are the BLIS fallback's).
+static MatmulCpuConfig in_place_heuristic_config(Isa isa) {
+  MatmulCpuConfig config = heuristic_config(isa, false);
+  config.microkernel = matmul_in_place_variant(isa);
+  config.mc = matmul_in_place_tile(isa).mr * 24;
+  return config;
 }
 
 // matmul's forward on AVX-512: the in-place-A GEMM where A allows it (docs/perf.md, "The f32
 // GEMM takes the brgemm shape": at 2 threads on Zen 4 its geomean over the bench's f32 shapes
 // was 0.98-1.03x oneDNN's sgemm in five runs, the BLIS path's 0.96-0.97x). Not on AVX2: its
 // 16-column panels reread all of A four times as often (0.66-0.87x the BLIS path's speed at
-// 4096 x 2048 x 1024, --isa avx2 on Zen 4). Its mc / kc / nc are the BLIS fallback's.
+// 4096 x 2048 x 1024, --isa avx2 on Zen 4).
 static MatmulCpuConfig forward_heuristic_config(const MatmulArgs& args, Isa isa) {
-  MatmulCpuConfig config = heuristic_config(isa, false);
-  if (isa >= Isa::avx512 && a_in_place(args.a, args.trans_a, args.trans_a ? args.a.dim(-2) : args.a.dim(-1))) {
-    config.microkernel = matmul_in_place_variant(isa);
-    config.mc = matmul_in_place_tile(isa).mr * 24;
-  }
-  return config;
+  if (isa >= Isa::avx512 && a_in_place(args.a, args.trans_a)) return in_place_heuristic_config(isa);
+  return heuristic_config(isa, false);
 }
 
 // matmul_backward on AVX-512: the same variant. Its da = g @ op(b)^T reads g (f32, row-major,
 // depth n) in place where a is not transposed; its dW (A transposed) runs the BLIS path with that
-// variant's 6 x 64 tile. Alternated twice against the 14 x 32 BLIS heuristic on Zen 4 (2 threads): q_proj
-// backward 159.0 / 158.7 vs 162.1 / 162.4 ms, GPT-2 c_fc + GELU backward 46.9 / 46.5 vs 47.6 / 48.4
-// ms (docs/perf.md, "The f32 GEMM takes the brgemm shape").
+// variant's 6 x 64 tile. Alternated twice against the 14 x 32 BLIS heuristic on Zen 4 (2
+// threads): q_proj backward 159.0 / 158.7 vs 162.1 / 162.4 ms, GPT-2 c_fc + GELU backward 46.9 /
+// 46.5 vs 47.6 / 48.4 ms (docs/perf.md, "The f32 GEMM takes the brgemm shape").
 static MatmulCpuConfig backward_heuristic_config(const MatmulBackwardArgs& args, Isa isa) {
-  MatmulCpuConfig config = heuristic_config(isa, false);
-  if (isa >= Isa::avx512 && a_in_place(args.dc, args.trans_a, args.dc.dim(-1))) {
-    config.microkernel = matmul_in_place_variant(isa);
-    config.mc = matmul_in_place_tile(isa).mr * 24;
-  }
-  return config;
+  if (isa >= Isa::avx512 && a_in_place(args.dc, args.trans_a)) return in_place_heuristic_config(isa);
+  return heuristic_config(isa, false);
 }
 
 // With f32 (not bf16_dot), the in-place-A variant last: once (its blocks only matter where A is not
@@ -336,9 +336,8 @@ static std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
   }
   if (!bf16_dot) {
     const MatmulTile tile = matmul_in_place_tile(isa);
-    const int64_t variant = matmul_in_place_variant(isa);
-    configs.push_back({tile.mr, 24, tile.nr * 2, variant});
-    configs.push_back({tile.mr * 24, 512, 4096, variant});
+    configs.push_back({tile.mr, 24, tile.nr * 2, matmul_in_place_variant(isa)});
+    configs.push_back(in_place_heuristic_config(isa));
   }
   return configs;
 }

@@ -27,16 +27,12 @@
 
 namespace lathe::LATHE_ISA_NS::gemm {
 
-// The register tile of this path: AVX-512 6 x 4 vectors (24 accumulators, 4 B vectors, one
-// broadcast of 32 registers), AVX2 6 x 2 (of 16), scalar 4 x 4 (the scalar build exists to test
-// the logic on any machine).
-#if LATHE_KERNEL_ISA == 2
-constexpr int kInPlaceMR = 6, kInPlaceNV = 4;
-#elif LATHE_KERNEL_ISA == 1
-constexpr int kInPlaceMR = 6, kInPlaceNV = 2;
-#else
-constexpr int kInPlaceMR = 4, kInPlaceNV = 4;
-#endif
+// The register tile of this path (matmul_in_place_tile): AVX-512 6 x 4 vectors (24 accumulators,
+// 4 B vectors, one broadcast of 32 registers), AVX2 6 x 2 (of 16), scalar 4 x 4 (the scalar build
+// exists to test the logic on any machine).
+constexpr int kInPlaceMR = static_cast<int>(matmul_in_place_tile(kIsa).mr);
+constexpr int kInPlaceNV = static_cast<int>(matmul_in_place_tile(kIsa).nr / W);
+static_assert(matmul_in_place_tile(kIsa).nr % W == 0, "the in-place tile is whole vectors wide");
 
 // A must be f32 in row-major storage; B may be anything the packing reads (transposed, bf16).
 // K = 0 and the skinny products stay with run_gemm, which has their special cases.
@@ -99,6 +95,8 @@ struct InPlaceItems {
   int64_t chunk(int64_t item) const { return item / panels % chunks; }
   int64_t first_row(int64_t item) const { return row_tiles * chunk(item) / chunks * mr; }
   int64_t end_row(int64_t item, int64_t m) const { return min64(m, row_tiles * (chunk(item) + 1) / chunks * mr); }
+  // Which packed panel an item needs: items with the same key share one.
+  int64_t panel_key(int64_t item) const { return entry(item) * panels + panel(item); }
 };
 
 template <int MR, int NV>
@@ -116,18 +114,15 @@ void run_gemm_a_in_place(const Gemm& g) {
       // The next item is claimed before this one runs, so its panel's lines can be requested.
       const int64_t next_item = counter.fetch_add(1, std::memory_order_relaxed);
       const int64_t t = items.entry(item), j0 = items.panel(item) * NR, cols = min64(NR, g.n - j0);
-      const int64_t key = t * items.panels + items.panel(item);
+      const int64_t key = items.panel_key(item);
       if (packed != key) {
         pack_f32(g.bt, t, j0, cols, 0, g.k, NR, panel);
         packed = key;
       }
       LineStream next;
-      if (next_item < items.count) {
-        const int64_t next_key = items.entry(next_item) * items.panels + items.panel(next_item);
-        if (next_key != key) {
-          const int64_t next_j0 = items.panel(next_item) * NR;
-          next = operand_block_lines(g.bt, items.entry(next_item), next_j0, min64(NR, g.n - next_j0), 0, g.k);
-        }
+      if (next_item < items.count && items.panel_key(next_item) != key) {
+        const int64_t next_j0 = items.panel(next_item) * NR;
+        next = operand_block_lines(g.bt, items.entry(next_item), next_j0, min64(NR, g.n - next_j0), 0, g.k);
       }
       const int64_t r0 = items.first_row(item), r1 = items.end_row(item, g.m);
       const int64_t tiles = (r1 - r0 + MR - 1) / MR;
