@@ -21,9 +21,13 @@ CRASH_MARKERS = re.compile(r"terminate called|Segmentation|Aborted|what\(\)|Addr
                            re.MULTILINE)
 
 
+_SEED = int(os.environ.get("LATHE_TEST_SEED", str(time.time_ns() % 1000000007)))
+
+
 def test_seed():
-    """Fresh every run, fixed by LATHE_TEST_SEED (as tests/test_seed.h)."""
-    return int(os.environ.get("LATHE_TEST_SEED", str(time.time_ns() % 1000000007)))
+    """Fresh every run, fixed by LATHE_TEST_SEED (as tests/test_seed.h); one value per process, so
+    the seed a test prints is the one its corpus came from."""
+    return _SEED
 
 
 def write_corpus(path, seed, documents=200):
