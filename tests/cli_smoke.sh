@@ -34,6 +34,13 @@ expect 0 "bench json" -- "$lathe" bench rms_norm --shape rows=64,dim=100 --quick
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['rows'][0]['op']=='rms_norm'" "$work/bench.json" \
   || { echo "FAIL: bench --output is not the expected JSON"; failures=$((failures + 1)); }
 grep -q "<svg" "$work/bench.svg" || { echo "FAIL: bench --svg wrote no SVG"; failures=$((failures + 1)); }
+# --isa avx2 caps the peers too: oneDNN at avx2, OpenBLAS restarted with its Haswell kernels.
+expect 0 "bench --isa avx2 peers" -- "$lathe" bench matmul --shape m=32,n=32,k=32 --quick --isa avx2 --json --output "$work/bench_avx2.json"
+python3 -c "
+import json, sys
+on = json.load(open(sys.argv[1]))['peers_on']
+assert ('oneDNN' not in on or 'oneDNN avx2' in on) and ('OpenBLAS' not in on or 'OpenBLAS Haswell' in on), on
+" "$work/bench_avx2.json" || { echo "FAIL: bench --isa avx2 left a peer on another ISA"; failures=$((failures + 1)); }
 expect 0 "tune" -- "$lathe" tune rms_norm --shape rows=16,dim=40 --quiet
 grep -q '"op": "rms_norm"' "$work/tuning.json" || { echo "FAIL: tune wrote no cache entry"; failures=$((failures + 1)); }
 "$lathe" ops rms_norm --shape rows=16,dim=40 | grep -q "(tuned)" || { echo "FAIL: tuned config not dispatched"; failures=$((failures + 1)); }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "lathe/bench/vendor_threads.h"
+#include "lathe/bench/vendor_setup.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/telemetry/svg_chart.h"
 

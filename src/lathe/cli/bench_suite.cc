@@ -10,6 +10,7 @@
 #include "lathe/bench/suite/suite_judge.h"
 #include "lathe/bench/suite/suite_report.h"
 #include "lathe/bench/timing.h"
+#include "lathe/bench/vendor_setup.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/version.h"
@@ -106,10 +107,11 @@ int run_bench_suite(const CommandLine& command_line) {
   if (!json_output) {
     std::printf(
         "lathe bench --suite on %s, %d threads, active ISA %s, %s caches, %d input sets per problem\n"
+        "vendors on: %s\n"
         "progress (times only: the roofline columns come in the final table, from the peaks measured at the "
         "start and the end)\n\n%s",
         cpu_features().model.c_str(), num_threads(), isa_name(active_isa()), options.cold ? "cold" : "warm",
-        options.correctness_sets, format_suite_progress_header().c_str());
+        options.correctness_sets, vendor_isa_summary().c_str(), format_suite_progress_header().c_str());
     std::fflush(stdout);
   }
   std::vector<SuiteResult> results;

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "lathe/bench/op_bench.h"
+#include "lathe/bench/vendor_setup.h"
 #include "lathe/cli/bench_suite.h"
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
@@ -85,9 +86,11 @@ int run_bench(int argc, char** argv) {
     std::printf(
         "lathe bench on %s, %d threads, active ISA %s\npeaks (start): f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, AMX %.1f "
         "GFLOP/s, "
-        "copy %.1f GB/s\n\n%s",
+        "copy %.1f GB/s\n%s\n%s",
         cpu_features().model.c_str(), num_threads(), isa_name(active_isa()), peaks_before.f32_gflops,
-        peaks_before.bf16_gflops, peaks_before.amx_gflops, peaks_before.copy_gbytes, format_bench_header().c_str());
+        peaks_before.bf16_gflops, peaks_before.amx_gflops, peaks_before.copy_gbytes,
+        options.peers.empty() ? "" : ("peers on: " + vendor_isa_summary() + "\n").c_str(),
+        format_bench_header().c_str());
 
   std::vector<BenchRow> rows;
   for (const OpRegistration* op : ops) {
@@ -150,6 +153,7 @@ int run_bench(int argc, char** argv) {
   report.set("lathe_version", lathe_version());
   report.set("lathe_commit", lathe_git_commit());
   report.set("active_isa", isa_name(active_isa()));
+  report.set("peers_on", vendor_isa_summary());  // "oneDNN avx2, OpenBLAS Haswell": what the peer rows ran on
   report.set("peaks", peaks.to_json());
   report.set("peaks_start", peaks_before.to_json());
   report.set("peaks_end", peaks_after.to_json());

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "lathe/bench/vendor_setup.h"
 #include "lathe/core/amx.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/error.h"
@@ -208,6 +209,9 @@ std::string apply_runtime_options(const CommandLine& command_line) {
   } else if (!isa.empty()) {
     set_isa_limit(parse_isa(isa));
     set_amx_allowed(false);  // any level below amx forbids the tiles
+    // The peers lathe is timed against run at the same level (bench/vendor_setup.h).
+    if (std::string note = cap_onednn_isa(active_isa(), false); !note.empty())
+      std::fprintf(stderr, "lathe: note: %s\n", note.c_str());
   }
   for (const auto& pin : command_line.get_all("pin")) {
     find_op(pin.substr(0, pin.find(':')));  // an unknown op name is an error, not a silent no-op

@@ -4,10 +4,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lathe/bench/vendor_setup.h"
 #include "lathe/cli/commands.h"
+#include "lathe/core/cpu_features.h"
 #include "lathe/core/error.h"
 #include "lathe/core/spelling.h"
 #include "lathe/core/version.h"
@@ -27,16 +30,40 @@ void print_usage(FILE* out) {
                "and git commit; `lathe completion bash|zsh` and `lathe man` print completion and the manual.\n");
 }
 
+// The ISA a forced run asks for (--isa NAME, --isa=NAME or LATHE_ISA), if it names a vector level.
+std::optional<lathe::Isa> forced_isa(int argc, char** argv) {
+  std::string name;
+  if (const char* env = std::getenv("LATHE_ISA")) name = env;
+  for (int i = 2; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--isa") && i + 1 < argc) name = argv[i + 1];
+    if (!std::strncmp(argv[i], "--isa=", 6)) name = argv[i] + 6;
+  }
+  try {
+    if (!name.empty() && name != "amx") return lathe::parse_isa(name);
+  } catch (const lathe::Error&) {
+    // the command reports the bad name itself
+  }
+  return std::nullopt;
+}
+
 // OpenBLAS reads OPENBLAS_CORETYPE when the library loads, before main. Some machines set it to an
 // older core type for numpy's sake; for a fair peer measurement `lathe bench` restarts itself once
-// without it (and OPENBLAS_L2_SIZE, which goes with it). The kernel suite (`bench --suite`)
-// interleaves oneDNN's OpenMP threads with lathe's pool; OpenMP's default spin-wait after each call
-// then competes with lathe's threads on a small machine (oneDNN measured up to 3x slower on 2
-// vCPUs), so the suite (and `lathe lab`, which times the suite's vendors) also restarts with
-// OMP_WAIT_POLICY=PASSIVE unless the user chose a policy.
+// without it (and OPENBLAS_L2_SIZE, which goes with it), or, when --isa caps lathe below AVX-512,
+// with the core type of that level (bench/vendor_setup.h), so OpenBLAS uses the same vector width.
+// The kernel suite (`bench --suite`) interleaves oneDNN's OpenMP threads with lathe's pool;
+// OpenMP's default spin-wait after each call then competes with lathe's threads on a small machine
+// (oneDNN measured up to 3x slower on 2 vCPUs), so the suite (and `lathe lab`, which times the
+// suite's vendors) also restarts with OMP_WAIT_POLICY=PASSIVE unless the user chose a policy.
 void restart_for_fair_peers(int argc, char** argv) {
   bool restart = false;
-  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
+  const std::optional<lathe::Isa> isa = forced_isa(argc, argv);
+  const char* wanted_core = isa ? lathe::openblas_core_for_isa(*isa) : nullptr;
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  if (wanted_core && (!core || std::strcmp(core, wanted_core) != 0)) {
+    setenv("OPENBLAS_CORETYPE", wanted_core, 1);
+    unsetenv("OPENBLAS_L2_SIZE");
+    restart = true;
+  } else if (!wanted_core && (core || std::getenv("OPENBLAS_L2_SIZE"))) {
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv("OPENBLAS_L2_SIZE");
     restart = true;

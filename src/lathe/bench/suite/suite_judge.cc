@@ -5,7 +5,7 @@
 #include <functional>
 
 #include "lathe/bench/timing.h"
-#include "lathe/bench/vendor_threads.h"
+#include "lathe/bench/vendor_setup.h"
 #include "lathe/core/clock.h"
 
 namespace lathe {
