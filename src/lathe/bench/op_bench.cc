@@ -28,6 +28,42 @@ static TimingStats time_with_budget(const std::function<void()>& run, const std:
   return time_runs(run, budgeted(options.timing, single, options.max_seconds_per_row), prepare);
 }
 
+// With peers, lathe and each peer run in interleaved blocks (time_interleaved_blocks) for as many
+// runs as time_runs would give lathe alone (options.timing, capped by max_seconds_per_row per
+// path); a block is about 20 ms of runs (1 to 5), at least 3 rounds. A peer's speedup is the
+// median over rounds of its block median / lathe's (paired_block_ratio).
+static void time_with_peers(OpProblem& problem, const std::function<void()>& lathe_run,
+                            const std::vector<std::string>& peers, const BenchOptions& options, BenchRow& row) {
+  auto prepare = [&] { problem.prepare_run(); };
+  auto timed = [&](std::function<void()> run) -> TimedRun {
+    return [prepare, run] {
+      prepare();
+      const double start = now_seconds();
+      run();
+      return now_seconds() - start;
+    };
+  };
+  std::vector<TimedRun> paths = {timed(lathe_run)};
+  for (const auto& peer : peers) paths.push_back(timed([&problem, peer] { problem.run_peer(peer); }));
+  const double single = paths.front()();  // the first run doubles as warm-up and the run estimate
+  for (size_t p = 1; p < paths.size(); ++p) paths[p]();  // a peer's first call may generate code
+  const TimingOptions budget = budgeted(options.timing, single, options.max_seconds_per_row);
+  const double wanted = std::max(static_cast<double>(budget.min_runs), budget.min_seconds / std::max(single, 1e-9));
+  const int runs = static_cast<int>(std::min<double>(wanted, budget.max_runs));
+  const int runs_per_block = std::clamp(static_cast<int>(0.02 / std::max(single, 1e-9)), 1, 5);
+  const int blocks = std::max(3, (runs + runs_per_block - 1) / runs_per_block);
+  const std::vector<InterleavedSamples> timed_paths =
+      time_interleaved_blocks(paths, budget.warmup_runs, blocks, runs_per_block);
+  row.timing = timing_stats(timed_paths.front().samples);
+  for (size_t p = 1; p < timed_paths.size(); ++p) {
+    PeerTiming timing;
+    timing.name = peers[p - 1];
+    timing.timing = timing_stats(timed_paths[p].samples);
+    timing.speedup = paired_block_ratio(timed_paths[p], timed_paths.front());
+    row.peers.push_back(timing);
+  }
+}
+
 BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::string& shape,
                        const MachinePeaks& peaks, const BenchOptions& options) {
   BenchRow row;
@@ -42,23 +78,21 @@ BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::
     heuristic = problem.heuristic_config(options.impl);
     row.dispatch = options.impl + " (heuristic) " + heuristic.to_string();
   }
-  auto prepare = [&] { problem.prepare_run(); };
-  row.timing = time_with_budget([&] { problem.run(options.impl, options.impl.empty() ? nullptr : &heuristic); },
-                                prepare, options);
+  auto lathe_run = [&] { problem.run(options.impl, options.impl.empty() ? nullptr : &heuristic); };
+  std::vector<std::string> peers;
+  const std::vector<std::string> available = problem.peers();
+  for (const auto& peer : options.peers)
+    if (std::find(available.begin(), available.end(), peer) != available.end()) peers.push_back(peer);
+  if (peers.empty()) {
+    row.timing = time_with_budget(lathe_run, [&] { problem.prepare_run(); }, options);
+  } else {
+    match_vendor_threads();
+    time_with_peers(problem, lathe_run, peers, options, row);
+  }
   double seconds = row.timing.median;
   row.gflops = row.cost.flops / seconds / 1e9;
   row.gbytes = row.cost.bytes / seconds / 1e9;
   apply_roofline(row, peaks);
-  std::vector<std::string> available = problem.peers();
-  match_vendor_threads();
-  for (const auto& peer : options.peers) {
-    if (std::find(available.begin(), available.end(), peer) == available.end()) continue;
-    PeerTiming timing;
-    timing.name = peer;
-    timing.timing = time_with_budget([&] { problem.run_peer(peer); }, prepare, options);
-    timing.speedup = timing.timing.median / seconds;
-    row.peers.push_back(timing);
-  }
   return row;
 }
 

@@ -16,7 +16,9 @@ namespace lathe {
 struct PeerTiming {
   std::string name;
   TimingStats timing;
-  double speedup = 0;  // peer median / ours: > 1 means lathe is faster
+  // Over rounds in which lathe and the peers ran in interleaved blocks (op_bench.cc), the median of
+  // the peer's block median / lathe's: > 1 means lathe is faster.
+  double speedup = 0;
 };
 
 struct BenchRow {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "lathe/core/clock.h"  // now_seconds
 
@@ -24,5 +25,30 @@ struct TimingStats {
 // `before_each` (untimed) runs before every run, e.g. to restore in-place state.
 TimingStats time_runs(const std::function<void()>& run, const TimingOptions& options = {},
                       const std::function<void()>& before_each = nullptr);
+
+// min, median, p80 and mean of some runs' seconds (at least one).
+TimingStats timing_stats(std::vector<double> samples);
+
+// One timed run of a path: prepares outside the clock and returns the seconds of one run.
+using TimedRun = std::function<double()>;
+
+// What time_interleaved_blocks measured for one path, in order: every run's seconds, and the
+// median of each block.
+struct InterleavedSamples {
+  std::vector<double> samples, block_medians;
+};
+
+// Several paths timed in turn so that all see the same machine: `warmup_runs` of each, then
+// `blocks` rounds in each of which every path runs `runs_per_block` times in a row (a a a, b b b,
+// a a a, b b b, ...). A change in the machine's capacity between rounds (a shared host's
+// neighbours) then hits every path alike, where timing one path after the other would credit it
+// to whichever ran in the quiet minute. Blocks of several runs keep one library's threads waking
+// or spinning down after its block out of most of the next block's runs.
+std::vector<InterleavedSamples> time_interleaved_blocks(const std::vector<TimedRun>& paths, int warmup_runs,
+                                                        int blocks, int runs_per_block);
+
+// The median over rounds of numerator's block median / denominator's (same round count): the
+// ratio of two interleaved paths, from which slow drift in the machine's speed cancels.
+double paired_block_ratio(const InterleavedSamples& numerator, const InterleavedSamples& denominator);
 
 }  // namespace lathe

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 
@@ -41,8 +42,10 @@ int run_bench(int argc, char** argv) {
       "Times ops at shapes taken from real models (see `lathe ops NAME`) through the same dispatch\n"
       "training uses (pinned > tuned > heuristic). Each row: median, min and p80 time, GFLOP/s, GB/s\n"
       "and % of the roofline from peaks measured at the start of the run; peers (oneDNN, OpenBLAS)\n"
-      "run on the same inputs in the same process, with lathe's thread count, and the ratio is\n"
-      "printed. Without OP, every op.\n"
+      "run on the same inputs in the same process, with lathe's thread count and instruction set\n"
+      "(--isa caps them too), in blocks interleaved with lathe's; the ratio printed is the median\n"
+      "over rounds of the two blocks' medians, so a busy minute on a shared machine hits both.\n"
+      "Without OP, every op.\n"
       "With --suite: the kernel benchmark suite instead (53 problems judged on correctness over 5\n"
       "input sets, speed against the plain reference and oneDNN/OpenBLAS, rooflines, fast_p and\n"
       "regressions against a baseline; see docs/bench_suite.md); OP... then filters its problems.");
@@ -154,6 +157,8 @@ int run_bench(int argc, char** argv) {
   report.set("lathe_commit", lathe_git_commit());
   report.set("active_isa", isa_name(active_isa()));
   report.set("peers_on", vendor_isa_summary());  // "oneDNN avx2, OpenBLAS Haswell": what the peer rows ran on
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");  // PASSIVE unless the user chose (cli/main.cc)
+  report.set("omp_wait_policy", wait_policy ? wait_policy : "");
   report.set("peaks", peaks.to_json());
   report.set("peaks_start", peaks_before.to_json());
   report.set("peaks_end", peaks_after.to_json());

@@ -50,10 +50,11 @@ std::optional<lathe::Isa> forced_isa(int argc, char** argv) {
 // older core type for numpy's sake; for a fair peer measurement `lathe bench` restarts itself once
 // without it (and OPENBLAS_L2_SIZE, which goes with it), or, when --isa caps lathe below AVX-512,
 // with the core type of that level (bench/vendor_setup.h), so OpenBLAS uses the same vector width.
-// The kernel suite (`bench --suite`) interleaves oneDNN's OpenMP threads with lathe's pool;
-// OpenMP's default spin-wait after each call then competes with lathe's threads on a small machine
-// (oneDNN measured up to 3x slower on 2 vCPUs), so the suite (and `lathe lab`, which times the
-// suite's vendors) also restarts with OMP_WAIT_POLICY=PASSIVE unless the user chose a policy.
+// The op bench and the kernel suite (`bench --suite`) interleave oneDNN's OpenMP threads with
+// lathe's pool; OpenMP's default spin-wait after each call then competes with lathe's threads on a
+// small machine (oneDNN measured up to 3x slower on 2 vCPUs; lathe's 1024^3 matmul 0.72x oneDNN
+// after its blocks, 1.0x alone), so they (and `lathe lab`, which times the suite's vendors) also
+// restart with OMP_WAIT_POLICY=PASSIVE unless the user chose a policy.
 void restart_for_fair_peers(int argc, char** argv) {
   bool restart = false;
   const std::optional<lathe::Isa> isa = forced_isa(argc, argv);
@@ -69,10 +70,12 @@ void restart_for_fair_peers(int argc, char** argv) {
     restart = true;
   }
   // `lathe lab` (and `lathe optimize`, through it) times the same vendor baselines interleaved with
-  // lathe and the candidate.
-  bool suite = !std::strcmp(argv[1], "lab") || !std::strcmp(argv[1], "optimize");
-  for (int i = 2; i < argc; ++i) suite = suite || !std::strcmp(argv[i], "--suite");
-  if (suite && !std::getenv("OMP_WAIT_POLICY")) {
+  // lathe and the candidate, and so does the op bench with its peers (not `bench train` or
+  // `bench moe-layer`: the PyTorch process `bench train --vs torch` starts would inherit the policy).
+  bool interleaved = !std::strcmp(argv[1], "lab") || !std::strcmp(argv[1], "optimize") ||
+                     (!std::strcmp(argv[1], "bench") &&
+                      !(argc > 2 && (!std::strcmp(argv[2], "train") || !std::strcmp(argv[2], "moe-layer"))));
+  if (interleaved && !std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     restart = true;
   }

@@ -23,11 +23,7 @@ std::string check_path(SuiteProblem& problem, const std::function<void()>& run, 
   }
 }
 
-struct TimedPath {
-  std::vector<double> samples, block_medians;
-};
-
-SuiteTiming summarize_samples(const TimedPath& path) {
+SuiteTiming summarize_samples(const InterleavedSamples& path) {
   SuiteTiming timing;
   timing.runs = static_cast<int>(path.samples.size());
   timing.median = median(path.samples);
@@ -118,17 +114,8 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
 
 std::vector<SuiteTiming> time_interleaved(const std::vector<TimedRun>& paths, const SuiteOptions& options) {
   match_vendor_threads();  // a vendor path among them runs at lathe's thread count
-  std::vector<TimedPath> timed(paths.size());
-  for (const auto& path : paths)
-    for (int i = 0; i < options.warmup_runs; ++i) path();
-  for (int block = 0; block < options.blocks; ++block) {
-    for (size_t p = 0; p < paths.size(); ++p) {
-      std::vector<double> block_samples;
-      for (int run = 0; run < options.runs_per_block; ++run) block_samples.push_back(paths[p]());
-      timed[p].block_medians.push_back(median(block_samples));
-      timed[p].samples.insert(timed[p].samples.end(), block_samples.begin(), block_samples.end());
-    }
-  }
+  const std::vector<InterleavedSamples> timed =
+      time_interleaved_blocks(paths, options.warmup_runs, options.blocks, options.runs_per_block);
   std::vector<SuiteTiming> timings;
   for (const auto& path : timed) timings.push_back(path.samples.empty() ? SuiteTiming{} : summarize_samples(path));
   return timings;

@@ -19,6 +19,7 @@
 
 #include "lathe/bench/machine_peaks.h"
 #include "lathe/bench/suite/suite_problem.h"
+#include "lathe/bench/timing.h"
 
 namespace lathe {
 
@@ -64,12 +65,11 @@ struct SuiteResult {
 
 SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, const SuiteOptions& options);
 
-// One timed run of a path: prepares outside the clock and returns the seconds of one run (the
-// kernel lab's candidate measures in its own process and reports the time).
-using TimedRun = std::function<double()>;
 // options.warmup_runs per path, then options.blocks blocks of options.runs_per_block runs, the
-// paths' blocks interleaved (a, b, c, a, b, c, ...) so all see the same machine; one timing each.
-// The vendor libraries run at lathe's thread count (match_vendor_threads, bench/vendor_threads.h).
+// paths' blocks interleaved (a, b, c, a, b, c, ...) so all see the same machine
+// (time_interleaved_blocks, bench/timing.h); one timing each. A TimedRun may also report a time
+// measured elsewhere (the kernel lab's candidate runs in its own process). The vendor libraries
+// run at lathe's thread count (match_vendor_threads, bench/vendor_setup.h).
 std::vector<SuiteTiming> time_interleaved(const std::vector<TimedRun>& paths, const SuiteOptions& options);
 
 // The first failing output of a check, one line ("" when every output passed).
