@@ -31,7 +31,8 @@ static TimingStats time_with_budget(const std::function<void()>& run, const std:
 // With peers, lathe and each peer run in interleaved blocks (time_interleaved_blocks) for as many
 // runs as time_runs would give lathe alone (options.timing, capped by max_seconds_per_row per
 // path); a block is about 20 ms of runs (1 to 5), at least 3 rounds. A peer's speedup is the
-// median over rounds of its block median / lathe's (paired_block_ratio).
+// median over rounds of its block median / lathe's (as paired_block_ratio), the lowest and highest
+// round beside it.
 static void time_with_peers(OpProblem& problem, const std::function<void()>& lathe_run,
                             const std::vector<std::string>& peers, const BenchOptions& options, BenchRow& row) {
   auto prepare = [&] { problem.prepare_run(); };
@@ -59,7 +60,10 @@ static void time_with_peers(OpProblem& problem, const std::function<void()>& lat
     PeerTiming timing;
     timing.name = peers[p - 1];
     timing.timing = timing_stats(timed_paths[p].samples);
-    timing.speedup = paired_block_ratio(timed_paths[p], timed_paths.front());
+    const std::vector<double> ratios = block_ratios(timed_paths[p], timed_paths.front());
+    timing.speedup = median(ratios);
+    timing.speedup_low = *std::min_element(ratios.begin(), ratios.end());
+    timing.speedup_high = *std::max_element(ratios.begin(), ratios.end());
     row.peers.push_back(timing);
   }
 }
@@ -143,6 +147,8 @@ Json bench_row_to_json(const BenchRow& row) {
     item.set("name", peer.name);
     item.set("timing", timing_to_json(peer.timing));
     item.set("lathe_speedup", peer.speedup);
+    item.set("lathe_speedup_lowest_round", peer.speedup_low);
+    item.set("lathe_speedup_highest_round", peer.speedup_high);
     peers.push(item);
   }
   json.set("peers", peers);
@@ -166,10 +172,11 @@ std::string format_bench_row(const BenchRow& row) {
                 row.gbytes, row.roofline_percent, implausible ? "!" : " ", row.bound.c_str(), row.dispatch.c_str());
   out += line;
   for (const auto& peer : row.peers) {
-    std::snprintf(line, sizeof line, "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8s %7s %-8s lathe %.2fx vs %s\n",
+    std::snprintf(line, sizeof line,
+                  "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8s %7s %-8s lathe %.2fx vs %s (rounds %.2f-%.2fx)\n",
                   ("  vs " + peer.name).c_str(), "", peer.timing.median * 1e3, peer.timing.min * 1e3,
                   peer.timing.p80 * 1e3, row.cost.flops / peer.timing.median / 1e9, "", "", "", peer.speedup,
-                  peer.name.c_str());
+                  peer.name.c_str(), peer.speedup_low, peer.speedup_high);
     out += line;
   }
   return out;

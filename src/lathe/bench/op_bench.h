@@ -19,6 +19,7 @@ struct PeerTiming {
   // Over rounds in which lathe and the peers ran in interleaved blocks (op_bench.cc), the median of
   // the peer's block median / lathe's: > 1 means lathe is faster.
   double speedup = 0;
+  double speedup_low = 0, speedup_high = 0;  // the lowest and highest round's ratio: the spread
 };
 
 struct BenchRow {

@@ -55,11 +55,16 @@ std::vector<InterleavedSamples> time_interleaved_blocks(const std::vector<TimedR
   return timed;
 }
 
-double paired_block_ratio(const InterleavedSamples& numerator, const InterleavedSamples& denominator) {
+std::vector<double> block_ratios(const InterleavedSamples& numerator, const InterleavedSamples& denominator) {
   const size_t rounds = std::min(numerator.block_medians.size(), denominator.block_medians.size());
   std::vector<double> ratios;
   for (size_t i = 0; i < rounds; ++i)
     if (denominator.block_medians[i] > 0) ratios.push_back(numerator.block_medians[i] / denominator.block_medians[i]);
+  return ratios;
+}
+
+double paired_block_ratio(const InterleavedSamples& numerator, const InterleavedSamples& denominator) {
+  const std::vector<double> ratios = block_ratios(numerator, denominator);
   return ratios.empty() ? 0 : median(ratios);
 }
 

@@ -47,8 +47,11 @@ struct InterleavedSamples {
 std::vector<InterleavedSamples> time_interleaved_blocks(const std::vector<TimedRun>& paths, int warmup_runs,
                                                         int blocks, int runs_per_block);
 
-// The median over rounds of numerator's block median / denominator's (same round count): the
-// ratio of two interleaved paths, from which slow drift in the machine's speed cancels.
+// Per round, numerator's block median / denominator's (rounds both have; a zero denominator's
+// round left out).
+std::vector<double> block_ratios(const InterleavedSamples& numerator, const InterleavedSamples& denominator);
+// The median of block_ratios (0 when there is none): the ratio of two interleaved paths, from
+// which slow drift in the machine's speed cancels.
 double paired_block_ratio(const InterleavedSamples& numerator, const InterleavedSamples& denominator);
 
 }  // namespace lathe

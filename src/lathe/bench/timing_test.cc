@@ -30,6 +30,7 @@ TEST(Timing, PairedRatioCancelsAMachineThatSlowsDownBetweenRounds) {
   std::vector<TimedRun> paths = {[&] { return 0.010 * slowdown(round_of_a++); },
                                  [&] { return 0.015 * slowdown(round_of_b++); }};
   const std::vector<InterleavedSamples> timed = time_interleaved_blocks(paths, 0, 5, 1);
+  EXPECT_EQ(block_ratios(timed[1], timed[0]).size(), 5u);
   EXPECT_DOUBLE_EQ(paired_block_ratio(timed[1], timed[0]), 1.5);
   EXPECT_DOUBLE_EQ(paired_block_ratio(timed[0], timed[1]), 1.0 / 1.5);
 }

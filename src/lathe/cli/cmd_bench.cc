@@ -159,6 +159,8 @@ int run_bench(int argc, char** argv) {
   report.set("peers_on", vendor_isa_summary());  // "oneDNN avx2, OpenBLAS Haswell": what the peer rows ran on
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");  // PASSIVE unless the user chose (cli/main.cc)
   report.set("omp_wait_policy", wait_policy ? wait_policy : "");
+  const char* openblas_timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT");  // 4 unless the user chose
+  report.set("openblas_thread_timeout", openblas_timeout ? openblas_timeout : "");
   report.set("peaks", peaks.to_json());
   report.set("peaks_start", peaks_before.to_json());
   report.set("peaks_end", peaks_after.to_json());

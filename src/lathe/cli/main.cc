@@ -79,6 +79,13 @@ void restart_for_fair_peers(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     restart = true;
   }
+  // OpenBLAS's own threads spin (sched_yield) for 2^28 cycles, about 0.1 s, after each call: through
+  // the next blocks of lathe and oneDNN (oneDNN's 1024^3 sgemm ran 2x slower after OpenBLAS's
+  // blocks). 2^4 cycles makes them sleep at once, as PASSIVE does OpenMP's.
+  if (interleaved && !std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+    restart = true;
+  }
   if (restart) execv("/proc/self/exe", argv);  // returns only on failure; then continue as we are
 }
 
