@@ -6,6 +6,7 @@
 #include <dnnl.h>
 #endif
 
+#include "lathe/core/amx.h"
 #include "lathe/core/error.h"
 #include "lathe/core/parallel.h"
 
@@ -67,6 +68,29 @@ const char* openblas_core_for_isa(Isa isa) {
     case Isa::avx2: return "Haswell";
     default: return nullptr;
   }
+}
+
+std::string peer_process_isa_environment() {
+  const Isa isa = active_isa();
+  const bool amx_forbidden = amx_status().usable && !amx_active();  // e.g. --isa avx512_bf16 on an AMX CPU
+  if (amx_active() || (isa >= detected_isa() && !amx_forbidden)) return "";
+  std::string environment;
+  switch (isa) {
+    case Isa::scalar:
+      environment = "ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_ENABLE_INSTRUCTIONS=SSE4_2 ";
+      break;
+    case Isa::avx2:
+      environment = "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ";
+      break;
+    case Isa::avx512:
+      environment = "ATEN_CPU_CAPABILITY=avx512 ONEDNN_MAX_CPU_ISA=AVX512_CORE MKL_ENABLE_INSTRUCTIONS=AVX512 ";
+      break;
+    case Isa::avx512_bf16:
+      environment = "ATEN_CPU_CAPABILITY=avx512 ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 MKL_ENABLE_INSTRUCTIONS=AVX512 ";
+      break;
+  }
+  if (const char* core = openblas_core_for_isa(isa)) environment += str_cat("OPENBLAS_CORETYPE=", core, " ");
+  return environment;
 }
 
 std::string vendor_isa_summary() {

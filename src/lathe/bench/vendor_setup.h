@@ -36,6 +36,13 @@ std::string cap_onednn_isa(Isa isa, bool amx);
 // e.g. "Cooperlake" on Zen 4).
 const char* openblas_core_for_isa(Isa isa);
 
+// For a peer in another process (the PyTorch run of `lathe bench train --vs torch`): the
+// environment assignments, "NAME=value " each, that cap PyTorch's own kernels
+// (ATEN_CPU_CAPABILITY), its oneDNN (ONEDNN_MAX_CPU_ISA), MKL (MKL_ENABLE_INSTRUCTIONS) and OpenBLAS
+// (OPENBLAS_CORETYPE) at lathe's active level; "" when lathe runs the CPU's best level, AMX
+// included (nothing to cap).
+std::string peer_process_isa_environment();
+
 // "oneDNN avx2, OpenBLAS Haswell": the instruction set oneDNN runs at (dnnl_get_effective_cpu_isa)
 // and OpenBLAS's core type (openblas_get_corename); a peer not linked is left out; "no vendor
 // library" when neither is.

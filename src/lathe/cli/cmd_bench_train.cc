@@ -14,6 +14,7 @@
 
 #include "lathe/bench/machine_peaks.h"
 #include "lathe/bench/timing.h"
+#include "lathe/bench/vendor_setup.h"
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
 #include "lathe/cli/config_arguments.h"
@@ -66,7 +67,7 @@ Json run_torch(const std::string& script, const TrainConfig& config, int64_t ste
     file << train_config_to_json(config).get("model").dump();
   }
   const std::string command =
-      str_cat("python3 '", script, "' --config ", model_path, " --batch ", config.train.batch_size, " --seq ",
+      str_cat(peer_process_isa_environment(), "python3 '", script, "' --config ", model_path, " --batch ", config.train.batch_size, " --seq ",
               config.train.seq_len, " --steps ", steps, " --warmup ", warmup, " --threads ", num_threads(),
               " --autocast ", autocast, " 2>&1");
   std::string output;
@@ -137,7 +138,8 @@ int run_bench_train(int argc, char** argv) {
       "MFU against the peaks measured in the same run of the engines the work runs on (a bf16 run:\n"
       "weight matmuls on AMX or vdpbf16ps, attention on f32 FMA; capped at 100%), and the\n"
       "forward / backward / optimizer split. With --vs torch (the default when python3 can import\n"
-      "torch) PyTorch runs the same model, batch and thread count twice, in float32 and in bf16\n"
+      "torch) PyTorch runs the same model, batch, thread count and instruction set (--isa caps it\n"
+      "too, through its environment) twice, in float32 and in bf16\n"
       "autocast (its mixed precision; skipped on CPUs without AVX512_BF16 or AMX, where PyTorch\n"
       "emulates bf16), and the lathe/torch tokens/s ratio to each is printed\n"
       "(dense models only; a mixture-of-experts config prints its experts and active-parameter FLOPs).\n"

@@ -58,7 +58,8 @@ std::optional<lathe::Isa> forced_isa(int argc, char** argv) {
 void restart_for_fair_peers(int argc, char** argv) {
   bool restart = false;
   const std::optional<lathe::Isa> isa = forced_isa(argc, argv);
-  const char* wanted_core = isa ? lathe::openblas_core_for_isa(*isa) : nullptr;
+  // Only below the CPU's best level: at its best, OpenBLAS's own choice is that level's.
+  const char* wanted_core = isa && *isa < lathe::detected_isa() ? lathe::openblas_core_for_isa(*isa) : nullptr;
   const char* core = std::getenv("OPENBLAS_CORETYPE");
   if (wanted_core && (!core || std::strcmp(core, wanted_core) != 0)) {
     setenv("OPENBLAS_CORETYPE", wanted_core, 1);
