@@ -145,6 +145,7 @@ int run_bench_suite(const CommandLine& command_line) {
   run.set("seconds", elapsed);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   run.set("omp_wait_policy", wait_policy ? wait_policy : "");
+  run.set("vendors_on", vendor_isa_summary());  // "oneDNN avx2, OpenBLAS Haswell" under --isa avx2
   run.set("peaks_start", peaks_start.to_json());
   run.set("peaks_end", peaks_end.to_json());
   Json report = suite_report_json(suite_report, run);

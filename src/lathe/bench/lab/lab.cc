@@ -19,6 +19,7 @@
 #include "lathe/bench/lab/lab_task.h"
 #include "lathe/bench/suite/suite_report.h"
 #include "lathe/bench/timing.h"
+#include "lathe/bench/vendor_setup.h"
 #include "lathe/core/parallel.h"
 
 namespace lathe {
@@ -193,6 +194,7 @@ void time_paths(SuiteProblem& problem, const LabOptions& options, LabReport& rep
   }
   const char* names[] = {"candidate", "lathe", "vendor"};
   for (size_t i = 0; i < timings.size(); ++i) report.paths.push_back({names[i], timings[i]});
+  if (timings.size() > 2) report.vendor_on = vendor_isa_summary();
 }
 
 void remove_work_dir(const std::string& dir) {
@@ -381,6 +383,7 @@ std::string format_lab_report(const LabReport& report) {
                     report.bound == "memory" ? " bound, " + report.memory_level + " bandwidth" : " bound",
                     "); peaks (higher of start and end): f32 ", report.peaks.f32_gflops, " GFLOP/s, DRAM ",
                     report.peaks.memory_gbytes(0, true), " GB/s; x cand = path time / candidate time\n");
+    if (!report.vendor_on.empty()) text += "vendor on: " + report.vendor_on + "\n";
     if (report.perf_available)
       text +=
           str_cat("hardware counters per timed run: ", report.cycles / std::max(1, report.perf_runs), " cycles, ",
@@ -431,6 +434,7 @@ Json lab_report_json(const LabReport& report) {
     paths.push(row);
   }
   json.set("paths", paths);
+  json.set("vendor_on", report.vendor_on);
   json.set("flops", report.cost.flops);
   json.set("bytes", report.cost.bytes);
   json.set("floor_seconds", report.floor_seconds);

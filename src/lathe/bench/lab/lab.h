@@ -74,6 +74,7 @@ struct LabReport {
   bool compile_cached = false;  // the object came from LabOptions::object_cache_dir
   std::vector<LabCheckRow> checks;
   std::vector<LabPathRow> paths;
+  std::string vendor_on;  // what the vendor row ran on, e.g. "oneDNN avx2" (vendor_isa_summary)
   OpCost cost;
   double floor_seconds = 0;
   std::string bound, memory_level;
