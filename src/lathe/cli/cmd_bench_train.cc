@@ -67,9 +67,9 @@ Json run_torch(const std::string& script, const TrainConfig& config, int64_t ste
     file << train_config_to_json(config).get("model").dump();
   }
   const std::string command =
-      str_cat(peer_process_isa_environment(), "python3 '", script, "' --config ", model_path, " --batch ", config.train.batch_size, " --seq ",
-              config.train.seq_len, " --steps ", steps, " --warmup ", warmup, " --threads ", num_threads(),
-              " --autocast ", autocast, " 2>&1");
+      str_cat(peer_process_isa_environment(), "python3 '", script, "' --config ", model_path, " --batch ",
+              config.train.batch_size, " --seq ", config.train.seq_len, " --steps ", steps, " --warmup ", warmup,
+              " --threads ", num_threads(), " --autocast ", autocast, " 2>&1");
   std::string output;
   if (FILE* pipe = popen(command.c_str(), "r")) {
     char buffer[4096];
@@ -139,9 +139,9 @@ int run_bench_train(int argc, char** argv) {
       "weight matmuls on AMX or vdpbf16ps, attention on f32 FMA; capped at 100%), and the\n"
       "forward / backward / optimizer split. With --vs torch (the default when python3 can import\n"
       "torch) PyTorch runs the same model, batch, thread count and instruction set (--isa caps it\n"
-      "too, through its environment) twice, in float32 and in bf16\n"
-      "autocast (its mixed precision; skipped on CPUs without AVX512_BF16 or AMX, where PyTorch\n"
-      "emulates bf16), and the lathe/torch tokens/s ratio to each is printed\n"
+      "too, through its environment) twice, in float32 and in bf16 autocast (its mixed precision;\n"
+      "skipped on CPUs without AVX512_BF16 or AMX, where PyTorch emulates bf16), and the\n"
+      "lathe/torch tokens/s ratio to each is printed\n"
       "(dense models only; a mixture-of-experts config prints its experts and active-parameter FLOPs).\n"
       "Memory: the predicted bytes (models/memory_estimate.h) of each remat policy beside the measured\n"
       "peak of tensor bytes during one step. With --rounds N, lathe and PyTorch are timed in turn N\n"
