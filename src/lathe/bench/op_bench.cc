@@ -31,21 +31,13 @@ static TimingStats time_with_budget(const std::function<void()>& run, const std:
 // With peers, lathe and each peer run in interleaved blocks (time_interleaved_blocks) for as many
 // runs as time_runs would give lathe alone (options.timing, capped by max_seconds_per_row per
 // path); a block is about 20 ms of runs (1 to 5), at least 3 rounds. A peer's speedup is the
-// median over rounds of its block median / lathe's (as paired_block_ratio), the lowest and highest
-// round beside it.
+// median over rounds of its block median / lathe's (block_ratios), the lowest and highest round
+// beside it.
 static void time_with_peers(OpProblem& problem, const std::function<void()>& lathe_run,
                             const std::vector<std::string>& peers, const BenchOptions& options, BenchRow& row) {
-  auto prepare = [&] { problem.prepare_run(); };
-  auto timed = [&](std::function<void()> run) -> TimedRun {
-    return [prepare, run] {
-      prepare();
-      const double start = now_seconds();
-      run();
-      return now_seconds() - start;
-    };
-  };
-  std::vector<TimedRun> paths = {timed(lathe_run)};
-  for (const auto& peer : peers) paths.push_back(timed([&problem, peer] { problem.run_peer(peer); }));
+  auto prepare = [&problem] { problem.prepare_run(); };
+  std::vector<TimedRun> paths = {timed_run(lathe_run, prepare)};
+  for (const auto& peer : peers) paths.push_back(timed_run([&problem, peer] { problem.run_peer(peer); }, prepare));
   const double single = paths.front()();  // the first run doubles as warm-up and the run estimate
   for (size_t p = 1; p < paths.size(); ++p) paths[p]();  // a peer's first call may generate code
   const TimingOptions budget = budgeted(options.timing, single, options.max_seconds_per_row);
@@ -61,9 +53,11 @@ static void time_with_peers(OpProblem& problem, const std::function<void()>& lat
     timing.name = peers[p - 1];
     timing.timing = timing_stats(timed_paths[p].samples);
     const std::vector<double> ratios = block_ratios(timed_paths[p], timed_paths.front());
-    timing.speedup = median(ratios);
-    timing.speedup_low = *std::min_element(ratios.begin(), ratios.end());
-    timing.speedup_high = *std::max_element(ratios.begin(), ratios.end());
+    if (!ratios.empty()) {
+      timing.speedup = median(ratios);
+      const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
+      timing.speedup_low = *low, timing.speedup_high = *high;
+    }
     row.peers.push_back(timing);
   }
 }

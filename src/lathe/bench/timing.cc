@@ -39,6 +39,15 @@ TimingStats timing_stats(std::vector<double> samples) {
   return stats;
 }
 
+TimedRun timed_run(std::function<void()> run, std::function<void()> before_each) {
+  return [run = std::move(run), before_each = std::move(before_each)] {
+    before_each();
+    const double start = now_seconds();
+    run();
+    return now_seconds() - start;
+  };
+}
+
 std::vector<InterleavedSamples> time_interleaved_blocks(const std::vector<TimedRun>& paths, int warmup_runs,
                                                         int blocks, int runs_per_block) {
   std::vector<InterleavedSamples> timed(paths.size());
@@ -61,11 +70,6 @@ std::vector<double> block_ratios(const InterleavedSamples& numerator, const Inte
   for (size_t i = 0; i < rounds; ++i)
     if (denominator.block_medians[i] > 0) ratios.push_back(numerator.block_medians[i] / denominator.block_medians[i]);
   return ratios;
-}
-
-double paired_block_ratio(const InterleavedSamples& numerator, const InterleavedSamples& denominator) {
-  const std::vector<double> ratios = block_ratios(numerator, denominator);
-  return ratios.empty() ? 0 : median(ratios);
 }
 
 }  // namespace lathe

@@ -32,6 +32,9 @@ TimingStats timing_stats(std::vector<double> samples);
 // One timed run of a path: prepares outside the clock and returns the seconds of one run.
 using TimedRun = std::function<double()>;
 
+// A TimedRun of `run`, with `before_each` (untimed) first, e.g. to restore in-place state.
+TimedRun timed_run(std::function<void()> run, std::function<void()> before_each);
+
 // What time_interleaved_blocks measured for one path, in order: every run's seconds, and the
 // median of each block.
 struct InterleavedSamples {
@@ -48,10 +51,8 @@ std::vector<InterleavedSamples> time_interleaved_blocks(const std::vector<TimedR
                                                         int blocks, int runs_per_block);
 
 // Per round, numerator's block median / denominator's (rounds both have; a zero denominator's
-// round left out).
+// round left out). Their median is the ratio of two interleaved paths, from which slow drift in
+// the machine's speed cancels.
 std::vector<double> block_ratios(const InterleavedSamples& numerator, const InterleavedSamples& denominator);
-// The median of block_ratios (0 when there is none): the ratio of two interleaved paths, from
-// which slow drift in the machine's speed cancels.
-double paired_block_ratio(const InterleavedSamples& numerator, const InterleavedSamples& denominator);
 
 }  // namespace lathe

@@ -49,15 +49,14 @@ const char* onednn_isa_name(dnnl_cpu_isa_t isa) {
 }  // namespace
 #endif
 
-std::string cap_onednn_isa(Isa isa, bool amx) {
+std::string cap_onednn_isa(Isa isa) {
 #ifdef LATHE_HAVE_ONEDNN
-  if (amx) return "";
   const dnnl_status_t status = dnnl_set_max_cpu_isa(onednn_isa_for(isa));
   if (status != dnnl_success)
     return str_cat("oneDNN kept its own instruction set (", onednn_isa_name(dnnl_get_effective_cpu_isa()),
                    "): it had generated a kernel before the cap at ", isa_name(isa));
 #else
-  (void)isa, (void)amx;
+  (void)isa;
 #endif
   return "";
 }
@@ -74,21 +73,17 @@ std::string peer_process_isa_environment() {
   const Isa isa = active_isa();
   const bool amx_forbidden = amx_status().usable && !amx_active();  // e.g. --isa avx512_bf16 on an AMX CPU
   if (amx_active() || (isa >= detected_isa() && !amx_forbidden)) return "";
-  std::string environment;
-  switch (isa) {
-    case Isa::scalar:
-      environment = "ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_ENABLE_INSTRUCTIONS=SSE4_2 ";
-      break;
-    case Isa::avx2:
-      environment = "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ";
-      break;
-    case Isa::avx512:
-      environment = "ATEN_CPU_CAPABILITY=avx512 ONEDNN_MAX_CPU_ISA=AVX512_CORE MKL_ENABLE_INSTRUCTIONS=AVX512 ";
-      break;
-    case Isa::avx512_bf16:
-      environment = "ATEN_CPU_CAPABILITY=avx512 ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 MKL_ENABLE_INSTRUCTIONS=AVX512 ";
-      break;
-  }
+  struct Caps {
+    const char *aten, *onednn, *mkl;
+  };
+  // Indexed by Isa: scalar, avx2, avx512, avx512_bf16.
+  constexpr Caps kCaps[] = {{"default", "SSE41", "SSE4_2"},
+                            {"avx2", "AVX2", "AVX2"},
+                            {"avx512", "AVX512_CORE", "AVX512"},
+                            {"avx512", "AVX512_CORE_BF16", "AVX512"}};
+  const Caps& caps = kCaps[static_cast<int>(isa)];
+  std::string environment = str_cat("ATEN_CPU_CAPABILITY=", caps.aten, " ONEDNN_MAX_CPU_ISA=", caps.onednn,
+                                    " MKL_ENABLE_INSTRUCTIONS=", caps.mkl, " ");
   if (const char* core = openblas_core_for_isa(isa)) environment += str_cat("OPENBLAS_CORETYPE=", core, " ");
   return environment;
 }

@@ -27,9 +27,9 @@ namespace lathe {
 void match_vendor_threads();
 
 // Caps oneDNN at the level matching `isa` (scalar: SSE4.1, oneDNN's floor; avx2; avx512:
-// avx512_core; avx512_bf16: avx512_core_bf16, so no AMX); `amx` leaves oneDNN uncapped. Returns ""
-// when capped (or without oneDNN), else why not (oneDNN already generated a kernel).
-std::string cap_onednn_isa(Isa isa, bool amx);
+// avx512_core; avx512_bf16: avx512_core_bf16, so no AMX). Returns "" when capped (or without
+// oneDNN), else why not (oneDNN already generated a kernel).
+std::string cap_onednn_isa(Isa isa);
 
 // The OPENBLAS_CORETYPE whose kernels use no more than `isa`: "Prescott" (SSE3) for scalar,
 // "Haswell" (AVX2 + FMA) for avx2; nullptr for avx512 and up (OpenBLAS's own choice for the CPU,

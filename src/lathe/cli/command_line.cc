@@ -210,7 +210,7 @@ std::string apply_runtime_options(const CommandLine& command_line) {
     set_isa_limit(parse_isa(isa));
     set_amx_allowed(false);  // any level below amx forbids the tiles
     // The peers lathe is timed against run at the same level (bench/vendor_setup.h).
-    if (std::string note = cap_onednn_isa(active_isa(), false); !note.empty())
+    if (std::string note = cap_onednn_isa(active_isa()); !note.empty())
       std::fprintf(stderr, "lathe: note: %s\n", note.c_str());
   }
   for (const auto& pin : command_line.get_all("pin")) {

@@ -161,17 +161,10 @@ void time_paths(SuiteProblem& problem, const LabOptions& options, LabReport& rep
     if (!line || line->rfind("time ", 0) != 0) throw end_with_exit();
     return std::stod(line->substr(5));
   };
-  auto timed = [&](std::function<void()> run) -> TimedRun {
-    return [&, run] {
-      problem.prepare_run();
-      double start = now_seconds();
-      run();
-      return now_seconds() - start;
-    };
-  };
+  auto prepare = [&] { problem.prepare_run(); };
   std::vector<TimedRun> paths = {candidate};
-  if (options.time_peers) paths.push_back(timed([&] { problem.run_lathe(); }));
-  if (options.time_peers && problem.has_vendor()) paths.push_back(timed([&] { problem.run_vendor(); }));
+  if (options.time_peers) paths.push_back(timed_run([&] { problem.run_lathe(); }, prepare));
+  if (options.time_peers && problem.has_vendor()) paths.push_back(timed_run([&] { problem.run_vendor(); }, prepare));
   std::vector<SuiteTiming> timings = time_interleaved(paths, options.timing);
   std::optional<std::string> perf;
   if (worker.send_line("finish")) perf = worker.read_line(limits.wall_seconds);

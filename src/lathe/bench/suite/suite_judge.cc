@@ -91,16 +91,8 @@ SuiteResult judge_problem(SuiteProblem& problem, const MachinePeaks& peaks, cons
     problem.prepare_run();
   };
   std::vector<TimedRun> paths;
-  auto timed = [&](std::function<void()> run) -> TimedRun {
-    return [&, run] {
-      before_each();
-      double start = now_seconds();
-      run();
-      return now_seconds() - start;
-    };
-  };
-  if (lathe_ran) paths.push_back(timed([&] { problem.run_lathe(); }));
-  if (vendor_ran) paths.push_back(timed([&] { problem.run_vendor(); }));
+  if (lathe_ran) paths.push_back(timed_run([&] { problem.run_lathe(); }, before_each));
+  if (vendor_ran) paths.push_back(timed_run([&] { problem.run_vendor(); }, before_each));
   std::vector<SuiteTiming> timings = time_interleaved(paths, options);
   if (lathe_ran) result.lathe = timings.front();
   if (vendor_ran) result.vendor = timings.back();
