@@ -45,6 +45,18 @@ on = json.load(open(sys.argv[1]))['peers_on']
 assert ('oneDNN' not in on or 'oneDNN avx2' in on) and ('OpenBLAS' not in on or 'OpenBLAS Haswell' in on), on
 " "$work/bench_avx2.json" || [ "$above_avx2" = 0 ] \
   || { echo "FAIL: bench --isa avx2 left a peer on another ISA"; failures=$((failures + 1)); }
+# --vs-config times another config of lathe's own beside the dispatched one, interleaved like a peer.
+expect 0 "bench --vs-config" -- "$lathe" bench rms_norm --shape rows=64,dim=100 --quick --isa scalar --vs none \
+  --vs-config "rms_norm:scalar:rows_per_task=4" --vs-config "matmul:scalar:mc=4,kc=24,nc=8,microkernel=0" \
+  --json --output "$work/bench_config.json"
+python3 -c "
+import json, sys
+rows = json.load(open(sys.argv[1]))['rows']
+assert len(rows) == 1 and rows[0]['op'] == 'rms_norm', rows
+peers = rows[0]['peers']
+assert [p['name'] for p in peers] == ['scalar:rows_per_task=4'], peers
+assert peers[0]['lathe_speedup'] > 0 and peers[0]['timing']['median_seconds'] > 0, peers
+" "$work/bench_config.json" || { echo "FAIL: bench --vs-config row"; failures=$((failures + 1)); }
 expect 0 "tune" -- "$lathe" tune rms_norm --shape rows=16,dim=40 --quiet
 grep -q '"op": "rms_norm"' "$work/tuning.json" || { echo "FAIL: tune wrote no cache entry"; failures=$((failures + 1)); }
 "$lathe" ops rms_norm --shape rows=16,dim=40 | grep -q "(tuned)" || { echo "FAIL: tuned config not dispatched"; failures=$((failures + 1)); }
@@ -120,6 +132,12 @@ expect 2 "bad dtype" -- "$lathe" ops rms_norm --shape "rows=3,dim=4,dtype=f8"
 expect 2 "malformed pin" -- "$lathe" ops rms_norm --pin "rms_norm:avx2"
 expect 2 "pin outside space" -- "$lathe" bench rms_norm --shape rows=8,dim=8 --quick --isa scalar --pin "rms_norm:scalar:rows_per_task=3"
 expect 2 "unknown peer" -- "$lathe" bench rms_norm --vs nobody
+expect 2 "vs-config unknown op" -- "$lathe" bench rms_norm --vs-config "no_such_op:scalar:x=1"
+expect 2 "vs-config malformed" -- "$lathe" bench rms_norm --shape rows=8,dim=8 --quick --vs-config "rms_norm:scalar"
+expect 2 "vs-config outside space" -- "$lathe" bench rms_norm --shape rows=8,dim=8 --quick --isa scalar \
+  --vs-config "rms_norm:scalar:rows_per_task=3"
+expect 2 "vs-config unusable impl" -- "$lathe" bench rms_norm --shape rows=8,dim=8 --quick --isa scalar \
+  --vs-config "rms_norm:avx2:rows_per_task=4"
 expect 0 "bench train --help" -- "$lathe" bench train --help
 expect 0 "bench train tiny" -- "$lathe" bench train model.d_model=32 model.n_layers=1 model.n_heads=2 model.n_kv_heads=2 \
   model.ffn_dim=64 model.vocab_size=300 train.batch_size=2 train.seq_len=16 --steps 2 --warmup 0 --vs none --json "$work/train.json"

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "lathe/bench/vendor_setup.h"
 #include "lathe/core/cpu_features.h"
+#include "lathe/core/error.h"
 #include "lathe/telemetry/svg_chart.h"
 
 namespace lathe {
@@ -28,16 +30,31 @@ static TimingStats time_with_budget(const std::function<void()>& run, const std:
   return time_runs(run, budgeted(options.timing, single, options.max_seconds_per_row), prepare);
 }
 
-// With peers, lathe and each peer run in interleaved blocks (time_interleaved_blocks) for as many
-// runs as time_runs would give lathe alone (options.timing, capped by max_seconds_per_row per
-// path); a block is about 20 ms of runs (1 to 5), at least 3 rounds. A peer's speedup is the
+RivalConfig RivalConfig::parse(const std::string& text) {
+  const size_t first = text.find(':');
+  const size_t second = first == std::string::npos ? first : text.find(':', first + 1);
+  LATHE_CHECK(second != std::string::npos && first > 0 && second > first + 1, "malformed config '", text,
+              "' (expected op:impl:name=value,...)");
+  return {text.substr(0, first), text.substr(first + 1, second - first - 1),
+          ConfigParams::parse(text.substr(second + 1))};
+}
+
+// A path timed beside lathe's: a peer library, or another config of lathe's own.
+struct Rival {
+  std::string name;
+  std::function<void()> run;
+};
+
+// With rivals, lathe and each rival run in interleaved blocks (time_interleaved_blocks) for as
+// many runs as time_runs would give lathe alone (options.timing, capped by max_seconds_per_row
+// per path); a block is about 20 ms of runs (1 to 5), at least 3 rounds. A rival's speedup is the
 // median over rounds of its block median / lathe's (block_ratios), the lowest and highest round
 // beside it.
-static void time_with_peers(OpProblem& problem, const std::function<void()>& lathe_run,
-                            const std::vector<std::string>& peers, const BenchOptions& options, BenchRow& row) {
+static void time_with_rivals(OpProblem& problem, const std::function<void()>& lathe_run,
+                             const std::vector<Rival>& rivals, const BenchOptions& options, BenchRow& row) {
   auto prepare = [&problem] { problem.prepare_run(); };
   std::vector<TimedRun> paths = {timed_run(lathe_run, prepare)};
-  for (const auto& peer : peers) paths.push_back(timed_run([&problem, peer] { problem.run_peer(peer); }, prepare));
+  for (const auto& rival : rivals) paths.push_back(timed_run(rival.run, prepare));
   const double single = paths.front()();  // the first run doubles as warm-up and the run estimate
   for (size_t p = 1; p < paths.size(); ++p) paths[p]();  // a peer's first call may generate code
   const TimingOptions budget = budgeted(options.timing, single, options.max_seconds_per_row);
@@ -50,7 +67,7 @@ static void time_with_peers(OpProblem& problem, const std::function<void()>& lat
   row.timing = timing_stats(timed_paths.front().samples);
   for (size_t p = 1; p < timed_paths.size(); ++p) {
     PeerTiming timing;
-    timing.name = peers[p - 1];
+    timing.name = rivals[p - 1].name;
     timing.timing = timing_stats(timed_paths[p].samples);
     const std::vector<double> ratios = block_ratios(timed_paths[p], timed_paths.front());
     if (!ratios.empty()) {
@@ -60,6 +77,33 @@ static void time_with_peers(OpProblem& problem, const std::function<void()>& lat
     }
     row.peers.push_back(timing);
   }
+}
+
+// The rivals of one row: the peers the problem offers, then the configs given for its op, each
+// checked against its implementation's config space here (a config the op would refuse is an
+// error, not a row timed with something else).
+static std::vector<Rival> rivals_for(OpProblem& problem, const BenchOptions& options) {
+  std::vector<Rival> rivals;
+  const std::vector<std::string> available = problem.peers();
+  for (const auto& peer : options.peers)
+    if (std::find(available.begin(), available.end(), peer) != available.end())
+      rivals.push_back({peer, [&problem, peer] { problem.run_peer(peer); }});
+  for (const RivalConfig& rival : options.configs) {
+    if (rival.op != problem.op_name()) continue;
+    const std::vector<std::string> impls = problem.impl_names();
+    if (std::find(impls.begin(), impls.end(), rival.impl) == impls.end()) {
+      std::string usable;
+      for (const auto& name : impls) usable += (usable.empty() ? "" : ", ") + name;
+      throw_error(rival.op, ": implementation '", rival.impl, "' cannot run here (usable: ", usable, ")");
+    }
+    const std::vector<ConfigParams> space = problem.config_space(rival.impl);
+    LATHE_CHECK(std::find(space.begin(), space.end(), rival.config) != space.end(), rival.op, ":", rival.impl,
+                ": config '", rival.config.to_string(), "' is not in this implementation's config space for ",
+                problem.shape_key(), " (see `lathe tune ", rival.op, " --list`)");
+    rivals.push_back({rival.impl + ":" + rival.config.to_string(),
+                      [&problem, &rival] { problem.run(rival.impl, &rival.config); }});
+  }
+  return rivals;
 }
 
 BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::string& shape,
@@ -77,15 +121,12 @@ BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::
     row.dispatch = options.impl + " (heuristic) " + heuristic.to_string();
   }
   auto lathe_run = [&] { problem.run(options.impl, options.impl.empty() ? nullptr : &heuristic); };
-  std::vector<std::string> peers;
-  const std::vector<std::string> available = problem.peers();
-  for (const auto& peer : options.peers)
-    if (std::find(available.begin(), available.end(), peer) != available.end()) peers.push_back(peer);
-  if (peers.empty()) {
+  const std::vector<Rival> rivals = rivals_for(problem, options);
+  if (rivals.empty()) {
     row.timing = time_with_budget(lathe_run, [&] { problem.prepare_run(); }, options);
   } else {
     match_vendor_threads();
-    time_with_peers(problem, lathe_run, peers, options, row);
+    time_with_rivals(problem, lathe_run, rivals, options, row);
   }
   double seconds = row.timing.median;
   row.gflops = row.cost.flops / seconds / 1e9;
@@ -168,7 +209,8 @@ std::string format_bench_row(const BenchRow& row) {
   for (const auto& peer : row.peers) {
     std::snprintf(line, sizeof line,
                   "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8s %7s %-8s lathe %.2fx vs %s (rounds %.2f-%.2fx)\n",
-                  ("  vs " + peer.name).c_str(), "", peer.timing.median * 1e3, peer.timing.min * 1e3,
+                  ("  vs " + (peer.name.size() > 22 ? peer.name.substr(0, 19) + "..." : peer.name)).c_str(), "",
+                  peer.timing.median * 1e3, peer.timing.min * 1e3,
                   peer.timing.p80 * 1e3, row.cost.flops / peer.timing.median / 1e9, "", "", "", peer.speedup,
                   peer.name.c_str(), peer.speedup_low, peer.speedup_high);
     out += line;

@@ -1,6 +1,6 @@
 // Benchmarks registered op problems: times the dispatched path (or one implementation), the
-// in-process peers (oneDNN, OpenBLAS) on the same inputs, and reports GFLOP/s, GB/s and % of the
-// roofline from measured machine peaks. Used by `lathe bench`.
+// in-process peers (oneDNN, OpenBLAS) and any other configs asked for on the same inputs, and
+// reports GFLOP/s, GB/s and % of the roofline from measured machine peaks. Used by `lathe bench`.
 #pragma once
 
 #include <string>
@@ -31,9 +31,19 @@ struct BenchRow {
   std::vector<PeerTiming> peers;
 };
 
+// A config given as "op:impl:name=value,..." (the --pin format).
+struct RivalConfig {
+  std::string op, impl;
+  ConfigParams config;
+  static RivalConfig parse(const std::string& text);  // throws lathe::Error on a malformed text
+};
+
 struct BenchOptions {
   std::string impl;                // empty: full dispatch
   std::vector<std::string> peers;  // peer names to time when the problem offers them
+  // Configs of lathe's own implementations timed beside the dispatched path like peers (rows of
+  // other ops ignore them): a fair A/B of a config against the default on a noisy machine.
+  std::vector<RivalConfig> configs;
   TimingOptions timing{2, 10, 1000, 0.5};
   double max_seconds_per_row = 3;  // fewer runs for very slow problems
 };

@@ -45,6 +45,7 @@ int run_bench(int argc, char** argv) {
       "run on the same inputs in the same process, with lathe's thread count and instruction set\n"
       "(--isa caps them too), in blocks interleaved with lathe's; the ratio printed is the median\n"
       "over rounds of the two blocks' medians, so a busy minute on a shared machine hits both.\n"
+      "--vs-config times another config of lathe's own the same way (an A/B of a blocking change).\n"
       "Without OP, every op.\n"
       "With --suite: the kernel benchmark suite instead (53 problems judged on correctness over 5\n"
       "input sets, speed against the plain reference and oneDNN/OpenBLAS, rooflines, fast_p and\n"
@@ -57,6 +58,9 @@ int run_bench(int argc, char** argv) {
   command_line.flag("json", "print the report as JSON");
   command_line.option("output", "FILE", "also write the JSON report to FILE");
   command_line.option("svg", "FILE", "also write an SVG chart of % of roofline per row");
+  command_line.repeated("vs-config", "OP:IMPL:K=V,...",
+                        "also time this config of lathe's own (the --pin format) beside the dispatched path, "
+                        "interleaved like a peer (repeatable)");
   command_line.flag("quick", "first shape per op, fewer runs (a smoke test, not a measurement)");
   command_line.option("min-time", "SECONDS", "minimum timed seconds per row", "0.5");
   add_suite_options(command_line);
@@ -77,6 +81,10 @@ int run_bench(int argc, char** argv) {
   if (command_line.get("vs") != "none") options.peers = split_commas(command_line.get("vs"));
   for (const auto& peer : options.peers)
     LATHE_CHECK(peer == "onednn" || peer == "openblas", "unknown peer '", peer, "' (known: onednn, openblas, none)");
+  for (const auto& text : command_line.get_all("vs-config")) {
+    options.configs.push_back(RivalConfig::parse(text));
+    find_op(options.configs.back().op);  // fail early on typos
+  }
   options.timing.min_seconds = command_line.get_double("min-time");
   bool quick = command_line.has("quick");
   if (quick) options.timing = TimingOptions{1, 3, 20, 0.02}, options.max_seconds_per_row = 0.5;
