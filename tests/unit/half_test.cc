@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "lathe/core/bf16_convert.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/half.h"
 #include "lathe/core/rng.h"
@@ -82,6 +84,40 @@ TEST(Bf16, ConvertOfContiguousTensorsMatchesTheScalarRounding) {
     if (!std::isnan(values[high * 6 + 2])) {
       ASSERT_EQ(static_cast<const uint16_t*>(column.view().data)[high], bits[high * 6 + 2]) << high;
     }
+  }
+}
+
+// Each instruction set's span kernel (bf16_convert.h), not only the active one, at every length
+// up to a few vectors and at unaligned starts (the tail paths), on the same hard values: every
+// output bit pattern must be float_to_bf16's, NaN payloads included; widening is exact.
+TEST(Bf16, EachIsaKernelMatchesTheScalarRoundingAtEveryLength) {
+  const uint32_t patterns[] = {0x3f808000, 0x3f818000, 0x3f808001, 0x3f807fff, 0x00000001, 0x807fffff,
+                               0x7f7fffff, 0x7f800000, 0xff800000, 0x7f800001, 0xffc00001, 0x7fbfffff,
+                               0x80000000, 0x00000000, 0x3f800000, 0xc0490fdb, 0x0080ffff, 0x47ffffff};
+  constexpr int kPatterns = sizeof(patterns) / sizeof(patterns[0]);
+  const uint64_t seed = test_seed();
+  std::vector<float> source(140);
+  for (size_t i = 0; i < source.size(); ++i)
+    source[i] = float_from_bits(i % 3 == 0 ? patterns[i / 3 % kPatterns]
+                                           : static_cast<uint32_t>(uniform_at(seed, 3, i) * 4294967296.0));
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if (!isa_available(isa)) continue;
+    for (int start = 0; start < 3; ++start)
+      for (int64_t n = 0; n <= 67; ++n) {
+        std::vector<bf16> rounded(static_cast<size_t>(n) + 1, bf16{0xabcd});  // one guard element
+        convert_f32_to_bf16_with(isa, source.data() + start, rounded.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(rounded[i].bits, float_to_bf16(source[start + i]).bits)
+              << isa_name(isa) << " n=" << n << " i=" << i << " float bits " << float_bits(source[start + i])
+              << " seed=" << seed;
+        ASSERT_EQ(rounded[n].bits, 0xabcd) << isa_name(isa) << " wrote past n=" << n;
+        std::vector<float> widened(static_cast<size_t>(n) + 1, -7.0f);
+        convert_bf16_to_f32_with(isa, rounded.data(), widened.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(float_bits(widened[i]), static_cast<uint32_t>(rounded[i].bits) << 16)
+              << isa_name(isa) << " i=" << i;
+        ASSERT_EQ(widened[n], -7.0f) << isa_name(isa) << " wrote past n=" << n;
+      }
   }
 }
 

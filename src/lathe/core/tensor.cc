@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "lathe/core/bf16_convert.h"
 #include "lathe/core/half.h"
 #include "lathe/core/host_block_cache.h"
 #include "lathe/core/parallel.h"
@@ -287,28 +288,6 @@ template std::vector<int64_t> to_vector<int64_t>(const TensorView&);
 template void write_from_vector<double>(const TensorView&, const std::vector<double>&);
 template void write_from_vector<float>(const TensorView&, const std::vector<float>&);
 
-namespace {
-
-// f32 <-> bf16 over contiguous memory, split over the thread pool: half.h's conversions, which
-// inline to branch-free code the compiler vectorises. bf16 training converts activations and
-// gradients with them at every linear layer (the element-wise round trip through double below
-// took 30% of a bf16 training step).
-constexpr int64_t kConvertGrain = 1 << 16;
-
-void f32_to_bf16(const float* source, bf16* dest, int64_t n) {
-  parallel_for(n, kConvertGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dest[i] = float_to_bf16(source[i]);
-  });
-}
-
-void bf16_to_f32(const bf16* source, float* dest, int64_t n) {
-  parallel_for(n, kConvertGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dest[i] = bf16_to_float(source[i]);
-  });
-}
-
-}  // namespace
-
 Tensor convert(const TensorView& view, DType dtype) {
   Tensor result = Tensor::empty(view.shape, dtype);
   const bool contiguous_cpu = view.is_contiguous() && view.device == Device::cpu;
@@ -318,11 +297,12 @@ Tensor convert(const TensorView& view, DType dtype) {
     return result;
   }
   if (contiguous_cpu && view.dtype == DType::f32 && dtype == DType::bf16) {
-    f32_to_bf16(static_cast<const float*>(view.data), static_cast<bf16*>(result.view().data), view.numel());
+    convert_f32_to_bf16(static_cast<const float*>(view.data), static_cast<bf16*>(result.view().data),
+                        view.numel());
     return result;
   }
   if (contiguous_cpu && view.dtype == DType::bf16 && dtype == DType::f32) {
-    bf16_to_f32(static_cast<const bf16*>(view.data), static_cast<float*>(result.view().data), view.numel());
+    convert_bf16_to_f32(static_cast<const bf16*>(view.data), static_cast<float*>(result.view().data), view.numel());
     return result;
   }
   write_from_vector(result, to_vector<double>(view));

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include "lathe/core/bf16_convert.h"
 #include "lathe/core/half.h"
 #include "lathe/core/parallel.h"
 #include "lathe/io/durable_file.h"
@@ -215,8 +216,7 @@ void ShardedAdamW::gather_parameters() {
           } else {
             std::memcpy(values, buffer, bytes);
             if (parameter.var->value_bf16.defined()) {
-              bf16* copy = parameter.var->value_bf16.ptr<bf16>() + (lo - parameter_begin);
-              for (int64_t i = 0; i < hi - lo; ++i) copy[i] = float_to_bf16(buffer[i]);
+              convert_f32_to_bf16(buffer, parameter.var->value_bf16.ptr<bf16>() + (lo - parameter_begin), hi - lo);
             }
           }
         }
