@@ -43,6 +43,7 @@ RivalConfig RivalConfig::parse(const std::string& text) {
 struct Rival {
   std::string name;
   std::function<void()> run;
+  std::string detail;  // PeerTiming::detail
 };
 
 // With rivals, lathe and each rival run in interleaved blocks (time_interleaved_blocks) for as
@@ -68,6 +69,7 @@ static void time_with_rivals(OpProblem& problem, const std::function<void()>& la
   for (size_t p = 1; p < timed_paths.size(); ++p) {
     PeerTiming timing;
     timing.name = rivals[p - 1].name;
+    timing.detail = rivals[p - 1].detail;
     timing.timing = timing_stats(timed_paths[p].samples);
     const std::vector<double> ratios = block_ratios(timed_paths[p], timed_paths.front());
     if (!ratios.empty()) {
@@ -87,7 +89,7 @@ static std::vector<Rival> rivals_for(OpProblem& problem, const BenchOptions& opt
   const std::vector<std::string> available = problem.peers();
   for (const auto& peer : options.peers)
     if (std::find(available.begin(), available.end(), peer) != available.end())
-      rivals.push_back({peer, [&problem, peer] { problem.run_peer(peer); }});
+      rivals.push_back({peer, [&problem, peer] { problem.run_peer(peer); }, problem.peer_detail(peer)});
   for (const RivalConfig& rival : options.configs) {
     if (rival.op != problem.op_name()) continue;
     const std::vector<std::string> impls = problem.impl_names();
@@ -180,6 +182,7 @@ Json bench_row_to_json(const BenchRow& row) {
   for (const auto& peer : row.peers) {
     Json item = Json::object();
     item.set("name", peer.name);
+    if (!peer.detail.empty()) item.set("implementation", peer.detail);
     item.set("timing", timing_to_json(peer.timing));
     item.set("lathe_speedup", peer.speedup);
     item.set("lathe_speedup_lowest_round", peer.speedup_low);
@@ -208,11 +211,12 @@ std::string format_bench_row(const BenchRow& row) {
   out += line;
   for (const auto& peer : row.peers) {
     std::snprintf(line, sizeof line,
-                  "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8s %7s %-8s lathe %.2fx vs %s (rounds %.2f-%.2fx)\n",
+                  "%-26s %-44s %10.3f %10.3f %10.3f %9.1f %8s %7s %-8s lathe %.2fx vs %s%s (rounds %.2f-%.2fx)\n",
                   ("  vs " + (peer.name.size() > 22 ? peer.name.substr(0, 19) + "..." : peer.name)).c_str(), "",
                   peer.timing.median * 1e3, peer.timing.min * 1e3,
                   peer.timing.p80 * 1e3, row.cost.flops / peer.timing.median / 1e9, "", "", "", peer.speedup,
-                  peer.name.c_str(), peer.speedup_low, peer.speedup_high);
+                  peer.name.c_str(), peer.detail.empty() ? "" : (" [" + peer.detail + "]").c_str(), peer.speedup_low,
+                  peer.speedup_high);
     out += line;
   }
   return out;

@@ -15,6 +15,7 @@ namespace lathe {
 
 struct PeerTiming {
   std::string name;
+  std::string detail;  // the peer's own kernel where it says ("brg:avx512_core_bf16"), else empty
   TimingStats timing;
   // Over rounds in which lathe and the peers ran in interleaved blocks (op_bench.cc), the median of
   // the peer's block median / lathe's: > 1 means lathe is faster.

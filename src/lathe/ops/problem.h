@@ -112,6 +112,12 @@ class OpProblem : public Problem {
   // for benchmark rows measured in the same run. run_peer computes into the same outputs.
   virtual std::vector<std::string> peers() const { return {}; }
   virtual void run_peer(const std::string& peer) { throw_error(op_name(), ": no peer named '", peer, "'"); }
+  // Which of its kernels a peer runs for this problem, where it says ("brg:avx512_core_amx_bf16"
+  // for oneDNN's bf16 matmul); empty otherwise.
+  virtual std::string peer_detail(const std::string& peer) const {
+    (void)peer;
+    return "";
+  }
   // Bytes of the tensors the problem holds (inputs and outputs): sizes the suite's cache-cold copies.
   virtual int64_t buffer_bytes() const = 0;
 };

@@ -293,12 +293,21 @@ constexpr int64_t kInPlaceMinDepth = 512;
 static bool a_in_place(const TensorView& a, bool trans_a) {
   return a.dtype == DType::f32 && !trans_a && a.dim(-1) >= kInPlaceMinDepth;
 }
+// The bf16 pair form (Bf16InPlace) has the same threshold, measured with `lathe bench matmul
+// --vs-config` (in place against the 14 x 32 BLIS tile, interleaved, 2 threads on Zen 4): k 256
+// 1.03-1.10x slower at m 4096 with n 256 or 1024 (the LM head's n 4096 was 8% faster), k 1024
+// 8-13% faster, Llama-3.2-1B k_proj 11%, 4096^3 11%, 2048 x 2048 x 8192 12% faster. A transposed
+// a (weight gradients) stays on the 14 x 32 tile: the in-place index's 6 x 64 BLIS fallback was
+// 1-17% slower there.
+static bool bf16_a_in_place(const MatmulArgs& args) {
+  return args.a.dtype == DType::bf16 && !args.trans_a && args.a.dim(-1) >= kInPlaceMinDepth;
+}
 
 // The heuristic config of the in-place variant (mc / kc / nc are the BLIS fallback's).
-static MatmulCpuConfig in_place_heuristic_config(Isa isa) {
-  MatmulCpuConfig config = heuristic_config(isa, false);
+static MatmulCpuConfig in_place_heuristic_config(Isa isa, bool bf16_dot = false) {
+  MatmulCpuConfig config = heuristic_config(isa, bf16_dot);
   config.microkernel = matmul_in_place_variant(isa);
-  config.mc = matmul_in_place_tile(isa).mr * 24;
+  config.mc = (bf16_dot ? matmul_bf16_in_place_tile(isa) : matmul_in_place_tile(isa)).mr * 24;
   return config;
 }
 
@@ -322,8 +331,8 @@ static MatmulCpuConfig backward_heuristic_config(const MatmulBackwardArgs& args,
   return heuristic_config(isa, false);
 }
 
-// With f32 (not bf16_dot), the in-place-A variant last: once (its blocks only matter where A is not
-// in place), plus the tiny blocking for the BLIS fallback's edges.
+// The in-place-A variant last (f32, or the bf16 pair path's with its own tile): once (its blocks
+// only matter where A is not in place), plus the tiny blocking for the BLIS fallback's edges.
 static std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
   std::vector<MatmulCpuConfig> configs;
   for (int64_t variant = 0; variant < matmul_tile_count(isa, bf16_dot); ++variant) {
@@ -334,11 +343,9 @@ static std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
       for (int64_t mc_tiles : {8, 12, 24, 48})
         for (int64_t nc : {1024, 2048, 4096}) configs.push_back({tile.mr * mc_tiles, kc, nc, variant});
   }
-  if (!bf16_dot) {
-    const MatmulTile tile = matmul_in_place_tile(isa);
-    configs.push_back({tile.mr, 24, tile.nr * 2, matmul_in_place_variant(isa)});
-    configs.push_back(in_place_heuristic_config(isa));
-  }
+  const MatmulTile tile = bf16_dot ? matmul_bf16_in_place_tile(isa) : matmul_in_place_tile(isa);
+  configs.push_back({tile.mr, 24, tile.nr * 2, matmul_in_place_variant(isa)});
+  configs.push_back(in_place_heuristic_config(isa, bf16_dot));
   return configs;
 }
 
@@ -378,7 +385,10 @@ const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
     bf16_dot.name = "avx512_bf16";
     bf16_dot.isa = Isa::avx512_bf16;
     bf16_dot.supported = [](const MatmulArgs& args) { return args.a.dtype == DType::bf16; };
-    bf16_dot.heuristic = [](const MatmulArgs&) { return heuristic_config(Isa::avx512_bf16, true); };
+    bf16_dot.heuristic = [](const MatmulArgs& args) {
+      return bf16_a_in_place(args) ? in_place_heuristic_config(Isa::avx512_bf16, true)
+                                   : heuristic_config(Isa::avx512_bf16, true);
+    };
     bf16_dot.space = [](const MatmulArgs&) { return config_space(Isa::avx512_bf16, true); };
     bf16_dot.run = avx512::matmul_bf16_dot_kernel;
     impls.push_back(std::move(bf16_dot));

@@ -19,9 +19,15 @@
 // 80-86% of the FMA peak where oneDNN's sgemm ran at 86-92%; this shape came within about 1% of
 // oneDNN (geomean 0.98-1.03x over the bench's f32 shapes in five runs; docs/perf.md, "The f32
 // GEMM takes the brgemm shape"). The shape came from `lathe optimize`'s found kernels, which found it by search.
+//
+// The bf16 form (Bf16InPlace, matmul's avx512_bf16 implementation) is the same walk over a
+// row-major bf16 A and a panel of B packed into depth pairs (pack_bf16_pairs): each step
+// broadcasts one 32-bit word of an A row, two consecutive depth values, which is exactly the pair
+// vdpbf16ps multiplies with the panel's pair-interleaved columns.
 #pragma once
 
 #include <atomic>
+#include <cstring>
 
 #include "lathe/ops/matmul/matmul_gemm.h"
 
@@ -33,6 +39,9 @@ namespace lathe::LATHE_ISA_NS::gemm {
 constexpr int kInPlaceMR = static_cast<int>(matmul_in_place_tile(kIsa).mr);
 constexpr int kInPlaceNV = static_cast<int>(matmul_in_place_tile(kIsa).nr / W);
 static_assert(matmul_in_place_tile(kIsa).nr % W == 0, "the in-place tile is whole vectors wide");
+constexpr int kBf16InPlaceMR = static_cast<int>(matmul_bf16_in_place_tile(kIsa).mr);
+constexpr int kBf16InPlaceNV = static_cast<int>(matmul_bf16_in_place_tile(kIsa).nr / 16);
+static_assert(matmul_bf16_in_place_tile(kIsa).nr % 16 == 0, "the bf16 in-place tile is whole pair groups wide");
 
 // A must be f32 in row-major storage; B may be anything the packing reads (transposed, bf16).
 // K = 0 and the skinny products stay with run_gemm, which has their special cases.
@@ -73,6 +82,107 @@ LATHE_GEMM_INLINE void tile_f32_a_rows(int64_t depth, const float* a, int64_t ld
   store_tile<MR, NV>(acc, c, ldc, rows, cols, e);
 }
 
+// The 32-bit word at p (two bf16 values, the first in the low half), from any alignment.
+inline int32_t load_pair(const uint16_t* p) {
+  int32_t word;
+  std::memcpy(&word, p, sizeof word);
+  return word;
+}
+
+// One depth pair q of an MR x (NV * 16) tile: word(r) is row r's 32-bit pair of A, b the panel.
+template <int MR, int NV, class Word>
+LATHE_GEMM_INLINE void bf16_pair_step(VecF (&acc)[MR][NV * 16 / W], const uint16_t* __restrict b, int64_t q,
+                                      Word&& word) {
+  constexpr int NR = NV * 16;
+#if LATHE_KERNEL_ISA == 2
+  __m512bh bv[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + (q * NR + v * 16) * 2);
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    const __m512bh av = (__m512bh)_mm512_set1_epi32(word(r));
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v].v = _mm512_dpbf16_ps(acc[r][v].v, av, bv[v]);
+  }
+#else
+  constexpr int NF = NR / W;
+  VecF b_lo[NF], b_hi[NF];
+  for (int f = 0; f < NF; ++f) load_pairs(b + (q * NR + f * W) * 2, b_lo[f], b_hi[f]);
+  for (int r = 0; r < MR; ++r) {
+    const uint32_t pair = static_cast<uint32_t>(word(r));
+    const VecF a_lo = VecF::broadcast(bf16_bits_to_float(static_cast<uint16_t>(pair & 0xffffu)));
+    const VecF a_hi = VecF::broadcast(bf16_bits_to_float(static_cast<uint16_t>(pair >> 16)));
+    for (int f = 0; f < NF; ++f) acc[r][f] = simd::fma(a_hi, b_hi[f], simd::fma(a_lo, b_lo[f], acc[r][f]));
+  }
+#endif
+}
+
+// The bf16 form of tile_f32_a_rows: A's rows `a` are bf16 (row stride lda, in elements), b a
+// panel of ceil(depth / 2) pairs x NV * 16 columns (pack_bf16_pairs), C's tile f32. An odd depth
+// ends with the last A element alone in its word (the panel's other half of that pair is zero;
+// A's next element, which may lie past the matrix, is never read). AVX-512: one vdpbf16ps per 16
+// columns and pair; the other ISAs emulate it with two FMAs, as tile_bf16_dot does.
+template <int MR, int NV>
+LATHE_GEMM_INLINE void tile_bf16_a_rows(int64_t depth, const uint16_t* a, int64_t lda, const uint16_t* __restrict b,
+                                        float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e,
+                                        LineStream& next, int64_t lines) {
+  constexpr int NR = NV * 16, NF = NR / W;
+  const uint16_t* row[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) row[r] = a + (r < rows ? r : rows - 1) * lda;  // rows past the edge repeat the last
+  VecF acc[MR][NF];
+  begin_tile<MR, NF>(acc, c, ldc, rows, cols);
+  const int64_t pairs = depth / 2, all_pairs = (depth + 1) / 2;
+  const int64_t lines_per_chunk = lines > 0 ? (lines * 8 + all_pairs - 1) / all_pairs : 0;
+  for (int64_t q0 = 0; q0 < pairs; q0 += 8) {
+    const int64_t q1 = min64(q0 + 8, pairs);
+    if (lines_per_chunk > 0) next.issue(lines_per_chunk);
+#pragma GCC unroll 2
+    for (int64_t q = q0; q < q1; ++q)
+      bf16_pair_step<MR, NV>(acc, b, q, [&](int r) { return load_pair(row[r] + 2 * q); });
+  }
+  if (depth % 2) bf16_pair_step<MR, NV>(acc, b, pairs, [&](int r) { return static_cast<int32_t>(row[r][depth - 1]); });
+  store_tile<MR, NF>(acc, c, ldc, rows, cols, e);
+}
+
+// What run_gemm_a_in_place needs of each form: A's element type, the packed panel and the tile.
+template <int MR, int NV>
+struct F32InPlace {
+  static constexpr int kMR = MR, kNR = NV * W;
+  using Element = float;
+  using Packed = float;
+  static int64_t packed_depth(int64_t depth) { return depth; }
+  static void pack_panel(const Operand& bt, int64_t t, int64_t j0, int64_t cols, int64_t depth, Packed* panel) {
+    pack_f32(bt, t, j0, cols, 0, depth, kNR, panel);
+  }
+  LATHE_GEMM_INLINE static void tile(int64_t depth, const Element* a, int64_t lda, const Packed* b, float* c,
+                                     int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e, LineStream& next,
+                                     int64_t lines) {
+    tile_f32_a_rows<MR, NV>(depth, a, lda, b, c, ldc, rows, cols, e, next, lines);
+  }
+};
+
+template <int MR, int NV>
+struct Bf16InPlace {
+  static constexpr int kMR = MR, kNR = NV * 16;
+  using Element = uint16_t;
+  using Packed = uint16_t;
+  static int64_t packed_depth(int64_t depth) { return (depth + 1) / 2 * 2; }
+  static void pack_panel(const Operand& bt, int64_t t, int64_t j0, int64_t cols, int64_t depth, Packed* panel) {
+    pack_bf16_pairs(bt, t, j0, cols, 0, depth, kNR, panel);
+  }
+  LATHE_GEMM_INLINE static void tile(int64_t depth, const Element* a, int64_t lda, const Packed* b, float* c,
+                                     int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e, LineStream& next,
+                                     int64_t lines) {
+    tile_bf16_a_rows<MR, NV>(depth, a, lda, b, c, ldc, rows, cols, e, next, lines);
+  }
+};
+
+// Where the bf16 form applies: both operands bf16 (the pair path's contract), A row-major.
+inline bool bf16_a_in_place_applies(const Gemm& g) {
+  return g.a.bf16 && g.bt.bf16 && !g.a.transposed && g.k > 0 && g.m > 0 && g.n > 0 && g.batch > 0;
+}
+
 // The items of one call: batch entries x row chunks x panels, in that order.
 struct InPlaceItems {
   int64_t panels, chunks, row_tiles, count;
@@ -99,15 +209,19 @@ struct InPlaceItems {
   int64_t panel_key(int64_t item) const { return entry(item) * panels + panel(item); }
 };
 
-template <int MR, int NV>
+// Path: F32InPlace or Bf16InPlace.
+template <class Path>
 void run_gemm_a_in_place(const Gemm& g) {
-  constexpr int NR = NV * W;
+  constexpr int MR = Path::kMR, NR = Path::kNR;
+  using Element = typename Path::Element;
+  using Packed = typename Path::Packed;
   const double flops = 2.0 * g.batch * g.m * g.n * g.k;
   const int threads = flops < 2e5 ? 1 : num_threads();
   const InPlaceItems items(g, MR, NR, threads);
   std::atomic<int64_t> counter{0};
   auto work = [&](int /*part*/, int /*parts*/) {
-    float* panel = thread_scratch(1, sizeof(float) * NR * g.k);
+    Packed* panel =
+        reinterpret_cast<Packed*>(thread_scratch(1, sizeof(Packed) * NR * Path::packed_depth(g.k)));
     int64_t packed = -1;  // the (entry, panel) the slot holds
     int64_t item = counter.fetch_add(1, std::memory_order_relaxed);
     while (item < items.count) {
@@ -116,7 +230,7 @@ void run_gemm_a_in_place(const Gemm& g) {
       const int64_t t = items.entry(item), j0 = items.panel(item) * NR, cols = min64(NR, g.n - j0);
       const int64_t key = items.panel_key(item);
       if (packed != key) {
-        pack_f32(g.bt, t, j0, cols, 0, g.k, NR, panel);
+        Path::pack_panel(g.bt, t, j0, cols, g.k, panel);
         packed = key;
       }
       LineStream next;
@@ -127,12 +241,12 @@ void run_gemm_a_in_place(const Gemm& g) {
       const int64_t r0 = items.first_row(item), r1 = items.end_row(item, g.m);
       const int64_t tiles = (r1 - r0 + MR - 1) / MR;
       const int64_t lines_per_tile = tiles > 0 ? (next.lines() + tiles - 1) / tiles : 0;
-      const float* a = static_cast<const float*>(g.a.data) + t * g.a.batch_stride;
+      const Element* a = static_cast<const Element*>(g.a.data) + t * g.a.batch_stride;
       float* c = g.c + t * g.c_batch_stride;
       const Epilogue e{g.accumulate, true, g.bias ? g.bias + j0 : nullptr, g.activation};
       for (int64_t i = r0; i < r1; i += MR)
-        tile_f32_a_rows<MR, NV>(g.k, a + i * g.a.row_stride, g.a.row_stride, panel, c + i * g.ldc + j0, g.ldc,
-                                min64(MR, r1 - i), cols, e, next, lines_per_tile);
+        Path::tile(g.k, a + i * g.a.row_stride, g.a.row_stride, panel, c + i * g.ldc + j0, g.ldc, min64(MR, r1 - i),
+                   cols, e, next, lines_per_tile);
       item = next_item;
     }
   };

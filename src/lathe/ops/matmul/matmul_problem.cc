@@ -1,6 +1,9 @@
 // matmul and matmul_backward as registered problems (tests, tuner, bench, `lathe ops`), with
-// oneDNN and OpenBLAS sgemm as benchmark peers for plain f32 products.
+// benchmark peers for plain products: oneDNN and OpenBLAS sgemm for f32, oneDNN's matmul
+// primitive for bf16 (bf16 operands, f32 output, the kernel oneDNN picks for this CPU: on AMX
+// machines its AMX brgemm, the peer for lathe's tiles).
 #include <cstring>
+#include <memory>
 
 #include "lathe/ops/matmul/matmul.h"
 #include "lathe/ops/problem.h"
@@ -58,6 +61,75 @@ void make_operands(const MatmulShape& s, MakeRandom&& random, TensorView& a, Ten
   }
 }
 
+#ifdef LATHE_HAVE_ONEDNN
+// oneDNN's matmul primitive for one rank-2 bf16 product c (f32) = op(a) @ op(b), created once
+// (creation generates its kernel) and run on the given buffers. Its strides express the
+// transposes, so no copy is timed.
+class OnednnBf16Matmul {
+ public:
+  // Null, with `why` set, when oneDNN has no implementation here (e.g. capped below AVX-512).
+  static std::unique_ptr<OnednnBf16Matmul> create(const MatmulArgs& args, std::string* why) {
+    std::unique_ptr<OnednnBf16Matmul> matmul(new OnednnBf16Matmul);
+    if (dnnl_engine_create(&matmul->engine_, dnnl_cpu, 0) != dnnl_success) return fail("no CPU engine", why);
+    if (dnnl_stream_create(&matmul->stream_, matmul->engine_, dnnl_stream_default_flags) != dnnl_success)
+      return fail("no stream", why);
+    const int64_t m = args.c.dim(0), n = args.c.dim(1), k = args.trans_a ? args.a.dim(0) : args.a.dim(1);
+    const int64_t lda = args.a.stride(0), ldb = args.b.stride(0), ldc = args.c.stride(0);
+    const dnnl_dims_t a_dims = {m, k}, b_dims = {k, n}, c_dims = {m, n};
+    const dnnl_dims_t a_strides = {args.trans_a ? 1 : lda, args.trans_a ? lda : 1};
+    const dnnl_dims_t b_strides = {args.trans_b ? 1 : ldb, args.trans_b ? ldb : 1};
+    const dnnl_dims_t c_strides = {ldc, 1};
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    if (dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, dnnl_bf16, a_strides) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, dnnl_bf16, b_strides) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, dnnl_f32, c_strides) != dnnl_success)
+      return fail("bad memory descriptors", why);
+    dnnl_matmul_desc_t desc;
+    if (dnnl_matmul_desc_init(&desc, &a_md, &b_md, nullptr, &c_md) != dnnl_success)
+      return fail("bad matmul descriptor", why);
+    if (dnnl_primitive_desc_create(&matmul->pd_, &desc, nullptr, matmul->engine_, nullptr) != dnnl_success)
+      return fail("no bf16 matmul implementation at this instruction set", why);
+    const char* impl = nullptr;
+    if (dnnl_primitive_desc_query(matmul->pd_, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+      matmul->impl_ = impl;
+    if (dnnl_primitive_create(&matmul->primitive_, matmul->pd_) != dnnl_success ||
+        dnnl_memory_create(&matmul->a_, &a_md, matmul->engine_, args.a.data) != dnnl_success ||
+        dnnl_memory_create(&matmul->b_, &b_md, matmul->engine_, args.b.data) != dnnl_success ||
+        dnnl_memory_create(&matmul->c_, &c_md, matmul->engine_, args.c.data) != dnnl_success)
+      return fail("primitive creation failed", why);
+    return matmul;
+  }
+  ~OnednnBf16Matmul() {
+    for (dnnl_memory_t memory : {a_, b_, c_})
+      if (memory) dnnl_memory_destroy(memory);
+    if (primitive_) dnnl_primitive_destroy(primitive_);
+    if (pd_) dnnl_primitive_desc_destroy(pd_);
+    if (stream_) dnnl_stream_destroy(stream_);
+    if (engine_) dnnl_engine_destroy(engine_);
+  }
+  void run() {
+    const dnnl_exec_arg_t arguments[] = {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_}};
+    dnnl_status_t status = dnnl_primitive_execute(primitive_, stream_, 3, arguments);
+    if (status == dnnl_success) status = dnnl_stream_wait(stream_);
+    LATHE_CHECK(status == dnnl_success, "matmul: oneDNN's bf16 matmul failed with status ", int(status));
+  }
+  const std::string& implementation() const { return impl_; }
+
+ private:
+  OnednnBf16Matmul() = default;
+  static std::unique_ptr<OnednnBf16Matmul> fail(const char* reason, std::string* why) {
+    *why = reason;
+    return nullptr;
+  }
+  dnnl_engine_t engine_ = nullptr;
+  dnnl_stream_t stream_ = nullptr;
+  dnnl_primitive_desc_t pd_ = nullptr;
+  dnnl_primitive_t primitive_ = nullptr;
+  dnnl_memory_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  std::string impl_;
+};
+#endif
+
 class MatmulProblem : public TypedProblem<MatmulArgs, MatmulCpuConfig> {
  public:
   MatmulProblem(const ShapeSpec& spec, uint64_t seed)
@@ -81,10 +153,15 @@ class MatmulProblem : public TypedProblem<MatmulArgs, MatmulCpuConfig> {
   }
 
   std::vector<std::string> peers() const override {
-    if (shape_.batched() || shape_.dtype != DType::f32 || shape_.bias || shape_.accumulate ||
-        shape_.activation != Activation::none)
-      return {};
+    if (shape_.batched() || shape_.bias || shape_.accumulate || shape_.activation != Activation::none) return {};
     std::vector<std::string> names;
+    if (shape_.dtype == DType::bf16) {
+#ifdef LATHE_HAVE_ONEDNN
+      if (onednn_bf16()) names.push_back("onednn");
+#endif
+      return names;
+    }
+    if (shape_.dtype != DType::f32) return {};
 #ifdef LATHE_HAVE_ONEDNN
     names.push_back("onednn");
 #endif
@@ -94,7 +171,22 @@ class MatmulProblem : public TypedProblem<MatmulArgs, MatmulCpuConfig> {
     return names;
   }
 
+  std::string peer_detail(const std::string& peer) const override {
+#ifdef LATHE_HAVE_ONEDNN
+    if (peer == "onednn" && shape_.dtype == DType::bf16 && onednn_bf16()) return onednn_bf16()->implementation();
+#endif
+    (void)peer;
+    return "";
+  }
+
   void run_peer(const std::string& peer) override {
+#ifdef LATHE_HAVE_ONEDNN
+    if (peer == "onednn" && shape_.dtype == DType::bf16) {
+      LATHE_CHECK(onednn_bf16(), "matmul: oneDNN has no bf16 matmul here (", onednn_bf16_failure_, ")");
+      onednn_bf16()->run();
+      return;
+    }
+#endif
     const float* a = static_cast<const float*>(args_.a.data);
     const float* b = static_cast<const float*>(args_.b.data);
     float* c = static_cast<float*>(args_.c.data);
@@ -133,6 +225,20 @@ class MatmulProblem : public TypedProblem<MatmulArgs, MatmulCpuConfig> {
   void restore_accumulator() {
     if (shape_.accumulate) std::memcpy(args_.c.data, c_initial_.data, sizeof(float) * args_.c.numel());
   }
+
+#ifdef LATHE_HAVE_ONEDNN
+  // The bf16 peer, created on first use (null where oneDNN has no implementation).
+  OnednnBf16Matmul* onednn_bf16() const {
+    if (!onednn_bf16_tried_) {
+      onednn_bf16_tried_ = true;
+      onednn_bf16_ = OnednnBf16Matmul::create(args_, &onednn_bf16_failure_);
+    }
+    return onednn_bf16_.get();
+  }
+  mutable bool onednn_bf16_tried_ = false;
+  mutable std::unique_ptr<OnednnBf16Matmul> onednn_bf16_;
+  mutable std::string onednn_bf16_failure_;
+#endif
 
   MatmulShape shape_;
   TensorView c_initial_;
@@ -190,7 +296,10 @@ const std::vector<NamedShape> kBenchShapes = {
     {"square 1024 (f32)", "m=1024,n=1024,k=1024"},
     {"square 2048 (f32)", "m=2048,n=2048,k=2048"},
     {"square 4096 (f32)", "m=4096,n=4096,k=4096"},
+    {"square 1024 (bf16)", "m=1024,n=1024,k=1024,dtype=bf16"},
     {"square 2048 (bf16)", "m=2048,n=2048,k=2048,dtype=bf16"},
+    {"square 4096 (bf16)", "m=4096,n=4096,k=4096,dtype=bf16"},
+    {"default config MLP gate/up, 4096 tokens (bf16)", "m=4096,n=1024,k=256,tb=1,dtype=bf16"},
     {"Llama-3.2-1B q_proj, 2048 tokens", "m=2048,n=2048,k=2048,tb=1"},
     {"Llama-3.2-1B k_proj (8 KV heads), 2048 tokens", "m=2048,n=512,k=2048,tb=1"},
     {"Llama-3.2-1B MLP gate/up, 2048 tokens", "m=2048,n=8192,k=2048,tb=1"},

@@ -203,10 +203,14 @@ TEST(Matmul, RowSplitWithSharedPackedBMatchesOneThreadBitwise) {
 }
 
 // The in-place-A GEMM (matmul_gemm_in_place.h; microkernel matmul_in_place_variant) on every ISA
-// this machine runs: ragged edges in rows and columns, both layouts of b, bias and activation;
-// a batch over a shared rank-2 weight with accumulate; a product one micro-panel wide, whose rows
-// are cut into chunks (a different cut per thread count); and a transposed a, which that index
-// runs on the BLIS path instead. 1, 2 and 3 threads give the same bits, and the reference's values.
+// this machine runs, in both forms: f32 (matmul_kernel) and bf16 depth pairs
+// (matmul_bf16_dot_kernel: vdpbf16ps on AVX-512, its FMA emulation elsewhere). Ragged edges in
+// rows and columns, both layouts of b, bias and activation; a batch over a shared rank-2 weight
+// with accumulate; a product one micro-panel wide, whose rows are cut into chunks (a different cut
+// per thread count); odd and even depths (the bf16 form's last pair holds one value); an a whose
+// rows start one element into a wider matrix (bf16 pairs read from 2-byte-aligned words, the row
+// stride odd); and a transposed a, which that index runs on the BLIS path instead. 1, 2 and 3
+// threads give the same bits, and the reference's values.
 TEST(Matmul, InPlaceAGemmMatchesTheReferenceAndOneThreadBitwise) {
   uint64_t seed = test_seed();
   const int threads = num_threads();
@@ -214,48 +218,68 @@ TEST(Matmul, InPlaceAGemmMatchesTheReferenceAndOneThreadBitwise) {
     int64_t batch, m, n, k;
     bool trans_a, trans_b, bias, accumulate;
     Activation activation;
+    bool a_inside_wider;  // a = columns [1, k + 1) of an m x (k + 4) matrix
   };
-  const Case cases[] = {{1, 97, 70, 61, false, false, true, false, Activation::gelu_tanh},
-                        {1, 97, 70, 61, false, true, true, false, Activation::silu},
-                        {3, 13, 130, 33, false, true, false, true, Activation::none},
-                        {1, 200, 20, 17, false, false, false, false, Activation::relu},
-                        {1, 41, 37, 29, true, true, true, false, Activation::none}};
-  for (const IsaKernel& kernel : kF32Kernels) {
-    if (!isa_available(kernel.isa)) continue;
-    const MatmulTile tile = matmul_in_place_tile(kernel.isa);
-    const MatmulCpuConfig config{tile.mr * 2, 24, tile.nr, matmul_in_place_variant(kernel.isa)};
-    for (const Case& shape : cases) {
-      const Shape a_shape = shape.trans_a ? Shape{shape.k, shape.m} : Shape{shape.m, shape.k};
-      Tensor a =
-          random_tensor(shape.batch > 1 ? Shape{shape.batch, a_shape[0], a_shape[1]} : a_shape, DType::f32, seed, 1);
-      Tensor b = random_tensor(shape.trans_b ? Shape{shape.n, shape.k} : Shape{shape.k, shape.n}, DType::f32, seed, 2);
-      Tensor bias = random_tensor({shape.n}, DType::f32, seed, 3);
-      const Shape c_shape = shape.batch > 1 ? Shape{shape.batch, shape.m, shape.n} : Shape{shape.m, shape.n};
-      // c's starting values (accumulate adds to them): the same draw each time.
-      auto start = [&] { return random_tensor(c_shape, DType::f32, seed, 4); };
-      Tensor expected = start(), one_thread = start();
-      MatmulArgs args{a,
-                      b,
-                      expected,
-                      shape.bias ? bias.view() : TensorView{},
-                      shape.trans_a,
-                      shape.trans_b,
-                      shape.accumulate,
-                      shape.activation};
-      matmul_reference<double>(args);
-      for (int count : {1, 2, 3}) {
-        Tensor c = start();
-        args.c = count == 1 ? one_thread.view() : c.view();
-        if (!shape.accumulate) poison(args.c);
-        set_num_threads(count);
-        kernel.run(args, config);
-        set_num_threads(threads);
-        const std::string where =
-            str_cat(isa_name(kernel.isa), " m=", shape.m, " n=", shape.n, " k=", shape.k, " batch=", shape.batch,
-                    " ta=", shape.trans_a, " tb=", shape.trans_b, " threads=", count, " seed=", seed);
-        EXPECT_LT(max_abs_difference(args.c, expected), 1e-4) << where;
-        if (count > 1) {
-          EXPECT_EQ(max_abs_difference(c, one_thread), 0.0) << where;
+  const Case cases[] = {{1, 97, 70, 61, false, false, true, false, Activation::gelu_tanh, false},
+                        {1, 97, 70, 61, false, true, true, false, Activation::silu, false},
+                        {3, 13, 130, 33, false, true, false, true, Activation::none, false},
+                        {1, 200, 20, 17, false, false, false, false, Activation::relu, false},
+                        {1, 29, 90, 48, false, true, false, false, Activation::none, true},
+                        {1, 31, 45, 37, false, false, true, false, Activation::none, true},
+                        {1, 41, 37, 29, true, true, true, false, Activation::none, false}};
+  struct Form {
+    const IsaKernel* kernels;
+    DType dtype;
+  };
+  const IsaKernel bf16_kernels[] = {{Isa::scalar, scalar::matmul_bf16_dot_kernel},
+                                    {Isa::avx2, avx2::matmul_bf16_dot_kernel},
+                                    {Isa::avx512_bf16, avx512::matmul_bf16_dot_kernel}};
+  for (const Form& form : {Form{kF32Kernels, DType::f32}, Form{bf16_kernels, DType::bf16}}) {
+    for (int index = 0; index < 3; ++index) {
+      const IsaKernel& kernel = form.kernels[index];
+      if (!isa_available(kernel.isa)) continue;
+      const bool bf16 = form.dtype == DType::bf16;
+      const MatmulTile tile = bf16 ? matmul_bf16_in_place_tile(kernel.isa) : matmul_in_place_tile(kernel.isa);
+      const MatmulCpuConfig config{tile.mr * 2, 24, tile.nr, matmul_in_place_variant(kernel.isa)};
+      for (const Case& shape : cases) {
+        const Shape a_shape = shape.trans_a ? Shape{shape.k, shape.m} : Shape{shape.m, shape.k};
+        Tensor a_storage =
+            shape.a_inside_wider
+                ? random_tensor({shape.m, shape.k + 4}, form.dtype, seed, 1)
+                : random_tensor(shape.batch > 1 ? Shape{shape.batch, a_shape[0], a_shape[1]} : a_shape, form.dtype,
+                                seed, 1);
+        const TensorView a = shape.a_inside_wider ? a_storage.view().slice(1, 1, shape.k + 1) : a_storage.view();
+        Tensor b =
+            random_tensor(shape.trans_b ? Shape{shape.n, shape.k} : Shape{shape.k, shape.n}, form.dtype, seed, 2);
+        Tensor bias = random_tensor({shape.n}, DType::f32, seed, 3);
+        const Shape c_shape = shape.batch > 1 ? Shape{shape.batch, shape.m, shape.n} : Shape{shape.m, shape.n};
+        // c's starting values (accumulate adds to them): the same draw each time.
+        auto start = [&] { return random_tensor(c_shape, DType::f32, seed, 4); };
+        Tensor expected = start(), one_thread = start();
+        MatmulArgs args{a,
+                        b,
+                        expected,
+                        shape.bias ? bias.view() : TensorView{},
+                        shape.trans_a,
+                        shape.trans_b,
+                        shape.accumulate,
+                        shape.activation};
+        matmul_reference<double>(args);
+        for (int count : {1, 2, 3}) {
+          Tensor c = start();
+          args.c = count == 1 ? one_thread.view() : c.view();
+          if (!shape.accumulate) poison(args.c);
+          set_num_threads(count);
+          kernel.run(args, config);
+          set_num_threads(threads);
+          const std::string where = str_cat(isa_name(kernel.isa), bf16 ? " bf16" : " f32", " m=", shape.m,
+                                            " n=", shape.n, " k=", shape.k, " batch=", shape.batch, " ta=",
+                                            shape.trans_a, " tb=", shape.trans_b, " a_inside_wider=",
+                                            shape.a_inside_wider, " threads=", count, " seed=", seed);
+          EXPECT_LT(max_abs_difference(args.c, expected), 1e-4) << where;
+          if (count > 1) {
+            EXPECT_EQ(max_abs_difference(c, one_thread), 0.0) << where;
+          }
         }
       }
     }

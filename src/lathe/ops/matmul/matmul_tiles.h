@@ -33,11 +33,17 @@ inline constexpr MatmulTile matmul_tile(Isa isa, int64_t variant, bool bf16_dot)
 
 // matmul's f32 GEMM with A read in place (matmul_gemm_in_place.h) is microkernel index
 // matmul_in_place_variant(isa), after the BLIS tiles, in matmul's configs only (not
-// grouped_matmul's, nor the bf16 paths'): AVX-512 6 x 64, AVX2 6 x 16, scalar 4 x 4. Where A is
+// grouped_matmul's): AVX-512 6 x 64, AVX2 6 x 16, scalar 4 x 4. Where A is
 // not a row-major f32 matrix that index runs the BLIS path with the same tile.
 inline constexpr MatmulTile matmul_in_place_tile(Isa isa) {
   return isa >= Isa::avx512 ? MatmulTile{6, 64} : isa == Isa::avx2 ? MatmulTile{6, 16} : MatmulTile{4, 4};
 }
 inline constexpr int64_t matmul_in_place_variant(Isa isa) { return matmul_tile_count(isa, false); }
+// The same index in the bf16 pair path's configs (matmul's avx512_bf16 implementation): A (bf16,
+// row-major) read in place a depth pair at a time. Its columns come in whole pairs of 16: AVX-512
+// 6 x 64 (as the f32 tile), the FMA emulations AVX2 6 x 16 and scalar 4 x 16.
+inline constexpr MatmulTile matmul_bf16_in_place_tile(Isa isa) {
+  return isa >= Isa::avx512 ? MatmulTile{6, 64} : isa == Isa::avx2 ? MatmulTile{6, 16} : MatmulTile{4, 16};
+}
 
 }  // namespace lathe
