@@ -16,17 +16,6 @@
 namespace lathe {
 namespace {
 
-TimingStats stats_of(std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  TimingStats stats;
-  stats.runs = static_cast<int>(samples.size());
-  stats.min = samples.front();
-  stats.median = samples[samples.size() / 2];
-  stats.p80 = samples[std::min(samples.size() - 1, samples.size() * 4 / 5)];
-  for (double sample : samples) stats.mean += sample / static_cast<double>(samples.size());
-  return stats;
-}
-
 // Every buffer of the layer and the op arguments that use them, built once; a run only calls ops.
 class MoeLayer {
  public:
@@ -204,8 +193,8 @@ MoeLayerBenchResult bench_moe_layer(const MoeLayerShape& shape, const MoeLayerBe
     layer.run_gemms();
     gemm_samples.push_back(seconds_since(start));
   }
-  result.layer = stats_of(layer_samples);
-  result.gemms = stats_of(gemm_samples);
+  result.layer = timing_stats(layer_samples);
+  result.gemms = timing_stats(gemm_samples);
   for (size_t i = 0; i < result.steps.size(); ++i) result.steps[i].median = median(step_samples[i]);
   auto [low, high] = layer.rows_per_expert_range();
   result.min_rows_per_expert = low, result.max_rows_per_expert = high;

@@ -31,7 +31,7 @@ TimingStats timing_stats(std::vector<double> samples) {
   TimingStats stats;
   stats.runs = static_cast<int>(samples.size());
   stats.min = samples.front();
-  stats.median = samples[samples.size() / 2];
+  stats.median = median(samples);
   stats.p80 = samples[std::min(samples.size() - 1, samples.size() * 4 / 5)];
   double total = 0;
   for (double sample : samples) total += sample;

@@ -44,5 +44,15 @@ TEST(Timing, StatsOfSamples) {
   EXPECT_DOUBLE_EQ(stats.mean, 3);
 }
 
+TEST(Timing, MedianOfAnEvenCountIsTheMeanOfTheMiddleTwo) {
+  // Two rounds of a ratio (1.95x, 2.15x) have the median 2.05x, not the better round.
+  EXPECT_DOUBLE_EQ(median({2.15, 1.95}), 2.05);
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(median({7}), 7);
+  EXPECT_DOUBLE_EQ(median({}), 0);
+  EXPECT_DOUBLE_EQ(timing_stats({4, 1, 3, 2}).median, 2.5);
+}
+
 }  // namespace
 }  // namespace lathe

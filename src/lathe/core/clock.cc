@@ -15,7 +15,8 @@ double median(std::vector<double> samples) {
   if (samples.empty()) return 0;
   const auto middle = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() / 2);
   std::nth_element(samples.begin(), middle, samples.end());
-  return *middle;
+  if (samples.size() % 2) return *middle;
+  return (*std::max_element(samples.begin(), middle) + *middle) / 2;  // the lower middle: the largest below
 }
 
 }  // namespace lathe

@@ -12,8 +12,9 @@ double now_seconds();
 // now_seconds() - start.
 double seconds_since(double start);
 
-// The middle of the sorted samples; for an even count the upper of the two middle values, so the
-// result is always one of the measured samples. 0 for no samples.
+// The middle of the sorted samples; for an even count the mean of the two middle values (the upper
+// one alone, used before, made a two-round `bench train --rounds 2` print its better round's
+// ratio as the median). 0 for no samples.
 double median(std::vector<double> samples);
 
 }  // namespace lathe
