@@ -355,13 +355,43 @@ inline void load_pairs(const uint16_t* p, VecF& lo, VecF& hi) {
 #endif
 }
 
-// MR x (NV * 16) tile over pair-interleaved panels. AVX-512: one vdpbf16ps per 16 columns and
-// depth pair. Other ISAs emulate it with two FMAs (same layout, so the packing is testable on
-// any machine; the registered avx512_bf16 implementation only uses the native form).
+// One depth pair q of an MR x (NV * 16) tile over a pair-interleaved panel b: word(r) is row r's
+// 32-bit pair of A (from a packed panel, or from A's row in place: matmul_gemm_in_place.h).
+// AVX-512: one vdpbf16ps per 16 columns. Other ISAs emulate it with two FMAs (same layout, so the
+// packing is testable on any machine; the registered avx512_bf16 implementation only uses the
+// native form).
+template <int MR, int NV, class Word>
+LATHE_GEMM_INLINE void bf16_pair_step(VecF (&acc)[MR][NV * 16 / W], const uint16_t* __restrict b, int64_t q,
+                                      Word&& word) {
+  constexpr int NR = NV * 16;
+#if LATHE_KERNEL_ISA == 2
+  __m512bh bv[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + (q * NR + v * 16) * 2);
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    const __m512bh av = (__m512bh)_mm512_set1_epi32(word(r));
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v].v = _mm512_dpbf16_ps(acc[r][v].v, av, bv[v]);
+  }
+#else
+  constexpr int NF = NR / W;
+  VecF b_lo[NF], b_hi[NF];
+  for (int f = 0; f < NF; ++f) load_pairs(b + (q * NR + f * W) * 2, b_lo[f], b_hi[f]);
+  for (int r = 0; r < MR; ++r) {
+    const uint32_t pair = static_cast<uint32_t>(word(r));
+    const VecF a_lo = VecF::broadcast(bf16_bits_to_float(static_cast<uint16_t>(pair & 0xffffu)));
+    const VecF a_hi = VecF::broadcast(bf16_bits_to_float(static_cast<uint16_t>(pair >> 16)));
+    for (int f = 0; f < NF; ++f) acc[r][f] = simd::fma(a_hi, b_hi[f], simd::fma(a_lo, b_lo[f], acc[r][f]));
+  }
+#endif
+}
+
+// MR x (NV * 16) tile over pair-interleaved panels.
 template <int MR, int NV>
 LATHE_GEMM_INLINE void tile_bf16_dot(int64_t depth, const uint16_t* __restrict a, const uint16_t* __restrict b,
                                      float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
-  constexpr int NR = NV * 16, NF = NR / W;
+  constexpr int NF = NV * 16 / W;
   const int64_t pairs = depth / 2;
   VecF acc[MR][NF];
 #pragma GCC unroll 16
@@ -369,27 +399,7 @@ LATHE_GEMM_INLINE void tile_bf16_dot(int64_t depth, const uint16_t* __restrict a
 #pragma GCC unroll 16
     for (int f = 0; f < NF; ++f) acc[r][f] = VecF::zero();
   const int32_t* a_pairs = reinterpret_cast<const int32_t*>(a);
-  for (int64_t q = 0; q < pairs; ++q) {
-#if LATHE_KERNEL_ISA == 2
-    __m512bh bv[NV];
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + (q * NR + v * 16) * 2);
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      __m512bh av = (__m512bh)_mm512_set1_epi32(a_pairs[q * MR + r]);
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[r][v].v = _mm512_dpbf16_ps(acc[r][v].v, av, bv[v]);
-    }
-#else
-    VecF b_lo[NF], b_hi[NF];
-    for (int f = 0; f < NF; ++f) load_pairs(b + (q * NR + f * W) * 2, b_lo[f], b_hi[f]);
-    for (int r = 0; r < MR; ++r) {
-      const uint16_t* pair = reinterpret_cast<const uint16_t*>(a_pairs + q * MR + r);
-      VecF a_lo = VecF::broadcast(bf16_bits_to_float(pair[0])), a_hi = VecF::broadcast(bf16_bits_to_float(pair[1]));
-      for (int f = 0; f < NF; ++f) acc[r][f] = simd::fma(a_hi, b_hi[f], simd::fma(a_lo, b_lo[f], acc[r][f]));
-    }
-#endif
-  }
+  for (int64_t q = 0; q < pairs; ++q) bf16_pair_step<MR, NV>(acc, b, q, [&](int r) { return a_pairs[q * MR + r]; });
   store_tile<MR, NF>(acc, c, ldc, rows, cols, e);
 }
 

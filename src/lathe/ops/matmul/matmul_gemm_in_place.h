@@ -89,34 +89,6 @@ inline int32_t load_pair(const uint16_t* p) {
   return word;
 }
 
-// One depth pair q of an MR x (NV * 16) tile: word(r) is row r's 32-bit pair of A, b the panel.
-template <int MR, int NV, class Word>
-LATHE_GEMM_INLINE void bf16_pair_step(VecF (&acc)[MR][NV * 16 / W], const uint16_t* __restrict b, int64_t q,
-                                      Word&& word) {
-  constexpr int NR = NV * 16;
-#if LATHE_KERNEL_ISA == 2
-  __m512bh bv[NV];
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + (q * NR + v * 16) * 2);
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    const __m512bh av = (__m512bh)_mm512_set1_epi32(word(r));
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v].v = _mm512_dpbf16_ps(acc[r][v].v, av, bv[v]);
-  }
-#else
-  constexpr int NF = NR / W;
-  VecF b_lo[NF], b_hi[NF];
-  for (int f = 0; f < NF; ++f) load_pairs(b + (q * NR + f * W) * 2, b_lo[f], b_hi[f]);
-  for (int r = 0; r < MR; ++r) {
-    const uint32_t pair = static_cast<uint32_t>(word(r));
-    const VecF a_lo = VecF::broadcast(bf16_bits_to_float(static_cast<uint16_t>(pair & 0xffffu)));
-    const VecF a_hi = VecF::broadcast(bf16_bits_to_float(static_cast<uint16_t>(pair >> 16)));
-    for (int f = 0; f < NF; ++f) acc[r][f] = simd::fma(a_hi, b_hi[f], simd::fma(a_lo, b_lo[f], acc[r][f]));
-  }
-#endif
-}
-
 // The bf16 form of tile_f32_a_rows: A's rows `a` are bf16 (row stride lda, in elements), b a
 // panel of ceil(depth / 2) pairs x NV * 16 columns (pack_bf16_pairs), C's tile f32. An odd depth
 // ends with the last A element alone in its word (the panel's other half of that pair is zero;
