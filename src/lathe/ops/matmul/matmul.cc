@@ -298,9 +298,13 @@ static bool a_in_place(const TensorView& a, bool trans_a) {
 // 1.03-1.10x slower at m 4096 with n 256 or 1024 (the LM head's n 4096 was 8% faster), k 1024
 // 8-13% faster, Llama-3.2-1B k_proj 11%, 4096^3 11%, 2048 x 2048 x 8192 12% faster. A transposed
 // a (weight gradients) stays on the 14 x 32 tile: the in-place index's 6 x 64 BLIS fallback was
-// 1-17% slower there.
+// 1-17% slower there. Wide products also take it from k 256: at n 4096-8192 (an LM head's logits,
+// m 512-4096) it was 2-9% faster in five shapes, at n 1024 2-3% slower; k 128 even.
+constexpr int64_t kBf16InPlaceWideMinDepth = 256, kBf16InPlaceWideMinColumns = 4096;
 static bool bf16_a_in_place(const MatmulArgs& args) {
-  return args.a.dtype == DType::bf16 && !args.trans_a && args.a.dim(-1) >= kInPlaceMinDepth;
+  if (args.a.dtype != DType::bf16 || args.trans_a) return false;
+  const int64_t depth = args.a.dim(-1), columns = args.c.dim(-1);
+  return depth >= kInPlaceMinDepth || (depth >= kBf16InPlaceWideMinDepth && columns >= kBf16InPlaceWideMinColumns);
 }
 
 // The heuristic config of the in-place variant (mc / kc / nc are the BLIS fallback's).
