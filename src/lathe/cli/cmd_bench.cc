@@ -60,7 +60,7 @@ int run_bench(int argc, char** argv) {
   command_line.option("svg", "FILE", "also write an SVG chart of % of roofline per row");
   command_line.repeated("vs-config", "OP:IMPL:K=V,...",
                         "also time this config of lathe's own (the --pin format) beside the dispatched path, "
-                        "interleaved like a peer (repeatable)");
+                        "interleaved like a peer");
   command_line.flag("quick", "first shape per op, fewer runs (a smoke test, not a measurement)");
   command_line.option("min-time", "SECONDS", "minimum timed seconds per row", "0.5");
   add_suite_options(command_line);
