@@ -1,5 +1,6 @@
 #include "lathe/ops/grouped_matmul/grouped_matmul.h"
 
+#include <type_traits>
 #include <vector>
 
 #include "lathe/ops/amx_impl.h"
@@ -180,6 +181,33 @@ MatmulCpuConfig heuristic_config(Isa isa, bool bf16_dot) {
   return config;
 }
 
+// The in-place index (as matmul's): x's rows (forward) or dy's (dx) read in place, B packed one
+// panel over all of K at a time; mc, kc and nc (heuristic_config's) block only dw, which runs the
+// BLIS path with the same 6 x 64 tile.
+MatmulCpuConfig in_place_config(Isa isa, bool bf16_dot) {
+  const MatmulTile tile = bf16_dot ? matmul_bf16_in_place_tile(isa) : matmul_in_place_tile(isa);
+  return {tile.mr * 24, bf16_dot || isa != Isa::avx512 ? 512 : 256, 512, matmul_in_place_variant(isa)};
+}
+
+// Where the heuristics take the in-place index on AVX-512 (f32 and the bf16 pair path; measured
+// on Zen 4 with --vs-config, docs/perf.md): every backward (dx and dw 7-35% faster at the bench's
+// five shapes) and the forwards with at least 64 rows per expert on average (Mixtral-8x7B-scaled,
+// 128: 12-18% faster). With 16-32 rows per expert most experts take the unpacked path, and the
+// forward was 3-10% slower (Qwen3-30B-A3B, OLMoE; the BLIS path with the same 6-row tile was
+// as slow, so the 6-row split, not the in-place read, costs there) or 4-8% faster (Mixtral-8x7B,
+// K 4096): not taken.
+constexpr int64_t kInPlaceForwardRowsPerExpert = 64;
+
+MatmulCpuConfig forward_heuristic(const GroupedMatmulArgs& args, Isa isa, bool bf16_dot) {
+  const GroupedGeometry g = geometry_of(args.x, args.w);
+  if (isa >= Isa::avx512 && g.rows >= kInPlaceForwardRowsPerExpert * g.experts) return in_place_config(isa, bf16_dot);
+  return heuristic_config(isa, bf16_dot);
+}
+
+MatmulCpuConfig backward_heuristic(Isa isa, bool bf16_dot) {
+  return isa >= Isa::avx512 ? in_place_config(isa, bf16_dot) : heuristic_config(isa, bf16_dot);
+}
+
 std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
   std::vector<MatmulCpuConfig> configs;
   for (int64_t variant = 0; variant < matmul_tile_count(isa, bf16_dot); ++variant) {
@@ -190,6 +218,11 @@ std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
       for (int64_t mc_tiles : {8, 24, 48})
         for (int64_t nc : {256, 512, 1024, 4096}) configs.push_back({tile.mr * mc_tiles, kc, nc, variant});
   }
+  // The in-place index: a tiny blocking (dw's block edges on test shapes), and kc 256 and 512.
+  const MatmulCpuConfig in_place = in_place_config(isa, bf16_dot);
+  const MatmulTile in_place_tile = bf16_dot ? matmul_bf16_in_place_tile(isa) : matmul_in_place_tile(isa);
+  configs.push_back({in_place_tile.mr, 24, in_place_tile.nr * 2, in_place.microkernel});
+  for (int64_t kc : {256, 512}) configs.push_back({in_place.mc, kc, 512, in_place.microkernel});
   return configs;
 }
 
@@ -219,7 +252,10 @@ std::vector<Impl<Args, MatmulCpuConfig>> grouped_impls(KernelFunction<Args, Matm
   bf16_dot.name = "avx512_bf16";
   bf16_dot.isa = Isa::avx512_bf16;
   bf16_dot.supported = bf16_operands;
-  bf16_dot.heuristic = [](const Args&) { return heuristic_config(Isa::avx512_bf16, true); };
+  bf16_dot.heuristic = [](const Args& args) {
+    if constexpr (std::is_same_v<Args, GroupedMatmulArgs>) return forward_heuristic(args, Isa::avx512_bf16, true);
+    else return backward_heuristic(Isa::avx512_bf16, true);
+  };
   bf16_dot.space = [](const Args&) { return config_space(Isa::avx512_bf16, true); };
   bf16_dot.run = bf16_dot_kernel;
   impls.push_back(std::move(bf16_dot));
@@ -238,7 +274,8 @@ const Op<GroupedMatmulArgs, MatmulCpuConfig>& grouped_matmul_op() {
           avx512::grouped_matmul_bf16_dot_kernel, avx512::grouped_matmul_amx_kernel, scalar::grouped_matmul_amx_kernel,
           [](const GroupedMatmulArgs& args) { return args.x.dtype == DType::bf16; },
           LATHE_ISA_IMPLS(
-              grouped_matmul_kernel, [](const GroupedMatmulArgs&, Isa isa) { return heuristic_config(isa, false); },
+              grouped_matmul_kernel,
+              [](const GroupedMatmulArgs& args, Isa isa) { return forward_heuristic(args, isa, false); },
               [](const GroupedMatmulArgs&, Isa isa) { return config_space(isa, false); })),
       [](const GroupedMatmulArgs& args) { return grouped_shape_key(args.x, args.w, TensorView{}, args.accumulate); });
   return op;
@@ -255,7 +292,7 @@ const Op<GroupedMatmulBackwardArgs, MatmulCpuConfig>& grouped_matmul_backward_op
           },
           LATHE_ISA_IMPLS(
               grouped_matmul_backward_kernel,
-              [](const GroupedMatmulBackwardArgs&, Isa isa) { return heuristic_config(isa, false); },
+              [](const GroupedMatmulBackwardArgs&, Isa isa) { return backward_heuristic(isa, false); },
               [](const GroupedMatmulBackwardArgs&, Isa isa) { return config_space(isa, false); })),
       [](const GroupedMatmulBackwardArgs& args) {
         return grouped_shape_key(args.x, args.w, args.dy, args.accumulate_dw,

@@ -22,6 +22,7 @@
 #include "lathe/ops/grouped_matmul/grouped_matmul.h"
 #include "lathe/ops/grouped_matmul/grouped_matmul_direct.h"
 #include "lathe/ops/matmul/matmul_gemm.h"
+#include "lathe/ops/matmul/matmul_gemm_in_place.h"
 
 namespace lathe::LATHE_ISA_NS::grouped {
 
@@ -108,6 +109,9 @@ inline void run_direct(const RowGroupedProduct& p, int64_t e, int64_t row0, int6
 
 inline constexpr int64_t kPrefetchRows = 64;
 
+// Path: a BLIS path of matmul_gemm.h (each run is gemm_range: A packed per block, B per block),
+// or an in-place form of matmul_gemm_in_place.h for a row-major A that Path::applies_to (each run
+// is gemm_a_in_place_range: A read from its rows, B packed one panel over all of K at a time).
 template <class Path>
 void run_row_grouped(const RowGroupedProduct& p, const MatmulCpuConfig& config) {
   constexpr int MR = Path::kMR, NR = Path::kNR;
@@ -140,11 +144,15 @@ void run_row_grouped(const RowGroupedProduct& p, const MatmulCpuConfig& config) 
                    g.n = p.n;
                    g.k = p.k;
                    g.accumulate = p.accumulate;
-                   // Few rows leave the packing unamortised: fetch the next block during the
-                   // tiles. Many rows hide it anyway, and the prefetched lines would evict the
-                   // packed block from L2 (Mixtral-scaled dx, 128 rows per expert: 0.82 -> 0.75).
-                   g.prefetch_next_b = group_rows(e) <= kPrefetchRows;
-                   gemm_range<Path>(g, config, 0, row0, row1, n0, n1);
+                   if constexpr (InPlaceForm<Path>) {
+                     gemm_a_in_place_range<Path>(g, row0, row1, n0, n1);
+                   } else {
+                     // Few rows leave the packing unamortised: fetch the next block during the
+                     // tiles. Many rows hide it anyway, and the prefetched lines would evict the
+                     // packed block from L2 (Mixtral-scaled dx, 128 rows per expert: 0.82 -> 0.75).
+                     g.prefetch_next_b = group_rows(e) <= kPrefetchRows;
+                     gemm_range<Path>(g, config, 0, row0, row1, n0, n1);
+                   }
                  });
   });
 }
@@ -240,10 +248,12 @@ inline DepthGroupedProduct dw_product(const GroupedMatmulBackwardArgs& args) {
   return p;
 }
 
-template <class Path>
+// RowPath for dx (a BLIS path, or an in-place form where dx_product's operands allow it),
+// DepthPath (a BLIS path) for dw.
+template <class RowPath, class DepthPath = RowPath>
 void run_backward(const GroupedMatmulBackwardArgs& args, const MatmulCpuConfig& config) {
-  if (args.dx.data) run_row_grouped<Path>(dx_product(args), config);
-  if (args.dw.data) run_depth_grouped<Path>(dw_product(args), config);
+  if (args.dx.data) run_row_grouped<RowPath>(dx_product(args), config);
+  if (args.dw.data) run_depth_grouped<DepthPath>(dw_product(args), config);
 }
 
 }  // namespace lathe::LATHE_ISA_NS::grouped

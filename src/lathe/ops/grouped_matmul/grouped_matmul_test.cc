@@ -1,8 +1,9 @@
 // grouped_matmul-specific tests (the generic contract tests run too, see
 // tests/unit/op_contract_test.cc): finite differences of the reference backward, equality with a
 // per-expert loop of the dense matmul (reference and fast path), accumulate semantics,
-// thread-count independence with one hot expert, the bf16 pair panels on every ISA, the AMX tile
-// kernels on the emulation of the tile instructions, and argument validation.
+// thread-count independence with one hot expert, the bf16 pair panels on every ISA, the in-place
+// index against matmul's in-place form, the AMX tile kernels on the emulation of the tile
+// instructions, and argument validation.
 #include "lathe/ops/grouped_matmul/grouped_matmul.h"
 
 #include <gtest/gtest.h>
@@ -14,11 +15,16 @@
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
+#include "lathe/ops/matmul/matmul_tiles.h"
 #include "test_seed.h"
 
 namespace lathe {
+LATHE_DECLARE_ISA_KERNEL(grouped_matmul_kernel, GroupedMatmulArgs, MatmulCpuConfig)
+LATHE_DECLARE_ISA_KERNEL(grouped_matmul_backward_kernel, GroupedMatmulBackwardArgs, MatmulCpuConfig)
 LATHE_DECLARE_ISA_KERNEL(grouped_matmul_bf16_dot_kernel, GroupedMatmulArgs, MatmulCpuConfig)
 LATHE_DECLARE_ISA_KERNEL(grouped_matmul_backward_bf16_dot_kernel, GroupedMatmulBackwardArgs, MatmulCpuConfig)
+LATHE_DECLARE_ISA_KERNEL(matmul_kernel, MatmulArgs, MatmulCpuConfig)
+LATHE_DECLARE_ISA_KERNEL(matmul_bf16_dot_kernel, MatmulArgs, MatmulCpuConfig)
 
 namespace {
 
@@ -248,6 +254,66 @@ TEST(GroupedMatmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
     EXPECT_LT(max_abs_difference(out[0], c.y_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
     EXPECT_LT(max_abs_difference(out[1], c.dx_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
     EXPECT_LT(max_abs_difference(out[2], c.dw_expected), 1e-4) << isa_name(kernel.isa) << " seed=" << seed;
+  }
+}
+
+// The in-place index (matmul_in_place_variant: the rows of x and of dy read in place, B packed one
+// panel over all of K at a time), f32 and bf16, through each ISA's compilation this machine runs
+// (AVX2 and scalar emulate vdpbf16ps): the forward and dx of every expert above the unpacked-row
+// limit equal matmul's in-place form on that expert alone bitwise (the same tile sums each output
+// over K in one order; odd depth, partial tiles and panels), everything matches the reference, and
+// dw (the BLIS path with the same tile, small blocks) too.
+TEST(GroupedMatmul, InPlaceIndexEqualsMatmulsInPlaceFormPerExpert) {
+  uint64_t seed = test_seed();
+  struct Kernels {
+    Isa isa;
+    bool bf16;
+    KernelFunction<GroupedMatmulArgs, MatmulCpuConfig> forward;
+    KernelFunction<GroupedMatmulBackwardArgs, MatmulCpuConfig> backward;
+    KernelFunction<MatmulArgs, MatmulCpuConfig> dense;
+  } kernels[] = {
+      {Isa::scalar, false, scalar::grouped_matmul_kernel, scalar::grouped_matmul_backward_kernel,
+       scalar::matmul_kernel},
+      {Isa::avx2, false, avx2::grouped_matmul_kernel, avx2::grouped_matmul_backward_kernel, avx2::matmul_kernel},
+      {Isa::avx512, false, avx512::grouped_matmul_kernel, avx512::grouped_matmul_backward_kernel,
+       avx512::matmul_kernel},
+      {Isa::scalar, true, scalar::grouped_matmul_bf16_dot_kernel, scalar::grouped_matmul_backward_bf16_dot_kernel,
+       scalar::matmul_bf16_dot_kernel},
+      {Isa::avx2, true, avx2::grouped_matmul_bf16_dot_kernel, avx2::grouped_matmul_backward_bf16_dot_kernel,
+       avx2::matmul_bf16_dot_kernel},
+      {Isa::avx512_bf16, true, avx512::grouped_matmul_bf16_dot_kernel,
+       avx512::grouped_matmul_backward_bf16_dot_kernel, avx512::matmul_bf16_dot_kernel}};
+  const std::vector<int64_t> sizes = {45, 0, 3, kGroupedMatmulUnpackedRows + 6};
+  const int64_t n = 83, k = 27;  // two panels of 64 on AVX-512 (the second partial), odd depth
+  Bf16Case bf16_case(sizes, n, k, seed);
+  for (const Kernels& kernel : kernels) {
+    if (!isa_available(kernel.isa)) continue;
+    const Isa compiled = kernel.isa == Isa::avx512_bf16 ? Isa::avx512 : kernel.isa;
+    SCOPED_TRACE(str_cat(isa_name(kernel.isa), kernel.bf16 ? " bf16" : " f32", " seed=", seed));
+    const DType dtype = kernel.bf16 ? DType::bf16 : DType::f32;
+    const Tensor x = convert(bf16_case.x, dtype), w = convert(bf16_case.w, dtype), dy = convert(bf16_case.dy, dtype);
+    std::vector<Tensor> out = bf16_case.outputs(), dense = bf16_case.outputs();
+    const MatmulTile tile = kernel.bf16 ? matmul_bf16_in_place_tile(compiled) : matmul_in_place_tile(compiled);
+    const MatmulCpuConfig config{2 * tile.mr, 10, 2 * tile.nr, matmul_in_place_variant(compiled)};
+    kernel.forward({x, w, bf16_case.offsets, out[0]}, config);
+    kernel.backward({x, w, bf16_case.offsets, dy, out[1], out[2]}, config);
+    const int64_t* off = bf16_case.offsets.ptr<int64_t>();
+    for (size_t e = 0; e < sizes.size(); ++e) {
+      if (sizes[e] <= kGroupedMatmulUnpackedRows) continue;
+      const TensorView x_e = x.view().slice(0, off[e], off[e + 1]), dy_e = dy.view().slice(0, off[e], off[e + 1]);
+      const TensorView w_e = w.view().select(0, static_cast<int64_t>(e));
+      kernel.dense({x_e, w_e, dense[0].view().slice(0, off[e], off[e + 1]), {}, false, true}, config);
+      kernel.dense({dy_e, w_e, dense[1].view().slice(0, off[e], off[e + 1]), {}, false, false}, config);
+      for (int i : {0, 1}) {
+        const std::vector<float> got = to_vector<float>(out[i].view().slice(0, off[e], off[e + 1]));
+        EXPECT_EQ(got, to_vector<float>(dense[i].view().slice(0, off[e], off[e + 1])))
+            << (i == 0 ? "y" : "dx") << " of expert " << e;
+      }
+    }
+    // The bf16 inputs are exact in f32, so one expected value serves both dtypes.
+    EXPECT_LT(max_abs_difference(out[0], bf16_case.y_expected), 1e-4);
+    EXPECT_LT(max_abs_difference(out[1], bf16_case.dx_expected), 1e-4);
+    EXPECT_LT(max_abs_difference(out[2], bf16_case.dw_expected), 1e-4);
   }
 }
 

@@ -43,11 +43,6 @@ constexpr int kBf16InPlaceMR = static_cast<int>(matmul_bf16_in_place_tile(kIsa).
 constexpr int kBf16InPlaceNV = static_cast<int>(matmul_bf16_in_place_tile(kIsa).nr / 16);
 static_assert(matmul_bf16_in_place_tile(kIsa).nr % 16 == 0, "the bf16 in-place tile is whole pair groups wide");
 
-// A must be f32 in row-major storage; B may be anything the packing reads (transposed, bf16).
-// K = 0 and the skinny products stay with run_gemm, which has their special cases.
-inline bool a_in_place_applies(const Gemm& g) {
-  return !g.a.bf16 && !g.a.transposed && g.k > 0 && g.m > 0 && g.n > 0 && g.batch > 0 && !skinny_gemm_applies(g);
-}
 
 // C[rows x cols] (+)= A's rows `a` (row stride lda) x the packed panel b (depth, NV * W), then the
 // epilogue. `lines` lines of `next` (the next item's panel) are issued along the way, a few per 16
@@ -123,6 +118,8 @@ struct F32InPlace {
   static constexpr int kMR = MR, kNR = NV * W;
   using Element = float;
   using Packed = float;
+  // A must be f32 in row-major storage; B may be anything the packing reads (transposed, bf16).
+  static bool applies_to(const Operand& a, const Operand& /*bt*/) { return !a.bf16 && !a.transposed; }
   static int64_t packed_depth(int64_t depth) { return depth; }
   static void pack_panel(const Operand& bt, int64_t t, int64_t j0, int64_t cols, int64_t depth, Packed* panel) {
     pack_f32(bt, t, j0, cols, 0, depth, kNR, panel);
@@ -139,6 +136,8 @@ struct Bf16InPlace {
   static constexpr int kMR = MR, kNR = NV * 16;
   using Element = uint16_t;
   using Packed = uint16_t;
+  // Both operands bf16 (the pair path's contract), A row-major.
+  static bool applies_to(const Operand& a, const Operand& bt) { return a.bf16 && bt.bf16 && !a.transposed; }
   static int64_t packed_depth(int64_t depth) { return (depth + 1) / 2 * 2; }
   static void pack_panel(const Operand& bt, int64_t t, int64_t j0, int64_t cols, int64_t depth, Packed* panel) {
     pack_bf16_pairs(bt, t, j0, cols, 0, depth, kNR, panel);
@@ -150,10 +149,16 @@ struct Bf16InPlace {
   }
 };
 
-// Where the bf16 form applies: both operands bf16 (the pair path's contract), A row-major.
-inline bool bf16_a_in_place_applies(const Gemm& g) {
-  return g.a.bf16 && g.bt.bf16 && !g.a.transposed && g.k > 0 && g.m > 0 && g.n > 0 && g.batch > 0;
+// Whether run_gemm_a_in_place<Path> takes a product: K = 0 and the skinny f32 products stay with
+// run_gemm, which has their special cases.
+template <class Path>
+bool a_in_place_applies(const Gemm& g) {
+  return Path::applies_to(g.a, g.bt) && g.k > 0 && g.m > 0 && g.n > 0 && g.batch > 0 && !skinny_gemm_applies(g);
 }
+
+// Path is one of the in-place forms above (their packed panel is one nr-wide slice of B over all of K).
+template <class Path>
+concept InPlaceForm = requires(const Operand& x) { Path::applies_to(x, x); };
 
 // The items of one call: batch entries x row chunks x panels, in that order.
 struct InPlaceItems {
@@ -181,11 +186,44 @@ struct InPlaceItems {
   int64_t panel_key(int64_t item) const { return entry(item) * panels + panel(item); }
 };
 
-// Path: F32InPlace or Bf16InPlace.
-template <class Path>
+// Rows [r0, r1) of batch entry t against the packed panel of columns [j0, j0 + cols): the tiles
+// down the rows, requesting `next`'s lines spread over them.
+template <InPlaceForm Path>
+LATHE_GEMM_INLINE void in_place_tiles(const Gemm& g, int64_t t, const typename Path::Packed* panel, int64_t j0,
+                                      int64_t cols, int64_t r0, int64_t r1, LineStream& next) {
+  constexpr int MR = Path::kMR;
+  const int64_t tiles = (r1 - r0 + MR - 1) / MR;
+  const int64_t lines_per_tile = tiles > 0 ? (next.lines() + tiles - 1) / tiles : 0;
+  const auto* a = static_cast<const typename Path::Element*>(g.a.data) + t * g.a.batch_stride;
+  float* c = g.c + t * g.c_batch_stride;
+  const Epilogue e{g.accumulate, true, g.bias ? g.bias + j0 : nullptr, g.activation};
+  for (int64_t i = r0; i < r1; i += MR)
+    Path::tile(g.k, a + i * g.a.row_stride, g.a.row_stride, panel, c + i * g.ldc + j0, g.ldc, min64(MR, r1 - i), cols,
+               e, next, lines_per_tile);
+}
+
+// Rows [row0, row1) x columns [n0, n1) of batch entry 0 on the calling thread (grouped_matmul's
+// runs, which split the work themselves): each panel packed into the thread's slot, the tiles
+// down the rows, the next panel's lines requested during them. n0 is a multiple of Path::kNR
+// (or n1). K = 0 writes C's zeros (or leaves it, accumulating).
+template <InPlaceForm Path>
+void gemm_a_in_place_range(const Gemm& g, int64_t row0, int64_t row1, int64_t n0, int64_t n1) {
+  constexpr int NR = Path::kNR;
+  using Packed = typename Path::Packed;
+  Packed* panel = reinterpret_cast<Packed*>(thread_scratch(1, sizeof(Packed) * NR * Path::packed_depth(g.k)));
+  for (int64_t j0 = n0; j0 < n1; j0 += NR) {
+    const int64_t cols = min64(NR, n1 - j0), next_j0 = j0 + NR;
+    Path::pack_panel(g.bt, 0, j0, cols, g.k, panel);
+    LineStream next;
+    if (next_j0 < n1) next = operand_block_lines(g.bt, 0, next_j0, min64(NR, n1 - next_j0), 0, g.k);
+    in_place_tiles<Path>(g, 0, panel, j0, cols, row0, row1, next);
+  }
+}
+
+// Path: F32InPlace or Bf16InPlace; the product one that a_in_place_applies<Path> takes.
+template <InPlaceForm Path>
 void run_gemm_a_in_place(const Gemm& g) {
   constexpr int MR = Path::kMR, NR = Path::kNR;
-  using Element = typename Path::Element;
   using Packed = typename Path::Packed;
   const double flops = 2.0 * g.batch * g.m * g.n * g.k;
   const int threads = flops < 2e5 ? 1 : num_threads();
@@ -210,15 +248,7 @@ void run_gemm_a_in_place(const Gemm& g) {
         const int64_t next_j0 = items.panel(next_item) * NR;
         next = operand_block_lines(g.bt, items.entry(next_item), next_j0, min64(NR, g.n - next_j0), 0, g.k);
       }
-      const int64_t r0 = items.first_row(item), r1 = items.end_row(item, g.m);
-      const int64_t tiles = (r1 - r0 + MR - 1) / MR;
-      const int64_t lines_per_tile = tiles > 0 ? (next.lines() + tiles - 1) / tiles : 0;
-      const Element* a = static_cast<const Element*>(g.a.data) + t * g.a.batch_stride;
-      float* c = g.c + t * g.c_batch_stride;
-      const Epilogue e{g.accumulate, true, g.bias ? g.bias + j0 : nullptr, g.activation};
-      for (int64_t i = r0; i < r1; i += MR)
-        Path::tile(g.k, a + i * g.a.row_stride, g.a.row_stride, panel, c + i * g.ldc + j0, g.ldc, min64(MR, r1 - i),
-                   cols, e, next, lines_per_tile);
+      in_place_tiles<Path>(g, t, panel, j0, cols, items.first_row(item), items.end_row(item, g.m), next);
       item = next_item;
     }
   };

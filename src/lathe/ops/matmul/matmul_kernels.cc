@@ -22,7 +22,8 @@ using namespace gemm;  // Operand, Gemm, gemm_range, the paths; VecF and W come 
 // else the BLIS path with the same register tile.
 void run_gemm_f32(const Gemm& g, const MatmulCpuConfig& config) {
   if (config.microkernel == matmul_in_place_variant(kIsa)) {
-    if (a_in_place_applies(g)) return run_gemm_a_in_place<F32InPlace<kInPlaceMR, kInPlaceNV>>(g);
+    using InPlace = F32InPlace<kInPlaceMR, kInPlaceNV>;
+    if (a_in_place_applies<InPlace>(g)) return run_gemm_a_in_place<InPlace>(g);
     return run_gemm<F32Path<kInPlaceMR, kInPlaceNV>>(g, config);
   }
   with_f32_path(config, [&]<class Path>() { run_gemm<Path>(g, config); });
@@ -70,7 +71,8 @@ void matmul_kernel(const MatmulArgs& args, const MatmulCpuConfig& config) {
 void matmul_bf16_dot_kernel(const MatmulArgs& args, const MatmulCpuConfig& config) {
   Gemm g = matmul_forward_gemm(args);
   if (config.microkernel == matmul_in_place_variant(kIsa)) {
-    if (bf16_a_in_place_applies(g)) return run_gemm_a_in_place<Bf16InPlace<kBf16InPlaceMR, kBf16InPlaceNV>>(g);
+    using InPlace = Bf16InPlace<kBf16InPlaceMR, kBf16InPlaceNV>;
+    if (a_in_place_applies<InPlace>(g)) return run_gemm_a_in_place<InPlace>(g);
     return run_gemm<Bf16DotPath<kBf16InPlaceMR, kBf16InPlaceNV>>(g, config);
   }
   with_bf16_dot_path(config, [&]<class Path>() { run_gemm<Path>(g, config); });
