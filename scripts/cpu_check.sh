@@ -5,6 +5,8 @@
 #
 #   bash scripts/cpu_check.sh [--quick] [--big] [--out DIR] [--build DIR]
 #
+# DIR defaults to cpu_check/ and the build to build/, both in the checkout.
+#
 # Steps (each writes its raw output into DIR, default cpu_check/; a failing step is recorded and the
 # others still run; the exit status is 1 if any step failed):
 #   1. `lathe info`: the CPU, its ISA tier, the f32 FMA, vdpbf16ps and AMX peaks, the caches.
@@ -22,21 +24,24 @@
 #   6. DIR/summary.md: the CPU kind and every ratio in tables (scripts/cpu_check_summary.py).
 #
 # --quick: one shape per op, one round, one timed training step (a smoke test of the script, as the
-# ctest `cpu_check_quick` runs it; its numbers are not measurements). Takes 10-15 minutes in full
+# ctest `cpu_check_quick` runs it; its numbers are not measurements). Takes about 8 minutes in full
 # on 2 cores, about 1 minute with --quick. Activate the Python environment with torch first (the
 # test setup's, e.g. `source /work/venv-hf/bin/activate`) for steps 4 and 5's PyTorch runs.
 set -uo pipefail
+caller=$PWD
 cd "$(dirname "$0")/.."
 
 quick=0 big=0 out=cpu_check build=build
+# --out and --build relative to where the script was started; the defaults relative to the checkout.
+absolute() { case "$1" in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
 usage() { echo "usage: bash scripts/cpu_check.sh [--quick] [--big] [--out DIR] [--build DIR]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --big) big=1 ;;
-    --out) [ $# -ge 2 ] || usage; out=$2; shift ;;
-    --build) [ $# -ge 2 ] || usage; build=$2; shift ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --out) [ $# -ge 2 ] || usage; out=$(absolute "$2"); shift ;;
+    --build) [ $# -ge 2 ] || usage; build=$(absolute "$2"); shift ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cpu_check: unknown argument '$1'" >&2; usage ;;
   esac
   shift
