@@ -4,8 +4,9 @@
 //
 // A device is usable when the build has the CUDA backend (cmake -DLATHE_CUDA=auto|on finding the
 // toolkit), a driver answers, and the GPU's compute capability is one the build compiled for
-// (sm_90: Hopper). `lathe info` prints status_line(); `train.device=cuda` calls require_available()
-// before any work.
+// (sm_90: Hopper). `lathe info` prints status_line(); `train.device=cuda` is refused by the config
+// check, before any work, with status_line() in its message (the trainer's GPU path is not built
+// yet; it will call require_available()).
 #pragma once
 
 #include <cstdint>

@@ -60,6 +60,7 @@ std::vector<const char*> enum_names() {
 using Choices = std::span<const char* const>;
 constexpr std::array<const char*, 5> kRopeScalings = {"none", "llama3", "yarn", "linear", "proportional"};
 constexpr std::array<const char*, 2> kDataFormats = {"text", "sft"};
+constexpr std::array<const char*, 2> kDevices = {"cpu", "cuda"};
 constexpr std::array<const char*, 2> kRouterScorings = {"softmax", "sigmoid"};
 constexpr std::array<const char*, 6> kChatTemplates = {"auto", "plain", "chatml", "llama3", "gemma", "mistral"};
 
@@ -198,6 +199,9 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("train.remat", train.remat, "activation memory: save_all, recompute_layer or save_matmuls");
   field("train.threads", train.threads,
         "worker threads; 0: automatic (the CPUs this process may use); --threads and LATHE_NUM_THREADS win");
+  field("train.device", train.device,
+        "where the training step runs: cpu (cuda: the ops exist, the trainer's GPU path does not yet; refused)",
+        Choices(kDevices));
   field("train.check_memory", train.check_memory,
         "refuse a run whose predicted memory exceeds the memory available (cgroup limits included); false: skip");
 

@@ -49,6 +49,9 @@ struct TrainSection {
   RematPolicy remat = RematPolicy::save_all;
   int64_t threads = 0;  // 0: automatic; below --threads and LATHE_NUM_THREADS (core/parallel.h)
   bool check_memory = true;  // refuse a run predicted not to fit in the available memory (train/memory_check.h)
+  // cpu | cuda. The trainer runs on the CPU only so far (issue 18): cuda is refused before any
+  // work with the reason (no GPU here, or the trainer's GPU path not built yet).
+  std::string device = "cpu";
 
   bool operator==(const TrainSection&) const = default;
 };

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "lathe/core/error.h"
+#include "lathe/device/cuda_runtime.h"
 
 namespace lathe {
 namespace {
@@ -191,6 +192,10 @@ TEST(TrainConfigValidation, EachRuleGivesOneClearLine) {
       {[](TrainConfig& c) { c.model.vocab_size = 256; },
        "model.vocab_size=256 is too small: at least 257 (256 byte tokens + EOS)"},
       {[](TrainConfig& c) { c.model.d_model = 0; }, "model.d_model=0 must be > 0"},
+      {[](TrainConfig& c) { c.train.device = "cuda"; },
+       "train.device=cuda: lathe's trainer does not run on a GPU yet (its CUDA ops do: docs/cuda.md); CUDA on this "
+       "machine: " +
+           cuda::status_line()},
       {[](TrainConfig& c) {
          c.model.family = "gpt_oss";
          c.model.attention_bias = true;

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "lathe/core/error.h"
+#include "lathe/device/cuda_runtime.h"
 #include "lathe/models/family_spec.h"
 #include "lathe/train/model_bounds.h"
 #include "lathe/train/train_config.h"
@@ -254,6 +255,9 @@ void check_experts(const ModelConfig& model, ProblemList& problems) {
 
 void check_training(const TrainConfig& config, ProblemList& problems) {
   const TrainSection& train = config.train;
+  if (train.device == "cuda")  // one line: why not here, and why not at all yet
+    problems.add("train.device=cuda: lathe's trainer does not run on a GPU yet (its CUDA ops do: docs/cuda.md); ",
+                 "CUDA on this machine: ", cuda::status_line());
   problems.require_positive("train.steps", train.steps);
   problems.require_positive("train.batch_size", train.batch_size);
   problems.require_positive("train.seq_len", train.seq_len);
