@@ -184,9 +184,15 @@ MatmulCpuConfig heuristic_config(Isa isa, bool bf16_dot) {
 // The in-place index (as matmul's): x's rows (forward) or dy's (dx) read in place, B packed one
 // panel over all of K at a time; mc, kc and nc (heuristic_config's) block only dw, which runs the
 // BLIS path with the same 6 x 64 tile.
+MatmulTile in_place_tile(Isa isa, bool bf16_dot) {
+  return bf16_dot ? matmul_bf16_in_place_tile(isa) : matmul_in_place_tile(isa);
+}
+
 MatmulCpuConfig in_place_config(Isa isa, bool bf16_dot) {
-  const MatmulTile tile = bf16_dot ? matmul_bf16_in_place_tile(isa) : matmul_in_place_tile(isa);
-  return {tile.mr * 24, bf16_dot || isa != Isa::avx512 ? 512 : 256, 512, matmul_in_place_variant(isa)};
+  MatmulCpuConfig config = heuristic_config(isa, bf16_dot);
+  config.mc = in_place_tile(isa, bf16_dot).mr * 24;
+  config.microkernel = matmul_in_place_variant(isa);
+  return config;
 }
 
 // Where the heuristics take the in-place index on AVX-512 (f32 and the bf16 pair path; measured
@@ -220,8 +226,8 @@ std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
   }
   // The in-place index: a tiny blocking (dw's block edges on test shapes), and kc 256 and 512.
   const MatmulCpuConfig in_place = in_place_config(isa, bf16_dot);
-  const MatmulTile in_place_tile = bf16_dot ? matmul_bf16_in_place_tile(isa) : matmul_in_place_tile(isa);
-  configs.push_back({in_place_tile.mr, 24, in_place_tile.nr * 2, in_place.microkernel});
+  const MatmulTile tile = in_place_tile(isa, bf16_dot);
+  configs.push_back({tile.mr, 24, tile.nr * 2, in_place.microkernel});
   for (int64_t kc : {256, 512}) configs.push_back({in_place.mc, kc, 512, in_place.microkernel});
   return configs;
 }
