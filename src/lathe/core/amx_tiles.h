@@ -24,6 +24,8 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #if LATHE_AMX_TILES
@@ -46,7 +48,11 @@ struct HardwareTiles {
     Config config;
     for (int t = 0; t < 8; ++t)
       config.colsb[t] = static_cast<uint16_t>(colsb), config.rows[t] = static_cast<uint8_t>(rows);
-    _tile_loadconfig(&config);
+    // Not _tile_loadconfig: GCC's (12) names only the first 8 bytes of the config as the asm's
+    // memory operand, so the compiler may drop the stores of colsb and rows as dead. It did in the
+    // attention kernels: ldtilecfg loaded zero-sized tiles, and the first tile instruction raised
+    // #UD (SIGILL on the first run on an AMX machine, 2026-12-04). This operand is all 64 bytes.
+    asm volatile("ldtilecfg %0" : : "m"(config));
   }
   static void release() { _tile_release(); }
   // The intrinsics paste their tile operands into the instruction text (GCC), so each index is
@@ -104,19 +110,30 @@ struct EmulatedTiles {
     std::memset(state().data, 0, sizeof(state().data));  // ldtilecfg zeroes the tiles
   }
   static void release() { state().rows = state().colsb = 0; }
+  // A tile instruction with no configuration raises #UD on the hardware (SIGILL): the emulation
+  // stops the same way, so a kernel that uses tiles outside configure() .. release() fails its
+  // tests on every machine, not only on an AMX one.
+  static State& configured() {
+    State& s = state();
+    if (s.rows == 0) {
+      std::fputs("lathe: AMX tile instruction with no tile configuration (emulated #UD)\n", stderr);
+      std::abort();
+    }
+    return s;
+  }
   template <int T>
   static void zero() {
-    std::memset(state().data[T], 0, sizeof(state().data[T]));
+    std::memset(configured().data[T], 0, sizeof(state().data[T]));
   }
   template <int T>
   static void load(const void* base, int64_t stride_bytes) {
-    State& s = state();
+    State& s = configured();
     for (int r = 0; r < s.rows; ++r)
       std::memcpy(s.data[T] + 64 * r, static_cast<const uint8_t*>(base) + r * stride_bytes, s.colsb);
   }
   template <int T>
   static void store(void* base, int64_t stride_bytes) {
-    State& s = state();
+    State& s = configured();
     for (int r = 0; r < s.rows; ++r)
       std::memcpy(static_cast<uint8_t*>(base) + r * stride_bytes, s.data[T] + 64 * r, s.colsb);
   }
@@ -137,7 +154,7 @@ struct EmulatedTiles {
   }
   template <int C, int A, int B>
   static void dpbf16ps() {
-    State& s = state();
+    State& s = configured();
     const int pairs = s.colsb / 4, columns = s.colsb / 4;
     float* c = reinterpret_cast<float*>(s.data[C]);
     const uint16_t* a = reinterpret_cast<const uint16_t*>(s.data[A]);
