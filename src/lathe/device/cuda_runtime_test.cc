@@ -40,6 +40,31 @@ TEST(CudaRuntime, WithoutADeviceEveryEntryIsOneClearError) {
   expect_error([&] { to_device(host); }, "no usable CUDA device");
 }
 
+// The layout copy() hands cudaMemcpy2DAsync, checked on every machine: rows, their width and the
+// pitch between them, each from its own field (the first GPU run found the rows count written over
+// the width: every 1-D copy got a pitch of one element and CUDA refused it).
+TEST(CudaRuntime, RowLayoutOfEachViewKind) {
+  auto expect_layout = [](const TensorView& view, int64_t rows, int64_t cols, int64_t pitch) {
+    const std::optional<RowLayout> layout = row_layout(view);
+    ASSERT_TRUE(layout.has_value()) << view.describe();
+    EXPECT_EQ(layout->rows, rows) << view.describe();
+    EXPECT_EQ(layout->cols, cols) << view.describe();
+    EXPECT_EQ(layout->pitch, pitch) << view.describe();
+  };
+  Tensor vector = Tensor::zeros({4096}, DType::f32);
+  expect_layout(vector.view(), 1, 4096, 4096);
+  Tensor tall = Tensor::zeros({12, 5}, DType::f32), wide = Tensor::zeros({3, 5, 8}, DType::bf16);
+  expect_layout(tall.view(), 12, 5, 5);
+  expect_layout(wide.view(), 15, 8, 8);
+  expect_layout(wide.view().slice(2, 1, 6), 15, 5, 8);  // rows of a wider buffer
+  expect_layout(wide.view().slice(0, 1, 2), 5, 8, 8);   // a leading extent of 1 is skipped
+  Tensor scalar = Tensor::zeros({}, DType::f32);
+  expect_layout(scalar.view(), 1, 1, 1);
+  EXPECT_FALSE(row_layout(tall.view().transpose(0, 1)).has_value()) << "the last axis is not contiguous";
+  EXPECT_FALSE(row_layout(wide.view().slice(1, 0, 4).transpose(0, 1)).has_value())
+      << "leading axes not evenly spaced";
+}
+
 #if LATHE_HAVE_CUDA
 // cuBLASLt is loaded on first use, not linked (device/cublaslt.h): every entry point the CUDA
 // matmul calls resolves from the toolkit this build was configured with, GPU or not.

@@ -9,6 +9,30 @@
 
 namespace lathe::cuda {
 
+std::optional<RowLayout> row_layout(const TensorView& view) {
+  const int rank = view.rank();
+  RowLayout layout;
+  layout.cols = rank == 0 ? 1 : view.dim(rank - 1);
+  if (rank > 0 && layout.cols > 1 && view.stride(rank - 1) != 1) return std::nullopt;
+  layout.rows = layout.cols == 0 ? 0 : view.numel() / layout.cols;
+  layout.pitch = layout.cols;
+  // Leading axes of extent > 1, innermost first: the innermost sets the pitch, each outer one must
+  // step over exactly the rows inside it.
+  int64_t inner_stride = 0, inner_rows = 1;
+  for (int axis = rank - 2; axis >= 0; --axis) {
+    if (view.dim(axis) <= 1) continue;
+    if (inner_stride == 0) {
+      layout.pitch = view.stride(axis);
+    } else if (view.stride(axis) != inner_stride * inner_rows) {
+      return std::nullopt;
+    }
+    inner_stride = view.stride(axis);
+    inner_rows = view.dim(axis);
+  }
+  if (layout.rows > 1 && layout.pitch < layout.cols) return std::nullopt;
+  return layout;
+}
+
 #if LATHE_HAVE_CUDA
 
 namespace {
@@ -31,30 +55,6 @@ CachingAllocator& allocator() {
         *total_bytes = static_cast<int64_t>(total_memory);
       }});
   return instance;
-}
-
-// A view as `rows` rows of `cols` contiguous elements `pitch` elements apart, when its layout
-// allows (unit stride on the last axis, the leading axes evenly spaced); false otherwise.
-bool as_rows(const TensorView& view, int64_t* rows, int64_t* cols, int64_t* pitch) {
-  const int rank = view.rank();
-  *cols = rank == 0 ? 1 : view.dim(rank - 1);
-  if (rank > 0 && *cols > 1 && view.stride(rank - 1) != 1) return false;
-  *rows = *cols == 0 ? 0 : view.numel() / *cols;
-  *pitch = *cols;
-  // Leading axes of extent > 1, innermost first: the innermost sets the pitch, each outer one must
-  // step over exactly the rows inside it.
-  int64_t inner_stride = 0, inner_rows = 1;
-  for (int axis = rank - 2; axis >= 0; --axis) {
-    if (view.dim(axis) <= 1) continue;
-    if (inner_stride == 0) {
-      *pitch = view.stride(axis);
-    } else if (view.stride(axis) != inner_stride * inner_rows) {
-      return false;
-    }
-    inner_stride = view.stride(axis);
-    inner_rows = view.dim(axis);
-  }
-  return *rows <= 1 || *pitch >= *cols;
 }
 
 cudaMemcpyKind copy_kind(Device to, Device from) {
@@ -86,21 +86,21 @@ void copy(const TensorView& destination, const TensorView& source) {
   LATHE_CHECK(destination.shape == source.shape && destination.dtype == source.dtype, "copy from ", source.describe(),
               " to ", destination.describe(), ": shapes and dtypes must match");
   if (source.numel() == 0) return;
-  int64_t rows = 0, cols = 0, source_pitch = 0, destination_pitch = 0, unused = 0;
-  if (!as_rows(source, &rows, &cols, &source_pitch)) {
+  const std::optional<RowLayout> from = row_layout(source);
+  if (!from) {
     LATHE_CHECK(source.device == Device::cpu, "copy from ", source.describe(),
                 ": this layout is not supported on the device");
     const Tensor contiguous = convert(source, source.dtype);
     copy(destination, contiguous);
     return;
   }
-  LATHE_CHECK(as_rows(destination, &unused, &unused, &destination_pitch), "copy to ", destination.describe(),
+  const std::optional<RowLayout> to = row_layout(destination);
+  LATHE_CHECK(to.has_value(), "copy to ", destination.describe(),
               ": this layout is not supported (the last axis must be contiguous, leading axes evenly spaced)");
   const size_t element = dtype_size(source.dtype);
-  LATHE_CUDA_CHECK("copy",
-                   cudaMemcpy2DAsync(destination.data, destination_pitch * element, source.data, source_pitch * element,
-                                     cols * element, rows, copy_kind(destination.device, source.device),
-                                     static_cast<cudaStream_t>(stream_handle())));
+  LATHE_CUDA_CHECK("copy", cudaMemcpy2DAsync(destination.data, to->pitch * element, source.data, from->pitch * element,
+                                             from->cols * element, from->rows, copy_kind(destination.device, source.device),
+                                             static_cast<cudaStream_t>(stream_handle())));
   stream_synchronize("copy");
 }
 

@@ -9,10 +9,20 @@
 // CUDA device: ..." in a build or on a machine without one.
 #pragma once
 
+#include <optional>
+
 #include "lathe/core/tensor.h"
 #include "lathe/device/caching_allocator.h"
 
 namespace lathe::cuda {
+
+// How copy() moves a view in one 2-D copy: `rows` rows of `cols` contiguous elements, `pitch`
+// elements apart. Empty when the layout does not allow it (a last axis that is not contiguous,
+// leading axes not evenly spaced, rows overlapping). Host logic, defined in every build.
+struct RowLayout {
+  int64_t rows = 0, cols = 0, pitch = 0;
+};
+std::optional<RowLayout> row_layout(const TensorView& view);
 
 // A contiguous device tensor; `what` names it in an out-of-memory error.
 Tensor device_empty(const Shape& shape, DType dtype, const std::string& what = "tensor");

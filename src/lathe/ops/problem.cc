@@ -114,22 +114,28 @@ static TensorView span_view(const TensorView& view, void* data, Device device) {
   return span;
 }
 
-Tensor mirror_to_device(const TensorView& host) {
-  Tensor span = cuda::device_empty(Shape{span_elements(host)}, host.dtype, "mirror of a problem tensor");
-  cuda::copy(span, span_view(host, host.data, Device::cpu));
+DeviceMirror mirror_to_device(const TensorView& host) {
+  const TensorView host_span = span_view(host, host.data, Device::cpu);
+  DeviceMirror mirror;
+  mirror.before.resize(static_cast<size_t>(host_span.numel()) * dtype_size(host.dtype));
+  if (!mirror.before.empty()) std::memcpy(mirror.before.data(), host.data, mirror.before.size());
+  Tensor span = cuda::device_empty(Shape{host_span.numel()}, host.dtype, "mirror of a problem tensor");
+  cuda::copy(span, host_span);
   TensorView mirrored = host;
   mirrored.data = span.view().data;
   mirrored.device = Device::cuda;
-  return span.share_view(mirrored);
+  mirror.device = span.share_view(mirrored);
+  return mirror;
 }
 
-void copy_from_device(const TensorView& host, const Tensor& mirror) {
-  const TensorView host_span = span_view(host, host.data, Device::cpu);
-  const Tensor result = cuda::to_host(span_view(host, mirror.view().data, Device::cuda));
-  // Only spans the run changed are written back, so an unchanged input never overwrites an output
-  // it overlaps on the host.
-  const size_t bytes = static_cast<size_t>(host_span.numel()) * dtype_size(host.dtype);
-  if (std::memcmp(result.view().data, host.data, bytes) != 0) std::memcpy(host.data, result.view().data, bytes);
+void copy_from_device(const TensorView& host, const DeviceMirror& mirror) {
+  const Tensor result = cuda::to_host(span_view(host, mirror.device.view().data, Device::cuda));
+  const size_t element = dtype_size(host.dtype);
+  const auto* after = static_cast<const uint8_t*>(result.view().data);
+  auto* out = static_cast<uint8_t*>(host.data);
+  for (size_t offset = 0; offset < mirror.before.size(); offset += element)
+    if (std::memcmp(after + offset, mirror.before.data() + offset, element) != 0)
+      std::memcpy(out + offset, after + offset, element);
 }
 
 OutputCheck compare_output(const std::string& name, const TensorView& fast, const TensorView& reference64,

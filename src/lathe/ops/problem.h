@@ -143,10 +143,17 @@ struct OpRegistration {
 const std::vector<OpRegistration>& all_ops();
 const OpRegistration& find_op(const std::string& name);  // throws naming the known ops
 
-// A device copy of a host view keeping its strides (a view into a wider buffer stays one), and the
-// copy back into the host view: what TypedProblem::run_on_device mirrors (ops/problem.cc).
-Tensor mirror_to_device(const TensorView& host);
-void copy_from_device(const TensorView& host, const Tensor& mirror);
+// A device copy of a host view keeping its strides (a view into a wider buffer stays one: the copy
+// spans the view's first to last element), with the host bytes it was made from; and the copy back,
+// which writes only the elements the run changed (device bytes differ from `before`). So mirrors
+// of overlapping views (the two halves of a fused tensor) each bring back their own writes and
+// never a stale copy of the other's: what TypedProblem::run_on_device mirrors (ops/problem.cc).
+struct DeviceMirror {
+  Tensor device;
+  std::vector<uint8_t> before;
+};
+DeviceMirror mirror_to_device(const TensorView& host);
+void copy_from_device(const TensorView& host, const DeviceMirror& mirror);
 
 // Compares one fast output with the float64 and naive references by the rule above.
 OutputCheck compare_output(const std::string& name, const TensorView& fast, const TensorView& reference64,
@@ -291,13 +298,13 @@ class TypedProblem : public OpProblem {
   // updates in place, end up on the host as a host run leaves them.
   void run_on_device(const std::string& impl, const ConfigParams* config) {
     Args device_args = args_;
-    std::vector<Tensor> mirrors;
+    std::vector<DeviceMirror> mirrors;
     std::vector<TensorView> originals;
     device_args.visit_tensors([&](TensorView& view) {
       if (view.data == nullptr) return;
       originals.push_back(view);
       mirrors.push_back(mirror_to_device(view));
-      view = mirrors.back().view();
+      view = mirrors.back().device.view();
     });
     Dispatch dispatch;
     dispatch.impl = impl;

@@ -5,6 +5,7 @@
 #include "lathe/device/device_tensor.h"
 #include "lathe/ops/linear_cross_entropy/linear_cross_entropy_cuda.h"
 #include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/matmul/matmul_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -17,7 +18,7 @@ constexpr int64_t kMaxChunkLogits = int64_t{1} << 26;
 struct RowParams {
   int64_t vocab, target_stride, ignore_index, first_token;
   float logit_scale, softcap, z_loss, gradient_scale;  // gradient_scale = grad_scale / valid tokens
-  bool targets_i64, grad_bf16;
+  bool targets_i64;
 };
 
 // The final logit of a raw dot product, and d(final)/d(raw dot).
@@ -27,8 +28,8 @@ __device__ float final_logit(float dot, const RowParams& p, float* derivative) {
   return logit;
 }
 
-// Block r: token first_token + r. logits row r (f32) in, grad row r (f32 in place, or bf16) out.
-__global__ void cross_entropy_rows(const float* logits, void* grad, const void* targets, float* row_loss, float* lse,
+// Block r: token first_token + r. logits row r (f32) in, grad row r (f32, in place) out.
+__global__ void cross_entropy_rows(const float* logits, float* grad, const void* targets, float* row_loss, float* lse,
                                    RowParams p) {
   __shared__ float scratch[kThreads / cuda::kWarp];
   const int64_t r = blockIdx.x, token = p.first_token + r;
@@ -57,7 +58,7 @@ __global__ void cross_entropy_rows(const float* logits, void* grad, const void* 
     const float g =
         valid ? (expf(logit - row_lse) * softmax_factor - (v == target ? 1.0f : 0.0f)) * derivative * p.gradient_scale
               : 0.0f;
-    cuda::store_f32(grad, r * p.vocab + v, g, p.grad_bf16);
+    grad[r * p.vocab + v] = g;
   }
 }
 
@@ -88,8 +89,13 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig&)
   Tensor row_loss = cuda::device_zeros({tokens + 1}, DType::f32, "linear_cross_entropy per-token loss");
   const int64_t chunk = std::max<int64_t>(1, std::min(tokens, kMaxChunkLogits / vocab));
   Tensor logits = cuda::device_empty({chunk, vocab}, DType::f32, "linear_cross_entropy logits chunk");
-  Tensor grad_bf16;
-  if (bf16) grad_bf16 = cuda::device_empty({chunk, vocab}, DType::bf16, "linear_cross_entropy bf16 logit gradients");
+  // bf16: the f32 gradient of the logits as kBf16Parts bf16 tensors (matmul_cuda.h), one
+  // tensor-core product per part, so the backward GEMMs keep f32 accuracy.
+  const int parts = bf16 ? kBf16Parts : 1;
+  Tensor grad_parts;
+  if (bf16)
+    grad_parts =
+        cuda::device_empty({parts, chunk, vocab}, DType::bf16, "linear_cross_entropy logit gradients in bf16 parts");
   RowParams p{};
   p.vocab = vocab;
   p.target_stride = args.targets.stride(0);
@@ -99,7 +105,6 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig&)
   p.z_loss = args.z_loss;
   p.gradient_scale = args.grad_scale * inverse_count;
   p.targets_i64 = args.targets.dtype == DType::i64;
-  p.grad_bf16 = bf16;
   for (int64_t first = 0; first < tokens; first += chunk) {
     const int64_t rows = std::min(chunk, tokens - first);
     const TensorView hidden = args.hidden.slice(0, first, first + rows);
@@ -108,18 +113,23 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig&)
     forward.a = hidden, forward.b = args.weight, forward.c = chunk_logits, forward.trans_b = true;
     matmul(forward);
     p.first_token = first;
-    const TensorView grad = bf16 ? grad_bf16.view().slice(0, 0, rows) : chunk_logits;
     cross_entropy_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-        static_cast<const float*>(chunk_logits.data), grad.data, args.targets.data,
+        static_cast<const float*>(chunk_logits.data), static_cast<float*>(chunk_logits.data), args.targets.data,
         static_cast<float*>(row_loss.view().data), static_cast<float*>(args.lse.data), p);
     LATHE_CUDA_CHECK_LAUNCH(kOp);
-    MatmulArgs dhidden;  // (rows, vocab) @ (vocab, d_model)
-    dhidden.a = grad, dhidden.b = args.weight, dhidden.c = args.dhidden.slice(0, first, first + rows);
-    matmul(dhidden);
-    MatmulArgs dweight;  // (rows, vocab)^T @ (rows, d_model), summed over chunks
-    dweight.a = grad, dweight.trans_a = true, dweight.b = hidden, dweight.c = args.dweight;
-    dweight.accumulate = first > 0;
-    matmul(dweight);
+    if (bf16) cuda_split_bf16x3(static_cast<const float*>(chunk_logits.data), rows * vocab, grad_parts.view().data);
+    for (int part = 0; part < parts; ++part) {
+      const TensorView grad =
+          bf16 ? grad_parts.view().select(0, part).slice(0, 0, rows) : chunk_logits;
+      MatmulArgs dhidden;  // (rows, vocab) @ (vocab, d_model)
+      dhidden.a = grad, dhidden.b = args.weight, dhidden.c = args.dhidden.slice(0, first, first + rows);
+      dhidden.accumulate = part > 0;
+      matmul(dhidden);
+      MatmulArgs dweight;  // (rows, vocab)^T @ (rows, d_model), summed over chunks
+      dweight.a = grad, dweight.trans_a = true, dweight.b = hidden, dweight.c = args.dweight;
+      dweight.accumulate = first > 0 || part > 0;
+      matmul(dweight);
+    }
   }
   sum_loss<<<1, kSumThreads, 0, stream>>>(static_cast<const float*>(row_loss.view().data), tokens, inverse_count,
                                           static_cast<float*>(args.loss.data));

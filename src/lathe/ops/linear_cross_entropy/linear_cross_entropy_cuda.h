@@ -3,9 +3,11 @@
 // (256 MB in f32) at a time, so the tokens x vocab matrix is never whole:
 //   logits = hidden_chunk @ weight^T            (matmul op: cuBLASLt, f32 output)
 //   one block per token: scale and soft-cap, logsumexp, the token's loss (and z-loss), then the
-//     gradient of the raw dot products in place (bf16 inputs: written as bf16, as PyTorch's bf16
-//     autocast keeps the logits' gradient)
-//   dhidden_chunk = dlogits @ weight; dweight (+)= dlogits^T @ hidden_chunk   (matmul op)
+//     gradient of the raw dot products in place, in f32
+//   dhidden_chunk = dlogits @ weight; dweight (+)= dlogits^T @ hidden_chunk   (matmul op); with
+//     bf16 inputs dlogits enters as three bf16 parts (cuda_split_bf16x3, matmul_cuda.h), one
+//     tensor-core product each, so the gradients keep f32 accuracy (the op's tolerance rule; one
+//     bf16 dlogits, as PyTorch's autocast keeps it, failed it on the first GPU run)
 // The loss is the sum of the per-token losses in token order by one block (deterministic). The
 // number of valid tokens is counted on the host from a copy of the targets (validation already
 // reads them). The config is not used on the GPU: its space is the default alone.

@@ -68,6 +68,15 @@ uint32_t alignment_of(const void* pointer) {
   return alignment;
 }
 
+DeviceMatrices matrices_of(const TensorView& view) {
+  return {static_cast<float*>(view.data),
+          view.rank() == 3 ? view.dim(0) : 1,
+          view.dim(-2),
+          view.dim(-1),
+          row_stride_of(view),
+          batch_stride_of(view)};
+}
+
 // c = op(a) @ op(b) (+ bias) (+ c when accumulate), through cuBLASLt; no activation. The row-major
 // product is computed as the column-major c^T = op(b)^T op(a)^T, so b is cuBLAS's first operand.
 void lt_matmul(const MatmulArgs& args, int algorithm_index) {
@@ -76,7 +85,8 @@ void lt_matmul(const MatmulArgs& args, int algorithm_index) {
   const int64_t k = args.trans_a ? args.a.dim(-2) : args.a.dim(-1);
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: c = bias (or unchanged / zero)
-    LATHE_CHECK(args.accumulate || args.bias.data == nullptr, kOp, ": K = 0 with a bias is not supported");
+    if (args.bias.data) return cuda_add_bias(matrices_of(args.c), static_cast<const float*>(args.bias.data),
+                                             args.accumulate);
     if (!args.accumulate)
       for (int64_t t = 0; t < batch; ++t) {
         TensorView entry = args.c.rank() == 3 ? args.c.select(0, t) : args.c;
@@ -141,15 +151,6 @@ void lt_matmul(const MatmulArgs& args, int algorithm_index) {
                                            kWorkspaceBytes, static_cast<cudaStream_t>(cuda::stream_handle())));
 }
 
-DeviceMatrices matrices_of(const TensorView& view) {
-  return {static_cast<float*>(view.data),
-          view.rank() == 3 ? view.dim(0) : 1,
-          view.dim(-2),
-          view.dim(-1),
-          row_stride_of(view),
-          batch_stride_of(view)};
-}
-
 void run_matmul(const MatmulArgs& args, const MatmulCpuConfig& config) {
   lt_matmul(args, static_cast<int>(config.microkernel));
   cuda_apply_activation(matrices_of(args.c), args.activation);
@@ -166,28 +167,46 @@ void run_matmul_backward(const MatmulBackwardArgs& args, const MatmulCpuConfig& 
   cuda_activation_gradient(matrices_of(args.dc),
                            args.activation == Activation::none ? none : matrices_of(args.pre_activation),
                            args.activation, g_storage.ptr<float>());
-  const TensorView g = args.dc.rank() == 3 ? g_storage.view() : g_storage.view().select(0, 0);
+  const TensorView g_full = args.dc.rank() == 3 ? g_storage.view() : g_storage.view().select(0, 0);
+  // bf16 operands: g as kBf16Parts bf16 tensors (see matmul_cuda.h), each product once per part.
+  const bool bf16 = args.a.dtype == DType::bf16;
+  const int parts = bf16 ? kBf16Parts : 1;
+  Tensor g_parts;
+  if (bf16) {
+    g_parts = cuda::device_empty(Shape{parts, batch, m, n}, DType::bf16, "matmul_backward gradient in bf16 parts");
+    cuda_split_bf16x3(g_storage.ptr<float>(), batch * m * n, g_parts.view().data);
+  }
+  auto g_part = [&](int part) {
+    if (!bf16) return g_full;
+    const TensorView all = g_parts.view().select(0, part);
+    return args.dc.rank() == 3 ? all : all.select(0, 0);
+  };
+  // c (+)= op(a) @ op(b) where one of a, b is g (g_is_a): summed over g's parts.
   auto product = [&](const TensorView& a, bool trans_a, const TensorView& b, bool trans_b, const TensorView& c,
-                     bool accumulate) {
-    MatmulArgs part;
-    part.a = a;
-    part.b = b;
-    part.c = c;
-    part.trans_a = trans_a;
-    part.trans_b = trans_b;
-    part.accumulate = accumulate;
-    lt_matmul(part, static_cast<int>(config.microkernel));
+                     bool accumulate, bool g_is_a, int64_t batch_entry) {
+    for (int part = 0; part < parts; ++part) {
+      const TensorView g_t = batch_entry < 0 ? g_part(part) : entry(g_part(part), batch_entry);
+      MatmulArgs step;
+      step.a = g_is_a ? g_t : a;
+      step.b = g_is_a ? b : g_t;
+      step.c = c;
+      step.trans_a = trans_a;
+      step.trans_b = trans_b;
+      step.accumulate = accumulate || part > 0;
+      lt_matmul(step, static_cast<int>(config.microkernel));
+    }
   };
   if (args.da.data) {
     // da = g @ op(b)^T in a's layout; transposed a: da = op(b) @ g^T. Summed over the batch when a
     // is shared (a rank-2 da): batch entries accumulate in order.
     const bool shared = args.da.rank() == 2 && batch > 1;
     for (int64_t t = 0; t < (shared ? batch : 1); ++t) {
-      const TensorView b_t = shared ? entry(args.b, t) : args.b, g_t = shared ? entry(g, t) : g;
+      const TensorView b_t = shared ? entry(args.b, t) : args.b;
+      const int64_t g_entry = shared ? t : -1;
       if (!args.trans_a)
-        product(g_t, false, b_t, !args.trans_b, args.da, t > 0);
+        product({}, false, b_t, !args.trans_b, args.da, t > 0, true, g_entry);
       else
-        product(b_t, args.trans_b, g_t, true, args.da, t > 0);
+        product(b_t, args.trans_b, {}, true, args.da, t > 0, false, g_entry);
     }
   }
   if (args.db.data) {
@@ -195,11 +214,12 @@ void run_matmul_backward(const MatmulBackwardArgs& args, const MatmulCpuConfig& 
     // b is shared (a rank-2 db): batch entries accumulate in order.
     const bool shared = args.db.rank() == 2 && batch > 1;
     for (int64_t t = 0; t < (shared ? batch : 1); ++t) {
-      const TensorView a_t = shared ? entry(args.a, t) : args.a, g_t = shared ? entry(g, t) : g;
+      const TensorView a_t = shared ? entry(args.a, t) : args.a;
+      const int64_t g_entry = shared ? t : -1;
       if (!args.trans_b)
-        product(a_t, !args.trans_a, g_t, false, args.db, t > 0);
+        product(a_t, !args.trans_a, {}, false, args.db, t > 0, false, g_entry);
       else
-        product(g_t, true, a_t, args.trans_a, args.db, t > 0);
+        product({}, true, a_t, args.trans_a, args.db, t > 0, true, g_entry);
     }
   }
   if (args.dbias.data) cuda_column_sums(g_storage.ptr<float>(), batch * m, n, static_cast<float*>(args.dbias.data));

@@ -1,3 +1,5 @@
+#include <cuda_bf16.h>
+
 #include <cmath>
 
 #include "lathe/device/cuda_check.h"
@@ -86,7 +88,40 @@ __global__ void column_sums_kernel(const float* g, int64_t rows, int64_t cols, f
   sums[column] = sum;
 }
 
+__global__ void add_bias_kernel(DeviceMatrices c, const float* bias, bool accumulate) {
+  const int64_t count = c.batch * c.rows * c.cols;
+  for (int64_t flat = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; flat < count;
+       flat += int64_t{gridDim.x} * blockDim.x) {
+    float& value = c.data[offset_of(c, flat)];
+    value = (accumulate ? value : 0.0f) + bias[flat % c.cols];
+  }
+}
+
+__global__ void split_bf16x3_kernel(const float* x, int64_t count, __nv_bfloat16* parts) {
+  for (int64_t flat = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; flat < count;
+       flat += int64_t{gridDim.x} * blockDim.x) {
+    float rest = x[flat];
+    for (int part = 0; part < kBf16Parts; ++part) {
+      const __nv_bfloat16 rounded = __float2bfloat16_rn(rest);
+      parts[part * count + flat] = rounded;
+      rest -= __bfloat162float(rounded);
+    }
+  }
+}
+
 }  // namespace
+
+void cuda_add_bias(const DeviceMatrices& c, const float* bias, bool accumulate) {
+  if (c.batch * c.rows * c.cols == 0) return;
+  add_bias_kernel<<<blocks_for(c.batch * c.rows * c.cols), kThreads, 0, stream()>>>(c, bias, accumulate);
+  LATHE_CUDA_CHECK_LAUNCH("matmul (cuda): bias");
+}
+
+void cuda_split_bf16x3(const float* x, int64_t count, void* parts) {
+  if (count == 0) return;
+  split_bf16x3_kernel<<<blocks_for(count), kThreads, 0, stream()>>>(x, count, static_cast<__nv_bfloat16*>(parts));
+  LATHE_CUDA_CHECK_LAUNCH("matmul_backward (cuda): bf16 split");
+}
 
 void cuda_apply_activation(const DeviceMatrices& c, Activation activation) {
   if (activation == Activation::none || c.batch * c.rows * c.cols == 0) return;

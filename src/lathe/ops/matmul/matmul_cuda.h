@@ -7,6 +7,11 @@
 // The op's config type is shared with the CPU paths: the CUDA implementation reads only
 // `microkernel`, as the index of the cuBLASLt algorithm among the heuristic's best four (0: its
 // first choice), so `lathe tune matmul` picks among them like any other config.
+//
+// bf16 backward: the gradient g = dc * act' is f32, the other operand bf16; cuBLASLt multiplies
+// like types only, and rounding g to one bf16 would cost it 16 bits against the op's tolerance
+// rule. So g enters as three bf16 parts (cuda_split_bf16x3) in three accumulating tensor-core
+// products: still ~5x the f32 GEMM's rate on Hopper, with f32 accuracy.
 #pragma once
 
 #include <cstdint>
@@ -31,5 +36,13 @@ void cuda_activation_gradient(const DeviceMatrices& dc, const DeviceMatrices& pr
                               float* g);
 // dbias[j] = sum over all rows of g[., j]; g contiguous (rows, cols).
 void cuda_column_sums(const float* g, int64_t rows, int64_t cols, float* dbias);
+// c = bias (broadcast over rows), or c += bias when accumulate: the product of an empty sum.
+void cuda_add_bias(const DeviceMatrices& c, const float* bias, bool accumulate);
+// An f32 tensor as the sum of kBf16Parts bf16 tensors: parts[p * count + i], p = 0 the largest
+// (bf16(x)), each next one bf16 of what is left. Three parts hold all 24 bits of an f32
+// significand, so a product of the parts with an exact bf16 operand, summed in f32, has the
+// accuracy of the f32 product: the bf16 backward's tensor-core GEMMs with the f32 gradient.
+inline constexpr int kBf16Parts = 3;
+void cuda_split_bf16x3(const float* x, int64_t count, void* parts);
 
 }  // namespace lathe
