@@ -5,6 +5,7 @@
 #include "lathe/device/cuda_kernel_utils.cuh"
 #include "lathe/device/device_tensor.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma.h"
 
 namespace lathe {
 namespace {
@@ -199,7 +200,9 @@ dim3 row_grid(int64_t rows, int64_t heads, int64_t batch) {
               static_cast<unsigned>(batch));
 }
 
-void run_forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig&) {
+void run_forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
+  if (config.block_q == kFlashCudaTensorCoreConfig.block_q && flash_attention_mma_applies(args))
+    return flash_attention_forward_mma(args);
   const Shapes s = shapes_of("flash_attention", args.q, args.k, args.v, args.options);
   if (s.batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
   forward_rows<<<row_grid(s.seq_q, s.n_heads, s.batch), kWarpsPerBlock * cuda::kWarp, 0, cuda::lathe_stream()>>>(
@@ -230,7 +233,15 @@ void run_backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCp
 }  // namespace
 
 Impl<FlashAttentionArgs, FlashAttentionCpuConfig> flash_attention_cuda_impl() {
-  return default_config_cuda_impl<FlashAttentionArgs, FlashAttentionCpuConfig>(run_forward);
+  Impl<FlashAttentionArgs, FlashAttentionCpuConfig> impl =
+      default_config_cuda_impl<FlashAttentionArgs, FlashAttentionCpuConfig>(run_forward);
+  // The CUDA-core kernel stays the default until a device check has passed the tensor-core one
+  // (docs/cuda.md); the contract tests check both wherever a GPU is usable.
+  impl.heuristic = [](const FlashAttentionArgs&) { return kFlashCudaRowConfig; };
+  impl.space = [](const FlashAttentionArgs&) {
+    return std::vector<FlashAttentionCpuConfig>{kFlashCudaRowConfig, kFlashCudaTensorCoreConfig};
+  };
+  return impl;
 }
 Impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig> flash_attention_backward_cuda_impl() {
   return default_config_cuda_impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>(run_backward);

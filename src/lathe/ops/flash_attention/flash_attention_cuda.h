@@ -8,8 +8,14 @@
 // 32 * kFlashCudaMaxPerLane = 512. No atomics: dq sums keys in order; dk and dv sum, in order, the
 // query heads sharing the kv head and their queries (a second kernel per key row, using D and lse
 // from the first), so results are bitwise reproducible. Tensor cores (mma / WGMMA) are the next
-// step; the op contract tests check this one wherever a GPU is usable. The config (block_q,
-// block_k) is not used on the GPU: its space is the default alone.
+// step; the op contract tests check this one wherever a GPU is usable.
+//
+// The forward's config picks the kernel: kFlashCudaTensorCoreConfig (block_q 64) runs the
+// tensor-core kernel of flash_attention_cuda_mma.h where it applies (bf16, head_dim == v_head_dim
+// in {64, 128}) and the CUDA-core kernel elsewhere; kFlashCudaRowConfig (block_q 1, the default
+// until a device check has passed the tensor-core kernel) always runs the CUDA-core kernel. Both
+// are in the tuning space, so the contract tests check both and cuda_bench times both. The
+// backward's config is not used.
 #pragma once
 
 #include "lathe/ops/flash_attention/flash_attention.h"
@@ -17,6 +23,8 @@
 namespace lathe {
 
 inline constexpr int64_t kFlashCudaMaxPerLane = 16;
+inline constexpr FlashAttentionCpuConfig kFlashCudaRowConfig{1, 1};
+inline constexpr FlashAttentionCpuConfig kFlashCudaTensorCoreConfig{64, 64};
 
 Impl<FlashAttentionArgs, FlashAttentionCpuConfig> flash_attention_cuda_impl();
 Impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig> flash_attention_backward_cuda_impl();
