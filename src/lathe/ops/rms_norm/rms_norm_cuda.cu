@@ -1,5 +1,8 @@
+#include <algorithm>
+
 #include "lathe/device/cuda_check.h"
 #include "lathe/device/cuda_kernel_utils.cuh"
+#include "lathe/device/device_tensor.h"
 #include "lathe/ops/rms_norm/rms_norm_cuda.h"
 
 namespace lathe {
@@ -41,13 +44,29 @@ __global__ void rms_norm_backward_dx(const void* x, const float* weight, const f
   }
 }
 
-__global__ void rms_norm_backward_dweight(const void* x, const float* inv_rms, const void* dy, float* dweight,
-                                          int64_t rows, int64_t dim, bool bf16) {
+// dweight in two deterministic passes: block (row chunk, column block) sums kDweightRowsPerChunk
+// rows of its columns into partial[chunk][d]; then one thread per column sums the chunks in order.
+// (One pass with one thread per column put dim / 256 blocks on a GPU of 132 SMs, each looping over
+// every row.)
+constexpr int64_t kDweightRowsPerChunk = 64;
+
+__global__ void rms_norm_backward_dweight_partials(const void* x, const float* inv_rms, const void* dy, float* partial,
+                                                   int64_t rows, int64_t dim, bool bf16) {
+  const int64_t d = blockIdx.y * int64_t{blockDim.x} + threadIdx.x, chunk = blockIdx.x;
+  if (d >= dim) return;
+  const int64_t first = chunk * kDweightRowsPerChunk;
+  const int64_t last = first + kDweightRowsPerChunk < rows ? first + kDweightRowsPerChunk : rows;
+  float sum = 0.0f;
+  for (int64_t row = first; row < last; ++row)
+    sum += cuda::load_f32(dy, row * dim + d, bf16) * cuda::load_f32(x, row * dim + d, bf16) * inv_rms[row];
+  partial[chunk * dim + d] = sum;
+}
+
+__global__ void sum_chunks(const float* partial, int64_t chunks, int64_t dim, float* dweight) {
   const int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (d >= dim) return;
   float sum = 0.0f;
-  for (int64_t row = 0; row < rows; ++row)
-    sum += cuda::load_f32(dy, row * dim + d, bf16) * cuda::load_f32(x, row * dim + d, bf16) * inv_rms[row];
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) sum += partial[chunk * dim + d];
   dweight[d] = sum;
 }
 
@@ -70,10 +89,15 @@ void run_backward(const RmsNormBackwardArgs& args, const RmsNormCpuConfig&) {
     LATHE_CUDA_CHECK_LAUNCH("rms_norm_backward (cuda)");
   }
   if (dim > 0) {
-    rms_norm_backward_dweight<<<static_cast<unsigned>((dim + kThreads - 1) / kThreads), kThreads, 0,
-                                cuda::lathe_stream()>>>(args.x.data, static_cast<const float*>(args.inv_rms.data),
-                                                        args.dy.data, static_cast<float*>(args.dweight.data), rows, dim,
-                                                        bf16);
+    const int64_t chunks = std::max<int64_t>(1, (rows + kDweightRowsPerChunk - 1) / kDweightRowsPerChunk);
+    Tensor partial = cuda::device_empty({chunks, dim}, DType::f32, "rms_norm_backward dweight partial sums");
+    const unsigned column_blocks = static_cast<unsigned>((dim + kThreads - 1) / kThreads);
+    rms_norm_backward_dweight_partials<<<dim3(static_cast<unsigned>(chunks), column_blocks), kThreads, 0,
+                                         cuda::lathe_stream()>>>(
+        args.x.data, static_cast<const float*>(args.inv_rms.data), args.dy.data, partial.ptr<float>(), rows, dim, bf16);
+    LATHE_CUDA_CHECK_LAUNCH("rms_norm_backward (cuda)");
+    sum_chunks<<<column_blocks, kThreads, 0, cuda::lathe_stream()>>>(partial.ptr<float>(), chunks, dim,
+                                                                    static_cast<float*>(args.dweight.data));
     LATHE_CUDA_CHECK_LAUNCH("rms_norm_backward (cuda)");
   }
 }
