@@ -15,12 +15,18 @@
 #                                         (scripts/device_peers.py: cuDNN SDPA, torch bf16 GEMM).
 #   bash scripts/device_check.sh run --sanitize   also runs the CUDA tests under compute-sanitizer's
 #                                         memcheck and racecheck (SANITIZE_SECONDS each, default 100).
+#   bash scripts/device_check.sh run --cpu        also runs scripts/cpu_check.sh on the GPU machine's
+#                                         own CPU (an AMX Xeon on the H200 machines: issue 16's
+#                                         tables), its summary into $OUT/cpu_check_summary.md and
+#                                         every raw file into $OUT/cpu_check.tgz (about 5 minutes).
 #
 # Why two steps: the GPU machines this project borrows have the CUDA toolkit but none of Debian's
 # -dev packages lathe builds against (yaml-cpp, GoogleTest, nlohmann-json, ...) and no network, so
 # lathe is built where those are, and only the binaries travel. From the project's tool:
 #   bash scripts/device_check.sh bundle
-#   device run: command "bash scripts/device_check.sh run", carry ["device_bundle"], timeout_s 480
+#   device run: command "bash scripts/device_check.sh run", carry ["device_bundle.tgz"], timeout_s 480
+# (bundle also packs device_bundle/ into device_bundle.tgz: what travels is counted compressed-or-not
+# against 64 MiB, and the binaries with oneDNN come to ~80 MB unpacked; run unpacks it.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -28,7 +34,8 @@ bundle=device_bundle
 
 case "$mode" in
   bundle)
-    cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_CUDA=on -DLATHE_WITH_ONEDNN=OFF \
+    # oneDNN stays in: it is the CPU benchmarks' peer when `run --cpu` measures the host CPU.
+    cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_CUDA=on -DLATHE_WITH_ONEDNN=ON \
       -DLATHE_WITH_OPENBLAS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
     ninja -C build-cuda lathe_cli lathe_tests cuda_bench
     rm -rf "$bundle"
@@ -41,16 +48,29 @@ case "$mode" in
     done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas[^/]*)\.so' |
       while read -r library; do cp -L "$library" "$bundle/lib/"; done
     git rev-parse HEAD >"$bundle/commit"
-    du -sh "$bundle"
-    echo "device_bundle/ is ready: run 'bash scripts/device_check.sh run' on the GPU machine with device_bundle carried"
+    tar -czf "$bundle.tgz" "$bundle"
+    du -sh "$bundle" "$bundle.tgz"
+    echo "$bundle.tgz is ready: run 'bash scripts/device_check.sh run' on the GPU machine with $bundle.tgz carried"
     ;;
   run)
-    sanitize=0
+    sanitize=0 cpu=0
     sanitize_seconds=${SANITIZE_SECONDS:-100}
-    [ "${2:-}" = --sanitize ] && sanitize=1
+    for option in "${@:2}"; do
+      case "$option" in
+        --sanitize) sanitize=1 ;;
+        --cpu) cpu=1 ;;
+        *) echo "device_check: unknown option '$option' (run [--sanitize] [--cpu])" >&2; exit 2 ;;
+      esac
+    done
+    if [ ! -x "$bundle/lathe_tests" ] && [ -f "$bundle.tgz" ]; then tar -xzf "$bundle.tgz"; fi
     [ -x "$bundle/lathe_tests" ] || { echo "device_check: no $bundle/ (run 'bash scripts/device_check.sh bundle' first)" >&2; exit 2; }
     out=${OUT:-$bundle}
-    mkdir -p "$out"
+    # The summary goes straight to OUT (it survives a run stopped at its limit); the logs and JSON
+    # files go to a work folder, packed into OUT/device_check_logs.tgz at the end (a device run
+    # brings back at most 8 files).
+    logs=/tmp/device_check_logs
+    rm -rf "$logs"
+    mkdir -p "$out" "$logs"
     summary="$out/device_check_summary.md"
     # cuBLAS from the machine's CUDA installation (a toolkit folder or the nvidia-cublas wheel).
     cublas_dir=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
@@ -81,9 +101,9 @@ case "$mode" in
     # cannot cost the other ops' results.
     attention='*OpContract*/flash_attention*'
     set +e
-    "$bundle/lathe_tests" --gtest_filter="$filter:-$attention" --gtest_brief=1 2>&1 | tee "$out/device_tests.log"
+    "$bundle/lathe_tests" --gtest_filter="$filter:-$attention" --gtest_brief=1 2>&1 | tee "$logs/device_tests.log"
     tests_status=${PIPESTATUS[0]}
-    "$bundle/lathe_tests" --gtest_filter="$attention" --gtest_brief=1 2>&1 | tee -a "$out/device_tests.log"
+    "$bundle/lathe_tests" --gtest_filter="$attention" --gtest_brief=1 2>&1 | tee -a "$logs/device_tests.log"
     [ "${PIPESTATUS[0]}" = 0 ] || tests_status=1
     set -e
     [ "$tests_status" = 0 ] || status=1
@@ -91,12 +111,12 @@ case "$mode" in
       echo
       echo "## CUDA tests (exit $tests_status)"
       echo '```'
-      grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED TEST' "$out/device_tests.log" | tail -n 40 || true
+      grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED TEST' "$logs/device_tests.log" | tail -n 40 || true
       echo '```'
     } >>"$summary"
     echo "== GPU benchmark"
     set +e
-    "$bundle/cuda_bench" --json "$out/cuda_bench.json" 2>&1 | tee "$out/cuda_bench.log"
+    "$bundle/cuda_bench" --json "$logs/cuda_bench.json" 2>&1 | tee "$logs/cuda_bench.log"
     bench_status=${PIPESTATUS[0]}
     set -e
     [ "$bench_status" = 0 ] || status=1
@@ -104,21 +124,21 @@ case "$mode" in
       echo
       echo "## GPU benchmark (exit $bench_status)"
       echo '```'
-      cat "$out/cuda_bench.log"
+      cat "$logs/cuda_bench.log"
       echo '```'
       echo
     } >>"$summary"
     echo "== PyTorch peers (cuDNN SDPA, cuBLAS bf16 through torch)"
     set +e
-    timeout 180 python3 scripts/device_peers.py --json "$out/device_peers.json" --lathe "$out/cuda_bench.json" 2>&1 |
-      tee "$out/device_peers.log"
+    timeout 180 python3 scripts/device_peers.py --json "$logs/device_peers.json" --lathe "$logs/cuda_bench.json" 2>&1 |
+      tee "$logs/device_peers.log"
     peers_status=${PIPESTATUS[0]}
     set -e
     {
       echo
       echo "## PyTorch peers (exit $peers_status; not part of the pass/fail)"
       echo '```'
-      cat "$out/device_peers.log"
+      cat "$logs/device_peers.log"
       echo '```'
       echo
       echo 'Not yet in the check: training MFU (the trainer has no GPU path yet).'
@@ -130,10 +150,10 @@ case "$mode" in
         set +e
         if [ -n "$sanitizer" ]; then
           timeout "$sanitize_seconds" "$sanitizer" --tool "$tool" --error-exitcode 3 \
-            "$bundle/lathe_tests" --gtest_filter="$filter" --gtest_brief=1 >"$out/sanitizer_$tool.log" 2>&1
+            "$bundle/lathe_tests" --gtest_filter="$filter" --gtest_brief=1 >"$logs/sanitizer_$tool.log" 2>&1
           sanitizer_status=$?
         else
-          echo "compute-sanitizer not found" >"$out/sanitizer_$tool.log"
+          echo "compute-sanitizer not found" >"$logs/sanitizer_$tool.log"
           sanitizer_status=127
         fi
         set -e
@@ -141,12 +161,28 @@ case "$mode" in
           echo
           echo "## compute-sanitizer $tool (exit $sanitizer_status; 124 = stopped at ${sanitize_seconds}s)"
           echo '```'
-          grep -E '=========|^\[  (PASSED|FAILED) |FAILED TEST|not found' "$out/sanitizer_$tool.log" | head -n 30 || true
+          grep -E '=========|^\[  (PASSED|FAILED) |FAILED TEST|not found' "$logs/sanitizer_$tool.log" | head -n 30 || true
           echo '```'
         } >>"$summary"
         [ "$sanitizer_status" = 0 ] || [ "$sanitizer_status" = 124 ] || status=1
       done
     fi
+    if [ "$cpu" = 1 ]; then
+      echo "== cpu_check on this machine's CPU"
+      set +e
+      timeout "${CPU_CHECK_SECONDS:-420}" bash scripts/cpu_check.sh --build "$bundle" --out /tmp/cpu_check \
+        >"$logs/cpu_check.log" 2>&1
+      cpu_status=$?
+      set -e
+      cp /tmp/cpu_check/summary.md "$logs/cpu_check_summary.md" 2>/dev/null || true
+      tar -czf "$logs/cpu_check.tgz" -C /tmp cpu_check 2>/dev/null || true
+      {
+        echo
+        echo "## cpu_check on the host CPU (exit $cpu_status; 124 = stopped at its time limit)"
+        cat "$logs/cpu_check_summary.md" 2>/dev/null || tail -n 20 "$logs/cpu_check.log"
+      } >>"$summary"
+    fi
+    tar -czf "$out/device_check_logs.tgz" -C /tmp device_check_logs
     cat "$summary"
     exit "$status"
     ;;
