@@ -299,6 +299,9 @@ const std::vector<std::string> kEdgeShapes = {
     "sizes=2:3,k=0,n=5",
     "sizes=40:1:0:2:0:0:0:0:0:0:0:3:1,k=33,n=47",
     "tokens=13,top_k=3,experts=7,k=20,n=30",
+    // Depth past one in-place panel (k 4096 in f32): the forward's and dx's depth slices.
+    "sizes=130:2,k=4200,n=65",
+    "sizes=130:2,k=40,n=4200",
 };
 
 const std::vector<std::string> kBackwardOnlyEdgeShapes = {

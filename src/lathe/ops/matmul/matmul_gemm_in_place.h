@@ -11,8 +11,10 @@
 // tile down the rows, broadcasting A's elements straight from A's rows (mr row streams, which the
 // hardware prefetchers follow) and writing each tile of C once, epilogue applied. Every element of
 // C is summed over K in one order (0 .. K-1 in the tile), whatever the threads or chunks. All of
-// K in one tile: slices of 1024 or 2048 with partial sums through C measured 3-12% slower at
-// 4096^3 on Zen 4, although all of K there makes a 1 MB panel that does not fit L2 beside A's rows.
+// K in one tile up to a 1 MB panel (K 4096 in f32): slices of 1024 or 2048 with partial sums
+// through C measured 3-12% slower at 4096^3 on Zen 4, although all of K there makes a 1 MB panel
+// that does not fit L2 beside A's rows. Deeper products run in slices of at most that panel (see
+// "Depth slices" below): a 2 MB panel reread from a slow L3 ran at 0.61x oneDNN on an Intel Xeon.
 //
 // Why: the BLIS path (matmul_gemm.h) packs A per block, shares a B block between threads through
 // a barrier per K slice and stores partial sums per slice; at 2 threads on Zen 4 that ran at
@@ -202,12 +204,9 @@ LATHE_GEMM_INLINE void in_place_tiles(const Gemm& g, int64_t t, const typename P
                e, next, lines_per_tile);
 }
 
-// Rows [row0, row1) x columns [n0, n1) of batch entry 0 on the calling thread (grouped_matmul's
-// runs, which split the work themselves): each panel packed into the thread's slot, the tiles
-// down the rows, the next panel's lines requested during them. n0 is a multiple of Path::kNR
-// (or n1). K = 0 writes C's zeros (or leaves it, accumulating).
+// gemm_a_in_place_range (below) for one depth slice.
 template <InPlaceForm Path>
-void gemm_a_in_place_range(const Gemm& g, int64_t row0, int64_t row1, int64_t n0, int64_t n1) {
+void gemm_a_in_place_range_slice(const Gemm& g, int64_t row0, int64_t row1, int64_t n0, int64_t n1) {
   constexpr int NR = Path::kNR;
   using Packed = typename Path::Packed;
   Packed* panel = reinterpret_cast<Packed*>(thread_scratch(1, sizeof(Packed) * NR * Path::packed_depth(g.k)));
@@ -220,9 +219,9 @@ void gemm_a_in_place_range(const Gemm& g, int64_t row0, int64_t row1, int64_t n0
   }
 }
 
-// Path: F32InPlace or Bf16InPlace; the product one that a_in_place_applies<Path> takes.
+// run_gemm_a_in_place (below) for one depth slice: all threads claim its items.
 template <InPlaceForm Path>
-void run_gemm_a_in_place(const Gemm& g) {
+void run_gemm_a_in_place_slice(const Gemm& g) {
   constexpr int MR = Path::kMR, NR = Path::kNR;
   using Packed = typename Path::Packed;
   const double flops = 2.0 * g.batch * g.m * g.n * g.k;
@@ -254,6 +253,67 @@ void run_gemm_a_in_place(const Gemm& g) {
   };
   if (threads <= 1) return work(0, 1);
   parallel_run(work);  // any number of parts works (nested: one): items go to whoever asks
+}
+
+// Depth slices. A panel holds all of K, so each row tile rereads it: from L2 while it fits beside
+// A's rows, else from L3. Where L3 is slow that read bounds the tile: on an Intel Xeon (Emerald
+// Rapids VM, 2 threads, L3 at 48 GB/s, 2 MB L2) 2048 x 2048 x 8192 (a 2 MB panel) ran at 0.61-0.68x
+// oneDNN and 0.66-0.71x the BLIS path, while the 1 MB panels of 4096^3 and k 2048 ran at 1.00x
+// oneDNN and 1.08-1.14x the BLIS path (docs/perf.md, "Depth slices for the in-place GEMM"). So K is
+// cut into equal slices (multiples of 64 deep: whole bf16 pairs) whose panel is at most
+// kInPlaceMaxPanelBytes; each slice adds onto C, and only the last adds the bias and applies the
+// activation. On Zen 4 (fast L3) all of K in 1-2 MB panels was measured fine; its best depth at
+// 4096^3 was the 1 MB panel these slices keep.
+inline constexpr int64_t kInPlaceMaxPanelBytes = int64_t{1} << 20;
+
+template <InPlaceForm Path>
+int64_t in_place_slice_depth(int64_t k) {
+  const int64_t bytes = static_cast<int64_t>(sizeof(typename Path::Packed)) * Path::kNR * Path::packed_depth(k);
+  const int64_t slices = (bytes + kInPlaceMaxPanelBytes - 1) / kInPlaceMaxPanelBytes;
+  if (slices <= 1) return k;
+  return ((k + slices - 1) / slices + 63) / 64 * 64;
+}
+
+// x with its depth starting at p0 (A's columns; B's rows where transposed storage runs over depth).
+inline Operand from_depth(const Operand& x, int64_t p0) {
+  Operand out = x;
+  const int64_t step = x.transposed ? x.row_stride : 1;
+  out.data = static_cast<const char*>(x.data) + p0 * step * (x.bf16 ? 2 : 4);
+  return out;
+}
+
+// body(slice) for each depth slice of g (in order; g itself when one slice does).
+template <InPlaceForm Path, class Body>
+void for_each_depth_slice(const Gemm& g, Body&& body) {
+  const int64_t depth = in_place_slice_depth<Path>(g.k);
+  if (depth >= g.k) return body(g);
+  for (int64_t p0 = 0; p0 < g.k; p0 += depth) {
+    const bool last = p0 + depth >= g.k;
+    Gemm slice = g;
+    slice.k = min64(depth, g.k - p0);
+    slice.a = from_depth(g.a, p0);
+    slice.bt = from_depth(g.bt, p0);
+    slice.accumulate = g.accumulate || p0 > 0;
+    slice.bias = last ? g.bias : nullptr;
+    slice.activation = last ? g.activation : Activation::none;
+    slice.streaming_c = false;  // a later slice reads C back, perhaps on another thread
+    body(slice);
+  }
+}
+
+// Rows [row0, row1) x columns [n0, n1) of batch entry 0 on the calling thread (grouped_matmul's
+// runs, which split the work themselves): each panel packed into the thread's slot, the tiles
+// down the rows, the next panel's lines requested during them; in depth slices as above. n0 is a
+// multiple of Path::kNR (or n1). K = 0 writes C's zeros (or leaves it, accumulating).
+template <InPlaceForm Path>
+void gemm_a_in_place_range(const Gemm& whole, int64_t row0, int64_t row1, int64_t n0, int64_t n1) {
+  for_each_depth_slice<Path>(whole, [&](const Gemm& g) { gemm_a_in_place_range_slice<Path>(g, row0, row1, n0, n1); });
+}
+
+// Path: F32InPlace or Bf16InPlace; the product one that a_in_place_applies<Path> takes.
+template <InPlaceForm Path>
+void run_gemm_a_in_place(const Gemm& whole) {
+  for_each_depth_slice<Path>(whole, [](const Gemm& g) { run_gemm_a_in_place_slice<Path>(g); });
 }
 
 }  // namespace lathe::LATHE_ISA_NS::gemm

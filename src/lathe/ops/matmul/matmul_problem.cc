@@ -328,10 +328,15 @@ const std::vector<std::string> kEdgeShapes = {
     "batch=3,m=9,n=17,k=13,shared_b=1,bias=1,act=gelu_tanh",
     "batch=2,m=5,n=70,k=21,tb=1,bias=1,act=silu,dtype=bf16",
     "batch=0,m=3,n=4,k=5",
+    // Deeper than one in-place panel (1 MB: k 4096 in f32, 8192 in bf16): depth slices, the bias
+    // and activation on the last one only.
+    "m=13,n=70,k=4500,bias=1,act=gelu_tanh",
+    "m=7,n=70,k=8200,dtype=bf16,bias=1,act=relu",
 };
 
 const std::vector<std::string> kForwardOnlyEdgeShapes = {"batch=2,m=5,n=70,k=21,accumulate=1,bias=1",
-                                                         "m=6,n=9,k=0,accumulate=1,bias=1"};
+                                                         "m=6,n=9,k=0,accumulate=1,bias=1",
+                                                         "m=9,n=65,k=4300,accumulate=1,bias=1"};
 
 }  // namespace
 
