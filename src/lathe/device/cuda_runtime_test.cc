@@ -61,8 +61,7 @@ TEST(CudaRuntime, RowLayoutOfEachViewKind) {
   Tensor scalar = Tensor::zeros({}, DType::f32);
   expect_layout(scalar.view(), 1, 1, 1);
   EXPECT_FALSE(row_layout(tall.view().transpose(0, 1)).has_value()) << "the last axis is not contiguous";
-  EXPECT_FALSE(row_layout(wide.view().slice(1, 0, 4).transpose(0, 1)).has_value())
-      << "leading axes not evenly spaced";
+  EXPECT_FALSE(row_layout(wide.view().slice(1, 0, 4).transpose(0, 1)).has_value()) << "leading axes not evenly spaced";
 }
 
 #if LATHE_HAVE_CUDA

@@ -98,9 +98,10 @@ void copy(const TensorView& destination, const TensorView& source) {
   LATHE_CHECK(to.has_value(), "copy to ", destination.describe(),
               ": this layout is not supported (the last axis must be contiguous, leading axes evenly spaced)");
   const size_t element = dtype_size(source.dtype);
-  LATHE_CUDA_CHECK("copy", cudaMemcpy2DAsync(destination.data, to->pitch * element, source.data, from->pitch * element,
-                                             from->cols * element, from->rows, copy_kind(destination.device, source.device),
-                                             static_cast<cudaStream_t>(stream_handle())));
+  LATHE_CUDA_CHECK("copy",
+                   cudaMemcpy2DAsync(destination.data, to->pitch * element, source.data, from->pitch * element,
+                                     from->cols * element, from->rows, copy_kind(destination.device, source.device),
+                                     static_cast<cudaStream_t>(stream_handle())));
   stream_synchronize("copy");
 }
 

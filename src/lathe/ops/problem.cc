@@ -1,12 +1,12 @@
 #include "lathe/ops/problem.h"
 
-#include "lathe/device/device_tensor.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <sstream>
+
+#include "lathe/device/device_tensor.h"
 
 namespace lathe {
 

@@ -12,11 +12,11 @@ namespace lathe {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kRowsPerWarp = 16;                  // the M of one mma
-constexpr int kBlockQ = kWarps * kRowsPerWarp;    // queries per block
-constexpr int kBlockK = 64;                       // keys per shared-memory tile
-constexpr int kKeyTiles = kBlockK / 8;            // n-tiles of 8 keys in a score row
-constexpr int kPad = 8;                           // bf16 padding per shared row: conflict-free fragments
+constexpr int kRowsPerWarp = 16;                // the M of one mma
+constexpr int kBlockQ = kWarps * kRowsPerWarp;  // queries per block
+constexpr int kBlockK = 64;                     // keys per shared-memory tile
+constexpr int kKeyTiles = kBlockK / 8;          // n-tiles of 8 keys in a score row
+constexpr int kPad = 8;                         // bf16 padding per shared row: conflict-free fragments
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -148,7 +148,8 @@ __global__ void __launch_bounds__(kWarps * cuda::kWarp)
     for (int r = 0; r < 2; ++r) {
       float tile_max = running_max[r];
 #pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt) tile_max = fmaxf(tile_max, fmaxf(scores[nt][2 * r], scores[nt][2 * r + 1]));
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+        tile_max = fmaxf(tile_max, fmaxf(scores[nt][2 * r], scores[nt][2 * r + 1]));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
       const float base = tile_max == -INFINITY ? 0.0f : tile_max;  // a row with nothing visible yet

@@ -119,8 +119,7 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig&)
     LATHE_CUDA_CHECK_LAUNCH(kOp);
     if (bf16) cuda_split_bf16x3(static_cast<const float*>(chunk_logits.data), rows * vocab, grad_parts.view().data);
     for (int part = 0; part < parts; ++part) {
-      const TensorView grad =
-          bf16 ? grad_parts.view().select(0, part).slice(0, 0, rows) : chunk_logits;
+      const TensorView grad = bf16 ? grad_parts.view().select(0, part).slice(0, 0, rows) : chunk_logits;
       MatmulArgs dhidden;  // (rows, vocab) @ (vocab, d_model)
       dhidden.a = grad, dhidden.b = args.weight, dhidden.c = args.dhidden.slice(0, first, first + rows);
       dhidden.accumulate = part > 0;

@@ -85,8 +85,8 @@ void lt_matmul(const MatmulArgs& args, int algorithm_index) {
   const int64_t k = args.trans_a ? args.a.dim(-2) : args.a.dim(-1);
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: c = bias (or unchanged / zero)
-    if (args.bias.data) return cuda_add_bias(matrices_of(args.c), static_cast<const float*>(args.bias.data),
-                                             args.accumulate);
+    if (args.bias.data)
+      return cuda_add_bias(matrices_of(args.c), static_cast<const float*>(args.bias.data), args.accumulate);
     if (!args.accumulate)
       for (int64_t t = 0; t < batch; ++t) {
         TensorView entry = args.c.rank() == 3 ? args.c.select(0, t) : args.c;

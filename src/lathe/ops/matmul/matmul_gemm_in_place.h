@@ -45,7 +45,6 @@ constexpr int kBf16InPlaceMR = static_cast<int>(matmul_bf16_in_place_tile(kIsa).
 constexpr int kBf16InPlaceNV = static_cast<int>(matmul_bf16_in_place_tile(kIsa).nr / 16);
 static_assert(matmul_bf16_in_place_tile(kIsa).nr % 16 == 0, "the bf16 in-place tile is whole pair groups wide");
 
-
 // C[rows x cols] (+)= A's rows `a` (row stride lda) x the packed panel b (depth, NV * W), then the
 // epilogue. `lines` lines of `next` (the next item's panel) are issued along the way, a few per 16
 // depth steps: a burst at the start would fill the core's miss buffers and stall the tile.

@@ -97,7 +97,7 @@ void run_backward(const RmsNormBackwardArgs& args, const RmsNormCpuConfig&) {
         args.x.data, static_cast<const float*>(args.inv_rms.data), args.dy.data, partial.ptr<float>(), rows, dim, bf16);
     LATHE_CUDA_CHECK_LAUNCH("rms_norm_backward (cuda)");
     sum_chunks<<<column_blocks, kThreads, 0, cuda::lathe_stream()>>>(partial.ptr<float>(), chunks, dim,
-                                                                    static_cast<float*>(args.dweight.data));
+                                                                     static_cast<float*>(args.dweight.data));
     LATHE_CUDA_CHECK_LAUNCH("rms_norm_backward (cuda)");
   }
 }
