@@ -15,6 +15,11 @@
 #                                         (scripts/device_peers.py: cuDNN SDPA, torch bf16 GEMM).
 #   bash scripts/device_check.sh run --sanitize   also runs the CUDA tests under compute-sanitizer's
 #                                         memcheck and racecheck (SANITIZE_SECONDS each, default 100).
+#   bash scripts/device_check.sh run --ncu        also profiles one launch of the tensor-core attention
+#                                         forward (forward_mma) with Nsight Compute (speed of light,
+#                                         occupancy, memory and compute workload; --clock-control
+#                                         none), the report's text in the logs, its key lines in
+#                                         the summary.
 #   bash scripts/device_check.sh run --cpu        also runs scripts/cpu_check.sh on the GPU machine's
 #                                         own CPU (an AMX Xeon on the H200 machines: issue 16's
 #                                         tables), its summary appended to the device check's and
@@ -56,13 +61,14 @@ case "$mode" in
     echo "$bundle.tgz is ready: run 'bash scripts/device_check.sh run' on the GPU machine with $bundle.tgz carried"
     ;;
   run)
-    sanitize=0 cpu=0
+    sanitize=0 cpu=0 ncu=0
     sanitize_seconds=${SANITIZE_SECONDS:-100}
     for option in "${@:2}"; do
       case "$option" in
         --sanitize) sanitize=1 ;;
         --cpu) cpu=1 ;;
-        *) echo "device_check: unknown option '$option' (run [--sanitize] [--cpu])" >&2; exit 2 ;;
+        --ncu) ncu=1 ;;
+        *) echo "device_check: unknown option '$option' (run [--sanitize] [--ncu] [--cpu])" >&2; exit 2 ;;
       esac
     done
     if [ ! -x "$bundle/lathe_tests" ] && [ -f "$bundle.tgz" ]; then tar -xzf "$bundle.tgz"; fi
@@ -169,6 +175,31 @@ case "$mode" in
         } >>"$summary"
         [ "$sanitizer_status" = 0 ] || [ "$sanitizer_status" = 124 ] || status=1
       done
+    fi
+    if [ "$ncu" = 1 ]; then
+      echo "== Nsight Compute on the tensor-core attention forward"
+      profiler=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+      set +e
+      if [ -n "$profiler" ]; then
+        # One launch of the kernel being optimized; the others run unprofiled.
+        timeout "${NCU_SECONDS:-150}" "$profiler" --clock-control none -k 'regex:forward_mma' -c 1 \
+          --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis \
+          --section ComputeWorkloadAnalysis --section LaunchStats \
+          "$bundle/cuda_bench" --only attention --quick >"$logs/ncu.txt" 2>&1
+        ncu_status=$?
+      else
+        echo "ncu not found" >"$logs/ncu.txt"
+        ncu_status=127
+      fi
+      set -e
+      {
+        echo
+        echo "## Nsight Compute, tensor-core attention forward (exit $ncu_status; 124 = stopped at ${NCU_SECONDS:-150}s)"
+        echo '```'
+        grep -E '^  [a-z_]+.*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|not found' \
+          "$logs/ncu.txt" | head -n 60 || true
+        echo '```'
+      } >>"$summary"
     fi
     if [ "$cpu" = 1 ]; then
       echo "== cpu_check on this machine's CPU"

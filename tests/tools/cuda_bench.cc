@@ -1,7 +1,7 @@
 // The GPU benchmark of scripts/device_check.sh: lathe's CUDA ops timed with CUDA events beside a
 // peer in the same process, interleaved by round (median of rounds; ratio per round).
 //
-//   cuda_bench [--quick] [--json FILE]
+//   cuda_bench [--quick] [--only gemm|rows|attention] [--json FILE]
 //
 //   gemm      lathe's matmul (op dispatch -> cuBLASLt) against cuBLAS's cublasGemmEx (the classic
 //             API, its default algorithm) on the same device buffers: bf16 inputs with f32
@@ -194,15 +194,20 @@ std::vector<Row> attention_rows(cublasHandle_t handle, int rounds) {
 
 int run(int argc, char** argv) {
   bool quick = false;
-  std::string json_path;
+  std::string json_path, only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
       quick = true;
     else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc)
       json_path = argv[++i];
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only = argv[++i];
     else
-      throw_error("usage: cuda_bench [--quick] [--json FILE]");
+      throw_error("usage: cuda_bench [--quick] [--only gemm|rows|attention] [--json FILE]");
   }
+  LATHE_CHECK(only.empty() || only == "gemm" || only == "rows" || only == "attention",
+              "--only takes gemm, rows or attention, not '", only, "'");
+  auto wanted = [&](const char* group) { return only.empty() || only == group; };
   std::printf("cuda: %s\n", cuda::status_line().c_str());
   if (!cuda::available()) return 0;
   const int rounds = quick ? 3 : 5;
@@ -211,24 +216,29 @@ int run(int argc, char** argv) {
   check_cublas(cublasSetStream(handle, static_cast<cudaStream_t>(cuda::stream_handle())), "cublasSetStream");
   std::vector<Row> rows;
   std::vector<int64_t> sizes = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 8192};
-  for (int64_t size : sizes) rows.push_back(gemm_row(handle, size, DType::bf16, rounds, size >= 8192 ? 5 : 20));
-  rows.push_back(gemm_row(handle, 4096, DType::f32, rounds, 5));
-  Tensor weight = Tensor::empty({4096}, DType::f32);
-  fill_uniform(weight, 4, 0.5, 1.5);
-  Tensor device_weight = cuda::to_device(weight);
-  rows.push_back(rows_row(
-      "rms_norm 16384x4096 f32",
-      [&](const Tensor& x, const Tensor& y) {
-        rms_norm({x.view(), device_weight.view(), y.view(), TensorView{}, 1e-6f});
-      },
-      rounds, 20));
-  rows.push_back(rows_row(
-      "softmax 16384x4096 f32",
-      [&](const Tensor& x, const Tensor& y) {
-        softmax({x.view(), y.view(), 1.0f});
-      },
-      rounds, 20));
-  for (Row& row : attention_rows(handle, rounds)) rows.push_back(row);
+  if (wanted("gemm")) {
+    for (int64_t size : sizes) rows.push_back(gemm_row(handle, size, DType::bf16, rounds, size >= 8192 ? 5 : 20));
+    rows.push_back(gemm_row(handle, 4096, DType::f32, rounds, 5));
+  }
+  if (wanted("rows")) {
+    Tensor weight = Tensor::empty({4096}, DType::f32);
+    fill_uniform(weight, 4, 0.5, 1.5);
+    Tensor device_weight = cuda::to_device(weight);
+    rows.push_back(rows_row(
+        "rms_norm 16384x4096 f32",
+        [&](const Tensor& x, const Tensor& y) {
+          rms_norm({x.view(), device_weight.view(), y.view(), TensorView{}, 1e-6f});
+        },
+        rounds, 20));
+    rows.push_back(rows_row(
+        "softmax 16384x4096 f32",
+        [&](const Tensor& x, const Tensor& y) {
+          softmax({x.view(), y.view(), 1.0f});
+        },
+        rounds, 20));
+  }
+  if (wanted("attention"))
+    for (Row& row : attention_rows(handle, rounds)) rows.push_back(row);
   cublasDestroy(handle);
   const cuda::DeviceMemoryStats memory = cuda::memory_stats();
   std::printf("device memory: peak %s in lathe tensors, %lld allocations (%lld from the cache)\n",
