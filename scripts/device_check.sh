@@ -81,6 +81,8 @@ case "$mode" in
     rm -rf "$logs"
     mkdir -p "$out" "$logs"
     summary="$out/device_check_summary.md"
+    # section TITLE: appends "## TITLE" and standard input, in a code block, to the summary.
+    section() { { echo; echo "## $1"; echo '```'; cat; echo '```'; } >>"$summary"; }
     # cuBLAS from the machine's CUDA installation (a toolkit folder or the nvidia-cublas wheel).
     cublas_dir=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
                    find / -xdev -name 'libcublasLt.so.1*' -printf '%h\n' 2>/dev/null) | while read -r dir; do
@@ -116,42 +118,23 @@ case "$mode" in
     [ "${PIPESTATUS[0]}" = 0 ] || tests_status=1
     set -e
     [ "$tests_status" = 0 ] || status=1
-    {
-      echo
-      echo "## CUDA tests (exit $tests_status)"
-      echo '```'
-      grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED TEST' "$logs/device_tests.log" | tail -n 40 || true
-      echo '```'
-    } >>"$summary"
+    { grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED TEST' "$logs/device_tests.log" || true; } |
+      tail -n 40 | section "CUDA tests (exit $tests_status)"
     echo "== GPU benchmark"
     set +e
     "$bundle/cuda_bench" --json "$logs/cuda_bench.json" 2>&1 | tee "$logs/cuda_bench.log"
     bench_status=${PIPESTATUS[0]}
     set -e
     [ "$bench_status" = 0 ] || status=1
-    {
-      echo
-      echo "## GPU benchmark (exit $bench_status)"
-      echo '```'
-      cat "$logs/cuda_bench.log"
-      echo '```'
-      echo
-    } >>"$summary"
+    section "GPU benchmark (exit $bench_status)" <"$logs/cuda_bench.log"
     echo "== PyTorch peers (cuDNN SDPA, cuBLAS bf16 through torch)"
     set +e
     timeout 180 python3 scripts/device_peers.py --json "$logs/device_peers.json" --lathe "$logs/cuda_bench.json" 2>&1 |
       tee "$logs/device_peers.log"
     peers_status=${PIPESTATUS[0]}
     set -e
-    {
-      echo
-      echo "## PyTorch peers (exit $peers_status; not part of the pass/fail)"
-      echo '```'
-      cat "$logs/device_peers.log"
-      echo '```'
-      echo
-      echo 'Not yet in the check: training MFU (the trainer has no GPU path yet).'
-    } >>"$summary"
+    section "PyTorch peers (exit $peers_status; not part of the pass/fail)" <"$logs/device_peers.log"
+    printf '\nNot yet in the check: training MFU (the trainer has no GPU path yet).\n' >>"$summary"
     if [ "$sanitize" = 1 ]; then
       echo "== compute-sanitizer memcheck and racecheck over the CUDA tests (at most ${sanitize_seconds}s each)"
       sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
@@ -166,13 +149,8 @@ case "$mode" in
           sanitizer_status=127
         fi
         set -e
-        {
-          echo
-          echo "## compute-sanitizer $tool (exit $sanitizer_status; 124 = stopped at ${sanitize_seconds}s)"
-          echo '```'
-          grep -E '=========|^\[  (PASSED|FAILED) |FAILED TEST|not found' "$logs/sanitizer_$tool.log" | head -n 30 || true
-          echo '```'
-        } >>"$summary"
+        { grep -E '=========|^\[  (PASSED|FAILED) |FAILED TEST|not found' "$logs/sanitizer_$tool.log" || true; } |
+          head -n 30 | section "compute-sanitizer $tool (exit $sanitizer_status; 124 = stopped at ${sanitize_seconds}s)"
         [ "$sanitizer_status" = 0 ] || [ "$sanitizer_status" = 124 ] || status=1
       done
     fi
@@ -192,14 +170,9 @@ case "$mode" in
         ncu_status=127
       fi
       set -e
-      {
-        echo
-        echo "## Nsight Compute, tensor-core attention forward (exit $ncu_status; 124 = stopped at ${NCU_SECONDS:-150}s)"
-        echo '```'
-        grep -E '^  [a-z_]+.*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|not found' \
-          "$logs/ncu.txt" | head -n 60 || true
-        echo '```'
-      } >>"$summary"
+      { grep -E '^  [a-z_]+.*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|not found' \
+          "$logs/ncu.txt" || true; } |
+        head -n 60 | section "Nsight Compute, tensor-core attention forward (exit $ncu_status; 124 = stopped at ${NCU_SECONDS:-150}s)"
     fi
     if [ "$cpu" = 1 ]; then
       echo "== cpu_check on this machine's CPU"

@@ -8,11 +8,12 @@
 //             accumulation and output, and f32, at 4096^3 and 8192^3 (--quick: 4096^3 only).
 //             Target (issue 18): bf16 >= 0.95x cuBLAS. TFLOP/s and % of the H200's dense bf16
 //             datasheet peak (989 TFLOP/s; the f32 path has no tensor cores: 67 TFLOP/s).
-//   attention lathe's flash attention (forward on CUDA cores and on tensor cores;
-//             backward) in bf16, batch 1, 16 heads of 128, T = 4096, not causal, against the batched cuBLAS GEMMs of
-//             the same tensor-core FLOPs (forward: S = Q K^T and O = P V, 4 T^2 d per head; backward: five such GEMMs,
-//             10 T^2 d), i.e. the time of the matrix products alone, without the softmax. cuDNN's SDPA is the peer the
-//             issue names; scripts/device_peers.py measures it through PyTorch.
+//   attention lathe's flash attention (forward on CUDA cores and on tensor cores; backward) in
+//             bf16, batch 1, 16 heads of 128, T = 4096, not causal, against the batched cuBLAS GEMMs
+//             of the same tensor-core FLOPs (forward: S = Q K^T and O = P V, 4 T^2 d per head;
+//             backward: five such GEMMs, 10 T^2 d), i.e. the time of the matrix products alone,
+//             without the softmax. cuDNN's SDPA is the peer the issue names;
+//             scripts/device_peers.py measures it through PyTorch.
 //   rms_norm, softmax   16384 x 4096 f32 rows: GB/s (bytes read + written) against a device-to-device
 //             cudaMemcpy of the same bytes (the bandwidth peer).
 //
@@ -173,8 +174,8 @@ std::vector<Row> attention_rows(cublasHandle_t handle, int rounds) {
   };
   const double gemm_flops = 2.0 * seq * seq * dim * heads * batch;
   // The CUDA-core forward first, then the backward, then the tensor-core forward (the row the
-  // issue's target and device_peers.py read):
-  // the newest kernel last, so a fault there costs no other row.
+  // issue's target and device_peers.py read): the newest kernel last, so a fault there costs no
+  // other row.
   const ConfigParams row_kernel = config_to_params(kFlashCudaRowConfig);
   const ConfigParams tensor_core_kernel = config_to_params(kFlashCudaTensorCoreConfig);
   const Dispatch row_dispatch{"cuda", &row_kernel}, tensor_core_dispatch{"cuda", &tensor_core_kernel};

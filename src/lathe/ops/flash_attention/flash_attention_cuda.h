@@ -7,8 +7,8 @@
 // head_dim / 32 query values and v_head_dim / 32 accumulators, so both dims are limited to
 // 32 * kFlashCudaMaxPerLane = 512. No atomics: dq sums keys in order; dk and dv sum, in order, the
 // query heads sharing the kv head and their queries (a second kernel per key row, using D and lse
-// from the first), so results are bitwise reproducible. Tensor cores (mma / WGMMA) are the next
-// step; the op contract tests check this one wherever a GPU is usable.
+// from the first), so results are bitwise reproducible. The op contract tests check this one
+// wherever a GPU is usable.
 //
 // The forward's config picks the kernel: kFlashCudaTensorCoreConfig (block_q 64) runs the
 // tensor-core kernel of flash_attention_cuda_mma.h where it applies (bf16, head_dim == v_head_dim

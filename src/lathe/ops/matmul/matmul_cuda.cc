@@ -176,51 +176,51 @@ void run_matmul_backward(const MatmulBackwardArgs& args, const MatmulCpuConfig& 
     g_parts = cuda::device_empty(Shape{parts, batch, m, n}, DType::bf16, "matmul_backward gradient in bf16 parts");
     cuda_split_bf16x3(g_storage.ptr<float>(), batch * m * n, g_parts.view().data);
   }
-  auto g_part = [&](int part) {
-    if (!bf16) return g_full;
-    const TensorView all = g_parts.view().select(0, part);
-    return args.dc.rank() == 3 ? all : all.select(0, 0);
-  };
-  // c (+)= op(a) @ op(b) where one of a, b is g (g_is_a): summed over g's parts.
-  auto product = [&](const TensorView& a, bool trans_a, const TensorView& b, bool trans_b, const TensorView& c,
-                     bool accumulate, bool g_is_a, int64_t batch_entry) {
-    for (int part = 0; part < parts; ++part) {
-      const TensorView g_t = batch_entry < 0 ? g_part(part) : entry(g_part(part), batch_entry);
-      MatmulArgs step;
-      step.a = g_is_a ? g_t : a;
-      step.b = g_is_a ? b : g_t;
-      step.c = c;
-      step.trans_a = trans_a;
-      step.trans_b = trans_b;
-      step.accumulate = accumulate || part > 0;
-      lt_matmul(step, static_cast<int>(config.microkernel));
+  // Part `part` of g (all of g in f32), in g's rank; of batch entry t when shared (t >= 0).
+  auto g_at = [&](int part, int64_t t) {
+    TensorView g = g_full;
+    if (bf16) {
+      g = g_parts.view().select(0, part);
+      if (args.dc.rank() != 3) g = g.select(0, 0);
     }
+    return t < 0 ? g : entry(g, t);
+  };
+  auto product = [&](const TensorView& a, bool trans_a, const TensorView& b, bool trans_b, const TensorView& c,
+                     bool accumulate) {
+    MatmulArgs step;
+    step.a = a;
+    step.b = b;
+    step.c = c;
+    step.trans_a = trans_a;
+    step.trans_b = trans_b;
+    step.accumulate = accumulate;
+    lt_matmul(step, static_cast<int>(config.microkernel));
   };
   if (args.da.data) {
     // da = g @ op(b)^T in a's layout; transposed a: da = op(b) @ g^T. Summed over the batch when a
     // is shared (a rank-2 da): batch entries accumulate in order.
     const bool shared = args.da.rank() == 2 && batch > 1;
-    for (int64_t t = 0; t < (shared ? batch : 1); ++t) {
-      const TensorView b_t = shared ? entry(args.b, t) : args.b;
-      const int64_t g_entry = shared ? t : -1;
-      if (!args.trans_a)
-        product({}, false, b_t, !args.trans_b, args.da, t > 0, true, g_entry);
-      else
-        product(b_t, args.trans_b, {}, true, args.da, t > 0, false, g_entry);
-    }
+    for (int64_t t = 0; t < (shared ? batch : 1); ++t)
+      for (int part = 0; part < parts; ++part) {
+        const TensorView b_t = shared ? entry(args.b, t) : args.b, g_t = g_at(part, shared ? t : -1);
+        if (!args.trans_a)
+          product(g_t, false, b_t, !args.trans_b, args.da, t > 0 || part > 0);
+        else
+          product(b_t, args.trans_b, g_t, true, args.da, t > 0 || part > 0);
+      }
   }
   if (args.db.data) {
     // db = op(a)^T @ g in b's layout; transposed b: db = g^T @ op(a). Summed over the batch when
     // b is shared (a rank-2 db): batch entries accumulate in order.
     const bool shared = args.db.rank() == 2 && batch > 1;
-    for (int64_t t = 0; t < (shared ? batch : 1); ++t) {
-      const TensorView a_t = shared ? entry(args.a, t) : args.a;
-      const int64_t g_entry = shared ? t : -1;
-      if (!args.trans_b)
-        product(a_t, !args.trans_a, {}, false, args.db, t > 0, false, g_entry);
-      else
-        product({}, true, a_t, args.trans_a, args.db, t > 0, true, g_entry);
-    }
+    for (int64_t t = 0; t < (shared ? batch : 1); ++t)
+      for (int part = 0; part < parts; ++part) {
+        const TensorView a_t = shared ? entry(args.a, t) : args.a, g_t = g_at(part, shared ? t : -1);
+        if (!args.trans_b)
+          product(a_t, !args.trans_a, g_t, false, args.db, t > 0 || part > 0);
+        else
+          product(g_t, true, a_t, args.trans_a, args.db, t > 0 || part > 0);
+      }
   }
   if (args.dbias.data) cuda_column_sums(g_storage.ptr<float>(), batch * m, n, static_cast<float*>(args.dbias.data));
   // g_storage goes back to the cache on return: work queued later on lathe's one stream runs after

@@ -1,8 +1,8 @@
 // The CUDA implementations of rms_norm and rms_norm_backward (rms_norm_cuda.cu), registered by
 // rms_norm.cc in builds with the CUDA backend: one block per row, the sum of squares reduced in
 // f32 by a fixed tree (deterministic); dweight in two passes, partial sums over chunks of 64 rows
-// then the chunks in order, one thread per column each (deterministic). f32 and bf16 rows. The config (rows_per_task) is not used on the GPU: its space is the
-// default alone.
+// then the chunks in order, one thread per column each (deterministic). f32 and bf16 rows. The
+// config (rows_per_task) is not used on the GPU: its space is the default alone.
 #pragma once
 
 #include "lathe/ops/rms_norm/rms_norm.h"
