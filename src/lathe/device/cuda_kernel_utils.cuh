@@ -34,6 +34,17 @@ __device__ inline int64_t load_index(const void* base, int64_t index, bool i64) 
 
 constexpr int kWarp = 32;
 
+// A row kept in registers (see device/row_cache.h): element threadIdx.x + i * blockDim.x of the
+// row at `base` into v[i] as f32, `pad` past the end. Loads are coalesced across the block.
+template <int K>
+__device__ inline void load_row_cached(const void* x, int64_t base, int64_t dim, bool bf16, float pad, float (&v)[K]) {
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int64_t d = threadIdx.x + int64_t{i} * blockDim.x;
+    v[i] = d < dim ? load_f32(x, base + d, bf16) : pad;
+  }
+}
+
 // Sum (or max) over the block; every thread gets the result. `scratch` holds blockDim.x / 32 floats.
 template <class Combine>
 __device__ inline float block_reduce(float value, float* scratch, Combine combine) {

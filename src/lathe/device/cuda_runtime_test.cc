@@ -7,9 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "expect_error.h"
 #include "lathe/core/rng.h"
 #include "lathe/device/device_tensor.h"
+#include "lathe/device/row_cache.h"
 #if LATHE_HAVE_CUDA
 #include "lathe/device/cublaslt.h"
 #endif
@@ -62,6 +65,16 @@ TEST(CudaRuntime, RowLayoutOfEachViewKind) {
   expect_layout(scalar.view(), 1, 1, 1);
   EXPECT_FALSE(row_layout(tall.view().transpose(0, 1)).has_value()) << "the last axis is not contiguous";
   EXPECT_FALSE(row_layout(wide.view().slice(1, 0, 4).transpose(0, 1)).has_value()) << "leading axes not evenly spaced";
+}
+
+// The register width of the CUDA row kernels (rms_norm, softmax) at each boundary: the smallest
+// that holds the row, 0 (the loop kernels) past 32 a thread.
+TEST(CudaRuntime, RowCacheWidthHoldsTheRow) {
+  constexpr int kThreads = 256;
+  const std::pair<int64_t, int> expected[] = {{0, 1},     {1, 1},     {256, 1},   {257, 2},  {1024, 4},
+                                              {1025, 8},  {4096, 16}, {4099, 32}, {8192, 32}, {8193, 0}};
+  for (const auto& [dim, width] : expected) EXPECT_EQ(row_cache_per_thread(dim, kThreads), width) << "dim " << dim;
+  EXPECT_EQ(row_cache_per_thread(64, 32), 2);
 }
 
 #if LATHE_HAVE_CUDA

@@ -3,6 +3,7 @@
 #include "lathe/device/cuda_check.h"
 #include "lathe/device/cuda_kernel_utils.cuh"
 #include "lathe/device/device_tensor.h"
+#include "lathe/device/row_cache.h"
 #include "lathe/ops/rms_norm/rms_norm_cuda.h"
 
 namespace lathe {
@@ -27,6 +28,28 @@ __global__ void rms_norm_forward(const void* x, const float* weight, void* y, fl
   if (inv_rms != nullptr && threadIdx.x == 0) inv_rms[row] = scale;
 }
 
+// The forward with the row in registers (device/row_cache.h): K elements a thread, one read of x.
+// Each thread sums its elements in the loop kernel's order, so both give the same bits.
+template <int K>
+__global__ void rms_norm_forward_cached(const void* x, const float* weight, void* y, float* inv_rms, int64_t dim,
+                                        float eps, float weight_offset, bool bf16) {
+  __shared__ float scratch[kThreads / cuda::kWarp];
+  const int64_t row = blockIdx.x, base = row * dim;
+  float v[K];
+  cuda::load_row_cached(x, base, dim, bf16, 0.0f, v);
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int i = 0; i < K; ++i) sum_squares += v[i] * v[i];
+  sum_squares = cuda::block_reduce(sum_squares, scratch, cuda::Sum{});
+  const float scale = rsqrtf(sum_squares / static_cast<float>(dim) + eps);
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int64_t d = threadIdx.x + int64_t{i} * blockDim.x;
+    if (d < dim) cuda::store_f32(y, base + d, v[i] * scale * (weight[d] + weight_offset), bf16);
+  }
+  if (inv_rms != nullptr && threadIdx.x == 0) inv_rms[row] = scale;
+}
+
 __global__ void rms_norm_backward_dx(const void* x, const float* weight, const float* inv_rms, const void* dy, void* dx,
                                      int64_t dim, float weight_offset, bool bf16) {
   __shared__ float scratch[kThreads / cuda::kWarp];
@@ -41,6 +64,32 @@ __global__ void rms_norm_backward_dx(const void* x, const float* weight, const f
     const float scaled_dy = cuda::load_f32(dy, row * dim + d, bf16) * (weight[d] + weight_offset);
     const float value = cuda::load_f32(x, row * dim + d, bf16);
     cuda::store_f32(dx, row * dim + d, scale * (scaled_dy - value * scale * scale * mean_dot), bf16);
+  }
+}
+
+// rms_norm_backward_dx with x and dy in registers: one read of each (same bits as the loop kernel).
+template <int K>
+__global__ void rms_norm_backward_dx_cached(const void* x, const float* weight, const float* inv_rms, const void* dy,
+                                            void* dx, int64_t dim, float weight_offset, bool bf16) {
+  __shared__ float scratch[kThreads / cuda::kWarp];
+  const int64_t row = blockIdx.x, base = row * dim;
+  float xv[K], dyv[K];
+  cuda::load_row_cached(x, base, dim, bf16, 0.0f, xv);
+  cuda::load_row_cached(dy, base, dim, bf16, 0.0f, dyv);
+  float dot = 0.0f;
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int64_t d = threadIdx.x + int64_t{i} * blockDim.x;
+    if (d < dim) dot += dyv[i] * (weight[d] + weight_offset) * xv[i];
+  }
+  dot = cuda::block_reduce(dot, scratch, cuda::Sum{});
+  const float scale = inv_rms[row], mean_dot = dot / static_cast<float>(dim);
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int64_t d = threadIdx.x + int64_t{i} * blockDim.x;
+    if (d < dim)
+      cuda::store_f32(dx, base + d, scale * (dyv[i] * (weight[d] + weight_offset) - xv[i] * scale * scale * mean_dot),
+                      bf16);
   }
 }
 
@@ -73,9 +122,17 @@ __global__ void sum_chunks(const float* partial, int64_t chunks, int64_t dim, fl
 void run_forward(const RmsNormArgs& args, const RmsNormCpuConfig&) {
   const int64_t rows = args.x.dim(0), dim = args.x.dim(1);
   if (rows == 0) return;
-  rms_norm_forward<<<static_cast<unsigned>(rows), kThreads, 0, cuda::lathe_stream()>>>(
-      args.x.data, static_cast<const float*>(args.weight.data), args.y.data, static_cast<float*>(args.inv_rms.data),
-      dim, args.eps, args.weight_offset, args.x.dtype == DType::bf16);
+  const auto* weight = static_cast<const float*>(args.weight.data);
+  auto* inv_rms = static_cast<float*>(args.inv_rms.data);
+  const bool bf16 = args.x.dtype == DType::bf16;
+  cuda::with_row_cache_width(dim, kThreads, [&]<int K>() {
+    if constexpr (K == 0)
+      rms_norm_forward<<<static_cast<unsigned>(rows), kThreads, 0, cuda::lathe_stream()>>>(
+          args.x.data, weight, args.y.data, inv_rms, dim, args.eps, args.weight_offset, bf16);
+    else
+      rms_norm_forward_cached<K><<<static_cast<unsigned>(rows), kThreads, 0, cuda::lathe_stream()>>>(
+          args.x.data, weight, args.y.data, inv_rms, dim, args.eps, args.weight_offset, bf16);
+  });
   LATHE_CUDA_CHECK_LAUNCH("rms_norm (cuda)");
 }
 
@@ -83,9 +140,16 @@ void run_backward(const RmsNormBackwardArgs& args, const RmsNormCpuConfig&) {
   const int64_t rows = args.x.dim(0), dim = args.x.dim(1);
   const bool bf16 = args.x.dtype == DType::bf16;
   if (rows > 0) {
-    rms_norm_backward_dx<<<static_cast<unsigned>(rows), kThreads, 0, cuda::lathe_stream()>>>(
-        args.x.data, static_cast<const float*>(args.weight.data), static_cast<const float*>(args.inv_rms.data),
-        args.dy.data, args.dx.data, dim, args.weight_offset, bf16);
+    const auto* weight = static_cast<const float*>(args.weight.data);
+    const auto* inv_rms = static_cast<const float*>(args.inv_rms.data);
+    cuda::with_row_cache_width(dim, kThreads, [&]<int K>() {
+      if constexpr (K == 0)
+        rms_norm_backward_dx<<<static_cast<unsigned>(rows), kThreads, 0, cuda::lathe_stream()>>>(
+            args.x.data, weight, inv_rms, args.dy.data, args.dx.data, dim, args.weight_offset, bf16);
+      else
+        rms_norm_backward_dx_cached<K><<<static_cast<unsigned>(rows), kThreads, 0, cuda::lathe_stream()>>>(
+            args.x.data, weight, inv_rms, args.dy.data, args.dx.data, dim, args.weight_offset, bf16);
+    });
     LATHE_CUDA_CHECK_LAUNCH("rms_norm_backward (cuda)");
   }
   if (dim > 0) {
