@@ -15,8 +15,9 @@
 #                                         (scripts/device_peers.py: cuDNN SDPA, torch bf16 GEMM).
 #   bash scripts/device_check.sh run --sanitize   also runs the CUDA tests under compute-sanitizer's
 #                                         memcheck and racecheck (SANITIZE_SECONDS each, default 100).
-#   bash scripts/device_check.sh run --ncu        also profiles one launch of the tensor-core attention
-#                                         forward (forward_mma) with Nsight Compute (speed of light,
+#   bash scripts/device_check.sh run --ncu        also profiles one launch of each tensor-core attention
+#                                         kernel (forward_mma, backward_dq_mma, backward_dkdv_mma)
+#                                         with Nsight Compute (speed of light,
 #                                         occupancy, memory and compute workload; --clock-control
 #                                         none), the report's text in the logs, its key lines in
 #                                         the summary.
@@ -155,12 +156,13 @@ case "$mode" in
       done
     fi
     if [ "$ncu" = 1 ]; then
-      echo "== Nsight Compute on the tensor-core attention forward"
+      echo "== Nsight Compute on the tensor-core attention kernels"
       profiler=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
       set +e
       if [ -n "$profiler" ]; then
-        # One launch of the kernel being optimized; the others run unprofiled.
-        timeout "${NCU_SECONDS:-150}" "$profiler" --clock-control none -k 'regex:forward_mma' -c 1 \
+        # One launch of each kernel being optimized; the others run unprofiled.
+        timeout "${NCU_SECONDS:-150}" "$profiler" --clock-control none \
+          -k 'regex:(forward|backward_dq|backward_dkdv)_mma' -c 3 \
           --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis \
           --section ComputeWorkloadAnalysis --section LaunchStats \
           "$bundle/cuda_bench" --only attention --quick >"$logs/ncu.txt" 2>&1
@@ -172,7 +174,7 @@ case "$mode" in
       set -e
       { grep -E '^  [a-z_]+.*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|not found' \
           "$logs/ncu.txt" || true; } |
-        head -n 60 | section "Nsight Compute, tensor-core attention forward (exit $ncu_status; 124 = stopped at ${NCU_SECONDS:-150}s)"
+        head -n 90 | section "Nsight Compute, tensor-core attention kernels (exit $ncu_status; 124 = stopped at ${NCU_SECONDS:-150}s)"
     fi
     if [ "$cpu" = 1 ]; then
       echo "== cpu_check on this machine's CPU"

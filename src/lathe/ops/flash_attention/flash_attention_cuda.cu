@@ -210,7 +210,9 @@ void run_forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& 
   LATHE_CUDA_CHECK_LAUNCH("flash_attention (cuda)");
 }
 
-void run_backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig&) {
+void run_backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
+  if (config.block_q == kFlashCudaTensorCoreConfig.block_q && flash_attention_backward_mma_applies(args))
+    return flash_attention_backward_mma(args);
   constexpr const char* kOp = "flash_attention_backward (cuda)";
   const Shapes s = shapes_of("flash_attention_backward", args.q, args.k, args.v, args.options);
   if (s.batch == 0 || s.n_heads == 0) return;
@@ -244,7 +246,13 @@ Impl<FlashAttentionArgs, FlashAttentionCpuConfig> flash_attention_cuda_impl() {
   return impl;
 }
 Impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig> flash_attention_backward_cuda_impl() {
-  return default_config_cuda_impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>(run_backward);
+  Impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig> impl =
+      default_config_cuda_impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>(run_backward);
+  impl.heuristic = [](const FlashAttentionBackwardArgs&) { return kFlashCudaRowConfig; };  // as the forward's
+  impl.space = [](const FlashAttentionBackwardArgs&) {
+    return std::vector<FlashAttentionCpuConfig>{kFlashCudaRowConfig, kFlashCudaTensorCoreConfig};
+  };
+  return impl;
 }
 
 }  // namespace lathe

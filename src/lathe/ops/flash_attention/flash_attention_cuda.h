@@ -10,12 +10,11 @@
 // from the first), so results are bitwise reproducible. The op contract tests check this one
 // wherever a GPU is usable.
 //
-// The forward's config picks the kernel: kFlashCudaTensorCoreConfig (block_q 64) runs the
-// tensor-core kernel of flash_attention_cuda_mma.h where it applies (bf16, head_dim == v_head_dim
-// in {64, 128}) and the CUDA-core kernel elsewhere; kFlashCudaRowConfig (block_q 1, the default
-// until a device check has passed the tensor-core kernel) always runs the CUDA-core kernel. Both
-// are in the tuning space, so the contract tests check both and cuda_bench times both. The
-// backward's config is not used.
+// The config picks the kernels, forward and backward alike: kFlashCudaTensorCoreConfig (block_q
+// 64) runs the tensor-core kernels of flash_attention_cuda_mma.h where they apply (bf16, head_dim
+// == v_head_dim in {64, 128}) and the CUDA-core kernels elsewhere; kFlashCudaRowConfig (block_q 1,
+// the default until a device check has passed the tensor-core kernels) always runs the CUDA-core
+// kernels. Both are in the tuning space, so the contract tests check both and cuda_bench times both.
 #pragma once
 
 #include "lathe/ops/flash_attention/flash_attention.h"

@@ -1,10 +1,12 @@
-// Flash attention forward on tensor cores (flash_attention_cuda_mma.cu): the CUDA implementation's
-// fast path for bf16 q, k, v with head_dim == v_head_dim in {64, 128}; everything else runs the
+// Flash attention forward and backward on tensor cores (flash_attention_cuda_mma.cu and
+// flash_attention_cuda_mma_backward.cu; their shared pieces in flash_attention_cuda_mma.cuh): the
+// CUDA implementation's fast path for bf16 q, k, v with head_dim == v_head_dim in {64, 128}; everything else runs the
 // CUDA-core kernels of flash_attention_cuda.cu, which also serve as its reference on the device.
 //
 // FlashAttention-2's schedule with Ampere/Hopper `mma.sync.m16n8k16` (bf16 in, f32 accumulate):
 // a block of 4 warps takes 64 queries of one head, each warp 16 of them with its Q fragments in
-// registers; K and V pass through shared memory 64 keys at a time. Per key tile a warp computes
+// registers; K and V pass through shared memory 64 keys at a time, two stages deep (cp.async
+// brings tile t + 1 while tile t is multiplied). Per key tile a warp computes
 // S = Q K^T (16 x 64, f32), masks (causal, window, sequence end), applies the scale and soft-cap,
 // updates the online softmax in f32 (exp2 with log2(e) folded into the scores), and adds P V to
 // its 16 x head_dim f32 accumulator. P enters the product as two bf16 terms, hi = bf16(p) and
@@ -21,5 +23,14 @@ namespace lathe {
 bool flash_attention_mma_applies(const FlashAttentionArgs& args);
 // Runs it on lathe's stream; requires flash_attention_mma_applies(args).
 void flash_attention_forward_mma(const FlashAttentionArgs& args);
+
+// The backward on tensor cores (flash_attention_cuda_mma_backward.cu), for the same arguments:
+// two kernels, as the CUDA-core backward. The dq kernel (query-major, 16 queries a warp) computes
+// D = rowsum(dO * O), then per key tile S = Q K^T, P = exp(S - lse), dP = dO V^T, dS = P (dP - D)
+// and dQ += dS K; the dk/dv kernel (key-major, 16 keys a warp, every query head of the KV group in
+// turn) computes S^T = K Q^T and dP^T = V dO^T per query tile and adds dV += P^T dO, dK += dS^T Q.
+// P and dS enter their products as hi + lo bf16 terms. No atomics, every sum in a fixed order.
+bool flash_attention_backward_mma_applies(const FlashAttentionBackwardArgs& args);
+void flash_attention_backward_mma(const FlashAttentionBackwardArgs& args);
 
 }  // namespace lathe

@@ -1,0 +1,263 @@
+// Building blocks of lathe's tensor-core attention kernels (flash_attention_cuda_mma.cu, the
+// forward; flash_attention_cuda_mma_backward.cu): Ampere/Hopper `mma.sync.m16n8k16` on bf16 with
+// f32 accumulation, its fragments, `ldmatrix` loads from padded shared tiles, and the two products
+// every kernel is made of. Device code only; include from .cu files.
+//
+// Fragment layouts (lane = 4 * group + quad): an A fragment (16 x 16, k along the row) holds
+// a[0] = A[group][2 quad, +1], a[1] = A[group + 8][2 quad, +1], a[2], a[3] the same at k + 8; a B
+// fragment (16 x 8, k down the column) b0 = B[2 quad, +1][group], b1 = B[2 quad + 8, +9][group]; a C
+// fragment (16 x 8, f32) c[0], c[1] = C[group][2 quad, +1], c[2], c[3] = C[group + 8][2 quad, +1].
+// So the C fragments of n-tiles 2t and 2t + 1 are the A fragment of depth step t, which is how a
+// probability tile computed by one product enters the next (to_a_fragments).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "lathe/device/cuda_kernel_utils.cuh"
+#include "lathe/ops/flash_attention/flash_attention.h"
+
+namespace lathe::mma {
+
+// What the kernels need of the arguments (rows are (batch, seq, heads, D), D = head_dim = v_head_dim).
+struct MmaShapes {
+  int64_t seq_q, seq_k, n_heads, n_kv_heads;
+  float scale, softcap;
+  bool causal;
+  int64_t window;
+};
+
+// The kernels' view of q (batch, seq_q, n_heads, D) and k (batch, seq_k, n_kv_heads, D).
+inline MmaShapes mma_shapes(const TensorView& q, const TensorView& k, const FlashAttentionOptions& options) {
+  MmaShapes s{};
+  s.seq_q = q.dim(1), s.seq_k = k.dim(1), s.n_heads = q.dim(2), s.n_kv_heads = k.dim(2);
+  s.scale = attention_scale(options, q.dim(3));
+  s.softcap = options.softcap;
+  s.causal = options.causal;
+  s.window = options.window;
+  return s;
+}
+
+inline bool aligned(const void* pointer, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; }
+
+// What every tensor-core kernel needs of q and v: bf16, head_dim == v_head_dim in {64, 128}, and a
+// batch and head count the grid can hold. (Each kernel adds its pointers' alignment.)
+inline bool mma_shapes_apply(const TensorView& q, const TensorView& v) {
+  const int64_t head_dim = q.dim(3);
+  return q.dtype == DType::bf16 && v.dim(3) == head_dim && (head_dim == 64 || head_dim == 128) &&
+         q.dim(0) <= 65535 && q.dim(2) <= 65535;
+}
+
+constexpr int kRowsPerWarp = 16;  // the M of one mma: the query (or key) rows of a warp
+constexpr int kPad = 8;  // bf16 padding per shared row: 8 rows of a tile start in different banks
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ inline uint32_t bits_of(__nv_bfloat162 pair) { return *reinterpret_cast<uint32_t*>(&pair); }
+
+__device__ inline uint32_t load_pair(const __nv_bfloat16* address) {
+  return *reinterpret_cast<const uint32_t*>(address);
+}
+
+// p0, p1 as hi = bf16(p) and lo = bf16(p - hi), each pair packed for an A fragment register: a
+// computed probability or gradient enters a product as two bf16 terms, about 16 bits of it (one
+// bf16 term would cost the result about 8 bits against the f32 math of every other path).
+__device__ inline void split_pair(float p0, float p1, uint32_t* hi, uint32_t* lo) {
+  const __nv_bfloat162 high = __floats2bfloat162_rn(p0, p1);
+  const float2 high_f32 = __bfloat1622float2(high);
+  *hi = bits_of(high);
+  *lo = bits_of(__floats2bfloat162_rn(p0 - high_f32.x, p1 - high_f32.y));
+}
+
+// The hi and lo A fragments of depth step t from the C fragments of n-tiles 2t (left) and 2t + 1.
+__device__ inline void to_a_fragments(const float (&left)[4], const float (&right)[4], uint32_t (&hi)[4],
+                                      uint32_t (&lo)[4]) {
+  split_pair(left[0], left[1], &hi[0], &lo[0]);
+  split_pair(left[2], left[3], &hi[1], &lo[1]);
+  split_pair(right[0], right[1], &hi[2], &lo[2]);
+  split_pair(right[2], right[3], &hi[3], &lo[3]);
+}
+
+// c (16 x 8, f32) += a (16 x 16, bf16) b (16 x 8, bf16).
+__device__ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8 x 8 bf16 matrices from shared memory in one instruction: lanes 8i .. 8i + 7 give the
+// addresses of matrix i's rows (16 bytes each, 16-byte aligned); r[i] receives matrix i's element
+// pair at (row group, columns 2 quad, +1): a B fragment whose k runs along the stored row. The
+// .trans form transposes each matrix first: r[i] = (row 2 quad, column group) and (row 2 quad + 1,
+// column group), a B fragment whose k runs down the stored rows.
+__device__ inline void load_matrices(uint32_t (&r)[4], const __nv_bfloat16* row_address) {
+  const auto shared = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared)
+               : "memory");
+}
+__device__ inline void load_matrices_transposed(uint32_t (&r)[4], const __nv_bfloat16* row_address) {
+  const auto shared = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared)
+               : "memory");
+}
+
+// The A fragments (16 rows x D, k along the row) of rows rows[0] (this lane's group) and rows[1]
+// (group + 8) of a bf16 matrix whose rows are `stride` elements apart from `base`; zero at rows >=
+// limit. 4-byte aligned rows suffice.
+template <int D>
+__device__ inline void load_a_fragments(uint32_t (&frag)[D / 16][4], const __nv_bfloat16* base, int64_t stride,
+                                        const int64_t (&rows)[2], int64_t limit, int quad) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int part = 0; part < 4; ++part) {
+      const int64_t row = rows[part % 2];
+      const int column = kk * 16 + quad * 2 + (part / 2) * 8;
+      frag[kk][part] = row < limit ? load_pair(base + row * stride + column) : 0u;
+    }
+}
+
+// Rows [first, first + kRows) of a bf16 matrix (rows `stride` elements apart from `head`, 16-byte
+// aligned) into `tile` ([row][D + kPad]) in 16-byte chunks by the whole block; zero at rows >= end.
+template <int D, int kRows>
+__device__ inline void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* head, int64_t stride, int64_t first,
+                                 int64_t end) {
+  constexpr int kChunksPerRow = D / 8, kLd = D + kPad;
+  for (int chunk = threadIdx.x; chunk < kRows * kChunksPerRow; chunk += blockDim.x) {
+    const int row = chunk / kChunksPerRow, column = (chunk % kChunksPerRow) * 8;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (first + row < end) value = *reinterpret_cast<const uint4*>(head + (first + row) * stride + column);
+    *reinterpret_cast<uint4*>(&tile[row * kLd + column]) = value;
+  }
+}
+
+// cp.async (sm_80+): 16 bytes from global to shared memory without passing through registers, so
+// the next tile's loads run while the current tile is multiplied; `bytes` 0 writes zeros.
+__device__ inline void copy_async_16(void* shared_destination, const void* global_source, int bytes) {
+  const auto destination = static_cast<uint32_t>(__cvta_generic_to_shared(shared_destination));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(global_source), "r"(bytes)
+               : "memory");
+}
+__device__ inline void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most kPending of this thread's committed copy groups are still in flight.
+template <int kPending>
+__device__ inline void wait_async_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// load_tile with cp.async: issues the copies and returns (commit, wait and __syncthreads follow).
+template <int D, int kRows>
+__device__ inline void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* head, int64_t stride, int64_t first,
+                                       int64_t end) {
+  constexpr int kChunksPerRow = D / 8, kLd = D + kPad;
+  for (int chunk = threadIdx.x; chunk < kRows * kChunksPerRow; chunk += blockDim.x) {
+    const int row = chunk / kChunksPerRow, column = (chunk % kChunksPerRow) * 8;
+    const bool inside = first + row < end;
+    copy_async_16(&tile[row * kLd + column], inside ? head + (first + row) * stride + column : head, inside ? 16 : 0);
+  }
+}
+
+// c = a tile^T: a is this warp's 16 x D operand in A fragments, tile a shared [n][D + kPad] of kN
+// rows; c (16 x kN) in C fragments, n-tile nt holding tile rows nt * 8 .. + 7. One ldmatrix gives
+// the B fragments of n-tiles nt and nt + 1 at depth step kk: matrix i = tile rows (nt + i / 2) * 8
+// + row, columns kk * 16 + (i % 2) * 8.
+template <int D, int kN>
+__device__ inline void multiply_by_rows(float (&c)[kN / 8][4], const uint32_t (&a)[D / 16][4],
+                                        const __nv_bfloat16* tile, int lane) {
+  static_assert(kN % 16 == 0 && D % 16 == 0, "whole n-tile pairs and depth steps");
+  constexpr int kLd = D + kPad;
+  const int matrix = lane / 8, matrix_row = lane % 8;
+#pragma unroll
+  for (int nt = 0; nt < kN / 8; ++nt) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int nt = 0; nt < kN / 8; nt += 2) {
+      uint32_t b[4];
+      load_matrices(b, &tile[((nt + matrix / 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix % 2) * 8]);
+      mma_bf16(c[nt], a[kk], b[0], b[1]);
+      mma_bf16(c[nt + 1], a[kk], b[2], b[3]);
+    }
+}
+
+// acc (16 x D) += p tile: p is this warp's 16 x kN f32 operand in C fragments (a probability or
+// gradient tile), entering as hi + lo bf16 terms; tile a shared [kN][D + kPad]. One transposing
+// ldmatrix gives the B fragments of output columns dn and dn + 1 at depth step t: matrix i = tile
+// rows t * 16 + (i % 2) * 8 + row, columns (dn + i / 2) * 8.
+template <int D, int kN>
+__device__ inline void accumulate_product(float (&acc)[D / 8][4], const float (&p)[kN / 8][4],
+                                          const __nv_bfloat16* tile, int lane) {
+  static_assert(kN % 16 == 0 && D % 16 == 0, "whole depth steps and output column pairs");
+  constexpr int kLd = D + kPad;
+  const int matrix = lane / 8, matrix_row = lane % 8;
+#pragma unroll
+  for (int t = 0; t < kN / 16; ++t) {
+    uint32_t hi[4], lo[4];
+    to_a_fragments(p[2 * t], p[2 * t + 1], hi, lo);
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn += 2) {
+      uint32_t b[4];
+      load_matrices_transposed(b, &tile[(t * 16 + (matrix % 2) * 8 + matrix_row) * kLd + (dn + matrix / 2) * 8]);
+      mma_bf16(acc[dn], hi, b[0], b[1]);
+      mma_bf16(acc[dn], lo, b[0], b[1]);
+      mma_bf16(acc[dn + 1], hi, b[2], b[3]);
+      mma_bf16(acc[dn + 1], lo, b[2], b[3]);
+    }
+  }
+}
+
+// Where a block of a query-major kernel (the forward, the dq kernel) stands: grid (query blocks of
+// kBlockRows, n_heads, batch), 16 queries a warp; this lane's two rows (its group's and 8 below),
+// the keys each sees, and the keys of the whole block (the first row's first to the last row's end).
+template <int D, int kBlockRows>
+struct QueryBlock {
+  int64_t h, b, kv_head;
+  int64_t q_stride, kv_stride;  // elements between consecutive positions' rows
+  int64_t q_offset, kv_offset;  // of (b, position 0, h) in q, o, dO, dq and of (b, 0, kv_head) in k, v
+  int64_t rows[2], row_begin[2], row_end[2];
+  int64_t key_begin, key_end;
+
+  __device__ explicit QueryBlock(const MmaShapes& s) {
+    h = blockIdx.y, b = blockIdx.z, kv_head = h / (s.n_heads / s.n_kv_heads);
+    q_stride = s.n_heads * D, kv_stride = s.n_kv_heads * D;
+    q_offset = (b * s.seq_q * s.n_heads + h) * D, kv_offset = (b * s.seq_k * s.n_kv_heads + kv_head) * D;
+    const int64_t first = blockIdx.x * int64_t{kBlockRows};
+    const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      rows[r] = first + warp * kRowsPerWarp + lane / 4 + 8 * r;
+      row_begin[r] = row_end[r] = 0;  // past seq_q: no keys
+      if (rows[r] < s.seq_q) visible_keys(s.causal, s.window, rows[r], s.seq_q, s.seq_k, &row_begin[r], &row_end[r]);
+    }
+    const int64_t last = (first + kBlockRows < s.seq_q ? first + kBlockRows : s.seq_q) - 1;
+    int64_t unused_end, unused_begin;
+    visible_keys(s.causal, s.window, first, s.seq_q, s.seq_k, &key_begin, &unused_end);
+    visible_keys(s.causal, s.window, last, s.seq_q, s.seq_k, &unused_begin, &key_end);
+  }
+  __device__ bool sees(int r, int64_t key) const { return key >= row_begin[r] && key < row_end[r]; }
+};
+
+// Stores rows rows[0], rows[1] (< limit) of a 16 x D f32 C-fragment accumulator, times `scale`
+// per row, as bf16 into a matrix whose rows are `stride` elements apart from `base`.
+template <int D>
+__device__ inline void store_rows(__nv_bfloat16* base, int64_t stride, const float (&acc)[D / 8][4],
+                                  const int64_t (&rows)[2], int64_t limit, const float (&scale)[2], int quad) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= limit) continue;
+    __nv_bfloat16* out = base + rows[r] * stride;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn)
+      *reinterpret_cast<__nv_bfloat162*>(out + dn * 8 + quad * 2) =
+          __floats2bfloat162_rn(acc[dn][2 * r] * scale[r], acc[dn][2 * r + 1] * scale[r]);
+  }
+}
+
+}  // namespace lathe::mma

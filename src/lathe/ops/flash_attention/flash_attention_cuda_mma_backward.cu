@@ -1,0 +1,228 @@
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "lathe/device/cuda_check.h"
+#include "lathe/device/cuda_kernel_utils.cuh"
+#include "lathe/device/device_tensor.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma.cuh"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma.h"
+
+namespace lathe {
+namespace {
+
+using namespace mma;
+
+constexpr int kWarps = 4;
+constexpr int kBlockRows = kWarps * kRowsPerWarp;  // queries (dq kernel) or keys (dk/dv kernel) per block
+constexpr int kBlockK = 64;                       // keys per shared tile in the dq kernel
+// Queries per shared tile in the dk/dv kernel: 32 at head_dim 128 keeps its two accumulators, the
+// K and V fragments and two score tiles within the 255 registers of a thread.
+template <int D>
+constexpr int kBlockQ = D == 128 ? 32 : 64;
+
+// The score of one (query, key) pair from its raw dot product: scaled, soft-capped (derivative of
+// the cap in *derivative), as the CUDA-core kernels compute it.
+__device__ inline float score_of(float dot, const MmaShapes& s, float* derivative) {
+  return cuda::soft_cap(dot * s.scale, s.softcap, derivative);
+}
+
+// Whether query i sees key j.
+__device__ inline bool sees(const MmaShapes& s, int64_t i, int64_t j) {
+  int64_t begin, end;
+  visible_keys(s.causal, s.window, i, s.seq_q, s.seq_k, &begin, &end);
+  return j >= begin && j < end;
+}
+
+// dq and D = rowsum(dO * O) (into `delta`, for the dk/dv kernel). Grid (query blocks, n_heads,
+// batch): each warp keeps 16 queries' Q and dO fragments and walks the keys they see, 64 at a time
+// through shared memory: S = Q K^T, P = exp(S - lse), dP = dO V^T, dS = P (dP - D) cap' scale,
+// dQ += dS K.
+template <int D>
+__global__ void __launch_bounds__(kWarps * cuda::kWarp)
+    backward_dq_mma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                    const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* d_o, __nv_bfloat16* dq,
+                    float* delta, MmaShapes s) {
+  constexpr int kLd = D + kPad, kKeyTiles = kBlockK / 8;
+  __shared__ __align__(16) __nv_bfloat16 k_tile[kBlockK * kLd];  // [key][d]
+  __shared__ __align__(16) __nv_bfloat16 v_tile[kBlockK * kLd];  // [key][d]
+  const int lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
+  const QueryBlock<D, kBlockRows> block(s);
+  float row_delta[2], row_lse[2];  // row_lse in log2 units
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t row = block.rows[r];
+    float part = 0.0f;  // this lane's share of D: the columns of its fragments, in order
+    if (row < s.seq_q) {
+      const __nv_bfloat16* do_row = d_o + block.q_offset + row * block.q_stride;
+      const __nv_bfloat16* o_row = o + block.q_offset + row * block.q_stride;
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) {
+        const float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(do_row + dn * 8 + quad * 2));
+        const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_row + dn * 8 + quad * 2));
+        part += g.x * y.x + g.y * y.y;
+      }
+    }
+    part += __shfl_xor_sync(0xffffffffu, part, 1);
+    part += __shfl_xor_sync(0xffffffffu, part, 2);
+    row_delta[r] = part;
+    row_lse[r] = 0.0f;
+    if (row < s.seq_q) {
+      const int64_t stat = (block.b * s.n_heads + block.h) * s.seq_q + row;
+      row_lse[r] = lse[stat] * kLog2e;
+      if (quad == 0) delta[stat] = part;
+    }
+  }
+  uint32_t q_frag[D / 16][4], do_frag[D / 16][4];
+  load_a_fragments<D>(q_frag, q + block.q_offset, block.q_stride, block.rows, s.seq_q, quad);
+  load_a_fragments<D>(do_frag, d_o + block.q_offset, block.q_stride, block.rows, s.seq_q, quad);
+
+  float dq_acc[D / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < D / 8; ++dn) dq_acc[dn][0] = dq_acc[dn][1] = dq_acc[dn][2] = dq_acc[dn][3] = 0.0f;
+  for (int64_t tile_first = block.key_begin; tile_first < block.key_end; tile_first += kBlockK) {
+    __syncthreads();  // the previous tile is consumed
+    load_tile<D, kBlockK>(k_tile, k + block.kv_offset, block.kv_stride, tile_first, block.key_end);
+    load_tile<D, kBlockK>(v_tile, v + block.kv_offset, block.kv_stride, tile_first, block.key_end);
+    __syncthreads();
+    float grad[kKeyTiles][4], dp[kKeyTiles][4];
+    multiply_by_rows<D, kBlockK>(grad, q_frag, k_tile, lane);  // raw Q K^T
+    multiply_by_rows<D, kBlockK>(dp, do_frag, v_tile, lane);   // dP = dO V^T
+#pragma unroll
+    for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
+        float derivative;
+        const float score = score_of(grad[nt][e], s, &derivative);
+        const float p = block.sees(r, key) ? exp2f(score * kLog2e - row_lse[r]) : 0.0f;
+        grad[nt][e] = p * (dp[nt][e] - row_delta[r]) * derivative * s.scale;  // dS
+      }
+    accumulate_product<D, kBlockK>(dq_acc, grad, k_tile, lane);  // dQ += dS K
+  }
+  const float unit[2] = {1.0f, 1.0f};
+  store_rows<D>(dq + block.q_offset, block.q_stride, dq_acc, block.rows, s.seq_q, unit, quad);
+}
+
+// dk and dv. Grid (key blocks, n_kv_heads, batch): each warp keeps 16 keys' K and V fragments and,
+// for each query head of the KV group, walks the queries that can see its block kBlockQ at a time
+// through shared memory (Q, dO, lse and D): S^T = K Q^T, P^T, dP^T = V dO^T, dS^T; dV += P^T dO,
+// dK += dS^T Q.
+template <int D>
+__global__ void __launch_bounds__(kWarps * cuda::kWarp)
+    backward_dkdv_mma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const float* lse,
+                      const __nv_bfloat16* d_o, const float* delta, __nv_bfloat16* dk, __nv_bfloat16* dv,
+                      MmaShapes s) {
+  constexpr int kLd = D + kPad, kQueries = kBlockQ<D>, kQueryTiles = kQueries / 8;
+  __shared__ __align__(16) __nv_bfloat16 q_tile[kQueries * kLd];   // [query][d]
+  __shared__ __align__(16) __nv_bfloat16 do_tile[kQueries * kLd];  // [query][d]
+  __shared__ float lse_tile[kQueries], delta_tile[kQueries];      // lse in log2 units
+  const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
+  const int64_t g = blockIdx.y, b = blockIdx.z, group_heads = s.n_heads / s.n_kv_heads;
+  const int64_t q_stride = s.n_heads * D, kv_stride = s.n_kv_heads * D;
+  const int64_t kv_offset = (b * s.seq_k * s.n_kv_heads + g) * D;
+  const int64_t block_first = blockIdx.x * int64_t{kBlockRows};
+  const int64_t keys[2] = {block_first + warp * kRowsPerWarp + lane / 4,
+                           block_first + warp * kRowsPerWarp + lane / 4 + 8};
+  uint32_t k_frag[D / 16][4], v_frag[D / 16][4];
+  load_a_fragments<D>(k_frag, k + kv_offset, kv_stride, keys, s.seq_k, quad);
+  load_a_fragments<D>(v_frag, v + kv_offset, kv_stride, keys, s.seq_k, quad);
+
+  // The queries that see a key of [block_first, block_end): end(i) > block_first and begin(i) < block_end.
+  const int64_t block_end = block_first + kBlockRows < s.seq_k ? block_first + kBlockRows : s.seq_k;
+  const int64_t offset = s.seq_k - s.seq_q;  // query i is aligned with key i + offset
+  int64_t query_first = 0, query_end = s.seq_q;
+  if (s.causal && block_first - offset > 0) query_first = block_first - offset;
+  if (s.causal && s.window > 0 && block_end + s.window - 1 - offset < query_end)
+    query_end = block_end + s.window - 1 - offset;
+
+  float dk_acc[D / 8][4], dv_acc[D / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < D / 8; ++dn)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk_acc[dn][e] = dv_acc[dn][e] = 0.0f;
+  for (int64_t h = g * group_heads; h < (g + 1) * group_heads; ++h) {
+    const int64_t q_offset = (b * s.seq_q * s.n_heads + h) * D, stats = (b * s.n_heads + h) * s.seq_q;
+    for (int64_t tile_first = query_first; tile_first < query_end; tile_first += kQueries) {
+      __syncthreads();  // the previous tile is consumed
+      load_tile<D, kQueries>(q_tile, q + q_offset, q_stride, tile_first, query_end);
+      load_tile<D, kQueries>(do_tile, d_o + q_offset, q_stride, tile_first, query_end);
+      for (int t = threadIdx.x; t < kQueries; t += blockDim.x) {
+        const bool inside = tile_first + t < query_end;
+        lse_tile[t] = inside ? lse[stats + tile_first + t] * kLog2e : 0.0f;
+        delta_tile[t] = inside ? delta[stats + tile_first + t] : 0.0f;
+      }
+      __syncthreads();
+      float p[kQueryTiles][4], grad[kQueryTiles][4];
+      multiply_by_rows<D, kQueries>(p, k_frag, q_tile, lane);      // raw K Q^T
+      multiply_by_rows<D, kQueries>(grad, v_frag, do_tile, lane);  // dP^T = V dO^T
+#pragma unroll
+      for (int nt = 0; nt < kQueryTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int in_tile = nt * 8 + quad * 2 + (e % 2);
+          const int64_t i = tile_first + in_tile, j = keys[e / 2];
+          float derivative;
+          const float score = score_of(p[nt][e], s, &derivative);
+          const bool visible = i < query_end && j < s.seq_k && sees(s, i, j);
+          p[nt][e] = visible ? exp2f(score * kLog2e - lse_tile[in_tile]) : 0.0f;                       // P^T
+          grad[nt][e] = p[nt][e] * (grad[nt][e] - delta_tile[in_tile]) * derivative * s.scale;  // dS^T
+        }
+      accumulate_product<D, kQueries>(dv_acc, p, do_tile, lane);   // dV += P^T dO
+      accumulate_product<D, kQueries>(dk_acc, grad, q_tile, lane);  // dK += dS^T Q
+    }
+  }
+  const float unit[2] = {1.0f, 1.0f};
+  store_rows<D>(dk + kv_offset, kv_stride, dk_acc, keys, s.seq_k, unit, quad);
+  store_rows<D>(dv + kv_offset, kv_stride, dv_acc, keys, s.seq_k, unit, quad);
+}
+
+template <int D>
+void launch(const FlashAttentionBackwardArgs& args, const MmaShapes& s, int64_t batch, float* delta) {
+  const auto* q = static_cast<const __nv_bfloat16*>(args.q.data);
+  const auto* k = static_cast<const __nv_bfloat16*>(args.k.data);
+  const auto* v = static_cast<const __nv_bfloat16*>(args.v.data);
+  const auto* o = static_cast<const __nv_bfloat16*>(args.o.data);
+  const auto* d_o = static_cast<const __nv_bfloat16*>(args.d_o.data);
+  const auto* lse = static_cast<const float*>(args.lse.data);
+  constexpr const char* kOp = "flash_attention_backward (cuda, tensor cores)";
+  if (s.seq_q > 0) {
+    const dim3 grid(static_cast<unsigned>((s.seq_q + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(s.n_heads),
+                    static_cast<unsigned>(batch));
+    backward_dq_mma<D><<<grid, kWarps * cuda::kWarp, 0, cuda::lathe_stream()>>>(
+        q, k, v, o, lse, d_o, static_cast<__nv_bfloat16*>(args.dq.data), delta, s);
+    LATHE_CUDA_CHECK_LAUNCH(kOp);
+  }
+  if (s.seq_k > 0) {
+    const dim3 grid(static_cast<unsigned>((s.seq_k + kBlockRows - 1) / kBlockRows),
+                    static_cast<unsigned>(s.n_kv_heads), static_cast<unsigned>(batch));
+    backward_dkdv_mma<D><<<grid, kWarps * cuda::kWarp, 0, cuda::lathe_stream()>>>(
+        q, k, v, lse, d_o, delta, static_cast<__nv_bfloat16*>(args.dk.data),
+        static_cast<__nv_bfloat16*>(args.dv.data), s);
+    LATHE_CUDA_CHECK_LAUNCH(kOp);
+  }
+}
+
+}  // namespace
+
+bool flash_attention_backward_mma_applies(const FlashAttentionBackwardArgs& args) {
+  return mma_shapes_apply(args.q, args.v) && aligned(args.q.data, 16) && aligned(args.k.data, 16) &&
+         aligned(args.v.data, 16) && aligned(args.d_o.data, 16) && aligned(args.o.data, 4) &&
+         aligned(args.dq.data, 4) && aligned(args.dk.data, 4) && aligned(args.dv.data, 4);
+}
+
+void flash_attention_backward_mma(const FlashAttentionBackwardArgs& args) {
+  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
+  const int64_t batch = args.q.dim(0), head_dim = args.q.dim(3);
+  if (batch == 0 || s.n_heads == 0) return;
+  Tensor delta = cuda::device_empty({batch, s.n_heads, s.seq_q}, DType::f32, "flash_attention_backward D");
+  auto* delta_data = static_cast<float*>(delta.view().data);
+  if (head_dim == 64)
+    launch<64>(args, s, batch, delta_data);
+  else
+    launch<128>(args, s, batch, delta_data);
+}
+
+}  // namespace lathe
