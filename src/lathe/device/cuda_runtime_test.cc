@@ -71,8 +71,8 @@ TEST(CudaRuntime, RowLayoutOfEachViewKind) {
 // that holds the row, 0 (the loop kernels) past 32 a thread.
 TEST(CudaRuntime, RowCacheWidthHoldsTheRow) {
   constexpr int kThreads = 256;
-  const std::pair<int64_t, int> expected[] = {{0, 1},     {1, 1},     {256, 1},   {257, 2},  {1024, 4},
-                                              {1025, 8},  {4096, 16}, {4099, 32}, {8192, 32}, {8193, 0}};
+  const std::pair<int64_t, int> expected[] = {{0, 1},    {1, 1},     {256, 1},   {257, 2},   {1024, 4},
+                                              {1025, 8}, {4096, 16}, {4099, 32}, {8192, 32}, {8193, 0}};
   for (const auto& [dim, width] : expected) EXPECT_EQ(row_cache_per_thread(dim, kThreads), width) << "dim " << dim;
   EXPECT_EQ(row_cache_per_thread(64, 32), 2);
 }

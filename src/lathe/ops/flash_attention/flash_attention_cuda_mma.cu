@@ -19,20 +19,14 @@ constexpr int kBlockQ = kWarps * kRowsPerWarp;  // queries per block
 constexpr int kBlockK = 64;                     // keys per shared-memory tile
 constexpr int kKeyTiles = kBlockK / 8;          // n-tiles of 8 keys in a score row
 
-// Shared memory of the forward: two stages (the tile being multiplied and the next one, in flight)
-// of a K and a V tile, each [key][D + kPad] bf16.
+// Grid (query blocks, n_heads, batch), kWarps * 32 threads, kKeyValueStagesBytes<D, kBlockK> of
+// dynamic shared memory (stage t: the K tile at 2t, the V tile at 2t + 1, each [key][D + kPad]).
+// Rows are (batch, seq, heads, D).
 template <int D>
-constexpr int kForwardSharedBytes = 2 * 2 * kBlockK * (D + kPad) * 2;
-
-// Grid (query blocks, n_heads, batch), kWarps * 32 threads, kForwardSharedBytes<D> of dynamic shared
-// memory. Rows are (batch, seq, heads, D).
-template <int D>
-__global__ void __launch_bounds__(kWarps * cuda::kWarp)
-    forward_mma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o,
-                float* lse, MmaShapes s) {
-  constexpr int kTile = kBlockK * (D + kPad);
+__global__ void __launch_bounds__(kWarps* cuda::kWarp)
+    forward_mma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* lse,
+                MmaShapes s) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
-  auto* tiles = reinterpret_cast<__nv_bfloat16*>(shared_bytes);  // stage t: K at 2t, V at 2t + 1 (x kTile)
   const int lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
   const QueryBlock<D, kBlockQ> block(s);
   uint32_t q_frag[D / 16][4];  // this lane's two query rows (zero past seq_q)
@@ -44,68 +38,48 @@ __global__ void __launch_bounds__(kWarps * cuda::kWarp)
   for (int dn = 0; dn < D / 8; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
   const float score_scale = s.softcap > 0.0f ? s.scale : s.scale * kLog2e;
 
-  // Tile `index` of the block's keys into stage index % 2, with cp.async: tile index + 1 is in
-  // flight while tile index is multiplied.
-  const int64_t tile_count = (block.key_end - block.key_begin + kBlockK - 1) / kBlockK;
-  auto issue = [&](int64_t index) {
-    __nv_bfloat16* stage = tiles + (index % 2) * 2 * kTile;
-    const int64_t first = block.key_begin + index * kBlockK;
-    load_tile_async<D, kBlockK>(stage, k + block.kv_offset, block.kv_stride, first, block.key_end);
-    load_tile_async<D, kBlockK>(stage + kTile, v + block.kv_offset, block.kv_stride, first, block.key_end);
-  };
-  if (tile_count > 0) issue(0);
-  commit_async_copies();
-  for (int64_t index = 0; index < tile_count; ++index) {
-    const int64_t tile_first = block.key_begin + index * kBlockK;
-    const __nv_bfloat16* k_tile = tiles + (index % 2) * 2 * kTile;
-    const __nv_bfloat16* v_tile = k_tile + kTile;
-    // The other stage was last read in the previous iteration, which every thread has left.
-    if (index + 1 < tile_count) issue(index + 1);
-    commit_async_copies();  // (an empty group on the last tile keeps the count of pending groups)
-    wait_async_copies<1>();  // this tile's copies, by this thread
-    __syncthreads();         // ... and by every thread
-
-    float scores[kKeyTiles][4];  // S = Q K^T: 16 rows x 64 keys per warp
-    multiply_by_rows<D, kBlockK>(scores, q_frag, k_tile, lane);
+  for_each_key_tile<D, kBlockK>(
+      shared_bytes, block, k, v, [&](int64_t tile_first, const __nv_bfloat16* k_tile, const __nv_bfloat16* v_tile) {
+        float scores[kKeyTiles][4];  // S = Q K^T: 16 rows x 64 keys per warp
+        multiply_by_rows<D, kBlockK>(scores, q_frag, k_tile, lane);
 
     // Scale, soft-cap, mask; then the online softmax per row (the 4 lanes of a group share a row).
 #pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt)
+        for (int nt = 0; nt < kKeyTiles; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
-        float x = scores[nt][e] * score_scale;
-        if (s.softcap > 0.0f) x = s.softcap * tanhf(x / s.softcap) * kLog2e;
-        scores[nt][e] = block.sees(r, key) ? x : -INFINITY;
-      }
+          for (int e = 0; e < 4; ++e) {
+            const int r = e / 2;
+            const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
+            float x = scores[nt][e] * score_scale;
+            if (s.softcap > 0.0f) x = s.softcap * tanhf(x / s.softcap) * kLog2e;
+            scores[nt][e] = block.sees(r, key) ? x : -INFINITY;
+          }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = running_max[r];
+        for (int r = 0; r < 2; ++r) {
+          float tile_max = running_max[r];
 #pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt)
-        tile_max = fmaxf(tile_max, fmaxf(scores[nt][2 * r], scores[nt][2 * r + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float base = tile_max == -INFINITY ? 0.0f : tile_max;  // a row with nothing visible yet
-      const float correction = exp2f(running_max[r] - base);
-      running_max[r] = tile_max;
-      float sum = running_sum[r] * correction;
+          for (int nt = 0; nt < kKeyTiles; ++nt)
+            tile_max = fmaxf(tile_max, fmaxf(scores[nt][2 * r], scores[nt][2 * r + 1]));
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+          const float base = tile_max == -INFINITY ? 0.0f : tile_max;  // a row with nothing visible yet
+          const float correction = exp2f(running_max[r] - base);
+          running_max[r] = tile_max;
+          float sum = running_sum[r] * correction;
 #pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt)
+          for (int nt = 0; nt < kKeyTiles; ++nt)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          scores[nt][2 * r + c] = exp2f(scores[nt][2 * r + c] - base);
-          sum += scores[nt][2 * r + c];
+            for (int c = 0; c < 2; ++c) {
+              scores[nt][2 * r + c] = exp2f(scores[nt][2 * r + c] - base);
+              sum += scores[nt][2 * r + c];
+            }
+          running_sum[r] = sum;  // this lane's share; the group's lanes are summed at the end
+#pragma unroll
+          for (int dn = 0; dn < D / 8; ++dn) acc[dn][2 * r] *= correction, acc[dn][2 * r + 1] *= correction;
         }
-      running_sum[r] = sum;  // this lane's share; the group's lanes are summed at the end
-#pragma unroll
-      for (int dn = 0; dn < D / 8; ++dn) acc[dn][2 * r] *= correction, acc[dn][2 * r + 1] *= correction;
-    }
 
-    accumulate_product<D, kBlockK>(acc, scores, v_tile, lane);  // O += P V
-    __syncthreads();  // this stage is consumed before the next iteration refills it
-  }
+        accumulate_product<D, kBlockK>(acc, scores, v_tile, lane);  // O += P V
+      });
 
   float inverse[2];
 #pragma unroll
@@ -141,14 +115,9 @@ void flash_attention_forward_mma(const FlashAttentionArgs& args) {
   auto* lse = static_cast<float*>(args.lse.data);
   constexpr const char* kOp = "flash_attention (cuda, tensor cores)";
   auto launch = [&]<int D>() {
-    // Over 48 KB of dynamic shared memory (head_dim 128) must be allowed per kernel, once.
-    [[maybe_unused]] static const bool allowed = [] {
-      LATHE_CUDA_CHECK("flash_attention (cuda, tensor cores)",
-                       cudaFuncSetAttribute(forward_mma<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            kForwardSharedBytes<D>));
-      return true;
-    }();
-    forward_mma<D><<<grid, kWarps * cuda::kWarp, kForwardSharedBytes<D>, cuda::lathe_stream()>>>(q, k, v, o, lse, s);
+    constexpr int kBytes = kKeyValueStagesBytes<D, kBlockK>;
+    allow_shared_bytes(forward_mma<D>, kBytes, kOp);
+    forward_mma<D><<<grid, kWarps * cuda::kWarp, kBytes, cuda::lathe_stream()>>>(q, k, v, o, lse, s);
   };
   if (head_dim == 64)
     launch.operator()<64>();

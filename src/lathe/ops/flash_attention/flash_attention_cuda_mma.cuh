@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "lathe/device/cuda_check.h"
 #include "lathe/device/cuda_kernel_utils.cuh"
 #include "lathe/ops/flash_attention/flash_attention.h"
 
@@ -45,12 +46,12 @@ inline bool aligned(const void* pointer, uintptr_t bytes) { return reinterpret_c
 // batch and head count the grid can hold. (Each kernel adds its pointers' alignment.)
 inline bool mma_shapes_apply(const TensorView& q, const TensorView& v) {
   const int64_t head_dim = q.dim(3);
-  return q.dtype == DType::bf16 && v.dim(3) == head_dim && (head_dim == 64 || head_dim == 128) &&
-         q.dim(0) <= 65535 && q.dim(2) <= 65535;
+  return q.dtype == DType::bf16 && v.dim(3) == head_dim && (head_dim == 64 || head_dim == 128) && q.dim(0) <= 65535 &&
+         q.dim(2) <= 65535;
 }
 
 constexpr int kRowsPerWarp = 16;  // the M of one mma: the query (or key) rows of a warp
-constexpr int kPad = 8;  // bf16 padding per shared row: 8 rows of a tile start in different banks
+constexpr int kPad = 8;           // bf16 padding per shared row: 8 rows of a tile start in different banks
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -164,6 +165,36 @@ __device__ inline void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16*
   }
 }
 
+// The shared memory of the query-major kernels: two stages of a K and a V tile of kKeys keys.
+template <int D, int kKeys>
+constexpr int kKeyValueStagesBytes = 2 * 2 * kKeys*(D + kPad) * 2;
+
+// Allows `kernel` `bytes` of dynamic shared memory (above 48 KB a kernel must ask).
+template <class Kernel>
+inline void allow_shared_bytes(Kernel kernel, int bytes, const char* op) {
+  LATHE_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+// The two-stage tile pipeline of every kernel here: body(index, stage) runs for index = 0 ..
+// count - 1 on tile `index`, which issue(index, stage) brought into stage index % 2 (cp.async
+// copies, or plain shared stores) one iteration earlier: tile index + 1 is in flight while tile
+// index is multiplied. Each stage is refilled only after every thread has left the body that read
+// it (the barrier after body).
+template <class Issue, class Body>
+__device__ inline void pipeline_tiles(int64_t count, Issue&& issue, Body&& body) {
+  if (count > 0) issue(int64_t{0}, 0);
+  commit_async_copies();
+  for (int64_t index = 0; index < count; ++index) {
+    const int stage = static_cast<int>(index % 2);
+    if (index + 1 < count) issue(index + 1, stage ^ 1);
+    commit_async_copies();   // (an empty group on the last tile keeps the count of pending groups)
+    wait_async_copies<1>();  // this tile's copies, by this thread
+    __syncthreads();         // ... and by every thread
+    body(index, stage);
+    __syncthreads();
+  }
+}
+
 // c = a tile^T: a is this warp's 16 x D operand in A fragments, tile a shared [n][D + kPad] of kN
 // rows; c (16 x kN) in C fragments, n-tile nt holding tile rows nt * 8 .. + 7. One ldmatrix gives
 // the B fragments of n-tiles nt and nt + 1 at depth step kk: matrix i = tile rows (nt + i / 2) * 8
@@ -243,6 +274,27 @@ struct QueryBlock {
   }
   __device__ bool sees(int r, int64_t key) const { return key >= row_begin[r] && key < row_end[r]; }
 };
+
+// The query-major kernels' walk over the block's keys, kKeys at a time: the K and V tiles of keys
+// key_begin + index * kKeys .. through the two-stage pipeline in `shared` (kKeyValueStagesBytes<D,
+// kKeys>: stage t holds the K tile at 2t, the V tile at 2t + 1), then body(tile_first, k_tile,
+// v_tile) on each.
+template <int D, int kKeys, int kBlockRows, class Body>
+__device__ inline void for_each_key_tile(unsigned char* shared, const QueryBlock<D, kBlockRows>& block,
+                                         const __nv_bfloat16* k, const __nv_bfloat16* v, Body&& body) {
+  constexpr int kTile = kKeys * (D + kPad);
+  auto* tiles = reinterpret_cast<__nv_bfloat16*>(shared);
+  auto issue = [&](int64_t index, int stage) {
+    const int64_t first = block.key_begin + index * kKeys;
+    load_tile_async<D, kKeys>(tiles + 2 * stage * kTile, k + block.kv_offset, block.kv_stride, first, block.key_end);
+    load_tile_async<D, kKeys>(tiles + (2 * stage + 1) * kTile, v + block.kv_offset, block.kv_stride, first,
+                              block.key_end);
+  };
+  auto run = [&](int64_t index, int stage) {
+    body(block.key_begin + index * kKeys, tiles + 2 * stage * kTile, tiles + (2 * stage + 1) * kTile);
+  };
+  pipeline_tiles((block.key_end - block.key_begin + kKeys - 1) / kKeys, issue, run);
+}
 
 // Stores rows rows[0], rows[1] (< limit) of a 16 x D f32 C-fragment accumulator, times `scale`
 // per row, as bf16 into a matrix whose rows are `stride` elements apart from `base`.

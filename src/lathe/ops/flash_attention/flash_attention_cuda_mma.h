@@ -29,7 +29,8 @@ void flash_attention_forward_mma(const FlashAttentionArgs& args);
 // D = rowsum(dO * O), then per key tile S = Q K^T, P = exp(S - lse), dP = dO V^T, dS = P (dP - D)
 // and dQ += dS K; the dk/dv kernel (key-major, 16 keys a warp, every query head of the KV group in
 // turn) computes S^T = K Q^T and dP^T = V dO^T per query tile and adds dV += P^T dO, dK += dS^T Q.
-// P and dS enter their products as hi + lo bf16 terms. No atomics, every sum in a fixed order.
+// P and dS enter their products as hi + lo bf16 terms; tiles come through the forward's two-stage
+// cp.async pipeline. No atomics, every sum in a fixed order.
 bool flash_attention_backward_mma_applies(const FlashAttentionBackwardArgs& args);
 void flash_attention_backward_mma(const FlashAttentionBackwardArgs& args);
 

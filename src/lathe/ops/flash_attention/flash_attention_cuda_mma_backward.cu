@@ -16,7 +16,7 @@ using namespace mma;
 
 constexpr int kWarps = 4;
 constexpr int kBlockRows = kWarps * kRowsPerWarp;  // queries (dq kernel) or keys (dk/dv kernel) per block
-constexpr int kBlockK = 64;                       // keys per shared tile in the dq kernel
+constexpr int kBlockK = 64;                        // keys per shared tile in the dq kernel
 // Queries per shared tile in the dk/dv kernel: 32 at head_dim 128 keeps its two accumulators, the
 // K and V fragments and two score tiles within the 255 registers of a thread.
 template <int D>
@@ -38,15 +38,13 @@ __device__ inline bool sees(const MmaShapes& s, int64_t i, int64_t j) {
 // dq and D = rowsum(dO * O) (into `delta`, for the dk/dv kernel). Grid (query blocks, n_heads,
 // batch): each warp keeps 16 queries' Q and dO fragments and walks the keys they see, 64 at a time
 // through shared memory: S = Q K^T, P = exp(S - lse), dP = dO V^T, dS = P (dP - D) cap' scale,
-// dQ += dS K.
+// dQ += dS K. kKeyValueStagesBytes<D, kBlockK> of dynamic shared memory, as the forward.
 template <int D>
-__global__ void __launch_bounds__(kWarps * cuda::kWarp)
-    backward_dq_mma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                    const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* d_o, __nv_bfloat16* dq,
-                    float* delta, MmaShapes s) {
-  constexpr int kLd = D + kPad, kKeyTiles = kBlockK / 8;
-  __shared__ __align__(16) __nv_bfloat16 k_tile[kBlockK * kLd];  // [key][d]
-  __shared__ __align__(16) __nv_bfloat16 v_tile[kBlockK * kLd];  // [key][d]
+__global__ void __launch_bounds__(kWarps* cuda::kWarp)
+    backward_dq_mma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* o,
+                    const float* lse, const __nv_bfloat16* d_o, __nv_bfloat16* dq, float* delta, MmaShapes s) {
+  constexpr int kKeyTiles = kBlockK / 8;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
   const int lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
   const QueryBlock<D, kBlockRows> block(s);
   float row_delta[2], row_lse[2];  // row_lse in log2 units
@@ -81,27 +79,24 @@ __global__ void __launch_bounds__(kWarps * cuda::kWarp)
   float dq_acc[D / 8][4];
 #pragma unroll
   for (int dn = 0; dn < D / 8; ++dn) dq_acc[dn][0] = dq_acc[dn][1] = dq_acc[dn][2] = dq_acc[dn][3] = 0.0f;
-  for (int64_t tile_first = block.key_begin; tile_first < block.key_end; tile_first += kBlockK) {
-    __syncthreads();  // the previous tile is consumed
-    load_tile<D, kBlockK>(k_tile, k + block.kv_offset, block.kv_stride, tile_first, block.key_end);
-    load_tile<D, kBlockK>(v_tile, v + block.kv_offset, block.kv_stride, tile_first, block.key_end);
-    __syncthreads();
-    float grad[kKeyTiles][4], dp[kKeyTiles][4];
-    multiply_by_rows<D, kBlockK>(grad, q_frag, k_tile, lane);  // raw Q K^T
-    multiply_by_rows<D, kBlockK>(dp, do_frag, v_tile, lane);   // dP = dO V^T
+  for_each_key_tile<D, kBlockK>(shared_bytes, block, k, v,
+                                [&](int64_t tile_first, const __nv_bfloat16* k_tile, const __nv_bfloat16* v_tile) {
+                                  float grad[kKeyTiles][4], dp[kKeyTiles][4];
+                                  multiply_by_rows<D, kBlockK>(grad, q_frag, k_tile, lane);  // raw Q K^T
+                                  multiply_by_rows<D, kBlockK>(dp, do_frag, v_tile, lane);   // dP = dO V^T
 #pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt)
+                                  for (int nt = 0; nt < kKeyTiles; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
-        float derivative;
-        const float score = score_of(grad[nt][e], s, &derivative);
-        const float p = block.sees(r, key) ? exp2f(score * kLog2e - row_lse[r]) : 0.0f;
-        grad[nt][e] = p * (dp[nt][e] - row_delta[r]) * derivative * s.scale;  // dS
-      }
-    accumulate_product<D, kBlockK>(dq_acc, grad, k_tile, lane);  // dQ += dS K
-  }
+                                    for (int e = 0; e < 4; ++e) {
+                                      const int r = e / 2;
+                                      const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
+                                      float derivative;
+                                      const float score = score_of(grad[nt][e], s, &derivative);
+                                      const float p = block.sees(r, key) ? exp2f(score * kLog2e - row_lse[r]) : 0.0f;
+                                      grad[nt][e] = p * (dp[nt][e] - row_delta[r]) * derivative * s.scale;  // dS
+                                    }
+                                  accumulate_product<D, kBlockK>(dq_acc, grad, k_tile, lane);  // dQ += dS K
+                                });
   const float unit[2] = {1.0f, 1.0f};
   store_rows<D>(dq + block.q_offset, block.q_stride, dq_acc, block.rows, s.seq_q, unit, quad);
 }
@@ -111,14 +106,14 @@ __global__ void __launch_bounds__(kWarps * cuda::kWarp)
 // through shared memory (Q, dO, lse and D): S^T = K Q^T, P^T, dP^T = V dO^T, dS^T; dV += P^T dO,
 // dK += dS^T Q.
 template <int D>
-__global__ void __launch_bounds__(kWarps * cuda::kWarp)
+__global__ void __launch_bounds__(kWarps* cuda::kWarp)
     backward_dkdv_mma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const float* lse,
-                      const __nv_bfloat16* d_o, const float* delta, __nv_bfloat16* dk, __nv_bfloat16* dv,
-                      MmaShapes s) {
+                      const __nv_bfloat16* d_o, const float* delta, __nv_bfloat16* dk, __nv_bfloat16* dv, MmaShapes s) {
   constexpr int kLd = D + kPad, kQueries = kBlockQ<D>, kQueryTiles = kQueries / 8;
-  __shared__ __align__(16) __nv_bfloat16 q_tile[kQueries * kLd];   // [query][d]
-  __shared__ __align__(16) __nv_bfloat16 do_tile[kQueries * kLd];  // [query][d]
-  __shared__ float lse_tile[kQueries], delta_tile[kQueries];      // lse in log2 units
+  // Two stages of the Q and dO tiles ([query][d]) and the queries' lse (log2 units) and D.
+  __shared__ __align__(16) __nv_bfloat16 q_tiles[2][kQueries * kLd];
+  __shared__ __align__(16) __nv_bfloat16 do_tiles[2][kQueries * kLd];
+  __shared__ float lse_tiles[2][kQueries], delta_tiles[2][kQueries];
   const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
   const int64_t g = blockIdx.y, b = blockIdx.z, group_heads = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * D, kv_stride = s.n_kv_heads * D;
@@ -143,37 +138,45 @@ __global__ void __launch_bounds__(kWarps * cuda::kWarp)
   for (int dn = 0; dn < D / 8; ++dn)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk_acc[dn][e] = dv_acc[dn][e] = 0.0f;
-  for (int64_t h = g * group_heads; h < (g + 1) * group_heads; ++h) {
+  // Tile `index`: query head g * group_heads + index / per_head, its queries from query_first +
+  // (index % per_head) * kQueries.
+  const int64_t per_head = query_end > query_first ? (query_end - query_first + kQueries - 1) / kQueries : 0;
+  auto head_of = [&](int64_t index) { return g * group_heads + index / per_head; };
+  auto first_of = [&](int64_t index) { return query_first + index % per_head * kQueries; };
+  auto issue = [&](int64_t index, int stage) {
+    const int64_t h = head_of(index), first = first_of(index);
     const int64_t q_offset = (b * s.seq_q * s.n_heads + h) * D, stats = (b * s.n_heads + h) * s.seq_q;
-    for (int64_t tile_first = query_first; tile_first < query_end; tile_first += kQueries) {
-      __syncthreads();  // the previous tile is consumed
-      load_tile<D, kQueries>(q_tile, q + q_offset, q_stride, tile_first, query_end);
-      load_tile<D, kQueries>(do_tile, d_o + q_offset, q_stride, tile_first, query_end);
-      for (int t = threadIdx.x; t < kQueries; t += blockDim.x) {
-        const bool inside = tile_first + t < query_end;
-        lse_tile[t] = inside ? lse[stats + tile_first + t] * kLog2e : 0.0f;
-        delta_tile[t] = inside ? delta[stats + tile_first + t] : 0.0f;
-      }
-      __syncthreads();
-      float p[kQueryTiles][4], grad[kQueryTiles][4];
-      multiply_by_rows<D, kQueries>(p, k_frag, q_tile, lane);      // raw K Q^T
-      multiply_by_rows<D, kQueries>(grad, v_frag, do_tile, lane);  // dP^T = V dO^T
-#pragma unroll
-      for (int nt = 0; nt < kQueryTiles; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int in_tile = nt * 8 + quad * 2 + (e % 2);
-          const int64_t i = tile_first + in_tile, j = keys[e / 2];
-          float derivative;
-          const float score = score_of(p[nt][e], s, &derivative);
-          const bool visible = i < query_end && j < s.seq_k && sees(s, i, j);
-          p[nt][e] = visible ? exp2f(score * kLog2e - lse_tile[in_tile]) : 0.0f;                       // P^T
-          grad[nt][e] = p[nt][e] * (grad[nt][e] - delta_tile[in_tile]) * derivative * s.scale;  // dS^T
-        }
-      accumulate_product<D, kQueries>(dv_acc, p, do_tile, lane);   // dV += P^T dO
-      accumulate_product<D, kQueries>(dk_acc, grad, q_tile, lane);  // dK += dS^T Q
+    load_tile_async<D, kQueries>(q_tiles[stage], q + q_offset, q_stride, first, query_end);
+    load_tile_async<D, kQueries>(do_tiles[stage], d_o + q_offset, q_stride, first, query_end);
+    for (int t = threadIdx.x; t < kQueries; t += blockDim.x) {
+      const bool inside = first + t < query_end;
+      lse_tiles[stage][t] = inside ? lse[stats + first + t] * kLog2e : 0.0f;
+      delta_tiles[stage][t] = inside ? delta[stats + first + t] : 0.0f;
     }
-  }
+  };
+  auto multiply = [&](int64_t index, int stage) {
+    const int64_t tile_first = first_of(index);
+    const __nv_bfloat16* q_tile = q_tiles[stage];
+    const __nv_bfloat16* do_tile = do_tiles[stage];
+    float p[kQueryTiles][4], grad[kQueryTiles][4];
+    multiply_by_rows<D, kQueries>(p, k_frag, q_tile, lane);      // raw K Q^T
+    multiply_by_rows<D, kQueries>(grad, v_frag, do_tile, lane);  // dP^T = V dO^T
+#pragma unroll
+    for (int nt = 0; nt < kQueryTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int in_tile = nt * 8 + quad * 2 + (e % 2);
+        const int64_t i = tile_first + in_tile, j = keys[e / 2];
+        float derivative;
+        const float score = score_of(p[nt][e], s, &derivative);
+        const bool visible = i < query_end && j < s.seq_k && sees(s, i, j);
+        p[nt][e] = visible ? exp2f(score * kLog2e - lse_tiles[stage][in_tile]) : 0.0f;                // P^T
+        grad[nt][e] = p[nt][e] * (grad[nt][e] - delta_tiles[stage][in_tile]) * derivative * s.scale;  // dS^T
+      }
+    accumulate_product<D, kQueries>(dv_acc, p, do_tile, lane);    // dV += P^T dO
+    accumulate_product<D, kQueries>(dk_acc, grad, q_tile, lane);  // dK += dS^T Q
+  };
+  pipeline_tiles(group_heads * per_head, issue, multiply);
   const float unit[2] = {1.0f, 1.0f};
   store_rows<D>(dk + kv_offset, kv_stride, dk_acc, keys, s.seq_k, unit, quad);
   store_rows<D>(dv + kv_offset, kv_stride, dv_acc, keys, s.seq_k, unit, quad);
@@ -191,16 +194,18 @@ void launch(const FlashAttentionBackwardArgs& args, const MmaShapes& s, int64_t 
   if (s.seq_q > 0) {
     const dim3 grid(static_cast<unsigned>((s.seq_q + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(s.n_heads),
                     static_cast<unsigned>(batch));
-    backward_dq_mma<D><<<grid, kWarps * cuda::kWarp, 0, cuda::lathe_stream()>>>(
+    constexpr int kBytes = kKeyValueStagesBytes<D, kBlockK>;
+    allow_shared_bytes(backward_dq_mma<D>, kBytes, kOp);
+    backward_dq_mma<D><<<grid, kWarps * cuda::kWarp, kBytes, cuda::lathe_stream()>>>(
         q, k, v, o, lse, d_o, static_cast<__nv_bfloat16*>(args.dq.data), delta, s);
     LATHE_CUDA_CHECK_LAUNCH(kOp);
   }
   if (s.seq_k > 0) {
-    const dim3 grid(static_cast<unsigned>((s.seq_k + kBlockRows - 1) / kBlockRows),
-                    static_cast<unsigned>(s.n_kv_heads), static_cast<unsigned>(batch));
+    const dim3 grid(static_cast<unsigned>((s.seq_k + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(s.n_kv_heads),
+                    static_cast<unsigned>(batch));
     backward_dkdv_mma<D><<<grid, kWarps * cuda::kWarp, 0, cuda::lathe_stream()>>>(
-        q, k, v, lse, d_o, delta, static_cast<__nv_bfloat16*>(args.dk.data),
-        static_cast<__nv_bfloat16*>(args.dv.data), s);
+        q, k, v, lse, d_o, delta, static_cast<__nv_bfloat16*>(args.dk.data), static_cast<__nv_bfloat16*>(args.dv.data),
+        s);
     LATHE_CUDA_CHECK_LAUNCH(kOp);
   }
 }

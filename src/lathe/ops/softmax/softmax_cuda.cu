@@ -111,10 +111,10 @@ void run_backward(const SoftmaxBackwardArgs& args, const SoftmaxCpuConfig&) {
   cuda::with_row_cache_width(cols, kThreads, [&]<int K>() {
     if constexpr (K == 0)
       softmax_backward<<<rows, kThreads, 0, cuda::lathe_stream()>>>(args.y.data, args.dy.data, args.dx.data, cols,
-                                                                     args.scale, bf16);
+                                                                    args.scale, bf16);
     else
-      softmax_backward_cached<K><<<rows, kThreads, 0, cuda::lathe_stream()>>>(args.y.data, args.dy.data,
-                                                                               args.dx.data, cols, args.scale, bf16);
+      softmax_backward_cached<K><<<rows, kThreads, 0, cuda::lathe_stream()>>>(args.y.data, args.dy.data, args.dx.data,
+                                                                              cols, args.scale, bf16);
   });
   LATHE_CUDA_CHECK_LAUNCH("softmax_backward (cuda)");
 }
