@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "lathe/ops/add/add_cuda.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -39,13 +40,14 @@ OpCost add_cost(const AddArgs& args) {
 const Op<AddArgs, AddCpuConfig>& add_op() {
   static const Op<AddArgs, AddCpuConfig> op(
       "add",
-      LATHE_ISA_IMPLS(
-          add_kernel, [](const AddArgs&, Isa) { return AddCpuConfig{}; },
-          [](const AddArgs&, Isa) {
-            std::vector<AddCpuConfig> configs;
-            for (int64_t elements : {4096, 65536, 262144}) configs.push_back({elements});
-            return configs;
-          }),
+      with_cuda_impl(LATHE_ISA_IMPLS(
+                         add_kernel, [](const AddArgs&, Isa) { return AddCpuConfig{}; },
+                         [](const AddArgs&, Isa) {
+                           std::vector<AddCpuConfig> configs;
+                           for (int64_t elements : {4096, 65536, 262144}) configs.push_back({elements});
+                           return configs;
+                         }),
+                     LATHE_CUDA_IMPL(add_cuda_impl)),
       [](const AddArgs& args) { return str_cat("n=", args.a.numel(), ",dtype=", dtype_name(args.a.dtype)); });
   return op;
 }

@@ -17,6 +17,10 @@ struct AddArgs {
   TensorView b;    // same shape as a
   TensorView out;  // same shape as a, output; may alias a or b
   float alpha = 1.0f;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(a), visit(b), visit(out);
+  }
 };
 
 struct AddCpuConfig {
