@@ -15,6 +15,7 @@ namespace {
 using namespace mma;
 
 constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * cuda::kWarp;
 constexpr int kBlockQ = kWarps * kRowsPerWarp;  // queries per block
 constexpr int kBlockK = 64;                     // keys per shared-memory tile
 constexpr int kKeyTiles = kBlockK / 8;          // n-tiles of 8 keys in a score row
@@ -23,7 +24,7 @@ constexpr int kKeyTiles = kBlockK / 8;          // n-tiles of 8 keys in a score 
 // dynamic shared memory (stage t: the K tile at 2t, the V tile at 2t + 1, each [key][D + kPad]).
 // Rows are (batch, seq, heads, D).
 template <int D>
-__global__ void __launch_bounds__(kWarps* cuda::kWarp)
+__global__ void __launch_bounds__(kThreads)
     forward_mma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* lse,
                 MmaShapes s) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -117,7 +118,7 @@ void flash_attention_forward_mma(const FlashAttentionArgs& args) {
   auto launch = [&]<int D>() {
     constexpr int kBytes = kKeyValueStagesBytes<D, kBlockK>;
     allow_shared_bytes(forward_mma<D>, kBytes, kOp);
-    forward_mma<D><<<grid, kWarps * cuda::kWarp, kBytes, cuda::lathe_stream()>>>(q, k, v, o, lse, s);
+    forward_mma<D><<<grid, kThreads, kBytes, cuda::lathe_stream()>>>(q, k, v, o, lse, s);
   };
   if (head_dim == 64)
     launch.operator()<64>();

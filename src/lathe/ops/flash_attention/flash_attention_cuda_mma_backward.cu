@@ -15,6 +15,7 @@ namespace {
 using namespace mma;
 
 constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * cuda::kWarp;
 constexpr int kBlockRows = kWarps * kRowsPerWarp;  // queries (dq kernel) or keys (dk/dv kernel) per block
 constexpr int kBlockK = 64;                        // keys per shared tile in the dq kernel
 // Queries per shared tile in the dk/dv kernel: 32 at head_dim 128 keeps its two accumulators, the
@@ -40,7 +41,7 @@ __device__ inline bool sees(const MmaShapes& s, int64_t i, int64_t j) {
 // through shared memory: S = Q K^T, P = exp(S - lse), dP = dO V^T, dS = P (dP - D) cap' scale,
 // dQ += dS K. kKeyValueStagesBytes<D, kBlockK> of dynamic shared memory, as the forward.
 template <int D>
-__global__ void __launch_bounds__(kWarps* cuda::kWarp)
+__global__ void __launch_bounds__(kThreads)
     backward_dq_mma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* o,
                     const float* lse, const __nv_bfloat16* d_o, __nv_bfloat16* dq, float* delta, MmaShapes s) {
   constexpr int kKeyTiles = kBlockK / 8;
@@ -106,7 +107,7 @@ __global__ void __launch_bounds__(kWarps* cuda::kWarp)
 // through shared memory (Q, dO, lse and D): S^T = K Q^T, P^T, dP^T = V dO^T, dS^T; dV += P^T dO,
 // dK += dS^T Q.
 template <int D>
-__global__ void __launch_bounds__(kWarps* cuda::kWarp)
+__global__ void __launch_bounds__(kThreads)
     backward_dkdv_mma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const float* lse,
                       const __nv_bfloat16* d_o, const float* delta, __nv_bfloat16* dk, __nv_bfloat16* dv, MmaShapes s) {
   constexpr int kLd = D + kPad, kQueries = kBlockQ<D>, kQueryTiles = kQueries / 8;
@@ -196,16 +197,16 @@ void launch(const FlashAttentionBackwardArgs& args, const MmaShapes& s, int64_t 
                     static_cast<unsigned>(batch));
     constexpr int kBytes = kKeyValueStagesBytes<D, kBlockK>;
     allow_shared_bytes(backward_dq_mma<D>, kBytes, kOp);
-    backward_dq_mma<D><<<grid, kWarps * cuda::kWarp, kBytes, cuda::lathe_stream()>>>(
+    backward_dq_mma<D><<<grid, kThreads, kBytes, cuda::lathe_stream()>>>(
         q, k, v, o, lse, d_o, static_cast<__nv_bfloat16*>(args.dq.data), delta, s);
     LATHE_CUDA_CHECK_LAUNCH(kOp);
   }
   if (s.seq_k > 0) {
     const dim3 grid(static_cast<unsigned>((s.seq_k + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(s.n_kv_heads),
                     static_cast<unsigned>(batch));
-    backward_dkdv_mma<D><<<grid, kWarps * cuda::kWarp, 0, cuda::lathe_stream()>>>(
-        q, k, v, lse, d_o, delta, static_cast<__nv_bfloat16*>(args.dk.data), static_cast<__nv_bfloat16*>(args.dv.data),
-        s);
+    backward_dkdv_mma<D><<<grid, kThreads, 0, cuda::lathe_stream()>>>(q, k, v, lse, d_o, delta,
+                                                                      static_cast<__nv_bfloat16*>(args.dk.data),
+                                                                      static_cast<__nv_bfloat16*>(args.dv.data), s);
     LATHE_CUDA_CHECK_LAUNCH(kOp);
   }
 }
