@@ -80,24 +80,24 @@ __global__ void __launch_bounds__(kThreads)
   float dq_acc[D / 8][4];
 #pragma unroll
   for (int dn = 0; dn < D / 8; ++dn) dq_acc[dn][0] = dq_acc[dn][1] = dq_acc[dn][2] = dq_acc[dn][3] = 0.0f;
-  for_each_key_tile<D, kBlockK>(shared_bytes, block, k, v,
-                                [&](int64_t tile_first, const __nv_bfloat16* k_tile, const __nv_bfloat16* v_tile) {
-                                  float grad[kKeyTiles][4], dp[kKeyTiles][4];
-                                  multiply_by_rows<D, kBlockK>(grad, q_frag, k_tile, lane);  // raw Q K^T
-                                  multiply_by_rows<D, kBlockK>(dp, do_frag, v_tile, lane);   // dP = dO V^T
+  auto multiply = [&](int64_t tile_first, const __nv_bfloat16* k_tile, const __nv_bfloat16* v_tile) {
+    float grad[kKeyTiles][4], dp[kKeyTiles][4];
+    multiply_by_rows<D, kBlockK>(grad, q_frag, k_tile, lane);  // raw Q K^T
+    multiply_by_rows<D, kBlockK>(dp, do_frag, v_tile, lane);   // dP = dO V^T
 #pragma unroll
-                                  for (int nt = 0; nt < kKeyTiles; ++nt)
+    for (int nt = 0; nt < kKeyTiles; ++nt)
 #pragma unroll
-                                    for (int e = 0; e < 4; ++e) {
-                                      const int r = e / 2;
-                                      const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
-                                      float derivative;
-                                      const float score = score_of(grad[nt][e], s, &derivative);
-                                      const float p = block.sees(r, key) ? exp2f(score * kLog2e - row_lse[r]) : 0.0f;
-                                      grad[nt][e] = p * (dp[nt][e] - row_delta[r]) * derivative * s.scale;  // dS
-                                    }
-                                  accumulate_product<D, kBlockK>(dq_acc, grad, k_tile, lane);  // dQ += dS K
-                                });
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
+        float derivative;
+        const float score = score_of(grad[nt][e], s, &derivative);
+        const float p = block.sees(r, key) ? exp2f(score * kLog2e - row_lse[r]) : 0.0f;
+        grad[nt][e] = p * (dp[nt][e] - row_delta[r]) * derivative * s.scale;  // dS
+      }
+    accumulate_product<D, kBlockK>(dq_acc, grad, k_tile, lane);  // dQ += dS K
+  };
+  for_each_key_tile<D, kBlockK>(shared_bytes, block, k, v, multiply);
   const float unit[2] = {1.0f, 1.0f};
   store_rows<D>(dq + block.q_offset, block.q_stride, dq_acc, block.rows, s.seq_q, unit, quad);
 }
