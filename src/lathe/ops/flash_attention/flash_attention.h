@@ -89,6 +89,16 @@ inline LATHE_HOST_DEVICE void visible_keys(bool causal, int64_t window, int64_t 
   const int64_t first = aligned - window + 1;
   *begin = (causal && window > 0 && first > 0) ? first : 0;
 }
+// The queries that see at least one key of [key_first, key_end): [*first, *end) (empty when end <=
+// first). The sets visible_keys gives move forward with i, so these queries are one run; the
+// tensor-core backward's dk/dv kernel walks exactly it for a block of keys.
+inline LATHE_HOST_DEVICE void queries_seeing_keys(bool causal, int64_t window, int64_t key_first, int64_t key_end,
+                                                  int64_t seq_q, int64_t seq_k, int64_t* first, int64_t* end) {
+  const int64_t offset = seq_k - seq_q;  // query i is aligned with key i + offset
+  // end(i) > key_first, and begin(i) < key_end (a window's first key moves forward with i):
+  *first = causal && key_first - offset > 0 ? key_first - offset : 0;
+  *end = causal && window > 0 && key_end + window - 1 - offset < seq_q ? key_end + window - 1 - offset : seq_q;
+}
 inline void visible_keys(const FlashAttentionOptions& options, int64_t i, int64_t seq_q, int64_t seq_k, int64_t* begin,
                          int64_t* end) {
   visible_keys(options.causal, options.window, i, seq_q, seq_k, begin, end);

@@ -126,13 +126,9 @@ __global__ void __launch_bounds__(kThreads)
   load_a_fragments<D>(k_frag, k + kv_offset, kv_stride, keys, s.seq_k, quad);
   load_a_fragments<D>(v_frag, v + kv_offset, kv_stride, keys, s.seq_k, quad);
 
-  // The queries that see a key of [block_first, block_end): end(i) > block_first and begin(i) < block_end.
   const int64_t block_end = block_first + kBlockRows < s.seq_k ? block_first + kBlockRows : s.seq_k;
-  const int64_t offset = s.seq_k - s.seq_q;  // query i is aligned with key i + offset
-  int64_t query_first = 0, query_end = s.seq_q;
-  if (s.causal && block_first - offset > 0) query_first = block_first - offset;
-  if (s.causal && s.window > 0 && block_end + s.window - 1 - offset < query_end)
-    query_end = block_end + s.window - 1 - offset;
+  int64_t query_first, query_end;
+  queries_seeing_keys(s.causal, s.window, block_first, block_end, s.seq_q, s.seq_k, &query_first, &query_end);
 
   float dk_acc[D / 8][4], dv_acc[D / 8][4];
 #pragma unroll

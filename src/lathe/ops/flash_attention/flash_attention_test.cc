@@ -336,6 +336,42 @@ TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
   EXPECT_EQ(flash_attention_op().select_impl({q, kv, kv, q, lse, {}}).name.find("amx_emulated"), std::string::npos);
 }
 
+// queries_seeing_keys (the query range the tensor-core backward's dk/dv kernel walks for a block
+// of keys) against a brute-force scan of visible_keys: every query that sees a key of the block
+// lies in the range, and its ends are such queries (the range is tight).
+TEST(FlashAttention, QueriesSeeingABlockOfKeysAreOneTightRange) {
+  for (int64_t seq_q : {1, 5, 17, 40})
+    for (int64_t seq_k : {1, 6, 17, 41})
+      for (bool causal : {false, true})
+        for (int64_t window : {0, 1, 2, 5, 50})
+          for (int64_t block : {1, 3, 64})
+            for (int64_t key_first = 0; key_first < seq_k; key_first += block) {
+              const int64_t key_end = std::min(key_first + block, seq_k);
+              int64_t first, end;
+              queries_seeing_keys(causal, window, key_first, key_end, seq_q, seq_k, &first, &end);
+              auto sees_block = [&](int64_t i) {
+                int64_t begin_i, end_i;
+                visible_keys(causal, window, i, seq_q, seq_k, &begin_i, &end_i);
+                return std::max(begin_i, key_first) < std::min(end_i, key_end);
+              };
+              const std::string where = str_cat("seq_q=", seq_q, " seq_k=", seq_k, " causal=", causal,
+                                                " window=", window, " keys [", key_first, ", ", key_end, ")");
+              int64_t seeing = 0;
+              for (int64_t i = 0; i < seq_q; ++i) {
+                if (!sees_block(i)) continue;
+                ++seeing;
+                EXPECT_TRUE(i >= first && i < end) << where << ": query " << i << " outside [" << first << ", "
+                                                   << end << ")";
+              }
+              if (seeing > 0) {
+                EXPECT_TRUE(sees_block(first)) << where << ": first " << first;
+                EXPECT_TRUE(sees_block(end - 1)) << where << ": last " << end - 1;
+              } else {
+                EXPECT_LE(std::min(end, seq_q), std::max<int64_t>(first, 0)) << where;
+              }
+            }
+}
+
 TEST(FlashAttention, RejectsMisshapedArguments) {
   Attention a(1, 8, 8, 4, 2, 16, 1);
   FlashAttentionArgs good = a.args({});
