@@ -1,7 +1,7 @@
 // Building blocks of lathe's tensor-core attention kernels (flash_attention_cuda_mma.cu, the
 // forward; flash_attention_cuda_mma_backward.cu): Ampere/Hopper `mma.sync.m16n8k16` on bf16 with
 // f32 accumulation, its fragments, `ldmatrix` loads from padded shared tiles, and the two products
-// every kernel is made of. Device code only; include from .cu files.
+// every kernel is made of, and the host side of their launches. Include from .cu files only.
 //
 // Fragment layouts (lane = 4 * group + quad): an A fragment (16 x 16, k along the row) holds
 // a[0] = A[group][2 quad, +1], a[1] = A[group + 8][2 quad, +1], a[2], a[3] the same at k + 8; a B
@@ -125,20 +125,6 @@ __device__ inline void load_a_fragments(uint32_t (&frag)[D / 16][4], const __nv_
     }
 }
 
-// Rows [first, first + kRows) of a bf16 matrix (rows `stride` elements apart from `head`, 16-byte
-// aligned) into `tile` ([row][D + kPad]) in 16-byte chunks by the whole block; zero at rows >= end.
-template <int D, int kRows>
-__device__ inline void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* head, int64_t stride, int64_t first,
-                                 int64_t end) {
-  constexpr int kChunksPerRow = D / 8, kLd = D + kPad;
-  for (int chunk = threadIdx.x; chunk < kRows * kChunksPerRow; chunk += blockDim.x) {
-    const int row = chunk / kChunksPerRow, column = (chunk % kChunksPerRow) * 8;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (first + row < end) value = *reinterpret_cast<const uint4*>(head + (first + row) * stride + column);
-    *reinterpret_cast<uint4*>(&tile[row * kLd + column]) = value;
-  }
-}
-
 // cp.async (sm_80+): 16 bytes from global to shared memory without passing through registers, so
 // the next tile's loads run while the current tile is multiplied; `bytes` 0 writes zeros.
 __device__ inline void copy_async_16(void* shared_destination, const void* global_source, int bytes) {
@@ -153,7 +139,9 @@ __device__ inline void wait_async_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// load_tile with cp.async: issues the copies and returns (commit, wait and __syncthreads follow).
+// Rows [first, first + kRows) of a bf16 matrix (rows `stride` elements apart from `head`, 16-byte
+// aligned) into `tile` ([row][D + kPad]) in 16-byte cp.async copies by the whole block, zeros at rows
+// >= end; issues the copies and returns (commit, wait and __syncthreads follow: pipeline_tiles).
 template <int D, int kRows>
 __device__ inline void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* head, int64_t stride, int64_t first,
                                        int64_t end) {
@@ -167,7 +155,7 @@ __device__ inline void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16*
 
 // The shared memory of the query-major kernels: two stages of a K and a V tile of kKeys keys.
 template <int D, int kKeys>
-constexpr int kKeyValueStagesBytes = 2 * 2 * kKeys*(D + kPad) * 2;
+constexpr int kKeyValueStagesBytes = (D + kPad) * kKeys * 8;  // 2 stages x (K, V) x 2-byte elements
 
 // Allows `kernel` `bytes` of dynamic shared memory (above 48 KB a kernel must ask).
 template <class Kernel>

@@ -166,8 +166,8 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t i = tile_first + in_tile, j = keys[e / 2];
         float derivative;
         const float score = score_of(p[nt][e], s, &derivative);
-        const bool visible = i < query_end && j < s.seq_k && sees(s, i, j);
-        p[nt][e] = visible ? exp2f(score * kLog2e - lse_tiles[stage][in_tile]) : 0.0f;                // P^T
+        const bool visible = i < query_end && sees(s, i, j);                            // (visible keys end by seq_k)
+        p[nt][e] = visible ? exp2f(score * kLog2e - lse_tiles[stage][in_tile]) : 0.0f;  // P^T
         grad[nt][e] = p[nt][e] * (grad[nt][e] - delta_tiles[stage][in_tile]) * derivative * s.scale;  // dS^T
       }
     accumulate_product<D, kQueries>(dv_acc, p, do_tile, lane);    // dV += P^T dO
