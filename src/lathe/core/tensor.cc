@@ -315,6 +315,8 @@ void poison(const TensorView& view) {
 }
 
 void fill_value(const TensorView& view, double value) {
+  LATHE_CHECK(view.device == Device::cpu, "fill of ", view.describe(),
+              " on the host: device tensors are filled by device/device_tensor.h");
   if (value == 0.0 && !std::signbit(value) && view.is_contiguous()) {  // +0.0 is all-zero bits in every dtype: one memset
     if (view.numel() > 0) std::memset(view.data, 0, static_cast<size_t>(view.numel()) * dtype_size(view.dtype));
     return;

@@ -1,5 +1,6 @@
 #include "lathe/device/cuda_runtime.h"
 
+#include <atomic>
 #include <cstdio>
 
 #include "lathe/core/error.h"
@@ -93,7 +94,9 @@ const std::vector<DeviceProperties>& devices() { return device_query().devices; 
 
 std::string unavailable_reason() { return device_query().no_device_reason; }
 
-void synchronize(const char* what) { LATHE_CUDA_CHECK(what, cudaDeviceSynchronize()); }
+void synchronize(const char* what) {
+  if (!host_simulation_active()) LATHE_CUDA_CHECK(what, cudaDeviceSynchronize());
+}
 
 #else  // no CUDA backend in this build
 
@@ -134,7 +137,21 @@ std::string status_line() {
   return str_cat(line, " (CUDA ", toolkit_version(), ")");
 }
 
+double f32_peak_gflops(const DeviceProperties& device) {
+  constexpr double kLanesPerSm = 128;
+  return device.multiprocessors * device.clock_ghz * kLanesPerSm * 2.0;
+}
+
+namespace {
+std::atomic<int> simulations{0};
+}  // namespace
+
+HostSimulation::HostSimulation() { simulations.fetch_add(1); }
+HostSimulation::~HostSimulation() { simulations.fetch_sub(1); }
+bool host_simulation_active() { return simulations.load(std::memory_order_relaxed) > 0; }
+
 void require_available(const std::string& what) {
+  if (host_simulation_active()) return;
   LATHE_CHECK(available(), what, ": no usable CUDA device: ", unavailable_reason());
 }
 

@@ -4,9 +4,8 @@
 //
 // A device is usable when the build has the CUDA backend (cmake -DLATHE_CUDA=auto|on finding the
 // toolkit), a driver answers, and the GPU's compute capability is one the build compiled for
-// (sm_90: Hopper). `lathe info` prints status_line(); `train.device=cuda` is refused by the config
-// check, before any work, with status_line() in its message (the trainer's GPU path is not built
-// yet; it will call require_available()).
+// (sm_90: Hopper). `lathe info` prints status_line(); `train.device=cuda` without a usable device
+// is refused by the config check, before any work, with unavailable_reason() in its message.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +23,11 @@ struct DeviceProperties {
   double clock_ghz = 0;             // SM clock
   double memory_bandwidth_gbs = 0;  // from the memory clock and bus width (a datasheet figure, not measured)
 };
+
+// The device's f32 rate without tensor cores, from the datasheet arithmetic: SMs x clock x 128
+// f32 lanes per SM (Volta through Hopper) x 2 (an FMA). H200: 132 x 1.98 GHz -> 66.9 TFLOP/s.
+// The MFU denominator of f32 training on the GPU (matmuls run CUBLAS_COMPUTE_32F, no TF32).
+double f32_peak_gflops(const DeviceProperties& device);
 
 // Whether this build has the CUDA backend, and the toolkit it was compiled with ("13.0").
 bool compiled();
@@ -43,6 +47,24 @@ std::string unavailable_reason();
 std::string status_line();
 // Throws lathe::Error "<what>: no usable CUDA device: <reason>" unless available().
 void require_available(const std::string& what);
+
+// Tests only: while a HostSimulation lives, "device" memory is host memory. Device tensors
+// (device_tensor.h) are host allocations tagged Device::cuda, copies and fills are host copies,
+// require_available() passes, and an op called on Device::cuda tensors runs its CPU
+// implementation on the same memory (op.h). What it checks on any machine is the plumbing of GPU
+// code paths (the trainer's): every tensor allocated on the device its op runs on (an op given
+// host and device tensors refuses them), no host element access to device tensors (read_element
+// refuses them), the same numbers as the host path. What it cannot check: raw host pointer
+// reads of device memory, which only a real device faults on. Not thread-safe to construct
+// while other threads run ops; nests.
+class HostSimulation {
+ public:
+  HostSimulation();
+  ~HostSimulation();
+  HostSimulation(const HostSimulation&) = delete;
+  HostSimulation& operator=(const HostSimulation&) = delete;
+};
+bool host_simulation_active();
 
 // Waits for all work queued on the current device (errors of earlier asynchronous work surface
 // here, named by `what`).

@@ -1,5 +1,8 @@
 #include "lathe/device/device_tensor.h"
 
+#include <cstring>
+#include <memory>
+
 #include "lathe/device/cuda_runtime.h"
 #include "lathe/device/stream.h"
 
@@ -64,7 +67,7 @@ cudaMemcpyKind copy_kind(Device to, Device from) {
 
 }  // namespace
 
-Tensor device_empty(const Shape& shape, DType dtype, const std::string& what) {
+Tensor backend_empty(const Shape& shape, DType dtype, const std::string& what) {
   require_available("device tensor");
   const int64_t bytes = shape.numel() * static_cast<int64_t>(dtype_size(dtype));
   TensorView view;
@@ -74,6 +77,84 @@ Tensor device_empty(const Shape& shape, DType dtype, const std::string& what) {
   view.device = Device::cuda;
   view.data = allocator().allocate(bytes, str_cat(what, " cuda:", dtype_name(dtype), shape.to_string()));
   return Tensor::adopt(std::shared_ptr<void>(view.data, [](void* pointer) { allocator().free(pointer); }), view);
+}
+
+void backend_copy_rows(const TensorView& destination, const RowLayout& to, const TensorView& source,
+                       const RowLayout& from) {
+  const size_t element = dtype_size(source.dtype);
+  LATHE_CUDA_CHECK("copy",
+                   cudaMemcpy2DAsync(destination.data, to.pitch * element, source.data, from.pitch * element,
+                                     from.cols * element, from.rows, copy_kind(destination.device, source.device),
+                                     static_cast<cudaStream_t>(stream_handle())));
+  stream_synchronize("copy");
+}
+
+void backend_fill_bytes(const TensorView& device, int byte) {
+  LATHE_CUDA_CHECK("fill", cudaMemsetAsync(device.data, byte, device.numel() * dtype_size(device.dtype),
+                                           static_cast<cudaStream_t>(stream_handle())));
+}
+
+Tensor backend_pinned_empty(const Shape& shape, DType dtype) {
+  require_available("pinned host tensor");
+  TensorView view;
+  view.shape = shape;
+  view.strides = contiguous_strides(shape);
+  view.dtype = dtype;
+  const size_t bytes = std::max<size_t>(1, static_cast<size_t>(shape.numel()) * dtype_size(dtype));
+  LATHE_CUDA_CHECK("pinned host tensor", cudaMallocHost(&view.data, bytes));
+  return Tensor::adopt(std::shared_ptr<void>(view.data, [](void* pointer) { cudaFreeHost(pointer); }), view);
+}
+
+DeviceMemoryStats backend_memory_stats() { return available() ? allocator().stats() : DeviceMemoryStats{}; }
+
+void backend_empty_cache() {
+  if (available()) allocator().empty_cache();
+}
+
+#else  // no CUDA backend in this build: every entry is the one clear error
+
+Tensor backend_empty(const Shape&, DType, const std::string&) {
+  require_available("device tensor");
+  return {};
+}
+void backend_copy_rows(const TensorView&, const RowLayout&, const TensorView&, const RowLayout&) {
+  require_available("device copy");
+}
+void backend_fill_bytes(const TensorView&, int) { require_available("device fill"); }
+Tensor backend_pinned_empty(const Shape&, DType) {
+  require_available("pinned host tensor");
+  return {};
+}
+DeviceMemoryStats backend_memory_stats() { return {}; }
+void backend_empty_cache() {}
+
+#endif
+
+// The host simulation of tests (cuda_runtime.h): host memory tagged as the device's.
+namespace {
+
+Tensor simulated_empty(const Shape& shape, DType dtype) {
+  const Tensor host = Tensor::empty(shape, dtype);
+  poison(host);  // as cudaMalloc's memory, never zeros to rely on
+  TensorView view = host.view();
+  view.device = Device::cuda;
+  return Tensor::adopt(std::make_shared<Tensor>(host), view);
+}
+
+void simulated_copy_rows(const TensorView& destination, const RowLayout& to, const TensorView& source,
+                         const RowLayout& from) {
+  const size_t row_bytes = static_cast<size_t>(from.cols) * dtype_size(source.dtype);
+  const auto* in = static_cast<const char*>(source.data);
+  auto* out = static_cast<char*>(destination.data);
+  for (int64_t row = 0; row < from.rows; ++row)
+    std::memmove(out + row * to.pitch * dtype_size(source.dtype), in + row * from.pitch * dtype_size(source.dtype),
+                 row_bytes);
+}
+
+}  // namespace
+
+Tensor device_empty(const Shape& shape, DType dtype, const std::string& what) {
+  return host_simulation_active() ? simulated_empty(shape, dtype) : backend_empty(shape, dtype, what);
 }
 
 Tensor device_zeros(const Shape& shape, DType dtype, const std::string& what) {
@@ -97,12 +178,10 @@ void copy(const TensorView& destination, const TensorView& source) {
   const std::optional<RowLayout> to = row_layout(destination);
   LATHE_CHECK(to.has_value(), "copy to ", destination.describe(),
               ": this layout is not supported (the last axis must be contiguous, leading axes evenly spaced)");
-  const size_t element = dtype_size(source.dtype);
-  LATHE_CUDA_CHECK("copy",
-                   cudaMemcpy2DAsync(destination.data, to->pitch * element, source.data, from->pitch * element,
-                                     from->cols * element, from->rows, copy_kind(destination.device, source.device),
-                                     static_cast<cudaStream_t>(stream_handle())));
-  stream_synchronize("copy");
+  if (host_simulation_active())
+    simulated_copy_rows(destination, *to, source, *from);
+  else
+    backend_copy_rows(destination, *to, source, *from);
 }
 
 Tensor to_device(const TensorView& host) {
@@ -120,54 +199,34 @@ Tensor to_host(const TensorView& device) {
 void fill_bytes(const TensorView& device, int byte) {
   LATHE_CHECK(device.device == Device::cuda && device.is_contiguous(), "fill_bytes: ", device.describe(),
               " must be a contiguous device tensor");
-  LATHE_CUDA_CHECK("fill", cudaMemsetAsync(device.data, byte, device.numel() * dtype_size(device.dtype),
-                                           static_cast<cudaStream_t>(stream_handle())));
+  if (!host_simulation_active()) return backend_fill_bytes(device, byte);
+  std::memset(device.data, byte, static_cast<size_t>(device.numel()) * dtype_size(device.dtype));
 }
 
 Tensor pinned_empty(const Shape& shape, DType dtype) {
-  require_available("pinned host tensor");
-  TensorView view;
-  view.shape = shape;
-  view.strides = contiguous_strides(shape);
-  view.dtype = dtype;
-  const size_t bytes = std::max<size_t>(1, static_cast<size_t>(shape.numel()) * dtype_size(dtype));
-  LATHE_CUDA_CHECK("pinned host tensor", cudaMallocHost(&view.data, bytes));
-  return Tensor::adopt(std::shared_ptr<void>(view.data, [](void* pointer) { cudaFreeHost(pointer); }), view);
+  return host_simulation_active() ? Tensor::empty(shape, dtype) : backend_pinned_empty(shape, dtype);
 }
 
-DeviceMemoryStats memory_stats() { return available() ? allocator().stats() : DeviceMemoryStats{}; }
-
-void empty_cache() {
-  if (available()) allocator().empty_cache();
-}
-
-#else  // no CUDA backend in this build: every entry is the one clear error
-
-Tensor device_empty(const Shape&, DType, const std::string&) {
-  require_available("device tensor");
-  return {};
-}
-Tensor device_zeros(const Shape&, DType, const std::string&) {
-  require_available("device tensor");
-  return {};
-}
-Tensor to_device(const TensorView&) {
-  require_available("copy to the device");
-  return {};
-}
-Tensor to_host(const TensorView&) {
-  require_available("copy to the host");
-  return {};
-}
-void copy(const TensorView&, const TensorView&) { require_available("device copy"); }
-void fill_bytes(const TensorView&, int) { require_available("device fill"); }
-Tensor pinned_empty(const Shape&, DType) {
-  require_available("pinned host tensor");
-  return {};
-}
-DeviceMemoryStats memory_stats() { return {}; }
-void empty_cache() {}
-
-#endif
+DeviceMemoryStats memory_stats() { return backend_memory_stats(); }
+void empty_cache() { backend_empty_cache(); }
 
 }  // namespace lathe::cuda
+
+namespace lathe {
+
+Tensor empty_on(Device device, const Shape& shape, DType dtype, const std::string& what) {
+  return device == Device::cpu ? Tensor::empty(shape, dtype) : cuda::device_empty(shape, dtype, what);
+}
+
+Tensor zeros_on(Device device, const Shape& shape, DType dtype, const std::string& what) {
+  return device == Device::cpu ? Tensor::zeros(shape, dtype) : cuda::device_zeros(shape, dtype, what);
+}
+
+Tensor copy_on_same_device(const TensorView& view) {
+  if (view.device == Device::cpu) return convert(view, view.dtype);
+  Tensor copy = cuda::device_empty(view.shape, view.dtype, "copy of a device tensor");
+  cuda::copy(copy, view);
+  return copy;
+}
+
+}  // namespace lathe

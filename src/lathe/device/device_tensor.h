@@ -6,7 +6,8 @@
 //
 // All copies here are synchronous with respect to the host (they return when the data is in
 // place), on lathe's stream (device/stream.h). Every function throws lathe::Error "... no usable
-// CUDA device: ..." in a build or on a machine without one.
+// CUDA device: ..." in a build or on a machine without one, unless a test's HostSimulation
+// (cuda_runtime.h) makes host memory stand in for the device's.
 #pragma once
 
 #include <optional>
@@ -43,3 +44,14 @@ DeviceMemoryStats memory_stats();
 void empty_cache();
 
 }  // namespace lathe::cuda
+
+namespace lathe {
+
+// Device-generic allocation for code that runs on either (the autograd ops, the optimizer):
+// a contiguous tensor where `device` says, host memory or the caching allocator's.
+Tensor empty_on(Device device, const Shape& shape, DType dtype, const std::string& what = "tensor");
+Tensor zeros_on(Device device, const Shape& shape, DType dtype, const std::string& what = "tensor");
+// A contiguous copy of a view (any layout the copy supports) on the view's own device.
+Tensor copy_on_same_device(const TensorView& view);
+
+}  // namespace lathe

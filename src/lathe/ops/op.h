@@ -161,7 +161,12 @@ class Op {
   // Validates nothing itself but the tensors' device (each op's public entry validates its
   // Args, then calls run).
   void run(const Args& args, const Dispatch& dispatch = {}) const {
-    if constexpr (VisitsTensors<Args>) check_one_device(args);
+    if constexpr (VisitsTensors<Args>) {
+      check_one_device(args);
+      // A test's host simulation of the GPU (device/cuda_runtime.h): the CPU implementation on
+      // the same (host) memory.
+      if (cuda::host_simulation_active() && args_device(args) == Device::cuda) return run(as_host_args(args), dispatch);
+    }
     if (op_profiling_enabled() && !OpProfileScope::nested()) {
       OpProfileScope scope;  // ops this op calls (e.g. matmul inside cross-entropy) count as its time
       const auto start = std::chrono::steady_clock::now();
@@ -193,6 +198,13 @@ class Op {
     });
     LATHE_CHECK(!(host && device), name_, ": tensors on both the host and the GPU (", described,
                 "); copy them to one device first (device/device_tensor.h)");
+  }
+
+  // The args with every tensor tagged as host memory (the host simulation's device tensors are).
+  static Args as_host_args(const Args& args) {
+    Args host = args;
+    host.visit_tensors([](TensorView& view) { view.device = Device::cpu; });
+    return host;
   }
 
   std::string impl_names() const {
