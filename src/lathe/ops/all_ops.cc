@@ -25,6 +25,7 @@ void register_moe_losses_ops(std::vector<OpRegistration>& ops);
 void register_gated_delta_rule_ops(std::vector<OpRegistration>& ops);
 void register_ssd_scan_ops(std::vector<OpRegistration>& ops);
 void register_short_conv_ops(std::vector<OpRegistration>& ops);
+void register_sum_squares_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -49,6 +50,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_gated_delta_rule_ops(list);
     register_ssd_scan_ops(list);
     register_short_conv_ops(list);
+    register_sum_squares_ops(list);
     return list;
   }();
   return ops;

@@ -3,8 +3,9 @@
 #include <cmath>
 #include <map>
 
-#include "lathe/core/parallel.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/ops/adamw/adamw.h"
+#include "lathe/ops/sum_squares/sum_squares.h"
 
 namespace lathe {
 
@@ -12,8 +13,9 @@ AdamWOptimizer::AdamWOptimizer(std::vector<Parameter>& parameters, const Optimiz
     : parameters_(parameters), config_(config) {
   for (const Parameter& parameter : parameters_) {
     LATHE_ASSERT(parameter.var->value.dtype() == DType::f32);
-    exp_avg_.push_back(Tensor::zeros(parameter.var->value.shape(), DType::f32));
-    exp_avg_sq_.push_back(Tensor::zeros(parameter.var->value.shape(), DType::f32));
+    const Device device = parameter.var->value.view().device;
+    exp_avg_.push_back(zeros_on(device, parameter.var->value.shape(), DType::f32, "AdamW first moment"));
+    exp_avg_sq_.push_back(zeros_on(device, parameter.var->value.shape(), DType::f32, "AdamW second moment"));
   }
 }
 
@@ -40,32 +42,17 @@ bool parameter_trains(const Parameter& parameter) {
 bool AdamWOptimizer::decays(const Parameter& parameter) const { return parameter_decays(parameter, config_); }
 
 double global_gradient_norm(const std::vector<Parameter>& parameters) {
-  // Fixed chunks summed in order: the same bits for every thread count. Within a chunk, 8 running
-  // sums (combined at its end) instead of one: a single chain of dependent double adds ran at the
-  // add latency, ~10 ms per step for a model of 18M parameters.
-  constexpr int64_t kChunk = 1 << 16, kLanes = 8;
-  double total = 0;
-  for (const Parameter& parameter : parameters) {
-    const float* grad = parameter.var->grad.ptr<float>();
-    const int64_t n = parameter.var->grad.numel(), chunks = (n + kChunk - 1) / kChunk;
-    std::vector<double> partial(chunks, 0.0);
-    parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t chunk = begin; chunk < end; ++chunk) {
-        const int64_t first = chunk * kChunk, last = std::min(n, first + kChunk);
-        double lanes[kLanes] = {};
-        int64_t i = first;
-        for (; i + kLanes <= last; i += kLanes)
-          for (int64_t lane = 0; lane < kLanes; ++lane)
-            lanes[lane] += static_cast<double>(grad[i + lane]) * grad[i + lane];
-        for (; i < last; ++i) lanes[(i - first) % kLanes] += static_cast<double>(grad[i]) * grad[i];
-        double sum = 0;
-        for (double lane : lanes) sum += lane;
-        partial[chunk] = sum;
-      }
-    });
-    for (double value : partial) total += value;
+  if (parameters.empty()) return 0.0;
+  // One f64 sum on the gradients' device, read back once: sum_squares adds each gradient's chunk
+  // sums to it in order, the same bits for every thread count.
+  const Device device = parameters.front().var->grad.view().device;
+  const Tensor total = empty_on(device, {1}, DType::f64, "gradient norm");
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const TensorView grad = parameters[i].var->grad.view();
+    sum_squares({grad.reshape({grad.numel()}), total, /*accumulate=*/i > 0});
   }
-  return std::sqrt(total);
+  const Tensor host = device == Device::cpu ? total : cuda::to_host(total);
+  return std::sqrt(read_element(host, 0));
 }
 
 double AdamWOptimizer::gradient_norm() const { return global_gradient_norm(parameters_); }
@@ -119,7 +106,10 @@ void AdamWOptimizer::load_state(const std::vector<std::pair<std::string, Tensor>
     const Tensor& saved = *found->second;
     LATHE_CHECK(saved.shape() == into.shape() && saved.dtype() == DType::f32, "optimizer state: tensor '", name,
                 "' is ", saved.view().describe(), ", expected ", into.view().describe());
-    write_from_vector(into, to_vector<float>(saved));
+    if (into.view().device == Device::cpu)
+      write_from_vector(into, to_vector<float>(saved));
+    else
+      cuda::copy(into, saved);
   };
   for (size_t i = 0; i < parameters_.size(); ++i) {
     restore(parameters_[i].name + ".exp_avg", exp_avg_[i]);

@@ -1,0 +1,13 @@
+// The CUDA implementation of sum_squares (sum_squares_cuda.cu), registered by sum_squares.cc in
+// builds with the CUDA backend: one block per chunk of kSumSquaresChunk elements sums its squares
+// in f64 (each thread a strided run, then a fixed tree over the block), and one block adds the
+// chunk sums to out in chunk order. Two launches, no atomics: the same bits every run.
+#pragma once
+
+#include "lathe/ops/sum_squares/sum_squares.h"
+
+namespace lathe {
+
+Impl<SumSquaresArgs, SumSquaresConfig> sum_squares_cuda_impl();
+
+}  // namespace lathe
