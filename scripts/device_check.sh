@@ -12,7 +12,10 @@
 #                                         CUDA implementation), the GPU benchmark (cuda_bench), and
 #                                         a summary in $OUT/device_check_summary.md (or
 #                                         device_bundle/ when OUT is unset), and the PyTorch peers
-#                                         (scripts/device_peers.py: cuDNN SDPA, torch bf16 GEMM).
+#                                         (scripts/device_peers.py: cuDNN SDPA, torch bf16 GEMM),
+#                                         and the trainer on the GPU: 10 steps of the default model
+#                                         on each device compared (scripts/compare_train_runs.py),
+#                                         the GPU run resumed from a checkpoint, a 1B body's MFU.
 #   bash scripts/device_check.sh run --sanitize   also runs the CUDA tests under compute-sanitizer's
 #                                         memcheck and racecheck (SANITIZE_SECONDS each, default 100).
 #   bash scripts/device_check.sh run --ncu        also profiles one launch of each tensor-core attention
@@ -104,7 +107,7 @@ case "$mode" in
       echo '```'
     } >"$summary"
     echo "== CUDA tests"
-    filter='CudaRuntime*:CachingAllocator*:DeviceDispatch*'
+    filter='CudaRuntime*:CachingAllocator*:DeviceDispatch*:DeviceTraining*'
     # Every op with a CUDA implementation, read from the registrations in the source tree.
     cuda_ops=$(grep -rhoE 'LATHE_CUDA_IMPL\([a-z0-9_]+_cuda_impl\)' src/lathe/ops | sed -E 's/.*\((.*)_cuda_impl\)/\1/' | sort -u)
     for op in $cuda_ops; do filter="$filter:*OpContract*/$op"; done
@@ -121,6 +124,42 @@ case "$mode" in
     [ "$tests_status" = 0 ] || status=1
     { grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED TEST' "$logs/device_tests.log" || true; } |
       tail -n 40 | section "CUDA tests (exit $tests_status)"
+    echo "== GPU training (train.device=cuda against train.device=cpu)"
+    # The default model for 10 steps on each device from the same weights and batches (data: this
+    # checkout's docs/, its tokenizer trained once into the shared cache), the losses compared;
+    # then the GPU run resumed from its step-5 checkpoint must end on the same loss; then a
+    # Llama-3.2-1B body (4096-token vocabulary) for 3 steps: tokens/s and MFU against the GPU's
+    # f32 rate.
+    train_common="data.path=docs data.cache_dir=/tmp/gpu_train_data train.steps=10 optimizer.warmup_steps=2 log.every=1 log.eval_every=0"
+    train_status=0
+    set +e
+    rm -rf /tmp/gpu_train_cpu /tmp/gpu_train_cuda /tmp/gpu_train_data /tmp/gpu_train_1b
+    {
+      timeout 240 "$bundle/lathe" train $train_common run_dir=/tmp/gpu_train_cpu train.device=cpu checkpoint.every=0 &&
+        timeout 120 "$bundle/lathe" train $train_common run_dir=/tmp/gpu_train_cuda train.device=cuda \
+          checkpoint.every=5 checkpoint.keep_last=3 &&
+        python3 scripts/compare_train_runs.py /tmp/gpu_train_cpu /tmp/gpu_train_cuda
+    } >"$logs/gpu_train.log" 2>&1 || train_status=1
+    if [ "$train_status" = 0 ]; then
+      final=$(grep '"step":10,"loss"' /tmp/gpu_train_cuda/metrics.jsonl | tail -n 1)
+      rm -rf /tmp/gpu_train_cuda/checkpoints/step_00000010
+      timeout 120 "$bundle/lathe" train $train_common run_dir=/tmp/gpu_train_cuda train.device=cuda \
+        checkpoint.every=5 checkpoint.keep_last=3 >>"$logs/gpu_train.log" 2>&1 || train_status=1
+      resumed=$(grep '"step":10,"loss"' /tmp/gpu_train_cuda/metrics.jsonl | tail -n 1)
+      python3 - "$final" "$resumed" >>"$logs/gpu_train.log" 2>&1 <<'PY' || train_status=1
+import json, sys
+a, b = (json.loads(line)["loss"] for line in sys.argv[1:3])
+print(f"step 10 loss: uninterrupted {a!r}, resumed from step 5 {b!r}: {'identical' if a == b else 'DIFFERENT'}")
+sys.exit(0 if a == b else 1)
+PY
+    fi
+    timeout 240 "$bundle/lathe" train configs/llama3.2-1b.yaml model.vocab_size=4096 train.dtype=f32 train.device=cuda \
+      train.grad_accum=1 train.steps=3 optimizer.warmup_steps=1 log.every=1 log.eval_every=0 checkpoint.every=0 data.path=docs \
+      data.cache_dir=/tmp/gpu_train_data run_dir=/tmp/gpu_train_1b >>"$logs/gpu_train.log" 2>&1 || train_status=1
+    set -e
+    [ "$train_status" = 0 ] || status=1
+    { grep -vE '^\s*$' "$logs/gpu_train.log" | grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype' |
+        tail -n 45; } | section "GPU training (exit $train_status)"
     echo "== GPU benchmark"
     set +e
     "$bundle/cuda_bench" --json "$logs/cuda_bench.json" 2>&1 | tee "$logs/cuda_bench.log"
@@ -135,7 +174,6 @@ case "$mode" in
     peers_status=${PIPESTATUS[0]}
     set -e
     section "PyTorch peers (exit $peers_status; not part of the pass/fail)" <"$logs/device_peers.log"
-    printf '\nNot yet in the check: training MFU (the trainer has no GPU path yet).\n' >>"$summary"
     if [ "$sanitize" = 1 ]; then
       echo "== compute-sanitizer memcheck and racecheck over the CUDA tests (at most ${sanitize_seconds}s each)"
       sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)

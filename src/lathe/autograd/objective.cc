@@ -16,9 +16,7 @@ Var with_extra_losses(Tape& tape, const Var& reported, const std::vector<Var>& e
     if (reported->requires_grad) accumulate_grad(reported, out->grad, false);
     for (const Var& loss : extra) {
       if (!loss->requires_grad) continue;
-      Tensor seed = Tensor::empty({1}, loss->value.dtype());
-      fill_value(seed, 1.0);
-      accumulate_grad(loss, seed, true);
+      accumulate_grad(loss, one_beside(loss->value), true);
     }
   });
   return out;

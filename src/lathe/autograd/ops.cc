@@ -10,7 +10,10 @@ namespace {
 
 bool fast(const Tape& tape) { return tape.precision() == Precision::fast; }
 
-Tensor new_tensor(const Tape& tape, const Shape& shape) { return Tensor::empty(shape, tape.dtype()); }
+// Outputs live on their input's device (host or GPU), in the tape's dtype.
+Tensor new_tensor(const Tape& tape, const Var& like, const Shape& shape) {
+  return empty_beside(like->value, shape, tape.dtype());
+}
 
 void run_matmul(Precision precision, const MatmulArgs& args) {
   if (precision == Precision::fast)
@@ -33,13 +36,13 @@ bool needs_grad(const Var& var) { return var->requires_grad; }
 
 Var embedding(Tape& tape, const Var& table, const Tensor& ids, float scale) {
   const int64_t tokens = ids.numel(), dim = table->value.dim(1);
-  Var out = make_var(new_tensor(tape, {tokens, dim}), table->requires_grad);
+  Var out = make_var(new_tensor(tape, table, {tokens, dim}), table->requires_grad);
   EmbeddingArgs args{table->value, ids, out->value, scale};
   fast(tape) ? lathe::embedding(args) : embedding_reference<double>(args);
   if (!tape.recording() || !needs_grad(table)) return out;
   const Precision precision = tape.precision();
   tape.record([table, ids, out, scale, precision] {
-    Tensor dtable = Tensor::empty(table->value.shape(), table->value.dtype());
+    Tensor dtable = empty_like(table->value);
     EmbeddingBackwardArgs args{ids, out->grad, dtable, scale};
     precision == Precision::fast ? embedding_backward(args) : embedding_backward_reference<double>(args);
     accumulate_grad(table, dtable, true);
@@ -49,15 +52,15 @@ Var embedding(Tape& tape, const Var& table, const Tensor& ids, float scale) {
 
 Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weight_offset) {
   const int64_t rows = x->value.dim(0), dim = x->value.dim(1);
-  Var out = make_var(new_tensor(tape, {rows, dim}), x->requires_grad || weight->requires_grad);
-  Tensor inv_rms = new_tensor(tape, {rows});  // saved for backward (f32 fast, f64 reference)
+  Var out = make_var(new_tensor(tape, x, {rows, dim}), x->requires_grad || weight->requires_grad);
+  Tensor inv_rms = new_tensor(tape, x, {rows});  // saved for backward (f32 fast, f64 reference)
   RmsNormArgs args{x->value, weight->value, out->value, inv_rms, eps, weight_offset};
   fast(tape) ? lathe::rms_norm(args) : rms_norm_reference<double>(args);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([x, weight, out, inv_rms, weight_offset, precision] {
-    Tensor dx = Tensor::empty(x->value.shape(), x->value.dtype());
-    Tensor dweight = Tensor::empty(weight->value.shape(), weight->value.dtype());
+    Tensor dx = empty_like(x->value);
+    Tensor dweight = empty_like(weight->value);
     RmsNormBackwardArgs args{x->value, weight->value, inv_rms, out->grad, dx, dweight, weight_offset};
     precision == Precision::fast ? rms_norm_backward(args) : rms_norm_backward_reference<double>(args);
     accumulate_grad(x, dx, true);
@@ -70,7 +73,7 @@ Var linear(Tape& tape, const Var& x, const Var& weight) {
   const int64_t rows = x->value.dim(0), out_features = weight->value.dim(0);
   const bool bf16 = uses_bf16(tape, weight);
   Var out = stashed_matmul_output(tape, x->requires_grad || weight->requires_grad, [&] {
-    Tensor product = new_tensor(tape, {rows, out_features});
+    Tensor product = new_tensor(tape, x, {rows, out_features});
     MatmulArgs args;
     args.a = bf16 ? bf16_value(x) : x->value;
     args.b = bf16 ? weight->value_bf16 : weight->value;
@@ -105,7 +108,7 @@ Var linear(Tape& tape, const Var& x, const Var& weight) {
 }
 
 Var rope(Tape& tape, const Var& x, const RopeParams& params) {
-  Var out = make_var(new_tensor(tape, x->value.shape()), x->requires_grad);
+  Var out = make_var(new_tensor(tape, x, x->value.shape()), x->requires_grad);
   RopeArgs args{x->value, TensorView{}, out->value, params};
   fast(tape) ? lathe::rope(args) : rope_reference<double>(args);
   if (!tape.recording() || !out->requires_grad) return out;
@@ -154,17 +157,15 @@ Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashA
   }
   const int64_t batch = q->value.dim(0), seq_q = q->value.dim(1), heads = q->value.dim(2);
   // out: (batch, seq_q, heads, v_head_dim): v's width, which may differ from q's (MLA).
-  Var out = make_var(new_tensor(tape, {batch, seq_q, heads, v->value.dim(3)}),
+  Var out = make_var(new_tensor(tape, q, {batch, seq_q, heads, v->value.dim(3)}),
                      q->requires_grad || k->requires_grad || v->requires_grad);
-  Tensor lse = Tensor::empty({batch, heads, seq_q}, fast(tape) ? DType::f32 : DType::f64);
+  Tensor lse = empty_beside(q->value, {batch, heads, seq_q}, fast(tape) ? DType::f32 : DType::f64);
   FlashAttentionArgs args{q->value, k->value, v->value, out->value, lse, options};
   fast(tape) ? flash_attention(args) : flash_attention_reference<double>(args);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([q, k, v, out, lse, options, precision] {
-    const DType dtype = q->value.dtype();
-    Tensor dq = Tensor::empty(q->value.shape(), dtype), dk = Tensor::empty(k->value.shape(), dtype),
-           dv = Tensor::empty(v->value.shape(), dtype);
+    Tensor dq = empty_like(q->value), dk = empty_like(k->value), dv = empty_like(v->value);
     FlashAttentionBackwardArgs args{q->value, k->value, v->value, out->value, lse, out->grad, dq, dk, dv, options};
     precision == Precision::fast ? flash_attention_backward(args) : flash_attention_backward_reference<double>(args);
     accumulate_grad(q, dq, true);
@@ -175,14 +176,13 @@ Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashA
 }
 
 Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation) {
-  Var out = make_var(new_tensor(tape, gate->value.shape()), gate->requires_grad || up->requires_grad);
+  Var out = make_var(new_tensor(tape, gate, gate->value.shape()), gate->requires_grad || up->requires_grad);
   GatedActivationArgs args{gate->value, up->value, out->value, activation};
   fast(tape) ? lathe::gated_activation(args) : gated_activation_reference<double>(args);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([gate, up, out, activation, precision] {
-    const DType dtype = gate->value.dtype();
-    Tensor dgate = Tensor::empty(gate->value.shape(), dtype), dup = Tensor::empty(up->value.shape(), dtype);
+    Tensor dgate = empty_like(gate->value), dup = empty_like(up->value);
     GatedActivationBackwardArgs args{gate->value, up->value, out->grad, dgate, dup, activation};
     precision == Precision::fast ? lathe::gated_activation_backward(args)
                                  : gated_activation_backward_reference<double>(args);
@@ -193,7 +193,7 @@ Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation
 }
 
 Var add(Tape& tape, const Var& a, const Var& b) {
-  Var out = make_var(new_tensor(tape, a->value.shape()), a->requires_grad || b->requires_grad);
+  Var out = make_var(new_tensor(tape, a, a->value.shape()), a->requires_grad || b->requires_grad);
   add_tensors(tape.precision(), a->value, b->value, out->value);
   if (!tape.recording() || !out->requires_grad) return out;
   tape.record([a, b, out] {
@@ -234,7 +234,7 @@ Tensor sum_rows(const Tensor& grad) {
 
 Var add_bias(Tape& tape, const Var& x, const Var& bias) {
   LATHE_ASSERT(x->value.shape().rank() == 2 && bias->value.shape() == Shape({x->value.dim(1)}));
-  Var out = make_var(new_tensor(tape, x->value.shape()), x->requires_grad || bias->requires_grad);
+  Var out = make_var(new_tensor(tape, x, x->value.shape()), x->requires_grad || bias->requires_grad);
   fast(tape) ? add_bias_rows<float>(x->value, bias->value, out->value)
              : add_bias_rows<double>(x->value, bias->value, out->value);
   if (!tape.recording() || !out->requires_grad) return out;
@@ -258,9 +258,9 @@ Var reshape(Tape& tape, const Var& x, const Shape& shape) {
 Var cross_entropy(Tape& tape, const Var& hidden, const Var& weight, const Tensor& targets,
                   const CrossEntropyOptions& options) {
   const DType dtype = tape.dtype();
-  Var loss = make_var(Tensor::empty({1}, dtype), hidden->requires_grad || weight->requires_grad);
-  Tensor dhidden = Tensor::empty(hidden->value.shape(), dtype);
-  Tensor dweight = Tensor::empty(weight->value.shape(), dtype);
+  Var loss = make_var(empty_beside(hidden->value, {1}, dtype), hidden->requires_grad || weight->requires_grad);
+  Tensor dhidden = empty_beside(hidden->value, hidden->value.shape(), dtype);
+  Tensor dweight = empty_beside(weight->value, weight->value.shape(), dtype);
   const bool bf16 = uses_bf16(tape, weight);
   LinearCrossEntropyArgs args;
   args.hidden = bf16 ? bf16_value(hidden) : hidden->value;
@@ -274,7 +274,8 @@ Var cross_entropy(Tape& tape, const Var& hidden, const Var& weight, const Tensor
   fast(tape) ? linear_cross_entropy(args) : linear_cross_entropy_reference<double>(args);
   if (!tape.recording() || !loss->requires_grad) return loss;
   tape.record([hidden, weight, loss, dhidden, dweight] {
-    LATHE_ASSERT(read_element(loss->grad, 0) == 1.0);  // the loss is the root of the graph
+    // The loss is the root of the graph (checked where its seed is on the host).
+    LATHE_ASSERT(loss->grad.view().device != Device::cpu || read_element(loss->grad, 0) == 1.0);
     accumulate_grad(hidden, dhidden, true);
     accumulate_grad(weight, dweight, true);
   });

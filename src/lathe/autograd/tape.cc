@@ -1,5 +1,6 @@
 #include "lathe/autograd/tape.h"
 
+#include "lathe/device/device_tensor.h"
 #include "lathe/ops/add/add.h"
 
 namespace lathe::autograd {
@@ -31,8 +32,7 @@ void Tape::backward(const Var& output, const Tensor& seed) {
     output->grad = seed;
   } else {
     LATHE_ASSERT(output->value.numel() == 1);
-    output->grad = Tensor::empty(output->value.shape(), output->value.dtype());
-    fill_value(output->grad, 1.0);
+    output->grad = one_beside(output->value);
   }
   for (size_t i = nodes_.size(); i-- > 0;) {
     nodes_[i]();
@@ -81,15 +81,25 @@ void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive) {
   } else if (exclusive) {
     var->grad = gradient;
   } else {
-    var->grad = convert(gradient, gradient.dtype());
+    var->grad = copy_on_same_device(gradient);
   }
 }
 
 Tensor& grad_buffer(const Var& var, DType dtype, bool* accumulate) {
   *accumulate = var->grad.defined();
   if (var->is_parameter) ++var->grad_contributions;
-  if (!*accumulate) var->grad = Tensor::empty(var->value.shape(), dtype);
+  if (!*accumulate) var->grad = empty_beside(var->value, var->value.shape(), dtype);
   return var->grad;
+}
+
+Tensor empty_beside(const Tensor& like, const Shape& shape, DType dtype) {
+  return empty_on(like.view().device, shape, dtype);
+}
+
+Tensor one_beside(const Tensor& like) {
+  Tensor one = Tensor::empty(like.shape(), like.dtype());
+  fill_value(one, 1.0);
+  return like.view().device == Device::cpu ? one : cuda::to_device(one);
 }
 
 }  // namespace lathe::autograd

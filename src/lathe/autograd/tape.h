@@ -19,6 +19,10 @@
 // Gradients: an intermediate Var's grad is allocated by its first contribution and summed over
 // further ones. A parameter's grad is allocated up front, zeroed by the optimizer step and always
 // accumulated into (so gradient accumulation over micro-batches needs no extra buffer).
+//
+// Devices: every value and gradient lives where the op's inputs live (host, or the GPU with
+// train.device=cuda): ops allocate beside their inputs (empty_beside), so a model whose weights
+// and token ids are on the GPU runs its whole step there.
 #pragma once
 
 #include <deque>
@@ -108,6 +112,13 @@ void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive);
 // The buffer an op's backward should write var's gradient contribution into, and whether it must
 // accumulate (true once var already has a gradient). Allocates the grad when it has none yet.
 Tensor& grad_buffer(const Var& var, DType dtype, bool* accumulate);
+
+// A contiguous tensor on the device `like` lives on (host or GPU): outputs and gradients of the
+// autograd ops are allocated beside their inputs.
+Tensor empty_beside(const Tensor& like, const Shape& shape, DType dtype);
+inline Tensor empty_like(const Tensor& like) { return empty_beside(like, like.shape(), like.dtype()); }
+// A tensor of ones shaped like `like` on its device: the seed of a loss's gradient.
+Tensor one_beside(const Tensor& like);
 
 // out = a + alpha * b with the library op (fast) or the reference loop (f64).
 void add_tensors(Precision precision, const TensorView& a, const TensorView& b, const TensorView& out,

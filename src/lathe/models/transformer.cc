@@ -10,6 +10,7 @@
 #include "lathe/core/amx.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/models/expert_parallel.h"
 
 namespace lathe {
@@ -122,7 +123,12 @@ void TransformerModel::load_weights(const std::vector<std::pair<std::string, Ten
     LATHE_CHECK(found->second->shape() == expected, source, ": tensor '", parameter.name, "' has shape ",
                 found->second->shape().to_string(), ", expected ", expected.to_string());
     const Tensor mine = parameter.expert_shard ? expert_slice(*found->second, *expert_shard_) : *found->second;
-    write_from_vector(parameter.var->value, to_vector<float>(mine));
+    if (device_ == Device::cpu) {
+      write_from_vector(parameter.var->value, to_vector<float>(mine));
+    } else {
+      const Tensor as_f32 = mine.dtype() == DType::f32 ? mine : convert(mine, DType::f32);
+      cuda::copy(parameter.var->value, as_f32);
+    }
   }
   refresh_bf16_weights();
 }
@@ -175,7 +181,25 @@ void TransformerModel::shard_experts(std::shared_ptr<autograd::ExpertTransport> 
   expert_shard_ = std::move(shard);
 }
 
+void TransformerModel::move_to(Device device) {
+  if (device == device_) return;
+  LATHE_CHECK(compute_dtype_ == ComputeDtype::f32 && precision_ == autograd::Precision::fast,
+              "model: only f32 compute moves to the GPU (bf16 weight copies are converted on the host)");
+  LATHE_CHECK(device == Device::cuda, "model: weights on the GPU stay there");
+  LATHE_CHECK(!expert_shard_, "model: expert parallelism runs on the host");
+  for (const Parameter& parameter : parameters_) {
+    autograd::VariableData& var = *parameter.var;
+    var.value = cuda::to_device(var.value);
+    var.grad = cuda::device_zeros(var.grad.shape(), var.grad.dtype(), str_cat(parameter.name, " gradient"));
+  }
+  device_ = device;
+}
+
 void TransformerModel::zero_grads() {
+  if (device_ == Device::cuda) {
+    for (const Parameter& parameter : parameters_) cuda::fill_bytes(parameter.var->grad, 0);
+    return;
+  }
   // Every gradient every step (74 MB for an 18M-parameter MoE): large ones in 1 MB pieces over
   // the threads rather than one memset on the calling thread.
   constexpr int64_t kPieceBytes = 1 << 20;

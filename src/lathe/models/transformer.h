@@ -79,6 +79,13 @@ class TransformerModel {
   void load_weights(const std::vector<std::pair<std::string, Tensor>>& saved, const std::string& source);
   void zero_grads();
 
+  // Moves every weight to `device` (its values copied, its gradient allocated there), once, after
+  // initialize() and before the optimizer sees the parameters (train.device=cuda); afterwards
+  // load_weights() copies into the device weights, and the autograd ops run where the weights and
+  // the token ids are. f32 compute only: the bf16 copies are host conversions today.
+  void move_to(Device device);
+  Device device() const { return device_; }
+
   // Expert parallelism (models/expert_parallel.h): keeps only this rank's rows of every
   // routed-expert tensor (and its gradient) and routes tokens over `transport` from now on. Values
   // already there are sliced, so call it before or after initialize(); afterwards initialize()
@@ -159,6 +166,7 @@ class TransformerModel {
   ModelConfig config_;
   autograd::Precision precision_;
   ComputeDtype compute_dtype_ = ComputeDtype::f32;
+  Device device_ = Device::cpu;
   DType attention_dtype_ = DType::f32;
   const FamilySpec* family_;
   std::vector<Parameter> parameters_;

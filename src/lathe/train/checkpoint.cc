@@ -15,6 +15,7 @@
 #include "lathe/core/clock.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/version.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/io/checksum.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/io/tensor_bytes.h"
@@ -158,8 +159,13 @@ NamedTensorViews views_of(const NamedTensors& tensors) {
 }
 
 // Copies `source` into `target` (same shape and dtype, contiguous). Large contiguous tensors are
-// copied by all threads: this is the part of a save the trainer waits for.
+// copied by all threads: this is the part of a save the trainer waits for. Tensors on the GPU
+// (train.device=cuda) come back through one device-to-host copy each.
 void copy_into(const TensorView& source, const Tensor& target) {
+  if (source.device == Device::cuda) {
+    cuda::copy(target, source);
+    return;
+  }
   int64_t bytes = tensor_byte_size(source);
   if (!source.is_contiguous() || bytes < (int64_t{1} << 20)) {
     copy_to_contiguous(source, target.view().data);

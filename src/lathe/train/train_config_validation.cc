@@ -253,11 +253,24 @@ void check_experts(const ModelConfig& model, ProblemList& problems) {
   }
 }
 
+// What the GPU step runs today (docs/cuda.md, "The trainer on the GPU"): the dense Llama family in
+// f32 in one process, every op of its step having a CUDA implementation.
+void check_gpu_training(const TrainConfig& config, ProblemList& problems) {
+  if (!cuda::available() && !cuda::host_simulation_active())
+    problems.add("train.device=cuda: no usable CUDA device here (", cuda::status_line(), ")");
+  if (config.train.dtype == ComputeDtype::bf16)
+    problems.add("train.device=cuda trains in f32 for now (bf16 weight copies are converted on the host); "
+                 "use train.dtype=f32 or auto");
+  if (config.model.family != "llama" || config.model.moe_experts > 0 || config.model.attention_bias ||
+      config.model.mtp_layers > 0)
+    problems.add("train.device=cuda runs the dense llama family for now (model.family=", config.model.family,
+                 config.model.moe_experts > 0 ? ", experts" : "", config.model.attention_bias ? ", attention bias" : "",
+                 config.model.mtp_layers > 0 ? ", MTP" : "", " has ops without a CUDA implementation)");
+}
+
 void check_training(const TrainConfig& config, ProblemList& problems) {
   const TrainSection& train = config.train;
-  if (train.device == "cuda")  // one line: why not here, and why not at all yet
-    problems.add("train.device=cuda: lathe's trainer does not run on a GPU yet (its CUDA ops do: docs/cuda.md); ",
-                 "CUDA on this machine: ", cuda::status_line());
+  if (train.device == "cuda") check_gpu_training(config, problems);
   problems.require_positive("train.steps", train.steps);
   problems.require_positive("train.batch_size", train.batch_size);
   problems.require_positive("train.seq_len", train.seq_len);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "lathe/core/clock.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/models/expert_parallel.h"
 #include "lathe/models/memory_estimate.h"
 #include "lathe/train/lr_schedule.h"
@@ -20,6 +21,18 @@ NextBatchSlice single_process_batches(NextBatch next_batch, int64_t micro_batch_
 }
 
 namespace {
+
+// A tensor on the model's device: the token ids and targets of a batch (built on the host).
+Tensor on_device_of(const TransformerModel& model, const Tensor& host) {
+  return model.device() == Device::cpu ? host : cuda::to_device(host);
+}
+
+// The value of a one-element tensor (a loss) wherever it lives: one 4-byte copy from the GPU.
+double scalar_value(const Tensor& tensor) {
+  if (tensor.view().device == Device::cpu) return read_element(tensor, 0);
+  const Tensor host = cuda::to_host(tensor);
+  return read_element(host, 0);
+}
 
 // Adds one micro-batch's router statistics to sums = [aux, z, mtp, counts of MoE layer 0..., ...].
 void add_routing(const RouterStatistics& routing, double weight, std::vector<double>& sums) {
@@ -160,13 +173,14 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
     if (last && reducer_) reducer_->before_forward();
     autograd::Tape tape;
     RouterStatistics routing;
-    autograd::Var loss = model_.loss(tape, inputs, targets, config_.train.remat, static_cast<float>(weight), &routing);
+    autograd::Var loss = model_.loss(tape, on_device_of(model_, inputs), on_device_of(model_, targets),
+                                     config_.train.remat, static_cast<float>(weight), &routing);
     const double forward_end = now_seconds();
     if (last && reducer_) reducer_->watch(tape);
     tape.backward(loss);
     phases->forward += forward_end - start;
     phases->backward += now_seconds() - forward_end;
-    const double micro_loss = read_element(loss->value, 0);
+    const double micro_loss = scalar_value(loss->value);
     // Text divides by global / rows (grad_accum in one process), exact when it is a power of two.
     weighted_loss += weigh_by_tokens ? micro_loss * weight : micro_loss / (global_rows / static_cast<double>(rows));
     if (model_.has_experts()) add_routing(routing, weight, routing_sums);
@@ -350,7 +364,9 @@ double evaluate_loss(const TransformerModel& model, const TrainConfig& config, i
     const double weight = weigh_by_tokens ? static_cast<double>(count_valid_targets(targets)) : 1.0;
     if (weight == 0) continue;
     autograd::Tape tape(model.precision(), /*recording=*/false);
-    total += weight * read_element(model.loss(tape, inputs, targets, RematPolicy::save_all)->value, 0);
+    total += weight * scalar_value(model.loss(tape, on_device_of(model, inputs), on_device_of(model, targets),
+                                              RematPolicy::save_all)
+                                       ->value);
     weight_sum += weight;
   }
   return weight_sum > 0 ? total / weight_sum : 0.0;

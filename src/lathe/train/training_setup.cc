@@ -9,6 +9,7 @@
 #include "lathe/core/launcher.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/version.h"
+#include "lathe/device/cuda_runtime.h"
 #include "lathe/telemetry/metrics_log.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
@@ -165,11 +166,21 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   const MachinePeaks peaks = measure_machine_peaks_once(communicator);
   setup.events->startup(startup_start);
   std::string dtype_message;
-  setup.compute_dtype = resolve_compute_dtype(config.train.dtype, peaks, &dtype_message);
+  const bool on_gpu = config.train.device == "cuda";
+  LATHE_CHECK(!on_gpu || !setup.distributed(), "train.device=cuda runs in one process for now (no NCCL yet); got ",
+              communicator.world_size(), " ranks");
+  if (on_gpu) {
+    cuda::require_available("train.device=cuda");
+    setup.compute_dtype = ComputeDtype::f32;  // validated: train.dtype is f32 or auto
+    if (config.train.dtype == ComputeDtype::automatic) dtype_message = "dtype: auto -> f32 (train.device=cuda trains in f32 for now)";
+  } else {
+    setup.compute_dtype = resolve_compute_dtype(config.train.dtype, peaks, &dtype_message);
+  }
   if (!dtype_message.empty()) std::fprintf(log, "%s\n", dtype_message.c_str());
   setup.model = std::make_unique<TransformerModel>(config.model);
   setup.model->set_compute_dtype(setup.compute_dtype);
   setup.model->initialize(config.train.seed);
+  if (on_gpu) setup.model->move_to(Device::cuda);  // before the optimizer allocates its moments beside the weights
   setup.step = std::make_unique<TrainStep>(*setup.model, config, communicator);
   resume_or_start(setup, peaks);
   // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
@@ -190,14 +201,16 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   const bool bf16 = setup.compute_dtype == ComputeDtype::bf16;
   const double bf16_flops = bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, amx_active()) : 0.0;
   setup.peak_gflops = mixed_work_peak_gflops(peaks, setup.flops_per_token, bf16_flops);
+  if (on_gpu && cuda::available()) setup.peak_gflops = cuda::f32_peak_gflops(cuda::devices().front());
   std::fprintf(
       log,
-      "model: %s, %.2fM parameters%s, %d threads (from %s); %lld tokens/step, %.1f MFLOP/token; %s compute, %s peak "
+      "model: %s, %.2fM parameters%s, %d threads (from %s); %lld tokens/step, %.1f MFLOP/token; %s compute%s, %s peak "
       "%.0f GFLOP/s\n",
       config.model.family.c_str(), static_cast<double>(setup.model->parameter_count()) / 1e6,
       active_parameters_note(config.model).c_str(), num_threads(), num_threads_source(),
       static_cast<long long>(setup.tokens_per_step), setup.flops_per_token / 1e6, to_string(setup.compute_dtype),
-      bf16 ? "bf16/f32 blended" : "f32", setup.peak_gflops);
+      on_gpu ? " on the GPU" : "", on_gpu ? "the GPU's f32 (datasheet)" : bf16 ? "bf16/f32 blended" : "f32",
+      setup.peak_gflops);
   return setup;
 }
 
