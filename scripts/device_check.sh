@@ -126,14 +126,14 @@ case "$mode" in
       tail -n 40 | section "CUDA tests (exit $tests_status)"
     echo "== GPU training (train.device=cuda against train.device=cpu)"
     # The default model for 10 steps on each device from the same weights and batches (data: this
-    # checkout's docs/, its tokenizer trained once into the shared cache), the losses compared;
-    # then the GPU run resumed from its step-5 checkpoint must end on the same loss; then a
-    # Llama-3.2-1B body (4096-token vocabulary) for 3 steps: tokens/s and MFU against the GPU's
-    # f32 rate.
-    train_common="data.path=docs data.cache_dir=/tmp/gpu_train_data train.steps=10 optimizer.warmup_steps=2 log.every=1 log.eval_every=0"
+    # checkout's docs/, its tokenizer trained once into the shared cache; both in f32), the losses
+    # compared; then the GPU run resumed from its step-5 checkpoint must end on the same loss; then
+    # a Llama-3.2-1B body (4096-token vocabulary) for 3 steps in bf16 and in f32: tokens/s and MFU.
+    train_common="data.path=docs data.cache_dir=/tmp/gpu_train_data train.steps=10 train.dtype=f32"
+    train_common="$train_common optimizer.warmup_steps=2 log.every=1 log.eval_every=0"
     train_status=0
     set +e
-    rm -rf /tmp/gpu_train_cpu /tmp/gpu_train_cuda /tmp/gpu_train_data /tmp/gpu_train_1b
+    rm -rf /tmp/gpu_train_cpu /tmp/gpu_train_cuda /tmp/gpu_train_data /tmp/gpu_train_1b_*
     {
       timeout 240 "$bundle/lathe" train $train_common run_dir=/tmp/gpu_train_cpu train.device=cpu checkpoint.every=0 &&
         timeout 120 "$bundle/lathe" train $train_common run_dir=/tmp/gpu_train_cuda train.device=cuda \
@@ -153,9 +153,12 @@ print(f"step 10 loss: uninterrupted {a!r}, resumed from step 5 {b!r}: {'identica
 sys.exit(0 if a == b else 1)
 PY
     fi
-    timeout 240 "$bundle/lathe" train configs/llama3.2-1b.yaml model.vocab_size=4096 train.dtype=f32 train.device=cuda \
-      train.grad_accum=1 train.steps=3 optimizer.warmup_steps=1 log.every=1 log.eval_every=0 checkpoint.every=0 data.path=docs \
-      data.cache_dir=/tmp/gpu_train_data run_dir=/tmp/gpu_train_1b >>"$logs/gpu_train.log" 2>&1 || train_status=1
+    for dtype in bf16 f32; do
+      timeout 150 "$bundle/lathe" train configs/llama3.2-1b.yaml model.vocab_size=4096 train.dtype=$dtype \
+        train.device=cuda train.grad_accum=1 train.steps=3 optimizer.warmup_steps=1 log.every=1 log.eval_every=0 \
+        checkpoint.every=0 data.path=docs data.cache_dir=/tmp/gpu_train_data run_dir=/tmp/gpu_train_1b_$dtype \
+        >>"$logs/gpu_train.log" 2>&1 || train_status=1
+    done
     set -e
     [ "$train_status" = 0 ] || status=1
     { grep -vE '^\s*$' "$logs/gpu_train.log" | grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype' |

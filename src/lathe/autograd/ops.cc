@@ -87,7 +87,7 @@ Var linear(Tape& tape, const Var& x, const Var& weight) {
   tape.record([x, weight, out, precision, bf16] {
     // bf16: g rounded once, both products read bf16 operands and accumulate in f32 into the f32
     // gradients. x's bf16 copy is the forward's (or, after a save_matmuls replay, made now).
-    const Tensor grad = bf16 ? convert(out->grad, DType::bf16) : out->grad;
+    const Tensor grad = bf16 ? converted(out->grad, DType::bf16) : out->grad;
     if (x->requires_grad) {  // dx (rows, in) = g (rows, out) @ weight (out, in)
       MatmulArgs args;
       args.a = grad;
@@ -128,21 +128,20 @@ namespace {
 // the f32 values, which it does not keep).
 Var bf16_attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options) {
   const int64_t batch = q->value.dim(0), seq_q = q->value.dim(1), heads = q->value.dim(2);
-  const Tensor q16 = convert(q->value, DType::bf16), k16 = convert(k->value, DType::bf16),
-               v16 = convert(v->value, DType::bf16);
-  const Tensor o16 = Tensor::empty({batch, seq_q, heads, v->value.dim(3)}, DType::bf16);
-  Tensor lse = Tensor::empty({batch, heads, seq_q}, DType::f32);
+  const Tensor q16 = converted(q->value, DType::bf16), k16 = converted(k->value, DType::bf16),
+               v16 = converted(v->value, DType::bf16);
+  const Tensor o16 = empty_beside(q->value, {batch, seq_q, heads, v->value.dim(3)}, DType::bf16);
+  Tensor lse = empty_beside(q->value, {batch, heads, seq_q}, DType::f32);
   flash_attention({q16, k16, v16, o16, lse, options});
-  Var out = make_var(convert(o16, DType::f32), q->requires_grad || k->requires_grad || v->requires_grad);
+  Var out = make_var(converted(o16, DType::f32), q->requires_grad || k->requires_grad || v->requires_grad);
   if (!tape.recording() || !out->requires_grad) return out;
   tape.record([q, k, v, q16, k16, v16, o16, out, lse, options] {
-    Tensor dq = Tensor::empty(q16.shape(), DType::bf16), dk = Tensor::empty(k16.shape(), DType::bf16),
-           dv = Tensor::empty(v16.shape(), DType::bf16);
-    const Tensor grad16 = convert(out->grad, DType::bf16);
+    Tensor dq = empty_like(q16), dk = empty_like(k16), dv = empty_like(v16);
+    const Tensor grad16 = converted(out->grad, DType::bf16);
     flash_attention_backward({q16, k16, v16, o16, lse, grad16, dq, dk, dv, options});
-    accumulate_grad(q, convert(dq, DType::f32), true);
-    accumulate_grad(k, convert(dk, DType::f32), true);
-    accumulate_grad(v, convert(dv, DType::f32), true);
+    accumulate_grad(q, converted(dq, DType::f32), true);
+    accumulate_grad(k, converted(dk, DType::f32), true);
+    accumulate_grad(v, converted(dv, DType::f32), true);
   });
   return out;
 }

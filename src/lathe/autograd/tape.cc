@@ -2,6 +2,7 @@
 
 #include "lathe/device/device_tensor.h"
 #include "lathe/ops/add/add.h"
+#include "lathe/ops/cast/cast.h"
 
 namespace lathe::autograd {
 
@@ -68,7 +69,7 @@ Var stashed_matmul_output(Tape& tape, bool requires_grad, const std::function<Te
 }
 
 const Tensor& bf16_value(const Var& var) {
-  if (!var->value_bf16.defined()) var->value_bf16 = convert(var->value, DType::bf16);
+  if (!var->value_bf16.defined()) var->value_bf16 = converted(var->value, DType::bf16);
   return var->value_bf16;
 }
 
@@ -94,6 +95,13 @@ Tensor& grad_buffer(const Var& var, DType dtype, bool* accumulate) {
 
 Tensor empty_beside(const Tensor& like, const Shape& shape, DType dtype) {
   return empty_on(like.view().device, shape, dtype);
+}
+
+Tensor converted(const Tensor& value, DType dtype) {
+  if (value.view().device == Device::cpu) return convert(value, dtype);
+  Tensor out = empty_beside(value, value.shape(), dtype);
+  cast({value, out});
+  return out;
 }
 
 Tensor one_beside(const Tensor& like) {

@@ -117,6 +117,9 @@ Tensor& grad_buffer(const Var& var, DType dtype, bool* accumulate);
 // autograd ops are allocated beside their inputs.
 Tensor empty_beside(const Tensor& like, const Shape& shape, DType dtype);
 inline Tensor empty_like(const Tensor& like) { return empty_beside(like, like.shape(), like.dtype()); }
+// `value` in another dtype (f32 <-> bf16, nearest-even) on its own device: core's convert() on the
+// host, the cast op on the GPU (contiguous tensors there).
+Tensor converted(const Tensor& value, DType dtype);
 // A tensor of ones shaped like `like` on its device: the seed of a loss's gradient.
 Tensor one_beside(const Tensor& like);
 

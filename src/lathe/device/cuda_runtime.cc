@@ -142,6 +142,11 @@ double f32_peak_gflops(const DeviceProperties& device) {
   return device.multiprocessors * device.clock_ghz * kLanesPerSm * 2.0;
 }
 
+double bf16_tensor_peak_gflops(const DeviceProperties& device) {
+  constexpr double kFlopsPerSmPerClock = 4096;
+  return device.multiprocessors * device.clock_ghz * kFlopsPerSmPerClock;
+}
+
 namespace {
 std::atomic<int> simulations{0};
 }  // namespace

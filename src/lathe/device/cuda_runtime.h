@@ -28,6 +28,11 @@ struct DeviceProperties {
 // f32 lanes per SM (Volta through Hopper) x 2 (an FMA). H200: 132 x 1.98 GHz -> 66.9 TFLOP/s.
 // The MFU denominator of f32 training on the GPU (matmuls run CUBLAS_COMPUTE_32F, no TF32).
 double f32_peak_gflops(const DeviceProperties& device);
+// The dense bf16 tensor-core rate likewise: SMs x clock x 4096 flops per SM per clock (Hopper's
+// mma/wgmma rate; the H100/H200 datasheets' 989 TFLOP/s is 132 SMs at 1.83 GHz). At the clock the
+// driver reports (1.98 GHz on the H200: 1070 TFLOP/s) it is above the datasheet figure, so an MFU
+// against it is, if anything, understated.
+double bf16_tensor_peak_gflops(const DeviceProperties& device);
 
 // Whether this build has the CUDA backend, and the toolkit it was compiled with ("13.0").
 bool compiled();

@@ -109,7 +109,8 @@ void TransformerModel::set_attention_dtype(DType dtype) {
 
 void TransformerModel::refresh_bf16_weights() {
   for (const Parameter& parameter : parameters_)
-    if (parameter.var->value_bf16.defined()) parameter.var->value_bf16 = convert(parameter.var->value, DType::bf16);
+    if (parameter.var->value_bf16.defined())
+      parameter.var->value_bf16 = autograd::converted(parameter.var->value, DType::bf16);
 }
 
 void TransformerModel::load_weights(const std::vector<std::pair<std::string, Tensor>>& saved,
@@ -183,16 +184,18 @@ void TransformerModel::shard_experts(std::shared_ptr<autograd::ExpertTransport> 
 
 void TransformerModel::move_to(Device device) {
   if (device == device_) return;
-  LATHE_CHECK(compute_dtype_ == ComputeDtype::f32 && precision_ == autograd::Precision::fast,
-              "model: only f32 compute moves to the GPU (bf16 weight copies are converted on the host)");
+  LATHE_CHECK(precision_ == autograd::Precision::fast, "model: the f64 reference precision runs on the host only");
   LATHE_CHECK(device == Device::cuda, "model: weights on the GPU stay there");
   LATHE_CHECK(!expert_shard_, "model: expert parallelism runs on the host");
   for (const Parameter& parameter : parameters_) {
     autograd::VariableData& var = *parameter.var;
     var.value = cuda::to_device(var.value);
+    if (var.value_bf16.defined()) var.value_bf16 = cuda::to_device(var.value_bf16);
     var.grad = cuda::device_zeros(var.grad.shape(), var.grad.dtype(), str_cat(parameter.name, " gradient"));
   }
   device_ = device;
+  // bf16 compute: attention in bf16 too, where the GPU's tensor-core kernels take it.
+  if (compute_dtype_ == ComputeDtype::bf16) set_attention_dtype(DType::bf16);
 }
 
 void TransformerModel::zero_grads() {

@@ -82,7 +82,8 @@ class TransformerModel {
   // Moves every weight to `device` (its values copied, its gradient allocated there), once, after
   // initialize() and before the optimizer sees the parameters (train.device=cuda); afterwards
   // load_weights() copies into the device weights, and the autograd ops run where the weights and
-  // the token ids are. f32 compute only: the bf16 copies are host conversions today.
+  // the token ids are. bf16 compute (set_compute_dtype first) moves the weights' bf16 copies too
+  // and sets the attention dtype to bf16.
   void move_to(Device device);
   Device device() const { return device_; }
 

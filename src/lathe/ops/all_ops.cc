@@ -26,6 +26,7 @@ void register_gated_delta_rule_ops(std::vector<OpRegistration>& ops);
 void register_ssd_scan_ops(std::vector<OpRegistration>& ops);
 void register_short_conv_ops(std::vector<OpRegistration>& ops);
 void register_sum_squares_ops(std::vector<OpRegistration>& ops);
+void register_cast_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -51,6 +52,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_ssd_scan_ops(list);
     register_short_conv_ops(list);
     register_sum_squares_ops(list);
+    register_cast_ops(list);
     return list;
   }();
   return ops;

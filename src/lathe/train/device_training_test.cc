@@ -73,8 +73,13 @@ void train_steps(TransformerModel& model, TrainStep& step, const TrainConfig& co
   for (const auto& [name, moment] : step.whole_optimizer()->state()) run.moments.push_back(host_values(moment));
 }
 
-TrainedRun train(const TrainConfig& config, uint64_t seed, Device device) {
+// bf16: the weights' bf16 copies made on the host and moved, the activations' and gradients'
+// conversions by the cast op on the device; attention in bf16 on both (a device model takes it).
+TrainedRun train(const TrainConfig& config, uint64_t seed, Device device,
+                 ComputeDtype dtype = ComputeDtype::f32) {
   TransformerModel model(config.model);
+  model.set_compute_dtype(dtype);
+  if (dtype == ComputeDtype::bf16) model.set_attention_dtype(DType::bf16);
   model.initialize(seed);
   model.move_to(device);
   SingleProcessCommunicator communicator;
@@ -109,17 +114,35 @@ TEST(DeviceTraining, SimulatedDeviceTrainsBitForBitAsTheHost) {
   EXPECT_GT(host.results.front().grad_norm, config.optimizer.grad_clip) << "seed=" << seed;
 }
 
+TEST(DeviceTraining, SimulatedDeviceTrainsInBf16BitForBitAsTheHost) {
+  const uint64_t seed = test_seed();
+  const TrainConfig config = tiny_llama();
+  const TrainedRun host = train(config, seed, Device::cpu, ComputeDtype::bf16);
+  cuda::HostSimulation simulation;
+  const TrainedRun device = train(config, seed, Device::cuda, ComputeDtype::bf16);
+  expect_same_runs(host, device, seed);
+  EXPECT_EQ(host.validation_loss, device.validation_loss) << "seed=" << seed;
+  // The bf16 run is a different run from the f32 one (else the bf16 path was not taken).
+  const TrainedRun f32 = train(config, seed, Device::cuda, ComputeDtype::f32);
+  EXPECT_NE(f32.results.back().loss, device.results.back().loss) << "seed=" << seed;
+}
+
 TEST(DeviceTraining, EveryTrainingTensorLivesOnTheDevice) {
   cuda::HostSimulation simulation;
   const TrainConfig config = tiny_llama();
   TransformerModel model(config.model);
+  model.set_compute_dtype(ComputeDtype::bf16);  // the bf16 weight copies move too
   model.initialize(test_seed());
   model.move_to(Device::cuda);
+  EXPECT_EQ(model.attention_dtype(), DType::bf16);
   SingleProcessCommunicator communicator;
   TrainStep step(model, config, communicator);
   step.run(1, batches(test_seed(), 1, config.train.batch_size));
   for (const Parameter& parameter : model.parameters()) {
     EXPECT_EQ(parameter.var->value.view().device, Device::cuda) << parameter.name;
+    if (parameter.kind == ParameterKind::matrix) {
+      EXPECT_EQ(parameter.var->value_bf16.view().device, Device::cuda) << parameter.name;
+    }
     EXPECT_EQ(parameter.var->grad.view().device, Device::cuda) << parameter.name;
     // Host code cannot read them in place: it must copy them back first.
     EXPECT_THROW(read_element(parameter.var->value, 0), Error) << parameter.name;

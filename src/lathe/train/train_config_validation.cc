@@ -254,13 +254,10 @@ void check_experts(const ModelConfig& model, ProblemList& problems) {
 }
 
 // What the GPU step runs today (docs/cuda.md, "The trainer on the GPU"): the dense Llama family in
-// f32 in one process, every op of its step having a CUDA implementation.
+// one process, every op of its step having a CUDA implementation.
 void check_gpu_training(const TrainConfig& config, ProblemList& problems) {
   if (!cuda::available() && !cuda::host_simulation_active())
     problems.add("train.device=cuda: no usable CUDA device here (", cuda::status_line(), ")");
-  if (config.train.dtype == ComputeDtype::bf16)
-    problems.add("train.device=cuda trains in f32 for now (bf16 weight copies are converted on the host); "
-                 "use train.dtype=f32 or auto");
   if (config.model.family != "llama" || config.model.moe_experts > 0 || config.model.attention_bias ||
       config.model.mtp_layers > 0)
     problems.add("train.device=cuda runs the dense llama family for now (model.family=", config.model.family,

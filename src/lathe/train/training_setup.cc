@@ -171,8 +171,10 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
               communicator.world_size(), " ranks");
   if (on_gpu) {
     cuda::require_available("train.device=cuda");
-    setup.compute_dtype = ComputeDtype::f32;  // validated: train.dtype is f32 or auto
-    if (config.train.dtype == ComputeDtype::automatic) dtype_message = "dtype: auto -> f32 (train.device=cuda trains in f32 for now)";
+    // Tensor cores multiply bf16 at ~16x the GPU's f32 rate: auto takes bf16 there.
+    setup.compute_dtype = config.train.dtype == ComputeDtype::f32 ? ComputeDtype::f32 : ComputeDtype::bf16;
+    if (config.train.dtype == ComputeDtype::automatic)
+      dtype_message = "dtype: auto -> bf16 (train.device=cuda: tensor cores multiply bf16 at ~16x the GPU's f32 rate)";
   } else {
     setup.compute_dtype = resolve_compute_dtype(config.train.dtype, peaks, &dtype_message);
   }
@@ -201,7 +203,16 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   const bool bf16 = setup.compute_dtype == ComputeDtype::bf16;
   const double bf16_flops = bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, amx_active()) : 0.0;
   setup.peak_gflops = mixed_work_peak_gflops(peaks, setup.flops_per_token, bf16_flops);
-  if (on_gpu && cuda::available()) setup.peak_gflops = cuda::f32_peak_gflops(cuda::devices().front());
+  // The GPU's datasheet rates (cuda_runtime.h). bf16: every matmul, the LM head's gradient products
+  // (tensor-core parts) and attention (bf16 there) counted on tensor cores, the strict count while
+  // the CUDA-core attention kernel is the default.
+  if (on_gpu && cuda::available()) {
+    MachinePeaks gpu;
+    gpu.f32_gflops = cuda::f32_peak_gflops(cuda::devices().front());
+    gpu.bf16_gflops = cuda::bf16_tensor_peak_gflops(cuda::devices().front());
+    setup.peak_gflops = mixed_work_peak_gflops(
+        gpu, setup.flops_per_token, bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, true) : 0.0);
+  }
   std::fprintf(
       log,
       "model: %s, %.2fM parameters%s, %d threads (from %s); %lld tokens/step, %.1f MFLOP/token; %s compute%s, %s peak "
@@ -209,7 +220,10 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
       config.model.family.c_str(), static_cast<double>(setup.model->parameter_count()) / 1e6,
       active_parameters_note(config.model).c_str(), num_threads(), num_threads_source(),
       static_cast<long long>(setup.tokens_per_step), setup.flops_per_token / 1e6, to_string(setup.compute_dtype),
-      on_gpu ? " on the GPU" : "", on_gpu ? "the GPU's f32 (datasheet)" : bf16 ? "bf16/f32 blended" : "f32",
+      on_gpu ? " on the GPU" : "",
+      on_gpu ? (bf16 ? "the GPU's bf16 tensor/f32 blended (datasheet)" : "the GPU's f32 (datasheet)")
+      : bf16 ? "bf16/f32 blended"
+             : "f32",
       setup.peak_gflops);
   return setup;
 }
