@@ -133,36 +133,42 @@ case "$mode" in
     train_common="$train_common optimizer.warmup_steps=2 log.every=1 log.eval_every=0"
     train_status=0
     set +e
-    rm -rf /tmp/gpu_train_cpu /tmp/gpu_train_cuda /tmp/gpu_train_data /tmp/gpu_train_1b_*
-    {
-      timeout 240 "$bundle/lathe" train $train_common run_dir=/tmp/gpu_train_cpu train.device=cpu checkpoint.every=0 &&
+    if ! nvidia-smi -L >/dev/null 2>&1; then
+      echo "skipped: no GPU (nvidia-smi lists none)" | section "GPU training (skipped)"
+    else
+      rm -rf /tmp/gpu_train_cpu /tmp/gpu_train_cuda /tmp/gpu_train_data /tmp/gpu_train_1b_*
+      {
+        timeout 240 "$bundle/lathe" train $train_common run_dir=/tmp/gpu_train_cpu train.device=cpu \
+          checkpoint.every=0 &&
+          timeout 120 "$bundle/lathe" train $train_common run_dir=/tmp/gpu_train_cuda train.device=cuda \
+            checkpoint.every=5 checkpoint.keep_last=3 &&
+          python3 scripts/compare_train_runs.py /tmp/gpu_train_cpu /tmp/gpu_train_cuda
+      } >"$logs/gpu_train.log" 2>&1 || train_status=1
+      if [ "$train_status" = 0 ]; then
+        final=$(grep '"step":10,"loss"' /tmp/gpu_train_cuda/metrics.jsonl | tail -n 1)
+        rm -rf /tmp/gpu_train_cuda/checkpoints/step_00000010
         timeout 120 "$bundle/lathe" train $train_common run_dir=/tmp/gpu_train_cuda train.device=cuda \
-          checkpoint.every=5 checkpoint.keep_last=3 &&
-        python3 scripts/compare_train_runs.py /tmp/gpu_train_cpu /tmp/gpu_train_cuda
-    } >"$logs/gpu_train.log" 2>&1 || train_status=1
-    if [ "$train_status" = 0 ]; then
-      final=$(grep '"step":10,"loss"' /tmp/gpu_train_cuda/metrics.jsonl | tail -n 1)
-      rm -rf /tmp/gpu_train_cuda/checkpoints/step_00000010
-      timeout 120 "$bundle/lathe" train $train_common run_dir=/tmp/gpu_train_cuda train.device=cuda \
-        checkpoint.every=5 checkpoint.keep_last=3 >>"$logs/gpu_train.log" 2>&1 || train_status=1
-      resumed=$(grep '"step":10,"loss"' /tmp/gpu_train_cuda/metrics.jsonl | tail -n 1)
-      python3 - "$final" "$resumed" >>"$logs/gpu_train.log" 2>&1 <<'PY' || train_status=1
+          checkpoint.every=5 checkpoint.keep_last=3 >>"$logs/gpu_train.log" 2>&1 || train_status=1
+        resumed=$(grep '"step":10,"loss"' /tmp/gpu_train_cuda/metrics.jsonl | tail -n 1)
+        python3 - "$final" "$resumed" >>"$logs/gpu_train.log" 2>&1 <<'PY' || train_status=1
 import json, sys
 a, b = (json.loads(line)["loss"] for line in sys.argv[1:3])
 print(f"step 10 loss: uninterrupted {a!r}, resumed from step 5 {b!r}: {'identical' if a == b else 'DIFFERENT'}")
 sys.exit(0 if a == b else 1)
 PY
+      fi
+      for dtype in bf16 f32; do
+        timeout 150 "$bundle/lathe" train configs/llama3.2-1b.yaml model.vocab_size=4096 train.dtype=$dtype \
+          train.device=cuda train.grad_accum=1 train.steps=3 optimizer.warmup_steps=1 log.every=1 log.eval_every=0 \
+          checkpoint.every=0 data.path=docs data.cache_dir=/tmp/gpu_train_data run_dir=/tmp/gpu_train_1b_$dtype \
+          >>"$logs/gpu_train.log" 2>&1 || train_status=1
+      done
+      [ "$train_status" = 0 ] || status=1
+      { grep -vE '^\s*$' "$logs/gpu_train.log" |
+          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype' |
+          tail -n 45; } | section "GPU training (exit $train_status)"
     fi
-    for dtype in bf16 f32; do
-      timeout 150 "$bundle/lathe" train configs/llama3.2-1b.yaml model.vocab_size=4096 train.dtype=$dtype \
-        train.device=cuda train.grad_accum=1 train.steps=3 optimizer.warmup_steps=1 log.every=1 log.eval_every=0 \
-        checkpoint.every=0 data.path=docs data.cache_dir=/tmp/gpu_train_data run_dir=/tmp/gpu_train_1b_$dtype \
-        >>"$logs/gpu_train.log" 2>&1 || train_status=1
-    done
     set -e
-    [ "$train_status" = 0 ] || status=1
-    { grep -vE '^\s*$' "$logs/gpu_train.log" | grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype' |
-        tail -n 45; } | section "GPU training (exit $train_status)"
     echo "== GPU benchmark"
     set +e
     "$bundle/cuda_bench" --json "$logs/cuda_bench.json" 2>&1 | tee "$logs/cuda_bench.log"
