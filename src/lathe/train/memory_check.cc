@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "lathe/core/error.h"
+#include "lathe/device/cuda_runtime.h"
 #include "lathe/models/memory_estimate.h"
 #include "lathe/train/model_bounds.h"
 #include "lathe/train/parallel/data_parallel_share.h"
@@ -164,8 +165,13 @@ std::string memory_refusal(const TrainConfig& config, const MemoryPrediction& pr
 
 void check_training_memory(const TrainConfig& config, int world, int local_ranks) {
   if (!config.train.check_memory) return;
+  AvailableMemory available = available_memory();
+  if (config.train.device == "cuda" && cuda::available()) {  // the step's tensors live on the GPU
+    const cuda::DeviceProperties& gpu = cuda::devices().front();
+    available = {gpu.total_memory, str_cat("the memory of GPU ", gpu.index, " (", gpu.name, ")")};
+  }
   const std::string refusal =
-      memory_refusal(config, predict_training_memory(config, world, local_ranks), available_memory());
+      memory_refusal(config, predict_training_memory(config, world, local_ranks), available);
   LATHE_CHECK(refusal.empty(), refusal);
 }
 

@@ -10,6 +10,8 @@
 // ranks on this machine (they share its memory). A run that does not fit is refused before data
 // preparation and model building, naming both byte counts and the knobs that would make it fit
 // (batch, sequence length, remat policy); train.check_memory=false lets an expert skip the check.
+// train.device=cuda checks against the GPU's memory instead (its total: the step's tensors live
+// there; the host keeps only the checkpoint snapshot).
 #pragma once
 
 #include <cstdint>
