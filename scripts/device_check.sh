@@ -128,7 +128,8 @@ case "$mode" in
     # The default model for 10 steps on each device from the same weights and batches (data: this
     # checkout's docs/, its tokenizer trained once into the shared cache; both in f32), the losses
     # compared; then the GPU run resumed from its step-5 checkpoint must end on the same loss; then
-    # a Llama-3.2-1B body (4096-token vocabulary) for 3 steps in bf16 and in f32: tokens/s and MFU.
+    # a Llama-3.2-1B body (4096-token vocabulary) for 3 steps in bf16 (default attention, then the
+    # tensor-core attention pinned) and in f32: tokens/s and MFU.
     train_common="data.path=docs data.cache_dir=/tmp/gpu_train_data train.steps=10 train.dtype=f32"
     train_common="$train_common optimizer.warmup_steps=2 log.every=1 log.eval_every=0"
     train_status=0
@@ -157,15 +158,22 @@ print(f"step 10 loss: uninterrupted {a!r}, resumed from step 5 {b!r}: {'identica
 sys.exit(0 if a == b else 1)
 PY
       fi
-      for dtype in bf16 f32; do
-        timeout 150 "$bundle/lathe" train configs/llama3.2-1b.yaml model.vocab_size=4096 train.dtype=$dtype \
+      # bf16 with the default (CUDA-core) attention, bf16 with the tensor-core attention pinned, f32.
+      tensor_cores="--pin flash_attention:cuda:block_q=64,block_k=64"
+      tensor_cores="$tensor_cores --pin flash_attention_backward:cuda:block_q=64,block_k=64"
+      for variant in bf16 bf16_tensor_core_attention f32; do
+        echo "== 1B body, $variant" >>"$logs/gpu_train.log"
+        pins=""
+        [ "$variant" = bf16_tensor_core_attention ] && pins=$tensor_cores
+        # shellcheck disable=SC2086  # $pins: two options or none
+        timeout 150 "$bundle/lathe" train configs/llama3.2-1b.yaml model.vocab_size=4096 train.dtype=${variant%%_*} \
           train.device=cuda train.grad_accum=1 train.steps=3 optimizer.warmup_steps=1 log.every=1 log.eval_every=0 \
-          checkpoint.every=0 data.path=docs data.cache_dir=/tmp/gpu_train_data run_dir=/tmp/gpu_train_1b_$dtype \
-          >>"$logs/gpu_train.log" 2>&1 || train_status=1
+          checkpoint.every=0 data.path=docs data.cache_dir=/tmp/gpu_train_data run_dir=/tmp/gpu_train_1b_$variant \
+          $pins >>"$logs/gpu_train.log" 2>&1 || train_status=1
       done
       [ "$train_status" = 0 ] || status=1
       { grep -vE '^\s*$' "$logs/gpu_train.log" |
-          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype' |
+          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype|1B body' |
           tail -n 45; } | section "GPU training (exit $train_status)"
     fi
     set -e
