@@ -194,7 +194,8 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("train.grad_accum", train.grad_accum, "micro-batches per optimizer step");
   field("train.seed", train.seed, "seed for initialisation, data order and sampling");
   field("train.dtype", train.dtype,
-        "compute precision: auto (bf16 where faster on this CPU: AMX, or vdpbf16ps faster than f32 FMA; else f32), "
+        "compute precision: auto (bf16 where faster on this CPU: AMX, or vdpbf16ps faster than f32 FMA; else f32; "
+        "bf16 with train.device=cuda), "
         "bf16 (f32 master weights; falls back without AVX512_BF16) or f32");
   field("train.remat", train.remat, "activation memory: save_all, recompute_layer or save_matmuls");
   field("train.threads", train.threads,
