@@ -5,17 +5,6 @@
 
 namespace lathe {
 
-// The per-ISA kernels (bf16_convert_kernels.cc), bf16 as its bit pattern.
-#define LATHE_DECLARE_CONVERT(ns)                                            \
-  namespace ns {                                                             \
-  void f32_to_bf16_span(const float* source, uint16_t* dest, int64_t n);     \
-  void bf16_to_f32_span(const uint16_t* source, float* dest, int64_t n);     \
-  }
-LATHE_DECLARE_CONVERT(scalar)
-LATHE_DECLARE_CONVERT(avx2)
-LATHE_DECLARE_CONVERT(avx512)
-#undef LATHE_DECLARE_CONVERT
-
 namespace {
 
 static_assert(sizeof(bf16) == sizeof(uint16_t));

@@ -19,4 +19,16 @@ void convert_bf16_to_f32(const bf16* source, float* dest, int64_t n);  // dest[i
 void convert_f32_to_bf16_with(Isa isa, const float* source, bf16* dest, int64_t n);
 void convert_bf16_to_f32_with(Isa isa, const bf16* source, float* dest, int64_t n);
 
+// The per-ISA span kernels behind them (bf16_convert_kernels.cc; bf16 as its bit pattern, one
+// thread), for kernels compiled per ISA that convert inside their own parallel chunks (the cast op).
+#define LATHE_DECLARE_BF16_SPANS(ns)                                      \
+  namespace ns {                                                          \
+  void f32_to_bf16_span(const float* source, uint16_t* dest, int64_t n);  \
+  void bf16_to_f32_span(const uint16_t* source, float* dest, int64_t n);  \
+  }
+LATHE_DECLARE_BF16_SPANS(scalar)
+LATHE_DECLARE_BF16_SPANS(avx2)
+LATHE_DECLARE_BF16_SPANS(avx512)
+#undef LATHE_DECLARE_BF16_SPANS
+
 }  // namespace lathe

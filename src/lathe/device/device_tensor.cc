@@ -143,12 +143,12 @@ Tensor simulated_empty(const Shape& shape, DType dtype) {
 
 void simulated_copy_rows(const TensorView& destination, const RowLayout& to, const TensorView& source,
                          const RowLayout& from) {
-  const size_t row_bytes = static_cast<size_t>(from.cols) * dtype_size(source.dtype);
+  const int64_t element = static_cast<int64_t>(dtype_size(source.dtype));
   const auto* in = static_cast<const char*>(source.data);
   auto* out = static_cast<char*>(destination.data);
   for (int64_t row = 0; row < from.rows; ++row)
-    std::memmove(out + row * to.pitch * dtype_size(source.dtype), in + row * from.pitch * dtype_size(source.dtype),
-                 row_bytes);
+    std::memmove(out + row * to.pitch * element, in + row * from.pitch * element,
+                 static_cast<size_t>(from.cols * element));
 }
 
 }  // namespace

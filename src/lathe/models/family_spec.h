@@ -5,7 +5,8 @@
 //     spec's block over them and asks for the KV-cache layout;
 //   - models/memory_estimate.h and the FLOP count ask for the per-layer counts;
 //   - models/hf/hf_config.cc reads and writes config.json from the spec's HfFamily table;
-//   - the SFT data path resolves chat_template=auto to the spec's default template name.
+//   - the SFT data path resolves chat_template=auto to the spec's default template name;
+//   - the config check asks whether its training step runs on a GPU (trains_on_gpu).
 // The registry (families/registry.cc) lists every spec: adding a family is one new file in
 // families/, one line in the registry and its test.
 #pragma once
@@ -282,6 +283,9 @@ struct FamilySpec {
   const char* default_chat_template;  // what data.chat_template=auto falls back to: "plain", "chatml", ...
   LayerSpec layer;                    // every layer of the model is one of these
   const ModelInputsSpec* model_inputs = nullptr;
+  // Every op of its training step has a CUDA implementation, so train.device=cuda may run it
+  // (configs that add ops without one, e.g. attention biases or experts, are still refused).
+  bool trains_on_gpu = false;
 };
 
 // The spec of a model.family name; lathe::Error "model.family: unknown family 'X' (known: ...)".

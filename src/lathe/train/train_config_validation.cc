@@ -258,7 +258,8 @@ void check_experts(const ModelConfig& model, ProblemList& problems) {
 void check_gpu_training(const TrainConfig& config, ProblemList& problems) {
   if (!cuda::available() && !cuda::host_simulation_active())
     problems.add("train.device=cuda: no usable CUDA device here (", cuda::status_line(), ")");
-  if (config.model.family != "llama" || config.model.moe_experts > 0 || config.model.attention_bias ||
+  const FamilySpec* family = find_family_spec_or_null(config.model.family);
+  if (!family || !family->trains_on_gpu || config.model.moe_experts > 0 || config.model.attention_bias ||
       config.model.mtp_layers > 0)
     problems.add("train.device=cuda runs the dense llama family for now (model.family=", config.model.family,
                  config.model.moe_experts > 0 ? ", experts" : "", config.model.attention_bias ? ", attention bias" : "",

@@ -169,8 +169,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   const bool on_gpu = config.train.device == "cuda";
   LATHE_CHECK(!on_gpu || !setup.distributed(), "train.device=cuda runs in one process for now (no NCCL yet); got ",
               communicator.world_size(), " ranks");
-  if (on_gpu) {
-    cuda::require_available("train.device=cuda");
+  if (on_gpu) {  // a usable device was checked with the config
     // Tensor cores multiply bf16 at ~16x the GPU's f32 rate: auto takes bf16 there.
     setup.compute_dtype = config.train.dtype == ComputeDtype::f32 ? ComputeDtype::f32 : ComputeDtype::bf16;
     if (config.train.dtype == ComputeDtype::automatic)
@@ -201,17 +200,18 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   // matmul engine (AMX or vdpbf16ps; a forced bf16 run on a CPU without either: f32), the rest
   // (routers, attention without AMX) on f32 FMA.
   const bool bf16 = setup.compute_dtype == ComputeDtype::bf16;
-  const double bf16_flops = bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, amx_active()) : 0.0;
-  setup.peak_gflops = mixed_work_peak_gflops(peaks, setup.flops_per_token, bf16_flops);
-  // The GPU's datasheet rates (cuda_runtime.h). bf16: every matmul, the LM head's gradient products
-  // (tensor-core parts) and attention (bf16 there) counted on tensor cores, the strict count while
-  // the CUDA-core attention kernel is the default.
   if (on_gpu && cuda::available()) {
+    // The GPU's datasheet rates (cuda_runtime.h). bf16: every matmul, the LM head's gradient
+    // products (tensor-core parts) and attention (bf16 there) counted on tensor cores, the strict
+    // count while the CUDA-core attention kernel is the default.
     MachinePeaks gpu;
     gpu.f32_gflops = cuda::f32_peak_gflops(cuda::devices().front());
     gpu.bf16_gflops = cuda::bf16_tensor_peak_gflops(cuda::devices().front());
     setup.peak_gflops = mixed_work_peak_gflops(
         gpu, setup.flops_per_token, bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, true) : 0.0);
+  } else {
+    const double bf16_flops = bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, amx_active()) : 0.0;
+    setup.peak_gflops = mixed_work_peak_gflops(peaks, setup.flops_per_token, bf16_flops);
   }
   std::fprintf(
       log,

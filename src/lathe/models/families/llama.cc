@@ -17,6 +17,7 @@ const FamilySpec& llama_family() {
       .traits = {},
       .default_chat_template = "plain",
       .layer = kPreNormDecoderLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }
