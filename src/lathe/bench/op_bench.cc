@@ -103,7 +103,7 @@ static std::vector<Rival> rivals_for(OpProblem& problem, const BenchOptions& opt
                 ": config '", rival.config.to_string(), "' is not in this implementation's config space for ",
                 problem.shape_key(), " (see `lathe tune ", rival.op, " --list`)");
     rivals.push_back({rival.impl + ":" + rival.config.to_string(),
-                      [&problem, &rival] { problem.run(rival.impl, &rival.config); }});
+                      [&problem, &rival] { problem.run(rival.impl, &rival.config); }, ""});
   }
   return rivals;
 }

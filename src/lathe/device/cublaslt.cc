@@ -3,11 +3,10 @@
 
 #include "lathe/device/cublaslt.h"
 
-#include <dlfcn.h>
-
 #include <string>
 
 #include "lathe/core/error.h"
+#include "lathe/device/shared_library.h"
 
 namespace lathe::cuda {
 namespace {
@@ -17,36 +16,16 @@ struct Loaded {
   std::string path, error;  // error: why loading failed ("" when it worked)
 };
 
-template <class Fn>
-void resolve(void* library, const char* name, Fn& into, std::string& error) {
-  into = reinterpret_cast<Fn>(dlsym(library, name));
-  if (!into && error.empty()) error = str_cat("it has no ", name);
-}
-
 Loaded load() {
+  SharedLibrary library = load_shared_library(
+      {LATHE_CUBLASLT_SONAME, str_cat(LATHE_CUBLASLT_DIR, "/", LATHE_CUBLASLT_SONAME)}, "cuBLASLt");
   Loaded loaded;
-  const std::string candidates[] = {LATHE_CUBLASLT_SONAME, str_cat(LATHE_CUBLASLT_DIR, "/", LATHE_CUBLASLT_SONAME)};
-  void* library = nullptr;
-  std::string tried;
-  for (const std::string& candidate : candidates) {
-    library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library) {
-      loaded.path = candidate;
-      break;
-    }
-    const char* message = dlerror();
-    tried += str_cat(tried.empty() ? "" : "; ", message ? message : candidate.c_str());
-  }
-  if (!library) {
-    loaded.error = str_cat("cannot load cuBLASLt (", tried, ")");
-    return loaded;
-  }
   CublasLt& api = loaded.api;
-  std::string error;
-#define LATHE_RESOLVE(name) resolve(library, #name, api.name, error);
+#define LATHE_RESOLVE(name) resolve_symbol(library, #name, "cuBLASLt", api.name);
   LATHE_CUBLASLT_ENTRY_POINTS(LATHE_RESOLVE)
 #undef LATHE_RESOLVE
-  if (!error.empty()) loaded.error = str_cat("cuBLASLt at ", loaded.path, " is unusable: ", error);
+  loaded.path = library.path;
+  loaded.error = library.error;
   return loaded;
 }
 

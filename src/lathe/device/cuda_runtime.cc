@@ -149,7 +149,27 @@ double bf16_tensor_peak_gflops(const DeviceProperties& device) {
 
 namespace {
 std::atomic<int> simulations{0};
+std::atomic<int> selected{0};
 }  // namespace
+
+void select_device(int index) {
+  LATHE_CHECK(index >= 0 && (host_simulation_active() || index < static_cast<int>(devices().size())),
+              "CUDA device ", index, " does not exist (", devices().size(), " devices)");
+  selected.store(index);
+  use_selected_device();
+}
+
+int selected_device() { return selected.load(); }
+
+void use_selected_device() {
+#if LATHE_HAVE_CUDA
+  thread_local int current = 0;  // a thread starts on device 0
+  const int wanted = selected.load(std::memory_order_relaxed);
+  if (wanted == current || host_simulation_active()) return;
+  LATHE_CUDA_CHECK("select device", cudaSetDevice(wanted));
+  current = wanted;
+#endif
+}
 
 HostSimulation::HostSimulation() { simulations.fetch_add(1); }
 HostSimulation::~HostSimulation() { simulations.fetch_sub(1); }

@@ -53,6 +53,17 @@ std::string status_line();
 // Throws lathe::Error "<what>: no usable CUDA device: <reason>" unless available().
 void require_available(const std::string& what);
 
+// The GPU this process runs on: device 0 unless select_device() chose another (a data-parallel run
+// gives each rank of a machine its own: its local rank modulo the device count). Call it before any
+// CUDA work: lathe's stream and memory belong to the device current when they are first used.
+// Every thread that queues work (the gradient reducer's too) runs on the selected device:
+// use_selected_device() makes it the calling thread's current device (a thread-local check after
+// the first call; stream_handle() and the allocator call it). Throws lathe::Error for an index
+// outside devices().
+void select_device(int index);
+int selected_device();
+void use_selected_device();
+
 // Tests only: while a HostSimulation lives, "device" memory is host memory. Device tensors
 // (device_tensor.h) are host allocations tagged Device::cuda, copies and fills are host copies,
 // require_available() passes, and an op called on Device::cuda tensors runs its CPU

@@ -43,6 +43,7 @@ namespace {
 CachingAllocator& allocator() {
   static CachingAllocator instance(CachingAllocator::Backend{
       [](int64_t bytes) -> void* {
+        use_selected_device();
         void* pointer = nullptr;
         if (cudaMalloc(&pointer, static_cast<size_t>(bytes)) != cudaSuccess) {
           cudaGetLastError();  // out of memory is not sticky: clear it so the next call starts clean
@@ -52,6 +53,7 @@ CachingAllocator& allocator() {
       },
       [](void* pointer) { cudaFree(pointer); },
       [](int64_t* free_bytes, int64_t* total_bytes) {
+        use_selected_device();
         size_t free_memory = 0, total_memory = 0;
         cudaMemGetInfo(&free_memory, &total_memory);
         *free_bytes = static_cast<int64_t>(free_memory);
@@ -130,7 +132,8 @@ void backend_empty_cache() {}
 
 #endif
 
-// The host simulation of tests (cuda_runtime.h): host memory tagged as the device's.
+// Host copies (host to host, and every copy of the host simulation of tests, cuda_runtime.h) and
+// the simulation's allocation: host memory tagged as the device's.
 namespace {
 
 Tensor simulated_empty(const Shape& shape, DType dtype) {
@@ -141,7 +144,7 @@ Tensor simulated_empty(const Shape& shape, DType dtype) {
   return Tensor::adopt(std::make_shared<Tensor>(host), view);
 }
 
-void simulated_copy_rows(const TensorView& destination, const RowLayout& to, const TensorView& source,
+void host_copy_rows(const TensorView& destination, const RowLayout& to, const TensorView& source,
                          const RowLayout& from) {
   const int64_t element = static_cast<int64_t>(dtype_size(source.dtype));
   const auto* in = static_cast<const char*>(source.data);
@@ -178,8 +181,8 @@ void copy(const TensorView& destination, const TensorView& source) {
   const std::optional<RowLayout> to = row_layout(destination);
   LATHE_CHECK(to.has_value(), "copy to ", destination.describe(),
               ": this layout is not supported (the last axis must be contiguous, leading axes evenly spaced)");
-  if (host_simulation_active())
-    simulated_copy_rows(destination, *to, source, *from);
+  if (host_simulation_active() || (destination.device == Device::cpu && source.device == Device::cpu))
+    host_copy_rows(destination, *to, source, *from);
   else
     backend_copy_rows(destination, *to, source, *from);
 }

@@ -31,8 +31,9 @@ Tensor device_zeros(const Shape& shape, DType dtype, const std::string& what = "
 // A contiguous copy on the device of a host view (any layout), and back.
 Tensor to_device(const TensorView& host);
 Tensor to_host(const TensorView& device);
-// Copies between two views of the same shape and dtype; either may be host or device, and the
-// destination may be a strided view (rows of a wider buffer).
+// Copies between two views of the same shape and dtype; either may be host or device (host to
+// host is a plain memory copy, on any machine), and the destination may be a strided view (rows
+// of a wider buffer).
 void copy(const TensorView& destination, const TensorView& source);
 // Fills a device view with a byte pattern (0: zeros; 0xFF: NaN for floats, the poison of tests).
 void fill_bytes(const TensorView& device, int byte);

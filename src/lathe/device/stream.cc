@@ -11,6 +11,7 @@ namespace lathe::cuda {
 #if LATHE_HAVE_CUDA
 
 void* stream_handle() {
+  use_selected_device();
   static cudaStream_t stream = [] {
     require_available("CUDA stream");
     cudaStream_t created = nullptr;

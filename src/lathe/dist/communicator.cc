@@ -5,6 +5,7 @@
 
 #include "lathe/core/error.h"
 #include "lathe/core/launcher.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/dist/mpi_communicator.h"
 
 #ifdef LATHE_HAVE_MPI
@@ -33,6 +34,29 @@ void Communicator::all_to_all_v(const float* send, const std::vector<int64_t>& s
 void Communicator::all_to_all_v(const int64_t* send, const std::vector<int64_t>& send_counts, int64_t* recv,
                                 const std::vector<int64_t>& recv_counts) {
   copy_to_self(*this, send, send_counts, recv, recv_counts);
+}
+
+namespace {
+
+// A contiguous f32 tensor's host copy for a collective, and back where it came from.
+template <class Collective>
+void staged(const TensorView& data, const char* what, Collective&& collective) {
+  LATHE_CHECK(data.dtype == DType::f32 && data.is_contiguous(), what, ": ", data.describe(),
+              " must be a contiguous f32 tensor");
+  if (data.device == Device::cpu) return collective(static_cast<float*>(data.data));
+  Tensor host = cuda::to_host(data);
+  collective(host.ptr<float>());
+  cuda::copy(data, host.view());
+}
+
+}  // namespace
+
+void Communicator::all_reduce_sum(const TensorView& data) {
+  staged(data, "all_reduce_sum", [&](float* values) { all_reduce_sum(values, data.numel()); });
+}
+
+void Communicator::all_gather(const TensorView& data, const std::vector<int64_t>& counts) {
+  staged(data, "all_gather", [&](float* values) { all_gather(values, counts); });
 }
 
 void SingleProcessCommunicator::abort(int exit_code) { std::exit(exit_code); }

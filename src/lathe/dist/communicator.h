@@ -4,11 +4,13 @@
 //   SingleProcessCommunicator  world 1, every collective is the identity (plain `lathe train`).
 //   MpiCommunicator            Open MPI (built when CMake finds MPI: LATHE_HAVE_MPI), one rank per
 //                              process started by `mpirun -np N lathe train ...`.
-// NCCL later: an NcclCommunicator would take an MpiCommunicator for bootstrapping (rank 0 creates
-// the ncclUniqueId, broadcast() hands it to every rank, then ncclCommInitRank) and implement the
-// same calls on device buffers with ncclAllReduce / ncclBroadcast / ncclAllGather on its own
-// stream; make_communicator_from_environment() picks it when the model lives on GPUs. The trainer
-// and the gradient reducer need no change: they only see rank(), world_size() and the collectives.
+//   NcclCommunicator           (dist/nccl_communicator.h) GPU runs: the tensor collectives on device
+//                              memory through NCCL, everything else through the MPI communicator
+//                              it was bootstrapped with.
+// The gradient reducer and ZeRO-1 hand their buffers over as tensors (the tensor overloads below),
+// on the device the model lives on: host tensors go to the pointer calls; device tensors go to
+// NCCL where the communicator has it, else are staged through host memory (a copy to the host,
+// the host collective, a copy back), so any communicator serves a GPU run, NCCL only faster.
 //
 // Every collective must be entered by all ranks in the same order. Calls are not thread safe: one
 // thread at a time (the gradient reducer hands the communicator between the trainer thread and its
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "lathe/core/launcher.h"
+#include "lathe/core/tensor.h"
 
 namespace lathe {
 
@@ -51,6 +54,15 @@ class Communicator {
   virtual void all_to_all_v(const int64_t* send, const std::vector<int64_t>& send_counts, int64_t* recv,
                             const std::vector<int64_t>& recv_counts);
   virtual void barrier() = 0;
+
+  // The same collectives on a contiguous f32 tensor of either device (see the top of this file).
+  // data: (count) -> the element-wise sum over ranks.
+  virtual void all_reduce_sum(const TensorView& data);
+  // data: (sum of counts), as all_gather above.
+  virtual void all_gather(const TensorView& data, const std::vector<int64_t>& counts);
+  // How device tensors travel: "staged through host memory" here, "NCCL 2.x" for NCCL.
+  virtual std::string device_transport() const { return "staged through host memory"; }
+
   // Ends every process of the job with `exit_code` (after a failure on this rank only).
   [[noreturn]] virtual void abort(int exit_code) = 0;
 };
@@ -60,6 +72,8 @@ class SingleProcessCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string name() const override { return "single process"; }
+  using Communicator::all_gather;  // the tensor overloads too
+  using Communicator::all_reduce_sum;
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}
   void broadcast(void*, int64_t, int) override {}

@@ -24,6 +24,8 @@ class MpiCommunicator final : public Communicator {
   int world_size() const override { return world_size_; }
   int local_world_size() const override { return local_world_size_; }
   std::string name() const override { return name_; }
+  using Communicator::all_gather;  // the tensor overloads too
+  using Communicator::all_reduce_sum;
   void all_reduce_sum(float* data, int64_t count) override;
   void all_reduce_sum(double* data, int64_t count) override;
   void broadcast(void* data, int64_t bytes, int root) override;

@@ -13,20 +13,15 @@
 #include "lathe/device/device_tensor.h"
 #include "lathe/train/train_step.h"
 #include "test_seed.h"
+#include "tiny_model.h"
 
 namespace lathe {
 namespace {
 
 TrainConfig tiny_llama() {
   TrainConfig config;
-  config.model.vocab_size = 37;
-  config.model.d_model = 32;
-  config.model.n_layers = 2;
-  config.model.n_heads = 4;
-  config.model.n_kv_heads = 2;
-  config.model.head_dim = 8;
-  config.model.ffn_dim = 48;
-  config.model.max_seq_len = 16;
+  config.model = tiny_model_config(
+      {.vocab_size = 37, .d_model = 32, .n_heads = 4, .n_kv_heads = 2, .head_dim = 8, .ffn_dim = 48, .max_seq_len = 16});
   config.model.init_std = 0.2;
   config.train.batch_size = 2;
   config.train.grad_accum = 2;  // two micro-batches: gradient accumulation on the device too

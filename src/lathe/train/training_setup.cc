@@ -10,6 +10,7 @@
 #include "lathe/core/parallel.h"
 #include "lathe/core/version.h"
 #include "lathe/device/cuda_runtime.h"
+#include "lathe/dist/nccl_communicator.h"
 #include "lathe/telemetry/metrics_log.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/load_from.h"
@@ -106,6 +107,27 @@ void resume_or_start(TrainingSetup& setup, const MachinePeaks& peaks) {
   std::fprintf(setup.log, "resuming from %s (step %lld)\n", latest->c_str(), static_cast<long long>(checkpoint.step));
 }
 
+// A data-parallel run on GPUs: each rank of a machine on its own device (local rank modulo the
+// devices), then NCCL for the gradients and ZeRO-1's all-gather where every rank has its own GPU
+// and NCCL loads; else those collectives are staged through host memory over MPI (ranks may then
+// share a GPU), said in one note. setup.communicator becomes the NCCL one (MPI under it).
+void connect_gpu_ranks(TrainingSetup& setup) {
+  const int devices = std::max(1, static_cast<int>(cuda::devices().size()));
+  const LaunchEnvironment& environment = launch_environment();
+  cuda::select_device(environment.local_rank % devices);
+  std::string why_not = nccl_unavailable_reason();
+  if (why_not.empty() && setup.communicator->local_world_size() > devices)
+    why_not = str_cat(setup.communicator->local_world_size(), " ranks on this machine share ", devices,
+                      " GPU(s) (NCCL needs one GPU per rank)");
+  if (any_rank_true(*setup.communicator, !why_not.empty())) {
+    std::fprintf(setup.log, "note: GPU collectives staged through host memory over %s: %s\n",
+                 setup.communicator->name().c_str(), why_not.empty() ? "another rank cannot use NCCL" : why_not.c_str());
+    return;
+  }
+  setup.gpu_communicator = make_nccl_communicator(*setup.communicator);
+  setup.communicator = setup.gpu_communicator.get();
+}
+
 }  // namespace
 
 TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& options) {
@@ -167,8 +189,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   setup.events->startup(startup_start);
   std::string dtype_message;
   const bool on_gpu = config.train.device == "cuda";
-  LATHE_CHECK(!on_gpu || !setup.distributed(), "train.device=cuda runs in one process for now (no NCCL yet); got ",
-              communicator.world_size(), " ranks");
+  if (on_gpu && setup.distributed()) connect_gpu_ranks(setup);
   if (on_gpu) {  // a usable device was checked with the config
     // Tensor cores multiply bf16 at ~16x the GPU's f32 rate: auto takes bf16 there.
     setup.compute_dtype = config.train.dtype == ComputeDtype::f32 ? ComputeDtype::f32 : ComputeDtype::bf16;
@@ -182,7 +203,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   setup.model->set_compute_dtype(setup.compute_dtype);
   setup.model->initialize(config.train.seed);
   if (on_gpu) setup.model->move_to(Device::cuda);  // before the optimizer allocates its moments beside the weights
-  setup.step = std::make_unique<TrainStep>(*setup.model, config, communicator);
+  setup.step = std::make_unique<TrainStep>(*setup.model, config, *setup.communicator);
   resume_or_start(setup, peaks);
   // Only now, so a refused resume leaves the run's tokenizer and config as its checkpoints need them.
   if (setup.lead) {
@@ -190,7 +211,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
     write_text_file(setup.run_dir + "/config.yaml", setup.config_yaml);
   }
   if (setup.distributed())
-    std::fprintf(log, "%s\n%s\n", describe_data_parallel_run(setup.step->share(), communicator, config).c_str(),
+    std::fprintf(log, "%s\n%s\n", describe_data_parallel_run(setup.step->share(), *setup.communicator, config).c_str(),
                  setup.step->describe_memory().c_str());
 
   setup.tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;

@@ -27,7 +27,8 @@ namespace lathe {
 struct TrainingSetup {
   const TrainConfig* config = nullptr;
   std::unique_ptr<SingleProcessCommunicator> single_process;  // when options.communicator is null
-  Communicator* communicator = nullptr;
+  std::unique_ptr<Communicator> gpu_communicator;  // NCCL over options.communicator (a GPU data-parallel run)
+  Communicator* communicator = nullptr;             // the run's: gpu_communicator when set
   bool lead = true;              // rank 0: writes the run directory and prints
   std::FILE* log = nullptr;      // run_log's stream on rank 0 once the run directory is locked, discarded elsewhere
   std::FILE* console = nullptr;  // options.log on rank 0 (where progress redraws its line), else null

@@ -76,6 +76,7 @@ std::string describe_data_parallel_run(const DataParallelShare& share, const Com
                  " thread(s) each; each rank trains ", share.rows, " of the ", share.global_batch,
                  " sequences of a step (", share.micro_batches, " micro-batch(es) of up to ", share.micro_batch_rows,
                  "); gradient buckets of ", config.dist.bucket_mb, " MB",
+                 config.train.device == "cuda" ? str_cat(" on the GPU (", communicator.device_transport(), ")") : "",
                  config.dist.overlap && !config.dist.expert_parallel ? ", overlapped with backward"
                                                                      : ", reduced after backward",
                  config.dist.expert_parallel ? str_cat("; expert parallel: each rank holds ",

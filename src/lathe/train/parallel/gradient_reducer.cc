@@ -1,8 +1,9 @@
 #include "lathe/train/parallel/gradient_reducer.h"
 
-#include <cstring>
+#include <algorithm>
 
 #include "lathe/core/clock.h"
+#include "lathe/device/device_tensor.h"
 
 namespace lathe {
 
@@ -113,20 +114,21 @@ void GradientReducer::finish() {
 void GradientReducer::reduce_bucket(const std::vector<int>& bucket) {
   int64_t total = 0;
   for (int index : bucket) total += parameters_[index].var->grad.numel();
-  buffer_.resize(static_cast<size_t>(total));
-  int64_t offset = 0;
-  for (int index : bucket) {
-    const Tensor& grad = parameters_[index].var->grad;
-    std::memcpy(buffer_.data() + offset, grad.ptr<float>(), static_cast<size_t>(grad.numel()) * 4);
-    offset += grad.numel();
-  }
-  communicator_.all_reduce_sum(buffer_.data(), total);
-  offset = 0;
-  for (int index : bucket) {
-    const Tensor& grad = parameters_[index].var->grad;
-    std::memcpy(grad.ptr<float>(), buffer_.data() + offset, static_cast<size_t>(grad.numel()) * 4);
-    offset += grad.numel();
-  }
+  const Device device = parameters_[bucket.front()].var->grad.view().device;
+  if (!buffer_.defined() || buffer_.numel() < total || buffer_.view().device != device)
+    buffer_ = empty_on(device, {std::max(total, options_.bucket_bytes / 4)}, DType::f32, "gradient bucket");
+  const TensorView packed = buffer_.view().slice(0, 0, total);
+  auto each_gradient = [&](auto&& visit) {
+    int64_t offset = 0;
+    for (int index : bucket) {
+      const Tensor& grad = parameters_[index].var->grad;
+      visit(grad.view().reshape({grad.numel()}), packed.slice(0, offset, offset + grad.numel()));
+      offset += grad.numel();
+    }
+  };
+  each_gradient([](const TensorView& grad, const TensorView& slot) { cuda::copy(slot, grad); });
+  communicator_.all_reduce_sum(packed);
+  each_gradient([](const TensorView& grad, const TensorView& slot) { cuda::copy(grad, slot); });
 }
 
 void GradientReducer::run_thread() {

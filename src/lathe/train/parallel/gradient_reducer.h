@@ -13,6 +13,8 @@
 // Final parameters are appended, in the order they became final, to the open bucket; once it
 // holds bucket_bytes it goes to the reducer's thread, which packs the gradients into one buffer,
 // all-reduces it (sum) and unpacks, while the trainer thread continues with the backward pass.
+// On a GPU the bucket lives in device memory and goes to the communicator as a device tensor
+// (NCCL, or staged through the host: dist/communicator.h).
 // Gradients are summed, not averaged: the loss of each micro-batch is already weighted by its rows
 // over the global batch (train/train_step.h).
 //
@@ -95,7 +97,7 @@ class GradientReducer {
   std::deque<std::vector<int>> queue_;
   bool busy_ = false, stopping_ = false;
   double thread_seconds_ = 0;
-  std::vector<float> buffer_;
+  Tensor buffer_;  // the packed bucket, on the gradients' device (grown to the largest bucket)
   std::thread thread_;
 };
 

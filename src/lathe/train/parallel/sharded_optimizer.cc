@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <map>
 
-#include "lathe/core/bf16_convert.h"
-#include "lathe/core/half.h"
 #include "lathe/core/parallel.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/io/durable_file.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/ops/adamw/adamw.h"
+#include "lathe/ops/cast/cast.h"
 
 namespace lathe {
 namespace fs = std::filesystem;
@@ -151,10 +151,13 @@ ShardedAdamW::ShardedAdamW(std::vector<Parameter>& parameters, const OptimizerSe
     if (from < to) pieces_.push_back({i, from - parameter_begin, to - from, from});
     parameter_begin += numel;
   }
-  exp_avg_ = Tensor::zeros({end_ - begin_}, DType::f32);
-  exp_avg_sq_ = Tensor::zeros({end_ - begin_}, DType::f32);
+  // The moments and the gather buffer beside the weights (host memory, or the GPU's).
+  const Device device = parameters.empty() ? Device::cpu : parameters.front().var->value.view().device;
+  exp_avg_ = zeros_on(device, {end_ - begin_}, DType::f32, "exp_avg shard");
+  exp_avg_sq_ = zeros_on(device, {end_ - begin_}, DType::f32, "exp_avg_sq shard");
   LATHE_ASSERT(gather_chunk_bytes >= 4);
-  gather_buffer_.resize(static_cast<size_t>(std::max<int64_t>(1, std::min(total_, gather_chunk_bytes / 4))));
+  gather_buffer_ =
+      empty_on(device, {std::max<int64_t>(1, std::min(total_, gather_chunk_bytes / 4))}, DType::f32, "gather buffer");
 }
 
 double ShardedAdamW::step(int64_t step, double lr) {
@@ -191,7 +194,7 @@ void ShardedAdamW::gather_parameters() {
   // The flat vector in chunks of at most gather_buffer_ elements: inside a chunk every rank's part
   // is contiguous and in rank order, so one all-gather per chunk fills it.
   const int world = communicator_.world_size();
-  const int64_t chunk_elements = static_cast<int64_t>(gather_buffer_.size());
+  const int64_t chunk_elements = gather_buffer_.numel();
   std::vector<int64_t> counts(static_cast<size_t>(world));
   for (int64_t chunk_begin = 0; chunk_begin < total_; chunk_begin += chunk_elements) {
     const int64_t chunk_end = std::min(total_, chunk_begin + chunk_elements);
@@ -200,24 +203,24 @@ void ShardedAdamW::gather_parameters() {
       const int64_t to = std::min(chunk_end, shard_begin(total_, r + 1, world));
       counts[r] = std::max<int64_t>(0, to - from);
     }
+    const TensorView chunk = gather_buffer_.view().slice(0, 0, chunk_end - chunk_begin);
     // Copy this rank's elements of the chunk in, gather, copy the others' out (and round their
-    // bf16 copies as the adamw op rounds ours: nearest-even).
+    // bf16 copies as the adamw op rounds ours: nearest-even, by the cast op on their device).
     auto visit = [&](int64_t from, int64_t to, bool into_buffer) {
       int64_t parameter_begin = 0;
       for (const Parameter& parameter : parameters_) {
         const int64_t numel = parameter.var->value.numel();
         const int64_t lo = std::max(from, parameter_begin), hi = std::min(to, parameter_begin + numel);
         if (lo < hi) {
-          float* values = parameter.var->value.ptr<float>() + (lo - parameter_begin);
-          float* buffer = gather_buffer_.data() + (lo - chunk_begin);
-          const size_t bytes = static_cast<size_t>(hi - lo) * 4;
+          auto part = [&](const Tensor& tensor) {
+            return tensor.view().reshape({numel}).slice(0, lo - parameter_begin, hi - parameter_begin);
+          };
+          const TensorView buffer = chunk.slice(0, lo - chunk_begin, hi - chunk_begin);
           if (into_buffer) {
-            std::memcpy(buffer, values, bytes);
+            cuda::copy(buffer, part(parameter.var->value));
           } else {
-            std::memcpy(values, buffer, bytes);
-            if (parameter.var->value_bf16.defined()) {
-              convert_f32_to_bf16(buffer, parameter.var->value_bf16.ptr<bf16>() + (lo - parameter_begin), hi - lo);
-            }
+            cuda::copy(part(parameter.var->value), buffer);
+            if (parameter.var->value_bf16.defined()) cast({buffer, part(parameter.var->value_bf16)});
           }
         }
         parameter_begin += numel;
@@ -225,7 +228,7 @@ void ShardedAdamW::gather_parameters() {
     };
     const int64_t mine_from = std::max(chunk_begin, begin_), mine_to = std::min(chunk_end, end_);
     if (mine_from < mine_to) visit(mine_from, mine_to, /*into_buffer=*/true);
-    communicator_.all_gather(gather_buffer_.data(), counts);
+    communicator_.all_gather(chunk, counts);
     visit(chunk_begin, std::min(chunk_end, std::max(chunk_begin, begin_)), /*into_buffer=*/false);
     visit(std::max(chunk_begin, std::min(chunk_end, end_)), chunk_end, /*into_buffer=*/false);
   }
@@ -233,8 +236,12 @@ void ShardedAdamW::gather_parameters() {
 
 void ShardedAdamW::load(const LoadedCheckpoint& checkpoint) {
   const OptimizerMoments moments = read_optimizer_moments(checkpoint, parameters_, begin_, end_);
-  std::memcpy(exp_avg_.ptr<float>(), moments.exp_avg.data(), moments.exp_avg.size() * 4);
-  std::memcpy(exp_avg_sq_.ptr<float>(), moments.exp_avg_sq.data(), moments.exp_avg_sq.size() * 4);
+  for (auto [target, source] : {std::pair<Tensor*, const std::vector<float>*>{&exp_avg_, &moments.exp_avg},
+                                 std::pair<Tensor*, const std::vector<float>*>{&exp_avg_sq_, &moments.exp_avg_sq}}) {
+    Tensor host = Tensor::empty({end_ - begin_}, DType::f32);
+    std::memcpy(host.ptr<float>(), source->data(), source->size() * 4);
+    cuda::copy(*target, host.view());
+  }
 }
 
 std::vector<StagedCheckpointFile> ShardedAdamW::write_shards(const std::string& staging_dir, int64_t step) const {
@@ -248,8 +255,10 @@ std::vector<StagedCheckpointFile> ShardedAdamW::write_shards(const std::string& 
                                                        {"step", std::to_string(step)},
                                                        {"begin", std::to_string(begin_)},
                                                        {"end", std::to_string(end_)}};
-  const FileDigest digest = write_safetensors(
-      staging_dir + "/" + name, {{"exp_avg", exp_avg_.view()}, {"exp_avg_sq", exp_avg_sq_.view()}}, metadata);
+  const Tensor exp_avg = exp_avg_.view().device == Device::cpu ? exp_avg_ : cuda::to_host(exp_avg_);
+  const Tensor exp_avg_sq = exp_avg_sq_.view().device == Device::cpu ? exp_avg_sq_ : cuda::to_host(exp_avg_sq_);
+  const FileDigest digest = write_safetensors(staging_dir + "/" + name,
+                                              {{"exp_avg", exp_avg.view()}, {"exp_avg_sq", exp_avg_sq.view()}}, metadata);
   // Every rank's digest reaches rank 0 (sizes and CRCs are exact in a double).
   std::vector<double> digests(2 * static_cast<size_t>(world), 0.0);
   digests[2 * rank] = static_cast<double>(digest.bytes);

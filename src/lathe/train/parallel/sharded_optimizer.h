@@ -9,6 +9,9 @@
 // all the updated weights (and their bf16 copies). AdamW is
 // element-wise, so the weights equal the unsharded optimizer's bit for bit.
 //
+// On a GPU the moments and the gather buffer live on the device and the all-gather takes device
+// tensors (dist/communicator.h); shards are copied to the host to be written.
+//
 // Checkpoints (written collectively into a staging directory, then taken over by rank 0's
 // CheckpointManager, train/checkpoint.h):
 //   optimizer.shard_00000_of_00002.safetensors  "exp_avg", "exp_avg_sq": (end - begin) f32 each
@@ -60,7 +63,7 @@ class ShardedAdamW {
   int64_t end() const { return end_; }
   int64_t elements() const { return total_; }  // N
   int64_t state_bytes() const { return 2 * (end_ - begin_) * 4; }
-  int64_t gather_buffer_bytes() const { return static_cast<int64_t>(gather_buffer_.size()) * 4; }
+  int64_t gather_buffer_bytes() const { return gather_buffer_.numel() * 4; }
 
  private:
   // The part of one parameter inside this rank's range.
@@ -77,8 +80,8 @@ class ShardedAdamW {
   Communicator& communicator_;
   int64_t total_ = 0, begin_ = 0, end_ = 0;
   std::vector<Piece> pieces_;
-  Tensor exp_avg_, exp_avg_sq_;       // (end - begin) f32
-  std::vector<float> gather_buffer_;  // one chunk of the flat vector
+  Tensor exp_avg_, exp_avg_sq_;  // (end - begin) f32, on the weights' device
+  Tensor gather_buffer_;         // (chunk) f32: one chunk of the flat vector, on the weights' device
 };
 
 }  // namespace lathe

@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include "lathe/core/rng.h"
+#include "lathe/device/cuda_runtime.h"
+#include "lathe/device/device_tensor.h"
+#include "lathe/io/durable_file.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
 #include "tiny_model.h"
@@ -49,25 +52,45 @@ class SimulatedRank final : public Communicator {
 
 ModelConfig tiny_model() { return tiny_model_config({.vocab_size = 31, .n_layers = 1, .n_kv_heads = 2}); }
 
-// A model with seeded weights and gradients (the same for every call with this seed).
-std::unique_ptr<TransformerModel> model_with_gradients(uint64_t seed) {
+// A model with seeded weights and gradients (the same for every call with this seed); with bf16
+// copies of the weights for `compute`, on the (simulated) GPU for `device`.
+std::unique_ptr<TransformerModel> model_with_gradients(uint64_t seed, ComputeDtype compute = ComputeDtype::f32,
+                                                       Device device = Device::cpu) {
   auto model = std::make_unique<TransformerModel>(tiny_model());
+  model->set_compute_dtype(compute);
   model->initialize(seed);
+  model->move_to(device);
   uint64_t stream = 100;
   for (Parameter& parameter : model->parameters()) {
-    std::vector<float> grad(static_cast<size_t>(parameter.var->grad.numel()));
-    for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>(uniform_at(seed, stream, i) - 0.5);
-    write_from_vector(parameter.var->grad, grad);
+    Tensor grad = Tensor::empty(parameter.var->grad.shape(), DType::f32);
+    for (int64_t i = 0; i < grad.numel(); ++i)
+      grad.ptr<float>()[i] = static_cast<float>(uniform_at(seed, stream, static_cast<uint64_t>(i)) - 0.5);
+    cuda::copy(parameter.var->grad, grad.view());
     ++stream;
   }
   return model;
 }
 
+Tensor on_host(const Tensor& tensor) { return tensor.view().device == Device::cpu ? tensor : cuda::to_host(tensor); }
+
 std::vector<float> flat_weights(TransformerModel& model) {
   std::vector<float> all;
   for (const Parameter& parameter : model.parameters()) {
-    std::vector<float> values = to_vector<float>(parameter.var->value);
+    const Tensor host = on_host(parameter.var->value);
+    std::vector<float> values = to_vector<float>(host);
     all.insert(all.end(), values.begin(), values.end());
+  }
+  return all;
+}
+
+// The bf16 copies' bits, in model order.
+std::vector<uint16_t> flat_bf16_weights(TransformerModel& model) {
+  std::vector<uint16_t> all;
+  for (const Parameter& parameter : model.parameters()) {
+    if (!parameter.var->value_bf16.defined()) continue;
+    const Tensor copy = on_host(parameter.var->value_bf16);
+    const auto* bits = static_cast<const uint16_t*>(copy.view().data);
+    all.insert(all.end(), bits, bits + copy.numel());
   }
   return all;
 }
@@ -151,6 +174,59 @@ TEST(ShardedAdamW, EachRankUpdatesItsRangeLikeTheWholeOptimizerAndShardsReshard)
     FAIL() << "expected an error";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("optimizer.index.json: parameter"), std::string::npos) << error.what();
+  }
+}
+
+// A GPU run's ZeRO-1: moments and the gather buffer in (simulated) device memory, the all-gather on
+// a device tensor (staged to the host by the base class), the bf16 copies rounded by the cast op on
+// the device. Weights and their bf16 copies must equal the whole host optimizer's bit for bit, the
+// shard files the host ranks' byte for byte, and a device optimizer must load them back.
+TEST(ShardedAdamW, RunsOnDeviceTensorsLikeOnTheHost) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  OptimizerSection config;
+  config.grad_clip = 0.5;
+  auto whole_model = model_with_gradients(seed, ComputeDtype::bf16);
+  AdamWOptimizer whole(whole_model->parameters(), config);
+  whole.step(1, 1e-2);
+  const std::vector<float> expected = flat_weights(*whole_model);
+  const std::vector<uint16_t> expected_bf16 = flat_bf16_weights(*whole_model);
+  ASSERT_FALSE(expected_bf16.empty());
+
+  ScratchDirectory scratch;
+  cuda::HostSimulation simulation;
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(testing::Message() << "rank " << rank);
+    std::vector<std::string> shard_bytes;
+    for (Device device : {Device::cpu, Device::cuda}) {
+      auto model = model_with_gradients(seed, ComputeDtype::bf16, device);
+      SimulatedRank communicator(rank, 2, &expected);
+      ShardedAdamW sharded(model->parameters(), config, communicator, 1000);
+      sharded.step(1, 1e-2);
+      ASSERT_EQ(model->parameters().front().var->value.view().device, device);
+      EXPECT_EQ(flat_weights(*model), expected);
+      EXPECT_EQ(flat_bf16_weights(*model), expected_bf16);
+      const std::string staging = str_cat(scratch.path(), "/", device == Device::cpu ? "host" : "device", rank);
+      sharded.write_shards(staging, 1);
+      shard_bytes.push_back(read_file_contents(staging + "/" + (rank == 0 ? "optimizer.shard_00000_of_00002.safetensors"
+                                                                          : "optimizer.shard_00001_of_00002.safetensors")));
+      if (device == Device::cuda) {  // the shard read back into device moments, then written again
+        LoadedCheckpoint checkpoint;
+        checkpoint.directory = scratch.path() + "/host0";
+        if (rank == 1) {
+          ShardedAdamW reloaded(model->parameters(), config, communicator, 1000);
+          // Rank 1's range spans only its own shard; the index is rank 0's: read the host pair.
+          std::filesystem::copy(staging + "/optimizer.shard_00001_of_00002.safetensors",
+                                scratch.path() + "/host0/optimizer.shard_00001_of_00002.safetensors",
+                                std::filesystem::copy_options::overwrite_existing);
+          reloaded.load(checkpoint);
+          reloaded.write_shards(scratch.path() + "/reloaded", 1);
+          EXPECT_EQ(read_file_contents(scratch.path() + "/reloaded/optimizer.shard_00001_of_00002.safetensors"),
+                    shard_bytes.front());
+        }
+      }
+    }
+    EXPECT_EQ(shard_bytes[0], shard_bytes[1]);
   }
 }
 
