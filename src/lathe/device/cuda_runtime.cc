@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "lathe/core/error.h"
+#include "lathe/device/simulated_memory.h"
 
 #if LATHE_HAVE_CUDA
 #include "lathe/device/cublaslt.h"
@@ -171,7 +172,10 @@ void use_selected_device() {
 #endif
 }
 
-HostSimulation::HostSimulation() { simulations.fetch_add(1); }
+HostSimulation::HostSimulation() {
+  install_simulated_fault_message();
+  simulations.fetch_add(1);
+}
 HostSimulation::~HostSimulation() { simulations.fetch_sub(1); }
 bool host_simulation_active() { return simulations.load(std::memory_order_relaxed) > 0; }
 

@@ -65,14 +65,14 @@ int selected_device();
 void use_selected_device();
 
 // Tests only: while a HostSimulation lives, "device" memory is host memory. Device tensors
-// (device_tensor.h) are host allocations tagged Device::cuda, copies and fills are host copies,
-// require_available() passes, and an op called on Device::cuda tensors runs its CPU
-// implementation on the same memory (op.h). What it checks on any machine is the plumbing of GPU
-// code paths (the trainer's): every tensor allocated on the device its op runs on (an op given
-// host and device tensors refuses them), no host element access to device tensors (read_element
-// refuses them), the same numbers as the host path. What it cannot check: raw host pointer
-// reads of device memory, which only a real device faults on. Not thread-safe to construct
-// while other threads run ops; nests.
+// (device_tensor.h) are host pages tagged Device::cuda and protected from host access
+// (simulated_memory.h), copies and fills are host copies, require_available() passes, and an op
+// called on Device::cuda tensors runs its CPU implementation on the same memory, opened for the
+// call (op.h). What it checks on any machine is the plumbing of GPU code paths (the trainer's):
+// every tensor allocated on the device its op runs on (an op given host and device tensors
+// refuses them), no host access to device tensors (read_element refuses them; a raw pointer read
+// or write faults, as on a GPU), the same numbers as the host path. What it cannot check: the
+// CUDA kernels themselves. Not thread-safe to construct while other threads run ops; nests.
 class HostSimulation {
  public:
   HostSimulation();

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "lathe/device/cuda_runtime.h"
+#include "lathe/device/simulated_memory.h"
 #include "lathe/device/stream.h"
 
 #if LATHE_HAVE_CUDA
@@ -136,14 +137,6 @@ void backend_empty_cache() {}
 // the simulation's allocation: host memory tagged as the device's.
 namespace {
 
-Tensor simulated_empty(const Shape& shape, DType dtype) {
-  const Tensor host = Tensor::empty(shape, dtype);
-  poison(host);  // as cudaMalloc's memory, never zeros to rely on
-  TensorView view = host.view();
-  view.device = Device::cuda;
-  return Tensor::adopt(std::make_shared<Tensor>(host), view);
-}
-
 void host_copy_rows(const TensorView& destination, const RowLayout& to, const TensorView& source,
                          const RowLayout& from) {
   const int64_t element = static_cast<int64_t>(dtype_size(source.dtype));
@@ -157,7 +150,7 @@ void host_copy_rows(const TensorView& destination, const RowLayout& to, const Te
 }  // namespace
 
 Tensor device_empty(const Shape& shape, DType dtype, const std::string& what) {
-  return host_simulation_active() ? simulated_empty(shape, dtype) : backend_empty(shape, dtype, what);
+  return host_simulation_active() ? simulated_device_empty(shape, dtype) : backend_empty(shape, dtype, what);
 }
 
 Tensor device_zeros(const Shape& shape, DType dtype, const std::string& what) {
@@ -181,8 +174,11 @@ void copy(const TensorView& destination, const TensorView& source) {
   const std::optional<RowLayout> to = row_layout(destination);
   LATHE_CHECK(to.has_value(), "copy to ", destination.describe(),
               ": this layout is not supported (the last axis must be contiguous, leading axes evenly spaced)");
-  if (host_simulation_active() || (destination.device == Device::cpu && source.device == Device::cpu))
+  if (host_simulation_active() || (destination.device == Device::cpu && source.device == Device::cpu)) {
+    SimulatedDeviceAccess access;
+    access.open(destination), access.open(source);
     host_copy_rows(destination, *to, source, *from);
+  }
   else
     backend_copy_rows(destination, *to, source, *from);
 }
@@ -203,6 +199,8 @@ void fill_bytes(const TensorView& device, int byte) {
   LATHE_CHECK(device.device == Device::cuda && device.is_contiguous(), "fill_bytes: ", device.describe(),
               " must be a contiguous device tensor");
   if (!host_simulation_active()) return backend_fill_bytes(device, byte);
+  SimulatedDeviceAccess access;
+  access.open(device);
   std::memset(device.data, byte, static_cast<size_t>(device.numel()) * dtype_size(device.dtype));
 }
 

@@ -21,6 +21,7 @@
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/tensor.h"
 #include "lathe/device/cuda_runtime.h"
+#include "lathe/device/simulated_memory.h"
 #include "lathe/ops/config.h"
 #include "lathe/ops/dispatch.h"
 #include "lathe/ops/op_profile.h"
@@ -165,7 +166,11 @@ class Op {
       check_one_device(args);
       // A test's host simulation of the GPU (device/cuda_runtime.h): the CPU implementation on
       // the same (host) memory.
-      if (cuda::host_simulation_active() && args_device(args) == Device::cuda) return run(as_host_args(args), dispatch);
+      if (cuda::host_simulation_active() && args_device(args) == Device::cuda) {
+        require_cuda_impl_for(args);  // what a GPU would run, where this build has CUDA implementations
+        cuda::SimulatedDeviceAccess access;  // its device pages open while the CPU implementation runs
+        return run(as_host_args(args, access), dispatch);
+      }
     }
     if (op_profiling_enabled() && !OpProfileScope::nested()) {
       OpProfileScope scope;  // ops this op calls (e.g. matmul inside cross-entropy) count as its time
@@ -200,10 +205,24 @@ class Op {
                 "); copy them to one device first (device/device_tensor.h)");
   }
 
-  // The args with every tensor tagged as host memory (the host simulation's device tensors are).
-  static Args as_host_args(const Args& args) {
+  // The host simulation runs the CPU implementation, but a GPU would run a CUDA one: in a build
+  // with them, one must exist and accept these arguments (its own supported() check; the device
+  // itself is what the simulation stands in for). Throws lathe::Error otherwise.
+  void require_cuda_impl_for(const Args& args) const {
+    if (!cuda::compiled()) return;
+    for (const auto& impl : impls_)
+      if (impl.device == Device::cuda && (!impl.supported || impl.supported(args))) return;
+    throw_error(name_, ": no CUDA implementation supports these arguments (tensors on the simulated GPU)");
+  }
+
+  // The args with every tensor tagged as host memory (the host simulation's device tensors are),
+  // their pages opened to host access through `access`.
+  static Args as_host_args(const Args& args, cuda::SimulatedDeviceAccess& access) {
     Args host = args;
-    host.visit_tensors([](TensorView& view) { view.device = Device::cpu; });
+    host.visit_tensors([&](TensorView& view) {
+      access.open(view);
+      view.device = Device::cpu;
+    });
     return host;
   }
 

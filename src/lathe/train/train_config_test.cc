@@ -332,8 +332,15 @@ TEST(TrainConfigValidation, GpuTrainingRefusesWhatItDoesNotRunYet) {
               c.train.device = "cuda";
               c.model.attention_bias = true;
             }),
-            std::vector<std::string>{"train.device=cuda runs the dense llama family for now (model.family=llama, "
-                                     "attention bias has ops without a CUDA implementation)"});
+            std::vector<std::string>{"train.device=cuda runs the dense llama, mistral, qwen3, gemma2, gemma3 families "
+                                     "for now (model.family=llama, attention bias has ops without a CUDA "
+                                     "implementation)"});
+  EXPECT_EQ(problems_with([](TrainConfig& c) {
+              c.train.device = "cuda";
+              c.model.family = "qwen3";
+              c.model.qk_norm = true;
+            }),
+            std::vector<std::string>{});
 }
 
 TEST(TrainConfigValidation, AllProblemsAreReportedTogether) {

@@ -27,6 +27,7 @@ const FamilySpec& gemma2_family() {
       .traits = {.sandwich_norms = true, .norm_weight_offset = 1.0f, .embedding_scale = 0.0f},
       .default_chat_template = "gemma",
       .layer = kSandwichDecoderLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }

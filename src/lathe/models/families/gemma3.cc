@@ -46,6 +46,7 @@ const FamilySpec& gemma3_family() {
       .traits = {.qk_norm = true, .sandwich_norms = true, .norm_weight_offset = 1.0f, .embedding_scale = 0.0f},
       .default_chat_template = "gemma",
       .layer = kSandwichDecoderLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }

@@ -20,6 +20,7 @@ const FamilySpec& mistral_family() {
       .traits = {},
       .default_chat_template = "mistral",
       .layer = kPreNormDecoderLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }

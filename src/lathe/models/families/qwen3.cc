@@ -20,6 +20,7 @@ const FamilySpec& qwen3_family() {
       .traits = {.qk_norm = true},
       .default_chat_template = "chatml",
       .layer = kPreNormDecoderLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }
