@@ -91,7 +91,12 @@ case "$mode" in
     cublas_dir=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
                    find / -xdev -name 'libcublasLt.so.1*' -printf '%h\n' 2>/dev/null) | while read -r dir; do
                    [ -e "$dir/libcublasLt.so.13" ] && { echo "$dir"; break; }; done || true)
-    export LD_LIBRARY_PATH="$PWD/$bundle/lib${cublas_dir:+:$cublas_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # NCCL (loaded at run time, 200+ MB: not carried) from wherever the machine has it (a toolkit
+    # folder or the nvidia-nccl wheel); without it the NCCL test says why and skips.
+    nccl_dir=$( (ls -d /usr/local/cuda/lib64 2>/dev/null; find / -xdev -name 'libnccl.so.2' -printf '%h\n' 2>/dev/null) |
+                 while read -r dir; do [ -e "$dir/libnccl.so.2" ] && { echo "$dir"; break; }; done || true)
+    library_path="$PWD/$bundle/lib${cublas_dir:+:$cublas_dir}${nccl_dir:+:$nccl_dir}"
+    export LD_LIBRARY_PATH="$library_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     status=0
     {
       echo "# lathe device check"
