@@ -1,5 +1,6 @@
 #include "lathe/autograd/ops.h"
 
+#include "lathe/ops/column_sums/column_sums.h"
 #include "lathe/ops/embedding/embedding.h"
 #include "lathe/ops/linear_cross_entropy/linear_cross_entropy.h"
 #include "lathe/ops/matmul/matmul.h"
@@ -31,6 +32,19 @@ bool uses_bf16(const Tape& tape, const Var& weight) {
 
 // The first use of a gradient that another consumer may also be reading is copied (see add).
 bool needs_grad(const Var& var) { return var->requires_grad; }
+
+// Sums the rows of grad into a new (dim) tensor, accumulating in double.
+template <class T>
+Tensor sum_rows(const Tensor& grad) {
+  const int64_t rows = grad.dim(0), dim = grad.dim(1);
+  std::vector<double> sums(static_cast<size_t>(dim), 0.0);
+  const T* values = grad.ptr<T>();
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t i = 0; i < dim; ++i) sums[i] += values[row * dim + i];
+  Tensor out = Tensor::empty({dim}, grad.dtype());
+  for (int64_t i = 0; i < dim; ++i) out.ptr<T>()[i] = static_cast<T>(sums[i]);
+  return out;
+}
 
 }  // namespace
 
@@ -69,22 +83,34 @@ Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weigh
   return out;
 }
 
-Var linear(Tape& tape, const Var& x, const Var& weight) {
+Var linear(Tape& tape, const Var& x, const Var& weight, const Var& bias) {
   const int64_t rows = x->value.dim(0), out_features = weight->value.dim(0);
   const bool bf16 = uses_bf16(tape, weight);
-  Var out = stashed_matmul_output(tape, x->requires_grad || weight->requires_grad, [&] {
+  const bool bias_grad = bias && bias->requires_grad;
+  Var out = stashed_matmul_output(tape, x->requires_grad || weight->requires_grad || bias_grad, [&] {
     Tensor product = new_tensor(tape, x, {rows, out_features});
     MatmulArgs args;
     args.a = bf16 ? bf16_value(x) : x->value;
     args.b = bf16 ? weight->value_bf16 : weight->value;
     args.c = product;
     args.trans_b = true;
+    if (bias) args.bias = bias->value;
     run_matmul(tape.precision(), args);
     return product;
   });
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
-  tape.record([x, weight, out, precision, bf16] {
+  tape.record([x, weight, bias, out, precision, bf16] {
+    if (bias && bias->requires_grad) {  // dbias (out) += g summed over rows
+      if (precision == Precision::fast) {
+        ColumnSumsArgs args;
+        args.x = out->grad;
+        args.out = grad_buffer(bias, DType::f32, &args.accumulate);
+        column_sums(args);
+      } else {
+        accumulate_grad(bias, sum_rows<double>(out->grad), true);
+      }
+    }
     // bf16: g rounded once, both products read bf16 operands and accumulate in f32 into the f32
     // gradients. x's bf16 copy is the forward's (or, after a save_matmuls replay, made now).
     const Tensor grad = bf16 ? converted(out->grad, DType::bf16) : out->grad;
@@ -214,19 +240,6 @@ void add_bias_rows(const Tensor& x, const Tensor& bias, const Tensor& out) {
   T* output = out.ptr<T>();
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t i = 0; i < dim; ++i) output[row * dim + i] = input[row * dim + i] + b[i];
-}
-
-// Sums the rows of grad into a new (dim) tensor, accumulating in double.
-template <class T>
-Tensor sum_rows(const Tensor& grad) {
-  const int64_t rows = grad.dim(0), dim = grad.dim(1);
-  std::vector<double> sums(static_cast<size_t>(dim), 0.0);
-  const T* values = grad.ptr<T>();
-  for (int64_t row = 0; row < rows; ++row)
-    for (int64_t i = 0; i < dim; ++i) sums[i] += values[row * dim + i];
-  Tensor out = Tensor::empty({dim}, grad.dtype());
-  for (int64_t i = 0; i < dim; ++i) out.ptr<T>()[i] = static_cast<T>(sums[i]);
-  return out;
 }
 
 }  // namespace

@@ -18,7 +18,10 @@ Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weigh
 // Under a recording MatmulStash the output is kept for replay instead of being recomputed.
 // When weight carries a bf16 copy (tape.h), x and the output gradient are rounded to bf16 and
 // all three products run in bf16 with f32 accumulation; gradients stay f32.
-Var linear(Tape& tape, const Var& x, const Var& weight);
+// With a bias (out), it is added in the product's epilogue (the same bits as add_bias after it)
+// and its gradient is the column_sums op on the output gradient (f64, rows in order), so the whole
+// layer runs on the GPU too.
+Var linear(Tape& tape, const Var& x, const Var& weight, const Var& bias = nullptr);
 // x: (batch, seq, heads, head_dim) -> rotated copy (positions 0..seq-1 + params.position_offset).
 Var rope(Tape& tape, const Var& x, const RopeParams& params);
 // q: (batch, seq_q, heads, head_dim); k: (batch, seq_k, kv_heads, head_dim); v: (batch, seq_k, kv_heads,

@@ -143,7 +143,7 @@ LayerActivationCounts decoder_activation_counts(const ModelConfig& config, int64
   elements += d + 2 * d;         // o_proj, two residual adds
   elements += ffn.save_all;      // the feed-forward (dense: gate, up, activation, down)
   if (config.qk_norm) elements += q + k + (config.qk_norm_full_width ? 2 : heads + kv_heads);
-  if (config.attention_bias) elements += q + 2 * k;  // q, k, v after their biases
+  // Attention biases add nothing: they are added in the projections' matmul epilogue.
   if (config.sandwich_norms) elements += 2 * d + 2;  // post-attention and post-MLP norms
   return {elements, q + 2 * k + d + ffn.matmul_outputs};
 }

@@ -77,8 +77,7 @@ Var self_attention(Tape& tape, const BlockContext& context, const AttentionWeigh
   const bool full_width_norm = has_qk_norm && config.qk_norm_full_width;
   // full_width_norm: RMSNorm over the whole projection (OLMoE) before splitting into heads.
   auto project = [&](const Var* weight, const Var* bias, const Var* full_norm, int64_t heads) {
-    Var rows = autograd::linear(tape, x, *weight);
-    if (bias && *bias) rows = autograd::add_bias(tape, rows, *bias);
+    Var rows = autograd::linear(tape, x, *weight, bias && *bias ? *bias : nullptr);
     if (full_norm) rows = norm(tape, context, rows, *full_norm);
     return autograd::reshape(tape, rows, {batch, seq, heads, head_dim});
   };
@@ -103,8 +102,7 @@ Var self_attention(Tape& tape, const BlockContext& context, const AttentionWeigh
                      ? autograd::attention_with_sinks(tape, q, k, v, *weights.sinks, options)
                      : autograd::attention(tape, q, k, v, options, context.attention_dtype);
   Var rows = autograd::reshape(tape, attended, {batch * seq, config.n_heads * head_dim});
-  Var out = autograd::linear(tape, rows, *weights.o_proj);
-  return weights.o_bias && *weights.o_bias ? autograd::add_bias(tape, out, *weights.o_bias) : out;
+  return autograd::linear(tape, rows, *weights.o_proj, weights.o_bias && *weights.o_bias ? *weights.o_bias : nullptr);
 }
 
 Var gated_mlp(Tape& tape, const BlockContext& context, const MlpWeights& weights, const Var& x) {

@@ -27,6 +27,7 @@ void register_ssd_scan_ops(std::vector<OpRegistration>& ops);
 void register_short_conv_ops(std::vector<OpRegistration>& ops);
 void register_sum_squares_ops(std::vector<OpRegistration>& ops);
 void register_cast_ops(std::vector<OpRegistration>& ops);
+void register_column_sums_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -53,6 +54,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_short_conv_ops(list);
     register_sum_squares_ops(list);
     register_cast_ops(list);
+    register_column_sums_ops(list);
     return list;
   }();
   return ops;

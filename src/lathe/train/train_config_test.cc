@@ -330,10 +330,10 @@ TEST(TrainConfigValidation, GpuTrainingRefusesWhatItDoesNotRunYet) {
   EXPECT_EQ(problems_with([](TrainConfig& c) { c.train.device = "cuda"; }), std::vector<std::string>{});
   EXPECT_EQ(problems_with([](TrainConfig& c) {
               c.train.device = "cuda";
-              c.model.attention_bias = true;
+              c.model.moe_experts = 4;
             }),
-            std::vector<std::string>{"train.device=cuda runs the dense llama, mistral, qwen3, gemma2, gemma3 families "
-                                     "for now (model.family=llama, attention bias has ops without a CUDA "
+            std::vector<std::string>{"train.device=cuda runs the dense llama, mistral, qwen2, qwen3, gemma2, gemma3 "
+                                     "families for now (model.family=llama, experts has ops without a CUDA "
                                      "implementation)"});
   EXPECT_EQ(problems_with([](TrainConfig& c) {
               c.train.device = "cuda";

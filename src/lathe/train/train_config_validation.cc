@@ -259,14 +259,13 @@ void check_gpu_training(const TrainConfig& config, ProblemList& problems) {
   if (!cuda::available() && !cuda::host_simulation_active())
     problems.add("train.device=cuda: no usable CUDA device here (", cuda::status_line(), ")");
   const FamilySpec* family = find_family_spec_or_null(config.model.family);
-  if (!family || !family->trains_on_gpu || config.model.moe_experts > 0 || config.model.attention_bias ||
-      config.model.mtp_layers > 0) {
+  if (!family || !family->trains_on_gpu || config.model.moe_experts > 0 || config.model.mtp_layers > 0) {
     std::string gpu_families;
     for (const FamilySpec* spec : all_family_specs())
       if (spec->trains_on_gpu) gpu_families += str_cat(gpu_families.empty() ? "" : ", ", spec->name);
     problems.add("train.device=cuda runs the dense ", gpu_families, " families for now (model.family=",
                  config.model.family, config.model.moe_experts > 0 ? ", experts" : "",
-                 config.model.attention_bias ? ", attention bias" : "", config.model.mtp_layers > 0 ? ", MTP" : "",
+                 config.model.mtp_layers > 0 ? ", MTP" : "",
                  " has ops without a CUDA implementation)");
   }
 }

@@ -18,6 +18,7 @@ const FamilySpec& qwen2_family() {
       .traits = {.attention_bias = true},
       .default_chat_template = "plain",
       .layer = kPreNormDecoderLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }
