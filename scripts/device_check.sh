@@ -163,6 +163,24 @@ print(f"step 10 loss: uninterrupted {a!r}, resumed from step 5 {b!r}: {'identica
 sys.exit(0 if a == b else 1)
 PY
       fi
+      # Two more GPU families against the CPU the same way: Qwen2 (attention biases: the matmul bias
+      # epilogue, column_sums) and Gemma 2 (sandwich norms, soft caps, GeGLU, sliding windows).
+      qwen2="model.family=qwen2 model.attention_bias=true"
+      gemma2="model.family=gemma2 model.sandwich_norms=true model.ffn_activation=gelu_tanh model.embedding_scale=0"
+      gemma2="$gemma2 model.norm_weight_offset=1 model.final_logit_softcap=30 model.attn_logit_softcap=50"
+      gemma2="$gemma2 model.sliding_window=64 model.sliding_window_pattern=2 model.tie_embeddings=true"
+      for family in qwen2 gemma2; do
+        echo "== family $family: cpu against cuda" >>"$logs/gpu_train.log"
+        overrides=${!family}
+        rm -rf "/tmp/gpu_train_${family}_cpu" "/tmp/gpu_train_${family}_cuda"
+        # shellcheck disable=SC2086  # $overrides: several key=value words
+        { timeout 120 "$bundle/lathe" train $train_common $overrides run_dir="/tmp/gpu_train_${family}_cpu" \
+            train.device=cpu checkpoint.every=0 &&
+            timeout 120 "$bundle/lathe" train $train_common $overrides run_dir="/tmp/gpu_train_${family}_cuda" \
+              train.device=cuda checkpoint.every=0 &&
+            python3 scripts/compare_train_runs.py "/tmp/gpu_train_${family}_cpu" "/tmp/gpu_train_${family}_cuda"
+        } >>"$logs/gpu_train.log" 2>&1 || train_status=1
+      done
       # bf16 with the default (CUDA-core) attention, bf16 with the tensor-core attention pinned, f32.
       tensor_cores="--pin flash_attention:cuda:block_q=64,block_k=64"
       tensor_cores="$tensor_cores --pin flash_attention_backward:cuda:block_q=64,block_k=64"
@@ -178,8 +196,8 @@ PY
       done
       [ "$train_status" = 0 ] || status=1
       { grep -vE '^\s*$' "$logs/gpu_train.log" |
-          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype|1B body' |
-          tail -n 45; } | section "GPU training (exit $train_status)"
+          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype|1B body|family' |
+          tail -n 60; } | section "GPU training (exit $train_status)"
     fi
     set -e
     echo "== GPU benchmark"
