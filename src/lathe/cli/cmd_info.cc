@@ -8,6 +8,7 @@
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
 #include "lathe/device/cuda_runtime.h"
+#include "lathe/dist/nccl_communicator.h"
 
 namespace lathe::cli {
 
@@ -19,7 +20,8 @@ int run_info(int argc, char** argv) {
       "throughput, bf16 dot-product throughput (AVX512_BF16), AMX tdpbf16ps throughput (where the CPU has\n"
       "AMX and the kernel grants the tile-data permission), streaming-copy (DRAM) bandwidth and the\n"
       "bandwidth of each data-cache level (sizes from sysfs, else sysconf). Also says whether the\n"
-      "CUDA backend is compiled in and which GPU it can use.");
+      "CUDA backend is compiled in, which GPU it can use, and whether NCCL (data parallelism across\n"
+      "GPUs) can be loaded.");
   add_runtime_options(command_line);
   command_line.flag("json", "print one JSON object instead of text");
   command_line.flag("quick", "shorter measurement loops (less accurate)");
@@ -41,6 +43,7 @@ int run_info(int argc, char** argv) {
     json.set("threads_source", num_threads_source());
     json.set("available_cpus", available_cpus());
     json.set("cuda", cuda::status_line());
+    if (cuda::compiled()) json.set("nccl", nccl_status_line());
     if (!command_line.has("no-measure")) json.set("peaks", peaks.to_json());
     std::printf("%s\n", json.dump(2).c_str());
     return 0;
@@ -53,6 +56,7 @@ int run_info(int argc, char** argv) {
   std::printf("threads       %d (from %s; %d of %d logical cores available)\n", num_threads(), num_threads_source(),
               available_cpus(), cpu.logical_cores);
   std::printf("cuda          %s\n", cuda::status_line().c_str());
+  if (cuda::compiled()) std::printf("nccl          %s\n", nccl_status_line().c_str());
   if (command_line.has("no-measure")) return 0;
   std::printf("f32 FMA peak  %.1f GFLOP/s (%s, all threads)\n", peaks.f32_gflops, peaks.isa.c_str());
   if (peaks.bf16_gflops > 0)

@@ -1,5 +1,6 @@
 #include "lathe/dist/nccl_communicator.h"
 
+#include "lathe/core/error.h"
 #include "lathe/device/cuda_runtime.h"
 
 #if LATHE_HAVE_CUDA && LATHE_HAVE_NCCL
@@ -9,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "lathe/core/error.h"
 #include "lathe/device/shared_library.h"
 #include "lathe/device/stream.h"
 
@@ -34,6 +34,7 @@ struct Nccl {
 #define LATHE_NCCL_FIELD(name) decltype(&::name) name = nullptr;
   LATHE_NCCL_ENTRY_POINTS(LATHE_NCCL_FIELD)
 #undef LATHE_NCCL_FIELD
+  std::string path;   // the file it was loaded from
   std::string error;  // why it cannot be used ("" when it can)
 };
 
@@ -44,6 +45,7 @@ Nccl load_nccl() {
 #define LATHE_NCCL_RESOLVE(name) resolve_symbol(library, #name, "NCCL", nccl.name);
   LATHE_NCCL_ENTRY_POINTS(LATHE_NCCL_RESOLVE)
 #undef LATHE_NCCL_RESOLVE
+  nccl.path = library.path;
   nccl.error = library.error;
   return nccl;
 }
@@ -151,6 +153,13 @@ std::string nccl_unavailable_reason() {
   return nccl().error;
 }
 
+std::string nccl_status_line() {
+  if (!cuda::available()) return "not usable without a CUDA device";
+  const std::string why_not = nccl_unavailable_reason();
+  if (!why_not.empty()) return str_cat("not usable: ", why_not);
+  return str_cat("NCCL ", version_text(), " (", nccl().path, ")");
+}
+
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap) {
   if (!nccl_unavailable_reason().empty()) return nullptr;
   return std::make_unique<NcclCommunicator>(bootstrap);
@@ -164,6 +173,10 @@ namespace lathe {
 
 std::string nccl_unavailable_reason() {
   return cuda::compiled() ? "this build found no nccl.h when it was configured" : cuda::unavailable_reason();
+}
+std::string nccl_status_line() {
+  return cuda::compiled() ? "not usable: this build found no nccl.h when it was configured"
+                          : "not usable: no CUDA backend in this build";
 }
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator&) { return nullptr; }
 

@@ -27,6 +27,11 @@ namespace lathe {
 // why not (one line).
 std::string nccl_unavailable_reason();
 
+// One line for `lathe info`: "NCCL 2.28.9 (/usr/local/cuda/lib64/libnccl.so.2)", or why not
+// ("not usable without a CUDA device", "not usable: <reason>"). Loads the library only where a
+// GPU is usable.
+std::string nccl_status_line();
+
 // An NcclCommunicator over `bootstrap` (collective), or null when nccl_unavailable_reason() is not
 // empty. `bootstrap` must outlive the result.
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap);

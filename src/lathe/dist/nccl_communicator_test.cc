@@ -34,6 +34,7 @@ TEST(NcclCommunicator, OneRankTakesDeviceTensors) {
   EXPECT_EQ(nccl->world_size(), 1);
   EXPECT_NE(nccl->name().find("NCCL"), std::string::npos) << nccl->name();
   EXPECT_NE(nccl->device_transport().find("NCCL"), std::string::npos);
+  EXPECT_EQ(nccl_status_line().rfind("NCCL ", 0), 0u) << nccl_status_line();
   const Tensor expected = counting(1000);
   Tensor device = cuda::to_device(expected);
   nccl->all_reduce_sum(device.view());
@@ -48,6 +49,11 @@ TEST(NcclCommunicator, OneRankTakesDeviceTensors) {
   double scalar = 2.5;
   nccl->all_reduce_sum(&scalar, 1);
   EXPECT_EQ(scalar, 2.5);
+}
+
+TEST(NcclCommunicator, StatusLineSaysWhyNotWithoutAGpu) {
+  if (nccl_unavailable_reason().empty()) GTEST_SKIP() << "NCCL is usable here: " << nccl_status_line();
+  EXPECT_EQ(nccl_status_line().rfind("not usable", 0), 0u) << nccl_status_line();
 }
 
 TEST(NcclCommunicator, StagedCollectivesTakeSimulatedDeviceTensors) {
