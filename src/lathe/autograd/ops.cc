@@ -100,8 +100,8 @@ Var linear(Tape& tape, const Var& x, const Var& weight, const Var& bias) {
   });
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
-  tape.record([x, weight, bias, out, precision, bf16] {
-    if (bias && bias->requires_grad) {  // dbias (out) += g summed over rows
+  tape.record([x, weight, bias, bias_grad, out, precision, bf16] {
+    if (bias_grad) {  // dbias (out) += g summed over rows
       if (precision == Precision::fast) {
         ColumnSumsArgs args;
         args.x = out->grad;

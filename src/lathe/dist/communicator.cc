@@ -36,13 +36,17 @@ void Communicator::all_to_all_v(const int64_t* send, const std::vector<int64_t>&
   copy_to_self(*this, send, send_counts, recv, recv_counts);
 }
 
+void check_collective_tensor(const TensorView& data, const char* what) {
+  LATHE_CHECK(data.dtype == DType::f32 && data.is_contiguous(), what, ": ", data.describe(),
+              " must be a contiguous f32 tensor");
+}
+
 namespace {
 
 // A contiguous f32 tensor's host copy for a collective, and back where it came from.
 template <class Collective>
 void staged(const TensorView& data, const char* what, Collective&& collective) {
-  LATHE_CHECK(data.dtype == DType::f32 && data.is_contiguous(), what, ": ", data.describe(),
-              " must be a contiguous f32 tensor");
+  check_collective_tensor(data, what);
   if (data.device == Device::cpu) return collective(static_cast<float*>(data.data));
   Tensor host = cuda::to_host(data);
   collective(host.ptr<float>());

@@ -67,6 +67,10 @@ class Communicator {
   [[noreturn]] virtual void abort(int exit_code) = 0;
 };
 
+// Throws lathe::Error "<what>: <tensor> must be a contiguous f32 tensor" for any other tensor given
+// to the tensor collectives (every implementation checks the same way).
+void check_collective_tensor(const TensorView& data, const char* what);
+
 class SingleProcessCommunicator final : public Communicator {
  public:
   int rank() const override { return 0; }

@@ -75,7 +75,8 @@ class NcclCommunicator final : public Communicator {
     bootstrap.broadcast(&id, sizeof id, 0);
     cuda::use_selected_device();
     check(nccl().ncclCommInitRank(&comm_, bootstrap.world_size(), id, bootstrap.rank()), "ncclCommInitRank");
-    name_ = str_cat("NCCL ", version_text(), " (bootstrapped over ", bootstrap.name(), ")");
+    transport_ = str_cat("NCCL ", version_text());
+    name_ = str_cat(transport_, " (bootstrapped over ", bootstrap.name(), ")");
   }
   ~NcclCommunicator() override {
     if (comm_) nccl().ncclCommDestroy(comm_);
@@ -87,7 +88,7 @@ class NcclCommunicator final : public Communicator {
   int world_size() const override { return bootstrap_.world_size(); }
   int local_world_size() const override { return bootstrap_.local_world_size(); }
   std::string name() const override { return name_; }
-  std::string device_transport() const override { return str_cat("NCCL ", version_text()); }
+  std::string device_transport() const override { return transport_; }
 
   // Host buffers: the bootstrap's.
   void all_reduce_sum(float* data, int64_t count) override { bootstrap_.all_reduce_sum(data, count); }
@@ -134,15 +135,14 @@ class NcclCommunicator final : public Communicator {
 
  private:
   static bool on_device(const TensorView& data, const char* what) {
-    LATHE_CHECK(data.dtype == DType::f32 && data.is_contiguous(), what, ": ", data.describe(),
-                " must be a contiguous f32 tensor");
+    check_collective_tensor(data, what);
     return data.device == Device::cuda;
   }
   static cudaStream_t stream() { return static_cast<cudaStream_t>(cuda::stream_handle()); }
 
   Communicator& bootstrap_;
   ncclComm_t comm_ = nullptr;
-  std::string name_;
+  std::string transport_, name_;  // "NCCL 2.28.9", and that with the bootstrap's name
 };
 
 }  // namespace

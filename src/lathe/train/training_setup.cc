@@ -226,8 +226,9 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
     // products (tensor-core parts) and attention (bf16 there) counted on tensor cores, the strict
     // count while the CUDA-core attention kernel is the default.
     MachinePeaks gpu;
-    gpu.f32_gflops = cuda::f32_peak_gflops(cuda::devices().front());
-    gpu.bf16_gflops = cuda::bf16_tensor_peak_gflops(cuda::devices().front());
+    const cuda::DeviceProperties& device = cuda::devices().at(static_cast<size_t>(cuda::selected_device()));
+    gpu.f32_gflops = cuda::f32_peak_gflops(device);
+    gpu.bf16_gflops = cuda::bf16_tensor_peak_gflops(device);
     setup.peak_gflops = mixed_work_peak_gflops(
         gpu, setup.flops_per_token, bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, true) : 0.0);
   } else {
