@@ -9,10 +9,14 @@
 // Packing absorbs transposes, strides and bf16 -> f32 conversion, and pads edges with zeros, so
 // the microkernel sees one layout. A Path (F32Path, Bf16DotPath, the AMX path of
 // matmul_amx_kernels.cc) supplies kMR, kNR, Packed, packed_depth, pack_a, pack_b and tile, and
-// optionally begin_thread / end_thread around each thread's share (AMX: tile configuration). The epilogue (previous
+// optionally begin_thread / end_thread around each thread's share (AMX: tile configuration), and
+// optionally reads_a_in_place / tile_a_in_place (F32Path: a transposed f32 A, a weight gradient's
+// dy^T, is read where it lies by whole tiles instead of packed). The epilogue (previous
 // partial sum, accumulate, bias, activation) is applied where the tile is stored. Every element of C is summed over K
 // in the same order (kc slices in order, depth steps in order inside a tile), whatever range of C a call covers:
-// callers may split C among threads any way they like and get identical bits. Bf16DotPath runs on pair-interleaved bf16
+// callers may split C among threads any way they like and get identical bits. Deep products
+// (run_depth_halves) sum the two halves of K separately and then add them: a fixed order too, by
+// shape, whatever the thread count. Bf16DotPath runs on pair-interleaved bf16
 // panels: vdpbf16ps in the AVX-512 compilation, an FMA emulation of it elsewhere (to test the layout on any machine).
 #pragma once
 
@@ -185,9 +189,43 @@ LATHE_GEMM_INLINE void tile_f32(int64_t depth, const float* __restrict a, const 
   store_tile<MR, NV>(acc, c, ldc, rows, cols, e);
 }
 
+// A depth-major A read where it lies (a transposed f32 operand: element (r, p) at a[p * lda + r],
+// a weight gradient's dy^T), b packed as for tile_f32; a whole tile of MR rows (the edge tile is
+// packed instead: its rows past the matrix are not there to read). Each depth step's A values
+// are a new storage row, 1-4 KB from the last, which the hardware prefetchers do not follow: the
+// row kDepthMajorPrefetchSteps ahead is requested into L1 (its first and last element, which may
+// lie on two lines). Packing that A instead (one 56-byte copy per storage row and panel, half of
+// them across a line) ran at 13 GB/s even from L2 on an Intel Xeon: ~10% of a 256 x 256 x 4096
+// weight gradient (docs/perf.md, "Weight gradients read dy^T in place").
+constexpr int64_t kDepthMajorPrefetchSteps = 8;
+
+template <int MR, int NV>
+LATHE_GEMM_INLINE void tile_f32_depth_major_a(int64_t depth, const float* a, int64_t lda, const float* __restrict b,
+                                              float* c, int64_t ldc, int64_t cols, const Epilogue& e) {
+  constexpr int NR = NV * W;
+  VecF acc[MR][NV];
+  begin_tile<MR, NV>(acc, c, ldc, MR, cols);
+  for (int64_t p = 0; p < depth; ++p) {
+    const float* column = a + p * lda;
+    simd::prefetch_read(column + kDepthMajorPrefetchSteps * lda);  // a hint: never faults past the end
+    simd::prefetch_read(column + kDepthMajorPrefetchSteps * lda + MR - 1);
+    VecF bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b + p * NR + v * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      VecF av = VecF::broadcast(column[r]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fma(av, bv[v], acc[r][v]);
+    }
+  }
+  store_tile<MR, NV>(acc, c, ldc, MR, cols, e);
+}
+
 // Grow-only per-thread scratch: pool threads persist, so packing buffers are allocated once.
 inline float* thread_scratch(int slot, size_t bytes) {
-  static thread_local AlignedBuffer buffers[3];  // A block, B block, a B block shared by the threads
+  // A block, B block, a B block shared by the threads, a depth half's partial sums (run_gemm)
+  static thread_local AlignedBuffer buffers[4];
   if (buffers[slot].bytes() < bytes) buffers[slot] = AlignedBuffer(bytes + 4096);
   return buffers[slot].as<float>();
 }
@@ -232,7 +270,22 @@ struct F32Path {
                                      int64_t rows, int64_t cols, const Epilogue& e) {
     tile_f32<MR, NV>(depth, a, b, c, ldc, rows, cols, e);
   }
+  // A transposed f32 A is not packed: whole tiles read it in place (tile_f32_depth_major_a).
+  static bool reads_a_in_place(const Operand& a) { return a.transposed && !a.bf16; }
+  LATHE_GEMM_INLINE static void tile_a_in_place(int64_t depth, const float* a, int64_t lda, const Packed* b, float* c,
+                                                int64_t ldc, int64_t cols, const Epilogue& e) {
+    tile_f32_depth_major_a<MR, NV>(depth, a, lda, b, c, ldc, cols, e);
+  }
 };
+
+// Whether Path reads this A in place instead of packing it (F32Path with a transposed f32 A).
+template <class Path>
+bool path_reads_a_in_place(const Operand& a) {
+  if constexpr (requires { Path::reads_a_in_place(a); })
+    return Path::reads_a_in_place(a);
+  else
+    return false;
+}
 
 // The cache blocks of one call: sizes rounded to the register tile, and the largest packed blocks.
 template <class Path>
@@ -280,9 +333,12 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
     const int64_t tiles = (m1 - m0 + MR - 1) / MR * ((nb + NR - 1) / NR);
     lines_per_tile = (next_b.lines() + tiles - 1) / tiles;
   }
+  // A read in place: only a partial last tile is packed (at its place in a_pack).
+  const bool a_in_place = path_reads_a_in_place<Path>(g.a);
   for (int64_t ic = m0; ic < m1; ic += mc) {
-    const int64_t mb = min64(mc, m1 - ic);
-    Path::pack_a(g.a, t, ic, mb, pc, kb, MR, a_pack);
+    const int64_t mb = min64(mc, m1 - ic), whole_rows = a_in_place ? mb / MR * MR : 0;
+    if (whole_rows < mb)
+      Path::pack_a(g.a, t, ic + whole_rows, mb - whole_rows, pc, kb, MR, a_pack + whole_rows * depth);
     // The next A block's source lines, spread over the tiles of the last sweep over this block
     // (jr loop): packing it then reads from L2 instead of waiting on a fresh stream per row (a
     // narrow product, n = d_model, has few tiles per A block to hide those misses behind). Only
@@ -304,6 +360,14 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
       for (int64_t ir = 0; ir < mb; ir += MR) {
         if (lines_per_tile) next_b.issue(lines_per_tile);
         if (last_sweep && a_lines_per_tile) next_a.issue(a_lines_per_tile);
+        if constexpr (requires { Path::reads_a_in_place(g.a); }) {
+          if (ir < whole_rows) {  // element (i, p) of a transposed A at storage row p, column i
+            const float* a = static_cast<const float*>(g.a.data) + t * g.a.batch_stride + pc * g.a.row_stride + ic + ir;
+            Path::tile_a_in_place(depth, a, g.a.row_stride, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr,
+                                  g.ldc, min64(NR, nb - jr), e);
+            continue;
+          }
+        }
         Path::tile(depth, a_pack + ir * depth, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
                    min64(MR, mb - ir), min64(NR, nb - jr), e);
       }
@@ -639,9 +703,7 @@ inline void skinny_gemm(const Gemm& g) {
 // M and N in whole tiles (rows: the threads share each packed B block, gemm_rows_shared_b).
 // Every element is computed by one thread in the same K order, whatever the split.
 template <class Path>
-void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
-  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  if (skinny_gemm_applies(g)) return skinny_gemm(g);
+void run_gemm_over_threads(const Gemm& g, const MatmulCpuConfig& config) {
   constexpr int MR = Path::kMR, NR = Path::kNR;
   const double flops = 2.0 * g.batch * g.m * g.n * (g.k + 1);
   const int64_t threads = flops < 2e5 ? 1 : num_threads();
@@ -684,6 +746,89 @@ void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
   parallel_for(threads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t part = begin; part < end; ++part) work(part, threads);
   });
+}
+
+// x with its depth starting at p0 (A's columns; B's rows where transposed storage runs over depth).
+inline Operand from_depth(const Operand& x, int64_t p0) {
+  Operand out = x;
+  const int64_t step = x.transposed ? x.row_stride : 1;
+  out.data = static_cast<const char*>(x.data) + p0 * step * (x.bf16 ? 2 : 4);
+  return out;
+}
+
+// Deep products (one batch entry, K >= kDepthHalvesRatio x the larger of M and N, K >= 1024: the
+// weight gradients of narrow layers, 256 x 256 x 4096 tokens) run as two GEMMs over the two
+// halves of K, the second's sums into scratch and added onto the first's in one pass that then
+// adds the bias and applies the activation. On 2 threads each half is one thread's, with its own
+// packing and no barrier: the row split shares each B block through a barrier per K slice, and on
+// an Intel Xeon (2 vCPUs) a 256 x 256 x 4096 weight gradient ran at 0.81x oneDNN that way and
+// 0.95x in halves (docs/perf.md, "Weight gradients read dy^T in place"). The halves are a property
+// of the shape, not of the thread count: other counts run them one after the other, each over all
+// threads, and every count gets the same bits.
+constexpr int64_t kDepthHalvesRatio = 8;
+
+inline bool depth_halves_apply(const Gemm& g) {
+  return g.batch == 1 && g.k >= 1024 && g.k >= kDepthHalvesRatio * max64(g.m, g.n) && !g.streaming_c;
+}
+
+// The halves of g: on_one_thread(half) runs a half on the calling thread, over_threads(half) over
+// all threads (both give the same bits).
+template <class OnOneThread, class OverThreads>
+void run_depth_halves(const Gemm& g, OnOneThread&& on_one_thread, OverThreads&& over_threads) {
+  const int64_t half = g.k / 2 / 64 * 64;  // whole bf16 pairs and AMX depth blocks
+  Gemm first = g, second = g;
+  first.k = half;
+  first.bias = nullptr;
+  first.activation = Activation::none;
+  second.k = g.k - half;
+  second.a = from_depth(g.a, half);
+  second.bt = from_depth(g.bt, half);
+  second.c = thread_scratch(3, sizeof(float) * g.m * g.n);  // (m, n)
+  second.ldc = g.n;
+  second.accumulate = false;
+  second.bias = nullptr;
+  second.activation = Activation::none;
+  if (num_threads() == 2 && 2.0 * g.m * g.n * g.k >= 2e5) {
+    parallel_for(2, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t part = begin; part < end; ++part) on_one_thread(part == 0 ? first : second);
+    });
+  } else {
+    over_threads(first);
+    over_threads(second);
+  }
+  parallel_for(g.m, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* row = g.c + i * g.ldc;
+      const float* partial = second.c + i * g.n;
+      for (int64_t j = 0; j < g.n; j += W) {
+        const int width = g.n - j >= W ? W : static_cast<int>(g.n - j);
+        auto load = [&](const float* p) { return width == W ? VecF::load(p) : VecF::load_partial(p, width); };
+        VecF x = load(row + j) + load(partial + j);
+        if (g.bias) x = x + load(g.bias + j);
+        x = activate(x, g.activation);
+        if (width == W)
+          x.store(row + j);
+        else
+          x.store_partial(row + j, width);
+      }
+    }
+  });
+}
+
+// C = epilogue(A B) for any Path: the skinny form, the depth halves, or run_gemm_over_threads.
+template <class Path>
+void run_gemm(const Gemm& g, const MatmulCpuConfig& config) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  if (skinny_gemm_applies(g)) return skinny_gemm(g);
+  if (depth_halves_apply(g))
+    return run_depth_halves(
+        g,
+        [&](const Gemm& half) {
+          ThreadSetup<Path> setup;
+          gemm_range<Path>(half, config, 0, 0, half.m, 0, half.n);
+        },
+        [&](const Gemm& half) { run_gemm_over_threads<Path>(half, config); });
+  run_gemm_over_threads<Path>(g, config);
 }
 
 inline Operand operand(const TensorView& view, bool transposed) {

@@ -273,14 +273,6 @@ int64_t in_place_slice_depth(int64_t k) {
   return ((k + slices - 1) / slices + 63) / 64 * 64;
 }
 
-// x with its depth starting at p0 (A's columns; B's rows where transposed storage runs over depth).
-inline Operand from_depth(const Operand& x, int64_t p0) {
-  Operand out = x;
-  const int64_t step = x.transposed ? x.row_stride : 1;
-  out.data = static_cast<const char*>(x.data) + p0 * step * (x.bf16 ? 2 : 4);
-  return out;
-}
-
 // body(slice) for each depth slice of g (in order; g itself when one slice does).
 template <InPlaceForm Path, class Body>
 void for_each_depth_slice(const Gemm& g, Body&& body) {
@@ -310,9 +302,15 @@ void gemm_a_in_place_range(const Gemm& whole, int64_t row0, int64_t row1, int64_
 }
 
 // Path: F32InPlace or Bf16InPlace; the product one that a_in_place_applies<Path> takes.
+// Deep products run in depth halves as run_gemm's do (run_depth_halves).
 template <InPlaceForm Path>
 void run_gemm_a_in_place(const Gemm& whole) {
-  for_each_depth_slice<Path>(whole, [](const Gemm& g) { run_gemm_a_in_place_slice<Path>(g); });
+  auto over_threads = [](const Gemm& part) {
+    for_each_depth_slice<Path>(part, [](const Gemm& g) { run_gemm_a_in_place_slice<Path>(g); });
+  };
+  if (!depth_halves_apply(whole)) return over_threads(whole);
+  run_depth_halves(
+      whole, [](const Gemm& half) { gemm_a_in_place_range<Path>(half, 0, half.m, 0, half.n); }, over_threads);
 }
 
 }  // namespace lathe::LATHE_ISA_NS::gemm

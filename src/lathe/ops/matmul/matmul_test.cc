@@ -161,6 +161,30 @@ struct IsaKernel {
 const IsaKernel kF32Kernels[] = {
     {Isa::scalar, scalar::matmul_kernel}, {Isa::avx2, avx2::matmul_kernel}, {Isa::avx512, avx512::matmul_kernel}};
 
+// Computes args' product (a, b, bias, flags; args.c is ignored) in float64 from start()'s values
+// of c (accumulate adds to them), then runs kernel on 1, 2 and 3 threads: each result within
+// tolerance of the reference, and 2 and 3 threads bit for bit as 1. `where` names the case.
+template <class Start>
+void expect_reference_and_thread_independence(const IsaKernel& kernel, const MatmulCpuConfig& config, MatmulArgs args,
+                                              Start&& start, double tolerance, const std::string& where) {
+  const int threads = num_threads();
+  Tensor expected = start(), one_thread = start();
+  args.c = expected.view();
+  matmul_reference<double>(args);
+  for (int count : {1, 2, 3}) {
+    Tensor c = start();
+    args.c = count == 1 ? one_thread.view() : c.view();
+    if (!args.accumulate) poison(args.c);
+    set_num_threads(count);
+    kernel.run(args, config);
+    set_num_threads(threads);
+    EXPECT_LT(max_abs_difference(args.c, expected), tolerance) << where << " threads=" << count;
+    if (count > 1) {
+      EXPECT_EQ(max_abs_difference(c, one_thread), 0.0) << where << " threads=" << count;
+    }
+  }
+}
+
 // Threads splitting the rows of one product pack each B block together (run_gemm's shared B):
 // the f32 kernel of every ISA this machine runs and every register tile, with blocks small enough
 // that there are several column blocks and K slices, some threads packing no micro-panel of a
@@ -213,7 +237,6 @@ TEST(Matmul, RowSplitWithSharedPackedBMatchesOneThreadBitwise) {
 // threads give the same bits, and the reference's values.
 TEST(Matmul, InPlaceAGemmMatchesTheReferenceAndOneThreadBitwise) {
   uint64_t seed = test_seed();
-  const int threads = num_threads();
   struct Case {
     int64_t batch, m, n, k;
     bool trans_a, trans_b, bias, accumulate;
@@ -255,32 +278,59 @@ TEST(Matmul, InPlaceAGemmMatchesTheReferenceAndOneThreadBitwise) {
         const Shape c_shape = shape.batch > 1 ? Shape{shape.batch, shape.m, shape.n} : Shape{shape.m, shape.n};
         // c's starting values (accumulate adds to them): the same draw each time.
         auto start = [&] { return random_tensor(c_shape, DType::f32, seed, 4); };
-        Tensor expected = start(), one_thread = start();
-        MatmulArgs args{a,
-                        b,
-                        expected,
-                        shape.bias ? bias.view() : TensorView{},
-                        shape.trans_a,
-                        shape.trans_b,
-                        shape.accumulate,
-                        shape.activation};
-        matmul_reference<double>(args);
-        for (int count : {1, 2, 3}) {
-          Tensor c = start();
-          args.c = count == 1 ? one_thread.view() : c.view();
-          if (!shape.accumulate) poison(args.c);
-          set_num_threads(count);
-          kernel.run(args, config);
-          set_num_threads(threads);
-          const std::string where = str_cat(isa_name(kernel.isa), bf16 ? " bf16" : " f32", " m=", shape.m,
-                                            " n=", shape.n, " k=", shape.k, " batch=", shape.batch, " ta=",
-                                            shape.trans_a, " tb=", shape.trans_b, " a_inside_wider=",
-                                            shape.a_inside_wider, " threads=", count, " seed=", seed);
-          EXPECT_LT(max_abs_difference(args.c, expected), 1e-4) << where;
-          if (count > 1) {
-            EXPECT_EQ(max_abs_difference(c, one_thread), 0.0) << where;
-          }
-        }
+        const MatmulArgs args{a, b, {}, shape.bias ? bias.view() : TensorView{}, shape.trans_a, shape.trans_b,
+                              shape.accumulate, shape.activation};
+        expect_reference_and_thread_independence(
+            kernel, config, args, start, 1e-4,
+            str_cat(isa_name(kernel.isa), bf16 ? " bf16" : " f32", " m=", shape.m, " n=", shape.n, " k=", shape.k,
+                    " batch=", shape.batch, " ta=", shape.trans_a, " tb=", shape.trans_b,
+                    " a_inside_wider=", shape.a_inside_wider, " seed=", seed));
+      }
+    }
+  }
+}
+
+// Two forms of matmul_gemm.h, on every ISA this machine runs and every tile (the in-place index
+// too): a transposed f32 A (a weight gradient's dy^T) read in place by whole tiles, its ragged
+// last tile packed, from a matrix wider than the product (A's storage rows longer than m), in K
+// slices of 24; and deep products (K >= 1024 and >= 8 x max(M, N)) in depth halves, on the BLIS
+// path (transposed A) and the in-place one (row-major A), with bias, activation or accumulate.
+// 1, 2 and 3 threads give the same bits, and the reference's values: within 1e-4 at K 61; at K
+// 1100 the f32 sums' rounding grows with K (about K x 2^-24 x the ~10 magnitude of partial sums,
+// 7e-4 at worst), so 1e-3 there.
+TEST(Matmul, DepthMajorAInPlaceAndDepthHalvesMatchTheReferenceAndOneThreadBitwise) {
+  uint64_t seed = test_seed();
+  struct Case {
+    int64_t m, n, k;
+    bool trans_a, trans_b, bias, accumulate;
+    Activation activation;
+    double tolerance;
+  };
+  const Case cases[] = {{47, 70, 61, true, false, true, false, Activation::gelu_tanh, 1e-4},
+                        {29, 37, 1100, true, true, true, true, Activation::none, 1e-3},
+                        {33, 19, 1090, true, false, false, false, Activation::silu, 1e-3},
+                        {24, 40, 1030, false, true, true, false, Activation::relu, 1e-3}};
+  for (const IsaKernel& kernel : kF32Kernels) {
+    if (!isa_available(kernel.isa)) continue;
+    for (int64_t variant = 0; variant <= matmul_in_place_variant(kernel.isa); ++variant) {
+      const MatmulTile tile =
+          variant == matmul_in_place_variant(kernel.isa) ? matmul_in_place_tile(kernel.isa)
+                                                         : matmul_tile(kernel.isa, variant, false);
+      const MatmulCpuConfig config{tile.mr * 2, 24, tile.nr * 2, variant};
+      for (const Case& shape : cases) {
+        // a: (k, m) inside a (k, m + 5) matrix where transposed, else (m, k).
+        Tensor a_storage = random_tensor(shape.trans_a ? Shape{shape.k, shape.m + 5} : Shape{shape.m, shape.k},
+                                         DType::f32, seed, 1);
+        const TensorView a = shape.trans_a ? a_storage.view().slice(1, 2, shape.m + 2) : a_storage.view();
+        Tensor b = random_tensor(shape.trans_b ? Shape{shape.n, shape.k} : Shape{shape.k, shape.n}, DType::f32, seed, 2);
+        Tensor bias = random_tensor({shape.n}, DType::f32, seed, 3);
+        auto start = [&] { return random_tensor({shape.m, shape.n}, DType::f32, seed, 4); };
+        const MatmulArgs args{a, b, {}, shape.bias ? bias.view() : TensorView{}, shape.trans_a, shape.trans_b,
+                              shape.accumulate, shape.activation};
+        expect_reference_and_thread_independence(
+            kernel, config, args, start, shape.tolerance,
+            str_cat(isa_name(kernel.isa), " tile ", tile.mr, "x", tile.nr, " variant ", variant, " m=", shape.m,
+                    " n=", shape.n, " k=", shape.k, " ta=", shape.trans_a, " seed=", seed));
       }
     }
   }
