@@ -209,13 +209,17 @@ std::string shape_key(const TensorView& q, const TensorView& k, const TensorView
                  ",dtype=", dtype_name(q.dtype));
 }
 
-// Tiles of 64 x 64 keep the packed Q, K^T, V and score tiles (~80 KB at head_dim 64) in L2 while
-// amortising the online-softmax rescale over 64 keys (block_k = 128 measured slower on Zen 5 / AVX2).
-// Short sequences use smaller tiles.
+// Tiles of 64 queries x 128 keys keep the packed Q, K^T, V and score tiles (~110 KB at head_dim
+// 64, ~210 KB at 128) in L2 while amortising the online-softmax rescale and the per-row max and
+// sum reductions over 128 keys. Against 64 x 64 on an Intel Xeon (EMR, 2 threads, alternated;
+// docs/perf.md "Attention tiles of 128 keys"): the bench's f32 shapes 2-10% faster forward and
+// 4-9% backward under AVX-512, 2-5% under --isa avx2, bf16 T 2048 6-7%, the default config's
+// T 256 8% forward. (64 keys came from the first kernels on Zen 5, since rewritten.) Short
+// sequences use smaller tiles.
 FlashAttentionCpuConfig heuristic_config(const TensorView& q, const TensorView& k) {
   FlashAttentionCpuConfig config;
   config.block_q = std::clamp<int64_t>(q.dim(1), 1, 64);
-  config.block_k = std::clamp<int64_t>(k.dim(1), 16, 64);
+  config.block_k = std::clamp<int64_t>(k.dim(1), 16, 128);
   return config;
 }
 
