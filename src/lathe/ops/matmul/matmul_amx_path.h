@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "lathe/ops/matmul/matmul_gemm.h"
+#include "lathe/ops/matmul/matmul_gemm_run.h"
 
 namespace lathe::LATHE_ISA_NS::gemm {
 

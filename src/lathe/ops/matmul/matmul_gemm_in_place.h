@@ -31,7 +31,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "lathe/ops/matmul/matmul_gemm.h"
+#include "lathe/ops/matmul/matmul_gemm_run.h"
 
 namespace lathe::LATHE_ISA_NS::gemm {
 

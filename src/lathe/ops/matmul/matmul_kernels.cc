@@ -1,5 +1,6 @@
 // Matmul CPU kernels, compiled once per ISA (scalar, avx2, avx512) via lathe_add_isa_kernels.
-// The blocked GEMM itself (packing, register tiles, epilogue) is matmul_gemm.h; this file maps
+// The blocked GEMM itself is matmul_packing.h (packing), matmul_microkernels.h (register tiles,
+// epilogue), matmul_gemm.h (one thread's share) and matmul_gemm_run.h (threads); this file maps
 // matmul's arguments onto it and splits C among threads. Threads own disjoint ranges of C (batch
 // entries, rows or columns) and sum K in the same order, so results do not depend on the thread
 // count. matmul_bf16_dot_kernel runs on pair-interleaved bf16 panels (vdpbf16ps in the AVX-512
@@ -10,7 +11,7 @@
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
 #include "lathe/ops/matmul/matmul.h"
-#include "lathe/ops/matmul/matmul_gemm.h"
+#include "lathe/ops/matmul/matmul_gemm_run.h"
 #include "lathe/ops/matmul/matmul_gemm_in_place.h"
 
 namespace lathe::LATHE_ISA_NS {

@@ -1,0 +1,216 @@
+// The register tiles of the blocked GEMM (matmul_gemm.h) and the epilogue applied where a tile
+// is stored. Kernel sources only (compiled per ISA), namespace lathe::<isa>::gemm:
+//   Epilogue, activate, store_tile   what happens to a tile's sums on their way into C (an earlier
+//                                    K slice's partial sums, accumulate, bias, activation)
+//   begin_tile                       zeroed accumulators; C's rows requested ahead of the epilogue
+//   tile_f32                         MR x NV vectors of C over packed f32 panels
+//   tile_f32_depth_major_a           the same with a transposed f32 A read where it lies
+//   load_pairs, bf16_pair_step,      MR x (NV * 16) over pair-interleaved bf16 panels: vdpbf16ps on
+//   tile_bf16_dot                    AVX-512, an FMA emulation elsewhere (the layout testable anywhere)
+// LATHE_GEMM_INLINE (always_inline outside sanitizer builds) keeps a tile's accumulators in
+// registers whatever its caller; see multiply_b_block in matmul_gemm.h.
+#pragma once
+
+#include <cstdint>
+
+#include "lathe/core/simd.h"
+#include "lathe/ops/matmul/matmul.h"          // Activation
+#include "lathe/ops/matmul/matmul_packing.h"  // this namespace's VecF and W
+
+
+#if defined(__SANITIZE_ADDRESS__)
+#define LATHE_GEMM_INLINE inline
+#else
+#define LATHE_GEMM_INLINE [[gnu::always_inline]] inline
+#endif
+
+namespace lathe::LATHE_ISA_NS::gemm {
+
+struct Epilogue {
+  bool load_c;        // add what c holds (an earlier K slice, or accumulate)
+  bool finalize;      // last K slice: add bias, apply activation
+  const float* bias;  // at the tile's first column, or null
+  Activation activation;
+  bool streaming = false;  // non-temporal stores of full aligned vectors (only with !load_c)
+};
+
+inline VecF activate(VecF x, Activation activation) {
+  switch (activation) {
+    case Activation::none:
+      return x;
+    case Activation::relu:
+      return simd::max(x, VecF::zero());
+    case Activation::silu:
+      return x * simd::sigmoid(x);
+    case Activation::gelu_tanh: {
+      VecF inner = x * simd::fma(VecF::broadcast(0.044715f) * x, x, VecF::broadcast(1.0f));
+      VecF t = simd::tanh(inner * VecF::broadcast(0.7978845608028654f));
+      return VecF::broadcast(0.5f) * x * (VecF::broadcast(1.0f) + t);
+    }
+  }
+  return x;
+}
+
+template <int MR, int NV>
+LATHE_GEMM_INLINE void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows, int64_t cols,
+                                  const Epilogue& e) {
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+    float* row = c + r * ldc;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      int64_t n = cols - v * W;
+      if (n <= 0) break;
+      int width = n >= W ? W : static_cast<int>(n);
+      VecF x = acc[r][v];
+      if (e.load_c) x = x + (width == W ? VecF::load(row + v * W) : VecF::load_partial(row + v * W, width));
+      if (e.finalize) {
+        if (e.bias) x = x + (width == W ? VecF::load(e.bias + v * W) : VecF::load_partial(e.bias + v * W, width));
+        x = activate(x, e.activation);
+      }
+      if (e.streaming)
+        simd::store_row_streaming(row + v * W, x, width);
+      else if (width == W)
+        x.store(row + v * W);
+      else
+        x.store_partial(row + v * W, width);
+    }
+  }
+}
+
+// Zeroes a tile's accumulators and requests its C rows now: the epilogue reads (or writes) them
+// after all the depth steps, and a tile of a large C would otherwise wait on a cache miss per row.
+template <int MR, int NV>
+LATHE_GEMM_INLINE void begin_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows, int64_t cols) {
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = VecF::zero();
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+    simd::prefetch_read(c + r * ldc);
+    simd::prefetch_read(c + r * ldc + cols - 1);
+  }
+}
+
+// f32 micro-panels: a is (depth, MR), b is (depth, MR * NV * W), both packed.
+template <int MR, int NV>
+LATHE_GEMM_INLINE void tile_f32(int64_t depth, const float* __restrict a, const float* __restrict b, float* c,
+                                int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
+  constexpr int NR = NV * W;
+  VecF acc[MR][NV];
+  begin_tile<MR, NV>(acc, c, ldc, rows, cols);
+  for (int64_t p = 0; p < depth; ++p) {
+    VecF bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b + p * NR + v * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      VecF av = VecF::broadcast(a[p * MR + r]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fma(av, bv[v], acc[r][v]);
+    }
+  }
+  store_tile<MR, NV>(acc, c, ldc, rows, cols, e);
+}
+
+// A depth-major A read where it lies (a transposed f32 operand: element (r, p) at a[p * lda + r],
+// a weight gradient's dy^T), b packed as for tile_f32; a whole tile of MR rows (the edge tile is
+// packed instead: its rows past the matrix are not there to read). Each depth step's A values
+// are a new storage row, 1-4 KB from the last, which the hardware prefetchers do not follow: the
+// row kDepthMajorPrefetchSteps ahead is requested into L1 (its first and last element, which may
+// lie on two lines). Packing that A instead (one 56-byte copy per storage row and panel, half of
+// them across a line) ran at 13 GB/s even from L2 on an Intel Xeon: ~10% of a 256 x 256 x 4096
+// weight gradient (docs/perf.md, "Weight gradients read dy^T in place").
+constexpr int64_t kDepthMajorPrefetchSteps = 8;
+constexpr int64_t kDepthMajorMaxRowBytes = 4096;  // F32Path reads A in place below this row stride
+
+template <int MR, int NV>
+LATHE_GEMM_INLINE void tile_f32_depth_major_a(int64_t depth, const float* a, int64_t lda, const float* __restrict b,
+                                              float* c, int64_t ldc, int64_t cols, const Epilogue& e) {
+  constexpr int NR = NV * W;
+  VecF acc[MR][NV];
+  begin_tile<MR, NV>(acc, c, ldc, MR, cols);
+  for (int64_t p = 0; p < depth; ++p) {
+    const float* column = a + p * lda;
+    simd::prefetch_read(column + kDepthMajorPrefetchSteps * lda);  // a hint: never faults past the end
+    simd::prefetch_read(column + kDepthMajorPrefetchSteps * lda + MR - 1);
+    VecF bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b + p * NR + v * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      VecF av = VecF::broadcast(column[r]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fma(av, bv[v], acc[r][v]);
+    }
+  }
+  store_tile<MR, NV>(acc, c, ldc, MR, cols, e);
+}
+
+// Splits W packed bf16 pairs into the even (lo) and odd (hi) depth steps as floats.
+inline void load_pairs(const uint16_t* p, VecF& lo, VecF& hi) {
+#if LATHE_KERNEL_ISA == 2
+  __m512i x = _mm512_loadu_si512(p);
+  lo.v = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+  hi.v = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+#elif LATHE_KERNEL_ISA == 1
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  lo.v = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+  hi.v = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+#else
+  lo.v = bf16_bits_to_float(p[0]);
+  hi.v = bf16_bits_to_float(p[1]);
+#endif
+}
+
+// One depth pair q of an MR x (NV * 16) tile over a pair-interleaved panel b: word(r) is row r's
+// 32-bit pair of A (from a packed panel, or from A's row in place: matmul_gemm_in_place.h).
+// AVX-512: one vdpbf16ps per 16 columns. Other ISAs emulate it with two FMAs (same layout, so the
+// packing is testable on any machine; the registered avx512_bf16 implementation only uses the
+// native form).
+template <int MR, int NV, class Word>
+LATHE_GEMM_INLINE void bf16_pair_step(VecF (&acc)[MR][NV * 16 / W], const uint16_t* __restrict b, int64_t q,
+                                      Word&& word) {
+  constexpr int NR = NV * 16;
+#if LATHE_KERNEL_ISA == 2
+  __m512bh bv[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + (q * NR + v * 16) * 2);
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    const __m512bh av = (__m512bh)_mm512_set1_epi32(word(r));
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v].v = _mm512_dpbf16_ps(acc[r][v].v, av, bv[v]);
+  }
+#else
+  constexpr int NF = NR / W;
+  VecF b_lo[NF], b_hi[NF];
+  for (int f = 0; f < NF; ++f) load_pairs(b + (q * NR + f * W) * 2, b_lo[f], b_hi[f]);
+  for (int r = 0; r < MR; ++r) {
+    const uint32_t pair = static_cast<uint32_t>(word(r));
+    const VecF a_lo = VecF::broadcast(bf16_bits_to_float(static_cast<uint16_t>(pair & 0xffffu)));
+    const VecF a_hi = VecF::broadcast(bf16_bits_to_float(static_cast<uint16_t>(pair >> 16)));
+    for (int f = 0; f < NF; ++f) acc[r][f] = simd::fma(a_hi, b_hi[f], simd::fma(a_lo, b_lo[f], acc[r][f]));
+  }
+#endif
+}
+
+// MR x (NV * 16) tile over pair-interleaved panels.
+template <int MR, int NV>
+LATHE_GEMM_INLINE void tile_bf16_dot(int64_t depth, const uint16_t* __restrict a, const uint16_t* __restrict b,
+                                     float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
+  constexpr int NF = NV * 16 / W;
+  const int64_t pairs = depth / 2;
+  VecF acc[MR][NF];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 16
+    for (int f = 0; f < NF; ++f) acc[r][f] = VecF::zero();
+  const int32_t* a_pairs = reinterpret_cast<const int32_t*>(a);
+  for (int64_t q = 0; q < pairs; ++q) bf16_pair_step<MR, NV>(acc, b, q, [&](int r) { return a_pairs[q * MR + r]; });
+  store_tile<MR, NF>(acc, c, ldc, rows, cols, e);
+}
+
+}  // namespace lathe::LATHE_ISA_NS::gemm
