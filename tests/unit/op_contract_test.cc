@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "lathe/core/cpu_features.h"
+#include "lathe/device/cuda_runtime.h"
 #include "lathe/ops/problem.h"
 #include "test_seed.h"
 
@@ -107,6 +108,46 @@ TEST_P(OpContract, EveryRegisteredPathIsTestedHere) {
 TEST_P(OpContract, RejectsUnknownShapeKeys) {
   const OpRegistration& op = find_op(GetParam());
   EXPECT_THROW(op.make_problem(ShapeSpec::parse("no_such_key=3"), 1), Error);
+}
+
+// Composite CUDA implementations (op.h: made of other ops' calls, device copies and fills) are
+// checked on every machine: where no GPU is usable, the host simulation runs them as they are,
+// each op they call on its CPU implementation over the simulated device memory, against the
+// float64 reference on the edge and random shapes, every config, and a re-run. (On a GPU the
+// parameterised tests above run them for real.) Under the simulation a problem lists, besides its
+// host paths, exactly its composite device paths.
+TEST(OpContractComposite, CudaPathsMatchTheReferenceUnderTheHostSimulation) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  if (cuda::available()) GTEST_SKIP() << "a GPU is usable: the parameterised tests run these paths on it";
+  cuda::HostSimulation simulation;
+  const uint64_t seed = test_seed() + 17;
+  int checked = 0;
+  for (const auto& op : all_ops()) {
+    auto host_paths = [&](const auto& problem) {
+      std::vector<std::string> names;
+      for (const std::string& name : problem.impl_names())
+        if (name != "cuda") names.push_back(name);
+      return names;
+    };
+    auto probe = op.make_problem(ShapeSpec::parse(op.random_shape(seed)), seed);
+    if (host_paths(*probe).size() == probe->impl_names().size()) continue;  // no composite path
+    for (const std::string& shape : shapes_for(op, seed, 3)) {
+      auto problem = op.make_problem(ShapeSpec::parse(shape), seed);
+      ConfigParams config = problem->heuristic_config("cuda");
+      CheckResult result = problem->check("cuda", &config);
+      EXPECT_TRUE(result.passed) << describe(op.name, shape, "cuda (simulated)", seed, config.to_string())
+                                 << "; this test: --gtest_filter=OpContractComposite.*\n"
+                                 << result.summary();
+      for (const ConfigParams& each : problem->config_space("cuda")) {
+        CheckResult in_space = problem->check("cuda", &each);
+        EXPECT_TRUE(in_space.passed) << describe(op.name, shape, "cuda (simulated)", seed, each.to_string()) << "\n"
+                                     << in_space.summary();
+      }
+      EXPECT_TRUE(problem->deterministic("cuda", &config)) << describe(op.name, shape, "cuda (simulated)", seed);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0) << "no composite CUDA path was found (grouped_matmul's two are)";
 }
 
 std::vector<std::string> all_op_names() {

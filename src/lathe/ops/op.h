@@ -72,9 +72,16 @@ struct Impl {
   std::function<Config(const Args&)> heuristic;
   std::function<std::vector<Config>(const Args&)> space;
   std::function<void(const Args&, const Config&)> run;
+  // A CUDA implementation made only of other ops' calls, device copies and fills (no kernel of its
+  // own): the host simulation (device/cuda_runtime.h) runs it as it is, each op it calls simulated
+  // in turn, so its own logic is tested on every machine (op_contract_test.cc).
+  bool composite = false;
 
   // Runnable on this machine for args on any device (the problem framework mirrors host args).
-  bool runnable_here(const Args& args) const { return device_runnable(device, isa) && (!supported || supported(args)); }
+  bool runnable_here(const Args& args) const {
+    const bool simulated = composite && device == Device::cuda && cuda::host_simulation_active();
+    return (simulated || device_runnable(device, isa)) && (!supported || supported(args));
+  }
   bool usable(const Args& args) const { return device == args_device(args) && runnable_here(args); }
 };
 
@@ -168,6 +175,9 @@ class Op {
       // the same (host) memory.
       if (cuda::host_simulation_active() && args_device(args) == Device::cuda) {
         require_cuda_impl_for(args);  // what a GPU would run, where this build has CUDA implementations
+        for (const auto& impl : impls_)
+          if (impl.composite && impl.runnable_here(args) && (dispatch.impl.empty() || dispatch.impl == impl.name))
+            return impl.run(args, select_config(impl, args, dispatch));
         cuda::SimulatedDeviceAccess access;  // its device pages open while the CPU implementation runs
         return run(as_host_args(args, access), dispatch);
       }

@@ -197,7 +197,9 @@ class TypedProblem : public OpProblem {
     std::vector<std::string> missing;
     for (const auto& impl : op_.impls()) {
       if (impl.device != Device::cpu) {
-        if (!cuda::available()) missing.push_back(str_cat(impl.name, " (", cuda::status_line(), ")"));
+        if (!cuda::available())
+          missing.push_back(str_cat(impl.name, " (", cuda::status_line(),
+                                    impl.composite ? "; its own logic checked under the host simulation)" : ")"));
       } else if (!isa_available(impl.isa)) {
         missing.push_back(str_cat(impl.name, " (needs ", isa_name(impl.isa), ")"));
       }

@@ -3,7 +3,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "lathe/device/device_tensor.h"
 #include "lathe/ops/amx_impl.h"
+#include "lathe/ops/grouped_matmul/grouped_matmul_cuda.h"
 #include "lathe/ops/matmul/matmul_tiles.h"
 #include "lathe/ops/validate.h"
 
@@ -30,7 +32,12 @@ GroupedGeometry geometry_of(const TensorView& x, const TensorView& w) {
   return {x.dim(0), w.dim(0), w.dim(1), w.dim(2)};
 }
 
-std::vector<int64_t> offsets_of(const TensorView& group_offsets) { return to_vector<int64_t>(group_offsets); }
+// Offsets on the GPU (a CUDA call's, moe_permute's there) are copied to the host: a synchronisation.
+std::vector<int64_t> offsets_of(const TensorView& group_offsets) {
+  if (group_offsets.device == Device::cpu) return to_vector<int64_t>(group_offsets);
+  const Tensor host = cuda::to_host(group_offsets);
+  return to_vector<int64_t>(host.view());
+}
 
 // x, w and group_offsets, shared by the forward and the backward.
 GroupedGeometry check_inputs(ArgChecker& check, const TensorView& x, const TensorView& w,
@@ -276,13 +283,14 @@ std::vector<Impl<Args, MatmulCpuConfig>> grouped_impls(KernelFunction<Args, Matm
 const Op<GroupedMatmulArgs, MatmulCpuConfig>& grouped_matmul_op() {
   static const Op<GroupedMatmulArgs, MatmulCpuConfig> op(
       "grouped_matmul",
-      grouped_impls<GroupedMatmulArgs>(
+      with_cuda_impl(grouped_impls<GroupedMatmulArgs>(
           avx512::grouped_matmul_bf16_dot_kernel, avx512::grouped_matmul_amx_kernel, scalar::grouped_matmul_amx_kernel,
           [](const GroupedMatmulArgs& args) { return args.x.dtype == DType::bf16; },
           LATHE_ISA_IMPLS(
               grouped_matmul_kernel,
               [](const GroupedMatmulArgs& args, Isa isa) { return forward_heuristic(args, isa, false); },
               [](const GroupedMatmulArgs&, Isa isa) { return config_space(isa, false); })),
+          LATHE_CUDA_IMPL(grouped_matmul_cuda_impl)),
       [](const GroupedMatmulArgs& args) { return grouped_shape_key(args.x, args.w, TensorView{}, args.accumulate); });
   return op;
 }
@@ -290,7 +298,7 @@ const Op<GroupedMatmulArgs, MatmulCpuConfig>& grouped_matmul_op() {
 const Op<GroupedMatmulBackwardArgs, MatmulCpuConfig>& grouped_matmul_backward_op() {
   static const Op<GroupedMatmulBackwardArgs, MatmulCpuConfig> op(
       "grouped_matmul_backward",
-      grouped_impls<GroupedMatmulBackwardArgs>(
+      with_cuda_impl(grouped_impls<GroupedMatmulBackwardArgs>(
           avx512::grouped_matmul_backward_bf16_dot_kernel, avx512::grouped_matmul_backward_amx_kernel,
           scalar::grouped_matmul_backward_amx_kernel,
           [](const GroupedMatmulBackwardArgs& args) {
@@ -300,6 +308,7 @@ const Op<GroupedMatmulBackwardArgs, MatmulCpuConfig>& grouped_matmul_backward_op
               grouped_matmul_backward_kernel,
               [](const GroupedMatmulBackwardArgs&, Isa isa) { return backward_heuristic(isa, false); },
               [](const GroupedMatmulBackwardArgs&, Isa isa) { return config_space(isa, false); })),
+          LATHE_CUDA_IMPL(grouped_matmul_backward_cuda_impl)),
       [](const GroupedMatmulBackwardArgs& args) {
         return grouped_shape_key(args.x, args.w, args.dy, args.accumulate_dw,
                                  args.dx.data && args.dw.data ? ""

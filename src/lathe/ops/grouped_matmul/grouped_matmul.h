@@ -23,6 +23,9 @@
 // In the forward, an expert with at most kGroupedMatmulUnpackedRows rows skips the packing: its
 // outputs are dot products of contiguous rows, summed lane-wise then across lanes (another order
 // than the packed GEMM's, the same for any thread count).
+// On the GPU (grouped_matmul_cuda.h): a loop over the experts, one cuBLASLt product each through
+// matmul's CUDA implementation; group_offsets live on the device with the other tensors and are
+// copied to the host once per call (a synchronisation).
 #pragma once
 
 #include "lathe/core/tensor.h"
@@ -40,6 +43,10 @@ struct GroupedMatmulArgs {
                              // offsets[experts] = rows
   TensorView y;              // (rows, N) f32 output: y[r] = x[r] @ w[e(r)]^T  (f32 accumulation)
   bool accumulate = false;   // y += instead of =
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(w), visit(group_offsets), visit(y);
+  }
 };
 
 struct GroupedMatmulBackwardArgs {
@@ -48,6 +55,10 @@ struct GroupedMatmulBackwardArgs {
   TensorView dx;                   // (rows, K) f32 output, optional (data == nullptr): dx[r] = dy[r] @ w[e(r)]
   TensorView dw;  // (experts, N, K) f32 output, optional: dw[e] = dy_e^T @ x_e (zero for an expert with no rows)
   bool accumulate_dw = false;  // dw += (parameter gradients accumulate over micro-batches in the trainer)
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(w), visit(group_offsets), visit(dy), visit(dx), visit(dw);
+  }
 };
 
 // Validate, then run the best implementation (see Op::run for the config order).
