@@ -25,7 +25,7 @@
 // than the packed GEMM's, the same for any thread count).
 // On the GPU (grouped_matmul_cuda.h): a loop over the experts, one cuBLASLt product each through
 // matmul's CUDA implementation; group_offsets live on the device with the other tensors and are
-// copied to the host once per call (a synchronisation).
+// copied to the host by the validation and again by the run (two small synchronous copies a call).
 #pragma once
 
 #include "lathe/core/tensor.h"
