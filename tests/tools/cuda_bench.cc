@@ -1,13 +1,19 @@
 // The GPU benchmark of scripts/device_check.sh: lathe's CUDA ops timed with CUDA events beside a
 // peer in the same process, interleaved by round (median of rounds; ratio per round).
 //
-//   cuda_bench [--quick] [--only gemm|rows|attention] [--json FILE]
+//   cuda_bench [--quick] [--only gemm|grouped|rows|attention] [--json FILE]
 //
 //   gemm      lathe's matmul (op dispatch -> cuBLASLt) against cuBLAS's cublasGemmEx (the classic
 //             API, its default algorithm) on the same device buffers: bf16 inputs with f32
 //             accumulation and output, and f32, at 4096^3 and 8192^3 (--quick: 4096^3 only).
 //             Target (issue 18): bf16 >= 0.95x cuBLAS. TFLOP/s and % of the H200's dense bf16
 //             datasheet peak (989 TFLOP/s; the f32 path has no tensor cores: 67 TFLOP/s).
+//   grouped   lathe's grouped_matmul (the MoE experts' products: a loop of cuBLASLt products, one
+//             per expert) in bf16 against one cublasGemmEx of the same total shape (all the rows
+//             times one expert's weight: the same FLOPs in one launch). The ratio is what the loop
+//             costs beyond the arithmetic; rows split evenly over the experts. Shapes: Mixtral's
+//             (8 experts, 4096 tokens x top-2, d 4096, ffn 14336: 1024 rows an expert) and
+//             Qwen3-30B-A3B's (128 experts, 256 tokens x top-8, d 2048, ffn 768: 16 rows each).
 //   attention lathe's flash attention (forward on CUDA cores and on tensor cores; backward) in
 //             bf16, batch 1, 16 heads of 128, T = 4096, not causal, against the batched cuBLAS GEMMs
 //             of the same tensor-core FLOPs (forward: S = Q K^T and O = P V, 4 T^2 d per head;
@@ -37,6 +43,7 @@
 #include "lathe/io/durable_file.h"
 #include "lathe/ops/flash_attention/flash_attention.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda.h"
+#include "lathe/ops/grouped_matmul/grouped_matmul.h"
 #include "lathe/ops/matmul/matmul.h"
 #include "lathe/ops/rms_norm/rms_norm.h"
 #include "lathe/ops/softmax/softmax.h"
@@ -130,6 +137,31 @@ Row gemm_row(cublasHandle_t handle, int64_t size, DType dtype, int rounds, int r
       rounds, reps);
 }
 
+// y (rows x n, f32) = each expert's rows of x (rows x k, bf16) times its weight (n x k) transposed.
+Row grouped_row(cublasHandle_t handle, const std::string& name, int64_t rows, int64_t experts, int64_t n, int64_t k,
+                int rounds, int reps) {
+  Tensor x = random_device({rows, k}, DType::bf16, 5), w = random_device({experts, n, k}, DType::bf16, 6);
+  Tensor y = cuda::device_empty({rows, n}, DType::f32), y_peer = cuda::device_empty({rows, n}, DType::f32);
+  Tensor host_offsets = Tensor::empty({experts + 1}, DType::i64);
+  for (int64_t e = 0; e <= experts; ++e) host_offsets.ptr<int64_t>()[e] = rows * e / experts;
+  Tensor offsets = cuda::to_device(host_offsets);
+  GroupedMatmulArgs args;
+  args.x = x;
+  args.w = w;
+  args.group_offsets = offsets;
+  args.y = y;
+  const float alpha = 1, beta = 0;
+  auto peer = [&] {
+    // Row-major y = x w0^T is column-major y^T (n x rows) = w0 (k x n, transposed) x^T (k x rows).
+    check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
+                              static_cast<int>(k), &alpha, w.view().data, CUDA_R_16BF, static_cast<int>(k),
+                              x.view().data, CUDA_R_16BF, static_cast<int>(k), &beta, y_peer.view().data, CUDA_R_32F,
+                              static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  };
+  return compare(name, 2.0 * rows * n * k, true, [&] { grouped_matmul(args); }, peer, rounds, reps);
+}
+
 Row rows_row(const std::string& name, const std::function<void(const Tensor&, const Tensor&)>& op, int rounds,
              int reps) {
   const int64_t rows = 16384, cols = 4096;
@@ -207,10 +239,10 @@ int run(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
     else
-      throw_error("usage: cuda_bench [--quick] [--only gemm|rows|attention] [--json FILE]");
+      throw_error("usage: cuda_bench [--quick] [--only gemm|grouped|rows|attention] [--json FILE]");
   }
-  LATHE_CHECK(only.empty() || only == "gemm" || only == "rows" || only == "attention",
-              "--only takes gemm, rows or attention, not '", only, "'");
+  LATHE_CHECK(only.empty() || only == "gemm" || only == "grouped" || only == "rows" || only == "attention",
+              "--only takes gemm, grouped, rows or attention, not '", only, "'");
   auto wanted = [&](const char* group) { return only.empty() || only == group; };
   std::printf("cuda: %s\n", cuda::status_line().c_str());
   if (!cuda::available()) return 0;
@@ -223,6 +255,10 @@ int run(int argc, char** argv) {
   if (wanted("gemm")) {
     for (int64_t size : sizes) rows.push_back(gemm_row(handle, size, DType::bf16, rounds, size >= 8192 ? 5 : 20));
     rows.push_back(gemm_row(handle, 4096, DType::f32, rounds, 5));
+  }
+  if (wanted("grouped")) {
+    rows.push_back(grouped_row(handle, "grouped bf16 Mixtral gate 8 x 1024 rows", 8192, 8, 14336, 4096, rounds, 5));
+    rows.push_back(grouped_row(handle, "grouped bf16 Qwen3-30B gate 128 x 16 rows", 2048, 128, 768, 2048, rounds, 5));
   }
   if (wanted("rows")) {
     Tensor weight = Tensor::empty({4096}, DType::f32);
