@@ -172,7 +172,7 @@ class Op {
     if constexpr (VisitsTensors<Args>) {
       check_one_device(args);
       // A test's host simulation of the GPU (device/cuda_runtime.h): the CPU implementation on
-      // the same (host) memory.
+      // the same (host) memory; a composite CUDA implementation runs itself, its ops simulated.
       if (cuda::host_simulation_active() && args_device(args) == Device::cuda) {
         require_cuda_impl_for(args);  // what a GPU would run, where this build has CUDA implementations
         for (const auto& impl : impls_)
