@@ -32,13 +32,6 @@ GroupedGeometry geometry_of(const TensorView& x, const TensorView& w) {
   return {x.dim(0), w.dim(0), w.dim(1), w.dim(2)};
 }
 
-// Offsets on the GPU (a CUDA call's, moe_permute's there) are copied to the host: a synchronisation.
-std::vector<int64_t> offsets_of(const TensorView& group_offsets) {
-  if (group_offsets.device == Device::cpu) return to_vector<int64_t>(group_offsets);
-  const Tensor host = cuda::to_host(group_offsets);
-  return to_vector<int64_t>(host.view());
-}
-
 // x, w and group_offsets, shared by the forward and the backward.
 GroupedGeometry check_inputs(ArgChecker& check, const TensorView& x, const TensorView& w,
                              const TensorView& group_offsets) {
@@ -51,7 +44,7 @@ GroupedGeometry check_inputs(ArgChecker& check, const TensorView& x, const Tenso
   check.require(w.dim(2) == x.dim(1), "w has shape ", w.shape.to_string(), " but x has shape ", x.shape.to_string(),
                 " (w's last axis must be x's K = ", x.dim(1), ")");
   check.shape("group_offsets", group_offsets, {g.experts + 1});
-  std::vector<int64_t> offsets = offsets_of(group_offsets);
+  std::vector<int64_t> offsets = grouped_matmul_offsets(group_offsets);
   check.require(offsets[0] == 0, "group_offsets[0] is ", offsets[0], ", expected 0");
   for (int64_t e = 0; e < g.experts; ++e)
     check.require(offsets[e + 1] >= offsets[e], "group_offsets must not decrease, but group_offsets[", e + 1,
@@ -95,7 +88,7 @@ void validate(const GroupedMatmulBackwardArgs& args) {
 template <class T>
 void grouped_matmul_reference(const GroupedMatmulArgs& args) {
   GroupedGeometry g = geometry_of(args.x, args.w);
-  std::vector<int64_t> offsets = offsets_of(args.group_offsets);
+  std::vector<int64_t> offsets = grouped_matmul_offsets(args.group_offsets);
   std::vector<T> x = to_vector<T>(args.x), w = to_vector<T>(args.w);
   std::vector<T> y = args.accumulate ? to_vector<T>(args.y) : std::vector<T>(g.rows * g.n, T(0));
   for (int64_t e = 0; e < g.experts; ++e)
@@ -111,7 +104,7 @@ void grouped_matmul_reference(const GroupedMatmulArgs& args) {
 template <class T>
 void grouped_matmul_backward_reference(const GroupedMatmulBackwardArgs& args) {
   GroupedGeometry g = geometry_of(args.x, args.w);
-  std::vector<int64_t> offsets = offsets_of(args.group_offsets);
+  std::vector<int64_t> offsets = grouped_matmul_offsets(args.group_offsets);
   std::vector<T> x = to_vector<T>(args.x), w = to_vector<T>(args.w), dy = to_vector<T>(args.dy);
   if (args.dx.data) {
     std::vector<T> dx(g.rows * g.k, T(0));
@@ -147,7 +140,7 @@ namespace {
 
 // Bytes of the weights of experts that own at least one row.
 double used_weight_bytes(const TensorView& w, const TensorView& group_offsets) {
-  std::vector<int64_t> offsets = offsets_of(group_offsets);
+  std::vector<int64_t> offsets = grouped_matmul_offsets(group_offsets);
   int64_t used = 0;
   for (size_t e = 0; e + 1 < offsets.size(); ++e) used += offsets[e + 1] > offsets[e] ? 1 : 0;
   return static_cast<double>(used) * w.dim(1) * w.dim(2) * dtype_size(w.dtype);
@@ -279,6 +272,12 @@ std::vector<Impl<Args, MatmulCpuConfig>> grouped_impls(KernelFunction<Args, Matm
 }
 
 }  // namespace
+
+std::vector<int64_t> grouped_matmul_offsets(const TensorView& group_offsets) {
+  if (group_offsets.device == Device::cpu) return to_vector<int64_t>(group_offsets);
+  const Tensor host = cuda::to_host(group_offsets);
+  return to_vector<int64_t>(host.view());
+}
 
 const Op<GroupedMatmulArgs, MatmulCpuConfig>& grouped_matmul_op() {
   static const Op<GroupedMatmulArgs, MatmulCpuConfig> op(

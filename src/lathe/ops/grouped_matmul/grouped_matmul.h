@@ -28,6 +28,9 @@
 // copied to the host by the validation and again by the run (two small synchronous copies a call).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "lathe/core/tensor.h"
 #include "lathe/ops/matmul/matmul.h"
 #include "lathe/ops/op.h"
@@ -60,6 +63,9 @@ struct GroupedMatmulBackwardArgs {
     visit(x), visit(w), visit(group_offsets), visit(dy), visit(dx), visit(dw);
   }
 };
+
+// group_offsets' values on the host (copied from the GPU where they live there: a synchronisation).
+std::vector<int64_t> grouped_matmul_offsets(const TensorView& group_offsets);
 
 // Validate, then run the best implementation (see Op::run for the config order).
 void grouped_matmul(const GroupedMatmulArgs& args, const Dispatch& dispatch = {});

@@ -11,12 +11,6 @@
 namespace lathe {
 namespace {
 
-// One small device -> host copy: where each expert's rows are.
-std::vector<int64_t> host_offsets(const TensorView& group_offsets) {
-  const Tensor host = cuda::to_host(group_offsets);
-  return to_vector<int64_t>(host.view());
-}
-
 // view = 0 (fill_bytes needs a contiguous view; a strided one takes a copy of zeros).
 void zero(const TensorView& view) {
   if (view.is_contiguous()) return cuda::fill_bytes(view, 0);
@@ -34,7 +28,7 @@ void add_into(const TensorView& destination, const TensorView& source) {
 }
 
 void forward(const GroupedMatmulArgs& args, const MatmulCpuConfig&) {
-  const std::vector<int64_t> offsets = host_offsets(args.group_offsets);
+  const std::vector<int64_t> offsets = grouped_matmul_offsets(args.group_offsets);
   for (int64_t e = 0; e + 1 < static_cast<int64_t>(offsets.size()); ++e) {
     if (offsets[e + 1] == offsets[e]) continue;  // no rows: nothing of y is this expert's
     MatmulArgs product;  // y_e (+)= x_e @ w_e^T
@@ -48,7 +42,7 @@ void forward(const GroupedMatmulArgs& args, const MatmulCpuConfig&) {
 }
 
 void backward(const GroupedMatmulBackwardArgs& args, const MatmulCpuConfig&) {
-  const std::vector<int64_t> offsets = host_offsets(args.group_offsets);
+  const std::vector<int64_t> offsets = grouped_matmul_offsets(args.group_offsets);
   const bool like_types = args.dy.dtype == args.x.dtype;  // else f32 dy with bf16 x and w
   Tensor dw_scratch;  // (N, K): an accumulating expert's dw from matmul_backward, which overwrites
   for (int64_t e = 0; e + 1 < static_cast<int64_t>(offsets.size()); ++e) {

@@ -1,10 +1,11 @@
 // The CUDA implementations of grouped_matmul and grouped_matmul_backward, registered by
 // grouped_matmul.cc in builds with the CUDA backend (docs/cuda.md): a loop over the experts, each
 // expert's rows one product through matmul's CUDA implementation (cuBLASLt: f32 in true f32, bf16
-// with f32 accumulation), so the numbers are matmul's. group_offsets are copied to the host by the
-// validation and again by the run (two small synchronous copies a call; cuBLASLt's grouped API,
-// which would take them on the device, is the next step where MoE layers run on the GPU). An expert without rows costs nothing in the forward;
-// its dw is zeroed (or left, accumulating).
+// with f32 accumulation), so the numbers are matmul's. group_offsets are read on the host
+// (grouped_matmul_offsets) by the validation and again by the run: two small synchronous copies a
+// call (cuBLASLt's grouped API, which would take them on the device, is the next step where MoE
+// layers run on the GPU). An expert without rows costs nothing in the forward; its dw is zeroed
+// (or left, accumulating).
 //
 // Backward, per expert e with rows x_e, dy_e (y_e = x_e @ w_e^T):
 //   dy in x's dtype:            dx_e = dy_e @ w_e and dw_e (+)= dy_e^T @ x_e, two matmuls;

@@ -290,11 +290,12 @@ TEST(Matmul, InPlaceAGemmMatchesTheReferenceAndOneThreadBitwise) {
   }
 }
 
-// Two forms of matmul_gemm.h, on every ISA this machine runs and every tile (the in-place index
-// too): a transposed f32 A (a weight gradient's dy^T) read in place by whole tiles, its ragged
-// last tile packed, from a matrix wider than the product (A's storage rows longer than m), in K
-// slices of 24 (and packed as before where its storage rows are 4 KB or longer); and deep products (K >= 1024 and >= 8 x max(M, N)) in depth halves, on the BLIS
-// path (transposed A) and the in-place one (row-major A), with bias, activation or accumulate.
+// Two forms of the blocked GEMM, on every ISA this machine runs and every tile (the in-place
+// index too): a transposed f32 A (a weight gradient's dy^T) read in place by whole tiles, its
+// ragged last tile packed, from a matrix wider than the product (A's storage rows longer than m),
+// in K slices of 24 (and packed as before where its storage rows are 4 KB or longer); and deep
+// products (K >= 1024 and >= 8 x max(M, N)) in depth halves, on the BLIS path (transposed A) and
+// the in-place one (row-major A), with bias, activation or accumulate.
 // 1, 2 and 3 threads give the same bits, and the reference's values: within 1e-4 at K 61; at K
 // 1100 the f32 sums' rounding grows with K (about K x 2^-24 x the ~10 magnitude of partial sums,
 // 7e-4 at worst), so 1e-3 there.
