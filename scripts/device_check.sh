@@ -163,22 +163,30 @@ print(f"step 10 loss: uninterrupted {a!r}, resumed from step 5 {b!r}: {'identica
 sys.exit(0 if a == b else 1)
 PY
       fi
-      # Two more GPU families against the CPU the same way: Qwen2 (attention biases: the matmul bias
-      # epilogue, column_sums) and Gemma 2 (sandwich norms, soft caps, GeGLU, sliding windows).
+      # Three more GPU families against the CPU the same way: Qwen2 (attention biases: the matmul bias
+      # epilogue, column_sums), Gemma 2 (sandwich norms, soft caps, GeGLU, sliding windows) and
+      # Mixtral (configs/moe.yaml's model: 8 experts of 512, top-2; the router, permutation, grouped
+      # products, combine and the router losses on the GPU, the z-loss switched on too).
       qwen2="model.family=qwen2 model.attention_bias=true"
       gemma2="model.family=gemma2 model.sandwich_norms=true model.ffn_activation=gelu_tanh model.embedding_scale=0"
       gemma2="$gemma2 model.norm_weight_offset=1 model.final_logit_softcap=30 model.attn_logit_softcap=50"
       gemma2="$gemma2 model.sliding_window=64 model.sliding_window_pattern=2 model.tie_embeddings=true"
-      for family in qwen2 gemma2; do
+      mixtral="model.family=mixtral model.moe_experts=8 model.moe_top_k=2 model.moe_ffn_dim=512"
+      mixtral="$mixtral model.moe_renormalize=true model.moe_aux_loss_coef=0.01 model.moe_z_loss_coef=0.001"
+      for family in qwen2 gemma2 mixtral; do
         echo "== family $family: cpu against cuda" >>"$logs/gpu_train.log"
         overrides=${!family}
+        # A router's near-ties may pick other experts for a few tokens on the GPU: a looser step 1.
+        first_rel=""
+        [ "$family" = mixtral ] && first_rel="--first-rel 1e-3"
         rm -rf "/tmp/gpu_train_${family}_cpu" "/tmp/gpu_train_${family}_cuda"
-        # shellcheck disable=SC2086  # $overrides: several key=value words
+        # shellcheck disable=SC2086  # $overrides, $first_rel: several words
         { timeout 120 "$bundle/lathe" train $train_common $overrides run_dir="/tmp/gpu_train_${family}_cpu" \
             train.device=cpu checkpoint.every=0 &&
             timeout 120 "$bundle/lathe" train $train_common $overrides run_dir="/tmp/gpu_train_${family}_cuda" \
               train.device=cuda checkpoint.every=0 &&
-            python3 scripts/compare_train_runs.py "/tmp/gpu_train_${family}_cpu" "/tmp/gpu_train_${family}_cuda"
+            python3 scripts/compare_train_runs.py "/tmp/gpu_train_${family}_cpu" "/tmp/gpu_train_${family}_cuda" \
+              $first_rel
         } >>"$logs/gpu_train.log" 2>&1 || train_status=1
       done
       # bf16 with the default (CUDA-core) attention, bf16 with the tensor-core attention pinned, f32.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "lathe/device/device_tensor.h"
 #include "lathe/ops/grouped_matmul/grouped_matmul.h"
 #include "lathe/ops/moe_combine/moe_combine.h"
 #include "lathe/ops/moe_permute/moe_permute.h"
@@ -12,7 +13,10 @@ namespace {
 
 bool fast(Precision precision) { return precision == Precision::fast; }
 
-Tensor new_tensor(const Tape& tape, const Shape& shape) { return Tensor::empty(shape, tape.dtype()); }
+// A tensor of the tape's dtype on `like`'s device (host, or the GPU with train.device=cuda).
+Tensor new_tensor(const Tape& tape, const Tensor& like, const Shape& shape) {
+  return empty_beside(like, shape, tape.dtype());
+}
 
 // dst += src, elementwise, both contiguous of one float dtype.
 void add_into(Precision precision, const TensorView& dst, const TensorView& src) {
@@ -25,9 +29,9 @@ RoutedTokens moe_route(Tape& tape, const Var& logits, const Tensor& selection_bi
                        const std::shared_ptr<RouterLosses>& losses, int64_t loss_index) {
   const int64_t tokens = logits->value.dim(0), experts = logits->value.dim(1), k = options.top_k;
   RoutedTokens routed;
-  routed.weights = make_var(new_tensor(tape, {tokens, k}), logits->requires_grad);
-  routed.expert_ids = Tensor::empty({tokens, k}, DType::i32);
-  routed.probs = new_tensor(tape, {tokens, experts});
+  routed.weights = make_var(new_tensor(tape, logits->value, {tokens, k}), logits->requires_grad);
+  routed.expert_ids = empty_beside(logits->value, {tokens, k}, DType::i32);
+  routed.probs = new_tensor(tape, logits->value, {tokens, experts});
   MoeRouterArgs args{logits->value,         selection_bias.defined() ? selection_bias.view() : TensorView{},
                      routed.probs,          routed.expert_ids,
                      routed.weights->value, options};
@@ -40,10 +44,9 @@ RoutedTokens moe_route(Tape& tape, const Var& logits, const Tensor& selection_bi
     LATHE_ASSERT(!losses || losses->finished());
     Tensor d_weights = weights->grad;
     if (!d_weights.defined()) {  // nothing downstream used the weights: only the losses' gradients
-      d_weights = Tensor::empty(weights->value.shape(), weights->value.dtype());
-      fill_value(d_weights, 0.0);
+      d_weights = zeros_on(weights->value.view().device, weights->value.shape(), weights->value.dtype());
     }
-    Tensor d_logits = Tensor::empty(logits->value.shape(), logits->value.dtype());
+    Tensor d_logits = empty_like(logits->value);
     MoeRouterBackwardArgs args{probs,    ids,    d_weights, losses ? losses->d_probs(loss_index) : TensorView{},
                                d_logits, options};
     fast(precision) ? moe_router_backward(args) : moe_router_backward_reference<double>(args);
@@ -56,10 +59,10 @@ RoutedTokens moe_route(Tape& tape, const Var& logits, const Tensor& selection_bi
 PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, int64_t n_experts) {
   const int64_t tokens = x->value.dim(0), d = x->value.dim(1), k = expert_ids.dim(1);
   PermutedTokens permuted;
-  permuted.rows = make_var(new_tensor(tape, {tokens * k, d}), x->requires_grad);
-  permuted.group_offsets = Tensor::empty({n_experts + 1}, DType::i64);
-  permuted.destination = Tensor::empty({tokens * k}, DType::i32);
-  Tensor source = Tensor::empty({tokens * k}, DType::i32);
+  permuted.rows = make_var(new_tensor(tape, x->value, {tokens * k, d}), x->requires_grad);
+  permuted.group_offsets = empty_beside(x->value, {n_experts + 1}, DType::i64);
+  permuted.destination = empty_beside(x->value, {tokens * k}, DType::i32);
+  Tensor source = empty_beside(x->value, {tokens * k}, DType::i32);
   MoePermuteArgs args{x->value, expert_ids,          n_experts, permuted.rows->value, permuted.group_offsets,
                       source,   permuted.destination};
   fast(tape.precision()) ? lathe::moe_permute(args) : moe_permute_reference<double>(args);
@@ -79,7 +82,7 @@ Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& gr
   const bool bf16 = weight->value_bf16.defined();
   LATHE_ASSERT(!bf16 || tape.precision() == Precision::fast);
   Var out = stashed_matmul_output(tape, x->requires_grad || weight->requires_grad, [&] {
-    Tensor product = new_tensor(tape, {rows, out_features});
+    Tensor product = new_tensor(tape, x->value, {rows, out_features});
     GroupedMatmulArgs args{bf16 ? bf16_value(x) : x->value, bf16 ? weight->value_bf16 : weight->value, group_offsets,
                            product, false};
     fast(tape.precision()) ? grouped_matmul(args) : grouped_matmul_reference<double>(args);
@@ -89,7 +92,7 @@ Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& gr
   const Precision precision = tape.precision();
   tape.record([x, weight, out, group_offsets, precision, bf16] {
     // bf16: the output gradient is rounded once; both products read bf16 operands (as linear).
-    const Tensor grad = bf16 ? convert(out->grad, DType::bf16) : out->grad;
+    const Tensor grad = bf16 ? converted(out->grad, DType::bf16) : out->grad;
     GroupedMatmulBackwardArgs args;
     args.x = bf16 ? bf16_value(x) : x->value;
     args.w = bf16 ? weight->value_bf16 : weight->value;
@@ -97,7 +100,7 @@ Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& gr
     args.dy = grad;
     Tensor dx;
     if (x->requires_grad) {
-      dx = Tensor::empty(x->value.shape(), x->value.dtype());
+      dx = empty_like(x->value);
       args.dx = dx;
     }
     if (weight->requires_grad) args.dw = grad_buffer(weight, weight->value.dtype(), &args.accumulate_dw);
@@ -110,14 +113,14 @@ Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& gr
 Var gated_activation_fused(Tape& tape, const Var& gate_up, GatedActivation activation) {
   const int64_t rows = gate_up->value.dim(0), ffn = gate_up->value.dim(1) / 2;
   LATHE_ASSERT(gate_up->value.dim(1) == 2 * ffn);
-  Var out = make_var(new_tensor(tape, {rows, ffn}), gate_up->requires_grad);
+  Var out = make_var(new_tensor(tape, gate_up->value, {rows, ffn}), gate_up->requires_grad);
   const TensorView whole = gate_up->value.view();
   GatedActivationArgs args{whole.slice(1, 0, ffn), whole.slice(1, ffn, 2 * ffn), out->value, activation};
   fast(tape.precision()) ? lathe::gated_activation(args) : gated_activation_reference<double>(args);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([gate_up, out, ffn, activation, precision] {
-    Tensor d_gate_up = Tensor::empty(gate_up->value.shape(), gate_up->value.dtype());
+    Tensor d_gate_up = empty_like(gate_up->value);
     const TensorView value = gate_up->value.view(), grad = d_gate_up.view();
     GatedActivationBackwardArgs args{value.slice(1, 0, ffn), value.slice(1, ffn, 2 * ffn), out->grad,
                                      grad.slice(1, 0, ffn),  grad.slice(1, ffn, 2 * ffn),  activation};
@@ -129,15 +132,16 @@ Var gated_activation_fused(Tape& tape, const Var& gate_up, GatedActivation activ
 
 Var moe_combine(Tape& tape, const Var& expert_out, const Var& weights, const Tensor& destination) {
   const int64_t tokens = weights->value.dim(0), d = expert_out->value.dim(1);
-  Var y = make_var(new_tensor(tape, {tokens, d}), expert_out->requires_grad || weights->requires_grad);
+  Var y =
+      make_var(new_tensor(tape, expert_out->value, {tokens, d}), expert_out->requires_grad || weights->requires_grad);
   MoeCombineArgs args{expert_out->value, weights->value, destination, y->value, false};
   fast(tape.precision()) ? lathe::moe_combine(args) : moe_combine_reference<double>(args);
   if (!tape.recording() || !y->requires_grad) return y;
   const Precision precision = tape.precision();
   tape.record([expert_out, weights, destination, y, precision] {
     Tensor d_expert_out, d_weights;
-    if (expert_out->requires_grad) d_expert_out = Tensor::empty(expert_out->value.shape(), expert_out->value.dtype());
-    if (weights->requires_grad) d_weights = Tensor::empty(weights->value.shape(), weights->value.dtype());
+    if (expert_out->requires_grad) d_expert_out = empty_like(expert_out->value);
+    if (weights->requires_grad) d_weights = empty_like(weights->value);
     MoeCombineBackwardArgs args{expert_out->value,
                                 weights->value,
                                 destination,

@@ -1,8 +1,8 @@
 #include "lathe/autograd/router_losses.h"
 
 #include <algorithm>
-#include <cstring>
 
+#include "lathe/device/device_tensor.h"
 #include "lathe/ops/moe_losses/moe_losses.h"
 
 namespace lathe::autograd {
@@ -17,13 +17,7 @@ RouterLosses::RouterLosses(Precision precision, std::vector<int64_t> moe_layers,
       aux_coef_(aux_coef),
       z_coef_(z_coef),
       grad_scale_(grad_scale),
-      recorded_(moe_layers_.size(), false) {
-  const DType dtype = precision == Precision::fast ? DType::f32 : DType::f64;
-  const int64_t rows = static_cast<int64_t>(moe_layers_.size()) * tokens;
-  logits_ = Tensor::empty({rows, experts}, dtype);
-  probs_ = Tensor::empty({rows, experts}, dtype);
-  expert_ids_ = Tensor::empty({rows, top_k}, DType::i32);
-}
+      recorded_(moe_layers_.size(), false) {}
 
 int64_t RouterLosses::slot(int64_t layer) const {
   auto found = std::find(moe_layers_.begin(), moe_layers_.end(), layer);
@@ -33,11 +27,19 @@ int64_t RouterLosses::slot(int64_t layer) const {
 
 namespace {
 
-// Copies a contiguous (tokens, width) tensor into rows [slot * tokens, (slot + 1) * tokens) of `into`.
+// Copies a contiguous (tokens, width) tensor into rows [slot * tokens, (slot + 1) * tokens) of
+// `into`, on their device.
 void copy_rows(const Tensor& from, const Tensor& into, int64_t slot) {
   LATHE_ASSERT(from.dtype() == into.dtype() && from.view().is_contiguous());
-  const size_t bytes = static_cast<size_t>(from.numel()) * dtype_size(from.dtype());
-  std::memcpy(static_cast<char*>(into.view().data) + static_cast<size_t>(slot) * bytes, from.view().data, bytes);
+  const int64_t rows = from.dim(0);
+  cuda::copy(into.view().slice(0, slot * rows, (slot + 1) * rows), from.view());
+}
+
+// Element 0 of a one-element tensor on either device.
+double read_scalar(const Tensor& value) {
+  if (value.view().device == Device::cpu) return read_element(value, 0);
+  const Tensor host = cuda::to_host(value);
+  return read_element(host, 0);
 }
 
 }  // namespace
@@ -45,6 +47,12 @@ void copy_rows(const Tensor& from, const Tensor& into, int64_t slot) {
 void RouterLosses::record(int64_t layer, const Tensor& logits, const Tensor& probs, const Tensor& expert_ids) {
   LATHE_ASSERT(logits.dim(0) == tokens_ && logits.dim(1) == experts_ && expert_ids.dim(1) == top_k_);
   const int64_t index = slot(layer);
+  if (!logits_.defined()) {  // beside the router's outputs (host, or the GPU)
+    const int64_t rows = static_cast<int64_t>(moe_layers_.size()) * tokens_;
+    logits_ = empty_beside(logits, {rows, experts_}, logits.dtype());
+    probs_ = empty_beside(logits, {rows, experts_}, probs.dtype());
+    expert_ids_ = empty_beside(logits, {rows, top_k_}, DType::i32);
+  }
   copy_rows(logits, logits_, index);
   copy_rows(probs, probs_, index);
   copy_rows(expert_ids, expert_ids_, index);
@@ -55,20 +63,20 @@ void RouterLosses::finish() {
   LATHE_ASSERT(std::all_of(recorded_.begin(), recorded_.end(), [](bool recorded) { return recorded; }));
   const bool fast = precision_ == Precision::fast;
   const DType dtype = fast ? DType::f32 : DType::f64;
-  Tensor loss = Tensor::empty({1}, dtype);
+  Tensor loss = empty_beside(probs_, {1}, dtype);
   MoeLoadBalancingLossArgs balance{probs_, expert_ids_, loss};
   fast ? moe_load_balancing_loss(balance) : moe_load_balancing_loss_reference<double>(balance);
-  aux_loss_ = read_element(loss, 0);
+  aux_loss_ = read_scalar(loss);
   MoeZLossArgs z{logits_, loss};
   fast ? moe_z_loss(z) : moe_z_loss_reference<double>(z);
-  z_loss_ = read_element(loss, 0);
+  z_loss_ = read_scalar(loss);
   if (aux_coef_ != 0) {
-    d_probs_ = Tensor::empty(probs_.shape(), dtype);
+    d_probs_ = empty_beside(probs_, probs_.shape(), dtype);
     MoeLoadBalancingLossBackwardArgs args{expert_ids_, static_cast<float>(aux_coef_ * grad_scale_), d_probs_};
     fast ? moe_load_balancing_loss_backward(args) : moe_load_balancing_loss_backward_reference<double>(args);
   }
   if (z_coef_ != 0) {
-    d_logits_ = Tensor::empty(logits_.shape(), dtype);
+    d_logits_ = empty_beside(logits_, logits_.shape(), dtype);
     MoeZLossBackwardArgs args{logits_, static_cast<float>(z_coef_ * grad_scale_), d_logits_};
     fast ? moe_z_loss_backward(args) : moe_z_loss_backward_reference<double>(args);
   }
@@ -78,7 +86,10 @@ void RouterLosses::finish() {
 std::vector<int64_t> RouterLosses::expert_counts(size_t i) const {
   LATHE_ASSERT(i < moe_layers_.size());
   std::vector<int64_t> counts(static_cast<size_t>(experts_), 0);
-  const int32_t* ids = expert_ids_.ptr<int32_t>() + static_cast<int64_t>(i) * tokens_ * top_k_;
+  const int64_t first = static_cast<int64_t>(i) * tokens_;
+  const TensorView layer_ids = expert_ids_.view().slice(0, first, first + tokens_);
+  const Tensor host_ids = layer_ids.device == Device::cpu ? Tensor{} : cuda::to_host(layer_ids);
+  const int32_t* ids = host_ids.defined() ? host_ids.ptr<int32_t>() : layer_ids.ptr<int32_t>();
   for (int64_t slot = 0; slot < tokens_ * top_k_; ++slot) ++counts[static_cast<size_t>(ids[slot])];
   return counts;
 }

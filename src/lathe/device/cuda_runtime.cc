@@ -150,6 +150,7 @@ double bf16_tensor_peak_gflops(const DeviceProperties& device) {
 
 namespace {
 std::atomic<int> simulations{0};
+std::atomic<HostSimulation::Composites> composite_mode{HostSimulation::Composites::run_themselves};
 std::atomic<int> selected{0};
 }  // namespace
 
@@ -172,12 +173,19 @@ void use_selected_device() {
 #endif
 }
 
-HostSimulation::HostSimulation() {
+HostSimulation::HostSimulation(Composites composites) : previous_(composite_mode.load()) {
   install_simulated_fault_message();
+  composite_mode.store(composites);
   simulations.fetch_add(1);
 }
-HostSimulation::~HostSimulation() { simulations.fetch_sub(1); }
+HostSimulation::~HostSimulation() {
+  simulations.fetch_sub(1);
+  composite_mode.store(previous_);
+}
 bool host_simulation_active() { return simulations.load(std::memory_order_relaxed) > 0; }
+bool host_simulation_runs_composites() {
+  return composite_mode.load(std::memory_order_relaxed) == HostSimulation::Composites::run_themselves;
+}
 
 void require_available(const std::string& what) {
   if (host_simulation_active()) return;

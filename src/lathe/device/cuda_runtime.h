@@ -73,14 +73,24 @@ void use_selected_device();
 // refuses them), no host access to device tensors (read_element refuses them; a raw pointer read
 // or write faults, as on a GPU), the same numbers as the host path. What it cannot check: the
 // CUDA kernels themselves. Not thread-safe to construct while other threads run ops; nests.
+// Composite CUDA implementations (ops/op.h) run as they are by default; with
+// Composites::cpu_implementation they run the op's CPU implementation like every other op, for
+// tests that compare a device run with a host run bit for bit (a composite is another summation
+// order: grouped_matmul's loop of per-expert products; its own logic has its own tests).
 class HostSimulation {
  public:
-  HostSimulation();
+  enum class Composites { run_themselves, cpu_implementation };
+  explicit HostSimulation(Composites composites = Composites::run_themselves);
   ~HostSimulation();
   HostSimulation(const HostSimulation&) = delete;
   HostSimulation& operator=(const HostSimulation&) = delete;
+
+ private:
+  Composites previous_;
 };
 bool host_simulation_active();
+// Whether the active simulation runs composite implementations as they are.
+bool host_simulation_runs_composites();
 
 // Waits for all work queued on the current device (errors of earlier asynchronous work surface
 // here, named by `what`).

@@ -79,7 +79,8 @@ struct Impl {
 
   // Runnable on this machine for args on any device (the problem framework mirrors host args).
   bool runnable_here(const Args& args) const {
-    const bool simulated = composite && device == Device::cuda && cuda::host_simulation_active();
+    const bool simulated = composite && device == Device::cuda && cuda::host_simulation_active() &&
+                           cuda::host_simulation_runs_composites();
     return (simulated || device_runnable(device, isa)) && (!supported || supported(args));
   }
   bool usable(const Args& args) const { return device == args_device(args) && runnable_here(args); }
@@ -176,7 +177,8 @@ class Op {
       if (cuda::host_simulation_active() && args_device(args) == Device::cuda) {
         require_cuda_impl_for(args);  // what a GPU would run, where this build has CUDA implementations
         for (const auto& impl : impls_)
-          if (impl.composite && impl.runnable_here(args) && (dispatch.impl.empty() || dispatch.impl == impl.name))
+          if (impl.composite && cuda::host_simulation_runs_composites() && impl.runnable_here(args) &&
+              (dispatch.impl.empty() || dispatch.impl == impl.name))
             return impl.run(args, select_config(impl, args, dispatch));
         cuda::SimulatedDeviceAccess access;  // its device pages open while the CPU implementation runs
         return run(as_host_args(args, access), dispatch);

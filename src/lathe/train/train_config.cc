@@ -201,7 +201,7 @@ void visit_train_config(TrainConfig& config, Visit&& field) {
   field("train.threads", train.threads,
         "worker threads; 0: automatic (the CPUs this process may use); --threads and LATHE_NUM_THREADS win");
   field("train.device", train.device,
-        "where the training step runs: cpu, or cuda (one GPU, the dense llama family for now)",
+        "where the training step runs: cpu, or cuda (a GPU per process; the families docs/cuda.md lists)",
         Choices(kDevices));
   field("train.check_memory", train.check_memory,
         "refuse a run whose predicted memory exceeds the memory available (cgroup limits included); false: skip");

@@ -330,11 +330,25 @@ TEST(TrainConfigValidation, GpuTrainingRefusesWhatItDoesNotRunYet) {
   EXPECT_EQ(problems_with([](TrainConfig& c) { c.train.device = "cuda"; }), std::vector<std::string>{});
   EXPECT_EQ(problems_with([](TrainConfig& c) {
               c.train.device = "cuda";
+              c.model.family = "mixtral";
               c.model.moe_experts = 4;
             }),
-            std::vector<std::string>{"train.device=cuda runs the dense llama, mistral, qwen2, qwen3, gemma2, gemma3 "
-                                     "families for now (model.family=llama, experts has ops without a CUDA "
-                                     "implementation)"});
+            std::vector<std::string>{});
+  EXPECT_EQ(problems_with([](TrainConfig& c) {
+              c.train.device = "cuda";
+              c.model.moe_experts = 4;
+              c.model.moe_shared_ffn_dim = 64;
+            }),
+            std::vector<std::string>{"train.device=cuda runs the llama, mistral, qwen2, qwen3, gemma2, gemma3, "
+                                     "mixtral, qwen3_moe families for now, without shared experts or MTP "
+                                     "(model.family=llama, shared experts has ops without a CUDA implementation)"});
+  EXPECT_EQ(problems_with([](TrainConfig& c) {
+              c.train.device = "cuda";
+              c.model.family = "gpt_oss";
+            }),
+            std::vector<std::string>{"train.device=cuda runs the llama, mistral, qwen2, qwen3, gemma2, gemma3, "
+                                     "mixtral, qwen3_moe families for now, without shared experts or MTP "
+                                     "(model.family=gpt_oss has ops without a CUDA implementation)"});
   EXPECT_EQ(problems_with([](TrainConfig& c) {
               c.train.device = "cuda";
               c.model.family = "qwen3";

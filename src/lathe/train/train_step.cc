@@ -80,13 +80,16 @@ void TrainStep::update_selection_biases(const std::vector<double>& sums) {
   for (const autograd::Var& bias : selection_biases_) {
     double total = 0;
     for (int64_t e = 0; e < experts; ++e) total += sums[at + e];
-    if (bias) {
-      float* values = bias->value.ptr<float>();
+    if (bias) {  // a few floats: updated on the host, copied back to a device bias
+      const bool on_device = bias->value.view().device != Device::cpu;
+      const Tensor host = on_device ? cuda::to_host(bias->value) : bias->value;
+      float* values = host.ptr<float>();
       for (int64_t e = 0; e < experts; ++e) {
         // mean - count_e compared exactly in integers: total - experts * count_e
         const double difference = total - static_cast<double>(experts) * sums[at + e];
         values[e] += rate * static_cast<float>((difference > 0) - (difference < 0));
       }
+      if (on_device) cuda::copy(bias->value.view(), host.view());
     }
     at += static_cast<size_t>(experts);
   }
@@ -364,9 +367,10 @@ double evaluate_loss(const TransformerModel& model, const TrainConfig& config, i
     const double weight = weigh_by_tokens ? static_cast<double>(count_valid_targets(targets)) : 1.0;
     if (weight == 0) continue;
     autograd::Tape tape(model.precision(), /*recording=*/false);
-    total += weight * scalar_value(model.loss(tape, on_device_of(model, inputs), on_device_of(model, targets),
-                                              RematPolicy::save_all)
-                                       ->value);
+    total +=
+        weight *
+        scalar_value(
+            model.loss(tape, on_device_of(model, inputs), on_device_of(model, targets), RematPolicy::save_all)->value);
     weight_sum += weight;
   }
   return weight_sum > 0 ? total / weight_sum : 0.0;

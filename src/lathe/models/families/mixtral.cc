@@ -47,6 +47,7 @@ const FamilySpec& mixtral_family() {
       .traits = {},
       .default_chat_template = "mistral",
       .layer = kPreNormDecoderLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }

@@ -45,6 +45,7 @@ const FamilySpec& qwen3_moe_family() {
       .traits = {.qk_norm = true},
       .default_chat_template = "chatml",
       .layer = kPreNormDecoderLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "lathe/ops/cuda_emulated_impl.h"
+#include "lathe/ops/moe_combine/moe_combine_cuda.h"
+#include "lathe/ops/moe_combine/moe_combine_cuda_body.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -24,7 +27,8 @@ static std::vector<MoeCombineCpuConfig> config_space() {
 
 // destination must index expert_out's rows; the first bad entry is named.
 static void check_destination(ArgChecker& check, const TensorView& destination, int64_t slots) {
-  const int32_t* rows = static_cast<const int32_t*>(destination.data);
+  Tensor host_copy;
+  const int32_t* rows = static_cast<const int32_t*>(host_readable(destination, host_copy).data);
   for (int64_t s = 0; s < slots; ++s)
     check.require(rows[s] >= 0 && rows[s] < slots, "destination[", s, "] = ", rows[s], " is out of range [0, ", slots,
                   ")");
@@ -122,15 +126,36 @@ OpCost moe_combine_backward_cost(const MoeCombineBackwardArgs& args) {
   return {flops, bytes};
 }
 
+// The CUDA kernels run on the host, one thread after another (ops/cuda_emulated_impl.h).
+static void emulated_forward(const MoeCombineArgs& args, const MoeCombineCpuConfig&) {
+  const auto a = moe_combine_cuda::tensors_of(args.expert_out, args.weights, args.destination);
+  for (int64_t i = 0; i < args.y.numel(); ++i)
+    moe_combine_cuda::combine_element(a, args.accumulate, i, static_cast<float*>(args.y.data));
+}
+
+static void emulated_backward(const MoeCombineBackwardArgs& args, const MoeCombineCpuConfig&) {
+  const auto a = moe_combine_cuda::tensors_of(args.expert_out, args.weights, args.destination);
+  const auto* dy = static_cast<const float*>(args.dy.data);
+  const int64_t slots = args.weights.numel();
+  if (args.d_expert_out.data)
+    for (int64_t i = 0; i < slots * args.expert_out.dim(1); ++i)
+      moe_combine_cuda::expert_gradient_element(a, dy, i, static_cast<float*>(args.d_expert_out.data));
+  if (args.d_weights.data)
+    for (int64_t slot = 0; slot < slots; ++slot)
+      moe_combine_cuda::weight_gradient(a, dy, slot, static_cast<float*>(args.d_weights.data));
+}
+
 const Op<MoeCombineArgs, MoeCombineCpuConfig>& moe_combine_op() {
   static const Op<MoeCombineArgs, MoeCombineCpuConfig> op(
       "moe_combine",
-      LATHE_ISA_IMPLS(
-          moe_combine_kernel,
-          [](const MoeCombineArgs& args, Isa) {
-            return heuristic_config(args.expert_out.dim(1), args.weights.dim(1), args.y.numel() * 4.0);
-          },
-          [](const MoeCombineArgs&, Isa) { return config_space(); }),
+      with_cuda_kernel(LATHE_ISA_IMPLS(
+                           moe_combine_kernel,
+                           [](const MoeCombineArgs& args, Isa) {
+                             return heuristic_config(args.expert_out.dim(1), args.weights.dim(1), args.y.numel() * 4.0);
+                           },
+                           [](const MoeCombineArgs&, Isa) { return config_space(); }),
+                       cuda_emulated_impl<MoeCombineArgs, MoeCombineCpuConfig>(emulated_forward),
+                       LATHE_CUDA_IMPL(moe_combine_cuda_impl)),
       [](const MoeCombineArgs& args) {
         return str_cat("tokens=", args.weights.dim(0), ",n=", args.expert_out.dim(1), ",top_k=", args.weights.dim(1),
                        ",accumulate=", int(args.accumulate));
@@ -141,13 +166,15 @@ const Op<MoeCombineArgs, MoeCombineCpuConfig>& moe_combine_op() {
 const Op<MoeCombineBackwardArgs, MoeCombineCpuConfig>& moe_combine_backward_op() {
   static const Op<MoeCombineBackwardArgs, MoeCombineCpuConfig> op(
       "moe_combine_backward",
-      LATHE_ISA_IMPLS(
-          moe_combine_backward_kernel,
-          [](const MoeCombineBackwardArgs& args, Isa) {
-            const double written = args.d_expert_out.data ? args.d_expert_out.numel() * 4.0 : 0.0;
-            return heuristic_config(args.expert_out.dim(1), args.weights.dim(1), written);
-          },
-          [](const MoeCombineBackwardArgs&, Isa) { return config_space(); }),
+      with_cuda_kernel(LATHE_ISA_IMPLS(
+                           moe_combine_backward_kernel,
+                           [](const MoeCombineBackwardArgs& args, Isa) {
+                             const double written = args.d_expert_out.data ? args.d_expert_out.numel() * 4.0 : 0.0;
+                             return heuristic_config(args.expert_out.dim(1), args.weights.dim(1), written);
+                           },
+                           [](const MoeCombineBackwardArgs&, Isa) { return config_space(); }),
+                       cuda_emulated_impl<MoeCombineBackwardArgs, MoeCombineCpuConfig>(emulated_backward),
+                       LATHE_CUDA_IMPL(moe_combine_backward_cuda_impl)),
       [](const MoeCombineBackwardArgs& args) {
         return str_cat("tokens=", args.weights.dim(0), ",n=", args.expert_out.dim(1), ",top_k=", args.weights.dim(1),
                        ",d_expert_out=", args.d_expert_out.data != nullptr,

@@ -13,6 +13,7 @@
 // Determinism: each output element has one writer and a fixed order of operations (a d_weights dot
 // product sums vector lanes in a fixed order), so results are bitwise identical for every thread
 // count and config at a given ISA level.
+// On the GPU: moe_combine_cuda.h ("cuda_emulated" runs its kernels on the host).
 #pragma once
 
 #include "lathe/core/tensor.h"
@@ -26,6 +27,10 @@ struct MoeCombineArgs {
   TensorView destination;   // (tokens * top_k) i32, from moe_permute
   TensorView y;             // (tokens, n) f32 output
   bool accumulate = false;  // y += (so a shared expert's output can be there first)
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(expert_out), visit(weights), visit(destination), visit(y);
+  }
 };
 
 struct MoeCombineBackwardArgs {
@@ -35,6 +40,10 @@ struct MoeCombineBackwardArgs {
   TensorView dy;            // (tokens, n) f32
   TensorView d_expert_out;  // (tokens * top_k, n) f32 output, optional (data may be null)
   TensorView d_weights;     // (tokens, top_k) f32 output, optional (data may be null)
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(expert_out), visit(weights), visit(destination), visit(dy), visit(d_expert_out), visit(d_weights);
+  }
 };
 
 struct MoeCombineCpuConfig {

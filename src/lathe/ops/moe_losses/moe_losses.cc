@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/cuda_emulated_impl.h"
+#include "lathe/ops/moe_losses/moe_losses_cuda.h"
+#include "lathe/ops/moe_losses/moe_losses_cuda_body.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -18,7 +21,9 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Validation
 
-void check_expert_ids(ArgChecker& check, const TensorView& ids, int64_t tokens, int64_t experts) {
+void check_expert_ids(ArgChecker& check, const TensorView& device_or_host_ids, int64_t tokens, int64_t experts) {
+  Tensor host_copy;
+  const TensorView ids = host_readable(device_or_host_ids, host_copy);
   check.rank("expert_ids", ids, 2).dtype("expert_ids", ids, DType::i32).contiguous("expert_ids", ids);
   check.require(ids.dim(0) == tokens, "expert_ids has shape ", ids.shape.to_string(), ", expected ", tokens,
                 " rows (one per token)");
@@ -265,15 +270,77 @@ OpCost moe_bias_update_cost(const MoeBiasUpdateArgs& args) {
 }
 
 // -----------------------------------------------------------------------------------------------
+// The CUDA kernels run on the host, one thread after another (ops/cuda_emulated_impl.h)
+
+namespace {
+
+namespace body = moe_losses_cuda;
+
+const int32_t* ids_of(const TensorView& ids) { return static_cast<const int32_t*>(ids.data); }
+
+void emulated_balancing_loss(const MoeLoadBalancingLossArgs& args, const MoeLossesCpuConfig&) {
+  const int64_t tokens = args.probs.dim(0), experts = args.probs.dim(1);
+  std::vector<double> terms(experts, 0.0);
+  for (int64_t e = 0; e < experts && tokens > 0; ++e)
+    terms[e] = body::expert_term(static_cast<const float*>(args.probs.data), ids_of(args.expert_ids), tokens, experts,
+                                 args.expert_ids.dim(1), e);
+  *static_cast<float*>(args.loss.data) = body::balancing_loss(terms.data(), experts, tokens);
+}
+
+void emulated_balancing_gradient(const MoeLoadBalancingLossBackwardArgs& args, const MoeLossesCpuConfig&) {
+  const int64_t tokens = args.d_probs.dim(0), experts = args.d_probs.dim(1), top_k = args.expert_ids.dim(1);
+  std::vector<int64_t> counts(experts);
+  for (int64_t e = 0; e < experts; ++e) counts[e] = body::count_slots(ids_of(args.expert_ids), tokens * top_k, e);
+  for (int64_t i = 0; i < tokens * experts; ++i)
+    body::balancing_gradient_element(counts.data(), tokens, experts, args.d_loss, args.accumulate, i,
+                                     static_cast<float*>(args.d_probs.data));
+}
+
+void emulated_z_loss(const MoeZLossArgs& args, const MoeLossesCpuConfig&) {
+  std::vector<double> partials(body::kLossThreads);
+  for (int thread = 0; thread < body::kLossThreads; ++thread)
+    partials[thread] =
+        body::z_partial(static_cast<const float*>(args.logits.data), args.logits.dim(0), args.logits.dim(1), thread);
+  *static_cast<float*>(args.loss.data) = body::z_loss(partials.data(), args.logits.dim(0));
+}
+
+void emulated_z_gradient(const MoeZLossBackwardArgs& args, const MoeLossesCpuConfig&) {
+  for (int64_t t = 0; t < args.logits.dim(0); ++t)
+    body::z_gradient_token(static_cast<const float*>(args.logits.data), args.logits.dim(0), args.logits.dim(1),
+                           args.d_loss, args.accumulate, t, static_cast<float*>(args.d_logits.data));
+}
+
+void emulated_bias_update(const MoeBiasUpdateArgs& args, const MoeLossesCpuConfig&) {
+  const int64_t experts = args.bias.dim(0);
+  for (int64_t e = 0; e < experts; ++e)
+    body::bias_update_expert(ids_of(args.expert_ids), args.expert_ids.dim(0), args.expert_ids.dim(1), experts,
+                             args.rate, e, static_cast<float*>(args.bias.data),
+                             static_cast<int64_t*>(args.counts.data));
+}
+
+// The experts the one-block kernels take.
+template <class Args>
+std::function<bool(const Args&)> experts_at_most_kernel_limit(int64_t (*experts)(const Args&)) {
+  return [experts](const Args& args) { return experts(args) <= body::kMaxExperts; };
+}
+
+}  // namespace
+
+// -----------------------------------------------------------------------------------------------
 // Ops
 
 const Op<MoeLoadBalancingLossArgs, MoeLossesCpuConfig>& moe_load_balancing_loss_op() {
   using Args = MoeLoadBalancingLossArgs;
   static const Op<Args, MoeLossesCpuConfig> op(
       "moe_load_balancing_loss",
-      LATHE_ISA_IMPLS(
-          moe_load_balancing_loss_kernel, [](const Args& args, Isa) { return rows_heuristic(args.probs.dim(1)); },
-          [](const Args&, Isa) { return chunk_space(); }),
+      with_cuda_kernel(
+          LATHE_ISA_IMPLS(
+              moe_load_balancing_loss_kernel, [](const Args& args, Isa) { return rows_heuristic(args.probs.dim(1)); },
+              [](const Args&, Isa) { return chunk_space(); }),
+          cuda_emulated_impl<Args, MoeLossesCpuConfig>(
+              emulated_balancing_loss,
+              experts_at_most_kernel_limit<Args>([](const Args& args) { return args.probs.dim(1); })),
+          LATHE_CUDA_IMPL(moe_load_balancing_loss_cuda_impl)),
       [](const Args& args) { return shape_key(args.probs.dim(0), args.probs.dim(1), args.expert_ids.dim(1), false); });
   return op;
 }
@@ -282,10 +349,14 @@ const Op<MoeLoadBalancingLossBackwardArgs, MoeLossesCpuConfig>& moe_load_balanci
   using Args = MoeLoadBalancingLossBackwardArgs;
   static const Op<Args, MoeLossesCpuConfig> op(
       "moe_load_balancing_loss_backward",
-      LATHE_ISA_IMPLS(
-          moe_load_balancing_loss_backward_kernel,
-          [](const Args& args, Isa) { return rows_heuristic(args.d_probs.dim(1)); },
-          [](const Args&, Isa) { return chunk_space(); }),
+      with_cuda_kernel(LATHE_ISA_IMPLS(
+                           moe_load_balancing_loss_backward_kernel,
+                           [](const Args& args, Isa) { return rows_heuristic(args.d_probs.dim(1)); },
+                           [](const Args&, Isa) { return chunk_space(); }),
+                       cuda_emulated_impl<Args, MoeLossesCpuConfig>(
+                           emulated_balancing_gradient,
+                           experts_at_most_kernel_limit<Args>([](const Args& args) { return args.d_probs.dim(1); })),
+                       LATHE_CUDA_IMPL(moe_load_balancing_loss_backward_cuda_impl)),
       [](const Args& args) {
         return shape_key(args.d_probs.dim(0), args.d_probs.dim(1), args.expert_ids.dim(1), args.accumulate);
       });
@@ -296,9 +367,11 @@ const Op<MoeZLossArgs, MoeLossesCpuConfig>& moe_z_loss_op() {
   using Args = MoeZLossArgs;
   static const Op<Args, MoeLossesCpuConfig> op(
       "moe_z_loss",
-      LATHE_ISA_IMPLS(
-          moe_z_loss_kernel, [](const Args& args, Isa) { return rows_heuristic(args.logits.dim(1)); },
-          [](const Args&, Isa) { return chunk_space(); }),
+      with_cuda_kernel(LATHE_ISA_IMPLS(
+                           moe_z_loss_kernel, [](const Args& args, Isa) { return rows_heuristic(args.logits.dim(1)); },
+                           [](const Args&, Isa) { return chunk_space(); }),
+                       cuda_emulated_impl<Args, MoeLossesCpuConfig>(emulated_z_loss),
+                       LATHE_CUDA_IMPL(moe_z_loss_cuda_impl)),
       [](const Args& args) { return shape_key(args.logits.dim(0), args.logits.dim(1), 0, false); });
   return op;
 }
@@ -307,9 +380,12 @@ const Op<MoeZLossBackwardArgs, MoeLossesCpuConfig>& moe_z_loss_backward_op() {
   using Args = MoeZLossBackwardArgs;
   static const Op<Args, MoeLossesCpuConfig> op(
       "moe_z_loss_backward",
-      LATHE_ISA_IMPLS(
-          moe_z_loss_backward_kernel, [](const Args& args, Isa) { return rows_heuristic(args.logits.dim(1)); },
-          [](const Args&, Isa) { return chunk_space(); }),
+      with_cuda_kernel(
+          LATHE_ISA_IMPLS(
+              moe_z_loss_backward_kernel, [](const Args& args, Isa) { return rows_heuristic(args.logits.dim(1)); },
+              [](const Args&, Isa) { return chunk_space(); }),
+          cuda_emulated_impl<Args, MoeLossesCpuConfig>(emulated_z_gradient),
+          LATHE_CUDA_IMPL(moe_z_loss_backward_cuda_impl)),
       [](const Args& args) { return shape_key(args.logits.dim(0), args.logits.dim(1), 0, args.accumulate); });
   return op;
 }
@@ -318,9 +394,12 @@ const Op<MoeBiasUpdateArgs, MoeLossesCpuConfig>& moe_bias_update_op() {
   using Args = MoeBiasUpdateArgs;
   static const Op<Args, MoeLossesCpuConfig> op(
       "moe_bias_update",
-      LATHE_ISA_IMPLS(
-          moe_bias_update_kernel, [](const Args& args, Isa) { return ids_heuristic(args.expert_ids.dim(1)); },
-          [](const Args&, Isa) { return chunk_space(); }),
+      with_cuda_kernel(
+          LATHE_ISA_IMPLS(
+              moe_bias_update_kernel, [](const Args& args, Isa) { return ids_heuristic(args.expert_ids.dim(1)); },
+              [](const Args&, Isa) { return chunk_space(); }),
+          cuda_emulated_impl<Args, MoeLossesCpuConfig>(emulated_bias_update),
+          LATHE_CUDA_IMPL(moe_bias_update_cuda_impl)),
       [](const Args& args) {
         return shape_key(args.expert_ids.dim(0), args.bias.dim(0), args.expert_ids.dim(1), false);
       });

@@ -35,6 +35,7 @@
 // reproducible for any thread count at a given config (the heuristic ignores the thread count).
 // Counts are integers (exact in any order); the backwards and the bias update write each element
 // from its own row or expert only.
+// On the GPU: moe_losses_cuda.h ("cuda_emulated" runs its kernels on the host).
 #pragma once
 
 #include "lathe/core/tensor.h"
@@ -46,6 +47,10 @@ struct MoeLoadBalancingLossArgs {
   TensorView probs;       // (tokens, experts) f32: the router's probabilities (softmax over all experts)
   TensorView expert_ids;  // (tokens, top_k) i32
   TensorView loss;        // (1) f32 output
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(probs), visit(expert_ids), visit(loss);
+  }
 };
 
 struct MoeLoadBalancingLossBackwardArgs {
@@ -53,11 +58,19 @@ struct MoeLoadBalancingLossBackwardArgs {
   float d_loss = 1.0f;      // gradient of the loss (the coefficient times the upstream gradient)
   TensorView d_probs;       // (tokens, experts) f32 output: d_loss * experts * count_e / tokens^2
   bool accumulate = false;  // d_probs += (the router backward's extra d_probs input sums several terms)
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(expert_ids), visit(d_probs);
+  }
 };
 
 struct MoeZLossArgs {
   TensorView logits;  // (tokens, experts) f32
   TensorView loss;    // (1) f32 output
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(logits), visit(loss);
+  }
 };
 
 struct MoeZLossBackwardArgs {
@@ -65,6 +78,10 @@ struct MoeZLossBackwardArgs {
   float d_loss = 1.0f;      // gradient of the loss (the coefficient times the upstream gradient)
   TensorView d_logits;      // (tokens, experts) f32 output: d_loss * 2 * lse_t * softmax(logits[t]) / tokens
   bool accumulate = false;  // d_logits +=
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(logits), visit(d_logits);
+  }
 };
 
 struct MoeBiasUpdateArgs {
@@ -72,6 +89,10 @@ struct MoeBiasUpdateArgs {
   TensorView bias;        // (experts) f32, updated in place
   TensorView counts;      // (experts) i64 output: count_e (for the trainer's min / max / mean load)
   float rate = 1e-3f;     // the bias update speed (DeepSeek-V3's gamma)
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(expert_ids), visit(bias), visit(counts);
+  }
 };
 
 // One config for all five: the token chunk is the unit of parallel work and, for the losses, of

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "lathe/ops/cuda_emulated_impl.h"
+#include "lathe/ops/moe_permute/moe_permute_cuda.h"
+#include "lathe/ops/moe_permute/moe_permute_cuda_body.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -56,7 +59,8 @@ void validate(const MoePermuteArgs& args) {
   check.contiguous("x", args.x).contiguous("expert_ids", args.expert_ids).contiguous("permuted", args.permuted);
   check.contiguous("group_offsets", args.group_offsets).contiguous("source", args.source);
   check.contiguous("destination", args.destination);
-  const int32_t* ids = static_cast<const int32_t*>(args.expert_ids.data);
+  Tensor host_copy;
+  const int32_t* ids = static_cast<const int32_t*>(host_readable(args.expert_ids, host_copy).data);
   for (int64_t s = 0; s < slots; ++s)
     check.require(ids[s] >= 0 && ids[s] < args.n_experts, "expert_ids[", s / top_k, ", ", s % top_k, "] = ", ids[s],
                   " is out of range [0, ", args.n_experts, ")");
@@ -71,7 +75,8 @@ void validate(const MoePermuteBackwardArgs& args) {
   check.shape("destination", args.destination, {slots}).dtype("destination", args.destination, DType::i32);
   check.contiguous("d_permuted", args.d_permuted).contiguous("destination", args.destination);
   check.contiguous("dx", args.dx);
-  const int32_t* destination = static_cast<const int32_t*>(args.destination.data);
+  Tensor host_copy;
+  const int32_t* destination = static_cast<const int32_t*>(host_readable(args.destination, host_copy).data);
   for (int64_t s = 0; s < slots; ++s)
     check.require(destination[s] >= 0 && destination[s] < slots, "destination[", s, "] = ", destination[s],
                   " is out of range [0, ", slots, ")");
@@ -155,12 +160,42 @@ OpCost moe_permute_backward_cost(const MoePermuteBackwardArgs& args) {
                                                             dx_bytes * (args.accumulate ? 2 : 1)};
 }
 
+// The CUDA kernels run on the host, one thread after another (ops/cuda_emulated_impl.h).
+template <class Word>
+static void emulated_copy(const MoePermuteArgs& args) {
+  const int64_t top_k = args.expert_ids.dim(1), d = args.x.dim(1), n = args.permuted.numel();
+  for (int64_t i = 0; i < n; ++i)
+    moe_permute_cuda::copy_element(static_cast<const Word*>(args.x.data), static_cast<const int32_t*>(args.source.data),
+                                   top_k, d, i, static_cast<Word*>(args.permuted.data));
+}
+
+static void emulated_forward(const MoePermuteArgs& args, const MoePermuteCpuConfig&) {
+  const auto* ids = static_cast<const int32_t*>(args.expert_ids.data);
+  auto* offsets = static_cast<int64_t*>(args.group_offsets.data);
+  const int64_t slots = args.expert_ids.numel();
+  for (int64_t e = 0; e < args.n_experts; ++e) moe_permute_cuda::count_expert(ids, slots, e, offsets);
+  moe_permute_cuda::counts_to_offsets(offsets, args.n_experts);
+  for (int64_t e = 0; e < args.n_experts; ++e)
+    moe_permute_cuda::assign_expert(ids, slots, e, offsets, static_cast<int32_t*>(args.source.data),
+                                    static_cast<int32_t*>(args.destination.data));
+  args.x.dtype == DType::bf16 ? emulated_copy<uint16_t>(args) : emulated_copy<uint32_t>(args);
+}
+
+static void emulated_backward(const MoePermuteBackwardArgs& args, const MoePermuteBackwardCpuConfig&) {
+  for (int64_t i = 0; i < args.dx.numel(); ++i)
+    moe_permute_cuda::sum_element(static_cast<const float*>(args.d_permuted.data),
+                                  static_cast<const int32_t*>(args.destination.data), args.top_k, args.dx.dim(1),
+                                  args.accumulate, i, static_cast<float*>(args.dx.data));
+}
+
 const Op<MoePermuteArgs, MoePermuteCpuConfig>& moe_permute_op() {
   static const Op<MoePermuteArgs, MoePermuteCpuConfig> op(
       "moe_permute",
-      LATHE_ISA_IMPLS(
-          moe_permute_kernel, [](const MoePermuteArgs& args, Isa) { return heuristic_config(args); },
-          [](const MoePermuteArgs&, Isa) { return config_space(); }),
+      with_cuda_kernel(LATHE_ISA_IMPLS(
+                           moe_permute_kernel, [](const MoePermuteArgs& args, Isa) { return heuristic_config(args); },
+                           [](const MoePermuteArgs&, Isa) { return config_space(); }),
+                       cuda_emulated_impl<MoePermuteArgs, MoePermuteCpuConfig>(emulated_forward),
+                       LATHE_CUDA_IMPL(moe_permute_cuda_impl)),
       [](const MoePermuteArgs& args) {
         return str_cat("tokens=", args.x.dim(0), ",d=", args.x.dim(1), ",experts=", args.n_experts,
                        ",top_k=", args.expert_ids.dim(1), ",dtype=", dtype_name(args.x.dtype));
@@ -171,10 +206,12 @@ const Op<MoePermuteArgs, MoePermuteCpuConfig>& moe_permute_op() {
 const Op<MoePermuteBackwardArgs, MoePermuteBackwardCpuConfig>& moe_permute_backward_op() {
   static const Op<MoePermuteBackwardArgs, MoePermuteBackwardCpuConfig> op(
       "moe_permute_backward",
-      LATHE_ISA_IMPLS(
-          moe_permute_backward_kernel,
-          [](const MoePermuteBackwardArgs& args, Isa) { return backward_heuristic_config(args); },
-          [](const MoePermuteBackwardArgs&, Isa) { return backward_config_space(); }),
+      with_cuda_kernel(LATHE_ISA_IMPLS(
+                           moe_permute_backward_kernel,
+                           [](const MoePermuteBackwardArgs& args, Isa) { return backward_heuristic_config(args); },
+                           [](const MoePermuteBackwardArgs&, Isa) { return backward_config_space(); }),
+                       cuda_emulated_impl<MoePermuteBackwardArgs, MoePermuteBackwardCpuConfig>(emulated_backward),
+                       LATHE_CUDA_IMPL(moe_permute_backward_cuda_impl)),
       [](const MoePermuteBackwardArgs& args) {
         return str_cat("tokens=", args.dx.dim(0), ",d=", args.dx.dim(1), ",top_k=", args.top_k,
                        ",accumulate=", int(args.accumulate));

@@ -17,6 +17,7 @@
 // [0, 8)"); in the backward, a destination outside [0, tokens * top_k).
 // Determinism: every output element is written by one thread from a fixed order of inputs, so
 // results are bitwise identical for every thread count and config.
+// On the GPU: moe_permute_cuda.h (the same sort, the same bits; "cuda_emulated" runs its kernels on the host).
 #pragma once
 
 #include "lathe/core/tensor.h"
@@ -32,6 +33,10 @@ struct MoePermuteArgs {
   TensorView group_offsets;  // (n_experts + 1) i64 output: expert e's rows are [offsets[e], offsets[e + 1])
   TensorView source;         // (tokens * top_k) i32 output: permuted row r is the copy for slot source[r]
   TensorView destination;    // (tokens * top_k) i32 output: destination[t * top_k + k] = its permuted row
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(expert_ids), visit(permuted), visit(group_offsets), visit(source), visit(destination);
+  }
 };
 
 struct MoePermuteBackwardArgs {
@@ -40,6 +45,10 @@ struct MoePermuteBackwardArgs {
   int64_t top_k = 1;
   TensorView dx;            // (tokens, d) f32 output
   bool accumulate = false;  // dx += instead of =
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(d_permuted), visit(destination), visit(dx);
+  }
 };
 
 struct MoePermuteCpuConfig {

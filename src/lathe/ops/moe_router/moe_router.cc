@@ -5,6 +5,9 @@
 #include <limits>
 #include <numeric>
 
+#include "lathe/ops/cuda_emulated_impl.h"
+#include "lathe/ops/moe_router/moe_router_cuda.h"
+#include "lathe/ops/moe_router/moe_router_cuda_body.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -76,7 +79,8 @@ void validate(const MoeRouterBackwardArgs& args) {
   if (args.d_probs.data) check.contiguous("d_probs", args.d_probs);
   check.contiguous("d_logits", args.d_logits);
   // The kernel indexes rows by these ids: an out-of-range one is refused, never read past the row.
-  const int32_t* ids = static_cast<const int32_t*>(args.expert_ids.data);
+  Tensor host_copy;
+  const int32_t* ids = static_cast<const int32_t*>(host_readable(args.expert_ids, host_copy).data);
   for (int64_t i = 0; i < tokens * k; ++i)
     check.require(ids[i] >= 0 && ids[i] < experts, "expert_ids[", i / k, ", ", i % k, "] = ", ids[i],
                   " is outside [0, experts = ", experts, ")");
@@ -259,12 +263,28 @@ static std::string options_key(const MoeRouterOptions& options) {
                  ",topk_group=", options.topk_group, ",group_experts=", options.group_score_experts);
 }
 
+// The CUDA kernels run on the host, token by token (ops/cuda_emulated_impl.h).
+static void emulated_forward(const MoeRouterArgs& args, const MoeRouterCpuConfig&) {
+  const moe_router_cuda::Forward kernel = moe_router_cuda::forward_of(args);
+  for (int64_t t = 0; t < args.logits.dim(0); ++t) moe_router_cuda::forward_token(kernel, t);
+}
+
+static void emulated_backward(const MoeRouterBackwardArgs& args, const MoeRouterBackwardCpuConfig&) {
+  const moe_router_cuda::Backward kernel = moe_router_cuda::backward_of(args);
+  for (int64_t t = 0; t < args.probs.dim(0); ++t) moe_router_cuda::backward_token(kernel, t);
+}
+
 const Op<MoeRouterArgs, MoeRouterCpuConfig>& moe_router_op() {
   static const Op<MoeRouterArgs, MoeRouterCpuConfig> op(
       "moe_router",
-      LATHE_ISA_IMPLS(
-          moe_router_forward_kernel, [](const MoeRouterArgs& args, Isa) { return forward_heuristic(args); },
-          [](const MoeRouterArgs&, Isa) { return forward_space(); }),
+      with_cuda_kernel(
+          LATHE_ISA_IMPLS(
+              moe_router_forward_kernel, [](const MoeRouterArgs& args, Isa) { return forward_heuristic(args); },
+              [](const MoeRouterArgs&, Isa) { return forward_space(); }),
+          cuda_emulated_impl<MoeRouterArgs, MoeRouterCpuConfig>(
+              emulated_forward,
+              [](const MoeRouterArgs& args) { return moe_router_cuda::supported(args.logits.dim(1), args.options); }),
+          LATHE_CUDA_IMPL(moe_router_cuda_impl)),
       [](const MoeRouterArgs& args) {
         return str_cat("tokens=", args.logits.dim(0), ",experts=", args.logits.dim(1), options_key(args.options),
                        ",bias=", args.selection_bias.data ? 1 : 0);
@@ -275,12 +295,18 @@ const Op<MoeRouterArgs, MoeRouterCpuConfig>& moe_router_op() {
 const Op<MoeRouterBackwardArgs, MoeRouterBackwardCpuConfig>& moe_router_backward_op() {
   static const Op<MoeRouterBackwardArgs, MoeRouterBackwardCpuConfig> op(
       "moe_router_backward",
-      LATHE_ISA_IMPLS(
-          moe_router_backward_kernel,
-          [](const MoeRouterBackwardArgs& args, Isa) {
-            return MoeRouterBackwardCpuConfig{heuristic_rows(args.probs.dim(1))};
-          },
-          [](const MoeRouterBackwardArgs&, Isa) { return backward_space(); }),
+      with_cuda_kernel(LATHE_ISA_IMPLS(
+                           moe_router_backward_kernel,
+                           [](const MoeRouterBackwardArgs& args, Isa) {
+                             return MoeRouterBackwardCpuConfig{heuristic_rows(args.probs.dim(1))};
+                           },
+                           [](const MoeRouterBackwardArgs&, Isa) { return backward_space(); }),
+                       cuda_emulated_impl<MoeRouterBackwardArgs, MoeRouterBackwardCpuConfig>(
+                           emulated_backward,
+                           [](const MoeRouterBackwardArgs& args) {
+                             return moe_router_cuda::supported(args.probs.dim(1), args.options);
+                           }),
+                       LATHE_CUDA_IMPL(moe_router_backward_cuda_impl)),
       [](const MoeRouterBackwardArgs& args) {
         return str_cat("tokens=", args.probs.dim(0), ",experts=", args.probs.dim(1), ",top_k=", args.options.top_k,
                        ",scoring=", router_scoring_name(args.options.scoring),

@@ -22,6 +22,7 @@
 // top_k > topk_group * experts / n_groups, group_score_experts not in [1, experts / n_groups],
 // scaling not finite and > 0, backward expert ids outside [0, experts).
 // Each token row is computed by one thread in a fixed order: bitwise reproducible for any thread count.
+// On the GPU: moe_router_cuda.h (one thread per token; "cuda_emulated" runs its kernels on the host).
 #pragma once
 
 #include <string>
@@ -58,6 +59,10 @@ struct MoeRouterArgs {
   TensorView expert_ids;      // (tokens, top_k) i32 output: chosen experts, best first
   TensorView weights;         // (tokens, top_k) f32 output: combine weights, in expert_ids order
   MoeRouterOptions options;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(logits), visit(selection_bias), visit(probs), visit(expert_ids), visit(weights);
+  }
 };
 
 struct MoeRouterBackwardArgs {
@@ -67,6 +72,10 @@ struct MoeRouterBackwardArgs {
   TensorView d_probs;     // (tokens, experts) f32, optional: extra gradient w.r.t. probs (aux losses add theirs)
   TensorView d_logits;    // (tokens, experts) f32 output (overwritten)
   MoeRouterOptions options;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(probs), visit(expert_ids), visit(d_weights), visit(d_probs), visit(d_logits);
+  }
 };
 
 struct MoeRouterCpuConfig {
@@ -84,7 +93,9 @@ struct MoeRouterCpuConfig {
 struct MoeRouterBackwardCpuConfig {
   int64_t rows_per_task = 16;  // token rows per parallel chunk
   template <class Visit>
-  void visit(Visit&& field) { field("rows_per_task", rows_per_task); }
+  void visit(Visit&& field) {
+    field("rows_per_task", rows_per_task);
+  }
 };
 
 // Validate, then run the best implementation (see Op::run for the config order).
