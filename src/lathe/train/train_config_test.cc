@@ -340,14 +340,14 @@ TEST(TrainConfigValidation, GpuTrainingRefusesWhatItDoesNotRunYet) {
               c.model.moe_shared_ffn_dim = 64;
             }),
             std::vector<std::string>{"train.device=cuda runs the llama, mistral, qwen2, qwen3, gemma2, gemma3, "
-                                     "mixtral, qwen3_moe families for now, without shared experts or MTP "
+                                     "mixtral, qwen3_moe, olmoe families for now, without shared experts or MTP "
                                      "(model.family=llama, shared experts has ops without a CUDA implementation)"});
   EXPECT_EQ(problems_with([](TrainConfig& c) {
               c.train.device = "cuda";
               c.model.family = "gpt_oss";
             }),
             std::vector<std::string>{"train.device=cuda runs the llama, mistral, qwen2, qwen3, gemma2, gemma3, "
-                                     "mixtral, qwen3_moe families for now, without shared experts or MTP "
+                                     "mixtral, qwen3_moe, olmoe families for now, without shared experts or MTP "
                                      "(model.family=gpt_oss has ops without a CUDA implementation)"});
   EXPECT_EQ(problems_with([](TrainConfig& c) {
               c.train.device = "cuda";

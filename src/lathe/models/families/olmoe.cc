@@ -44,6 +44,7 @@ const FamilySpec& olmoe_family() {
       .traits = {.qk_norm = true, .qk_norm_full_width = true},
       .default_chat_template = "plain",
       .layer = kPreNormDecoderLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }
