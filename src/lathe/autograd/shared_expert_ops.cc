@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "lathe/core/parallel.h"
+#include "lathe/device/device_tensor.h"
+#include "lathe/ops/moe_combine/moe_combine.h"
+#include "lathe/ops/moe_router/moe_router.h"
 
 namespace lathe::autograd {
 namespace {
@@ -19,8 +21,6 @@ T sigmoid_of(T value) {
 }
 
 bool fast(Precision precision) { return precision == Precision::fast; }
-
-Tensor new_tensor(const Tape& tape, const Shape& shape) { return Tensor::empty(shape, tape.dtype()); }
 
 // out = y + x * sigmoid(gate) per row: memory-bound, one pass beside the shared expert's matmuls.
 template <class T>
@@ -56,11 +56,36 @@ void add_sigmoid_gated_rows_backward(const Tensor& x, const Tensor& gate, const 
   });
 }
 
-// Copies `part`'s elements (contiguous) into `whole` from element `offset` on.
-void copy_into(const Tensor& whole, int64_t offset, const Tensor& part) {
-  const size_t element = dtype_size(part.dtype());
-  std::memcpy(static_cast<char*>(whole.view().data) + offset * element, part.view().data,
-              static_cast<size_t>(part.numel()) * element);
+// Rows [row, row + part's rows) of `whole` = `part` (both contiguous, on one device).
+void copy_rows_into(const Tensor& whole, int64_t row, const Tensor& part) {
+  cuda::copy(whole.view().slice(0, row, row + part.dim(0)), part.view());
+}
+
+// The gate as a router of one expert with sigmoid scores: weights[t, 0] = sigmoid(gate[t]).
+MoeRouterOptions one_sigmoid_expert() {
+  MoeRouterOptions options;
+  options.scoring = RouterScoring::sigmoid;
+  options.top_k = 1;
+  return options;
+}
+
+// The reference precision (f64): the plain loops.
+Var add_sigmoid_gated_reference(Tape& tape, const Var& y, const Var& x, const Var& gate) {
+  Var out = make_var(Tensor::empty(x->value.shape(), tape.dtype()),
+                     y->requires_grad || x->requires_grad || gate->requires_grad);
+  add_sigmoid_gated_rows<double>(y->value, x->value, gate->value, out->value);
+  if (!tape.recording() || !out->requires_grad) return out;
+  tape.record([y, x, gate, out] {
+    if (x->requires_grad || gate->requires_grad) {
+      Tensor dx = Tensor::empty(x->value.shape(), x->value.dtype());
+      Tensor dgate = Tensor::empty(gate->value.shape(), gate->value.dtype());
+      add_sigmoid_gated_rows_backward<double>(x->value, gate->value, out->grad, dx, dgate);
+      accumulate_grad(x, dx, true);
+      accumulate_grad(gate, dgate, true);
+    }
+    accumulate_grad(y, out->grad, true);  // last: nothing reads out->grad after y takes it
+  });
+  return out;
 }
 
 }  // namespace
@@ -68,17 +93,25 @@ void copy_into(const Tensor& whole, int64_t offset, const Tensor& part) {
 Var add_sigmoid_gated(Tape& tape, const Var& y, const Var& x, const Var& gate) {
   LATHE_ASSERT(x->value.shape().rank() == 2 && gate->value.shape() == Shape({x->value.dim(0), 1}) &&
                y->value.shape() == x->value.shape());
-  Var out = make_var(new_tensor(tape, x->value.shape()), y->requires_grad || x->requires_grad || gate->requires_grad);
-  fast(tape.precision()) ? add_sigmoid_gated_rows<float>(y->value, x->value, gate->value, out->value)
-                         : add_sigmoid_gated_rows<double>(y->value, x->value, gate->value, out->value);
+  if (!fast(tape.precision())) return add_sigmoid_gated_reference(tape, y, x, gate);
+  // The gate is a router over one expert with sigmoid scores and the sum its combine with the
+  // identity permutation (y's value first): the library's ops, on the host or the GPU alike.
+  const int64_t rows = x->value.dim(0);
+  const Tensor probs = empty_beside(gate->value, {rows, 1}, DType::f32);
+  const Tensor ids = empty_beside(gate->value, {rows, 1}, DType::i32);
+  const Tensor weights = empty_beside(gate->value, {rows, 1}, DType::f32);
+  moe_router({gate->value, {}, probs, ids, weights, one_sigmoid_expert()});
+  Tensor identity = Tensor::empty({rows}, DType::i32);
+  for (int64_t r = 0; r < rows; ++r) identity.ptr<int32_t>()[r] = static_cast<int32_t>(r);
+  if (x->value.view().device != Device::cpu) identity = cuda::to_device(identity);
+  Var out = make_var(copy_on_same_device(y->value), y->requires_grad || x->requires_grad || gate->requires_grad);
+  moe_combine({x->value, weights, identity, out->value, true});
   if (!tape.recording() || !out->requires_grad) return out;
-  const Precision precision = tape.precision();
-  tape.record([y, x, gate, out, precision] {
+  tape.record([y, x, gate, out, probs, ids, weights, identity] {
     if (x->requires_grad || gate->requires_grad) {
-      Tensor dx = Tensor::empty(x->value.shape(), x->value.dtype());
-      Tensor dgate = Tensor::empty(gate->value.shape(), gate->value.dtype());
-      fast(precision) ? add_sigmoid_gated_rows_backward<float>(x->value, gate->value, out->grad, dx, dgate)
-                      : add_sigmoid_gated_rows_backward<double>(x->value, gate->value, out->grad, dx, dgate);
+      Tensor dx = empty_like(x->value), d_weights = empty_like(weights), dgate = empty_like(gate->value);
+      moe_combine_backward({x->value, weights, identity, out->grad, dx, d_weights});
+      moe_router_backward({probs, ids, d_weights, {}, dgate, one_sigmoid_expert()});
       accumulate_grad(x, dx, true);
       accumulate_grad(gate, dgate, true);
     }
@@ -100,13 +133,13 @@ Var stack_rows(Tape& tape, std::span<const Var> weights) {
     rows += weight->value.dim(0);
     requires_grad = requires_grad || weight->requires_grad;
   }
-  Var stacked = make_var(Tensor::empty({rows, in}, first.dtype()), requires_grad);
-  if (bf16) stacked->value_bf16 = Tensor::empty({rows, in}, DType::bf16);
-  int64_t offset = 0;
+  Var stacked = make_var(empty_beside(first, {rows, in}, first.dtype()), requires_grad);
+  if (bf16) stacked->value_bf16 = empty_beside(first, {rows, in}, DType::bf16);
+  int64_t row = 0;
   for (const Var& weight : weights) {
-    copy_into(stacked->value, offset, weight->value);
-    if (bf16) copy_into(stacked->value_bf16, offset, weight->value_bf16);
-    offset += weight->value.numel();
+    copy_rows_into(stacked->value, row, weight->value);
+    if (bf16) copy_rows_into(stacked->value_bf16, row, weight->value_bf16);
+    row += weight->value.dim(0);
   }
   if (!tape.recording() || !requires_grad) return stacked;
   tape.record([parts = std::vector<Var>(weights.begin(), weights.end()), stacked] {

@@ -13,8 +13,10 @@
 namespace lathe::autograd {
 
 // y, x: (rows, d); gate: (rows, 1) -> y + x * sigmoid(gate) per row: the gated shared expert x added
-// to the routed experts' output y in one pass (y's gradient is the output's, handed on without a
-// copy). Rows run in parallel; each row's gate gradient is summed in double.
+// to the routed experts' output y (y's gradient is the output's, handed on without a copy). The
+// gate is a router over one expert with sigmoid scores and the sum its combine (moe_router and
+// moe_combine with top-1 and the identity permutation, and their backwards): the same ops on the
+// host and the GPU. The reference precision runs plain f64 loops.
 Var add_sigmoid_gated(Tape& tape, const Var& y, const Var& x, const Var& gate);
 
 // weights: matrices (out_i, in) of one width -> (sum of out_i, in), their rows stacked in order,

@@ -181,6 +181,13 @@ TrainConfig family_config(const std::string& family) {
     model.moe_routed_scaling = 2.5;
     model.moe_bias_update_rate = 0.01;
     model.moe_aux_loss_coef = 0;
+  } else if (family == "qwen2_moe") {
+    model.attention_bias = true;
+    model.moe_experts = 4;
+    model.moe_top_k = 2;
+    model.moe_ffn_dim = 16;
+    model.moe_shared_ffn_dim = 24;
+    model.moe_shared_gate = true;
   } else if (family == "olmoe") {
     model.qk_norm = true;
     model.qk_norm_full_width = true;
@@ -208,8 +215,8 @@ TEST_P(DeviceTrainingFamilies, TrainBitForBitAsTheHost) {
   }
 }
 
-constexpr const char* kGpuFamilies[] = {"llama",  "mistral", "qwen2",     "qwen3", "gemma2",
-                                        "gemma3", "mixtral", "qwen3_moe", "olmoe"};
+constexpr const char* kGpuFamilies[] = {"llama",  "mistral", "qwen2",     "qwen3",     "gemma2",
+                                        "gemma3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
 INSTANTIATE_TEST_SUITE_P(Families, DeviceTrainingFamilies, ::testing::ValuesIn(kGpuFamilies));
 
 // Every family that opts in to GPU training is tested above (and only those).

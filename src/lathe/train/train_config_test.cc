@@ -336,18 +336,25 @@ TEST(TrainConfigValidation, GpuTrainingRefusesWhatItDoesNotRunYet) {
             std::vector<std::string>{});
   EXPECT_EQ(problems_with([](TrainConfig& c) {
               c.train.device = "cuda";
+              c.model.family = "qwen2_moe";
               c.model.moe_experts = 4;
               c.model.moe_shared_ffn_dim = 64;
+              c.model.moe_shared_gate = true;
             }),
-            std::vector<std::string>{"train.device=cuda runs the llama, mistral, qwen2, qwen3, gemma2, gemma3, "
-                                     "mixtral, qwen3_moe, olmoe families for now, without shared experts or MTP "
-                                     "(model.family=llama, shared experts has ops without a CUDA implementation)"});
+            std::vector<std::string>{});
+  EXPECT_EQ(problems_with([](TrainConfig& c) {
+              c.train.device = "cuda";
+              c.dist.expert_parallel = true;
+              c.model.moe_experts = 4;
+            }),
+            std::vector<std::string>{
+                "train.device=cuda does not run dist.expert_parallel=true yet (its token exchange is on the host)"});
   EXPECT_EQ(problems_with([](TrainConfig& c) {
               c.train.device = "cuda";
               c.model.family = "gpt_oss";
             }),
             std::vector<std::string>{"train.device=cuda runs the llama, mistral, qwen2, qwen3, gemma2, gemma3, "
-                                     "mixtral, qwen3_moe, olmoe families for now, without shared experts or MTP "
+                                     "mixtral, qwen2_moe, qwen3_moe, olmoe families for now, without MTP "
                                      "(model.family=gpt_oss has ops without a CUDA implementation)"});
   EXPECT_EQ(problems_with([](TrainConfig& c) {
               c.train.device = "cuda";

@@ -254,22 +254,20 @@ void check_experts(const ModelConfig& model, ProblemList& problems) {
 }
 
 // What the GPU step runs today (docs/cuda.md, "The trainer on the GPU"): the families whose every
-// op has a CUDA implementation (FamilySpec::trains_on_gpu), routed experts included; not yet the
-// shared experts (their gate and stacking run host loops), multi-token prediction or expert
-// parallelism.
+// op has a CUDA implementation (FamilySpec::trains_on_gpu), experts included; not yet multi-token
+// prediction or expert parallelism.
 void check_gpu_training(const TrainConfig& config, ProblemList& problems) {
   if (!cuda::available() && !cuda::host_simulation_active())
     problems.add("train.device=cuda: no usable CUDA device here (", cuda::status_line(), ")");
   const ModelConfig& model = config.model;
   const FamilySpec* family = find_family_spec_or_null(model.family);
-  const bool shared_experts = model.moe_experts > 0 && model.moe_shared_ffn_dim > 0;
-  if (!family || !family->trains_on_gpu || shared_experts || model.mtp_layers > 0) {
+  if (!family || !family->trains_on_gpu || model.mtp_layers > 0) {
     std::string gpu_families;
     for (const FamilySpec* spec : all_family_specs())
       if (spec->trains_on_gpu) gpu_families += str_cat(gpu_families.empty() ? "" : ", ", spec->name);
-    problems.add("train.device=cuda runs the ", gpu_families, " families for now, without shared experts or MTP",
-                 " (model.family=", model.family, shared_experts ? ", shared experts" : "",
-                 model.mtp_layers > 0 ? ", MTP" : "", " has ops without a CUDA implementation)");
+    problems.add("train.device=cuda runs the ", gpu_families,
+                 " families for now, without MTP (model.family=", model.family, model.mtp_layers > 0 ? ", MTP" : "",
+                 " has ops without a CUDA implementation)");
   }
   if (config.dist.expert_parallel)
     problems.add("train.device=cuda does not run dist.expert_parallel=true yet (its token exchange is on the host)");

@@ -45,6 +45,7 @@ const FamilySpec& qwen2_moe_family() {
       .traits = {.attention_bias = true},
       .default_chat_template = "chatml",
       .layer = kPreNormDecoderLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }
