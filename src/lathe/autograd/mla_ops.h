@@ -1,8 +1,9 @@
 // Data movement that multi-head latent attention (models/mla_layer.h) needs between its
 // projections and attention: splitting a tensor's last dimension into pieces, and joining two
 // per-head tensors along it while broadcasting a one-head operand over the heads (DeepSeek's RoPE
-// key, shared by every head). Plain copies in f32 or f64; backward copies the gradients back (and
-// sums the broadcast operand's over the heads).
+// key, shared by every head). 2-D copies (cuda::copy) in f32 or f64 on the host or the GPU;
+// backward copies the gradients back (and sums the broadcast operand's over the heads, in head
+// order, with the add op).
 #pragma once
 
 #include <span>

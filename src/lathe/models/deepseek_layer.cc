@@ -68,6 +68,7 @@ FamilySpec deepseek_family_spec(const char* name, const char* architecture, cons
       .traits = {},
       .default_chat_template = "plain",
       .layer = kDeepseekLayer,
+      .trains_on_gpu = true,
   };
 }
 
