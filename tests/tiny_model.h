@@ -36,4 +36,37 @@ inline ModelConfig tiny_model_config(const TinyModelSize& size = {}) {
   return config;
 }
 
+// DeepSeek's mechanisms on a tiny model: latent attention (values narrower than keys), layer 0
+// dense, layer 1 DeepSeekMoE with a shared expert and group-limited routing; V3 adds the query
+// compression, YaRN with the softmax mscale, sigmoid scores and the aux-loss-free bias.
+inline void make_tiny_deepseek(ModelConfig& config, bool v3) {
+  config.family = v3 ? "deepseek_v3" : "deepseek_v2";
+  config.kv_lora_rank = 6;
+  config.q_lora_rank = v3 ? 5 : 0;
+  config.qk_nope_head_dim = 3;
+  config.qk_rope_head_dim = 2;
+  config.v_head_dim = 5;
+  config.rope_interleave = true;
+  if (v3) {
+    config.rope_scaling = "yarn";
+    config.rope_scaling_factor = 4;
+    config.rope_original_max_position = 8;
+    config.rope_yarn_mscale = 1;
+    config.rope_yarn_mscale_all_dim = 0.8;
+  }
+  config.moe_experts = 4;
+  config.moe_top_k = 2;
+  config.moe_ffn_dim = 4;
+  config.moe_shared_ffn_dim = v3 ? 4 : 8;
+  config.moe_first_dense_layers = 1;
+  config.moe_router_scoring = v3 ? "sigmoid" : "softmax";
+  config.moe_renormalize = v3;
+  config.moe_routed_scaling = v3 ? 2.5 : 1.5;
+  config.moe_groups = 2;
+  config.moe_topk_groups = v3 ? 1 : 2;
+  config.moe_group_score_experts = v3 ? 2 : 1;
+  config.moe_bias_update_rate = v3 ? 0.01 : 0.0;
+  config.moe_aux_loss_coef = 0.1;
+}
+
 }  // namespace lathe

@@ -90,38 +90,11 @@ ModelConfig tiny_config(const std::string& variant) {
              variant == std::string("deepseek_v3_mtp")) {
     // latent attention (values narrower than keys), layer 0 dense, layer 1 DeepSeekMoE with shared experts
     // and group-limited routing
-    const bool v3 = variant != std::string("deepseek_v2");
-    config.family = v3 ? "deepseek_v3" : "deepseek_v2";
+    make_tiny_deepseek(config, variant != std::string("deepseek_v2"));
     if (variant == std::string("deepseek_v3_mtp")) {  // two multi-token prediction modules, trained
       config.mtp_layers = 2;
       config.mtp_loss_weight = 0.3;
     }
-    config.kv_lora_rank = 6;
-    config.q_lora_rank = v3 ? 5 : 0;
-    config.qk_nope_head_dim = 3;
-    config.qk_rope_head_dim = 2;
-    config.v_head_dim = 5;
-    config.rope_interleave = true;
-    if (v3) {  // YaRN with DeepSeek's softmax mscale
-      config.rope_scaling = "yarn";
-      config.rope_scaling_factor = 4;
-      config.rope_original_max_position = 8;
-      config.rope_yarn_mscale = 1;
-      config.rope_yarn_mscale_all_dim = 0.8;
-    }
-    config.moe_experts = 4;
-    config.moe_top_k = 2;
-    config.moe_ffn_dim = 4;
-    config.moe_shared_ffn_dim = v3 ? 4 : 8;
-    config.moe_first_dense_layers = 1;
-    config.moe_router_scoring = v3 ? "sigmoid" : "softmax";
-    config.moe_renormalize = v3;
-    config.moe_routed_scaling = v3 ? 2.5 : 1.5;
-    config.moe_groups = 2;
-    config.moe_topk_groups = v3 ? 1 : 2;
-    config.moe_group_score_experts = v3 ? 2 : 1;
-    config.moe_bias_update_rate = v3 ? 0.01 : 0.0;
-    config.moe_aux_loss_coef = 0.1;
   } else if (variant == std::string("gemma4") || variant == std::string("gemma4_moe")) {
     // models/gemma4_layer.h: sliding/global layers of different widths (global: 6 wide, one key/value
     // head, k = v), value norm, per-layer embeddings, soft-capping; gemma4: proportional RoPE and the

@@ -189,35 +189,8 @@ TrainConfig family_config(const std::string& family) {
     model.moe_shared_ffn_dim = 24;
     model.moe_shared_gate = true;
   } else if (family == "deepseek_v2" || family == "deepseek_v3") {
-    // latent attention, layer 0 dense, layer 1 DeepSeekMoE (shared expert, group-limited routing)
-    const bool v3 = family == "deepseek_v3";
-    model.n_layers = 2;
-    model.kv_lora_rank = 6;
-    model.q_lora_rank = v3 ? 5 : 0;
-    model.qk_nope_head_dim = 3;
-    model.qk_rope_head_dim = 2;
-    model.v_head_dim = 5;
-    model.rope_interleave = true;
-    if (v3) {  // YaRN with DeepSeek's softmax mscale
-      model.rope_scaling = "yarn";
-      model.rope_scaling_factor = 4;
-      model.rope_original_max_position = 8;
-      model.rope_yarn_mscale = 1;
-      model.rope_yarn_mscale_all_dim = 0.8;
-    }
-    model.moe_experts = 4;
-    model.moe_top_k = 2;
-    model.moe_ffn_dim = 4;
-    model.moe_shared_ffn_dim = v3 ? 4 : 8;
-    model.moe_first_dense_layers = 1;
-    model.moe_router_scoring = v3 ? "sigmoid" : "softmax";
-    model.moe_renormalize = v3;
-    model.moe_routed_scaling = v3 ? 2.5 : 1.5;
-    model.moe_groups = 2;
-    model.moe_topk_groups = v3 ? 1 : 2;
-    model.moe_group_score_experts = v3 ? 2 : 1;
-    model.moe_bias_update_rate = v3 ? 0.01 : 0.0;
-    model.moe_aux_loss_coef = 0.1;
+    model.n_layers = 2;  // layer 0 dense, layer 1 DeepSeekMoE
+    make_tiny_deepseek(model, family == "deepseek_v3");
   } else if (family == "olmoe") {
     model.qk_norm = true;
     model.qk_norm_full_width = true;
