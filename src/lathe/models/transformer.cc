@@ -284,7 +284,11 @@ Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets,
   std::vector<Var> extra = mtp_losses(tape, hidden, targets, remat, grad_scale);
   if (routing) {
     routing->mtp_loss = 0;
-    for (const Var& loss : extra) routing->mtp_loss += read_element(loss->value, 0) / static_cast<double>(extra.size());
+    for (const Var& loss : extra) {
+      const bool on_host = loss->value.view().device == Device::cpu;
+      const Tensor value = on_host ? loss->value : cuda::to_host(loss->value);  // one float
+      routing->mtp_loss += read_element(value, 0) / static_cast<double>(extra.size());
+    }
   }
   return autograd::with_extra_losses(tape, main, extra);
 }
@@ -299,18 +303,23 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
       grad_scale * static_cast<float>(config_.mtp_loss_weight / static_cast<double>(mtp_modules_.size()));
   std::vector<Var> losses;
   Var previous = hidden;  // h_k: (tokens, d)
+  // The shifted ids and labels are built on the host (from a copy of device targets) and moved
+  // beside the targets.
+  const bool on_host = targets.view().device == Device::cpu;
+  const Tensor host_targets = on_host ? targets : cuda::to_host(targets);
   for (size_t k = 0; k < mtp_modules_.size(); ++k) {
     const MtpModule& module = mtp_modules_[k];
     // Position t reads token t + k + 1 (= targets[t + k]) and predicts token t + k + 2 (= targets[t + k + 1]);
     // positions past the sequence read token 0 and predict nothing.
     Tensor ids = Tensor::zeros({batch, seq}, DType::i32), labels = Tensor::empty({batch, seq}, DType::i32);
-    const int32_t* target = targets.ptr<int32_t>();
+    const int32_t* target = host_targets.ptr<int32_t>();
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t t = 0; t < seq; ++t) {
         const int64_t read = t + static_cast<int64_t>(k), predict = read + 1;
         if (read < seq) ids.ptr<int32_t>()[b * seq + t] = std::max(target[b * seq + read], 0);
         labels.ptr<int32_t>()[b * seq + t] = predict < seq ? target[b * seq + predict] : kIgnoredTargetId;
       }
+    if (!on_host) ids = cuda::to_device(ids), labels = cuda::to_device(labels);
     Var embedded = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), embedding_multiplier());
     Var joined = autograd::concat_heads(
         tape,

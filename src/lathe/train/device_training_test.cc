@@ -191,6 +191,7 @@ TrainConfig family_config(const std::string& family) {
   } else if (family == "deepseek_v2" || family == "deepseek_v3") {
     model.n_layers = 2;  // layer 0 dense, layer 1 DeepSeekMoE
     make_tiny_deepseek(model, family == "deepseek_v3");
+    if (family == "deepseek_v3") model.mtp_layers = 1, model.mtp_loss_weight = 0.3;  // multi-token prediction
   } else if (family == "olmoe") {
     model.qk_norm = true;
     model.qk_norm_full_width = true;

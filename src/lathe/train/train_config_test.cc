@@ -354,8 +354,7 @@ TEST(TrainConfigValidation, GpuTrainingRefusesWhatItDoesNotRunYet) {
               c.model.family = "gpt_oss";
             }),
             std::vector<std::string>{"train.device=cuda runs the llama, mistral, qwen2, qwen3, gemma2, gemma3, "
-                                     "mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3 families for now, "
-                                     "without MTP "
+                                     "mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3 families for now "
                                      "(model.family=gpt_oss has ops without a CUDA implementation)"});
   EXPECT_EQ(problems_with([](TrainConfig& c) {
               c.train.device = "cuda";

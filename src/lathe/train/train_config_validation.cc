@@ -254,19 +254,17 @@ void check_experts(const ModelConfig& model, ProblemList& problems) {
 }
 
 // What the GPU step runs today (docs/cuda.md, "The trainer on the GPU"): the families whose every
-// op has a CUDA implementation (FamilySpec::trains_on_gpu), experts included; not yet multi-token
-// prediction or expert parallelism.
+// op has a CUDA implementation (FamilySpec::trains_on_gpu), experts and MTP included; not yet
+// expert parallelism.
 void check_gpu_training(const TrainConfig& config, ProblemList& problems) {
   if (!cuda::available() && !cuda::host_simulation_active())
     problems.add("train.device=cuda: no usable CUDA device here (", cuda::status_line(), ")");
-  const ModelConfig& model = config.model;
-  const FamilySpec* family = find_family_spec_or_null(model.family);
-  if (!family || !family->trains_on_gpu || model.mtp_layers > 0) {
+  const FamilySpec* family = find_family_spec_or_null(config.model.family);
+  if (!family || !family->trains_on_gpu) {
     std::string gpu_families;
     for (const FamilySpec* spec : all_family_specs())
       if (spec->trains_on_gpu) gpu_families += str_cat(gpu_families.empty() ? "" : ", ", spec->name);
-    problems.add("train.device=cuda runs the ", gpu_families,
-                 " families for now, without MTP (model.family=", model.family, model.mtp_layers > 0 ? ", MTP" : "",
+    problems.add("train.device=cuda runs the ", gpu_families, " families for now (model.family=", config.model.family,
                  " has ops without a CUDA implementation)");
   }
   if (config.dist.expert_parallel)
