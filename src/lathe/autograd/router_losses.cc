@@ -35,13 +35,6 @@ void copy_rows(const Tensor& from, const Tensor& into, int64_t slot) {
   cuda::copy(into.view().slice(0, slot * rows, (slot + 1) * rows), from.view());
 }
 
-// Element 0 of a one-element tensor on either device.
-double read_scalar(const Tensor& value) {
-  if (value.view().device == Device::cpu) return read_element(value, 0);
-  const Tensor host = cuda::to_host(value);
-  return read_element(host, 0);
-}
-
 }  // namespace
 
 void RouterLosses::record(int64_t layer, const Tensor& logits, const Tensor& probs, const Tensor& expert_ids) {
@@ -66,10 +59,10 @@ void RouterLosses::finish() {
   Tensor loss = empty_beside(probs_, {1}, dtype);
   MoeLoadBalancingLossArgs balance{probs_, expert_ids_, loss};
   fast ? moe_load_balancing_loss(balance) : moe_load_balancing_loss_reference<double>(balance);
-  aux_loss_ = read_scalar(loss);
+  aux_loss_ = scalar_value(loss);
   MoeZLossArgs z{logits_, loss};
   fast ? moe_z_loss(z) : moe_z_loss_reference<double>(z);
-  z_loss_ = read_scalar(loss);
+  z_loss_ = scalar_value(loss);
   if (aux_coef_ != 0) {
     d_probs_ = empty_beside(probs_, probs_.shape(), dtype);
     MoeLoadBalancingLossBackwardArgs args{expert_ids_, static_cast<float>(aux_coef_ * grad_scale_), d_probs_};
@@ -87,9 +80,8 @@ std::vector<int64_t> RouterLosses::expert_counts(size_t i) const {
   LATHE_ASSERT(i < moe_layers_.size());
   std::vector<int64_t> counts(static_cast<size_t>(experts_), 0);
   const int64_t first = static_cast<int64_t>(i) * tokens_;
-  const TensorView layer_ids = expert_ids_.view().slice(0, first, first + tokens_);
-  const Tensor host_ids = layer_ids.device == Device::cpu ? Tensor{} : cuda::to_host(layer_ids);
-  const int32_t* ids = host_ids.defined() ? host_ids.ptr<int32_t>() : layer_ids.ptr<int32_t>();
+  const Tensor host_ids = on_host(expert_ids_.share_view(expert_ids_.view().slice(0, first, first + tokens_)));
+  const int32_t* ids = host_ids.ptr<int32_t>();
   for (int64_t slot = 0; slot < tokens_ * top_k_; ++slot) ++counts[static_cast<size_t>(ids[slot])];
   return counts;
 }

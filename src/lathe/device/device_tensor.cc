@@ -138,7 +138,7 @@ void backend_empty_cache() {}
 namespace {
 
 void host_copy_rows(const TensorView& destination, const RowLayout& to, const TensorView& source,
-                         const RowLayout& from) {
+                    const RowLayout& from) {
   const int64_t element = static_cast<int64_t>(dtype_size(source.dtype));
   const auto* in = static_cast<const char*>(source.data);
   auto* out = static_cast<char*>(destination.data);
@@ -178,8 +178,7 @@ void copy(const TensorView& destination, const TensorView& source) {
     SimulatedDeviceAccess access;
     access.open(destination), access.open(source);
     host_copy_rows(destination, *to, source, *from);
-  }
-  else
+  } else
     backend_copy_rows(destination, *to, source, *from);
 }
 
@@ -228,6 +227,13 @@ Tensor copy_on_same_device(const TensorView& view) {
   Tensor copy = cuda::device_empty(view.shape, view.dtype, "copy of a device tensor");
   cuda::copy(copy, view);
   return copy;
+}
+
+Tensor on_host(const Tensor& tensor) { return tensor.view().device == Device::cpu ? tensor : cuda::to_host(tensor); }
+
+double scalar_value(const Tensor& tensor) {
+  const Tensor host = on_host(tensor);
+  return read_element(host, 0);
 }
 
 }  // namespace lathe

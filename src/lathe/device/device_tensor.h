@@ -54,5 +54,10 @@ Tensor empty_on(Device device, const Shape& shape, DType dtype, const std::strin
 Tensor zeros_on(Device device, const Shape& shape, DType dtype, const std::string& what = "tensor");
 // A contiguous copy of a view (any layout the copy supports) on the view's own device.
 Tensor copy_on_same_device(const TensorView& view);
+// `tensor` itself on the host; a host copy of it from the GPU (for the few values host code
+// reads: a loss, token ids, expert counts).
+Tensor on_host(const Tensor& tensor);
+// Element 0 of a one-element tensor (a loss) wherever it lives: one small copy from the GPU.
+double scalar_value(const Tensor& tensor);
 
 }  // namespace lathe

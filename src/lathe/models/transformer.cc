@@ -284,11 +284,7 @@ Var TransformerModel::loss(Tape& tape, const Tensor& ids, const Tensor& targets,
   std::vector<Var> extra = mtp_losses(tape, hidden, targets, remat, grad_scale);
   if (routing) {
     routing->mtp_loss = 0;
-    for (const Var& loss : extra) {
-      const bool on_host = loss->value.view().device == Device::cpu;
-      const Tensor value = on_host ? loss->value : cuda::to_host(loss->value);  // one float
-      routing->mtp_loss += read_element(value, 0) / static_cast<double>(extra.size());
-    }
+    for (const Var& loss : extra) routing->mtp_loss += scalar_value(loss->value) / static_cast<double>(extra.size());
   }
   return autograd::with_extra_losses(tape, main, extra);
 }
@@ -305,8 +301,7 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
   Var previous = hidden;  // h_k: (tokens, d)
   // The shifted ids and labels are built on the host (from a copy of device targets) and moved
   // beside the targets.
-  const bool on_host = targets.view().device == Device::cpu;
-  const Tensor host_targets = on_host ? targets : cuda::to_host(targets);
+  const Tensor host_targets = on_host(targets);
   for (size_t k = 0; k < mtp_modules_.size(); ++k) {
     const MtpModule& module = mtp_modules_[k];
     // Position t reads token t + k + 1 (= targets[t + k]) and predicts token t + k + 2 (= targets[t + k + 1]);
@@ -319,7 +314,7 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
         if (read < seq) ids.ptr<int32_t>()[b * seq + t] = std::max(target[b * seq + read], 0);
         labels.ptr<int32_t>()[b * seq + t] = predict < seq ? target[b * seq + predict] : kIgnoredTargetId;
       }
-    if (!on_host) ids = cuda::to_device(ids), labels = cuda::to_device(labels);
+    if (targets.view().device != Device::cpu) ids = cuda::to_device(ids), labels = cuda::to_device(labels);
     Var embedded = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), embedding_multiplier());
     Var joined = autograd::concat_heads(
         tape,

@@ -51,8 +51,7 @@ double global_gradient_norm(const std::vector<Parameter>& parameters) {
     const TensorView grad = parameters[i].var->grad.view();
     sum_squares({grad.reshape({grad.numel()}), total, /*accumulate=*/i > 0});
   }
-  const Tensor host = device == Device::cpu ? total : cuda::to_host(total);
-  return std::sqrt(read_element(host, 0));
+  return std::sqrt(scalar_value(total));
 }
 
 double AdamWOptimizer::gradient_norm() const { return global_gradient_norm(parameters_); }

@@ -27,13 +27,6 @@ Tensor on_device_of(const TransformerModel& model, const Tensor& host) {
   return model.device() == Device::cpu ? host : cuda::to_device(host);
 }
 
-// The value of a one-element tensor (a loss) wherever it lives: one 4-byte copy from the GPU.
-double scalar_value(const Tensor& tensor) {
-  if (tensor.view().device == Device::cpu) return read_element(tensor, 0);
-  const Tensor host = cuda::to_host(tensor);
-  return read_element(host, 0);
-}
-
 // Adds one micro-batch's router statistics to sums = [aux, z, mtp, counts of MoE layer 0..., ...].
 void add_routing(const RouterStatistics& routing, double weight, std::vector<double>& sums) {
   if (sums.empty()) {
@@ -81,15 +74,14 @@ void TrainStep::update_selection_biases(const std::vector<double>& sums) {
     double total = 0;
     for (int64_t e = 0; e < experts; ++e) total += sums[at + e];
     if (bias) {  // a few floats: updated on the host, copied back to a device bias
-      const bool on_device = bias->value.view().device != Device::cpu;
-      const Tensor host = on_device ? cuda::to_host(bias->value) : bias->value;
+      const Tensor host = on_host(bias->value);
       float* values = host.ptr<float>();
       for (int64_t e = 0; e < experts; ++e) {
         // mean - count_e compared exactly in integers: total - experts * count_e
         const double difference = total - static_cast<double>(experts) * sums[at + e];
         values[e] += rate * static_cast<float>((difference > 0) - (difference < 0));
       }
-      if (on_device) cuda::copy(bias->value.view(), host.view());
+      if (bias->value.view().device != Device::cpu) cuda::copy(bias->value.view(), host.view());
     }
     at += static_cast<size_t>(experts);
   }

@@ -255,10 +255,9 @@ std::vector<StagedCheckpointFile> ShardedAdamW::write_shards(const std::string& 
                                                        {"step", std::to_string(step)},
                                                        {"begin", std::to_string(begin_)},
                                                        {"end", std::to_string(end_)}};
-  const Tensor exp_avg = exp_avg_.view().device == Device::cpu ? exp_avg_ : cuda::to_host(exp_avg_);
-  const Tensor exp_avg_sq = exp_avg_sq_.view().device == Device::cpu ? exp_avg_sq_ : cuda::to_host(exp_avg_sq_);
-  const FileDigest digest = write_safetensors(staging_dir + "/" + name,
-                                              {{"exp_avg", exp_avg.view()}, {"exp_avg_sq", exp_avg_sq.view()}}, metadata);
+  const Tensor exp_avg = on_host(exp_avg_), exp_avg_sq = on_host(exp_avg_sq_);
+  const FileDigest digest = write_safetensors(
+      staging_dir + "/" + name, {{"exp_avg", exp_avg.view()}, {"exp_avg_sq", exp_avg_sq.view()}}, metadata);
   // Every rank's digest reaches rank 0 (sizes and CRCs are exact in a double).
   std::vector<double> digests(2 * static_cast<size_t>(world), 0.0);
   digests[2 * rank] = static_cast<double>(digest.bytes);

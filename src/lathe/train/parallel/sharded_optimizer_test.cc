@@ -71,8 +71,6 @@ std::unique_ptr<TransformerModel> model_with_gradients(uint64_t seed, ComputeDty
   return model;
 }
 
-Tensor on_host(const Tensor& tensor) { return tensor.view().device == Device::cpu ? tensor : cuda::to_host(tensor); }
-
 std::vector<float> flat_weights(TransformerModel& model) {
   std::vector<float> all;
   for (const Parameter& parameter : model.parameters()) {
