@@ -210,7 +210,7 @@ CheckResult check_run(Problem& problem, const ReferenceOutputs& references, cons
   LATHE_ASSERT(fast.size() == references.exact.size());
   for (size_t i = 0; i < fast.size(); ++i) {
     result.outputs.push_back(compare_output(fast[i].first, fast[i].second, references.exact[i].view(),
-                                            references.naive[i].view(), problem.tolerance()));
+                                            references.naive[i].view(), problem.tolerance(fast[i].first)));
     result.passed = result.passed && result.outputs.back().passed;
   }
   return result;

@@ -74,7 +74,11 @@ class Problem {
   // Runs the reference computing in double (use_double) or in float (the naive same-precision
   // baseline), writing into `into` (shaped like outputs(), any dtype), from the pristine inputs.
   virtual void reference(bool use_double, const std::vector<TensorView>& into) const = 0;
-  virtual Tolerance tolerance() const { return {}; }
+  // The comparison rule for one of outputs() (by its name): most problems have one for all.
+  virtual Tolerance tolerance(const std::string& output) const {
+    (void)output;
+    return {};
+  }
   // Restores inputs that a run updates in place (optimizer state, accumulators).
   virtual void prepare_run() {}
 };

@@ -80,7 +80,7 @@ LabFailure judge_outputs(SuiteProblem& problem, const LabTask& task, const Refer
     file.seekg(slot.offset);
     file.read(static_cast<char*>(output.view().data), slot.bytes);
     OutputCheck check = compare_output(slot.name, output.view(), references.exact[i].view(), references.naive[i].view(),
-                                       problem.tolerance());
+                                       problem.tolerance(slot.name));
     if (!check.passed) {
       CheckResult result;
       result.outputs.push_back(check);

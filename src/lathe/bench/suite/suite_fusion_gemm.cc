@@ -246,7 +246,7 @@ class FusionProblem : public SuiteProblemWithReference<FusionProblem> {
   // the ratio of their maxima has a tail: the found kernels of the group-norm chains at random
   // awkward shapes exceeded twice the plain path's worst error in about 1 check in 20 (ratios up
   // to 3.3x, every one within the relative-norm rule by 10x). Four times, for those chains only.
-  Tolerance tolerance() const override {
+  Tolerance tolerance(const std::string&) const override {
     Tolerance tolerance;
     for (const auto& step : steps_)
       if (step.step == Step::layer_norm || step.step == Step::group_norm || step.step == Step::rms_norm)
@@ -580,8 +580,8 @@ void register_fusion_problems(std::vector<SuiteEntry>& entries) {
                                       : std::make_unique<FusionProblem>(*pointer, pointer->m, pointer->n, pointer->k);
                        },
                        [pointer, groups, smallest_group](uint64_t seed) -> std::unique_ptr<SuiteProblem> {
-                         const int64_t group_size = random_extent(seed, 1, smallest_group,
-                                                                  std::max(smallest_group, 300 / groups + 1));
+                         const int64_t group_size =
+                             random_extent(seed, 1, smallest_group, std::max(smallest_group, 300 / groups + 1));
                          return std::make_unique<FusionProblem>(*pointer, random_extent(seed, 0, 1, 37),
                                                                 groups * group_size, random_extent(seed, 2, 1, 131));
                        }});

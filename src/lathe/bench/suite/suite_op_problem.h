@@ -38,7 +38,7 @@ class OpSuiteProblem : public SuiteProblem {
   void reference(bool use_double, const std::vector<TensorView>& into) const override {
     live().reference(use_double, into);
   }
-  Tolerance tolerance() const override { return live().tolerance(); }
+  Tolerance tolerance(const std::string& output) const override { return live().tolerance(output); }
   std::vector<std::pair<std::string, TensorView>> named_inputs() const override {
     return inputs_ ? inputs_(live()) : std::vector<std::pair<std::string, TensorView>>{};
   }

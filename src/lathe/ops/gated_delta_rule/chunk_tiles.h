@@ -69,25 +69,38 @@ inline void scale_copy(float factor, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += W) (f * VecF::load(x + i)).store(y + i);
 }
 
-// decay[j] = exp(gamma_i - gamma[j]) for j in [0, count), whole vectors (decay holds
-// round_up(count, W) floats; gamma is read that far, its padding must be finite).
-inline void decay_row(float gamma_i, const float* gamma, int64_t count, float* decay) {
-  const VecF top = VecF::broadcast(gamma_i);
-  for (int64_t j = 0; j < count; j += W) simd::exp(top - VecF::load(gamma + j)).store(decay + j);
+// A chunk's cumulative log-decay gamma_i (a sum of up to 256 negative steps, |gamma| up to ~100)
+// is summed in double and kept as two floats, high (the sum rounded) and low (what rounding
+// lost). A pair's decay exp(gamma_i - gamma_j) then sees the difference to float precision:
+// from high alone it was off by up to ulp(|gamma|) (8e-6 at |gamma| = 100), a 1e-6 error in y
+// next to the token recurrence's 1e-7 (a contract failure at rare seeds).
+inline void split_gamma(double gamma, float& high, float& low) {
+  high = static_cast<float>(gamma);
+  low = static_cast<float>(gamma - static_cast<double>(high));
+}
+inline float gamma_difference(const float* high, const float* low, int64_t i, int64_t j) {
+  return (high[i] - high[j]) + (low[i] - low[j]);
+}
+
+// decay[j] = exp(gamma_i - gamma_j) for j in [0, count), whole vectors (decay holds
+// round_up(count, W) floats; high and low are read that far, their padding must be finite).
+inline void decay_row(const float* high, const float* low, int64_t i, int64_t count, float* decay) {
+  const VecF top_high = VecF::broadcast(high[i]), top_low = VecF::broadcast(low[i]);
+  for (int64_t j = 0; j < count; j += W)
+    simd::exp((top_high - VecF::load(high + j)) + (top_low - VecF::load(low + j))).store(decay + j);
 }
 
 // The backward of a decayed lower-triangular score tile S = tril(A B^T * exp(gamma_i - gamma_j)):
 // given dS (n rows of stride ld, lower triangle valid) and S, adds the decay's gradient to
 // d_gamma (row minus column sums of dS * S) and turns dS into dS * exp(gamma_i - gamma_j) in
 // place (zero above the diagonal), the gradient of A B^T. decay: scratch of ld floats; gamma
-// padded with finite values to ld (ld <= 256, a multiple of W). Vectorised along each row: the
-// row sum is a float vector sum reduced once per row, the column sums are float vectors summed
-// over the rows (at most n <= 256 terms each); both are added to the double d_gamma once. The
-// sums carry Kahan compensation (d_gamma is a small difference of large sums: plain float sums
-// over 128-token chunks missed the contract tolerance on one seed in ten), and the diagonal's own
-// term, which adds to row i and subtracts from column i, stays out of both.
-inline void decayed_scores_backward(int64_t n, int64_t ld, const float* scores, const float* gamma, float* decay,
-                                    float* d_scores, double* d_gamma) {
+// (high and low, as decay_row reads them) padded with finite values to ld (ld <= 256, a multiple of W). Vectorised
+// along each row: the row sum is a float vector sum reduced once per row, the column sums are float vectors summed over
+// the rows (at most n <= 256 terms each); both are added to the double d_gamma once. The sums carry Kahan compensation
+// (d_gamma is a small difference of large sums: plain float sums over 128-token chunks missed the contract tolerance on
+// one seed in ten), and the diagonal's own term, which adds to row i and subtracts from column i, stays out of both.
+inline void decayed_scores_backward(int64_t n, int64_t ld, const float* scores, const float* gamma,
+                                    const float* gamma_low, float* decay, float* d_scores, double* d_gamma) {
   LATHE_ASSERT(ld <= 256 && ld % W == 0);
   alignas(64) float column_sums[256], column_errors[256];
   for (int64_t j = 0; j < ld; j += W) VecF::zero().store(column_sums + j), VecF::zero().store(column_errors + j);
@@ -105,7 +118,7 @@ inline void decayed_scores_backward(int64_t n, int64_t ld, const float* scores, 
   for (int64_t i = 0; i < n; ++i) {
     float* row = d_scores + i * ld;
     const float* score_row = scores + i * ld;
-    decay_row(gamma[i], gamma, i + 1, decay);
+    decay_row(gamma, gamma_low, i, i + 1, decay);
     VecF row_sum = VecF::zero(), row_error = VecF::zero();
     int64_t j = 0;
     for (; j + W <= i; j += W) {  // whole vectors left of the diagonal
@@ -152,6 +165,5 @@ inline void tail_rows_backward(int64_t n, int64_t dim, int64_t ld, const float* 
     axpy(tail[i], product + i * ld, d_rows + i * ld, ld);
   }
 }
-
 
 }  // namespace lathe::LATHE_ISA_NS::chunk_tiles

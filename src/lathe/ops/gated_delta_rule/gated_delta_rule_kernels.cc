@@ -49,27 +49,28 @@ struct Geometry {
 // One chunk's quantities (padded rows; rows >= n and padded columns are zero where read).
 struct Chunk {
   const Geometry& g;
-  float *qn, *kn, *kn_t, *qg, *kd;         // (chunk, dkp) x4 but kn_t (dk, cp)
-  float *q_inverse, *k_inverse;            // (chunk)
-  float *gamma, *big_gamma, *tail, *beta;  // (cp)
-  float* decay;                            // (cp) one row of exp(gamma_i - gamma_j)
-  float *a0, *t, *p;                       // (chunk, cp)
-  float *b1, *u, *vn;                      // (chunk, dvp)
-  float *b2n, *wn;                         // (chunk, dkp)
+  float *qn, *kn, *kn_t, *qg, *kd;                     // (chunk, dkp) x4 but kn_t (dk, cp)
+  float *q_inverse, *k_inverse;                        // (chunk)
+  float *gamma, *gamma_low, *big_gamma, *tail, *beta;  // (cp) gamma = high + low (split_gamma)
+  float* decay;                                        // (cp) one row of exp(gamma_i - gamma_j)
+  float *a0, *t, *p;                                   // (chunk, cp)
+  float *b1, *u, *vn;                                  // (chunk, dvp)
+  float *b2n, *wn;                                     // (chunk, dkp)
   int64_t n = 0;
 
   // Floats one Chunk takes from an Arena (each take rounded up as Arena::take does).
   static int64_t floats(const Geometry& g) {
     const auto r = [](int64_t n) { return round_up(n, 16); };
     const int64_t ck = g.chunk * g.dkp, cc = g.chunk * g.cp, cv = g.chunk * g.dvp;
-    return 6 * r(ck) + r(g.dk * g.cp) + 2 * r(g.chunk) + 5 * r(g.cp) + 3 * r(cc) + 3 * r(cv);
+    return 6 * r(ck) + r(g.dk * g.cp) + 2 * r(g.chunk) + 6 * r(g.cp) + 3 * r(cc) + 3 * r(cv);
   }
 
   Chunk(const Geometry& geometry, Arena& arena) : g(geometry) {
     const int64_t ck = g.chunk * g.dkp, cc = g.chunk * g.cp, cv = g.chunk * g.dvp;
     qn = arena.take(ck), kn = arena.take(ck), kn_t = arena.take(g.dk * g.cp), qg = arena.take(ck), kd = arena.take(ck);
     q_inverse = arena.take(g.chunk), k_inverse = arena.take(g.chunk);
-    gamma = arena.take(g.cp), big_gamma = arena.take(g.cp), tail = arena.take(g.cp), beta = arena.take(g.cp);
+    gamma = arena.take(g.cp), gamma_low = arena.take(g.cp), big_gamma = arena.take(g.cp), tail = arena.take(g.cp),
+    beta = arena.take(g.cp);
     decay = arena.take(g.cp);
     a0 = arena.take(cc), t = arena.take(cc), p = arena.take(cc);
     b1 = arena.take(cv), u = arena.take(cv), vn = arena.take(cv);
@@ -99,14 +100,14 @@ struct Chunk {
       load_normalised(q + key_row * g.dk, g.dk, g.dkp, g.l2norm, g.scale, qn + i * g.dkp, q_inverse + i);
       load_normalised(k + key_row * g.dk, g.dk, g.dkp, g.l2norm, 1.0f, kn + i * g.dkp, k_inverse + i);
       running += gate[row];
-      gamma[i] = static_cast<float>(running), big_gamma[i] = static_cast<float>(std::exp(running));
+      split_gamma(running, gamma[i], gamma_low[i]), big_gamma[i] = static_cast<float>(std::exp(running));
       beta[i] = beta_in[row];
       const float* vr = v + row * g.dv;
       for (int64_t d = 0; d < g.dv; ++d) b1[i * g.dvp + d] = beta[i] * vr[d];
       for (int64_t d = g.dv; d < g.dvp; ++d) b1[i * g.dvp + d] = 0.0f;
     }
     for (int64_t i = 0; i < n; ++i) {
-      tail[i] = std::exp(gamma[n - 1] - gamma[i]);
+      tail[i] = std::exp(gamma_difference(gamma, gamma_low, n - 1, i));
       scale_copy(-beta[i] * big_gamma[i], kn + i * g.dkp, b2n + i * g.dkp, g.dkp);
       scale_copy(big_gamma[i], qn + i * g.dkp, qg + i * g.dkp, g.dkp);
       scale_copy(tail[i], kn + i * g.dkp, kd + i * g.dkp, g.dkp);
@@ -115,10 +116,10 @@ struct Chunk {
     // A0 = strict_tril(K K^T * D), P = tril(Q K^T * D).
     gemm_lower_c(n, g.dk, kn, g.dkp, 1, kn_t, g.cp, a0, g.cp);
     gemm_lower_c(n, g.dk, qn, g.dkp, 1, kn_t, g.cp, p, g.cp);
-    for (int64_t i = n; i < g.cp; ++i) gamma[i] = gamma[n - 1];  // finite padding for decay_row
+    for (int64_t i = n; i < g.cp; ++i) gamma[i] = gamma[n - 1], gamma_low[i] = gamma_low[n - 1];  // finite padding
     for (int64_t i = 0; i < n; ++i) {
       float *a_row = a0 + i * g.cp, *p_row = p + i * g.cp;
-      decay_row(gamma[i], gamma, i + 1, decay);
+      decay_row(gamma, gamma_low, i, i + 1, decay);
       for (int64_t j = 0; j < i; ++j) a_row[j] *= decay[j], p_row[j] *= decay[j];
       for (int64_t j = i; j < g.cp; ++j) a_row[j] = 0.0f;
       for (int64_t j = i + 1; j < g.cp; ++j) p_row[j] = 0.0f;
@@ -231,7 +232,7 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
     float *tmp = arena.take(ck), *dqn = arena.take(ck), *dkn = arena.take(ck), *dwn = arena.take(ck),
           *db2n = arena.take(ck);
     // d gamma sums many cancelling pair terms (row sums minus column sums): kept in double.
-    double d_gamma[256];  // chunk <= 256 (Geometry clamps it)
+    double d_gamma[256];                         // chunk <= 256 (Geometry clamps it)
     std::vector<double> others(2 * (g.dk + 1));  // suffix sums of the L2 normalisation's backward
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / g.hk, kh = task % g.hk;
@@ -271,7 +272,7 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
           // dP = dO V_new^T (lower); d gamma from P's decay; then dP * D.
           pack_transposed(c.vn, g.dvp, n, g.dv, g.cp, vn_t);
           gemm_lower_c(n, g.dv, dout, g.dvp, 1, vn_t, g.cp, dp, g.cp);
-          decayed_scores_backward(n, g.cp, c.p, c.gamma, c.decay, dp, d_gamma);
+          decayed_scores_backward(n, g.cp, c.p, c.gamma, c.gamma_low, c.decay, dp, d_gamma);
           // dQ = (dP D) K + Gamma (dO S^T);  dK = (dP D)^T Q.
           pack_transposed(s0, g.dvp, g.dk, g.dv, g.dkp, s_t);
           gemm(n, kv, g.dv, dout, g.dvp, 1, s_t, g.dkp, tmp, g.dkp, false);
@@ -310,7 +311,7 @@ void gated_delta_rule_backward_kernel(const GatedDeltaRuleBackwardArgs& args, co
           for (int64_t i = 0; i < n; ++i) {
             float* row = y + i * g.cp;
             float d_beta = 0;
-            decay_row(c.gamma[i], c.gamma, i + 1, c.decay);
+            decay_row(c.gamma, c.gamma_low, i, i + 1, c.decay);
             for (int64_t j = 0; j < i; ++j) {
               const float dl = -row[j], a = c.a0[i * g.cp + j];
               d_beta += dl * a;

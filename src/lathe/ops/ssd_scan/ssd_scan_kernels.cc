@@ -41,12 +41,12 @@ struct Geometry {
 
 struct Chunk {
   const Geometry& g;
-  float *xd, *x_rows;                      // (chunk, pp)
-  float *cm, *bm, *bd, *cg;                // (chunk, np)
-  float* bm_t;                             // (N, cp)
-  float* m;                                // (chunk, cp)
-  float *gamma, *big_gamma, *tail, *step;  // (cp)
-  float* decay;                            // (cp) one row of exp(gamma_i - gamma_j)
+  float *xd, *x_rows;                                  // (chunk, pp)
+  float *cm, *bm, *bd, *cg;                            // (chunk, np)
+  float* bm_t;                                         // (N, cp)
+  float* m;                                            // (chunk, cp)
+  float *gamma, *gamma_low, *big_gamma, *tail, *step;  // (cp) gamma = high + low (split_gamma)
+  float* decay;                                        // (cp) one row of exp(gamma_i - gamma_j)
   float decay_a = 0, skip = 0;
   int64_t n = 0;
 
@@ -55,7 +55,8 @@ struct Chunk {
     xd = arena.take(cpp), x_rows = arena.take(cpp);
     cm = arena.take(cn), bm = arena.take(cn), bd = arena.take(cn), cg = arena.take(cn);
     bm_t = arena.take(g.n_state * g.cp), m = arena.take(g.chunk * g.cp);
-    gamma = arena.take(g.cp), big_gamma = arena.take(g.cp), tail = arena.take(g.cp), step = arena.take(g.cp);
+    gamma = arena.take(g.cp), gamma_low = arena.take(g.cp), big_gamma = arena.take(g.cp), tail = arena.take(g.cp),
+    step = arena.take(g.cp);
     decay = arena.take(g.cp);
   }
 
@@ -81,24 +82,24 @@ struct Chunk {
       const int64_t row = (b * g.seq + t0 + i) * g.heads + h, group_row = (b * g.seq + t0 + i) * g.groups + group;
       step[i] = dt[row];
       running += static_cast<double>(step[i]) * decay_a;
-      gamma[i] = static_cast<float>(running), big_gamma[i] = static_cast<float>(std::exp(running));
+      split_gamma(running, gamma[i], gamma_low[i]), big_gamma[i] = static_cast<float>(std::exp(running));
       copy_row(x + row * g.p, g.p, g.pp, 1.0f, x_rows + i * g.pp);
       copy_row(x + row * g.p, g.p, g.pp, step[i], xd + i * g.pp);
       copy_row(b_in + group_row * g.n_state, g.n_state, g.np, 1.0f, bm + i * g.np);
       if (scores) copy_row(c_in + group_row * g.n_state, g.n_state, g.np, 1.0f, cm + i * g.np);
     }
     for (int64_t i = 0; i < n; ++i) {
-      tail[i] = std::exp(gamma[n - 1] - gamma[i]);
+      tail[i] = std::exp(gamma_difference(gamma, gamma_low, n - 1, i));
       scale_copy(tail[i], bm + i * g.np, bd + i * g.np, g.np);
       if (scores) scale_copy(big_gamma[i], cm + i * g.np, cg + i * g.np, g.np);
     }
     if (!scores) return;
     transpose_padded(bm, g.np, n, g.n_state, g.cp, bm_t);
     gemm_lower_c(n, g.n_state, cm, g.np, 1, bm_t, g.cp, m, g.cp);
-    for (int64_t i = n; i < g.cp; ++i) gamma[i] = gamma[n - 1];  // finite padding for decay_row
+    for (int64_t i = n; i < g.cp; ++i) gamma[i] = gamma[n - 1], gamma_low[i] = gamma_low[n - 1];  // finite padding
     for (int64_t i = 0; i < n; ++i) {
       float* row = m + i * g.cp;
-      decay_row(gamma[i], gamma, i + 1, decay);
+      decay_row(gamma, gamma_low, i, i + 1, decay);
       for (int64_t j = 0; j <= i; ++j) row[j] *= decay[j];
       for (int64_t j = i + 1; j < g.cp; ++j) row[j] = 0.0f;
     }
@@ -229,7 +230,7 @@ void ssd_scan_backward_kernel(const SsdScanBackwardArgs& args, const SsdScanCpuC
         // dM = dY Xd^T (lower); d gamma from M's decay; then dM * L.
         transpose_padded(c.xd, g.pp, n, g.p, g.cp, xd_t);
         gemm_lower_c(n, g.p, dyb, g.pp, 1, xd_t, g.cp, dm, g.cp);
-        decayed_scores_backward(n, g.cp, c.m, c.gamma, c.decay, dm, d_gamma);
+        decayed_scores_backward(n, g.cp, c.m, c.gamma, c.gamma_low, c.decay, dm, d_gamma);
         // dC = (dM L) B + Gamma (dY Hs^T);  dB = (dM L)^T C + tail (Xd dHs'^T).
         gemm(n, nv, g.p, dyb, g.pp, 1, s0_t, g.np, tmp, g.np, false);
         gemm_lower_a(n, nv, dm, g.cp, c.bm, g.np, dc_rows, g.np, false);

@@ -67,12 +67,14 @@ class SsdScanBackwardProblem : public SequenceProblem<SsdScanBackwardArgs, SsdSc
     if (in.initial_state.data) a.d_initial_state = output_tensor(in.state_shape(), DType::f32);
   }
   // The chunked backward sums each gradient in a different order from the token recurrence (the
-  // naive baseline, whose f32 error is unusually small here): a chunk's decay-gate gradient is a
-  // difference of row and column sums over its n^2 pairs, and dq/dk/dbeta pass through the
-  // inverse of the chunk's triangular system. Measured worst cases over many seeds reach 2x the
-  // naive error plus 2e-6; the absolute term is 5e-6 (times max(1, max |ref|)), the relative-norm
-  // rule (1e-5) is unchanged.
-  Tolerance tolerance() const override { return {2.0, 5e-6, 1e-5}; }
+  // naive baseline, whose f32 error is unusually small here): a chunk's decay gradient d gamma is a
+  // difference of row and column sums over its n^2 pairs, and dA, one number per head, sums
+  // dt * (reverse cumulative d gamma) over every token of every sequence. Measured over 1,250
+  // seeds, every config each (the chunk decays split as chunk_tiles.h does, 2026-12-05): dA passed
+  // 2x the naive error + 2.5e-6 in 1 check in 1,700 and reached + 6.3e-6 once, so its absolute term
+  // is 1e-5; every other gradient stayed within + 1.7e-6, and keeps 5e-6 (times max(1, max |ref|)).
+  // The relative-norm rule (1e-5) is unchanged.
+  Tolerance tolerance(const std::string& output) const override { return {2.0, output == "da" ? 1e-5 : 5e-6, 1e-5}; }
 
  protected:
   std::vector<std::pair<std::string, TensorView>> outputs() const override {
