@@ -112,7 +112,7 @@ case "$mode" in
       echo '```'
     } >"$summary"
     echo "== CUDA tests"
-    filter='CudaRuntime*:CachingAllocator*:DeviceDispatch*:DeviceTraining*:DeviceDataParallel*:NcclCommunicator*'
+    filter='CudaRuntime*:CachingAllocator*:DeviceDispatch*:DeviceTraining*:DeviceDataParallel*:NcclCommunicator*:AdamWMany*'
     # Every op with a CUDA implementation, read from the registrations in the source tree.
     cuda_ops=$(grep -rhoE 'LATHE_CUDA_IMPL\([a-z0-9_]+_cuda_impl\)' src/lathe/ops | sed -E 's/.*\((.*)_cuda_impl\)/\1/' | sort -u)
     for op in $cuda_ops; do filter="$filter:*OpContract*/$op"; done

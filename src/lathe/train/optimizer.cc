@@ -65,6 +65,7 @@ double AdamWOptimizer::step(int64_t step, double lr) { return this->step(step, l
 
 double AdamWOptimizer::step(int64_t step, double lr, double norm) {
   const float scale = gradient_clip_scale(norm, config_);
+  std::vector<AdamWArgs> steps;  // one call for all: one launch per 32 tensors on a GPU
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Parameter& parameter = parameters_[i];
     if (!parameter_trains(parameter)) continue;
@@ -82,8 +83,9 @@ double AdamWOptimizer::step(int64_t step, double lr, double norm) {
     args.weight_decay = decays(parameter) ? static_cast<float>(config_.weight_decay) : 0.0f;
     args.step = step;
     args.grad_scale = scale;
-    adamw(args);
+    steps.push_back(args);
   }
+  adamw_many(steps);
   return norm;
 }
 

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/device/cuda_runtime.h"
 #include "lathe/ops/adamw/adamw_cuda.h"
+#include "lathe/ops/adamw/adamw_cuda_body.h"
+#include "lathe/ops/cuda_emulated_impl.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -68,13 +71,20 @@ static std::vector<AdamWCpuConfig> config_space() {
   return configs;
 }
 
+// The CUDA kernel run on the host, one element after another (ops/cuda_emulated_impl.h).
+static void emulated(const AdamWArgs& args, const AdamWCpuConfig&) {
+  const adamw_cuda::Tensors tensors = adamw_cuda::tensors_of(args);
+  const adamw_cuda::Coefficients coefficients = adamw_cuda::coefficients_of(args);
+  for (int64_t i = 0; i < tensors.n; ++i) adamw_cuda::update_element(tensors, coefficients, i);
+}
+
 const Op<AdamWArgs, AdamWCpuConfig>& adamw_op() {
   static const Op<AdamWArgs, AdamWCpuConfig> op(
       "adamw",
-      with_cuda_impl(LATHE_ISA_IMPLS(
-                         adamw_kernel, [](const AdamWArgs&, Isa) { return heuristic_config(); },
-                         [](const AdamWArgs&, Isa) { return config_space(); }),
-                     LATHE_CUDA_IMPL(adamw_cuda_impl)),
+      with_cuda_kernel(LATHE_ISA_IMPLS(
+                           adamw_kernel, [](const AdamWArgs&, Isa) { return heuristic_config(); },
+                           [](const AdamWArgs&, Isa) { return config_space(); }),
+                       cuda_emulated_impl<AdamWArgs, AdamWCpuConfig>(emulated), LATHE_CUDA_IMPL(adamw_cuda_impl)),
       [](const AdamWArgs& args) {
         return str_cat("n=", args.param.dim(0), ",bf16_copy=", args.param_bf16.data ? 1 : 0);
       });
@@ -84,6 +94,25 @@ const Op<AdamWArgs, AdamWCpuConfig>& adamw_op() {
 void adamw(const AdamWArgs& args, const Dispatch& dispatch) {
   validate(args);
   adamw_op().run(args, dispatch);
+}
+
+void adamw_many(const std::vector<AdamWArgs>& steps) {
+  if (steps.empty()) return;
+  const Device device = args_device(steps.front());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    validate(steps[i]);
+    adamw_op().check_one_device(steps[i]);
+    LATHE_CHECK(args_device(steps[i]) == device, "adamw_many: step ", i, "'s tensors are on ",
+                device_name(args_device(steps[i])), ", step 0's on ", device_name(device), " (one device per call)");
+  }
+#if LATHE_HAVE_CUDA
+  if (device == Device::cuda && !cuda::host_simulation_active()) {
+    cuda::require_available("adamw_many");
+    adamw_cuda_many(steps);
+    return;
+  }
+#endif
+  for (const AdamWArgs& args : steps) adamw_op().run(args, {});
 }
 
 }  // namespace lathe

@@ -11,6 +11,8 @@
 // weight_decay < 0, eps <= 0.
 #pragma once
 
+#include <vector>
+
 #include "lathe/core/tensor.h"
 #include "lathe/ops/op.h"
 
@@ -45,6 +47,13 @@ struct AdamWCpuConfig {
 
 void adamw(const AdamWArgs& args, const Dispatch& dispatch = {});
 void validate(const AdamWArgs& args);
+
+// An optimizer step over many tensors (a model's parameters), bit for bit as adamw() on each in
+// order. Every step is validated first (a bad one throws before any tensor changes). On a GPU the
+// updates go out in one launch per 32 tensors (adamw_cuda.h), not one launch per tensor; on the
+// host, and under the host simulation of a GPU, it is adamw() on each. The steps' tensors are all
+// on one device.
+void adamw_many(const std::vector<AdamWArgs>& steps);
 
 // Plain loops in T from the current param/m/v; writes into the tensors args names (a reference
 // run points param/m/v/param_bf16 at separate output tensors and reads the inputs from `inputs`).

@@ -163,6 +163,7 @@ ShardedAdamW::ShardedAdamW(std::vector<Parameter>& parameters, const OptimizerSe
 double ShardedAdamW::step(int64_t step, double lr) {
   const double norm = global_gradient_norm(parameters_);
   const float scale = gradient_clip_scale(norm, config_);
+  std::vector<AdamWArgs> steps;  // one call for all: one launch per 32 tensors on a GPU
   for (const Piece& piece : pieces_) {
     const Parameter& parameter = parameters_[piece.parameter];
     if (!parameter_trains(parameter)) continue;
@@ -184,8 +185,9 @@ double ShardedAdamW::step(int64_t step, double lr) {
     args.weight_decay = parameter_decays(parameter, config_) ? static_cast<float>(config_.weight_decay) : 0.0f;
     args.step = step;
     args.grad_scale = scale;
-    adamw(args);
+    steps.push_back(args);
   }
+  adamw_many(steps);
   gather_parameters();
   return norm;
 }
@@ -237,7 +239,7 @@ void ShardedAdamW::gather_parameters() {
 void ShardedAdamW::load(const LoadedCheckpoint& checkpoint) {
   const OptimizerMoments moments = read_optimizer_moments(checkpoint, parameters_, begin_, end_);
   for (auto [target, source] : {std::pair<Tensor*, const std::vector<float>*>{&exp_avg_, &moments.exp_avg},
-                                 std::pair<Tensor*, const std::vector<float>*>{&exp_avg_sq_, &moments.exp_avg_sq}}) {
+                                std::pair<Tensor*, const std::vector<float>*>{&exp_avg_sq_, &moments.exp_avg_sq}}) {
     Tensor host = Tensor::empty({end_ - begin_}, DType::f32);
     std::memcpy(host.ptr<float>(), source->data(), source->size() * 4);
     cuda::copy(*target, host.view());
