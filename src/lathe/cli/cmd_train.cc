@@ -1,8 +1,10 @@
 // `lathe train`: the main job. With no arguments it trains the built-in default model on the
 // fortune corpus; a config file and key=value overrides change anything. Under mpirun it trains
 // data-parallel (train/train_step.h): every rank runs this command.
+#include <chrono>
 #include <cstdio>
 #include <memory>
+#include <thread>
 
 #include "lathe/cli/command_line.h"
 #include "lathe/cli/commands.h"
@@ -59,7 +61,14 @@ int run_train(int argc, char** argv) {
     apply_runtime_options(command_line);
     communicator = make_communicator_from_environment();
   } catch (...) {
-    if (rank_from_environment() != 0) return 2;
+    if (rank_from_environment() != 0) {
+      // Rank 0 reports the same error. Leaving first would let the launcher (mpirun ends the job
+      // when any rank exits non-zero) kill rank 0 before it printed, and the user would see no
+      // error at all (seen with 3 ranks on 2 cores): wait for the launcher to end this rank once
+      // rank 0 has exited, and leave on our own only if that never comes.
+      std::this_thread::sleep_for(std::chrono::seconds(20));
+      return 2;
+    }
     throw;
   }
 
