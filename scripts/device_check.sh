@@ -173,17 +173,23 @@ PY
       gemma2="$gemma2 model.sliding_window=64 model.sliding_window_pattern=2 model.tie_embeddings=true"
       mixtral="model.family=mixtral model.moe_experts=8 model.moe_top_k=2 model.moe_ffn_dim=512"
       mixtral="$mixtral model.moe_renormalize=true model.moe_aux_loss_coef=0.01 model.moe_z_loss_coef=0.001"
-      for family in qwen2 gemma2 mixtral; do
+      # Gemma 4 (configs/gemma4-small.yaml: per-layer embeddings, k = v global layers of another width,
+      # value norms, KV sharing, proportional RoPE; its constant multipliers through the add op).
+      gemma4="configs/gemma4-small.yaml"
+      for family in qwen2 gemma2 mixtral gemma4; do
         echo "== family $family: cpu against cuda" >>"$logs/gpu_train.log"
         overrides=${!family}
         # A router's near-ties may pick other experts for a few tokens on the GPU: a looser step 1.
         first_rel=""
         [ "$family" = mixtral ] && first_rel="--first-rel 1e-3"
         rm -rf "/tmp/gpu_train_${family}_cpu" "/tmp/gpu_train_${family}_cuda"
-        # shellcheck disable=SC2086  # $overrides, $first_rel: several words
-        { timeout 120 "$bundle/lathe" train $train_common $overrides run_dir="/tmp/gpu_train_${family}_cpu" \
+        # shellcheck disable=SC2086  # $file, $overrides, $first_rel: several words or none
+        # A config file comes before the KEY=VALUE overrides.
+        file=""
+        case "$overrides" in *.yaml) file=$overrides overrides="" ;; esac
+        { timeout 120 "$bundle/lathe" train $file $train_common $overrides run_dir="/tmp/gpu_train_${family}_cpu" \
             train.device=cpu checkpoint.every=0 &&
-            timeout 120 "$bundle/lathe" train $train_common $overrides run_dir="/tmp/gpu_train_${family}_cuda" \
+            timeout 120 "$bundle/lathe" train $file $train_common $overrides run_dir="/tmp/gpu_train_${family}_cuda" \
               train.device=cuda checkpoint.every=0 &&
             python3 scripts/compare_train_runs.py "/tmp/gpu_train_${family}_cpu" "/tmp/gpu_train_${family}_cuda" \
               $first_rel

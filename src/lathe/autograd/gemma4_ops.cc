@@ -1,18 +1,30 @@
 #include "lathe/autograd/gemma4_ops.h"
 
+#include <type_traits>
+
+#include "lathe/ops/add/add.h"
+
 namespace lathe::autograd {
 namespace {
 
 bool fast(const Tape& tape) { return tape.precision() == Precision::fast; }
 
+// x * factor: the add op without its first operand on x's device (the CPU's vector multiply, the
+// GPU's kernel: the same rounding), the double loop for the reference tape.
 template <class T>
 Tensor scaled(const Tensor& x, double factor) {
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  const T* in = x.ptr<T>();
-  T* y = out.ptr<T>();
-  const T f = static_cast<T>(factor);
-  for (int64_t i = 0; i < x.numel(); ++i) y[i] = in[i] * f;
-  return out;
+  if constexpr (std::is_same_v<T, float>) {
+    Tensor out = empty_like(x);
+    add({TensorView{}, x.view(), out.view(), static_cast<float>(factor)});
+    return out;
+  } else {
+    Tensor out = Tensor::empty(x.shape(), x.dtype());
+    const T* in = x.ptr<T>();
+    T* y = out.ptr<T>();
+    const T f = static_cast<T>(factor);
+    for (int64_t i = 0; i < x.numel(); ++i) y[i] = in[i] * f;
+    return out;
+  }
 }
 
 template <class T>

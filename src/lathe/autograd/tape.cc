@@ -104,10 +104,10 @@ Tensor converted(const Tensor& value, DType dtype) {
   return out;
 }
 
-Tensor one_beside(const Tensor& like) {
-  Tensor one = Tensor::empty(like.shape(), like.dtype());
-  fill_value(one, 1.0);
-  return like.view().device == Device::cpu ? one : cuda::to_device(one);
+Tensor filled_beside(const Tensor& like, const Shape& shape, DType dtype, double value) {
+  Tensor filled = Tensor::empty(shape, dtype);
+  fill_value(filled, value);
+  return like.view().device == Device::cpu ? filled : cuda::to_device(filled);
 }
 
 }  // namespace lathe::autograd

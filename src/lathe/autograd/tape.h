@@ -120,8 +120,10 @@ inline Tensor empty_like(const Tensor& like) { return empty_beside(like, like.sh
 // `value` in another dtype (f32 <-> bf16, nearest-even) on its own device: core's convert() on the
 // host, the cast op on the GPU (contiguous tensors there).
 Tensor converted(const Tensor& value, DType dtype);
+// A tensor of `value`s on the device `like` lives on (filled on the host, copied to a GPU once).
+Tensor filled_beside(const Tensor& like, const Shape& shape, DType dtype, double value);
 // A tensor of ones shaped like `like` on its device: the seed of a loss's gradient.
-Tensor one_beside(const Tensor& like);
+inline Tensor one_beside(const Tensor& like) { return filled_beside(like, like.shape(), like.dtype(), 1.0); }
 
 // out = a + alpha * b with the library op (fast) or the reference loop (f64).
 void add_tensors(Precision precision, const TensorView& a, const TensorView& b, const TensorView& out,

@@ -283,9 +283,11 @@ struct FamilySpec {
   const char* default_chat_template;  // what data.chat_template=auto falls back to: "plain", "chatml", ...
   LayerSpec layer;                    // every layer of the model is one of these
   const ModelInputsSpec* model_inputs = nullptr;
-  // Every op of its training step has a CUDA implementation, so train.device=cuda may run it
-  // (configs that add ops without one, e.g. attention biases or experts, are still refused).
+  // Every op of its training step has a CUDA implementation, so train.device=cuda may run it.
   bool trains_on_gpu = false;
+  // Where only some of its configs do: why this one does not run on the GPU yet (empty: it does),
+  // a problem line of the config check. Null: every config of a family that trains_on_gpu.
+  std::string (*gpu_training_refusal)(const ModelConfig& config) = nullptr;
 };
 
 // The spec of a model.family name; lathe::Error "model.family: unknown family 'X' (known: ...)".

@@ -4,6 +4,7 @@
 
 #include "lathe/autograd/gemma4_ops.h"
 #include "lathe/autograd/mla_ops.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/models/layers.h"
 #include "lathe/models/moe_layer.h"
 
@@ -31,9 +32,9 @@ GatedActivation activation_of(const ModelConfig& config) {
 // RMSNorm of every (batch, seq, heads, D) head without a weight (Gemma4RMSNorm with_scale=False).
 Var unweighted_head_norm(Tape& tape, const BlockContext& context, const Var& x) {
   const ModelConfig& config = *context.config;
-  Tensor ones = Tensor::empty({x->value.dim(3)}, tape.dtype());
-  fill_value(ones, 1.0 - config.norm_weight_offset);
-  return head_norm(tape, context, x, autograd::make_var(std::move(ones)));
+  return head_norm(tape, context, x,
+                   autograd::make_var(autograd::filled_beside(x->value, {x->value.dim(3)}, tape.dtype(),
+                                                              1.0 - config.norm_weight_offset)));
 }
 
 // x: (tokens, d_model), normalised -> the attention output (tokens, d_model).
@@ -158,7 +159,8 @@ Var gemma4_block(Tape& tape, const BlockContext& context, const LayerParameters&
     Var projected = autograd::linear(tape, gated, p[kPerLayerProjection]);
     h = autograd::add(tape, h, norm(tape, context, projected, p[kPostPerLayerInputNorm]));
   }
-  const double layer_scalar = read_element(p[kLayerScalar]->value, 0);
+  // A buffer, never trained: read where it lives (on a GPU one 4-byte copy a layer).
+  const double layer_scalar = scalar_value(p[kLayerScalar]->value);
   return layer_scalar == 1.0 ? h : autograd::scale(tape, h, static_cast<float>(layer_scalar));
 }
 

@@ -192,6 +192,32 @@ TrainConfig family_config(const std::string& family) {
     model.n_layers = 2;  // layer 0 dense, layer 1 DeepSeekMoE
     make_tiny_deepseek(model, family == "deepseek_v3");
     if (family == "deepseek_v3") model.mtp_layers = 1, model.mtp_loss_weight = 0.3;  // multi-token prediction
+  } else if (family == "gemma4") {
+    // models/gemma4_layer.h: sliding and global layers of different widths (global: 12 wide, one
+    // key/value head, k = v), value norm, per-layer embeddings, proportional partial RoPE on the
+    // global layers, the last two layers sharing keys and values with the double-wide MLP, soft-capping.
+    model.n_layers = 4;
+    model.qk_norm = true;
+    model.sandwich_norms = true;
+    model.value_norm = true;
+    model.ffn_activation = FfnActivation::gelu_tanh;
+    model.embedding_scale = 0;
+    model.attention_scale = 1;
+    model.final_logit_softcap = 30;
+    model.sliding_window = 6;
+    model.sliding_window_pattern = 2;
+    model.rope_local_theta = 100;
+    model.rope_local_plain = true;
+    model.global_head_dim = 12;
+    model.global_kv_heads = 1;
+    model.attention_k_eq_v = true;
+    model.per_layer_input_dim = 3;
+    model.tie_embeddings = true;
+    model.rope_scaling = "proportional";
+    model.rope_scaling_factor = 1;
+    model.partial_rotary_factor = 0.5;
+    model.kv_shared_layers = 2;
+    model.double_wide_mlp = true;
   } else if (family == "olmoe") {
     model.qk_norm = true;
     model.qk_norm_full_width = true;
@@ -219,8 +245,9 @@ TEST_P(DeviceTrainingFamilies, TrainBitForBitAsTheHost) {
   }
 }
 
-constexpr const char* kGpuFamilies[] = {"llama",   "mistral",   "qwen2",     "qwen3", "gemma2",      "gemma3",
-                                        "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3"};
+constexpr const char* kGpuFamilies[] = {"llama",       "mistral",     "qwen2",     "qwen3",     "gemma2",
+                                        "gemma3",      "mixtral",     "qwen2_moe", "qwen3_moe", "olmoe",
+                                        "deepseek_v2", "deepseek_v3", "gemma4"};
 INSTANTIATE_TEST_SUITE_P(Families, DeviceTrainingFamilies, ::testing::ValuesIn(kGpuFamilies));
 
 // Every family that opts in to GPU training is tested above (and only those).

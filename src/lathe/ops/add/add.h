@@ -1,6 +1,7 @@
 // Elementwise scaled addition, the residual connection of every transformer block and the
 // gradient accumulation of the autograd tape:
-//   out = a + alpha * b
+//   out = a + alpha * b     (one fused multiply-add)
+//   out = alpha * b         (a absent, data == nullptr: a scaling, e.g. Gemma 4's constant multipliers)
 // a, b, out: the same shape (any rank), contiguous, all f32 or all bf16 (math in f32, bf16 rounded
 // to nearest-even). out may alias a or b (in-place accumulation).
 // Elementwise, so results do not depend on the thread count.
@@ -13,8 +14,8 @@
 namespace lathe {
 
 struct AddArgs {
-  TensorView a;    // (...) any shape
-  TensorView b;    // same shape as a
+  TensorView a;    // (...) any shape; data may be null (out = alpha * b)
+  TensorView b;    // same shape as out
   TensorView out;  // same shape as a, output; may alias a or b
   float alpha = 1.0f;
   template <class Visit>
