@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "lathe/ops/add/add.h"
+#include "lathe/ops/moe_expert_scale/moe_expert_scale.h"
 
 namespace lathe::autograd {
 namespace {
@@ -36,7 +37,8 @@ void expert_scale_forward(const Tensor& weights, const Tensor& scale, const Tens
   for (int64_t i = 0; i < weights.numel(); ++i) y[i] = w[i] * s[id[i]];
 }
 
-// d weights and d expert_scale from dy; the scale's sum runs in slot order (deterministic).
+// d weights and d expert_scale from dy; the scale's sum runs in slot order (the float64 tape's loops;
+// the fast tape runs the moe_expert_scale op).
 template <class T>
 void expert_scale_backward(const Tensor& dy, const Tensor& weights, const Tensor& scale, const Tensor& ids,
                            const Tensor& d_weights, const Tensor& d_scale) {
@@ -69,19 +71,22 @@ Var scale(Tape& tape, const Var& x, float factor) {
 Var scale_by_expert(Tape& tape, const Var& weights, const Var& expert_scale, const Tensor& expert_ids) {
   LATHE_ASSERT(weights->value.shape() == expert_ids.shape() && expert_ids.dtype() == DType::i32);
   LATHE_ASSERT(expert_scale->value.shape().rank() == 1);
-  Var out = make_var(Tensor::empty(weights->value.shape(), tape.dtype()),
+  Var out = make_var(empty_beside(weights->value, weights->value.shape(), tape.dtype()),
                      weights->requires_grad || expert_scale->requires_grad);
-  fast(tape) ? expert_scale_forward<float>(weights->value, expert_scale->value, expert_ids, out->value)
-             : expert_scale_forward<double>(weights->value, expert_scale->value, expert_ids, out->value);
+  if (fast(tape))
+    moe_expert_scale({weights->value, expert_scale->value, expert_ids, out->value});
+  else
+    expert_scale_forward<double>(weights->value, expert_scale->value, expert_ids, out->value);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([weights, expert_scale, expert_ids, out, precision] {
     const DType dtype = weights->value.dtype();
-    Tensor d_weights = Tensor::empty(weights->value.shape(), dtype);
-    Tensor d_scale = Tensor::empty(expert_scale->value.shape(), dtype);
-    precision == Precision::fast
-        ? expert_scale_backward<float>(out->grad, weights->value, expert_scale->value, expert_ids, d_weights, d_scale)
-        : expert_scale_backward<double>(out->grad, weights->value, expert_scale->value, expert_ids, d_weights, d_scale);
+    Tensor d_weights = empty_beside(weights->value, weights->value.shape(), dtype);
+    Tensor d_scale = empty_beside(expert_scale->value, expert_scale->value.shape(), dtype);
+    if (precision == Precision::fast)
+      moe_expert_scale_backward({out->grad, weights->value, expert_scale->value, expert_ids, d_weights, d_scale});
+    else
+      expert_scale_backward<double>(out->grad, weights->value, expert_scale->value, expert_ids, d_weights, d_scale);
     accumulate_grad(expert_scale, d_scale, true);
     accumulate_grad(weights, d_weights, true);
   });

@@ -285,9 +285,6 @@ struct FamilySpec {
   const ModelInputsSpec* model_inputs = nullptr;
   // Every op of its training step has a CUDA implementation, so train.device=cuda may run it.
   bool trains_on_gpu = false;
-  // Where only some of its configs do: why this one does not run on the GPU yet (empty: it does),
-  // a problem line of the config check. Null: every config of a family that trains_on_gpu.
-  std::string (*gpu_training_refusal)(const ModelConfig& config) = nullptr;
 };
 
 // The spec of a model.family name; lathe::Error "model.family: unknown family 'X' (known: ...)".

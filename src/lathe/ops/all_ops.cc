@@ -20,6 +20,7 @@ void register_add_ops(std::vector<OpRegistration>& ops);
 void register_moe_router_ops(std::vector<OpRegistration>& ops);
 void register_moe_permute_ops(std::vector<OpRegistration>& ops);
 void register_moe_combine_ops(std::vector<OpRegistration>& ops);
+void register_moe_expert_scale_ops(std::vector<OpRegistration>& ops);
 void register_grouped_matmul_ops(std::vector<OpRegistration>& ops);
 void register_moe_losses_ops(std::vector<OpRegistration>& ops);
 void register_gated_delta_rule_ops(std::vector<OpRegistration>& ops);
@@ -47,6 +48,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_moe_router_ops(list);
     register_moe_permute_ops(list);
     register_moe_combine_ops(list);
+    register_moe_expert_scale_ops(list);
     register_grouped_matmul_ops(list);
     register_moe_losses_ops(list);
     register_gated_delta_rule_ops(list);

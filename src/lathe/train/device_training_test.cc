@@ -218,6 +218,10 @@ TrainConfig family_config(const std::string& family) {
     model.partial_rotary_factor = 0.5;
     model.kv_shared_layers = 2;
     model.double_wide_mlp = true;
+    model.moe_experts = 4;  // the MoE block beside the dense MLP, its router's per-expert scale
+    model.moe_top_k = 2;
+    model.moe_ffn_dim = 16;
+    model.moe_aux_loss_coef = 0.1;
   } else if (family == "olmoe") {
     model.qk_norm = true;
     model.qk_norm_full_width = true;

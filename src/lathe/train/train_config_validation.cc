@@ -266,9 +266,6 @@ void check_gpu_training(const TrainConfig& config, ProblemList& problems) {
       if (spec->trains_on_gpu) gpu_families += str_cat(gpu_families.empty() ? "" : ", ", spec->name);
     problems.add("train.device=cuda runs the ", gpu_families, " families for now (model.family=", config.model.family,
                  " has ops without a CUDA implementation)");
-  } else if (family->gpu_training_refusal) {
-    const std::string refusal = family->gpu_training_refusal(config.model);
-    if (!refusal.empty()) problems.add("train.device=cuda: ", refusal);
   }
   if (config.dist.expert_parallel)
     problems.add("train.device=cuda does not run dist.expert_parallel=true yet (its token exchange is on the host)");

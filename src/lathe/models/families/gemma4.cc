@@ -49,11 +49,6 @@ const FamilySpec& gemma4_family() {
       .layer = kGemma4Layer,
       .model_inputs = &kGemma4PerLayerInputs,
       .trains_on_gpu = true,
-      .gpu_training_refusal = [](const ModelConfig& config) -> std::string {
-        if (config.moe_experts == 0) return "";
-        return "model.family=gemma4 with model.moe_experts > 0 does not train on the GPU yet (the router's "
-               "per-expert scale is a host loop); the dense Gemma 4 does";
-      },
   };
   return spec;
 }
