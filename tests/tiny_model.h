@@ -69,4 +69,25 @@ inline void make_tiny_deepseek(ModelConfig& config, bool v3) {
   config.moe_aux_loss_coef = 0.1;
 }
 
+// Gemma 4's attention and block on a tiny model: q/k and value norms, sandwich norms, GeGLU,
+// embeddings scaled by sqrt(d_model), attention scale 1, plain RoPE (theta 100) on the sliding
+// layers and proportional partial RoPE on the global ones, k = v there, tied embeddings. The
+// callers choose the layer pattern, widths, per-layer inputs, KV sharing and experts.
+inline void make_tiny_gemma4(ModelConfig& config) {
+  config.family = "gemma4";
+  config.qk_norm = true;
+  config.sandwich_norms = true;
+  config.value_norm = true;
+  config.ffn_activation = FfnActivation::gelu_tanh;
+  config.embedding_scale = 0;
+  config.attention_scale = 1;
+  config.rope_local_theta = 100;
+  config.rope_local_plain = true;
+  config.rope_scaling = "proportional";
+  config.rope_scaling_factor = 1;
+  config.partial_rotary_factor = 0.5;
+  config.attention_k_eq_v = true;
+  config.tie_embeddings = true;
+}
+
 }  // namespace lathe

@@ -101,25 +101,15 @@ ModelConfig tiny_config(const std::string& variant) {
     // last two layers sharing keys and values (with the double-wide MLP); gemma4_moe: linear RoPE and
     // the MoE block beside the dense MLP.
     const bool moe = variant == std::string("gemma4_moe");
-    config.family = "gemma4";
+    make_tiny_gemma4(config);
     config.n_layers = 4;
-    config.qk_norm = true;
-    config.sandwich_norms = true;
-    config.value_norm = true;
-    config.ffn_activation = FfnActivation::gelu_tanh;
-    config.embedding_scale = 0;
-    config.attention_scale = 1;
     config.final_logit_softcap =
         30;  // Gemma's own value; a cap of 3 saturates these logits, where f32 tanh rounding dominates the slope
     config.sliding_window = 3;
     config.sliding_window_pattern = 2;
-    config.rope_local_theta = 100;
-    config.rope_local_plain = true;
     config.global_head_dim = 6;
     config.global_kv_heads = 1;
-    config.attention_k_eq_v = true;
     config.per_layer_input_dim = 3;
-    config.tie_embeddings = true;
     // The value norm, q/k norms and per-layer-input norm act on 3 to 6 values here; with eps 1e-6 a
     // token whose few values are all small divides by a tiny RMS, and float32 rounding is amplified
     // past the fast-vs-float64 bound for some seeds (measured: 2-10x in every parameter). eps 0.1
@@ -128,6 +118,7 @@ ModelConfig tiny_config(const std::string& variant) {
     if (moe) {
       config.rope_scaling = "linear";
       config.rope_scaling_factor = 2;
+      config.partial_rotary_factor = 1.0;
       // Every expert chosen: this router reads the RMS-normalised stream times d^-1/2, so its logits
       // are small and near-ties flip the f32 and f64 choices for some seeds; the top-k choice itself
       // is covered by the gemma4_moe golden (routing margins checked when it was made).
@@ -136,9 +127,6 @@ ModelConfig tiny_config(const std::string& variant) {
       config.moe_ffn_dim = 5;
       config.moe_aux_loss_coef = 0.1;
     } else {
-      config.rope_scaling = "proportional";
-      config.rope_scaling_factor = 1;
-      config.partial_rotary_factor = 0.5;
       config.kv_shared_layers = 2;
       config.double_wide_mlp = true;
     }

@@ -196,26 +196,14 @@ TrainConfig family_config(const std::string& family) {
     // models/gemma4_layer.h: sliding and global layers of different widths (global: 12 wide, one
     // key/value head, k = v), value norm, per-layer embeddings, proportional partial RoPE on the
     // global layers, the last two layers sharing keys and values with the double-wide MLP, soft-capping.
+    make_tiny_gemma4(model);
     model.n_layers = 4;
-    model.qk_norm = true;
-    model.sandwich_norms = true;
-    model.value_norm = true;
-    model.ffn_activation = FfnActivation::gelu_tanh;
-    model.embedding_scale = 0;
-    model.attention_scale = 1;
     model.final_logit_softcap = 30;
     model.sliding_window = 6;
     model.sliding_window_pattern = 2;
-    model.rope_local_theta = 100;
-    model.rope_local_plain = true;
     model.global_head_dim = 12;
     model.global_kv_heads = 1;
-    model.attention_k_eq_v = true;
     model.per_layer_input_dim = 3;
-    model.tie_embeddings = true;
-    model.rope_scaling = "proportional";
-    model.rope_scaling_factor = 1;
-    model.partial_rotary_factor = 0.5;
     model.kv_shared_layers = 2;
     model.double_wide_mlp = true;
     model.moe_experts = 4;  // the MoE block beside the dense MLP, its router's per-expert scale

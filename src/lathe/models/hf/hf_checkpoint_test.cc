@@ -15,6 +15,7 @@
 #include "lathe/io/safetensors_checkpoint.h"
 #include "scratch_directory.h"
 #include "test_seed.h"
+#include "tiny_model.h"
 
 namespace lathe {
 namespace {
@@ -56,23 +57,11 @@ ModelConfig tiny_config(const std::string& family) {
   }
   if (family == "qwen3_moe") config.moe_layer_step = 2;
   if (family == "gemma4") {  // layers 0, 1 slide, layer 2 is global (6 wide, k = v); PLE 4; layer_scalar
-    config.qk_norm = true;
-    config.sandwich_norms = true;
-    config.value_norm = true;
-    config.embedding_scale = 0;
-    config.ffn_activation = FfnActivation::gelu_tanh;
-    config.attention_scale = 1;
+    make_tiny_gemma4(config);
     config.sliding_window = 4;
     config.sliding_window_pattern = 3;
-    config.rope_local_theta = 100;
-    config.rope_local_plain = true;
-    config.rope_scaling = "proportional";
-    config.rope_scaling_factor = 1;
-    config.partial_rotary_factor = 0.5;
     config.global_head_dim = 6;
-    config.attention_k_eq_v = true;
     config.per_layer_input_dim = 4;
-    config.tie_embeddings = true;
     config.final_logit_softcap = 10;
   }
   if (family == "deepseek_v2" || family == "deepseek_v3") {  // as an import of its config.json sets them
