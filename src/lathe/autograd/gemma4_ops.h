@@ -1,7 +1,8 @@
 // The differentiable ops Gemma 4 adds to the standard decoder (models/gemma4_layer.h), in the style
 // of autograd/ops.h: a float and a double path (the tape's precision picks), each recording its own
-// backward. Both are plain memory-bound loops. Shapes and math follow transformers 5.x
-// models/gemma4/modeling_gemma4.py.
+// backward. The float path runs library ops on the tensors' device (scale: the add op without its
+// first operand; scale_by_expert: moe_expert_scale), the double path plain loops on the host.
+// Shapes and math follow transformers 5.x models/gemma4/modeling_gemma4.py.
 #pragma once
 
 #include "lathe/autograd/tape.h"
