@@ -5,31 +5,21 @@
 
 #include <gtest/gtest.h>
 
+#include "tensor_values.h"
+
 namespace lathe {
 namespace {
 
-Tensor tensor_of(const Shape& shape, const std::vector<float>& values) {
-  Tensor tensor = Tensor::empty(shape, DType::f32);
-  write_from_vector(tensor, values);
-  return tensor;
-}
-
-Tensor ids_of(const Shape& shape, const std::vector<int32_t>& values) {
-  Tensor tensor = Tensor::empty(shape, DType::i32);
-  std::copy(values.begin(), values.end(), tensor.ptr<int32_t>());
-  return tensor;
-}
-
 // 3 tokens, top-2, 3 experts; expert 2 gets no slot, so its scale gradient is 0.
 TEST(MoeExpertScale, ScalesEachSlotByItsExpertAndSumsTheScaleGradientPerExpert) {
-  const Tensor weights = tensor_of({3, 2}, {0.5f, 0.25f, 1.0f, 2.0f, 0.75f, 0.125f});
-  const Tensor scale = tensor_of({3}, {2.0f, -1.0f, 8.0f});
-  const Tensor ids = ids_of({3, 2}, {0, 1, 1, 0, 0, 1});
+  const Tensor weights = f32_tensor({3, 2}, {0.5f, 0.25f, 1.0f, 2.0f, 0.75f, 0.125f});
+  const Tensor scale = f32_tensor({3}, {2.0f, -1.0f, 8.0f});
+  const Tensor ids = i32_tensor({3, 2}, {0, 1, 1, 0, 0, 1});
   Tensor out = Tensor::empty({3, 2}, DType::f32);
   moe_expert_scale({weights, scale, ids, out});
   EXPECT_EQ(to_vector<float>(out), (std::vector<float>{1.0f, -0.25f, -1.0f, 4.0f, 1.5f, -0.125f}));
 
-  const Tensor dy = tensor_of({3, 2}, {1.0f, 2.0f, -1.0f, 0.5f, 4.0f, 8.0f});
+  const Tensor dy = f32_tensor({3, 2}, {1.0f, 2.0f, -1.0f, 0.5f, 4.0f, 8.0f});
   Tensor d_weights = Tensor::empty({3, 2}, DType::f32), d_scale = Tensor::empty({3}, DType::f32);
   moe_expert_scale_backward({dy, weights, scale, ids, d_weights, d_scale});
   EXPECT_EQ(to_vector<float>(d_weights), (std::vector<float>{2.0f, -2.0f, 1.0f, 1.0f, 8.0f, -8.0f}));
@@ -38,9 +28,9 @@ TEST(MoeExpertScale, ScalesEachSlotByItsExpertAndSumsTheScaleGradientPerExpert) 
 }
 
 TEST(MoeExpertScale, AnIdOutsideTheExpertsIsOneClearError) {
-  const Tensor weights = tensor_of({2, 1}, {1.0f, 1.0f});
-  const Tensor scale = tensor_of({2}, {1.0f, 1.0f});
-  const Tensor ids = ids_of({2, 1}, {1, 2});
+  const Tensor weights = f32_tensor({2, 1}, {1.0f, 1.0f});
+  const Tensor scale = f32_tensor({2}, {1.0f, 1.0f});
+  const Tensor ids = i32_tensor({2, 1}, {1, 2});
   Tensor out = Tensor::empty({2, 1}, DType::f32);
   try {
     moe_expert_scale({weights, scale, ids, out});

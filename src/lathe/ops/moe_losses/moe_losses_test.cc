@@ -14,21 +14,14 @@
 #include "finite_difference.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
+#include "tensor_values.h"
 #include "test_seed.h"
 
 namespace lathe {
 namespace {
 
-Tensor f32_tensor(const Shape& shape, const std::vector<float>& values) {
-  Tensor tensor = Tensor::empty(shape, DType::f32);
-  write_from_vector(tensor, values);
-  return tensor;
-}
-
 Tensor ids_tensor(int64_t tokens, int64_t top_k, const std::vector<int32_t>& values) {
-  Tensor tensor = Tensor::empty({tokens, top_k}, DType::i32);
-  std::memcpy(tensor.ptr<int32_t>(), values.data(), sizeof(int32_t) * values.size());
-  return tensor;
+  return i32_tensor({tokens, top_k}, values);
 }
 
 Tensor random_ids(int64_t tokens, int64_t top_k, int64_t experts, uint64_t seed) {

@@ -17,6 +17,7 @@
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/ops/problem.h"
+#include "tensor_values.h"
 #include "test_seed.h"
 
 namespace lathe {
@@ -32,12 +33,6 @@ Tensor random_f64(const Shape& shape, uint64_t seed, uint64_t stream, double low
 std::vector<int32_t> id_vector(const TensorView& ids) {
   std::vector<double> values = to_vector<double>(ids);
   return std::vector<int32_t>(values.begin(), values.end());
-}
-
-Tensor f32_tensor(const Shape& shape, const std::vector<float>& values) {
-  Tensor tensor = Tensor::empty(shape, DType::f32);
-  write_from_vector(tensor.view(), values);
-  return tensor;
 }
 
 // Outputs of one forward call.
