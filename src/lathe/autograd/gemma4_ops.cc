@@ -1,7 +1,5 @@
 #include "lathe/autograd/gemma4_ops.h"
 
-#include <type_traits>
-
 #include "lathe/ops/add/add.h"
 #include "lathe/ops/moe_expert_scale/moe_expert_scale.h"
 
@@ -10,22 +8,18 @@ namespace {
 
 bool fast(const Tape& tape) { return tape.precision() == Precision::fast; }
 
-// x * factor: the add op without its first operand on x's device (the CPU's vector multiply, the
-// GPU's kernel: the same rounding), the double loop for the reference tape.
-template <class T>
-Tensor scaled(const Tensor& x, double factor) {
-  if constexpr (std::is_same_v<T, float>) {
-    Tensor out = empty_like(x);
-    add({TensorView{}, x.view(), out.view(), static_cast<float>(factor)});
-    return out;
+// x * factor: the add op without its first operand on x's device (fast: the CPU's vector multiply,
+// the GPU's kernel, the same rounding), a double loop on the host for the reference tape.
+Tensor scaled(const Tensor& x, float factor, Precision precision) {
+  Tensor out = empty_like(x);
+  if (precision == Precision::fast) {
+    add({TensorView{}, x.view(), out.view(), factor});
   } else {
-    Tensor out = Tensor::empty(x.shape(), x.dtype());
-    const T* in = x.ptr<T>();
-    T* y = out.ptr<T>();
-    const T f = static_cast<T>(factor);
-    for (int64_t i = 0; i < x.numel(); ++i) y[i] = in[i] * f;
-    return out;
+    const double* in = x.ptr<double>();
+    double* y = out.ptr<double>();
+    for (int64_t i = 0; i < x.numel(); ++i) y[i] = in[i] * static_cast<double>(factor);
   }
+  return out;
 }
 
 template <class T>
@@ -58,13 +52,10 @@ void expert_scale_backward(const Tensor& dy, const Tensor& weights, const Tensor
 }  // namespace
 
 Var scale(Tape& tape, const Var& x, float factor) {
-  Var out = make_var(fast(tape) ? scaled<float>(x->value, factor) : scaled<double>(x->value, factor), x->requires_grad);
+  Var out = make_var(scaled(x->value, factor, tape.precision()), x->requires_grad);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
-  tape.record([x, out, factor, precision] {
-    accumulate_grad(
-        x, precision == Precision::fast ? scaled<float>(out->grad, factor) : scaled<double>(out->grad, factor), true);
-  });
+  tape.record([x, out, factor, precision] { accumulate_grad(x, scaled(out->grad, factor, precision), true); });
   return out;
 }
 

@@ -103,7 +103,7 @@ Var add_sigmoid_gated(Tape& tape, const Var& y, const Var& x, const Var& gate) {
   moe_router({gate->value, {}, probs, ids, weights, one_sigmoid_expert()});
   Tensor identity = Tensor::empty({rows}, DType::i32);
   for (int64_t r = 0; r < rows; ++r) identity.ptr<int32_t>()[r] = static_cast<int32_t>(r);
-  if (x->value.view().device != Device::cpu) identity = cuda::to_device(identity);
+  identity = on_device(x->value.view().device, identity);
   Var out = make_var(copy_on_same_device(y->value), y->requires_grad || x->requires_grad || gate->requires_grad);
   moe_combine({x->value, weights, identity, out->value, true});
   if (!tape.recording() || !out->requires_grad) return out;

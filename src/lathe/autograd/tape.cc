@@ -107,7 +107,7 @@ Tensor converted(const Tensor& value, DType dtype) {
 Tensor filled_beside(const Tensor& like, const Shape& shape, DType dtype, double value) {
   Tensor filled = Tensor::empty(shape, dtype);
   fill_value(filled, value);
-  return like.view().device == Device::cpu ? filled : cuda::to_device(filled);
+  return on_device(like.view().device, filled);
 }
 
 }  // namespace lathe::autograd

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "lathe/core/host_device.h"
+
 namespace lathe {
 
 struct bf16 {
@@ -16,26 +18,28 @@ struct f16 {
   uint16_t bits;
 };
 
-inline uint32_t float_bits(float value) {
+LATHE_HOST_DEVICE inline uint32_t float_bits(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof bits);
   return bits;
 }
 
-inline float float_from_bits(uint32_t bits) {
+LATHE_HOST_DEVICE inline float float_from_bits(uint32_t bits) {
   float value;
   std::memcpy(&value, &bits, sizeof value);
   return value;
 }
 
-inline bf16 float_to_bf16(float value) {
+LATHE_HOST_DEVICE inline bf16 float_to_bf16(float value) {
   uint32_t bits = float_bits(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<uint16_t>((bits >> 16) | 0x0040u)};
   uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);
   return bf16{static_cast<uint16_t>((bits + rounding_bias) >> 16)};
 }
 
-inline float bf16_to_float(bf16 value) { return float_from_bits(static_cast<uint32_t>(value.bits) << 16); }
+LATHE_HOST_DEVICE inline float bf16_to_float(bf16 value) {
+  return float_from_bits(static_cast<uint32_t>(value.bits) << 16);
+}
 
 f16 float_to_f16(float value);
 float f16_to_float(f16 value);

@@ -231,6 +231,8 @@ Tensor copy_on_same_device(const TensorView& view) {
 
 Tensor on_host(const Tensor& tensor) { return tensor.view().device == Device::cpu ? tensor : cuda::to_host(tensor); }
 
+Tensor on_device(Device device, const Tensor& host) { return device == Device::cpu ? host : cuda::to_device(host); }
+
 double scalar_value(const Tensor& tensor) {
   const Tensor host = on_host(tensor);
   return read_element(host, 0);

@@ -57,6 +57,9 @@ Tensor copy_on_same_device(const TensorView& view);
 // `tensor` itself on the host; a host copy of it from the GPU (for the few values host code
 // reads: a loss, token ids, expert counts).
 Tensor on_host(const Tensor& tensor);
+// The reverse: a tensor built on the host (a batch's ids, a constant) where `device` says: itself
+// for the host, a copy on the GPU.
+Tensor on_device(Device device, const Tensor& host);
 // Element 0 of a one-element tensor (a loss) wherever it lives: one small copy from the GPU.
 double scalar_value(const Tensor& tensor);
 

@@ -314,7 +314,7 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
         if (read < seq) ids.ptr<int32_t>()[b * seq + t] = std::max(target[b * seq + read], 0);
         labels.ptr<int32_t>()[b * seq + t] = predict < seq ? target[b * seq + predict] : kIgnoredTargetId;
       }
-    if (targets.view().device != Device::cpu) ids = cuda::to_device(ids), labels = cuda::to_device(labels);
+    ids = on_device(targets.view().device, ids), labels = on_device(targets.view().device, labels);
     Var embedded = autograd::embedding(tape, embed_tokens_, ids.reshape({batch * seq}), embedding_multiplier());
     Var joined = autograd::concat_heads(
         tape,

@@ -22,11 +22,6 @@ NextBatchSlice single_process_batches(NextBatch next_batch, int64_t micro_batch_
 
 namespace {
 
-// A tensor on the model's device: the token ids and targets of a batch (built on the host).
-Tensor on_device_of(const TransformerModel& model, const Tensor& host) {
-  return model.device() == Device::cpu ? host : cuda::to_device(host);
-}
-
 // Adds one micro-batch's router statistics to sums = [aux, z, mtp, counts of MoE layer 0..., ...].
 void add_routing(const RouterStatistics& routing, double weight, std::vector<double>& sums) {
   if (sums.empty()) {
@@ -168,7 +163,7 @@ StepResult TrainStep::run(int64_t step, const NextBatchSlice& next, StepPhaseSec
     if (last && reducer_) reducer_->before_forward();
     autograd::Tape tape;
     RouterStatistics routing;
-    autograd::Var loss = model_.loss(tape, on_device_of(model_, inputs), on_device_of(model_, targets),
+    autograd::Var loss = model_.loss(tape, on_device(model_.device(), inputs), on_device(model_.device(), targets),
                                      config_.train.remat, static_cast<float>(weight), &routing);
     const double forward_end = now_seconds();
     if (last && reducer_) reducer_->watch(tape);
@@ -359,10 +354,9 @@ double evaluate_loss(const TransformerModel& model, const TrainConfig& config, i
     const double weight = weigh_by_tokens ? static_cast<double>(count_valid_targets(targets)) : 1.0;
     if (weight == 0) continue;
     autograd::Tape tape(model.precision(), /*recording=*/false);
-    total +=
-        weight *
-        scalar_value(
-            model.loss(tape, on_device_of(model, inputs), on_device_of(model, targets), RematPolicy::save_all)->value);
+    const autograd::Var loss =
+        model.loss(tape, on_device(model.device(), inputs), on_device(model.device(), targets), RematPolicy::save_all);
+    total += weight * scalar_value(loss->value);
     weight_sum += weight;
   }
   return weight_sum > 0 ? total / weight_sum : 0.0;

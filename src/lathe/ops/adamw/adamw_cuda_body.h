@@ -6,11 +6,12 @@
 // so every implementation writes the same bits.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
+#include "lathe/core/half.h"
 #include "lathe/core/host_device.h"
 #include "lathe/ops/adamw/adamw.h"
 
@@ -55,14 +56,6 @@ inline Tensors tensors_of(const AdamWArgs& args) {
           args.param.numel()};
 }
 
-// x rounded to the nearest bf16, ties to even; a NaN becomes a quiet NaN (simd.h's to_bf16_bits).
-LATHE_HOST_DEVICE inline uint16_t bf16_bits_of(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits | 0x00400000u) >> 16);
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
 // Element i: g = grad * scale; m, v updated; param decayed then stepped (adamw.h's formula).
 LATHE_HOST_DEVICE inline void update_element(const Tensors& t, const Coefficients& c, int64_t i) {
   const float g = t.grad[i] * c.grad_scale;
@@ -73,7 +66,7 @@ LATHE_HOST_DEVICE inline void update_element(const Tensors& t, const Coefficient
   t.m[i] = m_new;
   t.v[i] = v_new;
   t.param[i] = p;
-  if (t.param_bf16 != nullptr) t.param_bf16[i] = bf16_bits_of(p);
+  if (t.param_bf16 != nullptr) t.param_bf16[i] = float_to_bf16(p).bits;  // as simd.h's to_bf16_bits
 }
 
 // adamw_many's launches: up to kBatch tensors each, passed by value as the kernel's argument (well
@@ -95,7 +88,7 @@ inline std::vector<Batch> batches_of(const std::vector<AdamWArgs>& steps) {
     Batch& batch = batches.back();
     batch.tensors[batch.count] = tensors_of(args);
     batch.coefficients[batch.count] = coefficients_of(args);
-    batch.largest = batch.largest > args.param.numel() ? batch.largest : args.param.numel();
+    batch.largest = std::max(batch.largest, args.param.numel());
     ++batch.count;
   }
   return batches;

@@ -28,7 +28,7 @@ template <class T>
 void add_reference(const AddArgs& args) {
   const std::vector<T> b = to_vector<T>(args.b);
   std::vector<T> out = args.a.data ? to_vector<T>(args.a) : std::vector<T>(b.size(), T(0));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = args.a.data ? out[i] + T(args.alpha) * b[i] : T(args.alpha) * b[i];
+  for (size_t i = 0; i < out.size(); ++i) out[i] += T(args.alpha) * b[i];
   write_from_vector(args.out, out);
 }
 
