@@ -19,7 +19,8 @@
 #   bash scripts/device_check.sh run --sanitize   also runs the CUDA tests under compute-sanitizer's
 #                                         memcheck and racecheck (SANITIZE_SECONDS each, default 100).
 #   bash scripts/device_check.sh run --ncu        also profiles one launch of each tensor-core attention
-#                                         kernel (forward_mma, backward_dq_mma, backward_dkdv_mma)
+#                                         kernel (forward_mma, forward_wgmma, backward_dq_mma,
+#                                         backward_dkdv_mma)
 #                                         with Nsight Compute (speed of light,
 #                                         occupancy, memory and compute workload; --clock-control
 #                                         none), the report's text in the logs, its key lines in
@@ -254,7 +255,7 @@ PY
       if [ -n "$profiler" ]; then
         # One launch of each kernel being optimized; the others run unprofiled.
         timeout "${NCU_SECONDS:-150}" "$profiler" --clock-control none \
-          -k 'regex:(forward|backward_dq|backward_dkdv)_mma' -c 3 \
+          -k 'regex:(forward|backward_dq|backward_dkdv)_(mma|wgmma)' -c 4 \
           --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis \
           --section ComputeWorkloadAnalysis --section LaunchStats \
           "$bundle/cuda_bench" --only attention --quick >"$logs/ncu.txt" 2>&1

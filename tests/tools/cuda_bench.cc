@@ -209,7 +209,9 @@ std::vector<Row> attention_rows(cublasHandle_t handle, int rounds) {
   // targets and device_peers.py read): the newest kernels last, so a fault there costs no other row.
   const ConfigParams row_kernel = config_to_params(kFlashCudaRowConfig);
   const ConfigParams tensor_core_kernel = config_to_params(kFlashCudaTensorCoreConfig);
+  const ConfigParams wgmma_kernel = config_to_params(kFlashCudaWgmmaConfig);
   const Dispatch row_dispatch{"cuda", &row_kernel}, tensor_core_dispatch{"cuda", &tensor_core_kernel};
+  const Dispatch wgmma_dispatch{"cuda", &wgmma_kernel};
   std::vector<Row> rows;
   rows.push_back(compare(
       "attention fwd (CUDA cores) bf16 T4096 d128", 2 * gemm_flops, true,
@@ -222,6 +224,9 @@ std::vector<Row> attention_rows(cublasHandle_t handle, int rounds) {
   rows.push_back(compare(
       "attention fwd bf16 T4096 d128", 2 * gemm_flops, true, [&] { flash_attention(forward, tensor_core_dispatch); },
       [&] { scores_gemm(), values_gemm(); }, rounds, 5));
+  rows.push_back(compare(
+      "attention fwd (wgmma) bf16 T4096 d128", 2 * gemm_flops, true,
+      [&] { flash_attention(forward, wgmma_dispatch); }, [&] { scores_gemm(), values_gemm(); }, rounds, 5));
   rows.push_back(compare(
       "attention bwd bf16 T4096 d128", 5 * gemm_flops, true,
       [&] { flash_attention_backward(backward, tensor_core_dispatch); }, backward_peer, rounds, 5));

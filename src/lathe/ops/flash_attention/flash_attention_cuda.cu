@@ -200,9 +200,14 @@ dim3 row_grid(int64_t rows, int64_t heads, int64_t batch) {
               static_cast<unsigned>(batch));
 }
 
+bool tensor_core_config(const FlashAttentionCpuConfig& config) {
+  return config.block_q == kFlashCudaTensorCoreConfig.block_q || config.block_q == kFlashCudaWgmmaConfig.block_q;
+}
+
 void run_forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
-  if (config.block_q == kFlashCudaTensorCoreConfig.block_q && flash_attention_mma_applies(args))
-    return flash_attention_forward_mma(args);
+  if (config.block_q == kFlashCudaWgmmaConfig.block_q && flash_attention_wgmma_applies(args))
+    return flash_attention_forward_wgmma(args);
+  if (tensor_core_config(config) && flash_attention_mma_applies(args)) return flash_attention_forward_mma(args);
   const Shapes s = shapes_of("flash_attention", args.q, args.k, args.v, args.options);
   if (s.batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
   forward_rows<<<row_grid(s.seq_q, s.n_heads, s.batch), kWarpsPerBlock * cuda::kWarp, 0, cuda::lathe_stream()>>>(
@@ -211,7 +216,7 @@ void run_forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& 
 }
 
 void run_backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
-  if (config.block_q == kFlashCudaTensorCoreConfig.block_q && flash_attention_backward_mma_applies(args))
+  if (tensor_core_config(config) && flash_attention_backward_mma_applies(args))
     return flash_attention_backward_mma(args);
   constexpr const char* kOp = "flash_attention_backward (cuda)";
   const Shapes s = shapes_of("flash_attention_backward", args.q, args.k, args.v, args.options);
@@ -241,7 +246,7 @@ Impl<FlashAttentionArgs, FlashAttentionCpuConfig> flash_attention_cuda_impl() {
   // (docs/cuda.md); the contract tests check both wherever a GPU is usable.
   impl.heuristic = [](const FlashAttentionArgs&) { return kFlashCudaRowConfig; };
   impl.space = [](const FlashAttentionArgs&) {
-    return std::vector<FlashAttentionCpuConfig>{kFlashCudaRowConfig, kFlashCudaTensorCoreConfig};
+    return std::vector<FlashAttentionCpuConfig>{kFlashCudaRowConfig, kFlashCudaTensorCoreConfig, kFlashCudaWgmmaConfig};
   };
   return impl;
 }
@@ -250,7 +255,7 @@ Impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig> flash_attention_backwa
       default_config_cuda_impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>(run_backward);
   impl.heuristic = [](const FlashAttentionBackwardArgs&) { return kFlashCudaRowConfig; };  // as the forward's
   impl.space = [](const FlashAttentionBackwardArgs&) {
-    return std::vector<FlashAttentionCpuConfig>{kFlashCudaRowConfig, kFlashCudaTensorCoreConfig};
+    return std::vector<FlashAttentionCpuConfig>{kFlashCudaRowConfig, kFlashCudaTensorCoreConfig, kFlashCudaWgmmaConfig};
   };
   return impl;
 }

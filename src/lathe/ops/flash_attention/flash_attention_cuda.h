@@ -12,9 +12,11 @@
 //
 // The config picks the kernels, forward and backward alike: kFlashCudaTensorCoreConfig (block_q
 // 64) runs the tensor-core kernels of flash_attention_cuda_mma.h where they apply (bf16, head_dim
-// == v_head_dim in {64, 128}) and the CUDA-core kernels elsewhere; kFlashCudaRowConfig (block_q 1,
-// the default until a device check has passed the tensor-core kernels) always runs the CUDA-core
-// kernels. Both are in the tuning space, so the contract tests check both and cuda_bench times both.
+// == v_head_dim in {64, 128}) and the CUDA-core kernels elsewhere; kFlashCudaWgmmaConfig (block_q
+// 128) runs the wgmma forward where it applies (the same, on a compute capability 9.0 GPU), else as
+// kFlashCudaTensorCoreConfig, and the mma.sync backward; kFlashCudaRowConfig (block_q 1, the
+// default until a device check has passed the tensor-core kernels) always runs the CUDA-core
+// kernels. All are in the tuning space, so the contract tests check each and cuda_bench times each.
 #pragma once
 
 #include "lathe/ops/flash_attention/flash_attention.h"
@@ -24,6 +26,7 @@ namespace lathe {
 inline constexpr int64_t kFlashCudaMaxPerLane = 16;
 inline constexpr FlashAttentionCpuConfig kFlashCudaRowConfig{1, 1};
 inline constexpr FlashAttentionCpuConfig kFlashCudaTensorCoreConfig{64, 64};
+inline constexpr FlashAttentionCpuConfig kFlashCudaWgmmaConfig{128, 128};
 
 Impl<FlashAttentionArgs, FlashAttentionCpuConfig> flash_attention_cuda_impl();
 Impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig> flash_attention_backward_cuda_impl();

@@ -37,63 +37,16 @@ __global__ void __launch_bounds__(kThreads)
   float acc[D / 8][4];
 #pragma unroll
   for (int dn = 0; dn < D / 8; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
-  const float score_scale = s.softcap > 0.0f ? s.scale : s.scale * kLog2e;
-
   auto multiply = [&](int64_t tile_first, const __nv_bfloat16* k_tile, const __nv_bfloat16* v_tile) {
     float scores[kKeyTiles][4];  // S = Q K^T: 16 rows x 64 keys per warp
     multiply_by_rows<D, kBlockK>(scores, q_frag, k_tile, lane);
 
-    // Scale, soft-cap, mask; then the online softmax per row (the 4 lanes of a group share a row).
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
-        float x = scores[nt][e] * score_scale;
-        if (s.softcap > 0.0f) x = s.softcap * tanhf(x / s.softcap) * kLog2e;
-        scores[nt][e] = block.sees(r, key) ? x : -INFINITY;
-      }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = running_max[r];
-#pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt)
-        tile_max = fmaxf(tile_max, fmaxf(scores[nt][2 * r], scores[nt][2 * r + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float base = tile_max == -INFINITY ? 0.0f : tile_max;  // a row with nothing visible yet
-      const float correction = exp2f(running_max[r] - base);
-      running_max[r] = tile_max;
-      float sum = running_sum[r] * correction;
-#pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          scores[nt][2 * r + c] = exp2f(scores[nt][2 * r + c] - base);
-          sum += scores[nt][2 * r + c];
-        }
-      running_sum[r] = sum;  // this lane's share; the group's lanes are summed at the end
-#pragma unroll
-      for (int dn = 0; dn < D / 8; ++dn) acc[dn][2 * r] *= correction, acc[dn][2 * r + 1] *= correction;
-    }
-
+    online_softmax_tile<D, kBlockK>(scores, tile_first, block, s, quad, running_max, running_sum, acc);
     accumulate_product<D, kBlockK>(acc, scores, v_tile, lane);  // O += P V
   };
   for_each_key_tile<D, kBlockK>(shared_bytes, block, k, v, multiply);
 
-  float inverse[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = running_sum[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    inverse[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
-    if (block.rows[r] < s.seq_q && quad == 0)
-      lse[(block.b * s.n_heads + block.h) * s.seq_q + block.rows[r]] =
-          sum > 0.0f ? (running_max[r] + log2f(sum)) * kLn2 : -INFINITY;
-  }
-  store_rows<D>(o + block.q_offset, block.q_stride, acc, block.rows, s.seq_q, inverse, quad);
+  finish_forward_rows<D>(acc, running_max, running_sum, block, s, quad, o, lse);
 }
 
 }  // namespace

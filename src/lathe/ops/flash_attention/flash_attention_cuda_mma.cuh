@@ -168,7 +168,9 @@ inline void allow_shared_bytes(Kernel kernel, int bytes, const char* op) {
 // copies, or plain shared stores) one iteration earlier: tile index + 1 is in flight while tile
 // index is multiplied. Each stage is refilled only after every thread has left the body that read
 // it (the barrier after body).
-template <class Issue, class Body>
+// kAsyncProxyReads: the body reads the tiles with wgmma (the async proxy), so each thread fences its
+// copies into it before the barrier.
+template <bool kAsyncProxyReads = false, class Issue, class Body>
 __device__ inline void pipeline_tiles(int64_t count, Issue&& issue, Body&& body) {
   if (count > 0) issue(int64_t{0}, 0);
   commit_async_copies();
@@ -177,7 +179,8 @@ __device__ inline void pipeline_tiles(int64_t count, Issue&& issue, Body&& body)
     if (index + 1 < count) issue(index + 1, stage ^ 1);
     commit_async_copies();   // (an empty group on the last tile keeps the count of pending groups)
     wait_async_copies<1>();  // this tile's copies, by this thread
-    __syncthreads();         // ... and by every thread
+    if constexpr (kAsyncProxyReads) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // ... and by every thread
     body(index, stage);
     __syncthreads();
   }
@@ -298,6 +301,70 @@ __device__ inline void store_rows(__nv_bfloat16* base, int64_t stride, const flo
       *reinterpret_cast<__nv_bfloat162*>(out + dn * 8 + quad * 2) =
           __floats2bfloat162_rn(acc[dn][2 * r] * scale[r], acc[dn][2 * r + 1] * scale[r]);
   }
+}
+
+// One key tile's step of the online softmax for a warp's 16 query rows (the forwards' shared
+// core): scores (16 x kN from tile_first on, C fragments) are scaled, soft-capped and masked into
+// log2 units and replaced by P = exp2(S - row max); running_max (log2 units) takes the tile's max,
+// running_sum (this lane's share; the 4 lanes of a group share a row) adds P's row sums, and acc
+// (16 x D, the P V accumulator) is rescaled by exp2(old max - new max).
+template <int D, int kN, class Block>
+__device__ inline void online_softmax_tile(float (&scores)[kN / 8][4], int64_t tile_first, const Block& block,
+                                           const MmaShapes& s, int quad, float (&running_max)[2],
+                                           float (&running_sum)[2], float (&acc)[D / 8][4]) {
+  const float score_scale = s.softcap > 0.0f ? s.scale : s.scale * kLog2e;
+#pragma unroll
+  for (int nt = 0; nt < kN / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e / 2;
+      const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
+      float x = scores[nt][e] * score_scale;
+      if (s.softcap > 0.0f) x = s.softcap * tanhf(x / s.softcap) * kLog2e;
+      scores[nt][e] = block.sees(r, key) ? x : -INFINITY;
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float tile_max = running_max[r];
+#pragma unroll
+    for (int nt = 0; nt < kN / 8; ++nt) tile_max = fmaxf(tile_max, fmaxf(scores[nt][2 * r], scores[nt][2 * r + 1]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float base = tile_max == -INFINITY ? 0.0f : tile_max;  // a row with nothing visible yet
+    const float correction = exp2f(running_max[r] - base);
+    running_max[r] = tile_max;
+    float sum = running_sum[r] * correction;
+#pragma unroll
+    for (int nt = 0; nt < kN / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        scores[nt][2 * r + c] = exp2f(scores[nt][2 * r + c] - base);
+        sum += scores[nt][2 * r + c];
+      }
+    running_sum[r] = sum;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) acc[dn][2 * r] *= correction, acc[dn][2 * r + 1] *= correction;
+  }
+}
+
+// The forwards' end: each row's sum over its group's lanes, lse = (max + log2 sum) ln 2 (-inf for a
+// row that sees no key), and the rows of o = acc / sum as bf16.
+template <int D, class Block>
+__device__ inline void finish_forward_rows(const float (&acc)[D / 8][4], const float (&running_max)[2],
+                                           const float (&running_sum)[2], const Block& block, const MmaShapes& s,
+                                           int quad, __nv_bfloat16* o, float* lse) {
+  float inverse[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = running_sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inverse[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
+    if (block.rows[r] < s.seq_q && quad == 0)
+      lse[(block.b * s.n_heads + block.h) * s.seq_q + block.rows[r]] =
+          sum > 0.0f ? (running_max[r] + log2f(sum)) * kLn2 : -INFINITY;
+  }
+  store_rows<D>(o + block.q_offset, block.q_stride, acc, block.rows, s.seq_q, inverse, quad);
 }
 
 }  // namespace lathe::mma

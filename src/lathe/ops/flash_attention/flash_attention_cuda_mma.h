@@ -34,4 +34,13 @@ void flash_attention_forward_mma(const FlashAttentionArgs& args);
 bool flash_attention_backward_mma_applies(const FlashAttentionBackwardArgs& args);
 void flash_attention_backward_mma(const FlashAttentionBackwardArgs& args);
 
+// The forward on Hopper's warpgroup MMA (flash_attention_cuda_wgmma_sm90a.cu, compiled for sm_90a
+// only, so it applies on a compute capability 9.0 GPU alone): the same schedule and numerics with
+// blocks of 128 queries (two warpgroups of 64) and key tiles of 128. Q, K and V pass through
+// shared memory in wgmma's swizzled layout (device/wgmma_layout.h; cp.async, two K/V stages);
+// S = Q K^T is D / 16 `wgmma.m64n128k16` from shared memory per warpgroup, and O += P V takes P
+// (hi + lo bf16) from registers and V from shared memory read transposed.
+bool flash_attention_wgmma_applies(const FlashAttentionArgs& args);
+void flash_attention_forward_wgmma(const FlashAttentionArgs& args);
+
 }  // namespace lathe

@@ -1,0 +1,177 @@
+// The tensor-core attention forward on Hopper's warpgroup MMA (wgmma, sm_90a): see
+// flash_attention_cuda_mma.h for where it sits and device/wgmma.cuh for the instructions.
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "lathe/core/error.h"
+#include "lathe/device/cuda_check.h"
+#include "lathe/device/cuda_kernel_utils.cuh"
+#include "lathe/device/cuda_runtime.h"
+#include "lathe/device/wgmma.cuh"
+#include "lathe/device/wgmma_layout.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma.cuh"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma.h"
+
+namespace lathe {
+namespace {
+
+using namespace mma;
+
+constexpr int kWarpgroupThreads = 4 * cuda::kWarp;
+constexpr int kWarpgroupRows = 64;  // the M of one wgmma
+constexpr int kWarpgroups = 2;
+constexpr int kThreads = kWarpgroups * kWarpgroupThreads;
+constexpr int kBlockQ = kWarpgroups * kWarpgroupRows;  // 128 queries a block
+constexpr int kBlockK = 128;                           // keys a tile: the N of S = Q K^T
+
+// Shared memory: the Q tile, then two stages of a K and a V tile (stage t: K at 2t, V at 2t + 1),
+// each kBlockQ = kBlockK rows of D bf16 in wgmma's layout (device/wgmma_layout.h), from a
+// 1024-byte boundary (up to 1 KB of the allocation skipped to reach it).
+template <int D>
+constexpr int kTileBytes = kBlockK* D * 2;
+template <int D>
+constexpr int kSharedBytes = 5 * kTileBytes<D> + static_cast<int>(wgmma::kAtomBytes);
+
+// Rows [first, first + kRows) of a bf16 matrix (rows `stride` elements apart from `head`, 16-byte
+// aligned) into a wgmma tile at `tile`, zeros at rows >= end: 16-byte cp.async copies by the whole
+// block, consecutive threads along a row (coalesced reads). Issues the copies and returns.
+template <int D, int kRows>
+__device__ inline void load_wgmma_tile_async(unsigned char* tile, const __nv_bfloat16* head, int64_t stride,
+                                             int64_t first, int64_t end) {
+  constexpr int kChunksPerRow = D / 8;
+  for (int chunk = threadIdx.x; chunk < kRows * kChunksPerRow; chunk += blockDim.x) {
+    const int row = chunk / kChunksPerRow, column = (chunk % kChunksPerRow) * 8;
+    const bool inside = first + row < end;
+    copy_async_16(tile + wgmma::tile_offset(kRows, row, column), inside ? head + (first + row) * stride + column : head,
+                  inside ? 16 : 0);
+  }
+}
+
+__device__ inline uint32_t shared_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// acc (64 x D) += a (64 x 16, registers) b (16 x D, MN-major in shared memory).
+template <int D>
+__device__ inline void accumulate_rs(float (&acc)[D / 8][4], const uint32_t (&a)[4], uint64_t b) {
+  if constexpr (D == 128)
+    wgmma::multiply_rs_n128(acc, a, b, 1);
+  else
+    wgmma::multiply_rs_n64(acc, a, b, 1);
+}
+
+// Grid (query blocks of 128, n_heads, batch), 256 threads (two warpgroups of 64 queries; warp w
+// holds queries 16 w .. + 15 of the block, as in the mma.sync forward, so the softmax and the
+// epilogue are that kernel's), kSharedBytes<D> of dynamic shared memory. Per key tile each
+// warpgroup computes S = Q K^T (64 x 128, f32) with D / 16 wgmma from shared memory, the online
+// softmax in registers, and O += P V with P as hi + lo bf16 register operands and V read
+// transposed (MN-major) from shared memory. Rows are (batch, seq, heads, D).
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    forward_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* lse,
+                  MmaShapes s) {
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  const uint32_t raw = shared_address(shared_raw);
+  unsigned char* q_tile = shared_raw + (wgmma::kAtomBytes - raw % wgmma::kAtomBytes) % wgmma::kAtomBytes;
+  unsigned char* kv_tiles = q_tile + kTileBytes<D>;
+  const uint32_t q_address = shared_address(q_tile), kv_address = shared_address(kv_tiles);
+
+  const int lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
+  const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
+  const QueryBlock<D, kBlockQ> block(s);
+  load_wgmma_tile_async<D, kBlockQ>(q_tile, q + block.q_offset, block.q_stride, blockIdx.x * int64_t{kBlockQ}, s.seq_q);
+  commit_async_copies();  // complete, and fenced for wgmma, with the first K/V tile (pipeline_tiles)
+
+  float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0.0f, 0.0f};  // max in log2 units
+  float acc[D / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < D / 8; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
+
+  auto issue = [&](int64_t index, int stage) {
+    const int64_t first = block.key_begin + index * kBlockK;
+    unsigned char* k_tile = kv_tiles + 2 * stage * kTileBytes<D>;
+    load_wgmma_tile_async<D, kBlockK>(k_tile, k + block.kv_offset, block.kv_stride, first, block.key_end);
+    load_wgmma_tile_async<D, kBlockK>(k_tile + kTileBytes<D>, v + block.kv_offset, block.kv_stride, first,
+                                      block.key_end);
+  };
+  auto multiply = [&](int64_t index, int stage) {
+    const uint32_t k_tile = kv_address + 2 * stage * kTileBytes<D>, v_tile = k_tile + kTileBytes<D>;
+    float scores[kBlockK / 8][4];  // S = Q K^T: this warp's 16 rows of the warpgroup's 64 x 128
+#pragma unroll
+    for (int nt = 0; nt < kBlockK / 8; ++nt) scores[nt][0] = scores[nt][1] = scores[nt][2] = scores[nt][3] = 0.0f;
+    wgmma::fence_operands(scores);
+    wgmma::fence();
+#pragma unroll
+    for (int step = 0; step < D / wgmma::kStepDepth; ++step)
+      wgmma::multiply_ss_n128(scores, wgmma::k_major_descriptor(q_address, kBlockQ, warpgroup * kWarpgroupRows, step),
+                              wgmma::k_major_descriptor(k_tile, kBlockK, 0, step), step > 0);
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operands(scores);
+
+    online_softmax_tile<D, kBlockK>(scores, block.key_begin + index * kBlockK, block, s, quad, running_max, running_sum,
+                                    acc);
+
+    uint32_t p_hi[kBlockK / 16][4], p_lo[kBlockK / 16][4];  // P as A operands, depth step t = keys 16 t ..
+#pragma unroll
+    for (int t = 0; t < kBlockK / 16; ++t) to_a_fragments(scores[2 * t], scores[2 * t + 1], p_hi[t], p_lo[t]);
+    wgmma::fence_operands(acc);
+    wgmma::fence_operands(p_hi);
+    wgmma::fence_operands(p_lo);
+    wgmma::fence();
+#pragma unroll
+    for (int t = 0; t < kBlockK / 16; ++t) {
+      const uint64_t v_step = wgmma::mn_major_descriptor(v_tile, kBlockK, t);
+      accumulate_rs<D>(acc, p_hi[t], v_step);
+      accumulate_rs<D>(acc, p_lo[t], v_step);
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operands(acc);
+  };
+  pipeline_tiles<true>((block.key_end - block.key_begin + kBlockK - 1) / kBlockK, issue, multiply);
+  wait_async_copies<0>();  // the Q tile's copies where no key tile ran
+
+  finish_forward_rows<D>(acc, running_max, running_sum, block, s, quad, o, lse);
+}
+
+bool runs_sm90a() {
+  const auto& devices = cuda::devices();
+  const int index = cuda::selected_device();
+  return index >= 0 && index < static_cast<int>(devices.size()) && devices[index].major == 9 &&
+         devices[index].minor == 0;
+}
+
+}  // namespace
+
+bool flash_attention_wgmma_applies(const FlashAttentionArgs& args) {
+  return mma_shapes_apply(args.q, args.v) && aligned(args.q.data, 16) && aligned(args.k.data, 16) &&
+         aligned(args.v.data, 16) && aligned(args.o.data, 4) && runs_sm90a();
+}
+
+void flash_attention_forward_wgmma(const FlashAttentionArgs& args) {
+  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
+  const int64_t batch = args.q.dim(0), head_dim = args.q.dim(3);
+  if (batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
+  const dim3 grid(static_cast<unsigned>((s.seq_q + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(s.n_heads),
+                  static_cast<unsigned>(batch));
+  const auto* q = static_cast<const __nv_bfloat16*>(args.q.data);
+  const auto* k = static_cast<const __nv_bfloat16*>(args.k.data);
+  const auto* v = static_cast<const __nv_bfloat16*>(args.v.data);
+  auto* o = static_cast<__nv_bfloat16*>(args.o.data);
+  auto* lse = static_cast<float*>(args.lse.data);
+  constexpr const char* kOp = "flash_attention (cuda, wgmma)";
+  auto launch = [&]<int D>() {
+    allow_shared_bytes(forward_wgmma<D>, kSharedBytes<D>, kOp);
+    forward_wgmma<D><<<grid, kThreads, kSharedBytes<D>, cuda::lathe_stream()>>>(q, k, v, o, lse, s);
+  };
+  if (head_dim == 64)
+    launch.operator()<64>();
+  else
+    launch.operator()<128>();
+  LATHE_CUDA_CHECK_LAUNCH(kOp);
+}
+
+}  // namespace lathe
