@@ -134,7 +134,7 @@ case "$mode" in
     # The default model for 10 steps on each device from the same weights and batches (data: this
     # checkout's docs/, its tokenizer trained once into the shared cache; both in f32), the losses
     # compared; then the GPU run resumed from its step-5 checkpoint must end on the same loss; then
-    # a Llama-3.2-1B body (4096-token vocabulary) for 3 steps in bf16 (default attention, then the
+    # a Llama-3.2-1B body (4096-token vocabulary) for 3 steps in bf16 (default attention, then each
     # tensor-core attention pinned) and in f32: tokens/s and MFU.
     train_common="data.path=docs data.cache_dir=/tmp/gpu_train_data train.steps=10 train.dtype=f32"
     train_common="$train_common optimizer.warmup_steps=2 log.every=1 log.eval_every=0"
@@ -196,13 +196,14 @@ PY
               $first_rel
         } >>"$logs/gpu_train.log" 2>&1 || train_status=1
       done
-      # bf16 with the default (CUDA-core) attention, bf16 with the tensor-core attention pinned, f32.
-      tensor_cores="--pin flash_attention:cuda:block_q=64,block_k=64"
-      tensor_cores="$tensor_cores --pin flash_attention_backward:cuda:block_q=64,block_k=64"
-      for variant in bf16 bf16_tensor_core_attention f32; do
+      # bf16 with the default (CUDA-core) attention, bf16 with the tensor-core attention pinned
+      # (mma.sync forward and backward; then the wgmma forward with the mma.sync backward), f32.
+      pin_attention() { echo "--pin flash_attention:cuda:$1 --pin flash_attention_backward:cuda:$1"; }
+      for variant in bf16 bf16_tensor_core_attention bf16_wgmma_attention f32; do
         echo "== 1B body, $variant" >>"$logs/gpu_train.log"
         pins=""
-        [ "$variant" = bf16_tensor_core_attention ] && pins=$tensor_cores
+        [ "$variant" = bf16_tensor_core_attention ] && pins=$(pin_attention block_q=64,block_k=64)
+        [ "$variant" = bf16_wgmma_attention ] && pins=$(pin_attention block_q=128,block_k=128)
         # shellcheck disable=SC2086  # $pins: two options or none
         timeout 150 "$bundle/lathe" train configs/llama3.2-1b.yaml model.vocab_size=4096 train.dtype=${variant%%_*} \
           train.device=cuda train.grad_accum=1 train.steps=3 optimizer.warmup_steps=1 log.every=1 log.eval_every=0 \
