@@ -159,7 +159,8 @@ Row grouped_row(cublasHandle_t handle, const std::string& name, int64_t rows, in
                               static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
   };
-  return compare(name, 2.0 * rows * n * k, true, [&] { grouped_matmul(args); }, peer, rounds, reps);
+  return compare(
+      name, 2.0 * rows * n * k, true, [&] { grouped_matmul(args); }, peer, rounds, reps);
 }
 
 Row rows_row(const std::string& name, const std::function<void(const Tensor&, const Tensor&)>& op, int rounds,
@@ -225,11 +226,14 @@ std::vector<Row> attention_rows(cublasHandle_t handle, int rounds) {
       "attention fwd bf16 T4096 d128", 2 * gemm_flops, true, [&] { flash_attention(forward, tensor_core_dispatch); },
       [&] { scores_gemm(), values_gemm(); }, rounds, 5));
   rows.push_back(compare(
-      "attention fwd (wgmma) bf16 T4096 d128", 2 * gemm_flops, true,
-      [&] { flash_attention(forward, wgmma_dispatch); }, [&] { scores_gemm(), values_gemm(); }, rounds, 5));
+      "attention fwd (wgmma) bf16 T4096 d128", 2 * gemm_flops, true, [&] { flash_attention(forward, wgmma_dispatch); },
+      [&] { scores_gemm(), values_gemm(); }, rounds, 5));
   rows.push_back(compare(
       "attention bwd bf16 T4096 d128", 5 * gemm_flops, true,
       [&] { flash_attention_backward(backward, tensor_core_dispatch); }, backward_peer, rounds, 5));
+  rows.push_back(compare(
+      "attention bwd (wgmma) bf16 T4096 d128", 5 * gemm_flops, true,
+      [&] { flash_attention_backward(backward, wgmma_dispatch); }, backward_peer, rounds, 5));
   return rows;
 }
 

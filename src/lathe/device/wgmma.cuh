@@ -23,6 +23,8 @@
 
 #include <cstdint>
 
+#include "lathe/device/wgmma_layout.h"
+
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "device/wgmma.cuh: wgmma exists on sm_90a only; include it from *_sm90a.cu files"
 #endif
@@ -74,6 +76,19 @@ __device__ inline void multiply_ss_n128(float (&d)[16][4], uint64_t a, uint64_t 
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
+// d (64 x 64, f32) = a b^T (+ d when accumulate), as above with b 64 x 16.
+__device__ inline void multiply_ss_n64(float (&d)[8][4], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : LATHE_WGMMA_ACC4(0), LATHE_WGMMA_ACC4(1), LATHE_WGMMA_ACC4(2), LATHE_WGMMA_ACC4(3), LATHE_WGMMA_ACC4(4),
+        LATHE_WGMMA_ACC4(5), LATHE_WGMMA_ACC4(6), LATHE_WGMMA_ACC4(7)
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
 // d (64 x N, f32) += a b: a (64 x 16 bf16) in registers, b (16 x N) MN-major bf16 in shared memory
 // (imm-trans-b = 1).
 __device__ inline void multiply_rs_n128(float (&d)[16][4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
@@ -104,5 +119,32 @@ __device__ inline void multiply_rs_n64(float (&d)[8][4], const uint32_t (&a)[4],
 }
 
 #undef LATHE_WGMMA_ACC4
+
+// The products above by N (64 or 128).
+template <int N>
+__device__ inline void multiply_ss(float (&d)[N / 8][4], uint64_t a, uint64_t b, int accumulate) {
+  static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
+  if constexpr (N == 128)
+    multiply_ss_n128(d, a, b, accumulate);
+  else
+    multiply_ss_n64(d, a, b, accumulate);
+}
+template <int N>
+__device__ inline void multiply_rs(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+  static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
+  if constexpr (N == 128)
+    multiply_rs_n128(d, a, b, accumulate);
+  else
+    multiply_rs_n64(d, a, b, accumulate);
+}
+
+__device__ inline uint32_t shared_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+// The first 1024-byte boundary at or after `raw` (dynamic shared memory): tiles start on one, so a
+// kernel asks for kAtomBytes more than its tiles take.
+__device__ inline unsigned char* align_to_atom(unsigned char* raw) {
+  return raw + (kAtomBytes - shared_address(raw) % kAtomBytes) % kAtomBytes;
+}
 
 }  // namespace lathe::wgmma

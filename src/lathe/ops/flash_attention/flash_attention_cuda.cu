@@ -216,6 +216,8 @@ void run_forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& 
 }
 
 void run_backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
+  if (config.block_q == kFlashCudaWgmmaConfig.block_q && flash_attention_backward_wgmma_applies(args))
+    return flash_attention_backward_wgmma(args);
   if (tensor_core_config(config) && flash_attention_backward_mma_applies(args))
     return flash_attention_backward_mma(args);
   constexpr const char* kOp = "flash_attention_backward (cuda)";

@@ -13,8 +13,8 @@
 // The config picks the kernels, forward and backward alike: kFlashCudaTensorCoreConfig (block_q
 // 64) runs the tensor-core kernels of flash_attention_cuda_mma.h where they apply (bf16, head_dim
 // == v_head_dim in {64, 128}) and the CUDA-core kernels elsewhere; kFlashCudaWgmmaConfig (block_q
-// 128) runs the wgmma forward where it applies (the same, on a compute capability 9.0 GPU), else as
-// kFlashCudaTensorCoreConfig, and the mma.sync backward; kFlashCudaRowConfig (block_q 1, the
+// 128) runs the wgmma kernels where they apply (the same, on a compute capability 9.0 GPU), else as
+// kFlashCudaTensorCoreConfig; kFlashCudaRowConfig (block_q 1, the
 // default until a device check has passed the tensor-core kernels) always runs the CUDA-core
 // kernels. All are in the tuning space, so the contract tests check each and cuda_bench times each.
 #pragma once

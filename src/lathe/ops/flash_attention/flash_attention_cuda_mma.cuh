@@ -367,4 +367,92 @@ __device__ inline void finish_forward_rows(const float (&acc)[D / 8][4], const f
   store_rows<D>(o + block.q_offset, block.q_stride, acc, block.rows, s.seq_q, inverse, quad);
 }
 
+// The backwards' shared pieces (flash_attention_cuda_mma_backward.cu, the wgmma backward).
+
+// The score of one (query, key) pair from its raw dot product: scaled, soft-capped (derivative of
+// the cap in *derivative), as the CUDA-core kernels compute it.
+__device__ inline float score_of(float dot, const MmaShapes& s, float* derivative) {
+  return cuda::soft_cap(dot * s.scale, s.softcap, derivative);
+}
+
+// Whether query i sees key j.
+__device__ inline bool sees(const MmaShapes& s, int64_t i, int64_t j) {
+  int64_t begin, end;
+  visible_keys(s.causal, s.window, i, s.seq_q, s.seq_k, &begin, &end);
+  return j >= begin && j < end;
+}
+
+// The dq kernels' per-row statistics of this lane's two query rows: D = rowsum(dO * O) (summed
+// over the group's lanes, each lane's share its fragments' columns in order; written to `delta`
+// for the dk/dv kernel) and lse in log2 units (0 past seq_q).
+template <int D, class Block>
+__device__ inline void query_row_statistics(const Block& block, const MmaShapes& s, const __nv_bfloat16* o,
+                                            const __nv_bfloat16* d_o, const float* lse, int quad, float* delta,
+                                            float (&row_delta)[2], float (&row_lse)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t row = block.rows[r];
+    float part = 0.0f;
+    if (row < s.seq_q) {
+      const __nv_bfloat16* do_row = d_o + block.q_offset + row * block.q_stride;
+      const __nv_bfloat16* o_row = o + block.q_offset + row * block.q_stride;
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) {
+        const float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(do_row + dn * 8 + quad * 2));
+        const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_row + dn * 8 + quad * 2));
+        part += g.x * y.x + g.y * y.y;
+      }
+    }
+    part += __shfl_xor_sync(0xffffffffu, part, 1);
+    part += __shfl_xor_sync(0xffffffffu, part, 2);
+    row_delta[r] = part;
+    row_lse[r] = 0.0f;
+    if (row < s.seq_q) {
+      const int64_t stat = (block.b * s.n_heads + block.h) * s.seq_q + row;
+      row_lse[r] = lse[stat] * kLog2e;
+      if (quad == 0) delta[stat] = part;
+    }
+  }
+}
+
+// The dq kernels' elementwise step on a key tile (16 query rows x kN keys from tile_first, C
+// fragments): grad holds the raw Q K^T and becomes dS = P (dP - D) cap' scale, P = exp(S - lse).
+template <int kN, class Block>
+__device__ inline void score_gradients_by_query(float (&grad)[kN / 8][4], const float (&dp)[kN / 8][4],
+                                                int64_t tile_first, const Block& block, const MmaShapes& s, int quad,
+                                                const float (&row_lse)[2], const float (&row_delta)[2]) {
+#pragma unroll
+  for (int nt = 0; nt < kN / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e / 2;
+      const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
+      float derivative;
+      const float score = score_of(grad[nt][e], s, &derivative);
+      const float p = block.sees(r, key) ? exp2f(score * kLog2e - row_lse[r]) : 0.0f;
+      grad[nt][e] = p * (dp[nt][e] - row_delta[r]) * derivative * s.scale;
+    }
+}
+
+// The dk/dv kernels' elementwise step on a query tile (16 key rows `keys` x kN queries from
+// tile_first, C fragments; the tile's lse (log2 units) and D per query in shared memory): p holds
+// the raw K Q^T and becomes P^T, grad holds dP^T = V dO^T and becomes dS^T.
+template <int kN>
+__device__ inline void score_gradients_by_key(float (&p)[kN / 8][4], float (&grad)[kN / 8][4], int64_t tile_first,
+                                              int64_t query_end, const int64_t (&keys)[2], const MmaShapes& s, int quad,
+                                              const float* lse_tile, const float* delta_tile) {
+#pragma unroll
+  for (int nt = 0; nt < kN / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int in_tile = nt * 8 + quad * 2 + (e % 2);
+      const int64_t i = tile_first + in_tile, j = keys[e / 2];
+      float derivative;
+      const float score = score_of(p[nt][e], s, &derivative);
+      const bool visible = i < query_end && sees(s, i, j);  // (visible keys end by seq_k)
+      p[nt][e] = visible ? exp2f(score * kLog2e - lse_tile[in_tile]) : 0.0f;
+      grad[nt][e] = p[nt][e] * (grad[nt][e] - delta_tile[in_tile]) * derivative * s.scale;
+    }
+}
+
 }  // namespace lathe::mma

@@ -42,5 +42,11 @@ void flash_attention_backward_mma(const FlashAttentionBackwardArgs& args);
 // (hi + lo bf16) from registers and V from shared memory read transposed.
 bool flash_attention_wgmma_applies(const FlashAttentionArgs& args);
 void flash_attention_forward_wgmma(const FlashAttentionArgs& args);
+// The backward on wgmma (flash_attention_cuda_wgmma_backward_sm90a.cu): the two kernels above with
+// blocks of 128 queries or keys (two warpgroups of 64) and the other side 64 at a time; each of
+// S, dP (or S^T, dP^T) a wgmma from shared memory, dQ, dV and dK wgmma with the hi + lo A operands
+// in registers and Q, dO or K read transposed.
+bool flash_attention_backward_wgmma_applies(const FlashAttentionBackwardArgs& args);
+void flash_attention_backward_wgmma(const FlashAttentionBackwardArgs& args);
 
 }  // namespace lathe

@@ -23,19 +23,6 @@ constexpr int kBlockK = 64;                        // keys per shared tile in th
 template <int D>
 constexpr int kBlockQ = D == 128 ? 32 : 64;
 
-// The score of one (query, key) pair from its raw dot product: scaled, soft-capped (derivative of
-// the cap in *derivative), as the CUDA-core kernels compute it.
-__device__ inline float score_of(float dot, const MmaShapes& s, float* derivative) {
-  return cuda::soft_cap(dot * s.scale, s.softcap, derivative);
-}
-
-// Whether query i sees key j.
-__device__ inline bool sees(const MmaShapes& s, int64_t i, int64_t j) {
-  int64_t begin, end;
-  visible_keys(s.causal, s.window, i, s.seq_q, s.seq_k, &begin, &end);
-  return j >= begin && j < end;
-}
-
 // dq and D = rowsum(dO * O) (into `delta`, for the dk/dv kernel). Grid (query blocks, n_heads,
 // batch): each warp keeps 16 queries' Q and dO fragments and walks the keys they see, 64 at a time
 // through shared memory: S = Q K^T, P = exp(S - lse), dP = dO V^T, dS = P (dP - D) cap' scale,
@@ -49,30 +36,7 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
   const QueryBlock<D, kBlockRows> block(s);
   float row_delta[2], row_lse[2];  // row_lse in log2 units
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t row = block.rows[r];
-    float part = 0.0f;  // this lane's share of D: the columns of its fragments, in order
-    if (row < s.seq_q) {
-      const __nv_bfloat16* do_row = d_o + block.q_offset + row * block.q_stride;
-      const __nv_bfloat16* o_row = o + block.q_offset + row * block.q_stride;
-#pragma unroll
-      for (int dn = 0; dn < D / 8; ++dn) {
-        const float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(do_row + dn * 8 + quad * 2));
-        const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_row + dn * 8 + quad * 2));
-        part += g.x * y.x + g.y * y.y;
-      }
-    }
-    part += __shfl_xor_sync(0xffffffffu, part, 1);
-    part += __shfl_xor_sync(0xffffffffu, part, 2);
-    row_delta[r] = part;
-    row_lse[r] = 0.0f;
-    if (row < s.seq_q) {
-      const int64_t stat = (block.b * s.n_heads + block.h) * s.seq_q + row;
-      row_lse[r] = lse[stat] * kLog2e;
-      if (quad == 0) delta[stat] = part;
-    }
-  }
+  query_row_statistics<D>(block, s, o, d_o, lse, quad, delta, row_delta, row_lse);
   uint32_t q_frag[D / 16][4], do_frag[D / 16][4];
   load_a_fragments<D>(q_frag, q + block.q_offset, block.q_stride, block.rows, s.seq_q, quad);
   load_a_fragments<D>(do_frag, d_o + block.q_offset, block.q_stride, block.rows, s.seq_q, quad);
@@ -84,17 +48,7 @@ __global__ void __launch_bounds__(kThreads)
     float grad[kKeyTiles][4], dp[kKeyTiles][4];
     multiply_by_rows<D, kBlockK>(grad, q_frag, k_tile, lane);  // raw Q K^T
     multiply_by_rows<D, kBlockK>(dp, do_frag, v_tile, lane);   // dP = dO V^T
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
-        float derivative;
-        const float score = score_of(grad[nt][e], s, &derivative);
-        const float p = block.sees(r, key) ? exp2f(score * kLog2e - row_lse[r]) : 0.0f;
-        grad[nt][e] = p * (dp[nt][e] - row_delta[r]) * derivative * s.scale;  // dS
-      }
+    score_gradients_by_query<kBlockK>(grad, dp, tile_first, block, s, quad, row_lse, row_delta);
     accumulate_product<D, kBlockK>(dq_acc, grad, k_tile, lane);  // dQ += dS K
   };
   for_each_key_tile<D, kBlockK>(shared_bytes, block, k, v, multiply);
@@ -158,18 +112,8 @@ __global__ void __launch_bounds__(kThreads)
     float p[kQueryTiles][4], grad[kQueryTiles][4];
     multiply_by_rows<D, kQueries>(p, k_frag, q_tile, lane);      // raw K Q^T
     multiply_by_rows<D, kQueries>(grad, v_frag, do_tile, lane);  // dP^T = V dO^T
-#pragma unroll
-    for (int nt = 0; nt < kQueryTiles; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int in_tile = nt * 8 + quad * 2 + (e % 2);
-        const int64_t i = tile_first + in_tile, j = keys[e / 2];
-        float derivative;
-        const float score = score_of(p[nt][e], s, &derivative);
-        const bool visible = i < query_end && sees(s, i, j);                            // (visible keys end by seq_k)
-        p[nt][e] = visible ? exp2f(score * kLog2e - lse_tiles[stage][in_tile]) : 0.0f;  // P^T
-        grad[nt][e] = p[nt][e] * (grad[nt][e] - delta_tiles[stage][in_tile]) * derivative * s.scale;  // dS^T
-      }
+    score_gradients_by_key<kQueries>(p, grad, tile_first, query_end, keys, s, quad, lse_tiles[stage],
+                                     delta_tiles[stage]);         // P^T, dS^T
     accumulate_product<D, kQueries>(dv_acc, p, do_tile, lane);    // dV += P^T dO
     accumulate_product<D, kQueries>(dk_acc, grad, q_tile, lane);  // dK += dS^T Q
   };

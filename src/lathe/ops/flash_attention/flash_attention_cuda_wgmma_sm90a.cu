@@ -8,19 +8,17 @@
 #include "lathe/core/error.h"
 #include "lathe/device/cuda_check.h"
 #include "lathe/device/cuda_kernel_utils.cuh"
-#include "lathe/device/cuda_runtime.h"
 #include "lathe/device/wgmma.cuh"
 #include "lathe/device/wgmma_layout.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda_mma.cuh"
 #include "lathe/ops/flash_attention/flash_attention_cuda_mma.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_wgmma.cuh"
 
 namespace lathe {
 namespace {
 
 using namespace mma;
 
-constexpr int kWarpgroupThreads = 4 * cuda::kWarp;
-constexpr int kWarpgroupRows = 64;  // the M of one wgmma
 constexpr int kWarpgroups = 2;
 constexpr int kThreads = kWarpgroups * kWarpgroupThreads;
 constexpr int kBlockQ = kWarpgroups * kWarpgroupRows;  // 128 queries a block
@@ -34,34 +32,6 @@ constexpr int kTileBytes = kBlockK* D * 2;
 template <int D>
 constexpr int kSharedBytes = 5 * kTileBytes<D> + static_cast<int>(wgmma::kAtomBytes);
 
-// Rows [first, first + kRows) of a bf16 matrix (rows `stride` elements apart from `head`, 16-byte
-// aligned) into a wgmma tile at `tile`, zeros at rows >= end: 16-byte cp.async copies by the whole
-// block, consecutive threads along a row (coalesced reads). Issues the copies and returns.
-template <int D, int kRows>
-__device__ inline void load_wgmma_tile_async(unsigned char* tile, const __nv_bfloat16* head, int64_t stride,
-                                             int64_t first, int64_t end) {
-  constexpr int kChunksPerRow = D / 8;
-  for (int chunk = threadIdx.x; chunk < kRows * kChunksPerRow; chunk += blockDim.x) {
-    const int row = chunk / kChunksPerRow, column = (chunk % kChunksPerRow) * 8;
-    const bool inside = first + row < end;
-    copy_async_16(tile + wgmma::tile_offset(kRows, row, column), inside ? head + (first + row) * stride + column : head,
-                  inside ? 16 : 0);
-  }
-}
-
-__device__ inline uint32_t shared_address(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
-// acc (64 x D) += a (64 x 16, registers) b (16 x D, MN-major in shared memory).
-template <int D>
-__device__ inline void accumulate_rs(float (&acc)[D / 8][4], const uint32_t (&a)[4], uint64_t b) {
-  if constexpr (D == 128)
-    wgmma::multiply_rs_n128(acc, a, b, 1);
-  else
-    wgmma::multiply_rs_n64(acc, a, b, 1);
-}
-
 // Grid (query blocks of 128, n_heads, batch), 256 threads (two warpgroups of 64 queries; warp w
 // holds queries 16 w .. + 15 of the block, as in the mma.sync forward, so the softmax and the
 // epilogue are that kernel's), kSharedBytes<D> of dynamic shared memory. Per key tile each
@@ -73,10 +43,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     forward_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* lse,
                   MmaShapes s) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
-  const uint32_t raw = shared_address(shared_raw);
-  unsigned char* q_tile = shared_raw + (wgmma::kAtomBytes - raw % wgmma::kAtomBytes) % wgmma::kAtomBytes;
+  unsigned char* q_tile = wgmma::align_to_atom(shared_raw);
   unsigned char* kv_tiles = q_tile + kTileBytes<D>;
-  const uint32_t q_address = shared_address(q_tile), kv_address = shared_address(kv_tiles);
+  const uint32_t q_address = wgmma::shared_address(q_tile), kv_address = wgmma::shared_address(kv_tiles);
 
   const int lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
@@ -124,8 +93,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int t = 0; t < kBlockK / 16; ++t) {
       const uint64_t v_step = wgmma::mn_major_descriptor(v_tile, kBlockK, t);
-      accumulate_rs<D>(acc, p_hi[t], v_step);
-      accumulate_rs<D>(acc, p_lo[t], v_step);
+      wgmma::multiply_rs<D>(acc, p_hi[t], v_step, 1);
+      wgmma::multiply_rs<D>(acc, p_lo[t], v_step, 1);
     }
     wgmma::commit();
     wgmma::wait<0>();
@@ -135,13 +104,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   wait_async_copies<0>();  // the Q tile's copies where no key tile ran
 
   finish_forward_rows<D>(acc, running_max, running_sum, block, s, quad, o, lse);
-}
-
-bool runs_sm90a() {
-  const auto& devices = cuda::devices();
-  const int index = cuda::selected_device();
-  return index >= 0 && index < static_cast<int>(devices.size()) && devices[index].major == 9 &&
-         devices[index].minor == 0;
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+// What lathe's wgmma attention kernels share (flash_attention_cuda_wgmma_sm90a.cu, the forward;
+// flash_attention_cuda_wgmma_backward_sm90a.cu): loading rows into wgmma's shared-memory tiles and
+// the check that the GPU runs sm_90a code. Include from *_sm90a.cu files only (device/wgmma.cuh).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "lathe/device/cuda_runtime.h"
+#include "lathe/device/wgmma.cuh"
+#include "lathe/device/wgmma_layout.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma.cuh"
+
+namespace lathe::mma {
+
+constexpr int kWarpgroupThreads = 4 * cuda::kWarp;
+constexpr int kWarpgroupRows = 64;  // the M of one wgmma
+
+// Rows [first, first + kRows) of a bf16 matrix (rows `stride` elements apart from `head`, 16-byte
+// aligned) into a wgmma tile of kRows x D at `tile` (device/wgmma_layout.h), zeros at rows >= end:
+// 16-byte cp.async copies by the whole block, consecutive threads along a row (coalesced reads).
+// Issues the copies and returns (commit, wait, the async-proxy fence and a barrier follow:
+// pipeline_tiles<true>).
+template <int D, int kRows>
+__device__ inline void load_wgmma_tile_async(unsigned char* tile, const __nv_bfloat16* head, int64_t stride,
+                                             int64_t first, int64_t end) {
+  constexpr int kChunksPerRow = D / 8;
+  for (int chunk = threadIdx.x; chunk < kRows * kChunksPerRow; chunk += blockDim.x) {
+    const int row = chunk / kChunksPerRow, column = (chunk % kChunksPerRow) * 8;
+    const bool inside = first + row < end;
+    copy_async_16(tile + wgmma::tile_offset(kRows, row, column), inside ? head + (first + row) * stride + column : head,
+                  inside ? 16 : 0);
+  }
+}
+
+// Whether the selected GPU runs the sm_90a kernels: compute capability 9.0 exactly.
+inline bool runs_sm90a() {
+  const auto& devices = cuda::devices();
+  const int index = cuda::selected_device();
+  return index >= 0 && index < static_cast<int>(devices.size()) && devices[index].major == 9 &&
+         devices[index].minor == 0;
+}
+
+}  // namespace lathe::mma

@@ -1,0 +1,285 @@
+// The tensor-core attention backward on Hopper's warpgroup MMA (wgmma, sm_90a): see
+// flash_attention_cuda_mma.h. The mma.sync backward's two kernels (no atomics, every sum in a fixed
+// order) with each product a wgmma: blocks of 128 rows (two warpgroups of 64 queries or keys), the
+// other side 64 at a time through two shared-memory stages.
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "lathe/device/cuda_check.h"
+#include "lathe/device/cuda_kernel_utils.cuh"
+#include "lathe/device/device_tensor.h"
+#include "lathe/device/wgmma.cuh"
+#include "lathe/device/wgmma_layout.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma.cuh"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_wgmma.cuh"
+
+namespace lathe {
+namespace {
+
+using namespace mma;
+
+constexpr int kWarpgroups = 2;
+constexpr int kThreads = kWarpgroups * kWarpgroupThreads;
+constexpr int kBlockRows = kWarpgroups * kWarpgroupRows;  // queries (dq kernel) or keys (dk/dv kernel) a block
+constexpr int kTileRows = 64;  // keys (dq kernel) or queries (dk/dv kernel) a shared tile: the products' N
+constexpr int kTileSteps = kTileRows / wgmma::kStepDepth;
+
+// Shared memory of both kernels, from a 1024-byte boundary: two blocks of kBlockRows x D (Q and dO,
+// or K and V), then two stages of two tiles of kTileRows x D (K and V, or Q and dO: stage t's first
+// at 2t, its second at 2t + 1), in wgmma's layout; the dk/dv kernel adds the query tiles' lse and D.
+template <int D>
+constexpr int kBlockBytes = kBlockRows* D * 2;
+template <int D>
+constexpr int kTileBytes = kTileRows* D * 2;
+template <int D>
+constexpr int kStatsOffset = 2 * kBlockBytes<D> + 4 * kTileBytes<D>;
+template <int D>
+constexpr int kSharedBytes = kStatsOffset<D> + 4 * kTileRows* static_cast<int>(sizeof(float)) +
+                             static_cast<int>(wgmma::kAtomBytes);
+
+// acc (64 x D) += (hi + lo) b over the tile's depth steps: the A fragments of step t in hi[t] and
+// lo[t], b the MN-major tile (kTileRows x D, rows along the product's depth) at `tile`.
+template <int D>
+__device__ inline void accumulate_split(float (&acc)[D / 8][4], const uint32_t (&hi)[kTileSteps][4],
+                                        const uint32_t (&lo)[kTileSteps][4], uint32_t tile) {
+#pragma unroll
+  for (int t = 0; t < kTileSteps; ++t) {
+    const uint64_t b = wgmma::mn_major_descriptor(tile, kTileRows, t);
+    wgmma::multiply_rs<D>(acc, hi[t], b, 1);
+    wgmma::multiply_rs<D>(acc, lo[t], b, 1);
+  }
+}
+
+// c (64 x kTileRows) = a b^T over depth D: a rows first_row .. + 63 of a block at `block`, b a tile
+// at `tile`, both K-major.
+template <int D>
+__device__ inline void multiply_block_by_tile(float (&c)[kTileRows / 8][4], uint32_t block, int first_row,
+                                              uint32_t tile) {
+#pragma unroll
+  for (int step = 0; step < D / wgmma::kStepDepth; ++step)
+    wgmma::multiply_ss<kTileRows>(c, wgmma::k_major_descriptor(block, kBlockRows, first_row, step),
+                                  wgmma::k_major_descriptor(tile, kTileRows, 0, step), step > 0);
+}
+
+template <int kTiles>
+__device__ inline void zero(float (&c)[kTiles][4]) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
+}
+
+// Two score tiles from one sweep of wgmma: first = a1 b1^T, second = a2 b2^T (64 x kTileRows each;
+// the a's rows first_row .. + 63 of their blocks), waited for.
+template <int D>
+__device__ inline void two_products(float (&first)[kTileRows / 8][4], uint32_t a1, uint32_t b1,
+                                    float (&second)[kTileRows / 8][4], uint32_t a2, uint32_t b2, int first_row) {
+  zero(first);
+  zero(second);
+  wgmma::fence_operands(first);
+  wgmma::fence_operands(second);
+  wgmma::fence();
+  multiply_block_by_tile<D>(first, a1, first_row, b1);
+  multiply_block_by_tile<D>(second, a2, first_row, b2);
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_operands(first);
+  wgmma::fence_operands(second);
+}
+
+// The hi and lo A fragments of each depth step of a 64 x kTileRows C-fragment tile.
+__device__ inline void split_tile(const float (&c)[kTileRows / 8][4], uint32_t (&hi)[kTileSteps][4],
+                                  uint32_t (&lo)[kTileSteps][4]) {
+#pragma unroll
+  for (int t = 0; t < kTileSteps; ++t) to_a_fragments(c[2 * t], c[2 * t + 1], hi[t], lo[t]);
+}
+
+// dq and D = rowsum(dO * O) (into `delta`). Grid (query blocks of 128, n_heads, batch), 256 threads:
+// Q and dO of the block in shared memory, the keys they see 64 at a time: S = Q K^T and dP = dO V^T
+// (wgmma from shared memory), dS = P (dP - D) cap' scale, dQ += dS K (dS as hi + lo registers, K
+// read transposed).
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    backward_dq_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* o,
+                      const float* lse, const __nv_bfloat16* d_o, __nv_bfloat16* dq, float* delta, MmaShapes s) {
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  unsigned char* q_block = wgmma::align_to_atom(shared_raw);
+  unsigned char* do_block = q_block + kBlockBytes<D>;
+  unsigned char* kv_tiles = do_block + kBlockBytes<D>;
+  const uint32_t q_address = wgmma::shared_address(q_block), do_address = wgmma::shared_address(do_block);
+  const uint32_t kv_address = wgmma::shared_address(kv_tiles);
+  const int quad = threadIdx.x % cuda::kWarp % 4;
+  const int first_row = static_cast<int>(threadIdx.x) / kWarpgroupThreads * kWarpgroupRows;
+  const QueryBlock<D, kBlockRows> block(s);
+  const int64_t first_query = blockIdx.x * int64_t{kBlockRows};
+  load_wgmma_tile_async<D, kBlockRows>(q_block, q + block.q_offset, block.q_stride, first_query, s.seq_q);
+  load_wgmma_tile_async<D, kBlockRows>(do_block, d_o + block.q_offset, block.q_stride, first_query, s.seq_q);
+  commit_async_copies();  // complete, and fenced for wgmma, with the first K/V tile (pipeline_tiles)
+
+  float row_delta[2], row_lse[2];  // row_lse in log2 units
+  query_row_statistics<D>(block, s, o, d_o, lse, quad, delta, row_delta, row_lse);
+  float dq_acc[D / 8][4];
+  zero(dq_acc);
+
+  auto issue = [&](int64_t index, int stage) {
+    const int64_t first = block.key_begin + index * kTileRows;
+    unsigned char* k_tile = kv_tiles + 2 * stage * kTileBytes<D>;
+    load_wgmma_tile_async<D, kTileRows>(k_tile, k + block.kv_offset, block.kv_stride, first, block.key_end);
+    load_wgmma_tile_async<D, kTileRows>(k_tile + kTileBytes<D>, v + block.kv_offset, block.kv_stride, first,
+                                        block.key_end);
+  };
+  auto multiply = [&](int64_t index, int stage) {
+    const uint32_t k_tile = kv_address + 2 * stage * kTileBytes<D>, v_tile = k_tile + kTileBytes<D>;
+    float grad[kTileRows / 8][4], dp[kTileRows / 8][4];  // raw Q K^T, dP = dO V^T
+    two_products<D>(grad, q_address, k_tile, dp, do_address, v_tile, first_row);
+    score_gradients_by_query<kTileRows>(grad, dp, block.key_begin + index * kTileRows, block, s, quad, row_lse,
+                                        row_delta);  // dS
+    uint32_t hi[kTileSteps][4], lo[kTileSteps][4];
+    split_tile(grad, hi, lo);
+    wgmma::fence_operands(dq_acc);
+    wgmma::fence_operands(hi);
+    wgmma::fence_operands(lo);
+    wgmma::fence();
+    accumulate_split<D>(dq_acc, hi, lo, k_tile);  // dQ += dS K
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operands(dq_acc);
+  };
+  pipeline_tiles<true>((block.key_end - block.key_begin + kTileRows - 1) / kTileRows, issue, multiply);
+  wait_async_copies<0>();  // the block's copies where no key tile ran
+  const float unit[2] = {1.0f, 1.0f};
+  store_rows<D>(dq + block.q_offset, block.q_stride, dq_acc, block.rows, s.seq_q, unit, quad);
+}
+
+// dk and dv. Grid (key blocks of 128, n_kv_heads, batch), 256 threads: K and V of the block in
+// shared memory; for each query head of the KV group, the queries that can see the block 64 at a
+// time (Q, dO, lse and D): S^T = K Q^T, dP^T = V dO^T, P^T, dS^T; dV += P^T dO, dK += dS^T Q (P^T
+// and dS^T as hi + lo registers, dO and Q read transposed).
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    backward_dkdv_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const float* lse,
+                        const __nv_bfloat16* d_o, const float* delta, __nv_bfloat16* dk, __nv_bfloat16* dv,
+                        MmaShapes s) {
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  unsigned char* k_block = wgmma::align_to_atom(shared_raw);
+  unsigned char* v_block = k_block + kBlockBytes<D>;
+  unsigned char* query_tiles = v_block + kBlockBytes<D>;
+  float* stats = reinterpret_cast<float*>(k_block + kStatsOffset<D>);  // stage t: lse at 2t, D at 2t + 1
+  const uint32_t k_address = wgmma::shared_address(k_block), v_address = wgmma::shared_address(v_block);
+  const uint32_t query_address = wgmma::shared_address(query_tiles);
+  const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
+  const int first_row = warp / 4 * kWarpgroupRows;
+  const int64_t g = blockIdx.y, b = blockIdx.z, group_heads = s.n_heads / s.n_kv_heads;
+  const int64_t q_stride = s.n_heads * D, kv_stride = s.n_kv_heads * D;
+  const int64_t kv_offset = (b * s.seq_k * s.n_kv_heads + g) * D;
+  const int64_t block_first = blockIdx.x * int64_t{kBlockRows};
+  const int64_t keys[2] = {block_first + warp * kRowsPerWarp + lane / 4,
+                           block_first + warp * kRowsPerWarp + lane / 4 + 8};
+  load_wgmma_tile_async<D, kBlockRows>(k_block, k + kv_offset, kv_stride, block_first, s.seq_k);
+  load_wgmma_tile_async<D, kBlockRows>(v_block, v + kv_offset, kv_stride, block_first, s.seq_k);
+  commit_async_copies();  // complete, and fenced for wgmma, with the first query tile (pipeline_tiles)
+
+  const int64_t block_end = block_first + kBlockRows < s.seq_k ? block_first + kBlockRows : s.seq_k;
+  int64_t query_first, query_end;
+  queries_seeing_keys(s.causal, s.window, block_first, block_end, s.seq_q, s.seq_k, &query_first, &query_end);
+
+  float dk_acc[D / 8][4], dv_acc[D / 8][4];
+  zero(dk_acc);
+  zero(dv_acc);
+  // Tile `index`: query head g * group_heads + index / per_head, its queries from query_first +
+  // (index % per_head) * kTileRows.
+  const int64_t per_head = query_end > query_first ? (query_end - query_first + kTileRows - 1) / kTileRows : 0;
+  auto head_of = [&](int64_t index) { return g * group_heads + index / per_head; };
+  auto first_of = [&](int64_t index) { return query_first + index % per_head * kTileRows; };
+  auto issue = [&](int64_t index, int stage) {
+    const int64_t h = head_of(index), first = first_of(index);
+    const int64_t q_offset = (b * s.seq_q * s.n_heads + h) * D, head_stats = (b * s.n_heads + h) * s.seq_q;
+    unsigned char* q_tile = query_tiles + 2 * stage * kTileBytes<D>;
+    load_wgmma_tile_async<D, kTileRows>(q_tile, q + q_offset, q_stride, first, query_end);
+    load_wgmma_tile_async<D, kTileRows>(q_tile + kTileBytes<D>, d_o + q_offset, q_stride, first, query_end);
+    float* lse_tile = stats + 2 * stage * kTileRows;
+    for (int t = threadIdx.x; t < kTileRows; t += blockDim.x) {
+      const bool inside = first + t < query_end;
+      lse_tile[t] = inside ? lse[head_stats + first + t] * kLog2e : 0.0f;
+      lse_tile[kTileRows + t] = inside ? delta[head_stats + first + t] : 0.0f;
+    }
+  };
+  auto multiply = [&](int64_t index, int stage) {
+    const uint32_t q_tile = query_address + 2 * stage * kTileBytes<D>, do_tile = q_tile + kTileBytes<D>;
+    const float* lse_tile = stats + 2 * stage * kTileRows;
+    float p[kTileRows / 8][4], grad[kTileRows / 8][4];  // raw K Q^T, dP^T = V dO^T
+    two_products<D>(p, k_address, q_tile, grad, v_address, do_tile, first_row);
+    score_gradients_by_key<kTileRows>(p, grad, first_of(index), query_end, keys, s, quad, lse_tile,
+                                      lse_tile + kTileRows);  // P^T, dS^T
+    uint32_t p_hi[kTileSteps][4], p_lo[kTileSteps][4], grad_hi[kTileSteps][4], grad_lo[kTileSteps][4];
+    split_tile(p, p_hi, p_lo);
+    split_tile(grad, grad_hi, grad_lo);
+    wgmma::fence_operands(dv_acc);
+    wgmma::fence_operands(dk_acc);
+    wgmma::fence_operands(p_hi);
+    wgmma::fence_operands(p_lo);
+    wgmma::fence_operands(grad_hi);
+    wgmma::fence_operands(grad_lo);
+    wgmma::fence();
+    accumulate_split<D>(dv_acc, p_hi, p_lo, do_tile);       // dV += P^T dO
+    accumulate_split<D>(dk_acc, grad_hi, grad_lo, q_tile);  // dK += dS^T Q
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operands(dv_acc);
+    wgmma::fence_operands(dk_acc);
+  };
+  pipeline_tiles<true>(group_heads * per_head, issue, multiply);
+  wait_async_copies<0>();  // the block's copies where no query tile ran
+  const float unit[2] = {1.0f, 1.0f};
+  store_rows<D>(dk + kv_offset, kv_stride, dk_acc, keys, s.seq_k, unit, quad);
+  store_rows<D>(dv + kv_offset, kv_stride, dv_acc, keys, s.seq_k, unit, quad);
+}
+
+template <int D>
+void launch(const FlashAttentionBackwardArgs& args, const MmaShapes& s, int64_t batch, float* delta) {
+  const auto* q = static_cast<const __nv_bfloat16*>(args.q.data);
+  const auto* k = static_cast<const __nv_bfloat16*>(args.k.data);
+  const auto* v = static_cast<const __nv_bfloat16*>(args.v.data);
+  const auto* o = static_cast<const __nv_bfloat16*>(args.o.data);
+  const auto* d_o = static_cast<const __nv_bfloat16*>(args.d_o.data);
+  const auto* lse = static_cast<const float*>(args.lse.data);
+  constexpr const char* kOp = "flash_attention_backward (cuda, wgmma)";
+  if (s.seq_q > 0) {  // first: the dk/dv kernel reads its D
+    const dim3 grid(static_cast<unsigned>((s.seq_q + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(s.n_heads),
+                    static_cast<unsigned>(batch));
+    allow_shared_bytes(backward_dq_wgmma<D>, kSharedBytes<D>, kOp);
+    backward_dq_wgmma<D><<<grid, kThreads, kSharedBytes<D>, cuda::lathe_stream()>>>(
+        q, k, v, o, lse, d_o, static_cast<__nv_bfloat16*>(args.dq.data), delta, s);
+    LATHE_CUDA_CHECK_LAUNCH(kOp);
+  }
+  if (s.seq_k > 0) {
+    const dim3 grid(static_cast<unsigned>((s.seq_k + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(s.n_kv_heads),
+                    static_cast<unsigned>(batch));
+    allow_shared_bytes(backward_dkdv_wgmma<D>, kSharedBytes<D>, kOp);
+    backward_dkdv_wgmma<D><<<grid, kThreads, kSharedBytes<D>, cuda::lathe_stream()>>>(
+        q, k, v, lse, d_o, delta, static_cast<__nv_bfloat16*>(args.dk.data), static_cast<__nv_bfloat16*>(args.dv.data),
+        s);
+    LATHE_CUDA_CHECK_LAUNCH(kOp);
+  }
+}
+
+}  // namespace
+
+bool flash_attention_backward_wgmma_applies(const FlashAttentionBackwardArgs& args) {
+  return flash_attention_backward_mma_applies(args) && runs_sm90a();
+}
+
+void flash_attention_backward_wgmma(const FlashAttentionBackwardArgs& args) {
+  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
+  const int64_t batch = args.q.dim(0), head_dim = args.q.dim(3);
+  if (batch == 0 || s.n_heads == 0) return;
+  Tensor delta = cuda::device_empty({batch, s.n_heads, s.seq_q}, DType::f32, "flash_attention_backward D");
+  auto* delta_data = static_cast<float*>(delta.view().data);
+  if (head_dim == 64)
+    launch<64>(args, s, batch, delta_data);
+  else
+    launch<128>(args, s, batch, delta_data);
+}
+
+}  // namespace lathe
