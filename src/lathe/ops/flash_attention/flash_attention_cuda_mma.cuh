@@ -243,6 +243,7 @@ struct QueryBlock {
   int64_t h, b, kv_head;
   int64_t q_stride, kv_stride;  // elements between consecutive positions' rows
   int64_t q_offset, kv_offset;  // of (b, position 0, h) in q, o, dO, dq and of (b, 0, kv_head) in k, v
+  int64_t first;                // the block's first query
   int64_t rows[2], row_begin[2], row_end[2];
   int64_t key_begin, key_end;
 
@@ -250,7 +251,10 @@ struct QueryBlock {
     h = blockIdx.y, b = blockIdx.z, kv_head = h / (s.n_heads / s.n_kv_heads);
     q_stride = s.n_heads * D, kv_stride = s.n_kv_heads * D;
     q_offset = (b * s.seq_q * s.n_heads + h) * D, kv_offset = (b * s.seq_k * s.n_kv_heads + kv_head) * D;
-    const int64_t first = blockIdx.x * int64_t{kBlockRows};
+    // Causal: the last query blocks see the most keys, so they take the first block indices and
+    // start first (a shorter tail of lone long blocks at the grid's end).
+    const int64_t index = s.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    first = index * int64_t{kBlockRows};
     const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

@@ -112,9 +112,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int quad = threadIdx.x % cuda::kWarp % 4;
   const int first_row = static_cast<int>(threadIdx.x) / kWarpgroupThreads * kWarpgroupRows;
   const QueryBlock<D, kBlockRows> block(s);
-  const int64_t first_query = blockIdx.x * int64_t{kBlockRows};
-  load_wgmma_tile_async<D, kBlockRows>(q_block, q + block.q_offset, block.q_stride, first_query, s.seq_q);
-  load_wgmma_tile_async<D, kBlockRows>(do_block, d_o + block.q_offset, block.q_stride, first_query, s.seq_q);
+  load_wgmma_tile_async<D, kBlockRows>(q_block, q + block.q_offset, block.q_stride, block.first, s.seq_q);
+  load_wgmma_tile_async<D, kBlockRows>(do_block, d_o + block.q_offset, block.q_stride, block.first, s.seq_q);
   commit_async_copies();  // complete, and fenced for wgmma, with the first K/V tile (pipeline_tiles)
 
   float row_delta[2], row_lse[2];  // row_lse in log2 units

@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
   const QueryBlock<D, kBlockQ> block(s);
-  load_wgmma_tile_async<D, kBlockQ>(q_tile, q + block.q_offset, block.q_stride, blockIdx.x * int64_t{kBlockQ}, s.seq_q);
+  load_wgmma_tile_async<D, kBlockQ>(q_tile, q + block.q_offset, block.q_stride, block.first, s.seq_q);
   commit_async_copies();  // complete, and fenced for wgmma, with the first K/V tile (pipeline_tiles)
 
   float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0.0f, 0.0f};  // max in log2 units
