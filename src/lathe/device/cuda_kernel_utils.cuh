@@ -34,6 +34,16 @@ __device__ inline int64_t load_index(const void* base, int64_t index, bool i64) 
 
 constexpr int kWarp = 32;
 
+// Named barriers (ids 1-15; __syncthreads is barrier 0), whole warps only: barrier_sync waits until
+// `threads` threads have arrived at barrier `id`, itself included; barrier_arrive counts the
+// calling warp's threads there and goes on.
+__device__ inline void barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ inline void barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // A row kept in registers (see device/row_cache.h): element threadIdx.x + i * blockDim.x of the
 // row at `base` into v[i] as f32, `pad` past the end. Loads are coalesced across the block.
 template <int K>

@@ -317,16 +317,32 @@ __device__ inline void online_softmax_tile(float (&scores)[kN / 8][4], int64_t t
                                            const MmaShapes& s, int quad, float (&running_max)[2],
                                            float (&running_sum)[2], float (&acc)[D / 8][4]) {
   const float score_scale = s.softcap > 0.0f ? s.scale : s.scale * kLog2e;
+  // Each row's visible keys as tile columns [begin, end) (32-bit compares); a tile both rows see
+  // whole (every tile but the diagonal, the window's edge and the sequence's end) skips the mask.
+  int visible_begin[2], visible_end[2];
+  bool whole = true;
 #pragma unroll
-  for (int nt = 0; nt < kN / 8; ++nt)
+  for (int r = 0; r < 2; ++r) {
+    const int64_t begin = block.row_begin[r] - tile_first, end = block.row_end[r] - tile_first;
+    whole = whole && begin <= 0 && end >= kN;
+    visible_begin[r] = static_cast<int>(begin < 0 ? 0 : begin > kN ? kN : begin);
+    visible_end[r] = static_cast<int>(end < 0 ? 0 : end > kN ? kN : end);
+  }
+  auto scale_and_mask = [&]<bool kMasked>() {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = e / 2;
-      const int64_t key = tile_first + nt * 8 + quad * 2 + (e % 2);
-      float x = scores[nt][e] * score_scale;
-      if (s.softcap > 0.0f) x = s.softcap * tanhf(x / s.softcap) * kLog2e;
-      scores[nt][e] = block.sees(r, key) ? x : -INFINITY;
-    }
+    for (int nt = 0; nt < kN / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2, column = nt * 8 + quad * 2 + (e % 2);
+        float x = scores[nt][e] * score_scale;
+        if (s.softcap > 0.0f) x = s.softcap * tanhf(x / s.softcap) * kLog2e;
+        scores[nt][e] = !kMasked || (column >= visible_begin[r] && column < visible_end[r]) ? x : -INFINITY;
+      }
+  };
+  if (whole)
+    scale_and_mask.template operator()<false>();
+  else
+    scale_and_mask.template operator()<true>();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float tile_max = running_max[r];

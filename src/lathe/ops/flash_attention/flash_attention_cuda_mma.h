@@ -39,7 +39,8 @@ void flash_attention_backward_mma(const FlashAttentionBackwardArgs& args);
 // blocks of 128 queries (two warpgroups of 64) and key tiles of 128. Q, K and V pass through
 // shared memory in wgmma's swizzled layout (device/wgmma_layout.h; cp.async, two K/V stages);
 // S = Q K^T is D / 16 `wgmma.m64n128k16` from shared memory per warpgroup, and O += P V takes P
-// (hi + lo bf16) from registers and V from shared memory read transposed.
+// (hi + lo bf16) from registers and V from shared memory read transposed. The two warpgroups
+// take turns at the tensor cores (named barriers), so one's softmax overlaps the other's products.
 bool flash_attention_wgmma_applies(const FlashAttentionArgs& args);
 void flash_attention_forward_wgmma(const FlashAttentionArgs& args);
 // The backward on wgmma (flash_attention_cuda_wgmma_backward_sm90a.cu): the two kernels above with

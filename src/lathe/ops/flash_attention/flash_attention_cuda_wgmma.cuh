@@ -34,6 +34,24 @@ __device__ inline void load_wgmma_tile_async(unsigned char* tile, const __nv_bfl
   }
 }
 
+// FlashAttention-3's ping-pong of a block's two warpgroups at the tensor cores: each issues its
+// products on its turn (take: named barrier 1 + its index) and then passes the turn to the other
+// (pass), so one warpgroup's softmax or elementwise work runs while the other's products do.
+// Warpgroup 0 starts; finish() takes warpgroup 1's last pass, so the barriers end balanced. Every
+// take must be followed by a pass, and both warpgroups must take equally often.
+struct TensorCoreTurns {
+  static constexpr int kThreads = 2 * kWarpgroupThreads;
+  int warpgroup;
+  __device__ explicit TensorCoreTurns(int group) : warpgroup(group) {
+    if (warpgroup == 1) cuda::barrier_arrive(1, kThreads);
+  }
+  __device__ void take() const { cuda::barrier_sync(1 + warpgroup, kThreads); }
+  __device__ void pass() const { cuda::barrier_arrive(2 - warpgroup, kThreads); }
+  __device__ void finish() const {
+    if (warpgroup == 0) cuda::barrier_sync(1, kThreads);
+  }
+};
+
 // Whether the selected GPU runs the sm_90a kernels: compute capability 9.0 exactly.
 inline bool runs_sm90a() {
   const auto& devices = cuda::devices();

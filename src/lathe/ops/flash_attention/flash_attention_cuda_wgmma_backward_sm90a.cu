@@ -1,7 +1,7 @@
 // The tensor-core attention backward on Hopper's warpgroup MMA (wgmma, sm_90a): see
 // flash_attention_cuda_mma.h. The mma.sync backward's two kernels (no atomics, every sum in a fixed
-// order) with each product a wgmma: blocks of 128 rows (two warpgroups of 64 queries or keys), the
-// other side 64 at a time through two shared-memory stages.
+// order) with each product a wgmma: blocks of 128 rows (two warpgroups of 64 queries or keys, taking
+// turns at the tensor cores), the other side 64 at a time through two shared-memory stages.
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -71,18 +71,21 @@ __device__ inline void zero(float (&c)[kTiles][4]) {
 }
 
 // Two score tiles from one sweep of wgmma: first = a1 b1^T, second = a2 b2^T (64 x kTileRows each;
-// the a's rows first_row .. + 63 of their blocks), waited for.
+// the a's rows first_row .. + 63 of their blocks), issued on this warpgroup's turn and waited for.
 template <int D>
 __device__ inline void two_products(float (&first)[kTileRows / 8][4], uint32_t a1, uint32_t b1,
-                                    float (&second)[kTileRows / 8][4], uint32_t a2, uint32_t b2, int first_row) {
+                                    float (&second)[kTileRows / 8][4], uint32_t a2, uint32_t b2, int first_row,
+                                    const TensorCoreTurns& turns) {
   zero(first);
   zero(second);
   wgmma::fence_operands(first);
   wgmma::fence_operands(second);
+  turns.take();
   wgmma::fence();
   multiply_block_by_tile<D>(first, a1, first_row, b1);
   multiply_block_by_tile<D>(second, a2, first_row, b2);
   wgmma::commit();
+  turns.pass();
   wgmma::wait<0>();
   wgmma::fence_operands(first);
   wgmma::fence_operands(second);
@@ -120,6 +123,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   query_row_statistics<D>(block, s, o, d_o, lse, quad, delta, row_delta, row_lse);
   float dq_acc[D / 8][4];
   zero(dq_acc);
+  const TensorCoreTurns turns(first_row / kWarpgroupRows);
 
   auto issue = [&](int64_t index, int stage) {
     const int64_t first = block.key_begin + index * kTileRows;
@@ -131,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto multiply = [&](int64_t index, int stage) {
     const uint32_t k_tile = kv_address + 2 * stage * kTileBytes<D>, v_tile = k_tile + kTileBytes<D>;
     float grad[kTileRows / 8][4], dp[kTileRows / 8][4];  // raw Q K^T, dP = dO V^T
-    two_products<D>(grad, q_address, k_tile, dp, do_address, v_tile, first_row);
+    two_products<D>(grad, q_address, k_tile, dp, do_address, v_tile, first_row, turns);
     score_gradients_by_query<kTileRows>(grad, dp, block.key_begin + index * kTileRows, block, s, quad, row_lse,
                                         row_delta);  // dS
     uint32_t hi[kTileSteps][4], lo[kTileSteps][4];
@@ -139,14 +143,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::fence_operands(dq_acc);
     wgmma::fence_operands(hi);
     wgmma::fence_operands(lo);
+    turns.take();
     wgmma::fence();
     accumulate_split<D>(dq_acc, hi, lo, k_tile);  // dQ += dS K
     wgmma::commit();
+    turns.pass();
     wgmma::wait<0>();
     wgmma::fence_operands(dq_acc);
   };
   pipeline_tiles<true>((block.key_end - block.key_begin + kTileRows - 1) / kTileRows, issue, multiply);
   wait_async_copies<0>();  // the block's copies where no key tile ran
+  turns.finish();
   const float unit[2] = {1.0f, 1.0f};
   store_rows<D>(dq + block.q_offset, block.q_stride, dq_acc, block.rows, s.seq_q, unit, quad);
 }
@@ -186,6 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float dk_acc[D / 8][4], dv_acc[D / 8][4];
   zero(dk_acc);
   zero(dv_acc);
+  const TensorCoreTurns turns(warp / 4);
   // Tile `index`: query head g * group_heads + index / per_head, its queries from query_first +
   // (index % per_head) * kTileRows.
   const int64_t per_head = query_end > query_first ? (query_end - query_first + kTileRows - 1) / kTileRows : 0;
@@ -208,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t q_tile = query_address + 2 * stage * kTileBytes<D>, do_tile = q_tile + kTileBytes<D>;
     const float* lse_tile = stats + 2 * stage * kTileRows;
     float p[kTileRows / 8][4], grad[kTileRows / 8][4];  // raw K Q^T, dP^T = V dO^T
-    two_products<D>(p, k_address, q_tile, grad, v_address, do_tile, first_row);
+    two_products<D>(p, k_address, q_tile, grad, v_address, do_tile, first_row, turns);
     score_gradients_by_key<kTileRows>(p, grad, first_of(index), query_end, keys, s, quad, lse_tile,
                                       lse_tile + kTileRows);  // P^T, dS^T
     uint32_t p_hi[kTileSteps][4], p_lo[kTileSteps][4], grad_hi[kTileSteps][4], grad_lo[kTileSteps][4];
@@ -220,16 +228,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::fence_operands(p_lo);
     wgmma::fence_operands(grad_hi);
     wgmma::fence_operands(grad_lo);
+    turns.take();
     wgmma::fence();
     accumulate_split<D>(dv_acc, p_hi, p_lo, do_tile);       // dV += P^T dO
     accumulate_split<D>(dk_acc, grad_hi, grad_lo, q_tile);  // dK += dS^T Q
     wgmma::commit();
+    turns.pass();
     wgmma::wait<0>();
     wgmma::fence_operands(dv_acc);
     wgmma::fence_operands(dk_acc);
   };
   pipeline_tiles<true>(group_heads * per_head, issue, multiply);
   wait_async_copies<0>();  // the block's copies where no query tile ran
+  turns.finish();
   const float unit[2] = {1.0f, 1.0f};
   store_rows<D>(dk + kv_offset, kv_stride, dk_acc, keys, s.seq_k, unit, quad);
   store_rows<D>(dv + kv_offset, kv_stride, dv_acc, keys, s.seq_k, unit, quad);

@@ -37,7 +37,9 @@ constexpr int kSharedBytes = 5 * kTileBytes<D> + static_cast<int>(wgmma::kAtomBy
 // epilogue are that kernel's), kSharedBytes<D> of dynamic shared memory. Per key tile each
 // warpgroup computes S = Q K^T (64 x 128, f32) with D / 16 wgmma from shared memory, the online
 // softmax in registers, and O += P V with P as hi + lo bf16 register operands and V read
-// transposed (MN-major) from shared memory. Rows are (batch, seq, heads, D).
+// transposed (MN-major) from shared memory; the two warpgroups take turns issuing their products
+// (TensorCoreTurns).
+// Rows are (batch, seq, heads, D).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     forward_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* lse,
@@ -58,6 +60,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int dn = 0; dn < D / 8; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
 
+  const TensorCoreTurns turns(warpgroup);
+
   auto issue = [&](int64_t index, int stage) {
     const int64_t first = block.key_begin + index * kBlockK;
     unsigned char* k_tile = kv_tiles + 2 * stage * kTileBytes<D>;
@@ -71,12 +75,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int nt = 0; nt < kBlockK / 8; ++nt) scores[nt][0] = scores[nt][1] = scores[nt][2] = scores[nt][3] = 0.0f;
     wgmma::fence_operands(scores);
+    turns.take();
     wgmma::fence();
 #pragma unroll
     for (int step = 0; step < D / wgmma::kStepDepth; ++step)
       wgmma::multiply_ss_n128(scores, wgmma::k_major_descriptor(q_address, kBlockQ, warpgroup * kWarpgroupRows, step),
                               wgmma::k_major_descriptor(k_tile, kBlockK, 0, step), step > 0);
     wgmma::commit();
+    turns.pass();
     wgmma::wait<0>();
     wgmma::fence_operands(scores);
 
@@ -89,6 +95,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::fence_operands(acc);
     wgmma::fence_operands(p_hi);
     wgmma::fence_operands(p_lo);
+    turns.take();
     wgmma::fence();
 #pragma unroll
     for (int t = 0; t < kBlockK / 16; ++t) {
@@ -97,11 +104,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::multiply_rs<D>(acc, p_lo[t], v_step, 1);
     }
     wgmma::commit();
+    turns.pass();
     wgmma::wait<0>();
     wgmma::fence_operands(acc);
   };
   pipeline_tiles<true>((block.key_end - block.key_begin + kBlockK - 1) / kBlockK, issue, multiply);
   wait_async_copies<0>();  // the Q tile's copies where no key tile ran
+  turns.finish();
 
   finish_forward_rows<D>(acc, running_max, running_sum, block, s, quad, o, lse);
 }
