@@ -58,25 +58,16 @@ bool flash_attention_mma_applies(const FlashAttentionArgs& args) {
 
 void flash_attention_forward_mma(const FlashAttentionArgs& args) {
   const MmaShapes s = mma_shapes(args.q, args.k, args.options);
-  const int64_t batch = args.q.dim(0), head_dim = args.q.dim(3);
+  const int64_t batch = args.q.dim(0);
   if (batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
-  const dim3 grid(static_cast<unsigned>((s.seq_q + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(s.n_heads),
-                  static_cast<unsigned>(batch));
-  const auto* q = static_cast<const __nv_bfloat16*>(args.q.data);
-  const auto* k = static_cast<const __nv_bfloat16*>(args.k.data);
-  const auto* v = static_cast<const __nv_bfloat16*>(args.v.data);
-  auto* o = static_cast<__nv_bfloat16*>(args.o.data);
-  auto* lse = static_cast<float*>(args.lse.data);
+  const ForwardTensors t(args);
   constexpr const char* kOp = "flash_attention (cuda, tensor cores)";
-  auto launch = [&]<int D>() {
+  for_head_dim(args.q.dim(3), [&]<int D>() {
     constexpr int kBytes = kKeyValueStagesBytes<D, kBlockK>;
     allow_shared_bytes(forward_mma<D>, kBytes, kOp);
-    forward_mma<D><<<grid, kThreads, kBytes, cuda::lathe_stream()>>>(q, k, v, o, lse, s);
-  };
-  if (head_dim == 64)
-    launch.operator()<64>();
-  else
-    launch.operator()<128>();
+    forward_mma<D><<<row_block_grid(s.seq_q, kBlockQ, s.n_heads, batch), kThreads, kBytes, cuda::lathe_stream()>>>(
+        t.q, t.k, t.v, t.o, t.lse, s);
+  });
   LATHE_CUDA_CHECK_LAUNCH(kOp);
 }
 

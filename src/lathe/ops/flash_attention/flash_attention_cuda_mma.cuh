@@ -15,8 +15,10 @@
 
 #include <cstdint>
 
+#include "lathe/core/tensor.h"
 #include "lathe/device/cuda_check.h"
 #include "lathe/device/cuda_kernel_utils.cuh"
+#include "lathe/device/device_tensor.h"
 #include "lathe/ops/flash_attention/flash_attention.h"
 
 namespace lathe::mma {
@@ -156,6 +158,62 @@ __device__ inline void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16*
 // The shared memory of the query-major kernels: two stages of a K and a V tile of kKeys keys.
 template <int D, int kKeys>
 constexpr int kKeyValueStagesBytes = (D + kPad) * kKeys * 8;  // 2 stages x (K, V) x 2-byte elements
+
+// The host side of the launches. The tensors as the kernels take them (bf16 q, k, v, o, dO and
+// gradients; f32 lse).
+struct ForwardTensors {
+  const __nv_bfloat16 *q, *k, *v;
+  __nv_bfloat16* o;
+  float* lse;
+  explicit ForwardTensors(const FlashAttentionArgs& args)
+      : q(static_cast<const __nv_bfloat16*>(args.q.data)),
+        k(static_cast<const __nv_bfloat16*>(args.k.data)),
+        v(static_cast<const __nv_bfloat16*>(args.v.data)),
+        o(static_cast<__nv_bfloat16*>(args.o.data)),
+        lse(static_cast<float*>(args.lse.data)) {}
+};
+struct BackwardTensors {
+  const __nv_bfloat16 *q, *k, *v, *o, *d_o;
+  const float* lse;
+  __nv_bfloat16 *dq, *dk, *dv;
+  explicit BackwardTensors(const FlashAttentionBackwardArgs& args)
+      : q(static_cast<const __nv_bfloat16*>(args.q.data)),
+        k(static_cast<const __nv_bfloat16*>(args.k.data)),
+        v(static_cast<const __nv_bfloat16*>(args.v.data)),
+        o(static_cast<const __nv_bfloat16*>(args.o.data)),
+        d_o(static_cast<const __nv_bfloat16*>(args.d_o.data)),
+        lse(static_cast<const float*>(args.lse.data)),
+        dq(static_cast<__nv_bfloat16*>(args.dq.data)),
+        dk(static_cast<__nv_bfloat16*>(args.dk.data)),
+        dv(static_cast<__nv_bfloat16*>(args.dv.data)) {}
+};
+
+// Grid (blocks of block_rows along `length` rows, heads, batch).
+inline dim3 row_block_grid(int64_t length, int block_rows, int64_t heads, int64_t batch) {
+  return dim3(static_cast<unsigned>((length + block_rows - 1) / block_rows), static_cast<unsigned>(heads),
+              static_cast<unsigned>(batch));
+}
+
+// launch.template operator()<D>() for head_dim 64 or 128 (mma_shapes_apply allows no other).
+template <class Launch>
+inline void for_head_dim(int64_t head_dim, Launch&& launch) {
+  if (head_dim == 64)
+    launch.template operator()<64>();
+  else
+    launch.template operator()<128>();
+}
+
+// The backwards' entry: D's buffer ((batch, n_heads, seq_q) f32, which the dq kernel writes and
+// the dk/dv kernel reads), then launch.template operator()<D>(shapes, batch, delta).
+template <class Launch>
+inline void run_backward_kernels(const FlashAttentionBackwardArgs& args, Launch&& launch) {
+  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
+  const int64_t batch = args.q.dim(0);
+  if (batch == 0 || s.n_heads == 0) return;
+  Tensor delta = cuda::device_empty({batch, s.n_heads, s.seq_q}, DType::f32, "flash_attention_backward D");
+  auto* delta_data = static_cast<float*>(delta.view().data);
+  for_head_dim(args.q.dim(3), [&]<int D>() { launch.template operator()<D>(s, batch, delta_data); });
+}
 
 // Allows `kernel` `bytes` of dynamic shared memory (above 48 KB a kernel must ask).
 template <class Kernel>

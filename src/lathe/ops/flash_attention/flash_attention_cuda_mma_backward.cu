@@ -123,34 +123,6 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<D>(dv + kv_offset, kv_stride, dv_acc, keys, s.seq_k, unit, quad);
 }
 
-template <int D>
-void launch(const FlashAttentionBackwardArgs& args, const MmaShapes& s, int64_t batch, float* delta) {
-  const auto* q = static_cast<const __nv_bfloat16*>(args.q.data);
-  const auto* k = static_cast<const __nv_bfloat16*>(args.k.data);
-  const auto* v = static_cast<const __nv_bfloat16*>(args.v.data);
-  const auto* o = static_cast<const __nv_bfloat16*>(args.o.data);
-  const auto* d_o = static_cast<const __nv_bfloat16*>(args.d_o.data);
-  const auto* lse = static_cast<const float*>(args.lse.data);
-  constexpr const char* kOp = "flash_attention_backward (cuda, tensor cores)";
-  if (s.seq_q > 0) {
-    const dim3 grid(static_cast<unsigned>((s.seq_q + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(s.n_heads),
-                    static_cast<unsigned>(batch));
-    constexpr int kBytes = kKeyValueStagesBytes<D, kBlockK>;
-    allow_shared_bytes(backward_dq_mma<D>, kBytes, kOp);
-    backward_dq_mma<D><<<grid, kThreads, kBytes, cuda::lathe_stream()>>>(
-        q, k, v, o, lse, d_o, static_cast<__nv_bfloat16*>(args.dq.data), delta, s);
-    LATHE_CUDA_CHECK_LAUNCH(kOp);
-  }
-  if (s.seq_k > 0) {
-    const dim3 grid(static_cast<unsigned>((s.seq_k + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(s.n_kv_heads),
-                    static_cast<unsigned>(batch));
-    backward_dkdv_mma<D><<<grid, kThreads, 0, cuda::lathe_stream()>>>(q, k, v, lse, d_o, delta,
-                                                                      static_cast<__nv_bfloat16*>(args.dk.data),
-                                                                      static_cast<__nv_bfloat16*>(args.dv.data), s);
-    LATHE_CUDA_CHECK_LAUNCH(kOp);
-  }
-}
-
 }  // namespace
 
 bool flash_attention_backward_mma_applies(const FlashAttentionBackwardArgs& args) {
@@ -160,15 +132,24 @@ bool flash_attention_backward_mma_applies(const FlashAttentionBackwardArgs& args
 }
 
 void flash_attention_backward_mma(const FlashAttentionBackwardArgs& args) {
-  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
-  const int64_t batch = args.q.dim(0), head_dim = args.q.dim(3);
-  if (batch == 0 || s.n_heads == 0) return;
-  Tensor delta = cuda::device_empty({batch, s.n_heads, s.seq_q}, DType::f32, "flash_attention_backward D");
-  auto* delta_data = static_cast<float*>(delta.view().data);
-  if (head_dim == 64)
-    launch<64>(args, s, batch, delta_data);
-  else
-    launch<128>(args, s, batch, delta_data);
+  const BackwardTensors t(args);
+  constexpr const char* kOp = "flash_attention_backward (cuda, tensor cores)";
+  run_backward_kernels(args, [&]<int D>(const MmaShapes& s, int64_t batch, float* delta) {
+    if (s.seq_q > 0) {  // first: the dk/dv kernel reads its D
+      constexpr int kBytes = kKeyValueStagesBytes<D, kBlockK>;
+      allow_shared_bytes(backward_dq_mma<D>, kBytes, kOp);
+      backward_dq_mma<D>
+          <<<row_block_grid(s.seq_q, kBlockRows, s.n_heads, batch), kThreads, kBytes, cuda::lathe_stream()>>>(
+              t.q, t.k, t.v, t.o, t.lse, t.d_o, t.dq, delta, s);
+      LATHE_CUDA_CHECK_LAUNCH(kOp);
+    }
+    if (s.seq_k > 0) {
+      backward_dkdv_mma<D>
+          <<<row_block_grid(s.seq_k, kBlockRows, s.n_kv_heads, batch), kThreads, 0, cuda::lathe_stream()>>>(
+              t.q, t.k, t.v, t.lse, t.d_o, delta, t.dk, t.dv, s);
+      LATHE_CUDA_CHECK_LAUNCH(kOp);
+    }
+  });
 }
 
 }  // namespace lathe

@@ -124,24 +124,16 @@ bool flash_attention_wgmma_applies(const FlashAttentionArgs& args) {
 
 void flash_attention_forward_wgmma(const FlashAttentionArgs& args) {
   const MmaShapes s = mma_shapes(args.q, args.k, args.options);
-  const int64_t batch = args.q.dim(0), head_dim = args.q.dim(3);
+  const int64_t batch = args.q.dim(0);
   if (batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
-  const dim3 grid(static_cast<unsigned>((s.seq_q + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(s.n_heads),
-                  static_cast<unsigned>(batch));
-  const auto* q = static_cast<const __nv_bfloat16*>(args.q.data);
-  const auto* k = static_cast<const __nv_bfloat16*>(args.k.data);
-  const auto* v = static_cast<const __nv_bfloat16*>(args.v.data);
-  auto* o = static_cast<__nv_bfloat16*>(args.o.data);
-  auto* lse = static_cast<float*>(args.lse.data);
+  const ForwardTensors t(args);
   constexpr const char* kOp = "flash_attention (cuda, wgmma)";
-  auto launch = [&]<int D>() {
+  for_head_dim(args.q.dim(3), [&]<int D>() {
     allow_shared_bytes(forward_wgmma<D>, kSharedBytes<D>, kOp);
-    forward_wgmma<D><<<grid, kThreads, kSharedBytes<D>, cuda::lathe_stream()>>>(q, k, v, o, lse, s);
-  };
-  if (head_dim == 64)
-    launch.operator()<64>();
-  else
-    launch.operator()<128>();
+    forward_wgmma<D>
+        <<<row_block_grid(s.seq_q, kBlockQ, s.n_heads, batch), kThreads, kSharedBytes<D>, cuda::lathe_stream()>>>(
+            t.q, t.k, t.v, t.o, t.lse, s);
+  });
   LATHE_CUDA_CHECK_LAUNCH(kOp);
 }
 
