@@ -328,6 +328,49 @@ struct QueryBlock {
   __device__ bool sees(int r, int64_t key) const { return key >= row_begin[r] && key < row_end[r]; }
 };
 
+// Where a block of a key-major kernel (the dk/dv kernels) stands: grid (key blocks of kBlockRows,
+// n_kv_heads, batch), 16 keys a warp; this lane's two keys (its group's and 8 below), the queries
+// that can see any of the block's keys, and the walk over them kQueries at a time: tile `index` is
+// of query head head_of(index) (each head of the KV group in turn), from query first_of(index).
+template <int D, int kBlockRows, int kQueries>
+struct KeyBlock {
+  int64_t g, b, group_heads;
+  int64_t q_stride, kv_stride;  // elements between consecutive positions' rows
+  int64_t kv_offset;            // of (b, position 0, g) in k, v, dk, dv
+  int64_t first;                // the block's first key
+  int64_t keys[2];
+  int64_t query_first, query_end, per_head;  // per_head: query tiles of one head
+
+  __device__ explicit KeyBlock(const MmaShapes& s) {
+    g = blockIdx.y, b = blockIdx.z, group_heads = s.n_heads / s.n_kv_heads;
+    q_stride = s.n_heads * D, kv_stride = s.n_kv_heads * D;
+    kv_offset = (b * s.seq_k * s.n_kv_heads + g) * D;
+    first = blockIdx.x * int64_t{kBlockRows};
+    const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp;
+    keys[0] = first + warp * kRowsPerWarp + lane / 4, keys[1] = keys[0] + 8;
+    const int64_t end = first + kBlockRows < s.seq_k ? first + kBlockRows : s.seq_k;
+    queries_seeing_keys(s.causal, s.window, first, end, s.seq_q, s.seq_k, &query_first, &query_end);
+    per_head = query_end > query_first ? (query_end - query_first + kQueries - 1) / kQueries : 0;
+  }
+  __device__ int64_t tiles() const { return group_heads * per_head; }
+  __device__ int64_t head_of(int64_t index) const { return g * group_heads + index / per_head; }
+  __device__ int64_t first_of(int64_t index) const { return query_first + index % per_head * kQueries; }
+};
+
+// A key-major kernel's per-query statistics of query tile `index`, by the whole block: lse (log2
+// units) and D of its kQueries queries into lse_tile and delta_tile (zeros past query_end).
+template <int D, int kBlockRows, int kQueries>
+__device__ inline void load_query_statistics(const KeyBlock<D, kBlockRows, kQueries>& block, const MmaShapes& s,
+                                             int64_t index, const float* lse, const float* delta, float* lse_tile,
+                                             float* delta_tile) {
+  const int64_t first = block.first_of(index), stats = (block.b * s.n_heads + block.head_of(index)) * s.seq_q;
+  for (int t = threadIdx.x; t < kQueries; t += blockDim.x) {
+    const bool inside = first + t < block.query_end;
+    lse_tile[t] = inside ? lse[stats + first + t] * kLog2e : 0.0f;
+    delta_tile[t] = inside ? delta[stats + first + t] : 0.0f;
+  }
+}
+
 // The query-major kernels' walk over the block's keys, kKeys at a time: the K and V tiles of keys
 // key_begin + index * kKeys .. through the two-stage pipeline in `shared` (kKeyValueStagesBytes<D,
 // kKeys>: stage t holds the K tile at 2t, the V tile at 2t + 1), then body(tile_first, k_tile,

@@ -69,58 +69,39 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ __align__(16) __nv_bfloat16 q_tiles[2][kQueries * kLd];
   __shared__ __align__(16) __nv_bfloat16 do_tiles[2][kQueries * kLd];
   __shared__ float lse_tiles[2][kQueries], delta_tiles[2][kQueries];
-  const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
-  const int64_t g = blockIdx.y, b = blockIdx.z, group_heads = s.n_heads / s.n_kv_heads;
-  const int64_t q_stride = s.n_heads * D, kv_stride = s.n_kv_heads * D;
-  const int64_t kv_offset = (b * s.seq_k * s.n_kv_heads + g) * D;
-  const int64_t block_first = blockIdx.x * int64_t{kBlockRows};
-  const int64_t keys[2] = {block_first + warp * kRowsPerWarp + lane / 4,
-                           block_first + warp * kRowsPerWarp + lane / 4 + 8};
+  const int lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
+  const KeyBlock<D, kBlockRows, kQueries> block(s);
   uint32_t k_frag[D / 16][4], v_frag[D / 16][4];
-  load_a_fragments<D>(k_frag, k + kv_offset, kv_stride, keys, s.seq_k, quad);
-  load_a_fragments<D>(v_frag, v + kv_offset, kv_stride, keys, s.seq_k, quad);
-
-  const int64_t block_end = block_first + kBlockRows < s.seq_k ? block_first + kBlockRows : s.seq_k;
-  int64_t query_first, query_end;
-  queries_seeing_keys(s.causal, s.window, block_first, block_end, s.seq_q, s.seq_k, &query_first, &query_end);
+  load_a_fragments<D>(k_frag, k + block.kv_offset, block.kv_stride, block.keys, s.seq_k, quad);
+  load_a_fragments<D>(v_frag, v + block.kv_offset, block.kv_stride, block.keys, s.seq_k, quad);
 
   float dk_acc[D / 8][4], dv_acc[D / 8][4];
 #pragma unroll
   for (int dn = 0; dn < D / 8; ++dn)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk_acc[dn][e] = dv_acc[dn][e] = 0.0f;
-  // Tile `index`: query head g * group_heads + index / per_head, its queries from query_first +
-  // (index % per_head) * kQueries.
-  const int64_t per_head = query_end > query_first ? (query_end - query_first + kQueries - 1) / kQueries : 0;
-  auto head_of = [&](int64_t index) { return g * group_heads + index / per_head; };
-  auto first_of = [&](int64_t index) { return query_first + index % per_head * kQueries; };
   auto issue = [&](int64_t index, int stage) {
-    const int64_t h = head_of(index), first = first_of(index);
-    const int64_t q_offset = (b * s.seq_q * s.n_heads + h) * D, stats = (b * s.n_heads + h) * s.seq_q;
-    load_tile_async<D, kQueries>(q_tiles[stage], q + q_offset, q_stride, first, query_end);
-    load_tile_async<D, kQueries>(do_tiles[stage], d_o + q_offset, q_stride, first, query_end);
-    for (int t = threadIdx.x; t < kQueries; t += blockDim.x) {
-      const bool inside = first + t < query_end;
-      lse_tiles[stage][t] = inside ? lse[stats + first + t] * kLog2e : 0.0f;
-      delta_tiles[stage][t] = inside ? delta[stats + first + t] : 0.0f;
-    }
+    const int64_t first = block.first_of(index), q_offset = (block.b * s.seq_q * s.n_heads + block.head_of(index)) * D;
+    load_tile_async<D, kQueries>(q_tiles[stage], q + q_offset, block.q_stride, first, block.query_end);
+    load_tile_async<D, kQueries>(do_tiles[stage], d_o + q_offset, block.q_stride, first, block.query_end);
+    load_query_statistics(block, s, index, lse, delta, lse_tiles[stage], delta_tiles[stage]);
   };
   auto multiply = [&](int64_t index, int stage) {
-    const int64_t tile_first = first_of(index);
+    const int64_t tile_first = block.first_of(index);
     const __nv_bfloat16* q_tile = q_tiles[stage];
     const __nv_bfloat16* do_tile = do_tiles[stage];
     float p[kQueryTiles][4], grad[kQueryTiles][4];
     multiply_by_rows<D, kQueries>(p, k_frag, q_tile, lane);      // raw K Q^T
     multiply_by_rows<D, kQueries>(grad, v_frag, do_tile, lane);  // dP^T = V dO^T
-    score_gradients_by_key<kQueries>(p, grad, tile_first, query_end, keys, s, quad, lse_tiles[stage],
+    score_gradients_by_key<kQueries>(p, grad, tile_first, block.query_end, block.keys, s, quad, lse_tiles[stage],
                                      delta_tiles[stage]);         // P^T, dS^T
     accumulate_product<D, kQueries>(dv_acc, p, do_tile, lane);    // dV += P^T dO
     accumulate_product<D, kQueries>(dk_acc, grad, q_tile, lane);  // dK += dS^T Q
   };
-  pipeline_tiles(group_heads * per_head, issue, multiply);
+  pipeline_tiles(block.tiles(), issue, multiply);
   const float unit[2] = {1.0f, 1.0f};
-  store_rows<D>(dk + kv_offset, kv_stride, dk_acc, keys, s.seq_k, unit, quad);
-  store_rows<D>(dv + kv_offset, kv_stride, dv_acc, keys, s.seq_k, unit, quad);
+  store_rows<D>(dk + block.kv_offset, block.kv_stride, dk_acc, block.keys, s.seq_k, unit, quad);
+  store_rows<D>(dv + block.kv_offset, block.kv_stride, dv_acc, block.keys, s.seq_k, unit, quad);
 }
 
 }  // namespace

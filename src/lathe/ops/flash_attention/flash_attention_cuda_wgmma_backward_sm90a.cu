@@ -174,50 +174,31 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* stats = reinterpret_cast<float*>(k_block + kStatsOffset<D>);  // stage t: lse at 2t, D at 2t + 1
   const uint32_t k_address = wgmma::shared_address(k_block), v_address = wgmma::shared_address(v_block);
   const uint32_t query_address = wgmma::shared_address(query_tiles);
-  const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp, quad = lane % 4;
+  const int warp = threadIdx.x / cuda::kWarp, quad = threadIdx.x % cuda::kWarp % 4;
   const int first_row = warp / 4 * kWarpgroupRows;
-  const int64_t g = blockIdx.y, b = blockIdx.z, group_heads = s.n_heads / s.n_kv_heads;
-  const int64_t q_stride = s.n_heads * D, kv_stride = s.n_kv_heads * D;
-  const int64_t kv_offset = (b * s.seq_k * s.n_kv_heads + g) * D;
-  const int64_t block_first = blockIdx.x * int64_t{kBlockRows};
-  const int64_t keys[2] = {block_first + warp * kRowsPerWarp + lane / 4,
-                           block_first + warp * kRowsPerWarp + lane / 4 + 8};
-  load_wgmma_tile_async<D, kBlockRows>(k_block, k + kv_offset, kv_stride, block_first, s.seq_k);
-  load_wgmma_tile_async<D, kBlockRows>(v_block, v + kv_offset, kv_stride, block_first, s.seq_k);
+  const KeyBlock<D, kBlockRows, kTileRows> block(s);
+  load_wgmma_tile_async<D, kBlockRows>(k_block, k + block.kv_offset, block.kv_stride, block.first, s.seq_k);
+  load_wgmma_tile_async<D, kBlockRows>(v_block, v + block.kv_offset, block.kv_stride, block.first, s.seq_k);
   commit_async_copies();  // complete, and fenced for wgmma, with the first query tile (pipeline_tiles)
-
-  const int64_t block_end = block_first + kBlockRows < s.seq_k ? block_first + kBlockRows : s.seq_k;
-  int64_t query_first, query_end;
-  queries_seeing_keys(s.causal, s.window, block_first, block_end, s.seq_q, s.seq_k, &query_first, &query_end);
 
   float dk_acc[D / 8][4], dv_acc[D / 8][4];
   zero(dk_acc);
   zero(dv_acc);
   const TensorCoreTurns turns(warp / 4);
-  // Tile `index`: query head g * group_heads + index / per_head, its queries from query_first +
-  // (index % per_head) * kTileRows.
-  const int64_t per_head = query_end > query_first ? (query_end - query_first + kTileRows - 1) / kTileRows : 0;
-  auto head_of = [&](int64_t index) { return g * group_heads + index / per_head; };
-  auto first_of = [&](int64_t index) { return query_first + index % per_head * kTileRows; };
   auto issue = [&](int64_t index, int stage) {
-    const int64_t h = head_of(index), first = first_of(index);
-    const int64_t q_offset = (b * s.seq_q * s.n_heads + h) * D, head_stats = (b * s.n_heads + h) * s.seq_q;
+    const int64_t first = block.first_of(index), q_offset = (block.b * s.seq_q * s.n_heads + block.head_of(index)) * D;
     unsigned char* q_tile = query_tiles + 2 * stage * kTileBytes<D>;
-    load_wgmma_tile_async<D, kTileRows>(q_tile, q + q_offset, q_stride, first, query_end);
-    load_wgmma_tile_async<D, kTileRows>(q_tile + kTileBytes<D>, d_o + q_offset, q_stride, first, query_end);
+    load_wgmma_tile_async<D, kTileRows>(q_tile, q + q_offset, block.q_stride, first, block.query_end);
+    load_wgmma_tile_async<D, kTileRows>(q_tile + kTileBytes<D>, d_o + q_offset, block.q_stride, first, block.query_end);
     float* lse_tile = stats + 2 * stage * kTileRows;
-    for (int t = threadIdx.x; t < kTileRows; t += blockDim.x) {
-      const bool inside = first + t < query_end;
-      lse_tile[t] = inside ? lse[head_stats + first + t] * kLog2e : 0.0f;
-      lse_tile[kTileRows + t] = inside ? delta[head_stats + first + t] : 0.0f;
-    }
+    load_query_statistics(block, s, index, lse, delta, lse_tile, lse_tile + kTileRows);
   };
   auto multiply = [&](int64_t index, int stage) {
     const uint32_t q_tile = query_address + 2 * stage * kTileBytes<D>, do_tile = q_tile + kTileBytes<D>;
     const float* lse_tile = stats + 2 * stage * kTileRows;
     float p[kTileRows / 8][4], grad[kTileRows / 8][4];  // raw K Q^T, dP^T = V dO^T
     two_products<D>(p, k_address, q_tile, grad, v_address, do_tile, first_row, turns);
-    score_gradients_by_key<kTileRows>(p, grad, first_of(index), query_end, keys, s, quad, lse_tile,
+    score_gradients_by_key<kTileRows>(p, grad, block.first_of(index), block.query_end, block.keys, s, quad, lse_tile,
                                       lse_tile + kTileRows);  // P^T, dS^T
     uint32_t p_hi[kTileSteps][4], p_lo[kTileSteps][4], grad_hi[kTileSteps][4], grad_lo[kTileSteps][4];
     split_tile(p, p_hi, p_lo);
@@ -238,12 +219,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::fence_operands(dv_acc);
     wgmma::fence_operands(dk_acc);
   };
-  pipeline_tiles<true>(group_heads * per_head, issue, multiply);
+  pipeline_tiles<true>(block.tiles(), issue, multiply);
   wait_async_copies<0>();  // the block's copies where no query tile ran
   turns.finish();
   const float unit[2] = {1.0f, 1.0f};
-  store_rows<D>(dk + kv_offset, kv_stride, dk_acc, keys, s.seq_k, unit, quad);
-  store_rows<D>(dv + kv_offset, kv_stride, dv_acc, keys, s.seq_k, unit, quad);
+  store_rows<D>(dk + block.kv_offset, block.kv_stride, dk_acc, block.keys, s.seq_k, unit, quad);
+  store_rows<D>(dv + block.kv_offset, block.kv_stride, dv_acc, block.keys, s.seq_k, unit, quad);
 }
 
 }  // namespace
