@@ -29,6 +29,7 @@ void register_short_conv_ops(std::vector<OpRegistration>& ops);
 void register_sum_squares_ops(std::vector<OpRegistration>& ops);
 void register_cast_ops(std::vector<OpRegistration>& ops);
 void register_column_sums_ops(std::vector<OpRegistration>& ops);
+void register_clamped_swiglu_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -57,6 +58,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_sum_squares_ops(list);
     register_cast_ops(list);
     register_column_sums_ops(list);
+    register_clamped_swiglu_ops(list);
     return list;
   }();
   return ops;
