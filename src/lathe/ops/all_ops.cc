@@ -30,6 +30,7 @@ void register_sum_squares_ops(std::vector<OpRegistration>& ops);
 void register_cast_ops(std::vector<OpRegistration>& ops);
 void register_column_sums_ops(std::vector<OpRegistration>& ops);
 void register_clamped_swiglu_ops(std::vector<OpRegistration>& ops);
+void register_attention_sinks_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -59,6 +60,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_cast_ops(list);
     register_column_sums_ops(list);
     register_clamped_swiglu_ops(list);
+    register_attention_sinks_ops(list);
     return list;
   }();
   return ops;
