@@ -164,7 +164,7 @@ print(f"step 10 loss: uninterrupted {a!r}, resumed from step 5 {b!r}: {'identica
 sys.exit(0 if a == b else 1)
 PY
       fi
-      # Three more GPU families against the CPU the same way: Qwen2 (attention biases: the matmul bias
+      # More GPU families against the CPU the same way: Qwen2 (attention biases: the matmul bias
       # epilogue, column_sums), Gemma 2 (sandwich norms, soft caps, GeGLU, sliding windows) and
       # Mixtral (configs/moe.yaml's model: 8 experts of 512, top-2; the router, permutation, grouped
       # products, combine and the router losses on the GPU, the z-loss switched on too).
@@ -177,12 +177,15 @@ PY
       # Gemma 4 (configs/gemma4-small.yaml: per-layer embeddings, k = v global layers of another width,
       # value norms, KV sharing, proportional RoPE; its constant multipliers through the add op).
       gemma4="configs/gemma4-small.yaml"
-      for family in qwen2 gemma2 mixtral gemma4; do
+      # GPT-OSS (attention sinks, q/k/v/o biases, a biased router, expert biases, the clamped SwiGLU).
+      gpt_oss="model.family=gpt_oss model.attention_bias=true model.moe_experts=8 model.moe_top_k=2"
+      gpt_oss="$gpt_oss model.moe_ffn_dim=256 model.sliding_window=64 model.sliding_window_pattern=2"
+      for family in qwen2 gemma2 mixtral gemma4 gpt_oss; do
         echo "== family $family: cpu against cuda" >>"$logs/gpu_train.log"
         overrides=${!family}
         # A router's near-ties may pick other experts for a few tokens on the GPU: a looser step 1.
         first_rel=""
-        [ "$family" = mixtral ] && first_rel="--first-rel 1e-3"
+        [ "$family" = mixtral ] || [ "$family" = gpt_oss ] && first_rel="--first-rel 1e-3"
         rm -rf "/tmp/gpu_train_${family}_cpu" "/tmp/gpu_train_${family}_cuda"
         # shellcheck disable=SC2086  # $file, $overrides, $first_rel: several words or none
         # A config file comes before the KEY=VALUE overrides.

@@ -1,7 +1,9 @@
 // The differentiable ops GPT-OSS adds to the standard decoder (models/families/gpt_oss.cc), in the
-// style of autograd/ops.h: a float and a double path (the tape's precision picks), each recording its
-// own backward. They are plain loops over memory-bound elementwise work, except attention_with_sinks,
-// which runs the flash-attention op unchanged and corrects its output (below).
+// style of autograd/ops.h: the ops (fast precision, on the host or the GPU) or their float64
+// references (the tape's precision picks), each recording its own backward. attention_with_sinks
+// runs the flash-attention op unchanged and folds the sinks in with the attention_sinks op (below);
+// clamped_swiglu is the clamped_swiglu op; grouped_add_bias gathers each row's expert bias as an
+// embedding lookup and adds it.
 //
 // Shapes and math follow transformers 5.x models/gpt_oss/modeling_gpt_oss.py (cited by line).
 #pragma once

@@ -210,6 +210,14 @@ TrainConfig family_config(const std::string& family) {
     model.moe_top_k = 2;
     model.moe_ffn_dim = 16;
     model.moe_aux_loss_coef = 0.1;
+  } else if (family == "gpt_oss") {  // sinks, q/k/v/o biases, biased router, expert biases, clamped SwiGLU
+    model.attention_bias = true;
+    model.sliding_window = 6;
+    model.sliding_window_pattern = 2;
+    model.moe_experts = 4;
+    model.moe_top_k = 2;
+    model.moe_ffn_dim = 16;
+    model.moe_aux_loss_coef = 0.1;
   } else if (family == "olmoe") {
     model.qk_norm = true;
     model.qk_norm_full_width = true;
@@ -237,9 +245,9 @@ TEST_P(DeviceTrainingFamilies, TrainBitForBitAsTheHost) {
   }
 }
 
-constexpr const char* kGpuFamilies[] = {"llama",       "mistral",     "qwen2",     "qwen3",     "gemma2",
-                                        "gemma3",      "mixtral",     "qwen2_moe", "qwen3_moe", "olmoe",
-                                        "deepseek_v2", "deepseek_v3", "gemma4"};
+constexpr const char* kGpuFamilies[] = {"llama",   "mistral",     "qwen2",       "qwen3",     "gemma2",
+                                        "gemma3",  "mixtral",     "qwen2_moe",   "qwen3_moe", "olmoe",
+                                        "gpt_oss", "deepseek_v2", "deepseek_v3", "gemma4"};
 INSTANTIATE_TEST_SUITE_P(Families, DeviceTrainingFamilies, ::testing::ValuesIn(kGpuFamilies));
 
 // Every family that opts in to GPU training is tested above (and only those).

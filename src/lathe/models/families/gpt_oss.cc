@@ -91,7 +91,7 @@ using autograd::Var;
 // x: (tokens, d_model), normalised -> the routed experts' weighted sum (tokens, d_model).
 Var gpt_oss_experts(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& x) {
   const ModelConfig& config = *context.config;
-  Var logits = autograd::add_bias(tape, autograd::linear(tape, x, p[kRouterWeight]), p[kRouterBias]);
+  Var logits = autograd::linear(tape, x, p[kRouterWeight], p[kRouterBias]);
   autograd::RoutedTokens routed =
       autograd::moe_route(tape, logits, Tensor{}, moe_router_options(config), context.router_losses, context.layer);
   autograd::PermutedTokens permuted = autograd::moe_permute(tape, x, routed.expert_ids, config.moe_experts);
@@ -173,6 +173,7 @@ const FamilySpec& gpt_oss_family() {
               .attention_training_flops_per_token = causal_attention_training_flops_per_token,
               .make_kv_cache = make_decoder_kv_cache,
           },
+      .trains_on_gpu = true,
   };
   return spec;
 }

@@ -73,14 +73,15 @@ OpCost clamped_swiglu_backward_cost(const ClampedSwigluBackwardArgs& args) {
 // The CUDA kernels run on the host, one thread after another (ops/cuda_emulated_impl.h).
 static void emulated_forward(const ClampedSwigluArgs& args, const ClampedSwigluConfig&) {
   for (int64_t j = 0; j < args.out.numel(); ++j)
-    clamped_swiglu_cuda::forward_element(static_cast<const float*>(args.gate_up.data), j, args.alpha, args.limit,
+    clamped_swiglu_cuda::forward_element(static_cast<const float*>(args.gate_up.data), j,
+                                         static_cast<float>(args.alpha), static_cast<float>(args.limit),
                                          static_cast<float*>(args.out.data));
 }
 static void emulated_backward(const ClampedSwigluBackwardArgs& args, const ClampedSwigluConfig&) {
   for (int64_t j = 0; j < args.dy.numel(); ++j)
     clamped_swiglu_cuda::backward_element(static_cast<const float*>(args.gate_up.data),
-                                          static_cast<const float*>(args.dy.data), j, args.alpha, args.limit,
-                                          static_cast<float*>(args.d_gate_up.data));
+                                          static_cast<const float*>(args.dy.data), j, static_cast<float>(args.alpha),
+                                          static_cast<float>(args.limit), static_cast<float*>(args.d_gate_up.data));
 }
 
 template <class Args>

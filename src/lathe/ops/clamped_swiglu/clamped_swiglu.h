@@ -17,9 +17,9 @@
 namespace lathe {
 
 struct ClampedSwigluArgs {
-  TensorView gate_up;  // (rows, 2 * ffn) f32, interleaved
-  TensorView out;      // (rows, ffn) f32 output
-  float alpha = 1.702f, limit = 7.0f;
+  TensorView gate_up;                 // (rows, 2 * ffn) f32, interleaved
+  TensorView out;                     // (rows, ffn) f32 output
+  double alpha = 1.702, limit = 7.0;  // the kernels compute in f32, the references in T
   template <class Visit>
   void visit_tensors(Visit&& visit) {
     visit(gate_up), visit(out);
@@ -27,10 +27,10 @@ struct ClampedSwigluArgs {
 };
 
 struct ClampedSwigluBackwardArgs {
-  TensorView gate_up;    // (rows, 2 * ffn) f32, as in the forward
-  TensorView dy;         // (rows, ffn) f32
-  TensorView d_gate_up;  // (rows, 2 * ffn) f32 output, interleaved like gate_up
-  float alpha = 1.702f, limit = 7.0f;
+  TensorView gate_up;                 // (rows, 2 * ffn) f32, as in the forward
+  TensorView dy;                      // (rows, ffn) f32
+  TensorView d_gate_up;               // (rows, 2 * ffn) f32 output, interleaved like gate_up
+  double alpha = 1.702, limit = 7.0;  // the kernels compute in f32, the references in T
   template <class Visit>
   void visit_tensors(Visit&& visit) {
     visit(gate_up), visit(dy), visit(d_gate_up);

@@ -24,16 +24,17 @@ void run_forward(const ClampedSwigluArgs& args, const ClampedSwigluConfig&) {
   const int64_t n = args.out.numel();
   if (n == 0) return;
   forward<<<blocks_for(n), kThreads, 0, cuda::lathe_stream()>>>(
-      static_cast<const float*>(args.gate_up.data), n, args.alpha, args.limit, static_cast<float*>(args.out.data));
+      static_cast<const float*>(args.gate_up.data), n, static_cast<float>(args.alpha), static_cast<float>(args.limit),
+      static_cast<float*>(args.out.data));
   LATHE_CUDA_CHECK_LAUNCH("clamped_swiglu (cuda)");
 }
 
 void run_backward(const ClampedSwigluBackwardArgs& args, const ClampedSwigluConfig&) {
   const int64_t n = args.dy.numel();
   if (n == 0) return;
-  backward<<<blocks_for(n), kThreads, 0, cuda::lathe_stream()>>>(static_cast<const float*>(args.gate_up.data),
-                                                                 static_cast<const float*>(args.dy.data), n, args.alpha,
-                                                                 args.limit, static_cast<float*>(args.d_gate_up.data));
+  backward<<<blocks_for(n), kThreads, 0, cuda::lathe_stream()>>>(
+      static_cast<const float*>(args.gate_up.data), static_cast<const float*>(args.dy.data), n,
+      static_cast<float>(args.alpha), static_cast<float>(args.limit), static_cast<float*>(args.d_gate_up.data));
   LATHE_CUDA_CHECK_LAUNCH("clamped_swiglu_backward (cuda)");
 }
 

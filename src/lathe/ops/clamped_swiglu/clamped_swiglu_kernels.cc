@@ -16,9 +16,10 @@ constexpr int64_t kElementsPerTask = 16384;
 void clamped_swiglu_kernel(const ClampedSwigluArgs& args, const ClampedSwigluConfig&) {
   const float* x = static_cast<const float*>(args.gate_up.data);
   float* out = static_cast<float*>(args.out.data);
+  const auto alpha = static_cast<float>(args.alpha), limit = static_cast<float>(args.limit);
   parallel_for(args.out.numel(), kElementsPerTask, [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j)
-      out[j] = clamped_swiglu_math::forward<float>(x[2 * j], x[2 * j + 1], args.alpha, args.limit);
+      out[j] = clamped_swiglu_math::forward<float>(x[2 * j], x[2 * j + 1], alpha, limit);
   });
 }
 
@@ -26,10 +27,10 @@ void clamped_swiglu_backward_kernel(const ClampedSwigluBackwardArgs& args, const
   const float* x = static_cast<const float*>(args.gate_up.data);
   const float* dy = static_cast<const float*>(args.dy.data);
   float* dx = static_cast<float*>(args.d_gate_up.data);
+  const auto alpha = static_cast<float>(args.alpha), limit = static_cast<float>(args.limit);
   parallel_for(args.dy.numel(), kElementsPerTask, [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j)
-      clamped_swiglu_math::backward<float>(x[2 * j], x[2 * j + 1], dy[j], args.alpha, args.limit, &dx[2 * j],
-                                           &dx[2 * j + 1]);
+      clamped_swiglu_math::backward<float>(x[2 * j], x[2 * j + 1], dy[j], alpha, limit, &dx[2 * j], &dx[2 * j + 1]);
   });
 }
 

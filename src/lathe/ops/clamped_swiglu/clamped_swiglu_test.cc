@@ -14,19 +14,19 @@
 namespace lathe {
 namespace {
 
-TEST(ClampedSwiglu, MatchesHandComputedValuesAndClamps) {
+TEST(ClampedSwigluOp, MatchesHandComputedValuesAndClamps) {
   // Row 0: gate 1, up 0.5 -> 1.5 * 1 * sigmoid(1); row 1: gate 9 -> 7 and up -8 -> -7:
   // (-7 + 1) * 7 * sigmoid(7). alpha 1, limit 7.
   Tensor gate_up = f32_tensor({2, 2}, {1.0f, 0.5f, 9.0f, -8.0f});
   Tensor out = Tensor::empty({2, 1}, DType::f32);
-  clamped_swiglu({gate_up, out, 1.0f, 7.0f});
+  clamped_swiglu({gate_up, out, 1.0, 7.0});
   const std::vector<float> y = to_vector<float>(out);
   EXPECT_NEAR(y[0], 1.5 / (1 + std::exp(-1.0)), 1e-6);
   EXPECT_NEAR(y[1], -42.0 / (1 + std::exp(-7.0)), 1e-5);
 
   Tensor dy = f32_tensor({2, 1}, {1.0f, 1.0f});
   Tensor dx = Tensor::empty({2, 2}, DType::f32);
-  clamped_swiglu_backward({gate_up, dy, dx, 1.0f, 7.0f});
+  clamped_swiglu_backward({gate_up, dy, dx, 1.0, 7.0});
   const std::vector<float> g = to_vector<float>(dx);
   const double s = 1 / (1 + std::exp(-1.0));
   EXPECT_NEAR(g[0], 1.5 * (s + s * (1 - s)), 1e-6);  // d/dg (u + 1) g sigmoid(g) at g = 1, u = 0.5
@@ -35,9 +35,9 @@ TEST(ClampedSwiglu, MatchesHandComputedValuesAndClamps) {
   EXPECT_EQ(g[3], 0.0f);                             // up past -limit
 }
 
-TEST(ClampedSwiglu, ReferenceBackwardMatchesCentralDifferences) {
+TEST(ClampedSwigluOp, ReferenceBackwardMatchesCentralDifferences) {
   const int64_t rows = 3, ffn = 5;
-  const float alpha = 1.702f, limit = 7.0f;
+  const double alpha = 1.702, limit = 7.0;
   const uint64_t seed = test_seed();
   std::vector<double> x(static_cast<size_t>(rows * 2 * ffn)), w(static_cast<size_t>(rows * ffn));
   // Values away from the clamps' kinks (|x| < 6 or 8 < |x| < 9), where the function is smooth.
@@ -69,7 +69,7 @@ TEST(ClampedSwiglu, ReferenceBackwardMatchesCentralDifferences) {
   }
 }
 
-TEST(ClampedSwiglu, RejectsBadArguments) {
+TEST(ClampedSwigluOp, RejectsBadArguments) {
   Tensor odd = Tensor::zeros({2, 3}, DType::f32), out = Tensor::empty({2, 1}, DType::f32);
   EXPECT_THROW(clamped_swiglu({odd, out}), Error);
   Tensor gate_up = Tensor::zeros({2, 4}, DType::f32), wrong = Tensor::empty({2, 4}, DType::f32);
