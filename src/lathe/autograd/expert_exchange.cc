@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "lathe/device/device_tensor.h"
+
 namespace lathe::autograd {
 namespace {
 
@@ -26,26 +28,30 @@ void regroup(const ExchangePlan& plan, const Tensor& from, const Tensor& to, boo
 }
 
 // rows (send_rows total, width) in this rank's order -> (received rows, width) in dispatch order.
-Tensor forward_exchange(ExpertTransport& transport, const ExchangePlan& plan, const Tensor& rows) {
+// The transport moves host memory: rows on a GPU are staged through the host both ways (the
+// result on rows' device).
+Tensor forward_exchange(ExpertTransport& transport, const ExchangePlan& plan, const Tensor& device_rows) {
+  const Tensor rows = on_host(device_rows);
   const int64_t width = rows.dim(1);
   Tensor received = Tensor::empty({plan.total_recv_rows, width}, DType::f32);
   transport.all_to_all_v(rows.ptr<float>(), times(plan.send_rows, width), received.ptr<float>(),
                          times(plan.recv_rows, width));
   Tensor grouped = Tensor::empty({plan.total_recv_rows, width}, DType::f32);
   regroup(plan, received, grouped, true);
-  return grouped;
+  return on_device(device_rows.view().device, grouped);
 }
 
 // The inverse of forward_exchange: (received rows, width) in dispatch order -> (send_rows total, width).
-Tensor backward_exchange(ExpertTransport& transport, const ExchangePlan& plan, const Tensor& grouped,
+Tensor backward_exchange(ExpertTransport& transport, const ExchangePlan& plan, const Tensor& device_grouped,
                          int64_t local_rows) {
+  const Tensor grouped = on_host(device_grouped);
   const int64_t width = grouped.dim(1);
   Tensor received = Tensor::empty({plan.total_recv_rows, width}, DType::f32);
   regroup(plan, grouped, received, false);
   Tensor rows = Tensor::empty({local_rows, width}, DType::f32);
   transport.all_to_all_v(received.ptr<float>(), times(plan.recv_rows, width), rows.ptr<float>(),
                          times(plan.send_rows, width));
-  return rows;
+  return on_device(device_grouped.view().device, rows);
 }
 
 int64_t sum(const std::vector<int64_t>& values) {
@@ -62,7 +68,8 @@ DispatchedTokens expert_dispatch(Tape& tape, const ExpertShard& shard, const Var
   const int64_t local = shard.local_experts, experts = shard.experts;
   LATHE_CHECK(rows->value.dtype() == DType::f32, "expert parallelism needs f32 activations (fast precision)");
   LATHE_ASSERT(local * world == experts && group_offsets.numel() == experts + 1);
-  const int64_t* offsets = group_offsets.ptr<int64_t>();
+  const Tensor host_offsets = on_host(group_offsets);
+  const int64_t* offsets = host_offsets.ptr<int64_t>();
   // Per-expert row counts: this rank's for every expert, then every rank's for the local experts.
   std::vector<int64_t> counts(experts), received_counts(experts);
   for (int64_t e = 0; e < experts; ++e) counts[e] = offsets[e + 1] - offsets[e];
@@ -87,8 +94,8 @@ DispatchedTokens expert_dispatch(Tape& tape, const ExpertShard& shard, const Var
     at += received_counts[i];
   }
   DispatchedTokens dispatched;
-  dispatched.group_offsets = Tensor::empty({local + 1}, DType::i64);
-  int64_t* local_offsets = dispatched.group_offsets.ptr<int64_t>();
+  Tensor grouped_offsets = Tensor::empty({local + 1}, DType::i64);
+  int64_t* local_offsets = grouped_offsets.ptr<int64_t>();
   int64_t grouped = 0;
   for (int64_t l = 0; l < local; ++l) {
     local_offsets[l] = grouped;
@@ -99,6 +106,7 @@ DispatchedTokens expert_dispatch(Tape& tape, const ExpertShard& shard, const Var
     }
   }
   local_offsets[local] = grouped;
+  dispatched.group_offsets = on_device(group_offsets.view().device, grouped_offsets);
 
   dispatched.rows = make_var(forward_exchange(transport, *plan, rows->value), rows->requires_grad);
   dispatched.plan = plan;

@@ -15,7 +15,9 @@
 // re-runs a layer's forward inside backward: its exchanges then run again, on every rank at the
 // same point of the tape, which keeps the collectives matched without stashing anything.
 // The transport is an interface so this layer does not depend on dist/: train/ adapts its
-// Communicator. f32 only (expert parallelism trains in fast precision).
+// Communicator. f32 only (expert parallelism trains in fast precision). The transport moves host
+// memory: on a GPU (train.device=cuda) the rows, their gradients and the group offsets are staged
+// through the host each way (a device all-to-all over NCCL would skip the copies: not yet).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,7 @@
 #include "lathe/models/expert_parallel.h"
 
+#include "lathe/device/device_tensor.h"
+
 namespace lathe {
 
 void check_expert_parallel(const ModelConfig& config, int world_size) {
@@ -16,7 +18,7 @@ bool is_routed_expert_tensor(const std::string& parameter_name) {
 Tensor expert_slice(const TensorView& full, const autograd::ExpertShard& shard) {
   LATHE_ASSERT(full.dim(0) == shard.experts);
   const int64_t first = shard.first_expert();
-  return convert(full.slice(0, first, first + shard.local_experts), full.dtype);
+  return copy_on_same_device(full.slice(0, first, first + shard.local_experts));  // host or GPU
 }
 
 autograd::ExpertExchangeElements expert_parallel_elements_per_token(const ModelConfig& config) {

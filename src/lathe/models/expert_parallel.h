@@ -22,7 +22,8 @@ void check_expert_parallel(const ModelConfig& config, int world_size);
 // Whether a parameter is a routed-expert tensor that expert parallelism splits along axis 0.
 bool is_routed_expert_tensor(const std::string& parameter_name);
 
-// full: (experts, ...) -> a contiguous copy of this rank's rows (local_experts, ...).
+// full: (experts, ...) -> a contiguous copy of this rank's rows (local_experts, ...), on full's
+// device (host or GPU).
 Tensor expert_slice(const TensorView& full, const autograd::ExpertShard& shard);
 
 // The all-to-all buffers of expert parallelism per token of a micro-batch, in elements, for the

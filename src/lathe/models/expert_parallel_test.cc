@@ -15,6 +15,8 @@
 #include "expert_mailbox.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
+#include "lathe/device/cuda_runtime.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/models/transformer.h"
 #include "test_seed.h"
 #include "tiny_model.h"
@@ -140,6 +142,59 @@ TEST(ExpertParallel, TwoSimulatedRanksMatchOneProcess) {
   }
   EXPECT_EQ(ranks[1]->parameter_count(), single.parameter_count());
   if (HasFailure()) ADD_FAILURE() << "seed " << seed;
+}
+
+// What two simulated ranks compute from the same seed: each rank's loss and every gradient (read
+// back to the host), with the models on `device`.
+struct RankResults {
+  double loss[kWorld];
+  std::vector<std::vector<float>> grads[kWorld];
+};
+RankResults train_two_ranks(const ModelConfig& config, uint64_t seed, Device device) {
+  const Tensor ids[kWorld] = {random_ids(seed, 1, config.vocab_size), random_ids(seed, 2, config.vocab_size)};
+  const Tensor targets[kWorld] = {random_ids(seed, 3, config.vocab_size), random_ids(seed, 4, config.vocab_size)};
+  Mailbox mailbox(kWorld);
+  std::vector<std::unique_ptr<TransformerModel>> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.push_back(std::make_unique<TransformerModel>(config));
+    ranks[r]->shard_experts(std::make_shared<MailboxTransport>(mailbox, r));
+    ranks[r]->initialize(seed);
+    ranks[r]->move_to(device);
+  }
+  RankResults results;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r)
+    threads.emplace_back([&, r] {
+      ranks[r]->zero_grads();
+      autograd::Tape tape;
+      autograd::Var loss =
+          ranks[r]->loss(tape, on_device(device, ids[r]), on_device(device, targets[r]), RematPolicy::save_all, 0.5f);
+      results.loss[r] = scalar_value(loss->value);
+      tape.backward(loss);
+      for (const Parameter& parameter : ranks[r]->parameters()) {
+        const Tensor grad = on_host(parameter.var->grad);
+        results.grads[r].push_back(to_vector<float>(grad));
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  return results;
+}
+
+// train.device=cuda with expert parallelism: the exchange stages the rows, their gradients and the
+// group offsets through the host. On the simulated device (host pages a host access would fault
+// on) two ranks give the host ranks' losses and gradients bit for bit.
+TEST(ExpertParallel, RanksOnTheGpuMatchRanksOnTheHost) {
+  const uint64_t seed = test_seed();
+  OneThread one_thread;
+  const ModelConfig config = tiny_mixtral();
+  const RankResults host = train_two_ranks(config, seed, Device::cpu);
+  // The experts' products on their CPU implementation, as device_training_test.cc explains.
+  cuda::HostSimulation simulation(cuda::HostSimulation::Composites::cpu_implementation);
+  const RankResults device = train_two_ranks(config, seed, Device::cuda);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(device.loss[r], host.loss[r]) << "rank " << r << ", seed " << seed;
+    EXPECT_EQ(device.grads[r], host.grads[r]) << "rank " << r << ", seed " << seed;
+  }
 }
 
 TEST(ExpertParallel, LoadWeightsKeepsThisRanksRowsOfWholeTensors) {

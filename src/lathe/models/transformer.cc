@@ -175,7 +175,8 @@ void TransformerModel::shard_experts(std::shared_ptr<autograd::ExpertTransport> 
     LATHE_ASSERT(parameter.var->value.dim(0) == shard.experts);
     parameter.var->value = expert_slice(parameter.var->value, shard);
     parameter.var->grad = expert_slice(parameter.var->grad, shard);
-    if (parameter.var->value_bf16.defined()) parameter.var->value_bf16 = convert(parameter.var->value, DType::bf16);
+    if (parameter.var->value_bf16.defined())
+      parameter.var->value_bf16 = autograd::converted(parameter.var->value, DType::bf16);
     parameter.active_fraction = static_cast<double>(config_.moe_top_k) / static_cast<double>(shard.local_experts);
     parameter.expert_shard = true;
   }
@@ -186,7 +187,6 @@ void TransformerModel::move_to(Device device) {
   if (device == device_) return;
   LATHE_CHECK(precision_ == autograd::Precision::fast, "model: the f64 reference precision runs on the host only");
   LATHE_CHECK(device == Device::cuda, "model: weights on the GPU stay there");
-  LATHE_CHECK(!expert_shard_, "model: expert parallelism runs on the host");
   for (const Parameter& parameter : parameters_) {
     autograd::VariableData& var = *parameter.var;
     var.value = cuda::to_device(var.value);

@@ -254,8 +254,8 @@ void check_experts(const ModelConfig& model, ProblemList& problems) {
 }
 
 // What the GPU step runs today (docs/cuda.md, "The trainer on the GPU"): the families whose every
-// op has a CUDA implementation (FamilySpec::trains_on_gpu), experts and MTP included; not yet
-// expert parallelism.
+// op has a CUDA implementation (FamilySpec::trains_on_gpu), experts, MTP and expert parallelism
+// (its token exchange staged through the host) included.
 void check_gpu_training(const TrainConfig& config, ProblemList& problems) {
   if (!cuda::available() && !cuda::host_simulation_active())
     problems.add("train.device=cuda: no usable CUDA device here (", cuda::status_line(), ")");
@@ -267,8 +267,6 @@ void check_gpu_training(const TrainConfig& config, ProblemList& problems) {
     problems.add("train.device=cuda runs the ", gpu_families, " families for now (model.family=", config.model.family,
                  " has ops without a CUDA implementation)");
   }
-  if (config.dist.expert_parallel)
-    problems.add("train.device=cuda does not run dist.expert_parallel=true yet (its token exchange is on the host)");
 }
 
 void check_training(const TrainConfig& config, ProblemList& problems) {

@@ -68,10 +68,39 @@ class ThreadRank final : public Communicator {
     });
     std::copy(gathered.begin(), gathered.end(), data);
   }
+  void all_to_all_v(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                    const std::vector<int64_t>& recv_counts) override {
+    exchange_v(send, send_counts, recv, recv_counts);
+  }
+  void all_to_all_v(const int64_t* send, const std::vector<int64_t>& send_counts, int64_t* recv,
+                    const std::vector<int64_t>& recv_counts) override {
+    exchange_v(send, send_counts, recv, recv_counts);
+  }
   void barrier() override { hub_.barrier(); }
   [[noreturn]] void abort(int) override { std::abort(); }
 
  private:
+  // MPI_Alltoallv: each rank posts its buffer and counts; rank r takes, from every rank p in turn,
+  // the part p sends r (after p's parts for the ranks below r).
+  template <class T>
+  void exchange_v(const T* send, const std::vector<int64_t>& send_counts, T* recv,
+                  const std::vector<int64_t>& recv_counts) {
+    struct Posted {
+      const T* data;
+      const std::vector<int64_t>* counts;
+    } mine{send, &send_counts};
+    hub_.exchange(rank_, &mine, [&](const std::vector<const void*>& posted) {
+      T* out = recv;
+      for (size_t p = 0; p < posted.size(); ++p) {
+        const auto& theirs = *static_cast<const Posted*>(posted[p]);
+        int64_t offset = 0;
+        for (int q = 0; q < rank_; ++q) offset += (*theirs.counts)[static_cast<size_t>(q)];
+        EXPECT_EQ((*theirs.counts)[static_cast<size_t>(rank_)], recv_counts[p]);
+        out = std::copy(theirs.data + offset, theirs.data + offset + recv_counts[p], out);
+      }
+    });
+  }
+
   // Summed in rank order into a private copy, written back after every rank has read.
   template <class T>
   void sum(T* data, int64_t count) {
@@ -89,8 +118,13 @@ class ThreadRank final : public Communicator {
 
 TrainConfig tiny_llama(bool shard_optimizer) {
   TrainConfig config;
-  config.model = tiny_model_config(
-      {.vocab_size = 37, .d_model = 32, .n_heads = 4, .n_kv_heads = 2, .head_dim = 8, .ffn_dim = 48, .max_seq_len = 16});
+  config.model = tiny_model_config({.vocab_size = 37,
+                                    .d_model = 32,
+                                    .n_heads = 4,
+                                    .n_kv_heads = 2,
+                                    .head_dim = 8,
+                                    .ffn_dim = 48,
+                                    .max_seq_len = 16});
   config.model.init_std = 0.2;
   config.train.batch_size = 4;
   config.train.grad_accum = 2;
@@ -140,8 +174,17 @@ std::vector<RankRun> train_two_ranks(const TrainConfig& config, uint64_t seed, D
       runs[rank].weights.push_back(to_vector<float>(host));
     }
   };
-  std::thread other(rank_main, 1);
-  rank_main(0);
+  // A rank's error fails the test with its message (an exception leaving a thread would abort).
+  auto guarded = [&](int rank) {
+    try {
+      rank_main(rank);
+    } catch (const std::exception& error) {
+      ADD_FAILURE() << "rank " << rank << ": " << error.what();
+      std::abort();  // the other rank waits in a collective that will never complete
+    }
+  };
+  std::thread other(guarded, 1);
+  guarded(0);
   other.join();
   return runs;
 }
@@ -175,6 +218,33 @@ TEST(DeviceDataParallel, DeviceRanksTrainBitForBitAsHostRanksWithZero1) {
 
 TEST(DeviceDataParallel, DeviceRanksTrainBitForBitAsHostRanksWithTheWholeOptimizer) {
   check_device_ranks_match_host_ranks(/*shard_optimizer=*/false, ComputeDtype::f32);
+}
+
+// Expert parallelism on GPUs (dist.expert_parallel=true, train.device=cuda): each rank holds two of
+// the four experts, the token exchange stages its rows through the host. The device ranks train bit
+// for bit as the host ranks; the experts differ between the ranks, the replicated weights do not.
+TEST(DeviceDataParallel, ExpertParallelDeviceRanksTrainBitForBitAsHostRanks) {
+  const uint64_t seed = test_seed();
+  TrainConfig config = tiny_llama(/*shard_optimizer=*/false);
+  config.model.family = "mixtral";
+  config.model.moe_experts = 4;
+  config.model.moe_top_k = 2;
+  config.model.moe_ffn_dim = 24;
+  config.model.moe_aux_loss_coef = 0.1;
+  config.dist.expert_parallel = true;
+  const std::vector<RankRun> host = train_two_ranks(config, seed, Device::cpu, ComputeDtype::f32);
+  cuda::HostSimulation simulation(cuda::HostSimulation::Composites::cpu_implementation);
+  const std::vector<RankRun> device = train_two_ranks(config, seed, Device::cuda, ComputeDtype::f32);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(host[rank].results.size(), device[rank].results.size());
+    for (size_t s = 0; s < host[rank].results.size(); ++s) {
+      EXPECT_EQ(host[rank].results[s].loss, device[rank].results[s].loss) << "rank " << rank << " step " << s + 1;
+      EXPECT_EQ(host[rank].results[s].grad_norm, device[rank].results[s].grad_norm)
+          << "rank " << rank << " step " << s + 1;
+    }
+    EXPECT_EQ(host[rank].weights, device[rank].weights) << "rank " << rank << ", seed " << seed;
+  }
+  EXPECT_NE(device[0].weights, device[1].weights);  // each rank's own experts
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "lathe/device/device_tensor.h"
 #include "lathe/models/expert_parallel.h"
 #include "lathe/train/optimizer.h"
 
@@ -34,7 +35,8 @@ Tensor gather_expert_tensor(Communicator& communicator, const Tensor& local, int
   shape[0] = experts;
   Tensor whole = Tensor::empty(shape, DType::f32);
   const int64_t part = local.numel();
-  std::memcpy(whole.ptr<float>() + communicator.rank() * part, local.ptr<float>(), static_cast<size_t>(part) * 4);
+  const Tensor host_local = on_host(local);  // a GPU run's experts: one copy to the host
+  std::memcpy(whole.ptr<float>() + communicator.rank() * part, host_local.ptr<float>(), static_cast<size_t>(part) * 4);
   communicator.all_gather(whole.ptr<float>(), std::vector<int64_t>(communicator.world_size(), part));
   return whole;
 }

@@ -51,7 +51,8 @@ void check_expert_parallel_run(const TrainConfig& config, int world_size);
 // squares (identical on every rank) plus the sum over ranks of the local experts' squares.
 double expert_parallel_gradient_norm(const std::vector<Parameter>& parameters, Communicator& communicator);
 
-// Collective: local (experts / N, ...) f32 on every rank -> the whole tensor (experts, ...) on every rank.
+// Collective: local (experts / N, ...) f32 on every rank, host or GPU -> the whole tensor (experts,
+// ...) on every rank, on the host (for checkpoints).
 Tensor gather_expert_tensor(Communicator& communicator, const Tensor& local, int64_t experts);
 
 // Whole optimizer moments (a checkpoint's, named "<parameter>.exp_avg[_sq]") with the expert
