@@ -68,6 +68,19 @@ void expect_near(const std::vector<float>& a, const std::vector<float>& b, doubl
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tolerance * scale + 1e-12) << what << " element " << i;
 }
 
+// kWorld models of `config`, each holding its rank's experts (exchanging through `mailbox`), from
+// the single process's draw of `seed`.
+std::vector<std::unique_ptr<TransformerModel>> sharded_ranks(const ModelConfig& config, Mailbox& mailbox,
+                                                             uint64_t seed) {
+  std::vector<std::unique_ptr<TransformerModel>> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.push_back(std::make_unique<TransformerModel>(config));
+    ranks[r]->shard_experts(std::make_shared<MailboxTransport>(mailbox, r));
+    ranks[r]->initialize(seed);
+  }
+  return ranks;
+}
+
 TEST(ExpertParallel, TwoSimulatedRanksMatchOneProcess) {
   const uint64_t seed = test_seed();
   OneThread one_thread;
@@ -89,12 +102,7 @@ TEST(ExpertParallel, TwoSimulatedRanksMatchOneProcess) {
 
   // Two ranks, each on its own batch, under every remat policy.
   Mailbox mailbox(kWorld);
-  std::vector<std::unique_ptr<TransformerModel>> ranks;
-  for (int r = 0; r < kWorld; ++r) {
-    ranks.push_back(std::make_unique<TransformerModel>(config));
-    ranks[r]->shard_experts(std::make_shared<MailboxTransport>(mailbox, r));
-    ranks[r]->initialize(seed);
-  }
+  std::vector<std::unique_ptr<TransformerModel>> ranks = sharded_ranks(config, mailbox, seed);
   const RematPolicy policies[] = {RematPolicy::save_all, RematPolicy::recompute_layer, RematPolicy::save_matmuls};
   std::vector<std::vector<float>> save_all_grads[kWorld];
   for (RematPolicy remat : policies) {
@@ -154,13 +162,8 @@ RankResults train_two_ranks(const ModelConfig& config, uint64_t seed, Device dev
   const Tensor ids[kWorld] = {random_ids(seed, 1, config.vocab_size), random_ids(seed, 2, config.vocab_size)};
   const Tensor targets[kWorld] = {random_ids(seed, 3, config.vocab_size), random_ids(seed, 4, config.vocab_size)};
   Mailbox mailbox(kWorld);
-  std::vector<std::unique_ptr<TransformerModel>> ranks;
-  for (int r = 0; r < kWorld; ++r) {
-    ranks.push_back(std::make_unique<TransformerModel>(config));
-    ranks[r]->shard_experts(std::make_shared<MailboxTransport>(mailbox, r));
-    ranks[r]->initialize(seed);
-    ranks[r]->move_to(device);
-  }
+  std::vector<std::unique_ptr<TransformerModel>> ranks = sharded_ranks(config, mailbox, seed);
+  for (auto& rank : ranks) rank->move_to(device);
   RankResults results;
   std::vector<std::thread> threads;
   for (int r = 0; r < kWorld; ++r)
