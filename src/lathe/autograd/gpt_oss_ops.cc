@@ -12,8 +12,8 @@ namespace {
 
 bool fast(const Tape& tape) { return tape.precision() == Precision::fast; }
 
-// The expert of each of the permuted rows: e for the rows group_offsets[e] .. group_offsets[e + 1]
-// ((rows) i32, on group_offsets' device; the offsets are read on the host).
+}  // namespace
+
 Tensor row_experts(const Tensor& group_offsets) {
   const Tensor offsets = on_host(group_offsets);
   const int64_t experts = offsets.numel() - 1;
@@ -24,8 +24,6 @@ Tensor row_experts(const Tensor& group_offsets) {
     for (int64_t row = offset[e]; row < offset[e + 1]; ++row) id[row] = static_cast<int32_t>(e);
   return on_device(group_offsets.view().device, ids);
 }
-
-}  // namespace
 
 Var attention_with_sinks(Tape& tape, const Var& q, const Var& k, const Var& v, const Var& sinks,
                          const FlashAttentionOptions& options) {
@@ -85,13 +83,13 @@ Var clamped_swiglu(Tape& tape, const Var& gate_up, double alpha, double limit) {
   return out;
 }
 
-Var grouped_add_bias(Tape& tape, const Var& x, const Var& bias, const Tensor& group_offsets) {
+Var grouped_add_bias(Tape& tape, const Var& x, const Var& bias, const Tensor& row_experts) {
   const Shape& shape = x->value.shape();
   LATHE_ASSERT(shape.rank() == 2 && bias->value.shape().rank() == 2 && bias->value.dim(1) == shape[1]);
-  LATHE_ASSERT(group_offsets.dtype() == DType::i64 && group_offsets.numel() == bias->value.dim(0) + 1);
+  LATHE_ASSERT(row_experts.dtype() == DType::i32 && row_experts.numel() == shape[0]);
   // Each row's expert bias gathered as an embedding lookup (its gradient: the rows' gradients
   // summed per expert, in row order), then added.
-  return add(tape, x, embedding(tape, bias, row_experts(group_offsets), 1.0f));
+  return add(tape, x, embedding(tape, bias, row_experts, 1.0f));
 }
 
 }  // namespace lathe::autograd

@@ -32,9 +32,14 @@ Var attention_with_sinks(Tape& tape, const Var& q, const Var& k, const Var& v, c
 // The clamps pass no gradient outside [.., limit] and [-limit, limit] (torch.clamp: bounds inclusive).
 Var clamped_swiglu(Tape& tape, const Var& gate_up, double alpha, double limit);
 
-// x: (rows, out), rows grouped by expert as group_offsets (experts + 1) i64 says; bias: (experts, out) ->
-// x + bias[e] on every row of expert e's group (GPT-OSS's per-expert gate_up_proj_bias and down_proj_bias).
-// The bias gradient of expert e is the output gradient summed over e's rows.
-Var grouped_add_bias(Tape& tape, const Var& x, const Var& bias, const Tensor& group_offsets);
+// group_offsets (experts + 1) i64, rows grouped by expert -> (rows) i32, each row's expert, on
+// group_offsets' device (the offsets are read on the host: one copy from a GPU). A layer computes
+// it once for both of its grouped_add_bias calls.
+Tensor row_experts(const Tensor& group_offsets);
+
+// x: (rows, out); row_experts: (rows) i32, each row's expert (row_experts above); bias: (experts,
+// out) -> x + bias[row_experts[r]] on every row r (GPT-OSS's per-expert gate_up_proj_bias and
+// down_proj_bias). The bias gradient of expert e is the output gradient summed over e's rows.
+Var grouped_add_bias(Tape& tape, const Var& x, const Var& bias, const Tensor& row_experts);
 
 }  // namespace lathe::autograd

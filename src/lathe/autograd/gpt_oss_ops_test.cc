@@ -172,7 +172,7 @@ TEST(GroupedAddBias, ForwardAddsEachGroupsExpertBias) {
   const Tensor groups = offsets({0, 2, 2, 5, 6});  // expert 1 empty
   const int64_t expert_of_row[] = {0, 0, 2, 2, 2, 3};
   Tape tape(Precision::reference_f64, false);
-  Var out = grouped_add_bias(tape, make_var(x), make_var(bias), groups);
+  Var out = grouped_add_bias(tape, make_var(x), make_var(bias), row_experts(groups));
   for (int64_t r = 0; r < 6; ++r)
     for (int64_t i = 0; i < 3; ++i)
       EXPECT_EQ(out->value.ptr<double>()[r * 3 + i],
@@ -182,14 +182,18 @@ TEST(GroupedAddBias, ForwardAddsEachGroupsExpertBias) {
 TEST(GroupedAddBias, ReferenceGradientsMatchFiniteDifferences) {
   const uint64_t seed = test_seed();
   const Tensor groups = offsets({0, 2, 2, 5, 6});
-  auto op = [&](Tape& tape, const std::vector<Var>& in) { return grouped_add_bias(tape, in[0], in[1], groups); };
+  auto op = [&](Tape& tape, const std::vector<Var>& in) {
+    return grouped_add_bias(tape, in[0], in[1], row_experts(groups));
+  };
   check_finite_differences({random({6, 3}, seed, 1), random({4, 3}, seed, 2)}, random({6, 3}, seed, 3), op, seed);
 }
 
 TEST(GroupedAddBias, FastMatchesReference) {
   const uint64_t seed = test_seed();
   const Tensor groups = offsets({0, 7, 7, 20, 31});
-  auto op = [&](Tape& tape, const std::vector<Var>& in) { return grouped_add_bias(tape, in[0], in[1], groups); };
+  auto op = [&](Tape& tape, const std::vector<Var>& in) {
+    return grouped_add_bias(tape, in[0], in[1], row_experts(groups));
+  };
   check_fast_matches_reference({random({31, 5}, seed, 1), random({4, 5}, seed, 2)}, {31, 5}, op, seed, 1e-5);
 }
 

@@ -96,11 +96,12 @@ Var gpt_oss_experts(Tape& tape, const BlockContext& context, const LayerParamete
       autograd::moe_route(tape, logits, Tensor{}, moe_router_options(config), context.router_losses, context.layer);
   autograd::PermutedTokens permuted = autograd::moe_permute(tape, x, routed.expert_ids, config.moe_experts);
   const Tensor& groups = permuted.group_offsets;
+  const Tensor experts_of_rows = autograd::row_experts(groups);  // for both bias additions
   Var gate_up = autograd::grouped_linear(tape, permuted.rows, p[kGateUp], groups);
-  gate_up = autograd::grouped_add_bias(tape, gate_up, p[kGateUpBias], groups);
+  gate_up = autograd::grouped_add_bias(tape, gate_up, p[kGateUpBias], experts_of_rows);
   Var hidden = autograd::clamped_swiglu(tape, gate_up, kSwigluAlpha, kSwigluLimit);
   Var out = autograd::grouped_linear(tape, hidden, p[kDown], groups);
-  out = autograd::grouped_add_bias(tape, out, p[kDownBias], groups);
+  out = autograd::grouped_add_bias(tape, out, p[kDownBias], experts_of_rows);
   return autograd::moe_combine(tape, out, routed.weights, permuted.destination);
 }
 

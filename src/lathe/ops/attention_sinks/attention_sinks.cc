@@ -16,8 +16,7 @@ LATHE_DECLARE_ISA_KERNEL(attention_sinks_backward_kernel, AttentionSinksBackward
 namespace {
 
 using attention_sinks_rows::Dims;
-
-Dims dims_of(const TensorView& o) { return {o.dim(0), o.dim(1), o.dim(2), o.dim(3)}; }
+using attention_sinks_rows::dims_of;
 
 // o's (batch, seq, heads, v_dim), lse's (batch, heads, seq) and sinks' (heads), all f32 and contiguous.
 void check_common(ArgChecker& check, const TensorView& o, const TensorView& lse, const TensorView& sinks) {

@@ -25,7 +25,7 @@ struct ForwardTensors {
         sinks(static_cast<const float*>(a.sinks.data)),
         o_out(static_cast<float*>(a.o_out.data)),
         lse_out(static_cast<float*>(a.lse_out.data)),
-        dims{a.o.dim(0), a.o.dim(1), a.o.dim(2), a.o.dim(3)} {}
+        dims(attention_sinks_rows::dims_of(a.o)) {}
 };
 
 struct BackwardTensors {
@@ -38,7 +38,7 @@ struct BackwardTensors {
         lse(static_cast<const float*>(a.lse.data)),
         sinks(static_cast<const float*>(a.sinks.data)),
         d_sinks(static_cast<float*>(a.d_sinks.data)),
-        dims{a.o.dim(0), a.o.dim(1), a.o.dim(2), a.o.dim(3)} {}
+        dims(attention_sinks_rows::dims_of(a.o)) {}
 };
 
 LATHE_HOST_DEVICE void fold(const ForwardTensors& t, int64_t r) {

@@ -13,10 +13,9 @@ namespace lathe::LATHE_ISA_NS {
 namespace {
 
 using attention_sinks_rows::Dims;
+using attention_sinks_rows::dims_of;
 
 constexpr int64_t kRowsPerTask = 256;
-
-Dims dims_of(const TensorView& o) { return {o.dim(0), o.dim(1), o.dim(2), o.dim(3)}; }
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "lathe/core/host_device.h"
+#include "lathe/core/tensor.h"
 
 namespace lathe::attention_sinks_rows {
 namespace {
@@ -16,6 +17,9 @@ namespace {
 struct Dims {
   int64_t batch, seq, heads, v_dim;
 };
+
+// The dims of o, (batch, seq, heads, v_dim).
+inline Dims dims_of(const TensorView& o) { return {o.dim(0), o.dim(1), o.dim(2), o.dim(3)}; }
 
 // Where row r's o values start (o is (batch, seq, heads, v_dim)), and its head.
 LATHE_HOST_DEVICE int64_t o_offset(const Dims& d, int64_t r) {

@@ -34,6 +34,19 @@ __device__ inline void load_wgmma_tile_async(unsigned char* tile, const __nv_bfl
   }
 }
 
+// A query-major kernel's K/V stage (the forward, the dq kernel): the K and V tiles of key tile
+// `index` (keys key_begin + index * kKeys .., kKeys x D each) into stage `stage` of `stages`
+// (stage t: K at tile 2t, V at 2t + 1), cp.async issued by the whole block.
+template <int D, int kKeys, class Block>
+__device__ inline void load_key_value_stage(unsigned char* stages, int stage, int64_t index, const Block& block,
+                                            const __nv_bfloat16* k, const __nv_bfloat16* v) {
+  constexpr int kTile = kKeys * D * 2;
+  const int64_t first = block.key_begin + index * kKeys;
+  unsigned char* k_tile = stages + 2 * stage * kTile;
+  load_wgmma_tile_async<D, kKeys>(k_tile, k + block.kv_offset, block.kv_stride, first, block.key_end);
+  load_wgmma_tile_async<D, kKeys>(k_tile + kTile, v + block.kv_offset, block.kv_stride, first, block.key_end);
+}
+
 // FlashAttention-3's ping-pong of a block's two warpgroups at the tensor cores: each issues its
 // products on its turn (take: named barrier 1 + its index) and then passes the turn to the other
 // (pass), so one warpgroup's softmax or elementwise work runs while the other's products do.

@@ -126,11 +126,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const TensorCoreTurns turns(first_row / kWarpgroupRows);
 
   auto issue = [&](int64_t index, int stage) {
-    const int64_t first = block.key_begin + index * kTileRows;
-    unsigned char* k_tile = kv_tiles + 2 * stage * kTileBytes<D>;
-    load_wgmma_tile_async<D, kTileRows>(k_tile, k + block.kv_offset, block.kv_stride, first, block.key_end);
-    load_wgmma_tile_async<D, kTileRows>(k_tile + kTileBytes<D>, v + block.kv_offset, block.kv_stride, first,
-                                        block.key_end);
+    load_key_value_stage<D, kTileRows>(kv_tiles, stage, index, block, k, v);
   };
   auto multiply = [&](int64_t index, int stage) {
     const uint32_t k_tile = kv_address + 2 * stage * kTileBytes<D>, v_tile = k_tile + kTileBytes<D>;
