@@ -7,7 +7,8 @@
 # After each ctest pass it prints which tests were skipped and why (tests/report_skips.py reads
 # ctest's JUnit report): Python checks whose packages are missing, GoogleTest tests that skip (e.g.
 # every AVX-512 path on an AVX2-only machine; the sanitizer pass runs GoogleTest as 4 shards: it lists
-# the skip messages they print). Skips never fail the run.
+# the skip messages they print). Skips never fail the run. When a test failed, a digest of why
+# follows (tests/report_failures.py: its FAIL lines or GoogleTest failure messages, a few each).
 # LATHE_SKIP_SANITIZERS=1 skips the second pass (local iteration only; CI runs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,10 @@ run_ctest() {
     python3 tests/report_skips.py "$junit" "$label" || true
   elif [ -f "$junit" ]; then
     echo "== skip summary ($label): $(grep -c '<skipped' "$junit" || true) test(s) skipped (no python3 for the reasons)"
+  fi
+  # Why each failed test failed, a few lines each (their whole output scrolled by long ago).
+  if [ "$status" != 0 ] && command -v python3 >/dev/null 2>&1; then
+    python3 tests/report_failures.py "$junit" "$label" || true
   fi
   # ctest's closing line again, so the pass still ends with it.
   grep -E '^[0-9]+% tests passed' "$log" | tail -n 1 || true

@@ -198,11 +198,15 @@ def case_orphans(suite):
             os.kill(pid, signal.SIGKILL)
         check(not left, f"`lathe launch` killed by {kill_signal.name}: its ranks exit (no orphan trains on)",
               f"ranks still alive after 60 s: {left}")
+        with open(launcher.log.name, encoding="utf-8", errors="replace") as log:  # the ranks' lines too
+            launch_output = log.read()
         names = sorted(os.listdir(os.path.join(run_dir, "checkpoints")))
         steps = [int(name[5:13]) for name in names if name.startswith("step_") and "." not in name]
         check(max(steps, default=0) >= step_at_kill,
               f"`lathe launch` killed by {kill_signal.name}: the ranks saved a checkpoint when it went (no step lost)",
-              f"ranks were at step {step_at_kill}; checkpoints {names}")
+              f"ranks were at step {step_at_kill}; checkpoints {names}; the group's last lines: " +
+              " | ".join(line for line in launch_output.splitlines()[-40:]
+                         if line.startswith(("lathe", "stopped", "done", "error")) or "exit" in line.lower())[-1500:])
 
 
 # About 800 GB predicted (7B parameters, batch 64 x 1024): more than any machine that runs the suite.

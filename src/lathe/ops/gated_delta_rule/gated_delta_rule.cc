@@ -4,6 +4,9 @@
 #include <cmath>
 #include <type_traits>
 
+#include "lathe/ops/cuda_emulated_impl.h"
+#include "lathe/ops/gated_delta_rule/gated_delta_rule_cuda.h"
+#include "lathe/ops/gated_delta_rule/gated_delta_rule_cuda_body.h"
 #include "lathe/ops/tensor_bytes.h"
 #include "lathe/ops/validate.h"
 
@@ -304,11 +307,46 @@ std::vector<GatedDeltaRuleCpuConfig> config_space(const Args&, Isa) {
 
 }  // namespace
 
+// The CUDA kernels run on the host, one thread after another, phase after phase
+// (ops/cuda_emulated_impl.h, ops/reverse_sweep.h).
+static void emulated_forward(const GatedDeltaRuleArgs& args, const GatedDeltaRuleCpuConfig&) {
+  const gated_delta_rule_cuda::Params p = gated_delta_rule_cuda::params_of(args);
+  std::vector<float> scratch(static_cast<size_t>(gated_delta_rule_cuda::forward_floats(p)));
+  const gated_delta_rule_cuda::Normalised n = gated_delta_rule_cuda::normalised_at(p, scratch.data());
+  for (int64_t row = 0; row < p.key_rows(); ++row) gated_delta_rule_cuda::normalise_row(p, n, row);
+  std::vector<float> column(static_cast<size_t>(p.dk));
+  for (int64_t index = 0; index < p.columns(); ++index)
+    gated_delta_rule_cuda::forward_column(p, n, index, column.data(), static_cast<float*>(args.o.data),
+                                          static_cast<float*>(args.final_state.data));
+}
+
+static void emulated_backward(const GatedDeltaRuleBackwardArgs& args, const GatedDeltaRuleCpuConfig&) {
+  const gated_delta_rule_cuda::Params p = gated_delta_rule_cuda::params_of(args);
+  std::vector<float> scratch(static_cast<size_t>(gated_delta_rule_cuda::backward_floats(p)));
+  const gated_delta_rule_cuda::Workspace w = gated_delta_rule_cuda::workspace_at(p, scratch.data());
+  for (int64_t row = 0; row < p.key_rows(); ++row) gated_delta_rule_cuda::normalise_row(p, w.normalised, row);
+  const gated_delta_rule_cuda::Backward sweep{p,
+                                              w,
+                                              static_cast<const float*>(args.d_o.data),
+                                              static_cast<const float*>(args.d_final_state.data),
+                                              static_cast<float*>(args.dv.data),
+                                              static_cast<float*>(args.dg.data),
+                                              static_cast<float*>(args.dbeta.data),
+                                              static_cast<float*>(args.d_initial_state.data)};
+  emulate_reverse_sweep(sweep, p.batch * p.value_heads, p.dv);
+  for (int64_t row = 0; row < p.key_rows(); ++row)
+    gated_delta_rule_cuda::key_row_gradients(p, w, row, static_cast<float*>(args.dq.data),
+                                             static_cast<float*>(args.dk.data));
+}
+
 const Op<GatedDeltaRuleArgs, GatedDeltaRuleCpuConfig>& gated_delta_rule_op() {
   static const Op<GatedDeltaRuleArgs, GatedDeltaRuleCpuConfig> op(
       "gated_delta_rule",
-      LATHE_ISA_IMPLS(gated_delta_rule_forward_kernel, heuristic_config<GatedDeltaRuleArgs>,
-                      config_space<GatedDeltaRuleArgs>),
+      with_cuda_kernel(LATHE_ISA_IMPLS(gated_delta_rule_forward_kernel, heuristic_config<GatedDeltaRuleArgs>,
+                                       config_space<GatedDeltaRuleArgs>),
+                       cuda_emulated_impl<GatedDeltaRuleArgs, GatedDeltaRuleCpuConfig>(
+                           emulated_forward, gated_delta_rule_cuda::forward_supported),
+                       LATHE_CUDA_IMPL(gated_delta_rule_cuda_impl)),
       shape_key<GatedDeltaRuleArgs>);
   return op;
 }
@@ -316,8 +354,11 @@ const Op<GatedDeltaRuleArgs, GatedDeltaRuleCpuConfig>& gated_delta_rule_op() {
 const Op<GatedDeltaRuleBackwardArgs, GatedDeltaRuleCpuConfig>& gated_delta_rule_backward_op() {
   static const Op<GatedDeltaRuleBackwardArgs, GatedDeltaRuleCpuConfig> op(
       "gated_delta_rule_backward",
-      LATHE_ISA_IMPLS(gated_delta_rule_backward_kernel, heuristic_config<GatedDeltaRuleBackwardArgs>,
-                      config_space<GatedDeltaRuleBackwardArgs>),
+      with_cuda_kernel(LATHE_ISA_IMPLS(gated_delta_rule_backward_kernel, heuristic_config<GatedDeltaRuleBackwardArgs>,
+                                       config_space<GatedDeltaRuleBackwardArgs>),
+                       cuda_emulated_impl<GatedDeltaRuleBackwardArgs, GatedDeltaRuleCpuConfig>(
+                           emulated_backward, gated_delta_rule_cuda::backward_supported),
+                       LATHE_CUDA_IMPL(gated_delta_rule_backward_cuda_impl)),
       shape_key<GatedDeltaRuleBackwardArgs>);
   return op;
 }

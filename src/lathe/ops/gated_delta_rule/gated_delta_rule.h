@@ -21,6 +21,9 @@
 // reproducible for any thread count.
 // Errors: lathe::Error naming the op and argument for wrong ranks, shapes, dtypes, strides, value
 // heads not a multiple of key heads, or a scale that is negative or not finite.
+// Implementations: the CPU kernels (chunked, gated_delta_rule_kernels.cc) and, in builds with the
+// CUDA backend, the token-by-token recurrence on the GPU (gated_delta_rule_cuda.cu over
+// gated_delta_rule_cuda_body.h, which "cuda_emulated" runs on the host; dk <= 256, dv <= 1024).
 #pragma once
 
 #include "lathe/core/tensor.h"
@@ -45,6 +48,10 @@ struct GatedDeltaRuleArgs {
   TensorView o;              // (B, T, Hv, Dv)   output
   TensorView final_state;    // (B, Hv, Dk, Dv)  optional output; may alias initial_state
   GatedDeltaRuleOptions options;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(q), visit(k), visit(v), visit(g), visit(beta), visit(initial_state), visit(o), visit(final_state);
+  }
 };
 
 struct GatedDeltaRuleBackwardArgs {
@@ -59,6 +66,11 @@ struct GatedDeltaRuleBackwardArgs {
   TensorView dg, dbeta;        // (B, T, Hv)       outputs
   TensorView d_initial_state;  // (B, Hv, Dk, Dv)  output, required exactly when initial_state is given
   GatedDeltaRuleOptions options;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(q), visit(k), visit(v), visit(g), visit(beta), visit(initial_state), visit(d_o), visit(d_final_state);
+    visit(dq), visit(dk), visit(dv), visit(dg), visit(dbeta), visit(d_initial_state);
+  }
 };
 
 struct GatedDeltaRuleCpuConfig {

@@ -4,6 +4,9 @@
 #include <array>
 #include <cmath>
 
+#include "lathe/ops/cuda_emulated_impl.h"
+#include "lathe/ops/short_conv/short_conv_cuda.h"
+#include "lathe/ops/short_conv/short_conv_cuda_body.h"
 #include "lathe/ops/tensor_bytes.h"
 #include "lathe/ops/validate.h"
 
@@ -192,10 +195,39 @@ OpCost short_conv_backward_cost(const ShortConvBackwardArgs& args) {
                         args.dweight, args.dbias, args.d_initial_state})};
 }
 
+// The CUDA kernels run on the host, one thread after another, kernel after kernel
+// (ops/cuda_emulated_impl.h).
+static void emulated_forward(const ShortConvArgs& args, const ShortConvCpuConfig&) {
+  const short_conv_cuda::Params p = short_conv_cuda::params_of(args);
+  for (int64_t i = 0; i < p.batch * p.seq * p.channels; ++i)
+    short_conv_cuda::forward_element(p, i, static_cast<float*>(args.y.data));
+  if (present(args.final_state))
+    for (int64_t i = 0; i < p.batch * p.channels; ++i)
+      short_conv_cuda::final_state_column(p, i, static_cast<float*>(args.final_state.data));
+}
+
+static void emulated_backward(const ShortConvBackwardArgs& args, const ShortConvCpuConfig&) {
+  const short_conv_cuda::Params p = short_conv_cuda::params_of(args);
+  const auto* dy = static_cast<const float*>(args.dy.data);
+  for (int64_t i = 0; i < p.batch * (p.kernel - 1 + p.seq) * p.channels; ++i)
+    short_conv_cuda::backward_input_element(p, dy, static_cast<const float*>(args.d_final_state.data), i,
+                                            static_cast<float*>(args.dx.data),
+                                            static_cast<float*>(args.d_initial_state.data));
+  std::vector<float> partial(static_cast<size_t>(short_conv_cuda::chunks(p) * p.channels * (p.kernel + 1)));
+  for (int64_t i = 0; i < short_conv_cuda::chunks(p) * p.channels; ++i)
+    short_conv_cuda::backward_weight_partial(p, dy, i, partial.data());
+  for (int64_t c = 0; c < p.channels; ++c)
+    short_conv_cuda::backward_weight_total(p, partial.data(), c, static_cast<float*>(args.dweight.data),
+                                           static_cast<float*>(args.dbias.data));
+}
+
 const Op<ShortConvArgs, ShortConvCpuConfig>& short_conv_op() {
   static const Op<ShortConvArgs, ShortConvCpuConfig> op(
       "short_conv",
-      LATHE_ISA_IMPLS(short_conv_forward_kernel, heuristic_config<ShortConvArgs>, config_space<ShortConvArgs>),
+      with_cuda_kernel(
+          LATHE_ISA_IMPLS(short_conv_forward_kernel, heuristic_config<ShortConvArgs>, config_space<ShortConvArgs>),
+          cuda_emulated_impl<ShortConvArgs, ShortConvCpuConfig>(emulated_forward),
+          LATHE_CUDA_IMPL(short_conv_cuda_impl)),
       shape_key<ShortConvArgs>);
   return op;
 }
@@ -203,8 +235,10 @@ const Op<ShortConvArgs, ShortConvCpuConfig>& short_conv_op() {
 const Op<ShortConvBackwardArgs, ShortConvCpuConfig>& short_conv_backward_op() {
   static const Op<ShortConvBackwardArgs, ShortConvCpuConfig> op(
       "short_conv_backward",
-      LATHE_ISA_IMPLS(short_conv_backward_kernel, heuristic_config<ShortConvBackwardArgs>,
-                      config_space<ShortConvBackwardArgs>),
+      with_cuda_kernel(LATHE_ISA_IMPLS(short_conv_backward_kernel, heuristic_config<ShortConvBackwardArgs>,
+                                       config_space<ShortConvBackwardArgs>),
+                       cuda_emulated_impl<ShortConvBackwardArgs, ShortConvCpuConfig>(emulated_backward),
+                       LATHE_CUDA_IMPL(short_conv_backward_cuda_impl)),
       shape_key<ShortConvBackwardArgs>);
   return op;
 }

@@ -10,6 +10,8 @@
 // is given), from dy and d_final_state (optional). Token blocks are fixed by the config, and the
 // weight and bias partials are summed in block order: bitwise reproducible for any thread count.
 // f32, contiguous. Errors: lathe::Error naming the op and argument.
+// Implementations: the CPU kernels (short_conv_kernels.cc) and, in builds with the CUDA backend, a
+// CUDA kernel (short_conv_cuda.cu over short_conv_cuda_body.h, which "cuda_emulated" runs on the host).
 #pragma once
 
 #include "lathe/core/tensor.h"
@@ -29,6 +31,10 @@ struct ShortConvArgs {
   TensorView y;              // (B, T, C)     output
   TensorView final_state;    // (B, K - 1, C) optional output; may alias initial_state
   ShortConvOptions options;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(weight), visit(bias), visit(initial_state), visit(y), visit(final_state);
+  }
 };
 
 struct ShortConvBackwardArgs {
@@ -40,6 +46,11 @@ struct ShortConvBackwardArgs {
   TensorView dbias;                           // (C)           output, required exactly when bias is given
   TensorView d_initial_state;                 // (B, K - 1, C) output, required exactly when initial_state is
   ShortConvOptions options;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(weight), visit(bias), visit(initial_state), visit(dy), visit(d_final_state), visit(dx),
+        visit(dweight), visit(dbias), visit(d_initial_state);
+  }
 };
 
 struct ShortConvCpuConfig {

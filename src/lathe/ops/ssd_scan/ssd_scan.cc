@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/cuda_emulated_impl.h"
+#include "lathe/ops/ssd_scan/ssd_scan_cuda.h"
+#include "lathe/ops/ssd_scan/ssd_scan_cuda_body.h"
 #include "lathe/ops/tensor_bytes.h"
 #include "lathe/ops/validate.h"
 
@@ -217,9 +220,41 @@ OpCost ssd_scan_backward_cost(const SsdScanBackwardArgs& args) {
                     args.dx, args.ddt, args.da, args.db, args.dc, args.dd, args.d_initial_state})};
 }
 
+// The CUDA kernels run on the host, one thread after another, phase after phase
+// (ops/cuda_emulated_impl.h; the phases of a backward block as ssd_scan_cuda_body.h lists them).
+static void emulated_forward(const SsdScanArgs& args, const SsdScanCpuConfig&) {
+  const ssd_scan_cuda::Params p = ssd_scan_cuda::params_of(args);
+  std::vector<float> state_row(static_cast<size_t>(p.state));
+  for (int64_t row = 0; row < p.rows(); ++row)
+    ssd_scan_cuda::forward_row(p, row, state_row.data(), static_cast<float*>(args.y.data),
+                               static_cast<float*>(args.final_state.data));
+}
+
+static void emulated_backward(const SsdScanBackwardArgs& args, const SsdScanCpuConfig&) {
+  const ssd_scan_cuda::Params p = ssd_scan_cuda::params_of(args);
+  std::vector<float> scratch(static_cast<size_t>(ssd_scan_cuda::workspace_floats(p)));
+  const ssd_scan_cuda::Workspace w = ssd_scan_cuda::workspace_at(p, scratch.data());
+  const ssd_scan_cuda::Backward sweep{p,
+                                      w,
+                                      static_cast<const float*>(args.dy.data),
+                                      static_cast<const float*>(args.d_final_state.data),
+                                      static_cast<float*>(args.dx.data),
+                                      static_cast<float*>(args.ddt.data),
+                                      static_cast<float*>(args.d_initial_state.data)};
+  emulate_reverse_sweep(sweep, p.batch * p.heads, p.head_dim);
+  for (int64_t index = 0; index < p.batch * p.seq * p.groups * p.state; ++index)
+    ssd_scan_cuda::group_sums(p, w, index, static_cast<float*>(args.db.data), static_cast<float*>(args.dc.data));
+  for (int64_t h = 0; h < p.heads; ++h)
+    ssd_scan_cuda::head_sums(p, w, h, static_cast<float*>(args.da.data), static_cast<float*>(args.dd.data));
+}
+
 const Op<SsdScanArgs, SsdScanCpuConfig>& ssd_scan_op() {
   static const Op<SsdScanArgs, SsdScanCpuConfig> op(
-      "ssd_scan", LATHE_ISA_IMPLS(ssd_scan_forward_kernel, heuristic_config<SsdScanArgs>, config_space<SsdScanArgs>),
+      "ssd_scan",
+      with_cuda_kernel(
+          LATHE_ISA_IMPLS(ssd_scan_forward_kernel, heuristic_config<SsdScanArgs>, config_space<SsdScanArgs>),
+          cuda_emulated_impl<SsdScanArgs, SsdScanCpuConfig>(emulated_forward, ssd_scan_cuda::forward_supported),
+          LATHE_CUDA_IMPL(ssd_scan_cuda_impl)),
       shape_key<SsdScanArgs>);
   return op;
 }
@@ -227,8 +262,11 @@ const Op<SsdScanArgs, SsdScanCpuConfig>& ssd_scan_op() {
 const Op<SsdScanBackwardArgs, SsdScanCpuConfig>& ssd_scan_backward_op() {
   static const Op<SsdScanBackwardArgs, SsdScanCpuConfig> op(
       "ssd_scan_backward",
-      LATHE_ISA_IMPLS(ssd_scan_backward_kernel, heuristic_config<SsdScanBackwardArgs>,
-                      config_space<SsdScanBackwardArgs>),
+      with_cuda_kernel(LATHE_ISA_IMPLS(ssd_scan_backward_kernel, heuristic_config<SsdScanBackwardArgs>,
+                                       config_space<SsdScanBackwardArgs>),
+                       cuda_emulated_impl<SsdScanBackwardArgs, SsdScanCpuConfig>(emulated_backward,
+                                                                                 ssd_scan_cuda::backward_supported),
+                       LATHE_CUDA_IMPL(ssd_scan_backward_cuda_impl)),
       shape_key<SsdScanBackwardArgs>);
   return op;
 }

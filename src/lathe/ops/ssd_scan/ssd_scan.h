@@ -17,6 +17,9 @@
 // in a fixed order afterwards: results are bitwise reproducible for any thread count.
 // Errors: lathe::Error naming the op and argument for wrong ranks, shapes, dtypes, strides or
 // heads not a multiple of the groups.
+// Implementations: the CPU kernels (chunked, ssd_scan_kernels.cc) and, in builds with the CUDA
+// backend, the token-by-token recurrence on the GPU (ssd_scan_cuda.cu over ssd_scan_cuda_body.h,
+// which "cuda_emulated" runs on the host; state <= 256, head_dim <= 1024).
 #pragma once
 
 #include "lathe/core/tensor.h"
@@ -33,6 +36,10 @@ struct SsdScanArgs {
   TensorView initial_state;  // (B, H, P, N)  optional (data == nullptr: zeros)
   TensorView y;              // (B, T, H, P)  output
   TensorView final_state;    // (B, H, P, N)  optional output; may alias initial_state
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(dt), visit(a), visit(b), visit(c), visit(d), visit(initial_state), visit(y), visit(final_state);
+  }
 };
 
 struct SsdScanBackwardArgs {
@@ -42,6 +49,11 @@ struct SsdScanBackwardArgs {
   TensorView dx, ddt, da, db, dc;               // outputs shaped like x, dt, a, b, c
   TensorView dd;                                // (H) output, required exactly when d is given
   TensorView d_initial_state;                   // (B, H, P, N) output, required exactly when initial_state is
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(x), visit(dt), visit(a), visit(b), visit(c), visit(d), visit(initial_state), visit(dy), visit(d_final_state);
+    visit(dx), visit(ddt), visit(da), visit(db), visit(dc), visit(dd), visit(d_initial_state);
+  }
 };
 
 struct SsdScanCpuConfig {
