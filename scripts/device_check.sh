@@ -180,12 +180,16 @@ PY
       # GPT-OSS (attention sinks, q/k/v/o biases, a biased router, expert biases, the clamped SwiGLU).
       gpt_oss="model.family=gpt_oss model.attention_bias=true model.moe_experts=8 model.moe_top_k=2"
       gpt_oss="$gpt_oss model.moe_ffn_dim=256 model.sliding_window=64 model.sliding_window_pattern=2"
-      for family in qwen2 gemma2 mixtral gemma4 gpt_oss; do
+      # The linear-attention families (configs/qwen3-next-small.yaml: gated delta net, gated attention,
+      # MoE; configs/mamba2-small.yaml: SSD scan, short convolution, gated group norm).
+      qwen3_next="configs/qwen3-next-small.yaml"
+      mamba2="configs/mamba2-small.yaml"
+      for family in qwen2 gemma2 mixtral gemma4 gpt_oss qwen3_next mamba2; do
         echo "== family $family: cpu against cuda" >>"$logs/gpu_train.log"
         overrides=${!family}
         # A router's near-ties may pick other experts for a few tokens on the GPU: a looser step 1.
         first_rel=""
-        [ "$family" = mixtral ] || [ "$family" = gpt_oss ] && first_rel="--first-rel 1e-3"
+        [ "$family" = mixtral ] || [ "$family" = gpt_oss ] || [ "$family" = qwen3_next ] && first_rel="--first-rel 1e-3"
         rm -rf "/tmp/gpu_train_${family}_cpu" "/tmp/gpu_train_${family}_cuda"
         # shellcheck disable=SC2086  # $file, $overrides, $first_rel: several words or none
         # A config file comes before the KEY=VALUE overrides.

@@ -10,11 +10,12 @@ bool fast(Precision precision) { return precision == Precision::fast; }
 TensorView view_of(const Var& var) { return var ? var->value.view() : TensorView{}; }
 
 // The output and final-state Vars of a recurrent op (the final state only when asked).
-RecurrentOutput make_outputs(const Tape& tape, const Shape& out_shape, const Shape& state_shape, bool want_final_state,
-                             bool requires_grad) {
+// Allocated beside `like` (an input): on the GPU for a device model.
+RecurrentOutput make_outputs(const Tape& tape, const Tensor& like, const Shape& out_shape, const Shape& state_shape,
+                             bool want_final_state, bool requires_grad) {
   RecurrentOutput result;
-  result.out = make_var(Tensor::empty(out_shape, tape.dtype()), requires_grad);
-  if (want_final_state) result.final_state = make_var(Tensor::empty(state_shape, tape.dtype()), requires_grad);
+  result.out = make_var(empty_beside(like, out_shape, tape.dtype()), requires_grad);
+  if (want_final_state) result.final_state = make_var(empty_beside(like, state_shape, tape.dtype()), requires_grad);
   return result;
 }
 
@@ -27,7 +28,7 @@ bool any_requires_grad(std::initializer_list<const Var*> vars) {
 // The incoming gradient of an output: its grad, or zeros when nothing downstream used it.
 Tensor incoming_grad(const Var& var) {
   if (var->grad.defined()) return var->grad;
-  return Tensor::zeros(var->value.shape(), var->value.dtype());
+  return filled_beside(var->value, var->value.shape(), var->value.dtype(), 0.0);
 }
 
 // The final state's gradient, undefined (the ops read zeros) when it was not asked for or not used.
@@ -36,7 +37,7 @@ Tensor outgoing_state_grad(const RecurrentOutput& result) {
 }
 
 // A gradient buffer shaped like var (undefined for a null var).
-Tensor grad_like(const Var& var) { return var ? Tensor::empty(var->value.shape(), var->value.dtype()) : Tensor{}; }
+Tensor grad_like(const Var& var) { return var ? empty_like(var->value) : Tensor{}; }
 
 TensorView view_or_empty(const Tensor& tensor) { return tensor.defined() ? tensor.view() : TensorView{}; }
 
@@ -52,7 +53,7 @@ RecurrentOutput gated_delta_rule(Tape& tape, const Var& q, const Var& k, const V
                                  bool want_final_state) {
   const Shape& v_shape = v->value.shape();
   const bool requires_grad = any_requires_grad({&q, &k, &v, &g, &beta, &initial_state});
-  RecurrentOutput result = make_outputs(tape, v_shape, {v_shape[0], v_shape[2], q->value.dim(3), v_shape[3]},
+  RecurrentOutput result = make_outputs(tape, v->value, v_shape, {v_shape[0], v_shape[2], q->value.dim(3), v_shape[3]},
                                         want_final_state, requires_grad);
   GatedDeltaRuleArgs args{q->value,
                           k->value,
@@ -84,7 +85,7 @@ RecurrentOutput ssd_scan(Tape& tape, const Var& x, const Var& dt, const Var& a, 
                          const Var& d, const Var& initial_state, bool want_final_state) {
   const Shape& x_shape = x->value.shape();
   const bool requires_grad = any_requires_grad({&x, &dt, &a, &b, &c, &d, &initial_state});
-  RecurrentOutput result = make_outputs(tape, x_shape, {x_shape[0], x_shape[2], x_shape[3], b->value.dim(3)},
+  RecurrentOutput result = make_outputs(tape, x->value, x_shape, {x_shape[0], x_shape[2], x_shape[3], b->value.dim(3)},
                                         want_final_state, requires_grad);
   SsdScanArgs args{x->value,
                    dt->value,
@@ -129,8 +130,8 @@ RecurrentOutput short_conv(Tape& tape, const Var& x, const Var& weight, const Va
                            const ShortConvOptions& options, bool want_final_state) {
   const Shape& x_shape = x->value.shape();
   const bool requires_grad = any_requires_grad({&x, &weight, &bias, &initial_state});
-  RecurrentOutput result =
-      make_outputs(tape, x_shape, {x_shape[0], weight->value.dim(1) - 1, x_shape[2]}, want_final_state, requires_grad);
+  RecurrentOutput result = make_outputs(tape, x->value, x_shape, {x_shape[0], weight->value.dim(1) - 1, x_shape[2]},
+                                        want_final_state, requires_grad);
   ShortConvArgs args{
       x->value, weight->value, view_of(bias), view_of(initial_state), result.out->value, view_of(result.final_state),
       options};

@@ -4,12 +4,19 @@
 #include <vector>
 
 #include "lathe/core/parallel.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/ops/gated_activation/gated_activation.h"
 
 namespace lathe::autograd {
 namespace {
 
 bool fast(const Tape& tape) { return tape.precision() == Precision::fast; }
+
+// On a GPU these ops run on host copies of their inputs and hand back their results on the
+// inputs' device (staged through host memory, as the expert exchange is; a CUDA kernel for each
+// is to come): host_side(t) is t itself on the host, a host copy of a device tensor.
+Tensor host_side(const Tensor& tensor) { return on_host(tensor); }
+Tensor beside(const Tensor& like, const Tensor& host) { return on_device(like.view().device, host); }
 
 // torch.nn.functional.softplus with beta 1 and threshold 20.
 template <class T>
@@ -226,32 +233,38 @@ void gated_norm_backward_fast(const Tensor& grad, const Tensor& y, const Tensor&
 
 Var mamba2_step_size(Tape& tape, const Var& dt, const Var& bias, double lower, double upper) {
   LATHE_ASSERT(bias->value.shape().rank() == 1 && dt->value.numel() % bias->value.numel() == 0);
-  Var out = make_var(Tensor::empty(dt->value.shape(), tape.dtype()), dt->requires_grad || bias->requires_grad);
-  fast(tape) ? step_size_forward<float>(dt->value, bias->value, lower, upper, out->value)
-             : step_size_forward<double>(dt->value, bias->value, lower, upper, out->value);
+  const Tensor dt_host = host_side(dt->value), bias_host = host_side(bias->value);
+  Tensor out_host = Tensor::empty(dt->value.shape(), tape.dtype());
+  fast(tape) ? step_size_forward<float>(dt_host, bias_host, lower, upper, out_host)
+             : step_size_forward<double>(dt_host, bias_host, lower, upper, out_host);
+  Var out = make_var(beside(dt->value, out_host), dt->requires_grad || bias->requires_grad);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([dt, bias, out, lower, upper, precision] {
+    const Tensor dt_host = host_side(dt->value), bias_host = host_side(bias->value);
     Tensor d_dt = Tensor::empty(dt->value.shape(), dt->value.dtype());
     Tensor d_bias = Tensor::empty(bias->value.shape(), bias->value.dtype());
     precision == Precision::fast
-        ? step_size_backward<float>(out->grad, dt->value, bias->value, lower, upper, d_dt, d_bias)
-        : step_size_backward<double>(out->grad, dt->value, bias->value, lower, upper, d_dt, d_bias);
-    accumulate_grad(bias, d_bias, true);
-    accumulate_grad(dt, d_dt, true);
+        ? step_size_backward<float>(host_side(out->grad), dt_host, bias_host, lower, upper, d_dt, d_bias)
+        : step_size_backward<double>(host_side(out->grad), dt_host, bias_host, lower, upper, d_dt, d_bias);
+    accumulate_grad(bias, beside(bias->value, d_bias), true);
+    accumulate_grad(dt, beside(dt->value, d_dt), true);
   });
   return out;
 }
 
 Var negative_exp(Tape& tape, const Var& a_log) {
-  Var out = make_var(fast(tape) ? negative_exp_of<float>(a_log->value) : negative_exp_of<double>(a_log->value),
-                     a_log->requires_grad);
+  const Tensor a_host = host_side(a_log->value);
+  Var out =
+      make_var(beside(a_log->value, fast(tape) ? negative_exp_of<float>(a_host) : negative_exp_of<double>(a_host)),
+               a_log->requires_grad);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([a_log, out, precision] {
+    const Tensor grad = host_side(out->grad), value = host_side(out->value);
     accumulate_grad(a_log,
-                    precision == Precision::fast ? negative_exp_backward<float>(out->grad, out->value)
-                                                 : negative_exp_backward<double>(out->grad, out->value),
+                    beside(a_log->value, precision == Precision::fast ? negative_exp_backward<float>(grad, value)
+                                                                      : negative_exp_backward<double>(grad, value)),
                     true);
   });
   return out;
@@ -261,22 +274,25 @@ Var gated_group_rms_norm(Tape& tape, const Var& y, const Var& z, const Var& weig
   const int64_t width = y->value.dim(y->value.shape().rank() - 1);
   LATHE_ASSERT(z->value.shape() == y->value.shape() && weight->value.numel() == width && groups > 0 &&
                width % groups == 0);
-  Var out = make_var(Tensor::empty(y->value.shape(), tape.dtype()),
-                     y->requires_grad || z->requires_grad || weight->requires_grad);
-  fast(tape) ? gated_norm_forward_fast(y->value, z->value, weight->value, groups, eps, out->value)
-             : gated_norm_forward<double>(y->value, z->value, weight->value, groups, eps, out->value);
+  const Tensor y_host = host_side(y->value), z_host = host_side(z->value), weight_host = host_side(weight->value);
+  Tensor out_host = Tensor::empty(y->value.shape(), tape.dtype());
+  fast(tape) ? gated_norm_forward_fast(y_host, z_host, weight_host, groups, eps, out_host)
+             : gated_norm_forward<double>(y_host, z_host, weight_host, groups, eps, out_host);
+  Var out = make_var(beside(y->value, out_host), y->requires_grad || z->requires_grad || weight->requires_grad);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([y, z, weight, out, groups, eps, precision] {
+    const Tensor y_host = host_side(y->value), z_host = host_side(z->value), weight_host = host_side(weight->value);
+    const Tensor grad = host_side(out->grad);
     const DType dtype = y->value.dtype();
     Tensor dy = Tensor::empty(y->value.shape(), dtype), dz = Tensor::empty(z->value.shape(), dtype);
     Tensor dweight = Tensor::empty(weight->value.shape(), dtype);
     precision == Precision::fast
-        ? gated_norm_backward_fast(out->grad, y->value, z->value, weight->value, groups, eps, dy, dz, dweight)
-        : gated_norm_backward<double>(out->grad, y->value, z->value, weight->value, groups, eps, dy, dz, dweight);
-    accumulate_grad(weight, dweight, true);
-    accumulate_grad(z, dz, true);
-    accumulate_grad(y, dy, true);
+        ? gated_norm_backward_fast(grad, y_host, z_host, weight_host, groups, eps, dy, dz, dweight)
+        : gated_norm_backward<double>(grad, y_host, z_host, weight_host, groups, eps, dy, dz, dweight);
+    accumulate_grad(weight, beside(weight->value, dweight), true);
+    accumulate_grad(z, beside(z->value, dz), true);
+    accumulate_grad(y, beside(y->value, dy), true);
   });
   return out;
 }

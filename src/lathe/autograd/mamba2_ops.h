@@ -2,7 +2,9 @@
 // the kernel library's ssd_scan and short_conv (autograd/linear_recurrence_ops.h), in the style of
 // autograd/ops.h: f32 under Precision::fast, f64 under reference_f64, each with its backward.
 // Plain loops, except the gated RMSNorm's f32 path (below). Sums over rows (the weight and bias
-// gradients) run in a fixed order: bitwise reproducible for any thread count.
+// gradients) run in a fixed order: bitwise reproducible for any thread count. On a GPU
+// (train.device=cuda) each runs on host copies of its device inputs and returns its results on
+// the device: staged through host memory (a copy each way per call), the same bits as the host.
 #pragma once
 
 #include "lathe/autograd/tape.h"

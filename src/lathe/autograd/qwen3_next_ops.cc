@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
+#include "lathe/autograd/ops.h"
 #include "lathe/core/parallel.h"
+#include "lathe/device/device_tensor.h"
 
 namespace lathe::autograd {
 namespace {
@@ -97,66 +98,46 @@ void gates_backward(const Tensor& a, const Tensor& b, const Tensor& a_log, const
   }
 }
 
-Tensor empty_like(const Var& var) { return Tensor::empty(var->value.shape(), var->value.dtype()); }
+Tensor host_empty_like(const Var& var) { return Tensor::empty(var->value.shape(), var->value.dtype()); }
 
-// out row i = source row rows[i] (any dtype).
-void copy_rows(const Tensor& source, const std::vector<int64_t>& rows, const Tensor& out) {
-  const size_t row_bytes = static_cast<size_t>(source.dim(1)) * dtype_size(source.dtype());
-  const char* from = static_cast<const char*>(source.view().data);
-  char* to = static_cast<char*>(out.view().data);
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(to + i * row_bytes, from + static_cast<size_t>(rows[i]) * row_bytes, row_bytes);
-}
-
-// target row rows[i] += grad row i.
-template <class T>
-void add_rows(const Tensor& grad, const std::vector<int64_t>& rows, const Tensor& target) {
-  const int64_t in = grad.dim(1);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const T* from = grad.ptr<T>() + static_cast<int64_t>(i) * in;
-    T* to = target.ptr<T>() + rows[i] * in;
-    for (int64_t j = 0; j < in; ++j) to[j] += from[j];
-  }
-}
+// On a GPU the elementwise ops below run on host copies of their inputs and hand back their
+// results on the inputs' device (staged through host memory, as the expert exchange is; a CUDA
+// kernel for each is to come): host_side(t) is t itself on the host, a host copy of a device tensor.
+Tensor host_side(const Tensor& tensor) { return on_host(tensor); }
+Tensor beside(const Tensor& like, const Tensor& host) { return on_device(like.view().device, host); }
 
 }  // namespace
 
 Var gather_rows(Tape& tape, const Var& weight, std::vector<int64_t> rows) {
   const Tensor& value = weight->value;
   LATHE_ASSERT(value.shape().rank() == 2);
-  for (int64_t row : rows) LATHE_ASSERT(row >= 0 && row < value.dim(0));
-  const Shape shape{static_cast<int64_t>(rows.size()), value.dim(1)};
-  Var out = make_var(Tensor::empty(shape, value.dtype()), weight->requires_grad);
-  copy_rows(value, rows, out->value);
-  if (weight->value_bf16.defined()) {
-    out->value_bf16 = Tensor::empty(shape, DType::bf16);
-    copy_rows(weight->value_bf16, rows, out->value_bf16);
+  Tensor ids = Tensor::empty({static_cast<int64_t>(rows.size())}, DType::i64);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    LATHE_ASSERT(rows[i] >= 0 && rows[i] < value.dim(0));
+    ids.ptr<int64_t>()[i] = rows[i];
   }
-  if (!tape.recording() || !out->requires_grad) return out;
-  tape.record([weight, out, rows = std::move(rows)] {
-    if (!out->grad.defined()) return;
-    bool accumulate = false;
-    Tensor& grad = grad_buffer(weight, out->grad.dtype(), &accumulate);
-    if (!accumulate) fill_value(grad, 0.0);  // rows this gather does not cover get no gradient from it
-    LATHE_ASSERT(grad.dtype() == out->grad.dtype() && (grad.dtype() == DType::f32 || grad.dtype() == DType::f64));
-    out->grad.dtype() == DType::f32 ? add_rows<float>(out->grad, rows, grad) : add_rows<double>(out->grad, rows, grad);
-  });
+  // An embedding lookup of the rows (its backward adds each row's gradient to its source row).
+  Var out = embedding(tape, weight, on_device(value.view().device, ids), 1.0f);
+  if (weight->value_bf16.defined()) out->value_bf16 = converted(out->value, DType::bf16);  // the same bits
   return out;
 }
 
 Var sigmoid_multiply(Tape& tape, const Var& x, const Var& gate) {
   LATHE_ASSERT(x->value.shape() == gate->value.shape());
-  Var out = make_var(Tensor::empty(x->value.shape(), tape.dtype()), x->requires_grad || gate->requires_grad);
-  fast(tape.precision()) ? sigmoid_multiply_forward<float>(x->value, gate->value, out->value)
-                         : sigmoid_multiply_forward<double>(x->value, gate->value, out->value);
+  const Tensor x_host = host_side(x->value), gate_host = host_side(gate->value);
+  Tensor out_host = Tensor::empty(x->value.shape(), tape.dtype());
+  fast(tape.precision()) ? sigmoid_multiply_forward<float>(x_host, gate_host, out_host)
+                         : sigmoid_multiply_forward<double>(x_host, gate_host, out_host);
+  Var out = make_var(beside(x->value, out_host), x->requires_grad || gate->requires_grad);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([x, gate, out, precision] {
-    Tensor dx = empty_like(x), dgate = empty_like(gate);
-    fast(precision) ? sigmoid_multiply_backward<float>(x->value, gate->value, out->grad, dx, dgate)
-                    : sigmoid_multiply_backward<double>(x->value, gate->value, out->grad, dx, dgate);
-    accumulate_grad(x, dx, true);
-    accumulate_grad(gate, dgate, true);
+    const Tensor x_host = host_side(x->value), gate_host = host_side(gate->value), grad = host_side(out->grad);
+    Tensor dx = host_empty_like(x), dgate = host_empty_like(gate);
+    fast(precision) ? sigmoid_multiply_backward<float>(x_host, gate_host, grad, dx, dgate)
+                    : sigmoid_multiply_backward<double>(x_host, gate_host, grad, dx, dgate);
+    accumulate_grad(x, beside(x->value, dx), true);
+    accumulate_grad(gate, beside(gate->value, dgate), true);
   });
   return out;
 }
@@ -165,24 +146,31 @@ DeltaGates gated_delta_gates(Tape& tape, const Var& a, const Var& b, const Var& 
   LATHE_ASSERT(a->value.shape().rank() == 2 && a->value.shape() == b->value.shape());
   LATHE_ASSERT(a_log->value.shape() == Shape({a->value.dim(1)}) && dt_bias->value.shape() == a_log->value.shape());
   const bool requires_grad = a->requires_grad || b->requires_grad || a_log->requires_grad || dt_bias->requires_grad;
-  DeltaGates out{make_var(Tensor::empty(a->value.shape(), tape.dtype()), requires_grad),
-                 make_var(Tensor::empty(a->value.shape(), tape.dtype()), requires_grad)};
-  fast(tape.precision())
-      ? gates_forward<float>(a->value, b->value, a_log->value, dt_bias->value, out.g->value, out.beta->value)
-      : gates_forward<double>(a->value, b->value, a_log->value, dt_bias->value, out.g->value, out.beta->value);
+  const Tensor a_host = host_side(a->value), b_host = host_side(b->value);
+  const Tensor a_log_host = host_side(a_log->value), dt_bias_host = host_side(dt_bias->value);
+  Tensor g_host = Tensor::empty(a->value.shape(), tape.dtype()),
+         beta_host = Tensor::empty(a->value.shape(), tape.dtype());
+  fast(tape.precision()) ? gates_forward<float>(a_host, b_host, a_log_host, dt_bias_host, g_host, beta_host)
+                         : gates_forward<double>(a_host, b_host, a_log_host, dt_bias_host, g_host, beta_host);
+  DeltaGates out{make_var(beside(a->value, g_host), requires_grad),
+                 make_var(beside(a->value, beta_host), requires_grad)};
   if (!tape.recording() || !requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([a, b, a_log, dt_bias, out, precision] {
     if (!out.g->grad.defined() && !out.beta->grad.defined()) return;
-    Tensor da = empty_like(a), db = empty_like(b), d_a_log = empty_like(a_log), d_dt_bias = empty_like(dt_bias);
-    fast(precision) ? gates_backward<float>(a->value, b->value, a_log->value, dt_bias->value, out.g->grad,
-                                            out.beta->grad, da, db, d_a_log, d_dt_bias)
-                    : gates_backward<double>(a->value, b->value, a_log->value, dt_bias->value, out.g->grad,
-                                             out.beta->grad, da, db, d_a_log, d_dt_bias);
-    accumulate_grad(a, da, true);
-    accumulate_grad(b, db, true);
-    accumulate_grad(a_log, d_a_log, true);
-    accumulate_grad(dt_bias, d_dt_bias, true);
+    const Tensor a_host = host_side(a->value), b_host = host_side(b->value);
+    const Tensor a_log_host = host_side(a_log->value), dt_bias_host = host_side(dt_bias->value);
+    const Tensor dg = out.g->grad.defined() ? host_side(out.g->grad) : Tensor{};
+    const Tensor dbeta = out.beta->grad.defined() ? host_side(out.beta->grad) : Tensor{};
+    Tensor da = host_empty_like(a), db = host_empty_like(b), d_a_log = host_empty_like(a_log);
+    Tensor d_dt_bias = host_empty_like(dt_bias);
+    fast(precision)
+        ? gates_backward<float>(a_host, b_host, a_log_host, dt_bias_host, dg, dbeta, da, db, d_a_log, d_dt_bias)
+        : gates_backward<double>(a_host, b_host, a_log_host, dt_bias_host, dg, dbeta, da, db, d_a_log, d_dt_bias);
+    accumulate_grad(a, beside(a->value, da), true);
+    accumulate_grad(b, beside(b->value, db), true);
+    accumulate_grad(a_log, beside(a_log->value, d_a_log), true);
+    accumulate_grad(dt_bias, beside(dt_bias->value, d_dt_bias), true);
   });
   return out;
 }

@@ -1,7 +1,10 @@
 // The elementwise ops the Qwen3-Next / Qwen3.5 layer (models/qwen3_next_layer.h) adds around the
 // gated delta rule and gated attention, in the style of autograd/ops.h: a float and a double path
 // (the tape's precision picks), each recording its own backward. Plain memory-bound loops; the math
-// follows transformers 5.x models/qwen3_next/modeling_qwen3_next.py.
+// follows transformers 5.x models/qwen3_next/modeling_qwen3_next.py. On a GPU (train.device=cuda)
+// sigmoid_multiply and gated_delta_gates run on host copies of their device inputs and return
+// their results on the device (staged through host memory, the host's bits); gather_rows is an
+// embedding lookup, which runs on either.
 #pragma once
 
 #include <vector>
@@ -26,7 +29,8 @@ DeltaGates gated_delta_gates(Tape& tape, const Var& a, const Var& b, const Var& 
 // given order (and its bf16 copy's rows when it has one). Qwen3-Next's in_proj_qkvz groups its rows
 // per key head ([q, k, v, z] of each); gathered into the convolution's channel order, two plain
 // projections produce the convolution's input and z contiguous, so no activation is split or
-// concatenated. Backward adds row i of the gradient to row rows[i] of weight's gradient.
+// concatenated. Backward adds row i of the gradient to row rows[i] of weight's gradient (the
+// embedding op's backward: a weight-sized gradient, zero outside the rows).
 Var gather_rows(Tape& tape, const Var& weight, std::vector<int64_t> rows);
 
 }  // namespace lathe::autograd

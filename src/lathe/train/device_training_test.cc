@@ -218,6 +218,38 @@ TrainConfig family_config(const std::string& family) {
     model.moe_top_k = 2;
     model.moe_ffn_dim = 16;
     model.moe_aux_loss_coef = 0.1;
+  } else if (family == "qwen3_next" || family == "qwen3_5_text") {
+    // Gated delta net, gated full attention, gated delta net (GQA ratio 2, key and value head widths
+    // differ, a width-3 convolution), partial RoPE, 1 + w norms; qwen3_next with its MoE and the
+    // sigmoid-gated shared expert on layers 0 and 2.
+    model.n_layers = 3;
+    model.layer_types = "linear_attention,full_attention,linear_attention";
+    model.linear_key_heads = 1;
+    model.linear_value_heads = 2;
+    model.linear_key_head_dim = 8;
+    model.linear_value_head_dim = 4;
+    model.linear_conv_kernel = 3;
+    model.qk_norm = true;
+    model.norm_weight_offset = 1;
+    model.attention_output_gate = true;
+    model.partial_rotary_factor = 0.5;
+    if (family == "qwen3_next") {
+      model.moe_experts = 4;
+      model.moe_top_k = 2;
+      model.moe_ffn_dim = 5;
+      model.moe_shared_ffn_dim = 6;
+      model.moe_shared_gate = true;
+      model.moe_dense_layers = "1";
+      model.moe_aux_loss_coef = 0.1;
+    }
+  } else if (family == "mamba2") {  // the SSD scan, the short convolution, the gated norm in 2 groups
+    model.n_kv_heads = model.n_heads;
+    model.head_dim = 6;  // inner width 24 = 0.75 d_model
+    model.ssm_state_size = 5;
+    model.ssm_groups = 2;
+    model.ssm_conv_bias = true;
+    model.ssm_dt_min = 0.02;  // the step size's clamp on both sides
+    model.ssm_dt_max = 0.5;
   } else if (family == "olmoe") {
     model.qk_norm = true;
     model.qk_norm_full_width = true;
@@ -245,9 +277,9 @@ TEST_P(DeviceTrainingFamilies, TrainBitForBitAsTheHost) {
   }
 }
 
-constexpr const char* kGpuFamilies[] = {"llama",   "mistral",     "qwen2",       "qwen3",     "gemma2",
-                                        "gemma3",  "mixtral",     "qwen2_moe",   "qwen3_moe", "olmoe",
-                                        "gpt_oss", "deepseek_v2", "deepseek_v3", "gemma4"};
+constexpr const char* kGpuFamilies[] = {
+    "llama", "mistral", "qwen2",       "qwen3",       "gemma2", "gemma3",     "mixtral",      "qwen2_moe", "qwen3_moe",
+    "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3", "gemma4", "qwen3_next", "qwen3_5_text", "mamba2"};
 INSTANTIATE_TEST_SUITE_P(Families, DeviceTrainingFamilies, ::testing::ValuesIn(kGpuFamilies));
 
 // Every family that opts in to GPU training is tested above (and only those).

@@ -42,6 +42,7 @@ const FamilySpec& mamba2_family() {
       .traits = {},
       .default_chat_template = "plain",
       .layer = kMamba2Layer,
+      .trains_on_gpu = true,
   };
   return spec;
 }

@@ -23,6 +23,7 @@ const FamilySpec& qwen3_5_text_family() {
       .traits = {.qk_norm = true, .norm_weight_offset = 1.0f, .attention_output_gate = true},
       .default_chat_template = "chatml",
       .layer = kQwen3_5Layer,
+      .trains_on_gpu = true,
   };
   return spec;
 }

@@ -51,6 +51,7 @@ const FamilySpec& qwen3_next_family() {
       .traits = {.qk_norm = true, .norm_weight_offset = 1.0f, .attention_output_gate = true},
       .default_chat_template = "chatml",
       .layer = kQwen3NextLayer,
+      .trains_on_gpu = true,
   };
   return spec;
 }
