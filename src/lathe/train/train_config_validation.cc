@@ -254,8 +254,9 @@ void check_experts(const ModelConfig& model, ProblemList& problems) {
 }
 
 // What the GPU step runs today (docs/cuda.md, "The trainer on the GPU"): the families whose every
-// op has a CUDA implementation (FamilySpec::trains_on_gpu), experts, MTP and expert parallelism
-// (its token exchange staged through the host) included.
+// op has a CUDA implementation (FamilySpec::trains_on_gpu: all of today's; a new family opts in
+// once it trains bit for bit on the simulated device), experts, MTP and expert parallelism (its
+// token exchange staged through the host) included.
 void check_gpu_training(const TrainConfig& config, ProblemList& problems) {
   if (!cuda::available() && !cuda::host_simulation_active())
     problems.add("train.device=cuda: no usable CUDA device here (", cuda::status_line(), ")");
