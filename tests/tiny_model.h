@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "lathe/models/model_config.h"
 
@@ -88,6 +89,36 @@ inline void make_tiny_gemma4(ModelConfig& config) {
   config.partial_rotary_factor = 0.5;
   config.attention_k_eq_v = true;
   config.tie_embeddings = true;
+}
+
+// Qwen3-Next / Qwen3.5 (models/qwen3_next_layer.h) on a tiny model: gated delta net, gated full
+// attention, gated delta net (GQA ratio 2, key and value head widths differ, a width-3 convolution),
+// partial RoPE, 1 + w norms; family qwen3_next adds the MoE with its sigmoid-gated shared expert on
+// layers 0 and 2 (layer 1 dense). Sets n_layers = 3.
+inline void make_tiny_qwen3_next(ModelConfig& config, const std::string& family) {
+  config.family = family;
+  config.n_layers = 3;
+  config.layer_types = "linear_attention,full_attention,linear_attention";
+  config.linear_key_heads = 1;
+  config.linear_value_heads = 2;
+  // Keys 8 wide: q and k are L2-normalised per head, and over 3 values some seeds met a near-zero
+  // vector whose normalisation amplified float32 rounding 1000x (gradients 5% apart from float64).
+  config.linear_key_head_dim = 8;
+  config.linear_value_head_dim = 4;
+  config.linear_conv_kernel = 3;
+  config.qk_norm = true;
+  config.norm_weight_offset = 1;
+  config.attention_output_gate = true;
+  config.partial_rotary_factor = 0.5;
+  if (family == "qwen3_next") {
+    config.moe_experts = 4;
+    config.moe_top_k = 2;
+    config.moe_ffn_dim = 5;
+    config.moe_shared_ffn_dim = 6;
+    config.moe_shared_gate = true;
+    config.moe_dense_layers = "1";
+    config.moe_aux_loss_coef = 0.1;
+  }
 }
 
 }  // namespace lathe

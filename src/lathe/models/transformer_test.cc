@@ -131,32 +131,7 @@ ModelConfig tiny_config(const std::string& variant) {
       config.double_wide_mlp = true;
     }
   } else if (variant == std::string("qwen3_next") || variant == std::string("qwen3_5_text")) {
-    // models/qwen3_next_layer.h: gated delta net, gated full attention, gated delta net (GQA ratio 2,
-    // key and value head widths differ, a width-3 convolution), partial RoPE, 1 + w norms; qwen3_next
-    // adds the MoE with its sigmoid-gated shared expert on layers 0 and 2 (layer 1 dense).
-    config.family = variant;
-    config.n_layers = 3;
-    config.layer_types = "linear_attention,full_attention,linear_attention";
-    config.linear_key_heads = 1;
-    config.linear_value_heads = 2;
-    // Keys 8 wide: q and k are L2-normalised per head, and over 3 values some seeds met a near-zero
-    // vector whose normalisation amplified float32 rounding 1000x (gradients 5% apart from float64).
-    config.linear_key_head_dim = 8;
-    config.linear_value_head_dim = 4;
-    config.linear_conv_kernel = 3;
-    config.qk_norm = true;
-    config.norm_weight_offset = 1;
-    config.attention_output_gate = true;
-    config.partial_rotary_factor = 0.5;
-    if (variant == std::string("qwen3_next")) {
-      config.moe_experts = 4;
-      config.moe_top_k = 2;
-      config.moe_ffn_dim = 5;
-      config.moe_shared_ffn_dim = 6;
-      config.moe_shared_gate = true;
-      config.moe_dense_layers = "1";
-      config.moe_aux_loss_coef = 0.1;
-    }
+    make_tiny_qwen3_next(config, variant);
   } else if (variant == std::string("mamba2") || variant == std::string("mamba2_biases")) {
     // models/mamba2_layer.h: 4 heads of 3 (inner width 12 = 1.5 d_model), state 5, conv width 4;
     // mamba2: B and C in 2 groups (the gated norm too), a conv bias; mamba2_biases: one group,

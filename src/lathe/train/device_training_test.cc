@@ -219,29 +219,7 @@ TrainConfig family_config(const std::string& family) {
     model.moe_ffn_dim = 16;
     model.moe_aux_loss_coef = 0.1;
   } else if (family == "qwen3_next" || family == "qwen3_5_text") {
-    // Gated delta net, gated full attention, gated delta net (GQA ratio 2, key and value head widths
-    // differ, a width-3 convolution), partial RoPE, 1 + w norms; qwen3_next with its MoE and the
-    // sigmoid-gated shared expert on layers 0 and 2.
-    model.n_layers = 3;
-    model.layer_types = "linear_attention,full_attention,linear_attention";
-    model.linear_key_heads = 1;
-    model.linear_value_heads = 2;
-    model.linear_key_head_dim = 8;
-    model.linear_value_head_dim = 4;
-    model.linear_conv_kernel = 3;
-    model.qk_norm = true;
-    model.norm_weight_offset = 1;
-    model.attention_output_gate = true;
-    model.partial_rotary_factor = 0.5;
-    if (family == "qwen3_next") {
-      model.moe_experts = 4;
-      model.moe_top_k = 2;
-      model.moe_ffn_dim = 5;
-      model.moe_shared_ffn_dim = 6;
-      model.moe_shared_gate = true;
-      model.moe_dense_layers = "1";
-      model.moe_aux_loss_coef = 0.1;
-    }
+    make_tiny_qwen3_next(model, family);
   } else if (family == "mamba2") {  // the SSD scan, the short convolution, the gated norm in 2 groups
     model.n_kv_heads = model.n_heads;
     model.head_dim = 6;  // inner width 24 = 0.75 d_model

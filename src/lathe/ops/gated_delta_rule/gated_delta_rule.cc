@@ -325,14 +325,7 @@ static void emulated_backward(const GatedDeltaRuleBackwardArgs& args, const Gate
   std::vector<float> scratch(static_cast<size_t>(gated_delta_rule_cuda::backward_floats(p)));
   const gated_delta_rule_cuda::Workspace w = gated_delta_rule_cuda::workspace_at(p, scratch.data());
   for (int64_t row = 0; row < p.key_rows(); ++row) gated_delta_rule_cuda::normalise_row(p, w.normalised, row);
-  const gated_delta_rule_cuda::Backward sweep{p,
-                                              w,
-                                              static_cast<const float*>(args.d_o.data),
-                                              static_cast<const float*>(args.d_final_state.data),
-                                              static_cast<float*>(args.dv.data),
-                                              static_cast<float*>(args.dg.data),
-                                              static_cast<float*>(args.dbeta.data),
-                                              static_cast<float*>(args.d_initial_state.data)};
+  const gated_delta_rule_cuda::Backward sweep = gated_delta_rule_cuda::backward_of(args, p, w);
   emulate_reverse_sweep(sweep, p.batch * p.value_heads, p.dv);
   for (int64_t row = 0; row < p.key_rows(); ++row)
     gated_delta_rule_cuda::key_row_gradients(p, w, row, static_cast<float*>(args.dq.data),

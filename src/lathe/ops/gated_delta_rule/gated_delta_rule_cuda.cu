@@ -55,14 +55,7 @@ void run_backward(const GatedDeltaRuleBackwardArgs& args, const GatedDeltaRuleCp
   Tensor scratch = cuda::device_empty({floats > 0 ? floats : 1}, DType::f32, "gated_delta_rule_backward workspace");
   const Workspace w = gated_delta_rule_cuda::workspace_at(p, scratch.ptr<float>());
   launch_normalise(p, w.normalised, "gated_delta_rule_backward (cuda): normalise q and k");
-  const gated_delta_rule_cuda::Backward sweep{p,
-                                              w,
-                                              static_cast<const float*>(args.d_o.data),
-                                              static_cast<const float*>(args.d_final_state.data),
-                                              static_cast<float*>(args.dv.data),
-                                              static_cast<float*>(args.dg.data),
-                                              static_cast<float*>(args.dbeta.data),
-                                              static_cast<float*>(args.d_initial_state.data)};
+  const gated_delta_rule_cuda::Backward sweep = gated_delta_rule_cuda::backward_of(args, p, w);
   const int64_t blocks = p.batch * p.value_heads;
   if (blocks > 0 && p.dv > 0) {
     const unsigned threads = static_cast<unsigned>((p.dv + cuda::kWarp - 1) / cuda::kWarp * cuda::kWarp);

@@ -318,6 +318,18 @@ struct Backward {
   }
 };
 
+// The sweep's body for a backward call's tensors.
+inline Backward backward_of(const GatedDeltaRuleBackwardArgs& args, const Params& p, const Workspace& w) {
+  return {p,
+          w,
+          static_cast<const float*>(args.d_o.data),
+          static_cast<const float*>(args.d_final_state.data),
+          static_cast<float*>(args.dv.data),
+          static_cast<float*>(args.dg.data),
+          static_cast<float*>(args.dbeta.data),
+          static_cast<float*>(args.d_initial_state.data)};
+}
+
 // dx = the backward of y = x * inverse * scale (inverse = 1 / |x| with eps when l2norm) from dy.
 LATHE_HOST_DEVICE inline void normalise_backward(const float* x, const float* dy, int64_t dim, bool l2norm,
                                                  float inverse, float scale, float* dx) {

@@ -234,13 +234,7 @@ static void emulated_backward(const SsdScanBackwardArgs& args, const SsdScanCpuC
   const ssd_scan_cuda::Params p = ssd_scan_cuda::params_of(args);
   std::vector<float> scratch(static_cast<size_t>(ssd_scan_cuda::workspace_floats(p)));
   const ssd_scan_cuda::Workspace w = ssd_scan_cuda::workspace_at(p, scratch.data());
-  const ssd_scan_cuda::Backward sweep{p,
-                                      w,
-                                      static_cast<const float*>(args.dy.data),
-                                      static_cast<const float*>(args.d_final_state.data),
-                                      static_cast<float*>(args.dx.data),
-                                      static_cast<float*>(args.ddt.data),
-                                      static_cast<float*>(args.d_initial_state.data)};
+  const ssd_scan_cuda::Backward sweep = ssd_scan_cuda::backward_of(args, p, w);
   emulate_reverse_sweep(sweep, p.batch * p.heads, p.head_dim);
   for (int64_t index = 0; index < p.batch * p.seq * p.groups * p.state; ++index)
     ssd_scan_cuda::group_sums(p, w, index, static_cast<float*>(args.db.data), static_cast<float*>(args.dc.data));

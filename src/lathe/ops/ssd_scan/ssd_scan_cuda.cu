@@ -44,13 +44,7 @@ void run_backward(const SsdScanBackwardArgs& args, const SsdScanCpuConfig&) {
   const int64_t floats = ssd_scan_cuda::workspace_floats(p);
   Tensor scratch = cuda::device_empty({floats > 0 ? floats : 1}, DType::f32, "ssd_scan_backward workspace");
   const Workspace w = ssd_scan_cuda::workspace_at(p, scratch.ptr<float>());
-  const ssd_scan_cuda::Backward sweep{p,
-                                      w,
-                                      static_cast<const float*>(args.dy.data),
-                                      static_cast<const float*>(args.d_final_state.data),
-                                      static_cast<float*>(args.dx.data),
-                                      static_cast<float*>(args.ddt.data),
-                                      static_cast<float*>(args.d_initial_state.data)};
+  const ssd_scan_cuda::Backward sweep = ssd_scan_cuda::backward_of(args, p, w);
   const int64_t blocks = p.batch * p.heads;
   if (blocks > 0 && p.head_dim > 0) {
     const unsigned threads = static_cast<unsigned>((p.head_dim + cuda::kWarp - 1) / cuda::kWarp * cuda::kWarp);

@@ -240,6 +240,17 @@ struct Backward {
   }
 };
 
+// The sweep's body for a backward call's tensors.
+inline Backward backward_of(const SsdScanBackwardArgs& args, const Params& p, const Workspace& w) {
+  return {p,
+          w,
+          static_cast<const float*>(args.dy.data),
+          static_cast<const float*>(args.d_final_state.data),
+          static_cast<float*>(args.dx.data),
+          static_cast<float*>(args.ddt.data),
+          static_cast<float*>(args.d_initial_state.data)};
+}
+
 // index over (B, T, G, N): dB and dC of a group, its heads' sums in head order.
 LATHE_HOST_DEVICE inline void group_sums(const Params& p, const Workspace& w, int64_t index, float* db, float* dc) {
   const int64_t n = index % p.state, token_group = index / p.state, g = token_group % p.groups;
