@@ -28,32 +28,6 @@ T softplus(T x) {
 constexpr int64_t kElementsPerTask = 16384;
 
 template <class T>
-void sigmoid_multiply_forward(const Tensor& x, const Tensor& gate, const Tensor& out) {
-  const T* in = x.ptr<T>();
-  const T* g = gate.ptr<T>();
-  T* y = out.ptr<T>();
-  parallel_for(x.numel(), kElementsPerTask, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y[i] = in[i] * sigmoid(g[i]);
-  });
-}
-
-// dx = dy * s; dgate = dy * x * s (1 - s).
-template <class T>
-void sigmoid_multiply_backward(const Tensor& x, const Tensor& gate, const Tensor& dy, const Tensor& dx,
-                               const Tensor& dgate) {
-  const T* in = x.ptr<T>();
-  const T* g = gate.ptr<T>();
-  const T* d = dy.ptr<T>();
-  parallel_for(x.numel(), kElementsPerTask, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const T s = sigmoid(g[i]);
-      dx.ptr<T>()[i] = d[i] * s;
-      dgate.ptr<T>()[i] = d[i] * in[i] * s * (T(1) - s);
-    }
-  });
-}
-
-template <class T>
 void gates_forward(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
                    const Tensor& beta) {
   const int64_t heads = a.dim(1), rows = a.dim(0);
@@ -100,7 +74,7 @@ void gates_backward(const Tensor& a, const Tensor& b, const Tensor& a_log, const
 
 Tensor host_empty_like(const Var& var) { return Tensor::empty(var->value.shape(), var->value.dtype()); }
 
-// On a GPU the elementwise ops below run on host copies of their inputs and hand back their
+// On a GPU the delta-rule gates below run on host copies of their inputs and hand back their
 // results on the inputs' device (staged through host memory, as the expert exchange is; a CUDA
 // kernel for each is to come): host_side(t) is t itself on the host, a host copy of a device tensor.
 Tensor host_side(const Tensor& tensor) { return on_host(tensor); }
@@ -123,23 +97,8 @@ Var gather_rows(Tape& tape, const Var& weight, std::vector<int64_t> rows) {
 }
 
 Var sigmoid_multiply(Tape& tape, const Var& x, const Var& gate) {
-  LATHE_ASSERT(x->value.shape() == gate->value.shape());
-  const Tensor x_host = host_side(x->value), gate_host = host_side(gate->value);
-  Tensor out_host = Tensor::empty(x->value.shape(), tape.dtype());
-  fast(tape.precision()) ? sigmoid_multiply_forward<float>(x_host, gate_host, out_host)
-                         : sigmoid_multiply_forward<double>(x_host, gate_host, out_host);
-  Var out = make_var(beside(x->value, out_host), x->requires_grad || gate->requires_grad);
-  if (!tape.recording() || !out->requires_grad) return out;
-  const Precision precision = tape.precision();
-  tape.record([x, gate, out, precision] {
-    const Tensor x_host = host_side(x->value), gate_host = host_side(gate->value), grad = host_side(out->grad);
-    Tensor dx = host_empty_like(x), dgate = host_empty_like(gate);
-    fast(precision) ? sigmoid_multiply_backward<float>(x_host, gate_host, grad, dx, dgate)
-                    : sigmoid_multiply_backward<double>(x_host, gate_host, grad, dx, dgate);
-    accumulate_grad(x, beside(x->value, dx), true);
-    accumulate_grad(gate, beside(gate->value, dgate), true);
-  });
-  return out;
+  LATHE_ASSERT(x->value.shape() == gate->value.shape() && x->value.shape().rank() == 2);
+  return gated_activation(tape, gate, x, GatedActivation::sigmoid);  // the GLU: sigmoid(gate) * x
 }
 
 DeltaGates gated_delta_gates(Tape& tape, const Var& a, const Var& b, const Var& a_log, const Var& dt_bias) {

@@ -2,9 +2,9 @@
 // gated delta rule and gated attention, in the style of autograd/ops.h: a float and a double path
 // (the tape's precision picks), each recording its own backward. Plain memory-bound loops; the math
 // follows transformers 5.x models/qwen3_next/modeling_qwen3_next.py. On a GPU (train.device=cuda)
-// sigmoid_multiply and gated_delta_gates run on host copies of their device inputs and return
-// their results on the device (staged through host memory, the host's bits); gather_rows is an
-// embedding lookup, which runs on either.
+// gated_delta_gates runs on host copies of its device inputs and returns its results on the
+// device (staged through host memory, the host's bits); sigmoid_multiply and gather_rows are
+// library ops (the GLU, an embedding lookup), which run on either.
 #pragma once
 
 #include <vector>
@@ -13,7 +13,8 @@
 
 namespace lathe::autograd {
 
-// x, gate: the same shape -> x * sigmoid(gate) elementwise (Qwen3NextAttention's output gate).
+// x, gate: (rows, width) -> x * sigmoid(gate) elementwise (Qwen3NextAttention's output gate): the
+// gated_activation op's GLU (act=sigmoid), on either device.
 Var sigmoid_multiply(Tape& tape, const Var& x, const Var& gate);
 
 struct DeltaGates {

@@ -13,7 +13,15 @@ LATHE_DECLARE_ISA_KERNEL(gated_activation_forward_kernel, GatedActivationArgs, G
 LATHE_DECLARE_ISA_KERNEL(gated_activation_backward_kernel, GatedActivationBackwardArgs, GatedActivationCpuConfig)
 
 const char* gated_activation_name(GatedActivation activation) {
-  return activation == GatedActivation::silu ? "silu" : "gelu_tanh";
+  switch (activation) {
+    case GatedActivation::silu:
+      return "silu";
+    case GatedActivation::gelu_tanh:
+      return "gelu_tanh";
+    case GatedActivation::sigmoid:
+      return "sigmoid";
+  }
+  return "?";
 }
 
 void validate(const GatedActivationArgs& args) {
@@ -44,6 +52,9 @@ static void activation_and_derivative(GatedActivation activation, T g, T& act, T
     const T sigmoid = T(1) / (T(1) + std::exp(-g));
     act = g * sigmoid;
     derivative = sigmoid * (T(1) + g * (T(1) - sigmoid));
+  } else if (activation == GatedActivation::sigmoid) {
+    act = T(1) / (T(1) + std::exp(-g));
+    derivative = act * (T(1) - act);
   } else {
     const T k0 = T(std::sqrt(2.0 / std::numbers::pi)), k1 = T(0.044715);
     const T t = std::tanh(k0 * (g + k1 * g * g * g));

@@ -1,6 +1,8 @@
 // The gated activation of a gated MLP: out = act(gate) * up, elementwise, with
 //   silu:      act(g) = g * sigmoid(g)                                   (SwiGLU: Llama, Qwen, Mistral)
 //   gelu_tanh: act(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))  (GeGLU: Gemma's gelu_pytorch_tanh)
+//   sigmoid:   act(g) = sigmoid(g)                                         (the original GLU: Qwen3-Next's
+//                                                                            attention output gate)
 // Backward: dgate = dout * up * act'(gate), dup = dout * act(gate).
 // All tensors are (rows, ffn), f32 or bf16 (all the same); rows may be strided (the last axis must
 // be contiguous), so gate and up can be column slices of one fused gate_up projection.
@@ -13,8 +15,8 @@
 
 namespace lathe {
 
-enum class GatedActivation { silu, gelu_tanh };
-const char* gated_activation_name(GatedActivation activation);  // "silu", "gelu_tanh"
+enum class GatedActivation { silu, gelu_tanh, sigmoid };
+const char* gated_activation_name(GatedActivation activation);  // "silu", "gelu_tanh", "sigmoid"
 
 struct GatedActivationArgs {
   TensorView gate;  // (rows, ffn)

@@ -22,6 +22,9 @@ __device__ void activation_and_derivative(GatedActivation activation, float g, f
     const float sigmoid = 1.0f / (1.0f + expf(-g));
     act = g * sigmoid;
     derivative = sigmoid * (1.0f + g * (1.0f - sigmoid));
+  } else if (activation == GatedActivation::sigmoid) {
+    act = 1.0f / (1.0f + expf(-g));
+    derivative = act * (1.0f - act);
   } else {
     const float k0 = 0.7978845608028654f, k1 = 0.044715f;
     const float t = tanhf(k0 * (g + k1 * g * g * g));

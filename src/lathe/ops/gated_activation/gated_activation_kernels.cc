@@ -23,6 +23,10 @@ inline VecF activation(VecF g, VecF* derivative) {
     const VecF s = simd::sigmoid(g);
     if constexpr (kDerivative) *derivative = s * simd::fma(g, one - s, one);
     return g * s;
+  } else if constexpr (kActivation == GatedActivation::sigmoid) {
+    const VecF s = simd::sigmoid(g);
+    if constexpr (kDerivative) *derivative = s * (one - s);
+    return s;
   } else {
     constexpr float k0 = 0.7978845608028654f, k1 = 0.044715f;  // sqrt(2/pi)
     const VecF half = VecF::broadcast(0.5f), g2 = g * g;
@@ -111,26 +115,42 @@ void backward(const GatedActivationBackwardArgs& args, const GatedActivationCpuC
   });
 }
 
+// The pass for args.activation, its activation a template argument (Pass: Forward or Backward).
+struct Forward {
+  template <class Element, GatedActivation kActivation>
+  static void run(const GatedActivationArgs& args, const GatedActivationCpuConfig& config) {
+    forward<Element, kActivation>(args, config);
+  }
+};
+struct Backward {
+  template <class Element, GatedActivation kActivation>
+  static void run(const GatedActivationBackwardArgs& args, const GatedActivationCpuConfig& config) {
+    backward<Element, kActivation>(args, config);
+  }
+};
+
+template <class Element, class Pass, class Args>
+void with_activation(const Args& args, const GatedActivationCpuConfig& config) {
+  switch (args.activation) {
+    case GatedActivation::silu:
+      return Pass::template run<Element, GatedActivation::silu>(args, config);
+    case GatedActivation::gelu_tanh:
+      return Pass::template run<Element, GatedActivation::gelu_tanh>(args, config);
+    case GatedActivation::sigmoid:
+      return Pass::template run<Element, GatedActivation::sigmoid>(args, config);
+  }
+}
+
 }  // namespace
 
 void gated_activation_forward_kernel(const GatedActivationArgs& args, const GatedActivationCpuConfig& config) {
-  const bool bf16 = args.gate.dtype == DType::bf16, silu = args.activation == GatedActivation::silu;
-  if (bf16)
-    silu ? forward<uint16_t, GatedActivation::silu>(args, config)
-         : forward<uint16_t, GatedActivation::gelu_tanh>(args, config);
-  else
-    silu ? forward<float, GatedActivation::silu>(args, config)
-         : forward<float, GatedActivation::gelu_tanh>(args, config);
+  args.gate.dtype == DType::bf16 ? with_activation<uint16_t, Forward>(args, config)
+                                 : with_activation<float, Forward>(args, config);
 }
 
 void gated_activation_backward_kernel(const GatedActivationBackwardArgs& args, const GatedActivationCpuConfig& config) {
-  const bool bf16 = args.gate.dtype == DType::bf16, silu = args.activation == GatedActivation::silu;
-  if (bf16)
-    silu ? backward<uint16_t, GatedActivation::silu>(args, config)
-         : backward<uint16_t, GatedActivation::gelu_tanh>(args, config);
-  else
-    silu ? backward<float, GatedActivation::silu>(args, config)
-         : backward<float, GatedActivation::gelu_tanh>(args, config);
+  args.gate.dtype == DType::bf16 ? with_activation<uint16_t, Backward>(args, config)
+                                 : with_activation<float, Backward>(args, config);
 }
 
 }  // namespace lathe::LATHE_ISA_NS

@@ -1,5 +1,5 @@
 // gated_activation and gated_activation_backward as registered problems (tests, tuner, bench, `lathe ops`).
-// Shape keys: rows, ffn, act (silu|gelu_tanh), dtype, fused (1: gate and up are the two column
+// Shape keys: rows, ffn, act (silu|gelu_tanh|sigmoid), dtype, fused (1: gate and up are the two column
 // halves of one (rows, 2*ffn) gate_up projection, so their rows are strided).
 #include "lathe/ops/gated_activation/gated_activation.h"
 #include "lathe/ops/problem.h"
@@ -23,8 +23,11 @@ GatedSetup parse_setup(const char* op, const ShapeSpec& spec) {
   setup.ffn = spec.get_int("ffn", 256);
   setup.dtype = parse_dtype(spec.get("dtype", "f32"));
   std::string act = spec.get("act", "silu");
-  LATHE_CHECK(act == "silu" || act == "gelu_tanh", op, ": act must be silu or gelu_tanh, got '", act, "'");
-  setup.activation = act == "silu" ? GatedActivation::silu : GatedActivation::gelu_tanh;
+  LATHE_CHECK(act == "silu" || act == "gelu_tanh" || act == "sigmoid", op,
+              ": act must be silu, gelu_tanh or sigmoid, got '", act, "'");
+  setup.activation = act == "silu"        ? GatedActivation::silu
+                     : act == "gelu_tanh" ? GatedActivation::gelu_tanh
+                                          : GatedActivation::sigmoid;
   setup.fused = spec.get_int("fused", 0) != 0;
   return setup;
 }
@@ -98,9 +101,11 @@ class GatedActivationBackwardProblem : public TypedProblem<GatedActivationBackwa
   }
 };
 
+constexpr const char* kActs[] = {",act=silu", ",act=gelu_tanh", ",act=sigmoid"};
+
 std::string random_gated_shape(uint64_t seed) {
   return str_cat("rows=", random_extent(seed, 0, 1, 70), ",ffn=", random_extent(seed, 1, 1, 600),
-                 seed % 2 ? ",act=gelu_tanh" : ",act=silu", seed % 3 == 0 ? ",dtype=bf16" : "",
+                 kActs[(seed / 5) % 3], seed % 3 == 0 ? ",dtype=bf16" : "",
                  seed % 5 < 2 ? ",fused=1" : "");
 }
 
@@ -118,12 +123,14 @@ const std::vector<std::string> kEdgeShapes = {
     "rows=1,ffn=4099,act=gelu_tanh,dtype=bf16",
     "rows=5,ffn=33,fused=1",
     "rows=4,ffn=0,act=gelu_tanh",
+    "rows=3,ffn=17,act=sigmoid",
+    "rows=2,ffn=33,act=sigmoid,dtype=bf16",
 };
 
 }  // namespace
 
 void register_gated_activation_ops(std::vector<OpRegistration>& ops) {
-  ops.push_back({"gated_activation", "gated MLP activation act(gate) * up (act=silu: SwiGLU, act=gelu_tanh: GeGLU)",
+  ops.push_back({"gated_activation", "gated activation act(gate) * up (act=silu: SwiGLU, act=gelu_tanh: GeGLU, act=sigmoid: GLU)",
                  kShapeKeys, "rows=4096,ffn=3072,act=silu", kBenchShapes, kEdgeShapes, random_gated_shape,
                  [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
                    return std::make_unique<GatedActivationProblem>(spec, seed);

@@ -69,9 +69,12 @@ TEST(GatedActivation, ActivationsMatchIndependentDefinitions) {
   std::vector<float> g(257);
   for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(-8.0 + 16.0 * uniform_at(seed, 9, i));
   std::vector<float> silu = activate(GatedActivation::silu, g), gelu = activate(GatedActivation::gelu_tanh, g);
+  std::vector<float> glu = activate(GatedActivation::sigmoid, g);
   for (size_t i = 0; i < g.size(); ++i) {
     const double x = g[i];
     EXPECT_NEAR(silu[i], x / (1 + std::exp(-x)), 1e-6 * (1 + std::fabs(x))) << "silu(" << x << ") seed=" << seed;
+    // sigmoid(x) = (1 + tanh(x / 2)) / 2: another formula than the kernels' exp.
+    EXPECT_NEAR(glu[i], 0.5 * (1 + std::tanh(x / 2)), 1e-6) << "sigmoid(" << x << ") seed=" << seed;
     // The tanh form approximates the exact GELU x * Phi(x) to within ~1e-3.
     EXPECT_NEAR(gelu[i], 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))), 2e-3) << "gelu(" << x << ") seed=" << seed;
   }
@@ -83,12 +86,17 @@ TEST(GatedActivation, ActivationsMatchIndependentDefinitions) {
     EXPECT_NEAR(y[1], 30.0f, 1e-5) << gated_activation_name(act);
     EXPECT_NEAR(y[2], 0.0f, 1e-10) << gated_activation_name(act);
   }
+  // The GLU's gate: sigmoid(0) = 1/2, -> 1 and -> 0 at the ends.
+  const std::vector<float> y = activate(GatedActivation::sigmoid, special);
+  EXPECT_EQ(y[0], 0.5f);
+  EXPECT_NEAR(y[1], 1.0f, 1e-7);
+  EXPECT_NEAR(y[2], 0.0f, 1e-12);
 }
 
 TEST(GatedActivation, FusedStridedViewsEqualContiguousTensors) {
   const uint64_t seed = test_seed();
   const int64_t rows = 5, ffn = 37;
-  for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh}) {
+  for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh, GatedActivation::sigmoid}) {
     Tensor gate_up = random_tensor({rows, 2 * ffn}, DType::f32, seed, 10, -4, 4);
     Tensor dout = random_tensor({rows, ffn}, DType::f32, seed, 11);
     TensorView gate_view = gate_up.view().slice(1, 0, ffn), up_view = gate_up.view().slice(1, ffn, 2 * ffn);
@@ -112,7 +120,7 @@ TEST(GatedActivation, FusedStridedViewsEqualContiguousTensors) {
 TEST(GatedActivation, BackwardIsFiniteForSaturatedGates) {
   const uint64_t seed = test_seed();
   const int64_t rows = 7, ffn = 19;
-  for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh}) {
+  for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh, GatedActivation::sigmoid}) {
     Tensor gate = random_tensor({rows, ffn}, DType::f32, seed, 20, -200, 200);
     Tensor up = random_tensor({rows, ffn}, DType::f32, seed, 21),
            dout = random_tensor({rows, ffn}, DType::f32, seed, 22);
