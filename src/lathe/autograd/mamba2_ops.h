@@ -1,10 +1,11 @@
 // The element-wise pieces of Mamba-2's mixer (transformers' Mamba2Mixer.torch_forward) around
 // the kernel library's ssd_scan and short_conv (autograd/linear_recurrence_ops.h), in the style of
 // autograd/ops.h: f32 under Precision::fast, f64 under reference_f64, each with its backward.
-// Plain loops, except the gated RMSNorm's f32 path (below). Sums over rows (the weight and bias
+// Plain loops, except the gated RMSNorm (a library op). Sums over rows (the weight and bias
 // gradients) run in a fixed order: bitwise reproducible for any thread count. On a GPU
-// (train.device=cuda) each runs on host copies of its device inputs and returns its results on
-// the device: staged through host memory (a copy each way per call), the same bits as the host.
+// (train.device=cuda) the step size and the decay run on host copies of their device inputs and
+// return their results on the device: staged through host memory (a copy each way per call, small:
+// (rows, heads) and (heads)), the same bits as the host.
 #pragma once
 
 #include "lathe/autograd/tape.h"
@@ -19,11 +20,10 @@ Var mamba2_step_size(Tape& tape, const Var& dt, const Var& bias, double lower, d
 // a_log: (H) -> (H) the decay per head, -exp(a_log).
 Var negative_exp(Tape& tape, const Var& a_log);
 
-// y, z: (rows, W); weight: (W) -> (rows, W): the gated RMSNorm of Mamba-2 (MambaRMSNormGated,
+// y, z: (..., W); weight: (W) -> (..., W): the gated RMSNorm of Mamba-2 (MambaRMSNormGated,
 // norm_before_gate=False): g = y * silu(z), normalised over each of `groups` groups of W / groups
-// columns, times weight. groups = 1 normalises the whole row. The f32 path takes the gate from the
-// gated_activation op (vectorised, threaded; its backward gives dy and dz) and normalises rows in
-// parallel; dweight sums per-block partials of 64 rows in block order.
+// columns, times weight: the gated_rms_norm op (ops/gated_rms_norm; its float64 reference under
+// reference_f64), on either device. groups = 1 normalises the whole row.
 Var gated_group_rms_norm(Tape& tape, const Var& y, const Var& z, const Var& weight, int64_t groups, double eps);
 
 }  // namespace lathe::autograd

@@ -31,6 +31,7 @@ void register_cast_ops(std::vector<OpRegistration>& ops);
 void register_column_sums_ops(std::vector<OpRegistration>& ops);
 void register_clamped_swiglu_ops(std::vector<OpRegistration>& ops);
 void register_attention_sinks_ops(std::vector<OpRegistration>& ops);
+void register_gated_rms_norm_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -61,6 +62,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_column_sums_ops(list);
     register_clamped_swiglu_ops(list);
     register_attention_sinks_ops(list);
+    register_gated_rms_norm_ops(list);
     return list;
   }();
   return ops;
