@@ -1,7 +1,6 @@
-// gated_group_rms_norm: the f32 path (the gated_activation op for the gate, rows in parallel for
-// the norm, dweight from per-block partials) against the f64 path's plain loops, forward and every
-// gradient; the f64 path's gradients against central finite differences; the f32 path's results do
-// not depend on the thread count.
+// gated_group_rms_norm on the tape: the f32 path (the gated_rms_norm op's kernels) against the f64
+// path (its float64 reference), forward and every gradient; the f64 path's gradients against
+// central finite differences; the f32 path's results do not depend on the thread count.
 #include "lathe/autograd/mamba2_ops.h"
 
 #include <gtest/gtest.h>
