@@ -8,8 +8,9 @@
 // dweight sums blocks of 64 rows and then the blocks in order: bitwise reproducible for any thread
 // count. Errors (lathe::Error): wrong rank, shape, dtype or stride; groups not dividing the width;
 // eps negative.
-// Implementations: the CPU kernels and the CUDA kernel (gated_rms_norm_cuda.cu) take the same steps
-// (gated_rms_norm_cuda_body.h, one thread per (row, group); "cuda_emulated" runs them on the host).
+// Implementations: CPU kernels per ISA (vectorised over a group's columns; gated_rms_norm_kernels.cc)
+// and the CUDA kernel (gated_rms_norm_cuda.cu: gated_rms_norm_cuda_body.h, one thread per (row,
+// group); "cuda_emulated" runs that body on the host).
 #pragma once
 
 #include "lathe/core/tensor.h"

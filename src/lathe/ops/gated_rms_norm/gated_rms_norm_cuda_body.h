@@ -1,6 +1,7 @@
-// The steps of gated_rms_norm and its backward as LATHE_HOST_DEVICE functions, taken by every
-// implementation but the references: the CPU kernels (threads over the indices), the CUDA kernels
-// (gated_rms_norm_cuda.cu, one GPU thread per index) and "cuda_emulated" (the indices in order).
+// The CUDA kernels of gated_rms_norm and its backward as LATHE_HOST_DEVICE functions, launched by
+// gated_rms_norm_cuda.cu (one GPU thread per index) and run on the host, index after index, by
+// "cuda_emulated" (gated_rms_norm.cc); the CPU kernels vectorise the same arithmetic over columns
+// and share kRowsPerBlock, dweight's block of rows.
 //   forward:  one index per (row, group): the group's inverse RMS, then its outputs.
 //   backward: one index per (row, group): dy and dz of the group, its inverse RMS kept; then one
 //             per (block of kRowsPerBlock rows, column): that block's share of dweight; then one per

@@ -1,19 +1,26 @@
 // gated_rms_norm CPU kernels, compiled once per ISA (scalar, avx2, avx512) via
-// lathe_add_isa_kernels: the steps of gated_rms_norm_cuda_body.h with the (row, group) indices, then
-// dweight's (block, column) indices, split across threads. Every index is one task's alone, so the
-// results do not depend on the thread count.
+// lathe_add_isa_kernels: vectorised over each (row, group)'s columns, the (row, group)s split
+// across threads; the gate y * silu(z) kept in a task-local buffer between a group's passes.
+// dweight: per block of 64 rows (gated_rms_norm_cuda_body.h's kRowsPerBlock), each column's sum over
+// the block's rows in row order, blocks split across threads; then the blocks added in order. No
+// result depends on the thread count.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "lathe/core/parallel.h"
-#include "lathe/core/simd.h"  // LATHE_ISA_NS
+#include "lathe/core/simd.h"
 #include "lathe/ops/gated_rms_norm/gated_rms_norm.h"
 #include "lathe/ops/gated_rms_norm/gated_rms_norm_cuda_body.h"
 
 namespace lathe::LATHE_ISA_NS {
 namespace {
 
-using gated_rms_norm_cuda::Inputs;
+using simd::load_row;
+using simd::store_row;
+using simd::VecF;
+constexpr int W = VecF::width;
+constexpr int64_t kRowsPerBlock = gated_rms_norm_cuda::kRowsPerBlock;
 
 // About this many elements of work per task.
 constexpr int64_t kElementsPerTask = 16384;
@@ -22,33 +29,112 @@ int64_t indices_per_task(int64_t elements_per_index) {
   return std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(elements_per_index, 1));
 }
 
+struct Shape {
+  int64_t rows, width, groups, group_width;
+};
+
+template <class Args>
+Shape shape_of(const Args& args) {
+  return {args.y.dim(0), args.y.dim(1), args.groups, args.y.dim(1) / args.groups};
+}
+
+// g = y * silu(z) of the group at `base` into gated (and sigmoid(z) into sigmoids when given);
+// returns the group's inverse RMS.
+float gate_group(const float* y, const float* z, int64_t base, int64_t width, float eps, float* gated,
+                 float* sigmoids) {
+  VecF sum = VecF::zero();
+  for (int64_t i = 0; i < width; i += W) {
+    const int64_t n = width - i;
+    const VecF zv = load_row(z + base + i, n), s = simd::sigmoid(zv);
+    const VecF g = load_row(y + base + i, n) * zv * s;
+    store_row(gated + i, g, n);
+    if (sigmoids) store_row(sigmoids + i, s, n);
+    sum = simd::fma(g, g, sum);
+  }
+  return 1.0f / std::sqrt(sum.reduce_add() / static_cast<float>(width) + eps);
+}
+
 }  // namespace
 
 void gated_rms_norm_kernel(const GatedRmsNormArgs& args, const GatedRmsNormConfig&) {
-  const Inputs in = gated_rms_norm_cuda::inputs_of(args);
+  const Shape s = shape_of(args);
+  const auto *y = static_cast<const float*>(args.y.data), *z = static_cast<const float*>(args.z.data);
+  const auto* weight = static_cast<const float*>(args.weight.data);
   auto* out = static_cast<float*>(args.out.data);
-  parallel_for(in.rows * in.groups, indices_per_task(in.group_width()), [&](int64_t begin, int64_t end) {
-    for (int64_t index = begin; index < end; ++index) gated_rms_norm_cuda::forward_group(in, index, out);
+  const auto eps = static_cast<float>(args.eps);
+  parallel_for(s.rows * s.groups, indices_per_task(s.group_width), [&](int64_t begin, int64_t end) {
+    std::vector<float> gated(static_cast<size_t>(s.group_width));
+    for (int64_t index = begin; index < end; ++index) {
+      const int64_t column = index % s.groups * s.group_width, base = index / s.groups * s.width + column;
+      const VecF inverse = VecF::broadcast(gate_group(y, z, base, s.group_width, eps, gated.data(), nullptr));
+      for (int64_t i = 0; i < s.group_width; i += W) {
+        const int64_t n = s.group_width - i;
+        store_row(out + base + i, load_row(weight + column + i, n) * (load_row(gated.data() + i, n) * inverse), n);
+      }
+    }
   });
 }
 
 void gated_rms_norm_backward_kernel(const GatedRmsNormBackwardArgs& args, const GatedRmsNormConfig&) {
-  const Inputs in = gated_rms_norm_cuda::inputs_of(args);
-  const auto* dout = static_cast<const float*>(args.dout.data);
-  std::vector<float> inverse(static_cast<size_t>(in.rows * in.groups)),
-      partial(static_cast<size_t>(in.blocks() * in.width));
-  parallel_for(in.rows * in.groups, indices_per_task(in.group_width()), [&](int64_t begin, int64_t end) {
-    for (int64_t index = begin; index < end; ++index)
-      gated_rms_norm_cuda::backward_group(in, dout, index, static_cast<float*>(args.dy.data),
-                                          static_cast<float*>(args.dz.data), inverse.data());
+  const Shape s = shape_of(args);
+  const auto *y = static_cast<const float*>(args.y.data), *z = static_cast<const float*>(args.z.data);
+  const auto *weight = static_cast<const float*>(args.weight.data), *dout = static_cast<const float*>(args.dout.data);
+  auto *dy = static_cast<float*>(args.dy.data), *dz = static_cast<float*>(args.dz.data);
+  const auto eps = static_cast<float>(args.eps);
+  std::vector<float> inverses(static_cast<size_t>(s.rows * s.groups));
+  const VecF one = VecF::broadcast(1.0f);
+  parallel_for(s.rows * s.groups, indices_per_task(s.group_width), [&](int64_t begin, int64_t end) {
+    std::vector<float> gated(static_cast<size_t>(s.group_width)), sigmoids(static_cast<size_t>(s.group_width));
+    for (int64_t index = begin; index < end; ++index) {
+      const int64_t column = index % s.groups * s.group_width, base = index / s.groups * s.width + column;
+      const float r = gate_group(y, z, base, s.group_width, eps, gated.data(), sigmoids.data());
+      const VecF inverse = VecF::broadcast(r);
+      VecF dot = VecF::zero();  // sum of dn * n, dn = dout * weight, n = g * r
+      for (int64_t i = 0; i < s.group_width; i += W) {
+        const int64_t n = s.group_width - i;
+        dot = simd::fma(load_row(dout + base + i, n) * load_row(weight + column + i, n),
+                        load_row(gated.data() + i, n) * inverse, dot);
+      }
+      const VecF mean = VecF::broadcast(dot.reduce_add() / static_cast<float>(s.group_width));
+      for (int64_t i = 0; i < s.group_width; i += W) {
+        const int64_t n = s.group_width - i;
+        const VecF g = load_row(gated.data() + i, n), sg = load_row(sigmoids.data() + i, n);
+        const VecF zv = load_row(z + base + i, n);
+        const VecF dg =
+            inverse * simd::fnma(g * inverse, mean, load_row(dout + base + i, n) * load_row(weight + column + i, n));
+        store_row(dy + base + i, dg * zv * sg, n);
+        store_row(dz + base + i, dg * load_row(y + base + i, n) * sg * simd::fma(zv, one - sg, one), n);
+      }
+      inverses[static_cast<size_t>(index)] = r;
+    }
   });
-  parallel_for(in.blocks() * in.width, indices_per_task(gated_rms_norm_cuda::kRowsPerBlock),
-               [&](int64_t begin, int64_t end) {
-                 for (int64_t index = begin; index < end; ++index)
-                   gated_rms_norm_cuda::weight_partial(in, dout, inverse.data(), index, partial.data());
-               });
-  for (int64_t column = 0; column < in.width; ++column)
-    gated_rms_norm_cuda::weight_total(in, partial.data(), column, static_cast<float*>(args.dweight.data));
+  // dweight: a block's rows in order per column, then the blocks in order.
+  const int64_t blocks = (s.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  std::vector<float> partial(static_cast<size_t>(blocks * s.width));
+  parallel_for(blocks, indices_per_task(kRowsPerBlock * s.width), [&](int64_t block_begin, int64_t block_end) {
+    for (int64_t block = block_begin; block < block_end; ++block) {
+      const int64_t row_end = std::min(s.rows, (block + 1) * kRowsPerBlock);
+      for (int64_t group = 0; group < s.groups; ++group)
+        for (int64_t i = 0; i < s.group_width; i += W) {
+          const int64_t n = s.group_width - i, column = group * s.group_width + i;
+          VecF sum = VecF::zero();
+          for (int64_t row = block * kRowsPerBlock; row < row_end; ++row) {
+            const int64_t at = row * s.width + column;
+            const VecF zv = load_row(z + at, n);
+            const VecF g = load_row(y + at, n) * zv * simd::sigmoid(zv);
+            sum = simd::fma(load_row(dout + at, n), g * VecF::broadcast(inverses[row * s.groups + group]), sum);
+          }
+          store_row(partial.data() + block * s.width + column, sum, n);
+        }
+    }
+  });
+  auto* dweight = static_cast<float*>(args.dweight.data);
+  for (int64_t i = 0; i < s.width; i += W) {
+    const int64_t n = s.width - i;
+    VecF sum = VecF::zero();
+    for (int64_t block = 0; block < blocks; ++block) sum = sum + load_row(partial.data() + block * s.width + i, n);
+    store_row(dweight + i, sum, n);
+  }
 }
 
 }  // namespace lathe::LATHE_ISA_NS
