@@ -8,7 +8,7 @@ lines above the end of a long run; whoever reads only the run's last lines (a CI
 failed test's name and nothing else. This digest is printed last, a few lines per failed test:
   - Python checks (tests/integration/lathe_run.py's Checks): their "FAIL: ...", "HANG: ...",
     "CRASH: ..." lines and the two lines after each (the detail), and the seed they print first;
-  - GoogleTest: each "FILE:LINE: Failure" and the message lines under it;
+  - GoogleTest: each "FILE:LINE: Failure", the first line of its message and its "FAIL" lines;
   - anything else: the last lines of its output.
 Prints nothing when no test failed. Always exits 0 (ctest's own status decides the run).
 """
@@ -31,18 +31,38 @@ def shorten(line):
     return line if len(line) <= WIDTH else line[:WIDTH - 3] + "..."
 
 
+def gtest_message(following):
+    """The lines that say what went wrong after a GoogleTest "Failure" line: its message's first line
+    and any "FAIL" line (an op contract's verdicts), not EXPECT_TRUE's "Value of / Actual / Expected"."""
+    message = []
+    for line in following:
+        text = line.strip()
+        if not text or GTEST_FAILURE.match(text) or text.startswith("["):
+            break
+        if text.startswith(("Value of:", "Actual:", "Expected:")):
+            continue
+        if not message or "FAIL" in text:
+            message.append(line)
+    return message
+
+
 def why_it_failed(output):
     """The few lines of a failed test's output that say why (see the module's docstring)."""
     lines = output.splitlines()
     picked = [line for line in lines[:5] if SEED.match(line)]
     for index, line in enumerate(lines):
         if PYTHON_VERDICT.match(line):
-            picked += lines[index:index + 3]
+            picked.append(line)
+            for detail in lines[index + 1:index + 3]:  # the check's detail, up to the next verdict
+                if not detail.strip() or detail.startswith(("ok:", "FAIL", "HANG", "CRASH", "==")):
+                    break
+                picked.append(detail)
         elif GTEST_FAILURE.match(line.strip()):
-            picked += lines[index:index + 4]
+            picked += [line] + gtest_message(lines[index + 1:index + 16])
     if len(picked) <= 1:  # no verdict lines found: the end of the output
         picked += [line for line in lines if line.strip()][-LINES_PER_TEST:]
-    return [shorten(line) for line in picked[:LINES_PER_TEST]]
+    unique = list(dict.fromkeys(picked))  # the same verdict for many shapes: once
+    return [shorten(line) for line in unique[:LINES_PER_TEST]]
 
 
 def failed_cases(root):

@@ -24,6 +24,13 @@ ok: another passing check
 tests/unit/x.cc:12: Failure
 Expected equality of these values:
   1
+tests/unit/op_contract_test.cc:44: Failure
+Value of: result.passed
+  Actual: false
+Expected: true
+ssd_scan_backward shape=batch=2 impl=cuda_emulated
+dx: ok max_error=5e-08
+dc: FAIL max_error=2.37589
 </system-out></testcase>
 <testcase name="plain" classname="plain" status="fail"><system-out>line one
 line two
@@ -44,9 +51,12 @@ def main():
     out = digest(REPORT)
     expected = ["3 test(s) failed", "-- reliability", "seed 7", "FAIL: stop 3: the launcher exits 143",
                 "exit 1 after 2 s", "-- Suite.Case\n", "tests/unit/x.cc:12: Failure",
-                "Expected equality of these values:", "-- plain", "line two"]
+                "Expected equality of these values:", "ssd_scan_backward shape=batch=2 impl=cuda_emulated",
+                "dc: FAIL max_error=2.37589", "-- plain", "line two"]
     problems = [f"missing {text!r}" for text in expected if text not in out]
-    problems += [f"unexpected {text!r}" for text in ("ok: a passing check", "-- passes", "GetParam", "not a failure")
+    problems += [f"unexpected {text!r}" for text in ("ok: a passing check", "ok: another", "-- passes", "GetParam",
+                                                      "not a failure",
+                                                      "Value of:", "dx: ok")
                  if text in out]
     everything_passed = REPORT.replace('status="fail"', 'status="run"')
     if digest(everything_passed):

@@ -305,7 +305,9 @@ struct Backward {
     for (int64_t c = lane; c < 2 * p.dk; c += threads) {
       float sum = 0.0f;
       for (int64_t j = 0; j < p.dv; ++j) sum += terms[j * stride + c];
-      (c < p.dk ? w.head_dq : w.head_dk)[th * p.dk + c % p.dk] = sum;
+      // A plain pointer, not a conditional lvalue (see ssd_scan_cuda_body.h's reverse_columns).
+      float* target = c < p.dk ? w.head_dq + th * p.dk + c : w.head_dk + th * p.dk + c - p.dk;
+      *target = sum;
     }
     if (lane != 0) return;
     float d_decay = 0.0f, d_beta = 0.0f;

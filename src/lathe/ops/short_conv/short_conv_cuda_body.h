@@ -131,7 +131,8 @@ LATHE_HOST_DEVICE inline void backward_weight_total(const Params& p, const float
     if (j == p.kernel && !dbias) break;
     float sum = 0.0f;
     for (int64_t chunk = 0; chunk < chunks(p); ++chunk) sum += partial[(chunk * p.channels + c) * stride + j];
-    (j < p.kernel ? dweight[c * p.kernel + j] : dbias[c]) = sum;
+    float* target = j < p.kernel ? dweight + c * p.kernel + j : dbias + c;  // not a conditional lvalue
+    *target = sum;
   }
 }
 

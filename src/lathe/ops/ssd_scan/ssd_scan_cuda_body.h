@@ -224,7 +224,11 @@ struct Backward {
     for (int64_t column = lane; column < 2 * p.state; column += threads) {
       float sum = 0.0f;
       for (int64_t row_p = 0; row_p < p.head_dim; ++row_p) sum += terms[row_p * stride + column];
-      (column < p.state ? w.head_db : w.head_dc)[th * p.state + column % p.state] = sum;
+      // A plain pointer, not a conditional lvalue: GCC 12's -fsanitize=undefined build miscompiled
+      // `(c ? a : b)[i % n] = sum` (CI's sanitizer pass: every dC wrong, dB right).
+      float* target =
+          column < p.state ? w.head_db + th * p.state + column : w.head_dc + th * p.state + column - p.state;
+      *target = sum;
     }
     if (lane != 0) return;
     float d_decay = 0.0f, d_step = 0.0f, d_skip = 0.0f;
