@@ -224,8 +224,9 @@ struct Backward {
     for (int64_t column = lane; column < 2 * p.state; column += threads) {
       float sum = 0.0f;
       for (int64_t row_p = 0; row_p < p.head_dim; ++row_p) sum += terms[row_p * stride + column];
-      // A plain pointer, not a conditional lvalue: GCC 12's -fsanitize=undefined build miscompiled
-      // `(c ? a : b)[i % n] = sum` (CI's sanitizer pass: every dC wrong, dB right).
+      // A plain pointer, not a conditional lvalue: GCC 12.2 at -Og with -fsanitize=undefined (the
+      // sanitizer pass's flags) stores `(c < n ? a : b)[c % n] = v` wrongly on the b side (a
+      // five-line program shows it; CI's sanitizer pass had every dC wrong, every dB right).
       float* target =
           column < p.state ? w.head_db + th * p.state + column : w.head_dc + th * p.state + column - p.state;
       *target = sum;
