@@ -6,8 +6,8 @@
 // result depends on the thread count.
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
+#include "lathe/core/aligned_buffer.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
 #include "lathe/ops/gated_rms_norm/gated_rms_norm.h"
@@ -21,6 +21,13 @@ using simd::store_row;
 using simd::VecF;
 constexpr int W = VecF::width;
 constexpr int64_t kRowsPerBlock = gated_rms_norm_cuda::kRowsPerBlock;
+
+// Scratch of `floats` floats. AlignedBuffer, not std::vector: a std template instantiated here,
+// under this file's ISA flags, could be the copy the linker keeps for the baseline code
+// (tests/isa_symbol_check.sh; the sanitizer pass's -O2 kernels emitted vector<float>'s destructor).
+AlignedBuffer floats_buffer(int64_t floats) {
+  return AlignedBuffer(sizeof(float) * static_cast<size_t>(std::max<int64_t>(floats, 1)));
+}
 
 // About this many elements of work per task.
 constexpr int64_t kElementsPerTask = 16384;
@@ -63,13 +70,14 @@ void gated_rms_norm_kernel(const GatedRmsNormArgs& args, const GatedRmsNormConfi
   auto* out = static_cast<float*>(args.out.data);
   const auto eps = static_cast<float>(args.eps);
   parallel_for(s.rows * s.groups, indices_per_task(s.group_width), [&](int64_t begin, int64_t end) {
-    std::vector<float> gated(static_cast<size_t>(s.group_width));
+    const AlignedBuffer buffer = floats_buffer(s.group_width);
+    float* gated = buffer.as<float>();
     for (int64_t index = begin; index < end; ++index) {
       const int64_t column = index % s.groups * s.group_width, base = index / s.groups * s.width + column;
-      const VecF inverse = VecF::broadcast(gate_group(y, z, base, s.group_width, eps, gated.data(), nullptr));
+      const VecF inverse = VecF::broadcast(gate_group(y, z, base, s.group_width, eps, gated, nullptr));
       for (int64_t i = 0; i < s.group_width; i += W) {
         const int64_t n = s.group_width - i;
-        store_row(out + base + i, load_row(weight + column + i, n) * (load_row(gated.data() + i, n) * inverse), n);
+        store_row(out + base + i, load_row(weight + column + i, n) * (load_row(gated + i, n) * inverse), n);
       }
     }
   });
@@ -81,36 +89,39 @@ void gated_rms_norm_backward_kernel(const GatedRmsNormBackwardArgs& args, const 
   const auto *weight = static_cast<const float*>(args.weight.data), *dout = static_cast<const float*>(args.dout.data);
   auto *dy = static_cast<float*>(args.dy.data), *dz = static_cast<float*>(args.dz.data);
   const auto eps = static_cast<float>(args.eps);
-  std::vector<float> inverses(static_cast<size_t>(s.rows * s.groups));
+  const AlignedBuffer inverse_buffer = floats_buffer(s.rows * s.groups);
+  float* inverses = inverse_buffer.as<float>();
   const VecF one = VecF::broadcast(1.0f);
   parallel_for(s.rows * s.groups, indices_per_task(s.group_width), [&](int64_t begin, int64_t end) {
-    std::vector<float> gated(static_cast<size_t>(s.group_width)), sigmoids(static_cast<size_t>(s.group_width));
+    const AlignedBuffer gated_buffer = floats_buffer(s.group_width), sigmoid_buffer = floats_buffer(s.group_width);
+    float *gated = gated_buffer.as<float>(), *sigmoids = sigmoid_buffer.as<float>();
     for (int64_t index = begin; index < end; ++index) {
       const int64_t column = index % s.groups * s.group_width, base = index / s.groups * s.width + column;
-      const float r = gate_group(y, z, base, s.group_width, eps, gated.data(), sigmoids.data());
+      const float r = gate_group(y, z, base, s.group_width, eps, gated, sigmoids);
       const VecF inverse = VecF::broadcast(r);
       VecF dot = VecF::zero();  // sum of dn * n, dn = dout * weight, n = g * r
       for (int64_t i = 0; i < s.group_width; i += W) {
         const int64_t n = s.group_width - i;
         dot = simd::fma(load_row(dout + base + i, n) * load_row(weight + column + i, n),
-                        load_row(gated.data() + i, n) * inverse, dot);
+                        load_row(gated + i, n) * inverse, dot);
       }
       const VecF mean = VecF::broadcast(dot.reduce_add() / static_cast<float>(s.group_width));
       for (int64_t i = 0; i < s.group_width; i += W) {
         const int64_t n = s.group_width - i;
-        const VecF g = load_row(gated.data() + i, n), sg = load_row(sigmoids.data() + i, n);
+        const VecF g = load_row(gated + i, n), sg = load_row(sigmoids + i, n);
         const VecF zv = load_row(z + base + i, n);
         const VecF dg =
             inverse * simd::fnma(g * inverse, mean, load_row(dout + base + i, n) * load_row(weight + column + i, n));
         store_row(dy + base + i, dg * zv * sg, n);
         store_row(dz + base + i, dg * load_row(y + base + i, n) * sg * simd::fma(zv, one - sg, one), n);
       }
-      inverses[static_cast<size_t>(index)] = r;
+      inverses[index] = r;
     }
   });
   // dweight: a block's rows in order per column, then the blocks in order.
   const int64_t blocks = (s.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  std::vector<float> partial(static_cast<size_t>(blocks * s.width));
+  const AlignedBuffer partial_buffer = floats_buffer(blocks * s.width);
+  float* partial = partial_buffer.as<float>();
   parallel_for(blocks, indices_per_task(kRowsPerBlock * s.width), [&](int64_t block_begin, int64_t block_end) {
     for (int64_t block = block_begin; block < block_end; ++block) {
       const int64_t row_end = std::min(s.rows, (block + 1) * kRowsPerBlock);
@@ -124,7 +135,7 @@ void gated_rms_norm_backward_kernel(const GatedRmsNormBackwardArgs& args, const 
             const VecF g = load_row(y + at, n) * zv * simd::sigmoid(zv);
             sum = simd::fma(load_row(dout + at, n), g * VecF::broadcast(inverses[row * s.groups + group]), sum);
           }
-          store_row(partial.data() + block * s.width + column, sum, n);
+          store_row(partial + block * s.width + column, sum, n);
         }
     }
   });
@@ -132,7 +143,7 @@ void gated_rms_norm_backward_kernel(const GatedRmsNormBackwardArgs& args, const 
   for (int64_t i = 0; i < s.width; i += W) {
     const int64_t n = s.width - i;
     VecF sum = VecF::zero();
-    for (int64_t block = 0; block < blocks; ++block) sum = sum + load_row(partial.data() + block * s.width + i, n);
+    for (int64_t block = 0; block < blocks; ++block) sum = sum + load_row(partial + block * s.width + i, n);
     store_row(dweight + i, sum, n);
   }
 }
