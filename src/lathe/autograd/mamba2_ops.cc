@@ -13,8 +13,7 @@ bool fast(const Tape& tape) { return tape.precision() == Precision::fast; }
 
 // On a GPU these ops run on host copies of their inputs and hand back their results on the
 // inputs' device (staged through host memory, as the expert exchange is; a CUDA kernel for each
-// is to come): host_side(t) is t itself on the host, a host copy of a device tensor.
-Tensor host_side(const Tensor& tensor) { return on_host(tensor); }
+// is to come). The backward reuses the forward's host copies (captured), so each input crosses once.
 Tensor beside(const Tensor& like, const Tensor& host) { return on_device(like.view().device, host); }
 
 // torch.nn.functional.softplus with beta 1 and threshold 20.
@@ -84,20 +83,19 @@ Tensor negative_exp_backward(const Tensor& grad, const Tensor& out) {
 
 Var mamba2_step_size(Tape& tape, const Var& dt, const Var& bias, double lower, double upper) {
   LATHE_ASSERT(bias->value.shape().rank() == 1 && dt->value.numel() % bias->value.numel() == 0);
-  const Tensor dt_host = host_side(dt->value), bias_host = host_side(bias->value);
+  const Tensor dt_host = on_host(dt->value), bias_host = on_host(bias->value);
   Tensor out_host = Tensor::empty(dt->value.shape(), tape.dtype());
   fast(tape) ? step_size_forward<float>(dt_host, bias_host, lower, upper, out_host)
              : step_size_forward<double>(dt_host, bias_host, lower, upper, out_host);
   Var out = make_var(beside(dt->value, out_host), dt->requires_grad || bias->requires_grad);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
-  tape.record([dt, bias, out, lower, upper, precision] {
-    const Tensor dt_host = host_side(dt->value), bias_host = host_side(bias->value);
+  tape.record([dt, bias, out, dt_host, bias_host, lower, upper, precision] {
     Tensor d_dt = Tensor::empty(dt->value.shape(), dt->value.dtype());
     Tensor d_bias = Tensor::empty(bias->value.shape(), bias->value.dtype());
     precision == Precision::fast
-        ? step_size_backward<float>(host_side(out->grad), dt_host, bias_host, lower, upper, d_dt, d_bias)
-        : step_size_backward<double>(host_side(out->grad), dt_host, bias_host, lower, upper, d_dt, d_bias);
+        ? step_size_backward<float>(on_host(out->grad), dt_host, bias_host, lower, upper, d_dt, d_bias)
+        : step_size_backward<double>(on_host(out->grad), dt_host, bias_host, lower, upper, d_dt, d_bias);
     accumulate_grad(bias, beside(bias->value, d_bias), true);
     accumulate_grad(dt, beside(dt->value, d_dt), true);
   });
@@ -105,14 +103,13 @@ Var mamba2_step_size(Tape& tape, const Var& dt, const Var& bias, double lower, d
 }
 
 Var negative_exp(Tape& tape, const Var& a_log) {
-  const Tensor a_host = host_side(a_log->value);
-  Var out =
-      make_var(beside(a_log->value, fast(tape) ? negative_exp_of<float>(a_host) : negative_exp_of<double>(a_host)),
-               a_log->requires_grad);
+  const Tensor a_host = on_host(a_log->value);
+  const Tensor out_host = fast(tape) ? negative_exp_of<float>(a_host) : negative_exp_of<double>(a_host);
+  Var out = make_var(beside(a_log->value, out_host), a_log->requires_grad);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
-  tape.record([a_log, out, precision] {
-    const Tensor grad = host_side(out->grad), value = host_side(out->value);
+  tape.record([a_log, out, out_host, precision] {
+    const Tensor grad = on_host(out->grad), value = out_host;
     accumulate_grad(a_log,
                     beside(a_log->value, precision == Precision::fast ? negative_exp_backward<float>(grad, value)
                                                                       : negative_exp_backward<double>(grad, value)),

@@ -76,8 +76,8 @@ Tensor host_empty_like(const Var& var) { return Tensor::empty(var->value.shape()
 
 // On a GPU the delta-rule gates below run on host copies of their inputs and hand back their
 // results on the inputs' device (staged through host memory, as the expert exchange is; a CUDA
-// kernel for each is to come): host_side(t) is t itself on the host, a host copy of a device tensor.
-Tensor host_side(const Tensor& tensor) { return on_host(tensor); }
+// kernel for each is to come). The backward reuses the forward's host copies (captured), so each
+// input crosses once.
 Tensor beside(const Tensor& like, const Tensor& host) { return on_device(like.view().device, host); }
 
 }  // namespace
@@ -105,8 +105,8 @@ DeltaGates gated_delta_gates(Tape& tape, const Var& a, const Var& b, const Var& 
   LATHE_ASSERT(a->value.shape().rank() == 2 && a->value.shape() == b->value.shape());
   LATHE_ASSERT(a_log->value.shape() == Shape({a->value.dim(1)}) && dt_bias->value.shape() == a_log->value.shape());
   const bool requires_grad = a->requires_grad || b->requires_grad || a_log->requires_grad || dt_bias->requires_grad;
-  const Tensor a_host = host_side(a->value), b_host = host_side(b->value);
-  const Tensor a_log_host = host_side(a_log->value), dt_bias_host = host_side(dt_bias->value);
+  const Tensor a_host = on_host(a->value), b_host = on_host(b->value);
+  const Tensor a_log_host = on_host(a_log->value), dt_bias_host = on_host(dt_bias->value);
   Tensor g_host = Tensor::empty(a->value.shape(), tape.dtype()),
          beta_host = Tensor::empty(a->value.shape(), tape.dtype());
   fast(tape.precision()) ? gates_forward<float>(a_host, b_host, a_log_host, dt_bias_host, g_host, beta_host)
@@ -115,12 +115,10 @@ DeltaGates gated_delta_gates(Tape& tape, const Var& a, const Var& b, const Var& 
                  make_var(beside(a->value, beta_host), requires_grad)};
   if (!tape.recording() || !requires_grad) return out;
   const Precision precision = tape.precision();
-  tape.record([a, b, a_log, dt_bias, out, precision] {
+  tape.record([a, b, a_log, dt_bias, out, a_host, b_host, a_log_host, dt_bias_host, precision] {
     if (!out.g->grad.defined() && !out.beta->grad.defined()) return;
-    const Tensor a_host = host_side(a->value), b_host = host_side(b->value);
-    const Tensor a_log_host = host_side(a_log->value), dt_bias_host = host_side(dt_bias->value);
-    const Tensor dg = out.g->grad.defined() ? host_side(out.g->grad) : Tensor{};
-    const Tensor dbeta = out.beta->grad.defined() ? host_side(out.beta->grad) : Tensor{};
+    const Tensor dg = out.g->grad.defined() ? on_host(out.g->grad) : Tensor{};
+    const Tensor dbeta = out.beta->grad.defined() ? on_host(out.beta->grad) : Tensor{};
     Tensor da = host_empty_like(a), db = host_empty_like(b), d_a_log = host_empty_like(a_log);
     Tensor d_dt_bias = host_empty_like(dt_bias);
     fast(precision)
