@@ -1,11 +1,9 @@
 // The element-wise pieces of Mamba-2's mixer (transformers' Mamba2Mixer.torch_forward) around
 // the kernel library's ssd_scan and short_conv (autograd/linear_recurrence_ops.h), in the style of
-// autograd/ops.h: f32 under Precision::fast, f64 under reference_f64, each with its backward.
-// Plain loops, except the gated RMSNorm (a library op). Sums over rows (the weight and bias
-// gradients) run in a fixed order: bitwise reproducible for any thread count. On a GPU
-// (train.device=cuda) the step size and the decay run on host copies of their device inputs and
-// return their results on the device: staged through host memory (a copy each way per call, small:
-// (rows, heads) and (heads)), the same bits as the host.
+// autograd/ops.h: f32 under Precision::fast, f64 under reference_f64, each with its backward. Each
+// is a library op, which runs on either device: the step size and the decay are the head_gate op
+// (autograd/head_gate_ops.h), the gated RMSNorm the gated_rms_norm op. Sums over rows (the weight
+// and bias gradients) run in a fixed order: bitwise reproducible for any thread count.
 #pragma once
 
 #include "lathe/autograd/tape.h"

@@ -1,10 +1,9 @@
 // The elementwise ops the Qwen3-Next / Qwen3.5 layer (models/qwen3_next_layer.h) adds around the
 // gated delta rule and gated attention, in the style of autograd/ops.h: a float and a double path
-// (the tape's precision picks), each recording its own backward. Plain memory-bound loops; the math
-// follows transformers 5.x models/qwen3_next/modeling_qwen3_next.py. On a GPU (train.device=cuda)
-// gated_delta_gates runs on host copies of its device inputs and returns its results on the
-// device (staged through host memory, the host's bits); sigmoid_multiply and gather_rows are
-// library ops (the GLU, an embedding lookup), which run on either.
+// (the tape's precision picks), each recording its own backward; the math follows transformers 5.x
+// models/qwen3_next/modeling_qwen3_next.py. Each is made of library ops, which run on either
+// device: the delta-rule gates of head_gate (autograd/head_gate_ops.h), sigmoid_multiply of the
+// gated_activation op's GLU, gather_rows of an embedding lookup.
 #pragma once
 
 #include <vector>
@@ -23,7 +22,7 @@ struct DeltaGates {
 };
 
 // a, b: (rows, heads); a_log, dt_bias: (heads) -> the gated delta rule's per-token gates
-// (Qwen3NextGatedDeltaNet.forward). d a_log and d dt_bias are summed over rows in row order.
+// (Qwen3NextGatedDeltaNet.forward). d a_log and d dt_bias are summed over rows in a fixed order.
 DeltaGates gated_delta_gates(Tape& tape, const Var& a, const Var& b, const Var& a_log, const Var& dt_bias);
 
 // weight: (out, in); rows: distinct indices into out -> (rows.size(), in), weight's rows in the

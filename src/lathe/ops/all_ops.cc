@@ -32,6 +32,7 @@ void register_column_sums_ops(std::vector<OpRegistration>& ops);
 void register_clamped_swiglu_ops(std::vector<OpRegistration>& ops);
 void register_attention_sinks_ops(std::vector<OpRegistration>& ops);
 void register_gated_rms_norm_ops(std::vector<OpRegistration>& ops);
+void register_head_gate_ops(std::vector<OpRegistration>& ops);
 
 const std::vector<OpRegistration>& all_ops() {
   static const std::vector<OpRegistration> ops = [] {
@@ -63,6 +64,7 @@ const std::vector<OpRegistration>& all_ops() {
     register_clamped_swiglu_ops(list);
     register_attention_sinks_ops(list);
     register_gated_rms_norm_ops(list);
+    register_head_gate_ops(list);
     return list;
   }();
   return ops;
