@@ -15,7 +15,9 @@
 #                                         (scripts/device_peers.py: cuDNN SDPA, torch bf16 GEMM),
 #                                         and the trainer on the GPU: 10 steps of the default model
 #                                         on each device compared (scripts/compare_train_runs.py),
-#                                         the GPU run resumed from a checkpoint, a 1B body's MFU.
+#                                         the GPU run resumed from a checkpoint, greedy generation
+#                                         from four of the CPU runs' checkpoints on each device
+#                                         compared (scripts/compare_generations.py), a 1B body's MFU.
 #   bash scripts/device_check.sh run --sanitize   also runs the CUDA tests under compute-sanitizer's
 #                                         memcheck and racecheck (SANITIZE_SECONDS each, default 100).
 #   bash scripts/device_check.sh run --ncu        also profiles one launch of each tensor-core attention
@@ -203,6 +205,19 @@ PY
               $first_rel
         } >>"$logs/gpu_train.log" 2>&1 || train_status=1
       done
+      # Generation on the GPU (`lathe generate --device cuda`) from the checkpoints the CPU runs above
+      # wrote: the same prompt greedily on each device, the tokens compared (the weights and the KV
+      # cache, or the recurrent states, on the GPU; scripts/compare_generations.py).
+      for run in gpu_train_cpu gpu_train_gemma4_cpu gpu_train_qwen3_next_cpu gpu_train_mamba2_cpu; do
+        echo "== generation from /tmp/$run: cpu against cuda" >>"$logs/gpu_train.log"
+        for device in cpu cuda; do
+          timeout 60 "$bundle/lathe" generate "/tmp/$run" --device $device --temperature 0 --ignore-eos \
+            --max-tokens 32 --prompt "The kernel" --save-ids "/tmp/${run}_generate_$device.json" \
+            >/dev/null 2>>"$logs/gpu_train.log" || train_status=1
+        done
+        python3 scripts/compare_generations.py "/tmp/${run}_generate_cpu.json" "/tmp/${run}_generate_cuda.json" \
+          >>"$logs/gpu_train.log" 2>&1 || train_status=1
+      done
       # bf16 with the default (CUDA-core) attention, bf16 with the tensor-core attention pinned
       # (mma.sync forward and backward; then the wgmma forward with the mma.sync backward), f32.
       pin_attention() { echo "--pin flash_attention:cuda:$1 --pin flash_attention_backward:cuda:$1"; }
@@ -219,7 +234,7 @@ PY
       done
       [ "$train_status" = 0 ] || status=1
       { grep -vE '^\s*$' "$logs/gpu_train.log" |
-          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype|1B body|family' |
+          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype|1B body|family|generat' |
           tail -n 60; } | section "GPU training (exit $train_status)"
     fi
     set -e

@@ -18,6 +18,7 @@
 #include "lathe/cli/commands.h"
 #include "lathe/data/chat_template.h"
 #include "lathe/data/sft_dataset.h"
+#include "lathe/device/cuda_runtime.h"
 #include "lathe/infer/generator.h"
 #include "lathe/infer/sampling.h"
 #include "lathe/io/durable_file.h"
@@ -161,6 +162,10 @@ int run_generate(int argc, char** argv) {
                       "--chat: auto, plain, chatml, llama3, gemma or mistral (default: the run's data.chat_template)");
   command_line.option("save-ids", "FILE",
                       "also write the prompt's and the generated token ids there (JSON; with --chat, per turn)");
+  command_line.option("device", "NAME",
+                      "cpu, or cuda: the weights and the KV cache on the GPU, the logits copied back for sampling "
+                      "(the families `train.device=cuda` runs, except latent attention)",
+                      "cpu");
   add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
   apply_runtime_options(command_line);
@@ -176,12 +181,23 @@ int run_generate(int argc, char** argv) {
               "the end of the assistant's turn)");
   const std::string target =
       command_line.positional_values().empty() ? "runs/default" : command_line.positional_values()[0];
+  const std::string device = command_line.get("device");
+  LATHE_CHECK(device == "cpu" || device == "cuda", "--device must be cpu or cuda, got '", device, "'");
+  if (device == "cuda") cuda::require_available("lathe generate --device cuda");
   const std::string checkpoint_dir = resolve_checkpoint_directory(target);
 
   LoadedCheckpoint checkpoint = load_checkpoint(checkpoint_dir);
   const TrainConfig config = train_config_from_yaml(checkpoint.config_yaml, checkpoint_dir + "/config.yaml");
+  if (device == "cuda") {
+    const std::string gap = gpu_generation_gap(config.model);
+    LATHE_CHECK(gap.empty(), "lathe generate --device cuda: ", gap, "; generate with --device cpu");
+  }
   TransformerModel model(config.model);
   model.load_weights(checkpoint.model, "checkpoint " + checkpoint_dir);
+  if (device == "cuda") {
+    model.move_to(Device::cuda, TransformerModel::Gradients::none);
+    std::fprintf(stderr, "device: %s\n", cuda::status_line().c_str());
+  }
   const std::string tokenizer_path =
       command_line.has("tokenizer")
           ? command_line.get("tokenizer")

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lathe/core/error.h"
+#include "lathe/device/device_tensor.h"
 
 namespace lathe {
 
@@ -15,7 +16,7 @@ Generator::Generator(const TransformerModel& model, const SamplingParams& params
 Tensor Generator::feed(const std::vector<int32_t>& ids) {
   Tensor input = Tensor::empty({1, static_cast<int64_t>(ids.size())}, DType::i32);
   std::copy(ids.begin(), ids.end(), input.ptr<int32_t>());
-  Tensor logits = model_.next_token_logits(input, cache_);
+  Tensor logits = model_.next_token_logits(on_device(model_.device(), input), cache_);
   cached_.insert(cached_.end(), ids.begin(), ids.end());
   return logits;
 }

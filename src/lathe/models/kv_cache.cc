@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "lathe/core/error.h"
+#include "lathe/device/device_tensor.h"
 
 namespace lathe {
 
@@ -52,9 +53,21 @@ int64_t KvCache::recurrent_state_bytes() const {
 void KvCache::clear() {
   length = 0;
   for (std::vector<Tensor>* tensors : {&conv_states, &recurrent_states})
-    for (Tensor& tensor : *tensors)
-      if (tensor.defined())
+    for (Tensor& tensor : *tensors) {
+      if (!tensor.defined()) continue;
+      if (tensor.view().device == Device::cuda)
+        cuda::fill_bytes(tensor.view(), 0);
+      else
         std::memset(tensor.view().data, 0, static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype()));
+    }
+}
+
+void KvCache::move_to(Device device) {
+  LATHE_CHECK(length == 0, "KV cache: moved while it holds ", length, " tokens");
+  for (std::vector<Tensor>* tensors : {&keys, &values, &conv_states, &recurrent_states})
+    for (Tensor& tensor : *tensors)
+      if (tensor.defined() && tensor.view().device != device)
+        tensor = device == Device::cuda ? cuda::to_device(tensor.view()) : cuda::to_host(tensor.view());
 }
 
 int64_t KvCache::bytes_per_token() const {
@@ -69,10 +82,15 @@ Tensor append_tokens(Tensor& buffer, int64_t offset, const Tensor& rows) {
   const int64_t seq = rows.dim(1), end = offset + seq, capacity = buffer.dim(1);
   LATHE_CHECK(end <= capacity, "generation: ", end, " tokens exceed the KV cache capacity of ", capacity,
               " (model.max_seq_len)");
-  const int64_t token_elements = rows.numel() / std::max<int64_t>(seq, 1);
-  std::memcpy(buffer.ptr<float>() + offset * token_elements, rows.ptr<float>(),
-              static_cast<size_t>(seq * token_elements) * sizeof(float));
+  LATHE_ASSERT(rows.view().device == buffer.view().device && rows.dtype() == buffer.dtype());
+  if (seq > 0) cuda::copy(buffer.view().slice(1, offset, end), rows.view());  // a plain copy on the host
   return buffer.share_view(buffer.view().slice(1, 0, end));
+}
+
+void store_state(const Tensor& final_state, Tensor& cached) {
+  LATHE_ASSERT(final_state.numel() == cached.numel() && final_state.dtype() == cached.dtype());
+  LATHE_ASSERT(final_state.view().device == cached.view().device);
+  cuda::copy(cached.view(), final_state.view().reshape(cached.shape()));
 }
 
 }  // namespace lathe

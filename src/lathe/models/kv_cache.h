@@ -19,7 +19,7 @@ struct KvCache {
   std::vector<Tensor> values;  // per layer: (1, max_seq, n_kv_heads, head_dim) f32; latent: none
   // Recurrent layers: per layer, the state carried from one token to the next (f32), or an empty
   // tensor for a layer without one. The families that have them size the vectors to n_layers.
-  std::vector<Tensor> conv_states;  // (1, conv_kernel - 1, channels): a causal short convolution's last inputs
+  std::vector<Tensor> conv_states;       // (1, conv_kernel - 1, channels): a causal short convolution's last inputs
   std::vector<Tensor> recurrent_states;  // (1, heads, key_dim, value_dim) gated delta rule; (1, heads, head_dim,
                                          // state_size) Mamba-2's scan
   int64_t length = 0;                    // tokens stored (the same for every layer)
@@ -33,6 +33,9 @@ struct KvCache {
   bool rewindable() const { return recurrent_state_bytes() == 0; }
   // Empties the cache: length 0 and every recurrent state zero.
   void clear();
+  // Moves every tensor to `device` (GPU generation: the model's weights are there), once, while
+  // the cache is empty. The layers write it with device copies (append_tokens, their states).
+  void move_to(Device device);
 
   KvCache(int64_t layers, int64_t max_seq, int64_t kv_heads, int64_t head_dim);
   // One row of `width` floats per token and layer, no values (multi-head latent attention).
@@ -49,8 +52,12 @@ struct KvCache {
 };
 
 // Copies `rows` (1, seq, ...) f32 into `buffer` (1, capacity, ...) at token `offset` and returns
-// the buffer's tokens [0, offset + seq) as a view sharing its storage. lathe::Error "generation: N
+// the buffer's tokens [0, offset + seq) as a view sharing its storage; both on the host or both on
+// the GPU. lathe::Error "generation: N
 // tokens exceed the KV cache capacity of C (model.max_seq_len)" when they do not fit.
 Tensor append_tokens(Tensor& buffer, int64_t offset, const Tensor& rows);
+// Overwrites a recurrent layer's cached state with the state a forward pass ended in (same element
+// count, f32), on the host or the GPU.
+void store_state(const Tensor& final_state, Tensor& cached);
 
 }  // namespace lathe

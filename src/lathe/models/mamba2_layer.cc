@@ -1,7 +1,6 @@
 #include "lathe/models/mamba2_layer.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "lathe/autograd/linear_recurrence_ops.h"
 #include "lathe/autograd/mamba2_ops.h"
@@ -36,11 +35,6 @@ void initialize_dt_bias(const ModelConfig& config, const TensorView& value, uint
 void initialize_conv_weight(const ModelConfig& config, const TensorView& value, uint64_t seed, uint64_t stream) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(config.ssm_conv_kernel));
   fill_uniform(value, seed, -bound, bound, stream);
-}
-
-void copy_state(const Tensor& from, Tensor& to) {
-  LATHE_ASSERT(from.shape() == to.shape() && from.dtype() == DType::f32 && to.dtype() == DType::f32);
-  std::memcpy(to.ptr<float>(), from.ptr<float>(), static_cast<size_t>(from.numel()) * sizeof(float));
 }
 
 }  // namespace
@@ -127,8 +121,8 @@ Var mamba2_block(Tape& tape, const BlockContext& context, const LayerParameters&
       autograd::reshape(tape, dt, {batch, seq, heads}), a, autograd::reshape(tape, xbc[1], {batch, seq, groups, state}),
       autograd::reshape(tape, xbc[2], {batch, seq, groups, state}), p[kSkipD], scan_state, cache != nullptr);
   if (cache) {
-    copy_state(convolved.final_state->value, cache->conv_states[context.layer]);
-    copy_state(scanned.final_state->value, cache->recurrent_states[context.layer]);
+    store_state(convolved.final_state->value, cache->conv_states[context.layer]);
+    store_state(scanned.final_state->value, cache->recurrent_states[context.layer]);
   }
 
   Var y = autograd::reshape(tape, scanned.out, {rows, inner});

@@ -100,6 +100,9 @@ Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, 
   if (context.cache) {  // keep [latent | rope key] per token; attend over everything cached, absorbed
     LATHE_CHECK(!tape.recording() && tape.precision() == autograd::Precision::fast && batch == 1,
                 "multi-head latent attention: the KV cache is for f32 inference of one sequence");
+    LATHE_CHECK(x->value.view().device == Device::cpu,
+                "multi-head latent attention: decoding runs on the CPU only (the mla_decode op has no CUDA "
+                "implementation yet)");
     Var rows = autograd::concat_heads(tape, autograd::reshape(tape, latent, {batch, seq, 1, rank}), k_rope);
     Var cached =
         autograd::make_var(append_tokens(context.cache->keys[context.layer], context.position_offset, rows->value));

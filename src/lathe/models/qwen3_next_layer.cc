@@ -1,7 +1,6 @@
 #include "lathe/models/qwen3_next_layer.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "lathe/autograd/linear_recurrence_ops.h"
 #include "lathe/autograd/mla_ops.h"
@@ -70,13 +69,6 @@ void add_delta_net_tail(const ModelConfig& config, std::vector<LayerParameterSpe
   out.push_back({kALog, "linear_attn.A_log", ParameterKind::bias, {w.value_heads}, 1.0, 0.0f});
   out.push_back({kLinearNorm, "linear_attn.norm.weight", ParameterKind::bias, {w.value_dim}, 1.0, 1.0f});
   out.push_back({kOutProj, "linear_attn.out_proj.weight", ParameterKind::matrix, {config.d_model, w.values}});
-}
-
-// Copies a recurrent op's final state into the cache's state tensor (the decode step's update).
-void store_state(const Var& final_state, Tensor& cached) {
-  LATHE_ASSERT(final_state->value.numel() == cached.numel());
-  std::memcpy(cached.ptr<float>(), final_state->value.ptr<float>(),
-              static_cast<size_t>(cached.numel()) * sizeof(float));
 }
 
 // A slice [offset, offset + count) of every row group of a weight whose rows are grouped per head.
@@ -214,7 +206,7 @@ Var gated_delta_net(Tape& tape, const BlockContext& context, const LayerParamete
   autograd::RecurrentOutput conv =
       autograd::short_conv(tape, autograd::reshape(tape, in.mixed, {batch, seq, w.conv_channels}), conv_weight, Var{},
                            conv_state, ShortConvOptions{.silu = true}, cache != nullptr);
-  if (cache) store_state(conv.final_state, cache->conv_states[context.layer]);
+  if (cache) store_state(conv.final_state->value, cache->conv_states[context.layer]);
   const int64_t qkv_widths[] = {w.keys, w.keys, w.values};
   std::vector<Var> qkv = autograd::split_last_dim(tape, conv.out, qkv_widths);
   Var q = autograd::reshape(tape, qkv[0], {batch, seq, w.key_heads, w.key_dim});
@@ -227,7 +219,7 @@ Var gated_delta_net(Tape& tape, const BlockContext& context, const LayerParamete
   Var state = cache ? autograd::make_var(cache->recurrent_states[context.layer]) : Var{};
   autograd::RecurrentOutput recurrence = autograd::gated_delta_rule(
       tape, q, k, v, g, beta, state, GatedDeltaRuleOptions{.l2norm_qk = true, .scale = 0.0f}, cache != nullptr);
-  if (cache) store_state(recurrence.final_state, cache->recurrent_states[context.layer]);
+  if (cache) store_state(recurrence.final_state->value, cache->recurrent_states[context.layer]);
 
   Var o = autograd::reshape(tape, recurrence.out, {tokens * w.value_heads, w.value_dim});
   Var normed = autograd::rms_norm(tape, o, p[kLinearNorm], static_cast<float>(config.norm_eps), 0.0f);

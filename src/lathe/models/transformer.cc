@@ -183,7 +183,7 @@ void TransformerModel::shard_experts(std::shared_ptr<autograd::ExpertTransport> 
   expert_shard_ = std::move(shard);
 }
 
-void TransformerModel::move_to(Device device) {
+void TransformerModel::move_to(Device device, Gradients gradients) {
   if (device == device_) return;
   LATHE_CHECK(precision_ == autograd::Precision::fast, "model: the f64 reference precision runs on the host only");
   LATHE_CHECK(device == Device::cuda, "model: weights on the GPU stay there");
@@ -191,7 +191,9 @@ void TransformerModel::move_to(Device device) {
     autograd::VariableData& var = *parameter.var;
     var.value = cuda::to_device(var.value);
     if (var.value_bf16.defined()) var.value_bf16 = cuda::to_device(var.value_bf16);
-    var.grad = cuda::device_zeros(var.grad.shape(), var.grad.dtype(), str_cat(parameter.name, " gradient"));
+    var.grad = gradients == Gradients::allocate
+                   ? cuda::device_zeros(var.grad.shape(), var.grad.dtype(), str_cat(parameter.name, " gradient"))
+                   : Tensor{};
   }
   device_ = device;
   // bf16 compute: attention in bf16 too, where the GPU's tensor-core kernels take it.
@@ -336,8 +338,19 @@ std::vector<Var> TransformerModel::mtp_losses(Tape& tape, const Var& hidden, con
   return losses;
 }
 
+std::string gpu_generation_gap(const ModelConfig& config) {
+  const FamilySpec* family = find_family_spec_or_null(config.family);
+  if (!family || !family->trains_on_gpu)
+    return str_cat("model.family=", config.family, " has ops without a CUDA implementation");
+  if (config.uses_mla())
+    return "multi-head latent attention decodes with the mla_decode op, which has no CUDA implementation yet";
+  return "";
+}
+
 KvCache TransformerModel::make_kv_cache(int64_t max_seq) const {
-  return family_->layer.make_kv_cache(config_, max_seq);
+  KvCache cache = family_->layer.make_kv_cache(config_, max_seq);
+  cache.move_to(device_);  // beside the weights
+  return cache;
 }
 
 Tensor TransformerModel::next_token_logits(const Tensor& ids, KvCache& cache) const {
@@ -349,7 +362,7 @@ Tensor TransformerModel::next_token_logits(const Tensor& ids, KvCache& cache) co
   // Only the last position's logits are needed: (1, d_model) @ head^T.
   Var last = autograd::make_var(hidden->value.share_view(hidden->value.view().slice(0, seq - 1, seq)));
   Var logits = autograd::linear(tape, last, lm_head());
-  Tensor result = logits->value.reshape({config_.vocab_size});
+  Tensor result = on_host(logits->value).reshape({config_.vocab_size});  // the sampler reads them
   if (config_.final_logit_softcap > 0) {
     float* values = result.ptr<float>();
     const float cap = config_.final_logit_softcap;

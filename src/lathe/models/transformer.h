@@ -41,6 +41,11 @@ struct RouterStatistics {
   double mtp_loss = 0;
 };
 
+// Why generation (next_token_logits over a KV cache) cannot run on a GPU for this model, "" when it
+// can: the family must train on the GPU (every op of its forward has a CUDA implementation) and
+// decode without the CPU-only ops (multi-head latent attention's weight-absorbed mla_decode).
+std::string gpu_generation_gap(const ModelConfig& config);
+
 class TransformerModel {
  public:
   TransformerModel(const ModelConfig& config, autograd::Precision precision = autograd::Precision::fast);
@@ -83,8 +88,10 @@ class TransformerModel {
   // initialize() and before the optimizer sees the parameters (train.device=cuda); afterwards
   // load_weights() copies into the device weights, and the autograd ops run where the weights and
   // the token ids are. bf16 compute (set_compute_dtype first) moves the weights' bf16 copies too
-  // and sets the attention dtype to bf16.
-  void move_to(Device device);
+  // and sets the attention dtype to bf16. Gradients::none (generation) drops the gradients instead
+  // of allocating them on the device: the model can run forward passes only from then on.
+  enum class Gradients { allocate, none };
+  void move_to(Device device, Gradients gradients = Gradients::allocate);
   Device device() const { return device_; }
 
   // Expert parallelism (models/expert_parallel.h): keeps only this rank's rows of every
@@ -117,12 +124,13 @@ class TransformerModel {
   bool has_experts() const { return !moe_layers_.empty(); }
   // The layers with a mixture-of-experts feed-forward, ascending.
   const std::vector<int64_t>& moe_layers() const { return moe_layers_; }
-  // Inference (no tape): ids (1, seq) are appended to the cache (positions cache.length...);
-  // returns the logits (vocab) f32 of the last token.
+  // Inference (no tape): ids (1, seq), on the model's device, are appended to the cache (positions
+  // cache.length...); returns the logits (vocab) f32 of the last token, on the host (the sampler's).
   Tensor next_token_logits(const Tensor& ids, KvCache& cache) const;
   // ids: (batch, seq) i32 -> logits (batch, seq, vocab) in the model's dtype, soft-capped as the loss
   // sees them. No tape; for checks against other implementations (training never builds these).
   Tensor logits(const Tensor& ids) const;
+  // An empty cache on the model's device.
   KvCache make_kv_cache(int64_t max_seq) const;
 
   // Model FLOPs of one training token (forward + backward) at a sequence length: 6 per matmul
