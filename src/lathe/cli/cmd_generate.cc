@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -44,6 +45,22 @@ void write_text(const std::string& text) {
   std::fflush(stdout);
 }
 
+using Clock = std::chrono::steady_clock;
+
+// The prompt's time to the first token (its forward pass and the first draw), then the rate of
+// the tokens after it (one forward pass of one token and one draw each), on stderr.
+void report_speed(size_t prompt_tokens, size_t generated, Clock::time_point start, Clock::time_point first,
+                  Clock::time_point last) {
+  if (generated == 0) return;
+  const double first_seconds = std::chrono::duration<double>(first - start).count();
+  const double rest_seconds = std::chrono::duration<double>(last - first).count();
+  std::fprintf(stderr, "speed: first token after %.3f s (a %zu-token prompt)", first_seconds, prompt_tokens);
+  if (generated > 1 && rest_seconds > 0)
+    std::fprintf(stderr, ", then %.1f tokens/s over %zu tokens", static_cast<double>(generated - 1) / rest_seconds,
+                 generated - 1);
+  std::fprintf(stderr, "\n");
+}
+
 // What both modes share.
 struct GenerationSetup {
   const TrainConfig& config;
@@ -71,7 +88,12 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> continue_text(const Genera
   if (eos && !ignore_eos) limits.stop_ids.push_back(*eos);
   write_text(prompt_text);
   StreamingDecoder decoder(tokenizer, prompt);
+  const Clock::time_point start = Clock::now();
+  Clock::time_point first = start, last = start;  // when the first and the latest token came
+  bool any = false;
   const GenerationResult result = generator.generate(prompt, limits, [&](int32_t token) {
+    last = Clock::now();
+    if (!any) first = last, any = true;
     if (token == eos) {  // --ignore-eos: the end of a document is a blank line, then text decodes afresh
       write_text(decoder.finish() + "\n\n");
       decoder = StreamingDecoder(tokenizer, {token});
@@ -80,6 +102,7 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> continue_text(const Genera
     }
   });
   write_text(decoder.finish() + "\n");
+  report_speed(prompt.size(), result.generated.size(), start, first, last);
   if (result.context_full)
     std::fprintf(stderr, "note: stopped at the model's context length (%lld tokens)\n",
                  static_cast<long long>(generator.capacity()));
@@ -143,7 +166,8 @@ int run_generate(int argc, char** argv) {
       "continues the prompt token by token with a KV cache, printing text as it is produced; it stops\n"
       "at the end-of-text token unless --ignore-eos. With --chat it holds a conversation in the run's\n"
       "chat template instead: each line of --prompt-file (or of standard input) is one user message.\n"
-      "Sampling: --temperature 0 is greedy; --top-k and --top-p restrict the candidates.");
+      "Sampling: --temperature 0 is greedy; --top-k and --top-p restrict the candidates. On standard\n"
+      "error: the time to the first token and the rate after it, then the KV cache's size.");
   command_line.positionals("[RUN_DIR | CHECKPOINT_DIR]", "what to load (default runs/default)");
   command_line.option("prompt", "TEXT", "text to continue (with --chat: one user message)", "");
   command_line.option("prompt-file", "FILE",
