@@ -211,6 +211,7 @@ PY
       for run in gpu_train_cpu gpu_train_gemma4_cpu gpu_train_qwen3_next_cpu gpu_train_mamba2_cpu; do
         echo "== generation from /tmp/$run: cpu against cuda" >>"$logs/gpu_train.log"
         for device in cpu cuda; do
+          echo "generate on $device:" >>"$logs/gpu_train.log"
           timeout 60 "$bundle/lathe" generate "/tmp/$run" --device $device --temperature 0 --ignore-eos \
             --max-tokens 32 --prompt "The kernel" --save-ids "/tmp/${run}_generate_$device.json" \
             >/dev/null 2>>"$logs/gpu_train.log" || train_status=1
@@ -234,8 +235,8 @@ PY
       done
       [ "$train_status" = 0 ] || status=1
       { grep -vE '^\s*$' "$logs/gpu_train.log" |
-          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype|1B body|family|generat' |
-          tail -n 60; } | section "GPU training (exit $train_status)"
+          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype|1B body|family|generat|speed:' |
+          tail -n 80; } | section "GPU training (exit $train_status)"
     fi
     set -e
     echo "== GPU benchmark"
