@@ -205,6 +205,10 @@ PY
               $first_rel
         } >>"$logs/gpu_train.log" 2>&1 || train_status=1
       done
+      # `lathe bench train` on the GPU (the default config, bf16): its step, MFU and memory table.
+      echo "== bench train, train.device=cuda" >>"$logs/gpu_train.log"
+      timeout 90 "$bundle/lathe" bench train train.device=cuda --vs none --steps 3 >>"$logs/gpu_train.log" 2>&1 ||
+        train_status=1
       # Generation on the GPU (`lathe generate --device cuda`) from the checkpoints the CPU runs above
       # wrote: the same prompt greedily on each device, the tokens compared (the weights and the KV
       # cache, or the recurrent states, on the GPU; scripts/compare_generations.py).
@@ -235,7 +239,7 @@ PY
       done
       [ "$train_status" = 0 ] || status=1
       { grep -vE '^\s*$' "$logs/gpu_train.log" |
-          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype|1B body|family|generat|speed:' |
+          grep -E 'step|loss|error|agree|DIFFER|identical|DIFFERENT|model:|dtype|1B body|family|generat|speed:|bench|peaks|save_all' |
           tail -n 80; } | section "GPU training (exit $train_status)"
     fi
     set -e

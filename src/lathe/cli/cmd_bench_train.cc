@@ -23,9 +23,12 @@
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/core/version.h"
+#include "lathe/device/cuda_runtime.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/models/memory_estimate.h"
 #include "lathe/train/compute_dtype.h"
 #include "lathe/train/train_step.h"
+#include "lathe/train/training_setup.h"
 
 namespace lathe::cli {
 namespace {
@@ -146,7 +149,9 @@ int run_bench_train(int argc, char** argv) {
       "Memory: the predicted bytes (models/memory_estimate.h) of each remat policy beside the measured\n"
       "peak of tensor bytes during one step. With --rounds N, lathe and PyTorch are timed in turn N\n"
       "times and the median of the N ratios is the result, with its range (a shared machine's load\n"
-      "moves single runs by 10% or more). Without FILE: the built-in default config.");
+      "moves single runs by 10% or more). Without FILE: the built-in default config.\n"
+      "With train.device=cuda the step runs on the GPU (bf16 unless train.dtype=f32), MFU against the\n"
+      "GPU's datasheet peaks, the memory column from its allocator's peak; no PyTorch peer (use --vs none).");
   add_runtime_options(command_line);
   command_line.positionals("[FILE...] [KEY=VALUE...]",
                            "config YAML files and dotted-key overrides (see `lathe config --keys`)");
@@ -174,8 +179,15 @@ int run_bench_train(int argc, char** argv) {
   LATHE_CHECK(vs == "torch" || vs == "none" || vs == "auto", "--vs: unknown peer '", vs,
               "' (known: torch, none, auto)");
   std::string torch_script;
-  LATHE_CHECK(rounds == 1 || vs != "none", "--rounds ", rounds, ": rounds alternate lathe with a peer; not with --vs none");
-  if (vs != "none") {
+  LATHE_CHECK(rounds == 1 || vs != "none", "--rounds ", rounds,
+              ": rounds alternate lathe with a peer; not with --vs none");
+  // train.device=cuda (the config check found a usable GPU): the step on the GPU, MFU against its
+  // datasheet peaks; the PyTorch peer script trains on the CPU, so it is not compared.
+  const bool on_gpu = config.train.device == "cuda";
+  LATHE_CHECK(!on_gpu || vs != "torch", "--vs torch: the PyTorch peer trains on the CPU; with train.device=cuda ",
+              "use --vs none (docs/cuda.md)");
+  LATHE_CHECK(!on_gpu || rounds == 1, "--rounds ", rounds, ": no peer with train.device=cuda");
+  if (vs != "none" && !on_gpu) {
     torch_script = find_torch_script(command_line.get("torch-script"));
     const bool available = !torch_script.empty() && (command_line.has("torch-script") || torch_importable());
     LATHE_CHECK(available || vs == "auto",
@@ -188,9 +200,10 @@ int run_bench_train(int argc, char** argv) {
     if (!dense) torch_script.clear();
   }
 
-  const MachinePeaks peaks = measure_machine_peaks();
-  std::string dtype_note;  // train.dtype=auto decides by the peaks
-  const ComputeDtype compute_dtype = resolve_compute_dtype(config.train.dtype, peaks, &dtype_note);
+  const MachinePeaks peaks = on_gpu ? gpu_datasheet_peaks() : measure_machine_peaks();
+  std::string dtype_note;  // train.dtype=auto decides by the peaks (on a GPU: bf16)
+  const ComputeDtype compute_dtype = on_gpu ? resolve_gpu_compute_dtype(config.train.dtype, &dtype_note)
+                                            : resolve_compute_dtype(config.train.dtype, peaks, &dtype_note);
   const bool bf16 = compute_dtype == ComputeDtype::bf16;
   const int64_t batch = config.train.batch_size, seq = config.train.seq_len, accum = config.train.grad_accum;
   const int64_t tokens_per_step = batch * seq * accum;
@@ -198,6 +211,7 @@ int run_bench_train(int argc, char** argv) {
   TransformerModel model(config.model);
   model.set_compute_dtype(compute_dtype);
   model.initialize(config.train.seed);
+  if (on_gpu) model.move_to(Device::cuda);  // before the optimizer allocates its moments beside the weights
   SingleProcessCommunicator single_process;
   TrainStep train_step(model, config, single_process);
   Tensor tokens = Tensor::empty({batch, seq + 1}, DType::i32);
@@ -224,10 +238,17 @@ int run_bench_train(int argc, char** argv) {
   // logits (with AMX its gradients and attention too) on the bf16 matmul engine (AMX or
   // vdpbf16ps), the rest on f32 FMA (machine_peaks.h, mixed_work_peak_gflops).
   const double flops_per_token = model.training_flops_per_token(seq);
-  const double bf16_flops_per_token = bf16 ? model.bf16_engine_flops_per_token(seq, amx_active()) : 0.0;
+  const double bf16_flops_per_token =
+      bf16 ? model.bf16_engine_flops_per_token(seq, /*tensor units=*/on_gpu || amx_active()) : 0.0;
   const double peak_gflops = mixed_work_peak_gflops(peaks, flops_per_token, bf16_flops_per_token);
-  std::printf("peaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, AMX %.1f GFLOP/s; MFU against %.1f GFLOP/s ",
-              peaks.f32_gflops, peaks.bf16_gflops, peaks.amx_gflops, peak_gflops);
+  if (on_gpu)
+    std::printf(
+        "peaks: the GPU's datasheet f32 %.1f GFLOP/s, bf16 tensor cores %.1f GFLOP/s (%s); MFU against %.1f "
+        "GFLOP/s ",
+        peaks.f32_gflops, peaks.bf16_gflops, cuda::status_line().c_str(), peak_gflops);
+  else
+    std::printf("peaks: f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s, AMX %.1f GFLOP/s; MFU against %.1f GFLOP/s ",
+                peaks.f32_gflops, peaks.bf16_gflops, peaks.amx_gflops, peak_gflops);
   if (bf16)
     std::printf("(%.0f%% of the FLOPs on the bf16 matmul engine, the rest on f32 FMA)\n",
                 100.0 * bf16_flops_per_token / flops_per_token);
@@ -308,8 +329,11 @@ int run_bench_train(int argc, char** argv) {
     }
     train_step.set_remat(policy);
     reset_tensor_bytes_peak();
+    cuda::reset_memory_peak();
     train_step.run(next_step++, next_batch);
-    MemoryRow row{policy, estimate_training_memory(config.model, batch, seq, policy), tensor_bytes_peak()};
+    // On a GPU: the caching allocator's peak of live blocks (host tensors are a few scalars there).
+    const int64_t measured = on_gpu ? cuda::memory_stats().peak : tensor_bytes_peak();
+    MemoryRow row{policy, estimate_training_memory(config.model, batch, seq, policy), measured};
     std::printf("  %-16s %8.1f + %6.1f + %6.1f + %8.1f + %7.1f = %8.1f   %13.1f   %5.2f", to_string(policy),
                 mebibytes(row.predicted.parameter_bytes), mebibytes(row.predicted.gradient_bytes),
                 mebibytes(row.predicted.optimizer_bytes), mebibytes(row.predicted.activation_bytes),
@@ -372,16 +396,18 @@ int run_bench_train(int argc, char** argv) {
       const RatioSummary ratio = summarize_ratios(peer_rounds, bf16_autocast);
       if (ratio.rounds == 0) return;
       if (rounds == 1) {
-        std::printf("  %-14s %8.0f tokens/s; lathe/torch %.2fx (%s)\n", precision, ratio.peer_median,
-                    ratio.median, target);
+        std::printf("  %-14s %8.0f tokens/s; lathe/torch %.2fx (%s)\n", precision, ratio.peer_median, ratio.median,
+                    target);
       } else {
         std::printf("  %-14s %8.0f tokens/s (median of %lld); lathe/torch median %.2fx, range %.2f-%.2fx (%s)\n",
                     precision, ratio.peer_median, static_cast<long long>(ratio.rounds), ratio.median, ratio.min,
                     ratio.max, target);
       }
     };
-    print_peer(torch, false, "float32", amx ? "target >= 1.5x applies to CPUs without AMX" : "target >= 1.5x without AMX");
-    print_peer(torch_bf16, true, "bf16 autocast", amx ? "target >= 2x with AMX" : "target >= 2x applies to CPUs with AMX");
+    print_peer(torch, false, "float32",
+               amx ? "target >= 1.5x applies to CPUs without AMX" : "target >= 1.5x without AMX");
+    print_peer(torch_bf16, true, "bf16 autocast",
+               amx ? "target >= 2x with AMX" : "target >= 2x applies to CPUs with AMX");
     if (!any.is_null() && !bf16_hardware)
       std::printf("  %-14s skipped: no bf16 hardware at the active ISA (PyTorch would emulate it)\n", "bf16 autocast");
     if (!any.is_null() && accum > 1)

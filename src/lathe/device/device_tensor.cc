@@ -114,6 +114,10 @@ void backend_empty_cache() {
   if (available()) allocator().empty_cache();
 }
 
+void backend_reset_memory_peak() {
+  if (available()) allocator().reset_peak();
+}
+
 #else  // no CUDA backend in this build: every entry is the one clear error
 
 Tensor backend_empty(const Shape&, DType, const std::string&) {
@@ -130,6 +134,7 @@ Tensor backend_pinned_empty(const Shape&, DType) {
 }
 DeviceMemoryStats backend_memory_stats() { return {}; }
 void backend_empty_cache() {}
+void backend_reset_memory_peak() {}
 
 #endif
 
@@ -209,6 +214,7 @@ Tensor pinned_empty(const Shape& shape, DType dtype) {
 
 DeviceMemoryStats memory_stats() { return backend_memory_stats(); }
 void empty_cache() { backend_empty_cache(); }
+void reset_memory_peak() { backend_reset_memory_peak(); }
 
 }  // namespace lathe::cuda
 

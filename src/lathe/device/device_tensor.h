@@ -43,6 +43,8 @@ Tensor pinned_empty(const Shape& shape, DType dtype);
 // The allocator of the current device: statistics for `lathe bench` and memory reports.
 DeviceMemoryStats memory_stats();
 void empty_cache();
+// Restarts the statistics' high-water mark at the bytes in use now (the peak of one training step).
+void reset_memory_peak();
 
 }  // namespace lathe::cuda
 

@@ -51,4 +51,8 @@ DtypeChoice choose_compute_dtype(ComputeDtype requested, const DtypeEvidence& ev
 // (if given) receives the line to print once, or is cleared.
 ComputeDtype resolve_compute_dtype(ComputeDtype requested, const MachinePeaks& peaks, std::string* message = nullptr);
 
+// The same for train.device=cuda: auto and bf16 take bf16 (tensor cores multiply bf16 at ~16x the
+// GPU's f32 rate), f32 stays f32; `message` receives auto's line, or is cleared.
+ComputeDtype resolve_gpu_compute_dtype(ComputeDtype requested, std::string* message = nullptr);
+
 }  // namespace lathe

@@ -66,5 +66,16 @@ TEST(ComputeDtype, ExplicitBf16WithoutBf16HardwareFallsBackWithANote) {
   EXPECT_EQ(choose_compute_dtype(ComputeDtype::bf16, forced).dtype, ComputeDtype::bf16);
 }
 
+// On a GPU the tensor cores decide: auto and bf16 take bf16 (auto says so once), f32 stays f32.
+TEST(ComputeDtype, OnAGpuAutoTakesBf16AndF32IsKept) {
+  std::string message = "stale";
+  EXPECT_EQ(resolve_gpu_compute_dtype(ComputeDtype::automatic, &message), ComputeDtype::bf16);
+  EXPECT_NE(message.find("dtype: auto -> bf16 (train.device=cuda"), std::string::npos) << message;
+  EXPECT_EQ(resolve_gpu_compute_dtype(ComputeDtype::bf16, &message), ComputeDtype::bf16);
+  EXPECT_EQ(message, "");
+  EXPECT_EQ(resolve_gpu_compute_dtype(ComputeDtype::f32, &message), ComputeDtype::f32);
+  EXPECT_EQ(message, "");
+}
+
 }  // namespace
 }  // namespace lathe

@@ -121,7 +121,8 @@ void connect_gpu_ranks(TrainingSetup& setup) {
                       " GPU(s) (NCCL needs one GPU per rank)");
   if (any_rank_true(*setup.communicator, !why_not.empty())) {
     std::fprintf(setup.log, "note: GPU collectives staged through host memory over %s: %s\n",
-                 setup.communicator->name().c_str(), why_not.empty() ? "another rank cannot use NCCL" : why_not.c_str());
+                 setup.communicator->name().c_str(),
+                 why_not.empty() ? "another rank cannot use NCCL" : why_not.c_str());
     return;
   }
   setup.gpu_communicator = make_nccl_communicator(*setup.communicator);
@@ -129,6 +130,14 @@ void connect_gpu_ranks(TrainingSetup& setup) {
 }
 
 }  // namespace
+
+MachinePeaks gpu_datasheet_peaks() {
+  const cuda::DeviceProperties& device = cuda::devices().at(static_cast<size_t>(cuda::selected_device()));
+  MachinePeaks gpu;
+  gpu.f32_gflops = cuda::f32_peak_gflops(device);
+  gpu.bf16_gflops = cuda::bf16_tensor_peak_gflops(device);
+  return gpu;
+}
 
 TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& options) {
   validate_train_config(config);
@@ -191,10 +200,7 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   const bool on_gpu = config.train.device == "cuda";
   if (on_gpu && setup.distributed()) connect_gpu_ranks(setup);
   if (on_gpu) {  // a usable device was checked with the config
-    // Tensor cores multiply bf16 at ~16x the GPU's f32 rate: auto takes bf16 there.
-    setup.compute_dtype = config.train.dtype == ComputeDtype::f32 ? ComputeDtype::f32 : ComputeDtype::bf16;
-    if (config.train.dtype == ComputeDtype::automatic)
-      dtype_message = "dtype: auto -> bf16 (train.device=cuda: tensor cores multiply bf16 at ~16x the GPU's f32 rate)";
+    setup.compute_dtype = resolve_gpu_compute_dtype(config.train.dtype, &dtype_message);
   } else {
     setup.compute_dtype = resolve_compute_dtype(config.train.dtype, peaks, &dtype_message);
   }
@@ -225,12 +231,9 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
     // The GPU's datasheet rates (cuda_runtime.h). bf16: every matmul, the LM head's gradient
     // products (tensor-core parts) and attention (bf16 there) counted on tensor cores, the strict
     // count while the CUDA-core attention kernel is the default.
-    MachinePeaks gpu;
-    const cuda::DeviceProperties& device = cuda::devices().at(static_cast<size_t>(cuda::selected_device()));
-    gpu.f32_gflops = cuda::f32_peak_gflops(device);
-    gpu.bf16_gflops = cuda::bf16_tensor_peak_gflops(device);
-    setup.peak_gflops = mixed_work_peak_gflops(
-        gpu, setup.flops_per_token, bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, true) : 0.0);
+    setup.peak_gflops =
+        mixed_work_peak_gflops(gpu_datasheet_peaks(), setup.flops_per_token,
+                               bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, true) : 0.0);
   } else {
     const double bf16_flops = bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, amx_active()) : 0.0;
     setup.peak_gflops = mixed_work_peak_gflops(peaks, setup.flops_per_token, bf16_flops);

@@ -28,8 +28,8 @@ struct TrainingSetup {
   const TrainConfig* config = nullptr;
   std::unique_ptr<SingleProcessCommunicator> single_process;  // when options.communicator is null
   std::unique_ptr<Communicator> gpu_communicator;  // NCCL over options.communicator (a GPU data-parallel run)
-  Communicator* communicator = nullptr;             // the run's: gpu_communicator when set
-  bool lead = true;              // rank 0: writes the run directory and prints
+  Communicator* communicator = nullptr;            // the run's: gpu_communicator when set
+  bool lead = true;                                // rank 0: writes the run directory and prints
   std::FILE* log = nullptr;      // run_log's stream on rank 0 once the run directory is locked, discarded elsewhere
   std::FILE* console = nullptr;  // options.log on rank 0 (where progress redraws its line), else null
   LogLevel console_level = LogLevel::info;
@@ -55,5 +55,9 @@ struct TrainingSetup {
 // Throws lathe::Error (the same on every rank) for a bad config, unusable data, a refused resume
 // (another model, only damaged checkpoints) and unreadable files.
 TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& options);
+
+// The selected GPU's datasheet rates (cuda_runtime.h) as the peaks MFU on it counts: f32, and bf16
+// on tensor cores (in bf16_gflops). Needs a usable device.
+MachinePeaks gpu_datasheet_peaks();
 
 }  // namespace lathe
