@@ -97,17 +97,36 @@ Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, 
   std::vector<Var> kv_parts = autograd::split_last_dim(tape, autograd::linear(tape, x, *w.kv_a_proj), kv_widths);
   Var latent = latent_norm(tape, context, kv_parts[0], *w.kv_a_norm);                                  // (tokens, r)
   Var k_rope = autograd::rope(tape, autograd::reshape(tape, kv_parts[1], {batch, seq, 1, dr}), rope);  // (B, S, 1, dr)
-  if (context.cache) {  // keep [latent | rope key] per token; attend over everything cached, absorbed
+  if (context.cache) {  // keep [latent | rope key] per token; attend over everything cached
     LATHE_CHECK(!tape.recording() && tape.precision() == autograd::Precision::fast && batch == 1,
                 "multi-head latent attention: the KV cache is for f32 inference of one sequence");
-    LATHE_CHECK(x->value.view().device == Device::cpu,
-                "multi-head latent attention: decoding runs on the CPU only (the mla_decode op has no CUDA "
-                "implementation yet)");
     Var rows = autograd::concat_heads(tape, autograd::reshape(tape, latent, {batch, seq, 1, rank}), k_rope);
     Var cached =
         autograd::make_var(append_tokens(context.cache->keys[context.layer], context.position_offset, rows->value));
-    Var attended = autograd::make_var(
-        absorbed_attention(config, q_parts[0]->value, q_rope->value, cached->value, (*w.kv_b_proj)->value));
+    if (x->value.view().device == Device::cpu) {  // absorbed: the attention runs in the latent space
+      Var attended = autograd::make_var(
+          absorbed_attention(config, q_parts[0]->value, q_rope->value, cached->value, (*w.kv_b_proj)->value));
+      return autograd::linear(tape, autograd::reshape(tape, attended, {seq, heads * dv}), *w.o_proj);
+    }
+    // On a GPU (mla_decode is a CPU op): the cached latents up-projected to every cached token's
+    // keys and values each step, then standard attention, as training computes it. The cache stays
+    // latent; the per-step work grows with the context (kv_b over all L cached rows).
+    const int64_t length = cached->value.dim(1);
+    const int64_t cached_widths[] = {rank, dr};
+    std::vector<Var> cached_parts = autograd::split_last_dim(tape, cached, cached_widths);  // (1, L, 1, r|dr)
+    const int64_t kv_up_widths[] = {dn, dv};
+    std::vector<Var> kv_up = autograd::split_last_dim(
+        tape,
+        autograd::reshape(
+            tape, autograd::linear(tape, autograd::reshape(tape, cached_parts[0], {length, rank}), *w.kv_b_proj),
+            {1, length, heads, dn + dv}),
+        kv_up_widths);
+    Var query = autograd::concat_heads(tape, q_parts[0], q_rope);       // (1, S, H, dn + dr)
+    Var key = autograd::concat_heads(tape, kv_up[0], cached_parts[1]);  // (1, L, H, dn + dr)
+    FlashAttentionOptions options;
+    options.causal = true;  // bottom-right aligned: the new tokens see every cached one before them
+    options.scale = mla_softmax_scale(config);
+    Var attended = autograd::attention(tape, query, key, kv_up[1], options, context.attention_dtype);
     return autograd::linear(tape, autograd::reshape(tape, attended, {seq, heads * dv}), *w.o_proj);
   }
   const int64_t kv_up_widths[] = {dn, dv};

@@ -342,8 +342,6 @@ std::string gpu_generation_gap(const ModelConfig& config) {
   const FamilySpec* family = find_family_spec_or_null(config.family);
   if (!family || !family->trains_on_gpu)
     return str_cat("model.family=", config.family, " has ops without a CUDA implementation");
-  if (config.uses_mla())
-    return "multi-head latent attention decodes with the mla_decode op, which has no CUDA implementation yet";
   return "";
 }
 

@@ -42,8 +42,8 @@ struct RouterStatistics {
 };
 
 // Why generation (next_token_logits over a KV cache) cannot run on a GPU for this model, "" when it
-// can: the family must train on the GPU (every op of its forward has a CUDA implementation) and
-// decode without the CPU-only ops (multi-head latent attention's weight-absorbed mla_decode).
+// can: the family must train on the GPU (every op of its forward has a CUDA implementation).
+// Multi-head latent attention decodes there in the standard form (models/mla_layer.h).
 std::string gpu_generation_gap(const ModelConfig& config);
 
 class TransformerModel {
