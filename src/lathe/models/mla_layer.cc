@@ -97,6 +97,7 @@ Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, 
   std::vector<Var> kv_parts = autograd::split_last_dim(tape, autograd::linear(tape, x, *w.kv_a_proj), kv_widths);
   Var latent = latent_norm(tape, context, kv_parts[0], *w.kv_a_norm);                                  // (tokens, r)
   Var k_rope = autograd::rope(tape, autograd::reshape(tape, kv_parts[1], {batch, seq, 1, dr}), rope);  // (B, S, 1, dr)
+  int64_t keys = seq;   // the tokens attended over: this call's, or (decoding on a GPU) every cached one
   if (context.cache) {  // keep [latent | rope key] per token; attend over everything cached
     LATHE_CHECK(!tape.recording() && tape.precision() == autograd::Precision::fast && batch == 1,
                 "multi-head latent attention: the KV cache is for f32 inference of one sequence");
@@ -108,41 +109,29 @@ Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, 
           absorbed_attention(config, q_parts[0]->value, q_rope->value, cached->value, (*w.kv_b_proj)->value));
       return autograd::linear(tape, autograd::reshape(tape, attended, {seq, heads * dv}), *w.o_proj);
     }
-    // On a GPU (mla_decode is a CPU op): the cached latents up-projected to every cached token's
-    // keys and values each step, then standard attention, as training computes it. The cache stays
-    // latent; the per-step work grows with the context (kv_b over all L cached rows).
-    const int64_t length = cached->value.dim(1);
+    // On a GPU (mla_decode is a CPU op): the standard form below over every cached token, its
+    // latent up-projected to keys and values each step. The cache stays latent; the per-step work
+    // grows with the context (kv_b over all cached rows).
+    keys = cached->value.dim(1);
     const int64_t cached_widths[] = {rank, dr};
-    std::vector<Var> cached_parts = autograd::split_last_dim(tape, cached, cached_widths);  // (1, L, 1, r|dr)
-    const int64_t kv_up_widths[] = {dn, dv};
-    std::vector<Var> kv_up = autograd::split_last_dim(
-        tape,
-        autograd::reshape(
-            tape, autograd::linear(tape, autograd::reshape(tape, cached_parts[0], {length, rank}), *w.kv_b_proj),
-            {1, length, heads, dn + dv}),
-        kv_up_widths);
-    Var query = autograd::concat_heads(tape, q_parts[0], q_rope);       // (1, S, H, dn + dr)
-    Var key = autograd::concat_heads(tape, kv_up[0], cached_parts[1]);  // (1, L, H, dn + dr)
-    FlashAttentionOptions options;
-    options.causal = true;  // bottom-right aligned: the new tokens see every cached one before them
-    options.scale = mla_softmax_scale(config);
-    Var attended = autograd::attention(tape, query, key, kv_up[1], options, context.attention_dtype);
-    return autograd::linear(tape, autograd::reshape(tape, attended, {seq, heads * dv}), *w.o_proj);
+    std::vector<Var> cached_parts = autograd::split_last_dim(tape, cached, cached_widths);  // (1, L, 1, r | dr)
+    latent = autograd::reshape(tape, cached_parts[0], {keys, rank});
+    k_rope = cached_parts[1];
   }
   const int64_t kv_up_widths[] = {dn, dv};
   std::vector<Var> kv_up = autograd::split_last_dim(
-      tape, autograd::reshape(tape, autograd::linear(tape, latent, *w.kv_b_proj), {batch, seq, heads, dn + dv}),
+      tape, autograd::reshape(tape, autograd::linear(tape, latent, *w.kv_b_proj), {batch, keys, heads, dn + dv}),
       kv_up_widths);
   Var query = autograd::concat_heads(tape, q_parts[0], q_rope);  // (B, S, H, dn + dr)
-  Var key = autograd::concat_heads(tape, kv_up[0], k_rope);      // (B, S, H, dn + dr)
+  Var key = autograd::concat_heads(tape, kv_up[0], k_rope);      // (B, L, H, dn + dr)
 
   FlashAttentionOptions options;
-  options.causal = true;
+  options.causal = true;  // bottom-right aligned: new tokens see every cached one before them
   options.scale = mla_softmax_scale(config);
   Var attended;
   const int64_t pad = dn + dr - dv;
   if (pad > 0 && composed_with_padded_values()) {  // the path this layer replaced, for benchmarks only
-    Var zeros = autograd::make_var(Tensor::zeros({batch, seq, 1, pad}, query->value.dtype()));
+    Var zeros = autograd::make_var(Tensor::zeros({batch, keys, 1, pad}, query->value.dtype()));
     Var padded = autograd::attention(tape, query, key, autograd::concat_heads(tape, kv_up[1], zeros), options,
                                      context.attention_dtype);
     const int64_t widths[] = {dv, pad};

@@ -38,27 +38,31 @@ struct GateShape {
   }
 };
 
-// The inputs both directions share, drawn in one order.
-template <class Args, class Problem>
-void draw_inputs(Problem& problem, Args& args, const GateShape& shape, uint64_t seed) {
-  const bool softplus = shape.activation == HeadGateActivation::softplus;
-  args.x = problem.random_input({shape.rows, shape.heads}, seed, -8, softplus ? 24 : 8);
-  if (shape.bias) args.bias = problem.random_input({shape.heads}, seed + 1, -2, 2);
-  if (shape.a_log) args.a_log = problem.random_input({shape.heads}, seed + 2, -2, 2);
-  args.activation = shape.activation;
-  args.lower = shape.lower;
-  args.upper = shape.upper;
-}
-
-class HeadGateProblem : public TypedProblem<HeadGateArgs, HeadGateCpuConfig> {
- public:
-  HeadGateProblem(const ShapeSpec& spec, uint64_t seed) : TypedProblem(head_gate_op(), head_gate) {
-    const GateShape shape(spec, "head_gate");
-    draw_inputs(*this, args_, shape, seed);
-    args_.out = output_tensor({shape.rows, shape.heads}, DType::f32);
+// What both directions share: the parsed shape and x, bias and a_log drawn in one order.
+template <class Args>
+class GateProblem : public TypedProblem<Args, HeadGateCpuConfig> {
+ protected:
+  using Base = TypedProblem<Args, HeadGateCpuConfig>;
+  using Base::args_;
+  GateProblem(const Op<Args, HeadGateCpuConfig>& op, void (*run)(const Args&, const Dispatch&), const ShapeSpec& spec,
+              const char* name, uint64_t seed)
+      : Base(op, run), shape(spec, name) {
+    const bool softplus = shape.activation == HeadGateActivation::softplus;
+    args_.x = this->random_tensor({shape.rows, shape.heads}, DType::f32, seed, -8, softplus ? 24 : 8);
+    if (shape.bias) args_.bias = this->random_tensor({shape.heads}, DType::f32, seed + 1, -2, 2);
+    if (shape.a_log) args_.a_log = this->random_tensor({shape.heads}, DType::f32, seed + 2, -2, 2);
+    args_.activation = shape.activation;
+    args_.lower = shape.lower;
+    args_.upper = shape.upper;
   }
-  TensorView random_input(const Shape& shape, uint64_t seed, double low, double high) {
-    return random_tensor(shape, DType::f32, seed, low, high);
+  const GateShape shape;
+};
+
+class HeadGateProblem : public GateProblem<HeadGateArgs> {
+ public:
+  HeadGateProblem(const ShapeSpec& spec, uint64_t seed)
+      : GateProblem(head_gate_op(), head_gate, spec, "head_gate", seed) {
+    args_.out = output_tensor({shape.rows, shape.heads}, DType::f32);
   }
   OpCost cost() const override { return head_gate_cost(args_); }
 
@@ -71,19 +75,14 @@ class HeadGateProblem : public TypedProblem<HeadGateArgs, HeadGateCpuConfig> {
   }
 };
 
-class HeadGateBackwardProblem : public TypedProblem<HeadGateBackwardArgs, HeadGateCpuConfig> {
+class HeadGateBackwardProblem : public GateProblem<HeadGateBackwardArgs> {
  public:
   HeadGateBackwardProblem(const ShapeSpec& spec, uint64_t seed)
-      : TypedProblem(head_gate_backward_op(), head_gate_backward) {
-    const GateShape shape(spec, "head_gate_backward");
-    draw_inputs(*this, args_, shape, seed);
+      : GateProblem(head_gate_backward_op(), head_gate_backward, spec, "head_gate_backward", seed) {
     args_.dout = random_tensor({shape.rows, shape.heads}, DType::f32, seed + 3, -1, 1);
     args_.dx = output_tensor({shape.rows, shape.heads}, DType::f32);
     if (shape.all_grads && shape.bias) args_.dbias = output_tensor({shape.heads}, DType::f32);
     if (shape.all_grads && shape.a_log) args_.d_a_log = output_tensor({shape.heads}, DType::f32);
-  }
-  TensorView random_input(const Shape& shape, uint64_t seed, double low, double high) {
-    return random_tensor(shape, DType::f32, seed, low, high);
   }
   OpCost cost() const override { return head_gate_backward_cost(args_); }
 
