@@ -2,7 +2,8 @@
 """Flash attention, lathe against PyTorch's scaled_dot_product_attention (SDPA) on the CPU, in one run.
 
 For each shape and dtype, runs `lathe bench flash_attention flash_attention_backward --shape S
---json` (lathe's dispatch: the AMX tiles for bf16 where AMX is usable, else the vector kernels)
+--json` (lathe's dispatch: the AMX tiles for bf16 where AMX is usable, the vector kernels with Q K^T
+and dO V^T on vdpbf16ps where that outruns the f32 FMA (AMD Zen 4 and 5), else the vector kernels)
 and times torch SDPA on tensors of the same layout (batch, seq, heads, head_dim, viewed as
 (batch, heads, seq, head_dim) as Hugging Face models pass them), with the same thread count:
 the forward, and the backward alone (torch.autograd.grad on a kept graph). Prints the medians and

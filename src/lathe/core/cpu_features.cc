@@ -123,6 +123,8 @@ void set_isa_limit(Isa limit) { isa_limit() = limit; }
 
 bool isa_available(Isa isa) { return isa <= active_isa(); }
 
+bool bf16_dot_outruns_fma() { return isa_available(Isa::avx512_bf16) && cpu_features().vendor == "AuthenticAMD"; }
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::scalar: return "scalar";

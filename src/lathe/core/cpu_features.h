@@ -30,5 +30,11 @@ void set_isa_limit(Isa limit);
 const char* isa_name(Isa isa);
 Isa parse_isa(const std::string& name);  // throws lathe::Error for unknown names
 bool isa_available(Isa isa);             // isa <= active_isa()
+// Whether vdpbf16ps outruns the f32 FMA at the active ISA, so that a product of two bf16 operands
+// is faster on bf16 depth pairs than widened to f32: avx512_bf16 active on an AMD CPU (Zen 4 and 5
+// measure 2.0x the f32 FMA's FLOP rate, `lathe info`); Intel's AVX512_BF16 CPUs measure 0.5x
+// (docs/perf.md), and kernels that may widen instead do so there. A rule by vendor, not a timing,
+// so that dispatch (and with it the bits of a result) is the same on every run on one machine.
+bool bf16_dot_outruns_fma();
 
 }  // namespace lathe

@@ -145,6 +145,108 @@ inline float to_float(uint16_t bf16) {
   return x;
 }
 
+// bf16 depth pairs: the products whose two operands are bf16 inputs (Q K^T, dO V^T) on the CPU's bf16
+// dot product (vdpbf16ps: per f32 lane, acc += a[2i] b[2i] + a[2i + 1] b[2i + 1], the products
+// exact). The A operand is rows of bf16, a row's pair q at elements 2q and 2q + 1 (row length
+// even); the B operand is pair rows of 32-bit units, unit (q, c) holding column c's pair q (the
+// low half the even element), `ldb` units from one pair row to the next. The AVX-512 build runs
+// vdpbf16ps (inputs and results denormal-free, as the instruction defines); the other builds
+// take each pair as two FMAs, so the layout and the kernels' logic are testable on any machine.
+
+// Splits W units into their low (even) and high (odd) bf16 halves as floats.
+inline void load_pair_halves(const uint32_t* p, VecF& even, VecF& odd) {
+#if LATHE_KERNEL_ISA == 2
+  const __m512i x = _mm512_loadu_si512(p);
+  even.v = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+  odd.v = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+#elif LATHE_KERNEL_ISA == 1
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  even.v = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+  odd.v = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+#else
+  const uint32_t low = *p << 16, high = *p & 0xffff0000u;
+  std::memcpy(&even.v, &low, 4);
+  std::memcpy(&odd.v, &high, 4);
+#endif
+}
+
+// C[r][0 .. NV*W) = sum over pairs q < `pairs` of A row r's pair q . B's units (q, 0 .. NV*W).
+template <int MR, int NV>
+inline void pair_block(int64_t pairs, const uint16_t* a, int64_t lda, const uint32_t* b, int64_t ldb, float* c,
+                       int64_t ldc) {
+  VecF acc[MR][NV];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = VecF::zero();
+  for (int64_t q = 0; q < pairs; ++q) {
+    const uint32_t* b_row = b + q * ldb;
+    uint32_t words[MR];
+    for (int r = 0; r < MR; ++r) std::memcpy(&words[r], a + r * lda + 2 * q, 4);
+#if LATHE_KERNEL_ISA == 2
+    __m512bh bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b_row + v * W);
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(words[r]));
+      for (int v = 0; v < NV; ++v) acc[r][v].v = _mm512_dpbf16_ps(acc[r][v].v, av, bv[v]);
+    }
+#else
+    VecF even[NV], odd[NV];
+    for (int v = 0; v < NV; ++v) load_pair_halves(b_row + v * W, even[v], odd[v]);
+    for (int r = 0; r < MR; ++r) {
+      const VecF a_even = VecF::broadcast(to_float(static_cast<uint16_t>(words[r] & 0xffffu)));
+      const VecF a_odd = VecF::broadcast(to_float(static_cast<uint16_t>(words[r] >> 16)));
+      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fma(a_odd, odd[v], simd::fma(a_even, even[v], acc[r][v]));
+    }
+#endif
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v].store(c + r * ldc + v * W);
+}
+
+template <int MR>
+inline void pair_rows(int64_t vectors, int64_t pairs, const uint16_t* a, int64_t lda, const uint32_t* b, int64_t ldb,
+                      float* c, int64_t ldc) {
+  int64_t v = 0;
+  for (; v + kMaxVectors <= vectors; v += kMaxVectors)
+    pair_block<MR, kMaxVectors>(pairs, a, lda, b + v * W, ldb, c + v * W, ldc);
+  const int64_t left = vectors - v;
+  if (left == 1) pair_block<MR, 1>(pairs, a, lda, b + v * W, ldb, c + v * W, ldc);
+  if constexpr (kMaxVectors > 2) {
+    if (left == 2) pair_block<MR, 2>(pairs, a, lda, b + v * W, ldb, c + v * W, ldc);
+    if (left == 3) pair_block<MR, 3>(pairs, a, lda, b + v * W, ldb, c + v * W, ldc);
+  }
+}
+
+// C (rows x vectors*W, leading dimension ldc) = A (rows x 2 pairs bf16, leading dimension lda, even)
+// times B (pairs x vectors*W units, leading dimension ldb), as gemm does for floats (no accumulate:
+// the scores these products make are written, not added to).
+inline void gemm_pairs(int64_t rows, int64_t vectors, int64_t pairs, const uint16_t* a, int64_t lda, const uint32_t* b,
+                       int64_t ldb, float* c, int64_t ldc) {
+  if (vectors <= 0) return;
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows) pair_rows<kRows>(vectors, pairs, a + r * lda, lda, b, ldb, c + r * ldc, ldc);
+  const uint16_t* a_tail = a + r * lda;
+  float* c_tail = c + r * ldc;
+  switch (rows - r) {
+    case 1:
+      pair_rows<1>(vectors, pairs, a_tail, lda, b, ldb, c_tail, ldc);
+      break;
+    case 2:
+      pair_rows<2>(vectors, pairs, a_tail, lda, b, ldb, c_tail, ldc);
+      break;
+    case 3:
+      pair_rows<3>(vectors, pairs, a_tail, lda, b, ldb, c_tail, ldc);
+      break;
+    case 4:
+      pair_rows<4>(vectors, pairs, a_tail, lda, b, ldb, c_tail, ldc);
+      break;
+    case 5:
+      pair_rows<5>(vectors, pairs, a_tail, lda, b, ldb, c_tail, ldc);
+      break;
+    default:
+      break;
+  }
+}
+
 // Copies `rows` rows of `dim` elements (source stride `stride`) times `factor` into float rows of
 // `padded` (zero tail).
 template <class Element>
@@ -232,6 +334,39 @@ void pack_transposed(const Element* source, int64_t stride, int64_t count, int64
     float* out = packed + d * padded_count;
     for (int64_t c = 0; c < count; ++c) out[c] = to_float(source[c * stride + d]);
     for (int64_t c = count; c < padded_count; ++c) out[c] = 0.0f;
+  }
+}
+
+// The A operand of gemm_pairs: `rows` rows of `dim` bf16 values (source stride `stride`) copied
+// into rows of `padded` (even, >= dim) values, zero tail.
+inline void pack_bf16_rows(const uint16_t* source, int64_t stride, int64_t rows, int64_t dim, int64_t padded,
+                           uint16_t* packed) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(packed + r * padded, source + r * stride, sizeof(uint16_t) * dim);
+    std::memset(packed + r * padded + dim, 0, sizeof(uint16_t) * (padded - dim));
+  }
+}
+
+// The B operand of gemm_pairs whose columns are source's rows: unit (q, c) = the pair (source[c][2q],
+// source[c][2q + 1]) at packed[q * padded_count + c] for q < (dim + 1) / 2 (an odd dim's last pair
+// zero above), zero for count <= c < padded_count. With an even dim and 4-byte-aligned rows the
+// pairs are 32-bit units of the source, transposed W x W at a time in registers (transpose_padded:
+// moves only, the bits are kept); otherwise unit by unit.
+inline void pack_pairs_transposed(const uint16_t* source, int64_t stride, int64_t count, int64_t dim,
+                                  int64_t padded_count, uint32_t* packed) {
+  const bool whole_units = dim % 2 == 0 && stride % 2 == 0 && reinterpret_cast<uintptr_t>(source) % 4 == 0;
+  if (whole_units) {
+    transpose_padded(reinterpret_cast<const float*>(source), stride / 2, count, dim / 2, padded_count,
+                     reinterpret_cast<float*>(packed));
+    return;
+  }
+  for (int64_t q = 0; q < (dim + 1) / 2; ++q) {
+    uint32_t* out = packed + q * padded_count;
+    for (int64_t c = 0; c < count; ++c) {
+      const uint16_t* pair = source + c * stride + 2 * q;
+      out[c] = pair[0] | (2 * q + 1 < dim ? static_cast<uint32_t>(pair[1]) << 16 : 0u);
+    }
+    for (int64_t c = count; c < padded_count; ++c) out[c] = 0;
   }
 }
 

@@ -11,6 +11,10 @@ namespace lathe {
 
 LATHE_DECLARE_ISA_KERNEL(flash_attention_forward_kernel, FlashAttentionArgs, FlashAttentionCpuConfig)
 LATHE_DECLARE_ISA_KERNEL(flash_attention_backward_kernel, FlashAttentionBackwardArgs, FlashAttentionCpuConfig)
+// Q K^T and dO V^T on bf16 depth pairs (flash_attention_kernels.cc): avx512:: runs vdpbf16ps,
+// scalar:: an FMA emulation of it.
+LATHE_DECLARE_ISA_KERNEL(flash_attention_bf16_dot_forward_kernel, FlashAttentionArgs, FlashAttentionCpuConfig)
+LATHE_DECLARE_ISA_KERNEL(flash_attention_bf16_dot_backward_kernel, FlashAttentionBackwardArgs, FlashAttentionCpuConfig)
 // AMX tiles (flash_attention_amx_kernels.cc): avx512:: runs tdpbf16ps, scalar:: the emulation of it.
 LATHE_DECLARE_AMX_KERNEL(flash_attention_amx_forward_kernel, FlashAttentionArgs, FlashAttentionCpuConfig)
 LATHE_DECLARE_AMX_KERNEL(flash_attention_amx_backward_kernel, FlashAttentionBackwardArgs, FlashAttentionCpuConfig)
@@ -244,19 +248,42 @@ std::vector<FlashAttentionCpuConfig> amx_config_space() {
   return configs;
 }
 
-// amx (first in line: bf16 where AMX is usable), the vector kernels, then amx_emulated
-// (ops/amx_impl.h); with_cuda_impl adds cuda after them.
+// The vector kernels with Q K^T and dO V^T on bf16 depth pairs: "avx512_bf16" (vdpbf16ps) where
+// bf16_dot_outruns_fma() (core/cpu_features.h: AMD Zen 4 and 5; elsewhere the plain vector kernels
+// widen to f32, faster there), or "bf16_dot_emulated" (the scalar build's FMA emulation, registered
+// last like amx_emulated: dispatch never reaches it, the contract tests check it everywhere).
+template <class Args>
+Impl<Args, FlashAttentionCpuConfig> bf16_dot_impl(bool emulated, KernelFunction<Args, FlashAttentionCpuConfig> run) {
+  Impl<Args, FlashAttentionCpuConfig> impl;
+  impl.name = emulated ? str_cat("bf16_dot", kEmulatedSuffix) : "avx512_bf16";
+  impl.isa = emulated ? Isa::scalar : Isa::avx512_bf16;
+  if (emulated)
+    impl.supported = [](const Args& args) { return args.q.dtype == DType::bf16; };
+  else
+    impl.supported = [](const Args& args) { return args.q.dtype == DType::bf16 && bf16_dot_outruns_fma(); };
+  impl.heuristic = [](const Args& args) { return heuristic_config(args.q, args.k); };
+  impl.space = [](const Args&) { return config_space(); };
+  impl.run = run;
+  return impl;
+}
+
+// In dispatch order: amx (bf16 where AMX is usable), avx512_bf16, the vector kernels, then the
+// emulations amx_emulated and bf16_dot_emulated (ops/amx_impl.h, ops/emulated_impl.h);
+// with_cuda_impl adds cuda after them.
 template <class Args>
 std::vector<Impl<Args, FlashAttentionCpuConfig>> attention_impls(
     std::vector<Impl<Args, FlashAttentionCpuConfig>> vector_impls, KernelFunction<Args, FlashAttentionCpuConfig> tiles,
-    KernelFunction<Args, FlashAttentionCpuConfig> emulated_tiles) {
+    KernelFunction<Args, FlashAttentionCpuConfig> emulated_tiles, KernelFunction<Args, FlashAttentionCpuConfig> dot,
+    KernelFunction<Args, FlashAttentionCpuConfig> emulated_dot) {
   auto bf16 = [](const Args& args) { return args.q.dtype == DType::bf16; };
   std::vector<Impl<Args, FlashAttentionCpuConfig>> impls;
   impls.push_back(amx_impl<Args, FlashAttentionCpuConfig>(false, bf16, amx_heuristic_config(), amx_config_space, tiles,
                                                           emulated_tiles));
+  impls.push_back(bf16_dot_impl<Args>(false, dot));
   for (auto& impl : vector_impls) impls.push_back(std::move(impl));
   impls.push_back(amx_impl<Args, FlashAttentionCpuConfig>(true, bf16, amx_heuristic_config(), amx_config_space, tiles,
                                                           emulated_tiles));
+  impls.push_back(bf16_dot_impl<Args>(true, emulated_dot));
   return impls;
 }
 
@@ -279,13 +306,15 @@ OpCost flash_attention_backward_cost(const FlashAttentionBackwardArgs& args) {
 const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
   static const Op<FlashAttentionArgs, FlashAttentionCpuConfig> op(
       "flash_attention",
-      with_cuda_impl(attention_impls<FlashAttentionArgs>(
-                         LATHE_ISA_IMPLS(
-                             flash_attention_forward_kernel,
-                             [](const FlashAttentionArgs& args, Isa) { return heuristic_config(args.q, args.k); },
-                             [](const FlashAttentionArgs&, Isa) { return config_space(); }),
-                         avx512::flash_attention_amx_forward_kernel, scalar::flash_attention_amx_forward_kernel),
-                     LATHE_CUDA_IMPL(flash_attention_cuda_impl)),
+      with_cuda_impl(
+          attention_impls<FlashAttentionArgs>(
+              LATHE_ISA_IMPLS(
+                  flash_attention_forward_kernel,
+                  [](const FlashAttentionArgs& args, Isa) { return heuristic_config(args.q, args.k); },
+                  [](const FlashAttentionArgs&, Isa) { return config_space(); }),
+              avx512::flash_attention_amx_forward_kernel, scalar::flash_attention_amx_forward_kernel,
+              avx512::flash_attention_bf16_dot_forward_kernel, scalar::flash_attention_bf16_dot_forward_kernel),
+          LATHE_CUDA_IMPL(flash_attention_cuda_impl)),
       [](const FlashAttentionArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;
 }
@@ -299,7 +328,8 @@ const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>& flash_attention_b
                   flash_attention_backward_kernel,
                   [](const FlashAttentionBackwardArgs& args, Isa) { return heuristic_config(args.q, args.k); },
                   [](const FlashAttentionBackwardArgs&, Isa) { return config_space(); }),
-              avx512::flash_attention_amx_backward_kernel, scalar::flash_attention_amx_backward_kernel),
+              avx512::flash_attention_amx_backward_kernel, scalar::flash_attention_amx_backward_kernel,
+              avx512::flash_attention_bf16_dot_backward_kernel, scalar::flash_attention_bf16_dot_backward_kernel),
           LATHE_CUDA_IMPL(flash_attention_backward_cuda_impl)),
       [](const FlashAttentionBackwardArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;

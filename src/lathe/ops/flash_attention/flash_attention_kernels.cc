@@ -7,6 +7,12 @@
 // Backward: FlashAttention-2 over key blocks; dK/dV accumulate locally over every query head of the
 // group. Tasks are (batch, kv head) pairs owning their heads' dQ rows where there are enough pairs,
 // else (pair, key block) with dQ in per-thread partials summed in thread order.
+// bf16 inputs have two forms: every product on f32 after widening (flash_attention_*_kernel), or
+// (flash_attention_bf16_dot_*_kernel) the products whose operands are both bf16 inputs, Q K^T and
+// dO V^T, on bf16 depth pairs: vdpbf16ps in the AVX-512 build, where it runs at twice the f32 FMA
+// rate on AMD Zen 4 and 5, an FMA emulation of it in the others. P and dS are f32 results, so
+// P V, dV, dK and dQ stay f32 in both (one bf16 P would cost the outputs about 8 bits against the
+// op's tolerance rule; two bf16 terms, as the tiles take it, would cost the pair rate's gain).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,19 +32,22 @@ namespace {
 using namespace attention_tiles;
 using attention_blocks::Geometry;
 
-template <class Element>
+// kDot (bf16 only): Q K^T on bf16 depth pairs (attention_tiles.h's gemm_pairs), Q unscaled and
+// the scores scaled in the softmax; otherwise on f32 (Q pre-scaled, K^T widened).
+template <class Element, bool kDot>
 void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
+  static_assert(!kDot || std::is_same_v<Element, uint16_t>, "depth pairs are bf16");
   const Geometry g(args.q, args.k, args.v, args.options, config.block_q, config.block_k, W);
   const attention_blocks::ForwardOperands<Element> operands(args);
   const auto [q, k, v, o, lse] = operands;
   const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
   const int64_t v_stride = g.n_kv_heads * g.v_head_dim;
   const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
-  const int64_t kt_tile = g.head_dim * bkp, v_tile = g.block_k * vp;
+  const int64_t pairs = (g.head_dim + 1) / 2, q_pitch = round_up(g.head_dim, 2);       // kDot's depth pairs, Q rows
+  const int64_t kt_tile = (kDot ? pairs : g.head_dim) * bkp, v_tile = g.block_k * vp;  // floats (kDot: units)
 
-  // K^T tiles for every (batch, kv head, key block), packed once; V rows are read in place where
-  // they are whole vectors of floats (PV reads only the rows of visible keys), else packed into
-  // padded rows too.
+  // K^T tiles (kDot: K's pairs as units) for every (batch, kv head, key block), packed once; V rows are read in place
+  // where they are whole vectors of floats (PV reads only the rows of visible keys), else packed into padded rows too.
   const bool v_in_place = std::is_same_v<Element, float> && g.v_head_dim % W == 0;
   const int64_t tiles = g.batch * g.n_kv_heads * g.key_blocks;
   const int64_t v_packed = v_in_place ? 0 : tiles * v_tile;
@@ -51,7 +60,11 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       const int64_t b = bg / g.n_kv_heads, kv_head = bg % g.n_kv_heads;
       const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
       const int64_t row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
-      pack_transposed(k + row * g.head_dim, kv_stride, count, g.head_dim, g.padded_block_k, kt_all + t * kt_tile);
+      if constexpr (kDot)
+        pack_pairs_transposed(k + row * g.head_dim, kv_stride, count, g.head_dim, bkp,
+                              reinterpret_cast<uint32_t*>(kt_all + t * kt_tile));
+      else
+        pack_transposed(k + row * g.head_dim, kv_stride, count, g.head_dim, bkp, kt_all + t * kt_tile);
       if (!v_in_place) pack_rows(v + row * g.v_head_dim, v_stride, count, g.v_head_dim, vp, 1.0f, v_all + t * v_tile);
     }
   });
@@ -83,7 +96,11 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       task_block(task, &b, &h, &i0, &rows);
       const int64_t kv_head = h / g.group;
       const Element* q_block = q + ((b * g.seq_q + i0) * g.n_heads + h) * g.head_dim;
-      pack_rows(q_block, q_stride, rows, g.head_dim, dp, g.scale, q_tile);
+      uint16_t* q_pairs = reinterpret_cast<uint16_t*>(q_tile);  // kDot: bf16 rows of q_pitch (fits)
+      if constexpr (kDot)
+        pack_bf16_rows(q_block, q_stride, rows, g.head_dim, q_pitch, q_pairs);
+      else
+        pack_rows(q_block, q_stride, rows, g.head_dim, dp, g.scale, q_tile);
       // The next task's Q rows and this task's O rows, brought in one row at a time during the
       // first key block's softmax (issued all at once, they queued ahead of the loads above).
       const Element* next_q = nullptr;
@@ -110,10 +127,16 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
           g.tile_keys(i0 + std::min(rows, r0 + kRows) - 1, j0, count, &first, &end);
           return end;
         };
-        for (int64_t r0 = 0; r0 < rows; r0 += kRows)
-          if (const int64_t end = strip_end(r0); end > 0)
-            gemm(std::min<int64_t>(kRows, rows - r0), (end + W - 1) / W, g.head_dim, q_tile + r0 * dp, dp, 1,
-                 kt_head + kb * kt_tile, bkp, s + r0 * bkp, bkp, false);
+        for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+          const int64_t end = strip_end(r0), n = std::min<int64_t>(kRows, rows - r0);
+          if (end <= 0) continue;
+          if constexpr (kDot)
+            gemm_pairs(n, (end + W - 1) / W, pairs, q_pairs + r0 * q_pitch, q_pitch,
+                       reinterpret_cast<const uint32_t*>(kt_head + kb * kt_tile), bkp, s + r0 * bkp, bkp);
+          else
+            gemm(n, (end + W - 1) / W, g.head_dim, q_tile + r0 * dp, dp, 1, kt_head + kb * kt_tile, bkp, s + r0 * bkp,
+                 bkp, false);
+        }
         for (int64_t r = 0; r < rows; ++r) {
           if (kb == kb_begin) {
             if (r < next_rows) prefetch_rows(next_q + r * q_stride, 1, 0, g.head_dim * sizeof(Element), false);
@@ -121,8 +144,8 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
           }
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-          attention_blocks::online_softmax_row(s + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap, row_max + r,
-                                               row_sum + r, acc + r * vp, vp);
+          attention_blocks::online_softmax_row(s + r * bkp, bkp, c_begin, c_end, kDot ? g.scale : 1.0f, g.softcap,
+                                               row_max + r, row_sum + r, acc + r * vp, vp);
         }
         const auto [v_rows, v_ld] = v_block(b, kv_head, kb);
         for (int64_t r0 = 0; r0 < rows; r0 += kRows)
@@ -136,14 +159,19 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
   });
 }
 
-template <class Element>
+// kDot (bf16 only): S = Q K^T and dP = dO V^T on bf16 depth pairs, the scores scaled in the
+// gradient rows; the products with P or dS stay f32 (they are not bf16).
+template <class Element, bool kDot>
 void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
+  static_assert(!kDot || std::is_same_v<Element, uint16_t>, "depth pairs are bf16");
   const Geometry g(args.q, args.k, args.v, args.options, config.block_q, config.block_k, W);
   const attention_blocks::BackwardOperands<Element> operands(args);
   const auto [q, k, v, o, d_o, lse, dq, dk, dv] = operands;
   const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
   const int64_t o_stride = g.n_heads * g.v_head_dim, v_stride = g.n_kv_heads * g.v_head_dim;
   const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
+  const int64_t q_pairs = (g.head_dim + 1) / 2, v_pairs = (g.v_head_dim + 1) / 2;         // kDot's depth pairs
+  const int64_t q_pitch = round_up(g.head_dim, 2), do_pitch = round_up(g.v_head_dim, 2);  // their bf16 rows
   const int64_t query_rows = g.batch * g.n_heads * g.seq_q;
   const int64_t head_tasks = g.batch * g.n_kv_heads;
   const int threads = num_threads();
@@ -162,6 +190,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
 
   struct Scratch {
     float *kt, *vt, *k_rows, *q_tile, *do_tile, *s, *ds, *dk_acc, *dv_acc, *dq_head;
+    uint16_t *q_bf16, *do_bf16;  // kDot: the block's Q and dO rows as they are (bf16)
   };
   auto make_scratch = [&](Arena& arena) {
     Scratch t;
@@ -170,10 +199,13 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     t.do_tile = arena.take(g.block_q * vp), t.s = arena.take(g.block_q * bkp), t.ds = arena.take(g.block_q * bkp);
     t.dk_acc = arena.take(g.block_k * dp), t.dv_acc = arena.take(g.block_k * vp);
     t.dq_head = arena.take(dq_per_head ? dq_head_floats : 0);
+    t.q_bf16 = reinterpret_cast<uint16_t*>(arena.take(kDot ? (g.block_q * q_pitch + 1) / 2 : 0));
+    t.do_bf16 = reinterpret_cast<uint16_t*>(arena.take(kDot ? (g.block_q * do_pitch + 1) / 2 : 0));
     return t;
   };
   const int64_t scratch_floats = (g.head_dim + g.v_head_dim + 2 * g.block_q) * bkp + (2 * g.block_k + g.block_q) * dp +
-                                 (g.block_k + g.block_q) * vp + (dq_per_head ? dq_head_floats : 0) + 10 * 16;
+                                 (g.block_k + g.block_q) * vp + (dq_per_head ? dq_head_floats : 0) +
+                                 (kDot ? g.block_q * (q_pitch + do_pitch) / 2 + 2 : 0) + 12 * 16;
 
   // Key block kb of (b, kv_head): dK and dV rows written; dS K added into dq_rows, where the row
   // of query i of group head hi is dq_rows + (hi * seq_q + i) * dp (unscaled).
@@ -181,8 +213,16 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     const int64_t j0 = kb * g.block_k, count = std::min(g.block_k, g.seq_k - j0);
     const int64_t kv_row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
     const int64_t kv_offset = kv_row * g.head_dim, v_offset = kv_row * g.v_head_dim;
-    pack_transposed(k + kv_offset, kv_stride, count, g.head_dim, g.padded_block_k, t.kt);
-    pack_transposed(v + v_offset, v_stride, count, g.v_head_dim, g.padded_block_k, t.vt);
+    // kDot: kt and vt hold K's and V's pairs as units (fewer than head_dim x bkp floats).
+    const uint32_t* k_units = reinterpret_cast<const uint32_t*>(t.kt);
+    const uint32_t* v_units = reinterpret_cast<const uint32_t*>(t.vt);
+    if constexpr (kDot) {
+      pack_pairs_transposed(k + kv_offset, kv_stride, count, g.head_dim, bkp, reinterpret_cast<uint32_t*>(t.kt));
+      pack_pairs_transposed(v + v_offset, v_stride, count, g.v_head_dim, bkp, reinterpret_cast<uint32_t*>(t.vt));
+    } else {
+      pack_transposed(k + kv_offset, kv_stride, count, g.head_dim, bkp, t.kt);
+      pack_transposed(v + v_offset, v_stride, count, g.v_head_dim, bkp, t.vt);
+    }
     pack_rows(k + kv_offset, kv_stride, count, g.head_dim, dp, 1.0f, t.k_rows);
     std::memset(t.dk_acc, 0, sizeof(float) * count * dp);
     std::memset(t.dv_acc, 0, sizeof(float) * count * vp);
@@ -203,6 +243,10 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
         const bool last_block = next_rows == 0 && h + 1 == (kv_head + 1) * g.group;
         pack_rows(q + q_row * g.head_dim, q_stride, rows, g.head_dim, dp, g.scale, t.q_tile);
         pack_rows(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, vp, 1.0f, t.do_tile);
+        if constexpr (kDot) {
+          pack_bf16_rows(q + q_row * g.head_dim, q_stride, rows, g.head_dim, q_pitch, t.q_bf16);
+          pack_bf16_rows(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, do_pitch, t.do_bf16);
+        }
         // As in the forward, a strip of query rows stops its products at the last key its last
         // row sees (later columns are left unwritten until the gradient rows zero them), and a
         // strip of keys (dV, dK) starts at the first query row that sees its first key.
@@ -214,8 +258,16 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
         for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
           const int64_t n = std::min<int64_t>(kRows, rows - r0), end = visible_end(r0 + n - 1);
           if (end == 0) continue;
-          gemm(n, (end + W - 1) / W, g.head_dim, t.q_tile + r0 * dp, dp, 1, t.kt, bkp, t.s + r0 * bkp, bkp, false);
-          gemm(n, (end + W - 1) / W, g.v_head_dim, t.do_tile + r0 * vp, vp, 1, t.vt, bkp, t.ds + r0 * bkp, bkp, false);
+          if constexpr (kDot) {
+            gemm_pairs(n, (end + W - 1) / W, q_pairs, t.q_bf16 + r0 * q_pitch, q_pitch, k_units, bkp, t.s + r0 * bkp,
+                       bkp);
+            gemm_pairs(n, (end + W - 1) / W, v_pairs, t.do_bf16 + r0 * do_pitch, do_pitch, v_units, bkp,
+                       t.ds + r0 * bkp, bkp);
+          } else {
+            gemm(n, (end + W - 1) / W, g.head_dim, t.q_tile + r0 * dp, dp, 1, t.kt, bkp, t.s + r0 * bkp, bkp, false);
+            gemm(n, (end + W - 1) / W, g.v_head_dim, t.do_tile + r0 * vp, vp, 1, t.vt, bkp, t.ds + r0 * bkp, bkp,
+                 false);
+          }
         }
         for (int64_t r = 0; r < rows; ++r) {
           if (r < next_rows) {
@@ -229,8 +281,9 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
             }
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-          attention_blocks::gradient_block_row(t.s + r * bkp, t.ds + r * bkp, bkp, c_begin, c_end, 1.0f, g.softcap,
-                                               lse[head_row + i0 + r], delta[head_row + i0 + r]);
+          attention_blocks::gradient_block_row(t.s + r * bkp, t.ds + r * bkp, bkp, c_begin, c_end,
+                                               kDot ? g.scale : 1.0f, g.softcap, lse[head_row + i0 + r],
+                                               delta[head_row + i0 + r]);
         }
         int64_t first_row = 0;  // the first query row that sees key c0 or later
         for (int64_t c0 = 0; c0 < count; c0 += kRows) {
@@ -300,16 +353,27 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
 
 void flash_attention_forward_kernel(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
   if (args.q.dtype == DType::bf16)
-    forward<uint16_t>(args, config);
+    forward<uint16_t, false>(args, config);
   else
-    forward<float>(args, config);
+    forward<float, false>(args, config);
 }
 
 void flash_attention_backward_kernel(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
   if (args.q.dtype == DType::bf16)
-    backward<uint16_t>(args, config);
+    backward<uint16_t, false>(args, config);
   else
-    backward<float>(args, config);
+    backward<float, false>(args, config);
+}
+
+void flash_attention_bf16_dot_forward_kernel(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
+  LATHE_ASSERT(args.q.dtype == DType::bf16);  // its implementations support bf16 only
+  forward<uint16_t, true>(args, config);
+}
+
+void flash_attention_bf16_dot_backward_kernel(const FlashAttentionBackwardArgs& args,
+                                              const FlashAttentionCpuConfig& config) {
+  LATHE_ASSERT(args.q.dtype == DType::bf16);  // its implementations support bf16 only
+  backward<uint16_t, true>(args, config);
 }
 
 }  // namespace lathe::LATHE_ISA_NS

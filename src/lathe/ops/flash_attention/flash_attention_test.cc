@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 
+#include "lathe/core/amx.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
@@ -287,17 +288,14 @@ TEST(FlashAttention, VectorBackwardMatchesTheReferenceWithDqPerHeadAndWithPartia
   set_num_threads(saved_threads);
 }
 
-// The AMX tile kernels on the emulation of the tile instructions (core/amx_tiles.h), forward and
-// backward, against the float64 reference by the op's tolerance rule (P and dS enter the tile
-// products as two bf16 terms, so the vector kernels' accuracy must hold), on shapes that cross
-// every padding edge: sequences and widths not multiples of 32 (head_dim 8 to 64, v_head_dim of
-// its own), GQA, seq_q above and below seq_k (queries without keys), a window, a soft cap, a scale
-// of its own; with blocks of 32 x 32 (7 x 5 rounded up) and 64 x 96 (40 x 96); for 1, 2 and 3
-// threads (each thread configures its own tiles). Outputs no thread shares are the same bits for
-// any thread count: o and lse, dk and dv (one task per key block); dq sums per-thread partials, so
-// only the tolerance holds it across thread counts (bitwise for a fixed count: the contract
-// tests). Dispatch never picks the emulation (ops/emulated_impl.h).
-TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
+// A bf16 implementation, forward and backward, against the float64 reference by the op's
+// tolerance rule, on shapes that cross every padding edge: sequences and widths not multiples of
+// 32 (head_dim 8 to 64, odd ones, v_head_dim of its own), GQA, seq_q above and below seq_k
+// (queries without keys), a window, a soft cap, a scale of its own; with blocks of 7 x 5 and
+// 40 x 96; for 1, 2 and 3 threads. Outputs no thread shares are the same bits for any thread
+// count: o and lse, dk and dv (one task per key block); dq sums per-thread partials, so only the
+// tolerance holds it across thread counts (bitwise for a fixed count: the contract tests).
+void expect_bf16_impl_matches_the_reference_for_any_thread_count(const char* impl) {
   const uint64_t seed = test_seed();
   const char* shapes[] = {
       "batch=2,seq=45,heads=4,kv_heads=2,head_dim=40,causal=1,dtype=bf16",
@@ -314,8 +312,8 @@ TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
         std::map<std::string, std::vector<double>> serial;
         for (int threads : {1, 2, 3}) {
           set_num_threads(threads);
-          const CheckResult result = problem->check("amx_emulated", &config);
-          EXPECT_TRUE(result.passed) << name << " " << shape << " " << blocks << " threads=" << threads
+          const CheckResult result = problem->check(impl, &config);
+          EXPECT_TRUE(result.passed) << impl << " " << name << " " << shape << " " << blocks << " threads=" << threads
                                      << " seed=" << seed << "\n"
                                      << result.summary();
           for (const auto& [output, view] : problem->outputs()) {
@@ -324,16 +322,38 @@ TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
               serial[output] = to_vector<double>(view);
             else
               EXPECT_EQ(to_vector<double>(view), serial[output])
-                  << name << " " << output << " " << shape << " " << blocks << " threads=" << threads
+                  << impl << " " << name << " " << output << " " << shape << " " << blocks << " threads=" << threads
                   << " seed=" << seed;
           }
         }
       }
     }
   set_num_threads(saved_threads);
+}
+
+// The AMX tile kernels on the emulation of the tile instructions (core/amx_tiles.h): P and dS
+// enter the tile products as two bf16 terms, so the vector kernels' accuracy must hold (blocks are
+// rounded up to multiples of 32: 7 x 5 to 32 x 32, 40 x 96 to 64 x 96; each thread configures its
+// own tiles). Dispatch never picks the emulation (ops/emulated_impl.h).
+TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
+  expect_bf16_impl_matches_the_reference_for_any_thread_count("amx_emulated");
   Tensor q = Tensor::empty({1, 8, 4, 16}, DType::bf16), kv = Tensor::empty({1, 8, 2, 16}, DType::bf16);
   Tensor lse = Tensor::empty({1, 4, 8}, DType::f32);
   EXPECT_EQ(flash_attention_op().select_impl({q, kv, kv, q, lse, {}}).name.find("amx_emulated"), std::string::npos);
+}
+
+// Q K^T and dO V^T on bf16 depth pairs (the odd head_dims end in a half pair; head_dim 17 with one
+// kv head gives rows 2-byte aligned, packed unit by unit): the scalar build's FMA emulation
+// everywhere, vdpbf16ps ("avx512_bf16") where this CPU runs it. Dispatch takes avx512_bf16 for
+// bf16 exactly where bf16_dot_outruns_fma() (AMD with AVX512_BF16), never the emulation.
+TEST(FlashAttention, Bf16DepthPairsMatchTheReferenceForAnyThreadCount) {
+  expect_bf16_impl_matches_the_reference_for_any_thread_count("bf16_dot_emulated");
+  if (bf16_dot_outruns_fma()) expect_bf16_impl_matches_the_reference_for_any_thread_count("avx512_bf16");
+  Tensor q = Tensor::empty({1, 8, 4, 16}, DType::bf16), kv = Tensor::empty({1, 8, 2, 16}, DType::bf16);
+  Tensor lse = Tensor::empty({1, 4, 8}, DType::f32);
+  const std::string chosen = flash_attention_op().select_impl({q, kv, kv, q, lse, {}}).name;
+  EXPECT_EQ(chosen == "avx512_bf16", bf16_dot_outruns_fma() && !amx_active()) << chosen;
+  EXPECT_EQ(chosen.find("_emulated"), std::string::npos) << chosen;
 }
 
 // queries_seeing_keys (the query range the tensor-core backward's dk/dv kernel walks for a block
@@ -360,8 +380,8 @@ TEST(FlashAttention, QueriesSeeingABlockOfKeysAreOneTightRange) {
               for (int64_t i = 0; i < seq_q; ++i) {
                 if (!sees_block(i)) continue;
                 ++seeing;
-                EXPECT_TRUE(i >= first && i < end) << where << ": query " << i << " outside [" << first << ", "
-                                                   << end << ")";
+                EXPECT_TRUE(i >= first && i < end)
+                    << where << ": query " << i << " outside [" << first << ", " << end << ")";
               }
               if (seeing > 0) {
                 EXPECT_TRUE(sees_block(first)) << where << ": first " << first;
