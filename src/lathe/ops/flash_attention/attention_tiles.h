@@ -92,17 +92,36 @@ inline void gemm_block(int64_t depth, const float* a, int64_t a_row, int64_t a_c
     for (int v = 0; v < NV; ++v) acc[r][v].store(c + r * ldc + v * W);
 }
 
-template <int MR>
-inline void gemm_rows(int64_t vectors, int64_t depth, const float* a, int64_t a_row, int64_t a_col, const float* b,
-                      int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  int64_t v = 0;
-  for (; v + kMaxVectors <= vectors; v += kMaxVectors)
-    gemm_block<MR, kMaxVectors>(depth, a, a_row, a_col, b + v * W, ldb, c + v * W, ldc, accumulate);
-  const int64_t left = vectors - v;
-  if (left == 1) gemm_block<MR, 1>(depth, a, a_row, a_col, b + v * W, ldb, c + v * W, ldc, accumulate);
-  if constexpr (kMaxVectors > 2) {
-    if (left == 2) gemm_block<MR, 2>(depth, a, a_row, a_col, b + v * W, ldb, c + v * W, ldc, accumulate);
-    if (left == 3) gemm_block<MR, 3>(depth, a, a_row, a_col, b + v * W, ldb, c + v * W, ldc, accumulate);
+// The register tiling of gemm and gemm_pairs: block.template operator()<MR, NV>(r, v) for strips of
+// kRows rows (the last one the rows left) and groups of kMaxVectors vectors (the last one the
+// vectors left), r and v the first row and vector of the tile.
+template <class Block>
+[[gnu::always_inline]] inline void for_each_tile(int64_t rows, int64_t vectors, Block&& block) {
+  auto strip = [&]<int MR>(int64_t r) {
+    int64_t v = 0;
+    for (; v + kMaxVectors <= vectors; v += kMaxVectors) block.template operator()<MR, kMaxVectors>(r, v);
+    const int64_t left = vectors - v;
+    if (left == 1) block.template operator()<MR, 1>(r, v);
+    if constexpr (kMaxVectors > 2) {
+      if (left == 2) block.template operator()<MR, 2>(r, v);
+      if (left == 3) block.template operator()<MR, 3>(r, v);
+    }
+  };
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows) strip.template operator()<kRows>(r);
+  switch (rows - r) {
+    case 1:
+      return strip.template operator()<1>(r);
+    case 2:
+      return strip.template operator()<2>(r);
+    case 3:
+      return strip.template operator()<3>(r);
+    case 4:
+      return strip.template operator()<4>(r);
+    case 5:
+      return strip.template operator()<5>(r);
+    default:
+      return;
   }
 }
 
@@ -110,31 +129,9 @@ inline void gemm_rows(int64_t vectors, int64_t depth, const float* a, int64_t a_
 // vectors*W, leading dimension ldb). B and C columns are padded to whole vectors.
 inline void gemm(int64_t rows, int64_t vectors, int64_t depth, const float* a, int64_t a_row, int64_t a_col,
                  const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  if (vectors <= 0) return;
-  int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows)
-    gemm_rows<kRows>(vectors, depth, a + r * a_row, a_row, a_col, b, ldb, c + r * ldc, ldc, accumulate);
-  const float* a_tail = a + r * a_row;
-  float* c_tail = c + r * ldc;
-  switch (rows - r) {
-    case 1:
-      gemm_rows<1>(vectors, depth, a_tail, a_row, a_col, b, ldb, c_tail, ldc, accumulate);
-      break;
-    case 2:
-      gemm_rows<2>(vectors, depth, a_tail, a_row, a_col, b, ldb, c_tail, ldc, accumulate);
-      break;
-    case 3:
-      gemm_rows<3>(vectors, depth, a_tail, a_row, a_col, b, ldb, c_tail, ldc, accumulate);
-      break;
-    case 4:
-      gemm_rows<4>(vectors, depth, a_tail, a_row, a_col, b, ldb, c_tail, ldc, accumulate);
-      break;
-    case 5:
-      gemm_rows<5>(vectors, depth, a_tail, a_row, a_col, b, ldb, c_tail, ldc, accumulate);
-      break;
-    default:
-      break;
-  }
+  for_each_tile(rows, vectors, [&]<int MR, int NV>(int64_t r, int64_t v) {
+    gemm_block<MR, NV>(depth, a + r * a_row, a_row, a_col, b + v * W, ldb, c + r * ldc + v * W, ldc, accumulate);
+  });
 }
 
 inline float to_float(float x) { return x; }
@@ -202,49 +199,14 @@ inline void pair_block(int64_t pairs, const uint16_t* a, int64_t lda, const uint
     for (int v = 0; v < NV; ++v) acc[r][v].store(c + r * ldc + v * W);
 }
 
-template <int MR>
-inline void pair_rows(int64_t vectors, int64_t pairs, const uint16_t* a, int64_t lda, const uint32_t* b, int64_t ldb,
-                      float* c, int64_t ldc) {
-  int64_t v = 0;
-  for (; v + kMaxVectors <= vectors; v += kMaxVectors)
-    pair_block<MR, kMaxVectors>(pairs, a, lda, b + v * W, ldb, c + v * W, ldc);
-  const int64_t left = vectors - v;
-  if (left == 1) pair_block<MR, 1>(pairs, a, lda, b + v * W, ldb, c + v * W, ldc);
-  if constexpr (kMaxVectors > 2) {
-    if (left == 2) pair_block<MR, 2>(pairs, a, lda, b + v * W, ldb, c + v * W, ldc);
-    if (left == 3) pair_block<MR, 3>(pairs, a, lda, b + v * W, ldb, c + v * W, ldc);
-  }
-}
-
 // C (rows x vectors*W, leading dimension ldc) = A (rows x 2 pairs bf16, leading dimension lda, even)
 // times B (pairs x vectors*W units, leading dimension ldb), as gemm does for floats (no accumulate:
 // the scores these products make are written, not added to).
 inline void gemm_pairs(int64_t rows, int64_t vectors, int64_t pairs, const uint16_t* a, int64_t lda, const uint32_t* b,
                        int64_t ldb, float* c, int64_t ldc) {
-  if (vectors <= 0) return;
-  int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows) pair_rows<kRows>(vectors, pairs, a + r * lda, lda, b, ldb, c + r * ldc, ldc);
-  const uint16_t* a_tail = a + r * lda;
-  float* c_tail = c + r * ldc;
-  switch (rows - r) {
-    case 1:
-      pair_rows<1>(vectors, pairs, a_tail, lda, b, ldb, c_tail, ldc);
-      break;
-    case 2:
-      pair_rows<2>(vectors, pairs, a_tail, lda, b, ldb, c_tail, ldc);
-      break;
-    case 3:
-      pair_rows<3>(vectors, pairs, a_tail, lda, b, ldb, c_tail, ldc);
-      break;
-    case 4:
-      pair_rows<4>(vectors, pairs, a_tail, lda, b, ldb, c_tail, ldc);
-      break;
-    case 5:
-      pair_rows<5>(vectors, pairs, a_tail, lda, b, ldb, c_tail, ldc);
-      break;
-    default:
-      break;
-  }
+  for_each_tile(rows, vectors, [&]<int MR, int NV>(int64_t r, int64_t v) {
+    pair_block<MR, NV>(pairs, a + r * lda, lda, b + v * W, ldb, c + r * ldc + v * W, ldc);
+  });
 }
 
 // Copies `rows` rows of `dim` elements (source stride `stride`) times `factor` into float rows of
