@@ -161,7 +161,9 @@ inline void load_pair_halves(const uint32_t* p, VecF& even, VecF& odd) {
   even.v = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
   odd.v = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
 #else
-  const uint32_t low = *p << 16, high = *p & 0xffff0000u;
+  uint32_t unit;
+  std::memcpy(&unit, p, 4);  // the units may have been written as floats (transpose_padded)
+  const uint32_t low = unit << 16, high = unit & 0xffff0000u;
   std::memcpy(&even.v, &low, 4);
   std::memcpy(&odd.v, &high, 4);
 #endif
