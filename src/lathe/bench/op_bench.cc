@@ -137,19 +137,24 @@ BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::
   return row;
 }
 
-// The peak of the engine the row ran on: bf16 inputs on the AMX or vdpbf16ps implementations use
-// those units' peaks; every other implementation (bf16 inputs widened to f32 included) runs on FMA.
-static double engine_gflops(const BenchRow& row, const MachinePeaks& peaks) {
+// The row's FLOPs at the peaks of the engines they ran on: bf16 inputs on the AMX implementation at
+// the AMX peak; on a vdpbf16ps one ("avx512_bf16") its cost's bf16_dot_flops at the vdpbf16ps peak
+// and the rest at the f32 FMA peak; every other implementation (bf16 inputs widened to f32
+// included) on the FMAs.
+static double compute_floor_seconds(const BenchRow& row, const MachinePeaks& peaks) {
   const bool bf16 = row.shape.find("dtype=bf16") != std::string::npos;
   const std::string impl = row.dispatch.substr(0, row.dispatch.find(' '));
-  if (bf16 && impl == "amx" && peaks.amx_gflops > 0) return peaks.amx_gflops;
-  if (bf16 && impl == isa_name(Isa::avx512_bf16) && peaks.bf16_gflops > 0) return peaks.bf16_gflops;
-  return peaks.f32_gflops;
+  auto at = [](double flops, double gflops) { return gflops > 0 ? flops / (gflops * 1e9) : 0.0; };
+  if (bf16 && impl == "amx" && peaks.amx_gflops > 0) return at(row.cost.flops, peaks.amx_gflops);
+  if (bf16 && impl == isa_name(Isa::avx512_bf16) && peaks.bf16_gflops > 0) {
+    const double dot = row.cost.bf16_dot_flops < 0 ? row.cost.flops : std::min(row.cost.bf16_dot_flops, row.cost.flops);
+    return at(dot, peaks.bf16_gflops) + at(row.cost.flops - dot, peaks.f32_gflops);
+  }
+  return at(row.cost.flops, peaks.f32_gflops);
 }
 
 void apply_roofline(BenchRow& row, const MachinePeaks& peaks) {
-  const double peak = engine_gflops(row, peaks);
-  double compute_floor = peak > 0 ? row.cost.flops / (peak * 1e9) : 0;
+  double compute_floor = compute_floor_seconds(row, peaks);
   double memory_floor = peaks.floor_seconds(0, row.cost.bytes);
   row.bound = compute_floor >= memory_floor ? "compute" : "memory";
   row.roofline_percent = 100.0 * std::max(compute_floor, memory_floor) / row.timing.median;

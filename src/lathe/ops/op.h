@@ -32,6 +32,10 @@ namespace lathe {
 struct OpCost {
   double flops = 0;  // floating point operations (an FMA counts 2)
   double bytes = 0;  // bytes that must cross memory at least once: inputs read + outputs written
+  // Of flops, those an "avx512_bf16" implementation runs on vdpbf16ps, the rest on the f32 FMAs
+  // (the bench's compute floor takes each part at its engine's peak); -1: all of them (matmul).
+  // Flash attention's: Q K^T and dO V^T, its products of two bf16 inputs.
+  double bf16_dot_flops = -1;
 };
 
 // Args of an op with a device implementation list their tensors, so dispatch can see where they

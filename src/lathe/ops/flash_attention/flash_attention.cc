@@ -290,7 +290,9 @@ std::vector<Impl<Args, FlashAttentionCpuConfig>> attention_impls(
 }  // namespace
 
 OpCost flash_attention_cost(const FlashAttentionArgs& args) {
-  return forward_cost(args.q, args.k, args.v, args.options);
+  OpCost cost = forward_cost(args.q, args.k, args.v, args.options);
+  cost.bf16_dot_flops = attention_flops(args.q, args.k, args.v, args.options, 1, 0);  // Q K^T
+  return cost;
 }
 
 OpCost flash_attention_backward_cost(const FlashAttentionBackwardArgs& args) {
@@ -300,7 +302,9 @@ OpCost flash_attention_backward_cost(const FlashAttentionBackwardArgs& args) {
                      (static_cast<double>(args.q.numel()) + static_cast<double>(args.o.numel()) +
                       static_cast<double>(args.k.numel()) + static_cast<double>(args.v.numel())) +
                  4.0 * static_cast<double>(args.lse.numel());
-  return {attention_flops(args.q, args.k, args.v, args.options, 3, 2), bytes};
+  OpCost cost{attention_flops(args.q, args.k, args.v, args.options, 3, 2), bytes};
+  cost.bf16_dot_flops = attention_flops(args.q, args.k, args.v, args.options, 1, 1);  // Q K^T, dO V^T
+  return cost;
 }
 
 const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
