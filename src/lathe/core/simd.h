@@ -221,6 +221,27 @@ inline void store_row(Element* p, VecF v, int64_t n) {
     n >= VecF::width ? v.store_bf16(p) : v.store_bf16_partial(p, static_cast<int>(n));
 }
 
+// W bf16 pairs (2W values, as the bf16 dot product vdpbf16ps reads them) split into their even and
+// odd elements as floats: the FMA form of a pair product where the CPU has no vdpbf16ps. Read as
+// bytes in the scalar build (the pairs may have been written as 32-bit units of another type).
+inline void load_bf16_pairs(const uint16_t* p, VecF& even, VecF& odd) {
+#if LATHE_KERNEL_ISA == 2
+  const __m512i x = _mm512_loadu_si512(p);
+  even.v = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+  odd.v = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+#elif LATHE_KERNEL_ISA == 1
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  even.v = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+  odd.v = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+#else
+  uint32_t unit;
+  std::memcpy(&unit, p, 4);
+  const uint32_t low = unit << 16, high = unit & 0xffff0000u;
+  std::memcpy(&even.v, &low, 4);
+  std::memcpy(&odd.v, &high, 4);
+#endif
+}
+
 // Like store_row, but full vectors at vector-aligned addresses go out as non-temporal (streaming)
 // stores: for outputs larger than the caches this saves the read-for-ownership of every output
 // line, a third of the DRAM traffic of a read-one-write-one kernel. Call streaming_fence() before

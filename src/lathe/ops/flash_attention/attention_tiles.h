@@ -150,25 +150,6 @@ inline float to_float(uint16_t bf16) {
 // vdpbf16ps (inputs and results denormal-free, as the instruction defines); the other builds
 // take each pair as two FMAs, so the layout and the kernels' logic are testable on any machine.
 
-// Splits W units into their low (even) and high (odd) bf16 halves as floats.
-inline void load_pair_halves(const uint32_t* p, VecF& even, VecF& odd) {
-#if LATHE_KERNEL_ISA == 2
-  const __m512i x = _mm512_loadu_si512(p);
-  even.v = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
-  odd.v = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
-#elif LATHE_KERNEL_ISA == 1
-  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  even.v = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
-  odd.v = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
-#else
-  uint32_t unit;
-  std::memcpy(&unit, p, 4);  // the units may have been written as floats (transpose_padded)
-  const uint32_t low = unit << 16, high = unit & 0xffff0000u;
-  std::memcpy(&even.v, &low, 4);
-  std::memcpy(&odd.v, &high, 4);
-#endif
-}
-
 // C[r][0 .. NV*W) = sum over pairs q < `pairs` of A row r's pair q . B's units (q, 0 .. NV*W).
 template <int MR, int NV>
 inline void pair_block(int64_t pairs, const uint16_t* a, int64_t lda, const uint32_t* b, int64_t ldb, float* c,
@@ -189,7 +170,8 @@ inline void pair_block(int64_t pairs, const uint16_t* a, int64_t lda, const uint
     }
 #else
     VecF even[NV], odd[NV];
-    for (int v = 0; v < NV; ++v) load_pair_halves(b_row + v * W, even[v], odd[v]);
+    for (int v = 0; v < NV; ++v)
+      simd::load_bf16_pairs(reinterpret_cast<const uint16_t*>(b_row + v * W), even[v], odd[v]);
     for (int r = 0; r < MR; ++r) {
       const VecF a_even = VecF::broadcast(to_float(static_cast<uint16_t>(words[r] & 0xffffu)));
       const VecF a_odd = VecF::broadcast(to_float(static_cast<uint16_t>(words[r] >> 16)));

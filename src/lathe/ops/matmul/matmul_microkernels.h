@@ -5,7 +5,7 @@
 //   begin_tile                       zeroed accumulators; C's rows requested ahead of the epilogue
 //   tile_f32                         MR x NV vectors of C over packed f32 panels
 //   tile_f32_depth_major_a           the same with a transposed f32 A read where it lies
-//   load_pairs, bf16_pair_step,      MR x (NV * 16) over pair-interleaved bf16 panels: vdpbf16ps on
+//   bf16_pair_step,                  MR x (NV * 16) over pair-interleaved bf16 panels: vdpbf16ps on
 //   tile_bf16_dot                    AVX-512, an FMA emulation elsewhere (the layout testable anywhere)
 // LATHE_GEMM_INLINE (always_inline outside sanitizer builds) keeps a tile's accumulators in
 // registers whatever its caller; see multiply_b_block in matmul_gemm.h.
@@ -149,22 +149,6 @@ LATHE_GEMM_INLINE void tile_f32_depth_major_a(int64_t depth, const float* a, int
   store_tile<MR, NV>(acc, c, ldc, MR, cols, e);
 }
 
-// Splits W packed bf16 pairs into the even (lo) and odd (hi) depth steps as floats.
-inline void load_pairs(const uint16_t* p, VecF& lo, VecF& hi) {
-#if LATHE_KERNEL_ISA == 2
-  __m512i x = _mm512_loadu_si512(p);
-  lo.v = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
-  hi.v = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
-#elif LATHE_KERNEL_ISA == 1
-  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  lo.v = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
-  hi.v = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
-#else
-  lo.v = bf16_bits_to_float(p[0]);
-  hi.v = bf16_bits_to_float(p[1]);
-#endif
-}
-
 // One depth pair q of an MR x (NV * 16) tile over a pair-interleaved panel b: word(r) is row r's
 // 32-bit pair of A (from a packed panel, or from A's row in place: matmul_gemm_in_place.h).
 // AVX-512: one vdpbf16ps per 16 columns. Other ISAs emulate it with two FMAs (same layout, so the
@@ -187,7 +171,7 @@ LATHE_GEMM_INLINE void bf16_pair_step(VecF (&acc)[MR][NV * 16 / W], const uint16
 #else
   constexpr int NF = NR / W;
   VecF b_lo[NF], b_hi[NF];
-  for (int f = 0; f < NF; ++f) load_pairs(b + (q * NR + f * W) * 2, b_lo[f], b_hi[f]);
+  for (int f = 0; f < NF; ++f) simd::load_bf16_pairs(b + (q * NR + f * W) * 2, b_lo[f], b_hi[f]);
   for (int r = 0; r < MR; ++r) {
     const uint32_t pair = static_cast<uint32_t>(word(r));
     const VecF a_lo = VecF::broadcast(bf16_bits_to_float(static_cast<uint16_t>(pair & 0xffffu)));
