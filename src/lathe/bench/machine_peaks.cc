@@ -218,6 +218,12 @@ double mixed_work_peak_gflops(const MachinePeaks& peaks, double flops, double bf
   return seconds > 0 ? flops / seconds : 0.0;
 }
 
+void hold_vector_peaks_to_their_ratio(MachinePeaks& peaks) {
+  if (peaks.bf16_dot_speedup <= 0) return;
+  peaks.bf16_gflops = std::max(peaks.bf16_gflops, peaks.f32_gflops * peaks.bf16_dot_speedup);
+  peaks.f32_gflops = std::max(peaks.f32_gflops, peaks.bf16_gflops / peaks.bf16_dot_speedup);
+}
+
 double capped_utilisation(double achieved_gflops, double peak_gflops, bool* capped) {
   const double ratio = peak_gflops > 0 ? achieved_gflops / peak_gflops : 0.0;
   if (capped) *capped = ratio > 1.0;
@@ -303,6 +309,7 @@ MachinePeaks measure_machine_peaks(bool quick) {
       if (bf16_seconds > 0) best_bf16 = std::max(best_bf16, 64.0 * accumulators * alternated_iterations / bf16_seconds);
     }
     peaks.bf16_dot_speedup = best_f32 > 0 ? best_bf16 / best_f32 : 0;
+    hold_vector_peaks_to_their_ratio(peaks);
   }
   if (amx_active()) {  // a tdpbf16ps does 16384 flops: fewer iterations for the same time
     const long tile_iterations = std::max(1000L, iterations / 40);

@@ -76,8 +76,18 @@ double mixed_work_peak_gflops(const MachinePeaks& peaks, double flops, double bf
 // result. `capped` (if given) tells whether the cap applied.
 double capped_utilisation(double achieved_gflops, double peak_gflops, bool* capped = nullptr);
 
-// Takes about a second. `quick` shortens the loops (for tests and `bench --quick`).
+// Takes about a second. `quick` shortens the loops (for tests, `bench --quick` and the trainer's
+// start, about 50 ms).
 MachinePeaks measure_machine_peaks(bool quick = false);
+
+// Holds the two all-thread vector peaks to their alternated ratio: f32_gflops and bf16_gflops are
+// each raised to the other's figure over (or times) bf16_dot_speedup where that is higher. Each
+// all-thread peak is the best of a few runs of milliseconds, and on a shared machine one thread
+// descheduled through all of them halves it (seen: a training run's blended peak at 200 GFLOP/s,
+// 401 a minute later, and its MFU capped at 100%); the ratio, the best of nine alternated rounds
+// on one thread, is the steadier figure. Only raises (a low peak flatters every utilisation);
+// no-op without AVX512_BF16 (speedup 0).
+void hold_vector_peaks_to_their_ratio(MachinePeaks& peaks);
 
 // Every figure the higher of the two measurements: on a shared machine a low measurement would
 // flatter every row, so a report measured twice (start and end) uses the higher.

@@ -43,6 +43,25 @@ TEST(MachinePeaks, UtilisationIsCappedAtOneAndSaysSo) {
   EXPECT_DOUBLE_EQ(capped_utilisation(41, 0, &capped), 0.0);  // no peak measured
 }
 
+// A descheduled thread through every short run halves one all-thread peak; the alternated ratio
+// (measured on one thread) restores it, and never lowers either figure.
+TEST(MachinePeaks, VectorPeaksAreHeldToTheirAlternatedRatio) {
+  MachinePeaks zen4 = peaks_of(233, 200);  // vdpbf16ps measured low: 0.86x the f32 rate
+  zen4.bf16_dot_speedup = 2.0;
+  hold_vector_peaks_to_their_ratio(zen4);
+  EXPECT_DOUBLE_EQ(zen4.bf16_gflops, 466);
+  EXPECT_DOUBLE_EQ(zen4.f32_gflops, 233);
+  MachinePeaks xeon = peaks_of(120, 232);  // f32 measured low on a CPU where vdpbf16ps runs at 0.5x
+  xeon.bf16_dot_speedup = 0.5;
+  hold_vector_peaks_to_their_ratio(xeon);
+  EXPECT_DOUBLE_EQ(xeon.f32_gflops, 464);
+  EXPECT_DOUBLE_EQ(xeon.bf16_gflops, 232);
+  MachinePeaks avx2 = peaks_of(200, 0);  // no AVX512_BF16: nothing to hold to
+  hold_vector_peaks_to_their_ratio(avx2);
+  EXPECT_DOUBLE_EQ(avx2.f32_gflops, 200);
+  EXPECT_DOUBLE_EQ(avx2.bf16_gflops, 0);
+}
+
 // Without AMX active the bf16 matmul engine is vdpbf16ps, else f32 (a forced bf16 run).
 TEST(MachinePeaks, Bf16MatmulEngineFallsBackToF32) {
   EXPECT_DOUBLE_EQ(peaks_of(400, 0).bf16_matmul_gflops(), 400);

@@ -139,12 +139,13 @@ int run_bench_train(int argc, char** argv) {
       "Times the training step (forward + backward + AdamW, TrainStep as `lathe train` runs it) of a\n"
       "config on random tokens: median step time over --steps after --warmup, tokens/s, model FLOP/s,\n"
       "MFU against the peaks measured in the same run of the engines the work runs on (a bf16 run:\n"
-      "weight matmuls on AMX or vdpbf16ps, attention on f32 FMA; capped at 100%), and the\n"
-      "forward / backward / optimizer split. With --vs torch (the default when python3 can import\n"
-      "torch) PyTorch runs the same model, batch, thread count and instruction set (--isa caps it\n"
-      "too, through its environment) twice, in float32 and in bf16 autocast (its mixed precision;\n"
-      "skipped on CPUs without AVX512_BF16 or AMX, where PyTorch emulates bf16), and the\n"
-      "lathe/torch tokens/s ratio to each is printed\n"
+      "weight matmuls on AMX or vdpbf16ps; attention on AMX, a third of it on vdpbf16ps where that\n"
+      "outruns f32 (AMD), else f32 FMA; capped at 100%), and the forward / backward / optimizer\n"
+      "split. With --vs torch (the default when python3 can import torch) PyTorch runs the same\n"
+      "model, batch, thread count and instruction set (--isa caps it too, through its environment)\n"
+      "twice, in float32 and in bf16 autocast (its mixed precision; skipped on CPUs without\n"
+      "AVX512_BF16 or AMX, where PyTorch emulates bf16), and the lathe/torch tokens/s ratio to each\n"
+      "is printed\n"
       "(dense models only; a mixture-of-experts config prints its experts and active-parameter FLOPs).\n"
       "Memory: the predicted bytes (models/memory_estimate.h) of each remat policy beside the measured\n"
       "peak of tensor bytes during one step. With --rounds N, lathe and PyTorch are timed in turn N\n"
@@ -235,11 +236,12 @@ int run_bench_train(int argc, char** argv) {
       to_string(compute_dtype));
   if (!dtype_note.empty()) std::printf("%s\n", dtype_note.c_str());
   // MFU against the engines the work runs on: a bf16 run's linear-layer matmuls and the LM head's
-  // logits (with AMX its gradients and attention too) on the bf16 matmul engine (AMX or
-  // vdpbf16ps), the rest on f32 FMA (machine_peaks.h, mixed_work_peak_gflops).
+  // logits (with AMX its gradients and attention too; with vdpbf16ps a third of attention where
+  // its bf16 kernels run) on the bf16 matmul engine (AMX or vdpbf16ps), the rest on f32 FMA
+  // (machine_peaks.h, mixed_work_peak_gflops).
   const double flops_per_token = model.training_flops_per_token(seq);
   const double bf16_flops_per_token =
-      bf16 ? model.bf16_engine_flops_per_token(seq, /*tensor units=*/on_gpu || amx_active()) : 0.0;
+      bf16 ? model.bf16_engine_flops_per_token(seq, /*matrix_units=*/on_gpu || amx_active()) : 0.0;
   const double peak_gflops = mixed_work_peak_gflops(peaks, flops_per_token, bf16_flops_per_token);
   if (on_gpu)
     std::printf(

@@ -310,6 +310,14 @@ TEST(FamilyRegistry, TrainingFlopsCountMatmulWeightsAndCausalAttention) {
   // logits (2 per weight), or in all three products (6) where its gradients run in bf16 (AMX).
   EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(false), 6.0 * 960 + 2.0 * 400);
   EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(true), 6.0 * 1360);
+  // Attention joins the bf16 engine's count only where it runs in bf16: all six of its products
+  // on a matrix engine, Q K^T and dO V^T (2 of the 6) on vdpbf16ps.
+  TransformerModel model(config);
+  const double attention = 6.0 * 2 * 2 * 4 * 16;
+  EXPECT_EQ(model.bf16_engine_flops_per_token(16, false), 6.0 * 960 + 2.0 * 400);
+  model.set_attention_dtype(DType::bf16);
+  EXPECT_EQ(model.bf16_engine_flops_per_token(16, true), 6.0 * 1360 + attention);
+  EXPECT_EQ(model.bf16_engine_flops_per_token(16, false), 6.0 * 960 + 2.0 * 400 + attention / 3);
   config.tie_embeddings = true;  // the embedding table is the LM head's matmul weight
   EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
   EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(false), 6.0 * 960 + 2.0 * 400);

@@ -8,6 +8,7 @@
 #include "lathe/autograd/mla_ops.h"
 #include "lathe/autograd/objective.h"
 #include "lathe/core/amx.h"
+#include "lathe/core/cpu_features.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/device/device_tensor.h"
@@ -93,7 +94,8 @@ void TransformerModel::set_compute_dtype(ComputeDtype dtype) {
   LATHE_ASSERT(dtype != ComputeDtype::automatic);  // resolved by train/compute_dtype.h first
   LATHE_ASSERT(dtype == ComputeDtype::f32 || precision_ == autograd::Precision::fast);
   compute_dtype_ = dtype;
-  set_attention_dtype(dtype == ComputeDtype::bf16 && amx_active() ? DType::bf16 : DType::f32);
+  const bool bf16_attention_pays = amx_active() || bf16_dot_outruns_fma();
+  set_attention_dtype(dtype == ComputeDtype::bf16 && bf16_attention_pays ? DType::bf16 : DType::f32);
   for (const Parameter& parameter : parameters_) {
     // The embedding table is only read by a matmul when it doubles as the LM head.
     const bool read_by_matmul = parameter.kind == ParameterKind::matrix || parameter.var == lm_head();
@@ -411,19 +413,22 @@ double TransformerModel::training_weight_flops_per_token() const {
   return 6.0 * matmul_weights;
 }
 
-double TransformerModel::bf16_engine_weight_flops_per_token(bool lm_head_gradients_in_bf16) const {
+double TransformerModel::bf16_engine_weight_flops_per_token(bool matrix_units) const {
   const double layers = active_trained_weights(parameters_, [&](const Parameter& parameter) {
     return parameter.kind == ParameterKind::matrix && parameter.var != lm_head();
   });
   const int64_t trained_mtp = config_.mtp_loss_weight > 0 ? config_.mtp_layers : 0;
   const double heads = static_cast<double>((1 + trained_mtp) * config_.vocab_size * config_.d_model);
-  return 6.0 * layers + (lm_head_gradients_in_bf16 ? 6.0 : 2.0) * heads;
+  return 6.0 * layers + (matrix_units ? 6.0 : 2.0) * heads;
 }
 
-double TransformerModel::bf16_engine_flops_per_token(int64_t seq_len, bool lm_head_gradients_in_bf16) const {
+double TransformerModel::bf16_engine_flops_per_token(int64_t seq_len, bool matrix_units) const {
+  if (attention_dtype_ != DType::bf16) return bf16_engine_weight_flops_per_token(matrix_units);
+  // Attention's count is six products of equal FLOPs (Q K^T and P V forward; dP, dV, dQ, dK
+  // backward). On a matrix engine all six run in bf16; on vdpbf16ps Q K^T and dP = dO V^T do, the
+  // four with a probability or score-gradient operand widen to f32 (ops/flash_attention).
   const double attention = training_flops_per_token(seq_len) - training_weight_flops_per_token();
-  return bf16_engine_weight_flops_per_token(lm_head_gradients_in_bf16) +
-         (attention_dtype_ == DType::bf16 ? attention : 0.0);
+  return bf16_engine_weight_flops_per_token(matrix_units) + (matrix_units ? attention : attention * 2.0 / 6.0);
 }
 
 }  // namespace lathe

@@ -62,8 +62,10 @@ class TransformerModel {
   // VariableData::value_bf16, and linear / cross_entropy then multiply in bf16 (autograd/tape.h).
   // Master weights, gradients and optimizer state stay f32; the optimizer refreshes the copies.
   // f32 drops the copies.
-  // bf16 also sets attention_dtype to bf16 where AMX is active (core/amx.h): the attention kernels
-  // then run on tiles; elsewhere a bf16 attention kernel would only widen to f32, so it stays f32.
+  // bf16 also sets attention_dtype to bf16 where its kernels multiply bf16 faster than f32: AMX
+  // active (core/amx.h: the products on tiles) or bf16_dot_outruns_fma() (core/cpu_features.h:
+  // Q K^T and dO V^T on vdpbf16ps); elsewhere a bf16 attention kernel would only widen to f32 and
+  // add roundings, so it stays f32.
   void set_compute_dtype(ComputeDtype dtype);
   ComputeDtype compute_dtype() const { return compute_dtype_; }
   // What autograd::attention computes in for every forward without a KV cache (f32 or bf16; see
@@ -139,19 +141,20 @@ class TransformerModel {
   // 6 * heads * head_dim * seq, half of the full score matrix, the FlashAttention convention).
   double training_flops_per_token(int64_t seq_len) const;
   // The part of training_flops_per_token that multiplies by weights (6 x matrix parameters); the
-  // rest is attention, in f32.
+  // rest is attention.
   double training_weight_flops_per_token() const;
   // Of training_weight_flops_per_token, what a bf16 run (set_compute_dtype) computes on the bf16
   // matmul engine: all 6 FLOPs per weight of every matrix read through linear or grouped_linear
   // (forward, dx and dW all take bf16 operands), and of the LM head (each head the loss reads) its
-  // logits (2), plus its two gradient products (4) where lm_head_gradients_in_bf16 (the fused
-  // linear + cross-entropy's amx path, taken where AMX is active; elsewhere they widen the bf16
+  // logits (2), plus its two gradient products (4) on matrix_units (AMX tiles or a GPU's tensor
+  // cores: the fused linear + cross-entropy's amx and cuda paths; on vdpbf16ps they widen the bf16
   // operands to f32 and multiply on FMA). Not the routers (f32).
-  double bf16_engine_weight_flops_per_token(bool lm_head_gradients_in_bf16) const;
-  // All of a bf16 run's work on the bf16 engine: the above, plus the attention FLOPs of
-  // training_flops_per_token where attention_dtype is bf16 (the family's whole count: a hybrid's
-  // recurrent layers, which stay f32, are counted there too, which lowers the reported MFU).
-  double bf16_engine_flops_per_token(int64_t seq_len, bool lm_head_gradients_in_bf16) const;
+  double bf16_engine_weight_flops_per_token(bool matrix_units) const;
+  // All of a bf16 run's work on the bf16 engine: the above, plus, where attention_dtype is bf16,
+  // the attention FLOPs of training_flops_per_token: all of them on matrix_units, a third on
+  // vdpbf16ps (Q K^T and dO V^T of the six products counted). The family's whole count: a hybrid's
+  // recurrent layers, which stay f32, are counted there too, which lowers the reported MFU.
+  double bf16_engine_flops_per_token(int64_t seq_len, bool matrix_units) const;
 
  private:
   autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,

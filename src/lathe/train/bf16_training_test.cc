@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "lathe/core/amx.h"
+#include "lathe/core/cpu_features.h"
 #include "lathe/core/rng.h"
 #include "lathe/train/train_step.h"
 #include "test_seed.h"
@@ -162,13 +163,14 @@ INSTANTIATE_TEST_SUITE_P(Families, Bf16Variants,
                            return name;
                          });
 
-// Attention follows a bf16 run into bf16 only where its kernels have tiles to run on (AMX):
-// elsewhere the bf16 kernel would widen to f32 and only add roundings. f32 resets it.
-TEST(Bf16Training, AttentionTakesBf16WhereAmxIsActive) {
+// Attention follows a bf16 run into bf16 only where its kernels multiply bf16 faster than f32
+// (AMX tiles, or vdpbf16ps where it outruns the FMAs): elsewhere the bf16 kernel would widen to
+// f32 and only add roundings. f32 resets it.
+TEST(Bf16Training, AttentionTakesBf16WhereItsProductsRunFaster) {
   TransformerModel model(tiny_config("llama"));
   EXPECT_EQ(model.attention_dtype(), DType::f32);
   model.set_compute_dtype(ComputeDtype::bf16);
-  EXPECT_EQ(model.attention_dtype(), amx_active() ? DType::bf16 : DType::f32);
+  EXPECT_EQ(model.attention_dtype(), amx_active() || bf16_dot_outruns_fma() ? DType::bf16 : DType::f32);
   model.set_attention_dtype(DType::bf16);
   model.set_compute_dtype(ComputeDtype::f32);
   EXPECT_EQ(model.attention_dtype(), DType::f32);

@@ -67,7 +67,15 @@ void TrainingMetrics::after_step(int64_t step, const StepResult& result, double 
   window_tokens_ += static_cast<double>(setup_.tokens_per_step);
   if (step % config.log.every != 0 && step != config.train.steps) return;
   tokens_per_second_ = window_tokens_ / window_seconds_;
-  mfu_ = capped_utilisation(tokens_per_second_ * setup_.flops_per_token / 1e9, setup_.peak_gflops);
+  bool capped = false;
+  mfu_ = capped_utilisation(tokens_per_second_ * setup_.flops_per_token / 1e9, setup_.peak_gflops, &capped);
+  if (capped && !mfu_cap_noted_) {
+    mfu_cap_noted_ = true;
+    progress_->print_line(str_cat("note: MFU reads 100% (capped): the steps outran the ",
+                                  std::llround(setup_.peak_gflops),
+                                  " GFLOP/s peak measured at the start, so that measurement ran on a busy machine; "
+                                  "`lathe info` measures the peaks at length"));
+  }
   progress_->update(step, result.loss, result.lr, tokens_per_second_, mfu_);
   Json row = Json::object();
   row.set("step", step);

@@ -45,6 +45,7 @@ class TrainingMetrics {
   double start_ = now_seconds();
   double window_seconds_ = 0, window_tokens_ = 0, total_step_seconds_ = 0;
   double tokens_per_second_ = 0, mfu_ = 0, validation_loss_ = 0;
+  bool mfu_cap_noted_ = false;  // the note that MFU was capped at 100% is printed once
 };
 
 }  // namespace lathe

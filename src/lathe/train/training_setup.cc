@@ -223,9 +223,10 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   setup.tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   setup.flops_per_token = setup.model->training_flops_per_token(config.train.seq_len);
   // MFU against the engines the work runs on: a bf16 run's linear-layer matmuls (forward and
-  // backward) and the LM head's logits (with AMX its gradients and attention too) on the bf16
-  // matmul engine (AMX or vdpbf16ps; a forced bf16 run on a CPU without either: f32), the rest
-  // (routers, attention without AMX) on f32 FMA.
+  // backward) and the LM head's logits (with AMX its gradients and attention too; with vdpbf16ps
+  // attention's Q K^T and dO V^T where it outruns f32) on the bf16 matmul engine (AMX or
+  // vdpbf16ps; a forced bf16 run on a CPU without either: f32), the rest (routers, the other
+  // attention products) on f32 FMA.
   const bool bf16 = setup.compute_dtype == ComputeDtype::bf16;
   if (on_gpu && cuda::available()) {
     // The GPU's datasheet rates (cuda_runtime.h). bf16: every matmul, the LM head's gradient
