@@ -2,10 +2,10 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "lathe/autograd/mla_ops.h"
+#include "lathe/device/device_tensor.h"
 #include "lathe/models/layers.h"
 #include "lathe/ops/matmul/matmul.h"
 #include "lathe/ops/mla_decode/mla_decode.h"
@@ -30,26 +30,28 @@ void per_head_matmul(const TensorView& a, const TensorView& b, const TensorView&
   matmul(args);
 }
 
-// Inference over the latent cache in the weight-absorbed form (see the header):
+// Inference over the latent cache in the weight-absorbed form (see the header), on the device the
+// inputs are on (mla_decode's CPU kernels or its CUDA one):
 // q_nope (1, S, H, dn), q_rope (1, S, H, dr), cached (1, L, 1, r + dr) -> (1, S, H, dv).
 Tensor absorbed_attention(const ModelConfig& config, const Tensor& q_nope, const Tensor& q_rope, const Tensor& cached,
                           const Tensor& kv_b) {
   const int64_t seq = q_nope.dim(1), heads = config.n_heads, dn = config.qk_nope_head_dim;
   const int64_t dr = config.qk_rope_head_dim, dv = config.v_head_dim, rank = config.kv_lora_rank, width = rank + dr;
   const TensorView up = kv_b.view().reshape({heads, dn + dv, rank});  // per head: W_UK_h rows, then W_UV_h rows
-  Tensor query = Tensor::empty({1, seq, heads, width}, DType::f32);
+  Tensor query = autograd::empty_beside(q_nope, {1, seq, heads, width}, DType::f32);
   // query[:, :, h, :r] = q_nope[:, :, h] W_UK_h;  query[:, :, h, r:] = q_rope[:, :, h]
   per_head_matmul(q_nope.view().reshape({seq, heads, dn}).transpose(0, 1), up.slice(1, 0, dn),
                   query.view().reshape({seq, heads, width}).transpose(0, 1).slice(2, 0, rank), false);
-  for (int64_t row = 0; row < seq * heads; ++row)
-    std::memcpy(query.ptr<float>() + row * width + rank, q_rope.ptr<float>() + row * dr, sizeof(float) * dr);
-  Tensor latent_out = Tensor::empty({1, seq, heads, rank}, DType::f32);
-  Tensor lse = Tensor::empty({1, heads, seq}, DType::f32);
+  cuda::copy(query.view().reshape({seq * heads, width}).slice(1, rank, width),
+             q_rope.view().reshape({seq * heads, dr}));
+  Tensor latent_out = autograd::empty_beside(q_nope, {1, seq, heads, rank}, DType::f32);
+  Tensor lse = autograd::empty_beside(q_nope, {1, heads, seq}, DType::f32);
   MlaDecodeArgs args{query.view(), cached.view().reshape({1, cached.dim(1), width}), latent_out.view(), lse.view(), {}};
   args.options.scale = mla_softmax_scale(config);
   args.options.causal = true;
   mla_decode(args);
-  Tensor out = Tensor::empty({1, seq, heads, dv}, DType::f32);  // out[:, :, h] = latent_out[:, :, h] W_UV_h^T
+  // out[:, :, h] = latent_out[:, :, h] W_UV_h^T
+  Tensor out = autograd::empty_beside(q_nope, {1, seq, heads, dv}, DType::f32);
   per_head_matmul(latent_out.view().reshape({seq, heads, rank}).transpose(0, 1), up.slice(1, dn, dn + dv),
                   out.view().reshape({seq, heads, dv}).transpose(0, 1), true);
   return out;
@@ -97,30 +99,18 @@ Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, 
   std::vector<Var> kv_parts = autograd::split_last_dim(tape, autograd::linear(tape, x, *w.kv_a_proj), kv_widths);
   Var latent = latent_norm(tape, context, kv_parts[0], *w.kv_a_norm);                                  // (tokens, r)
   Var k_rope = autograd::rope(tape, autograd::reshape(tape, kv_parts[1], {batch, seq, 1, dr}), rope);  // (B, S, 1, dr)
-  int64_t keys = seq;   // the tokens attended over: this call's, or (decoding on a GPU) every cached one
-  if (context.cache) {  // keep [latent | rope key] per token; attend over everything cached
+  if (context.cache) {  // keep [latent | rope key] per token; attend over everything cached, absorbed
     LATHE_CHECK(!tape.recording() && tape.precision() == autograd::Precision::fast && batch == 1,
                 "multi-head latent attention: the KV cache is for f32 inference of one sequence");
     Var rows = autograd::concat_heads(tape, autograd::reshape(tape, latent, {batch, seq, 1, rank}), k_rope);
-    Var cached =
-        autograd::make_var(append_tokens(context.cache->keys[context.layer], context.position_offset, rows->value));
-    if (x->value.view().device == Device::cpu) {  // absorbed: the attention runs in the latent space
-      Var attended = autograd::make_var(
-          absorbed_attention(config, q_parts[0]->value, q_rope->value, cached->value, (*w.kv_b_proj)->value));
-      return autograd::linear(tape, autograd::reshape(tape, attended, {seq, heads * dv}), *w.o_proj);
-    }
-    // On a GPU (mla_decode is a CPU op): the standard form below over every cached token, its
-    // latent up-projected to keys and values each step. The cache stays latent; the per-step work
-    // grows with the context (kv_b over all cached rows).
-    keys = cached->value.dim(1);
-    const int64_t cached_widths[] = {rank, dr};
-    std::vector<Var> cached_parts = autograd::split_last_dim(tape, cached, cached_widths);  // (1, L, 1, r | dr)
-    latent = autograd::reshape(tape, cached_parts[0], {keys, rank});
-    k_rope = cached_parts[1];
+    const Tensor cached = append_tokens(context.cache->keys[context.layer], context.position_offset, rows->value);
+    Var attended =
+        autograd::make_var(absorbed_attention(config, q_parts[0]->value, q_rope->value, cached, (*w.kv_b_proj)->value));
+    return autograd::linear(tape, autograd::reshape(tape, attended, {seq, heads * dv}), *w.o_proj);
   }
   const int64_t kv_up_widths[] = {dn, dv};
   std::vector<Var> kv_up = autograd::split_last_dim(
-      tape, autograd::reshape(tape, autograd::linear(tape, latent, *w.kv_b_proj), {batch, keys, heads, dn + dv}),
+      tape, autograd::reshape(tape, autograd::linear(tape, latent, *w.kv_b_proj), {batch, seq, heads, dn + dv}),
       kv_up_widths);
   Var query = autograd::concat_heads(tape, q_parts[0], q_rope);  // (B, S, H, dn + dr)
   Var key = autograd::concat_heads(tape, kv_up[0], k_rope);      // (B, L, H, dn + dr)
@@ -131,7 +121,7 @@ Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, 
   Var attended;
   const int64_t pad = dn + dr - dv;
   if (pad > 0 && composed_with_padded_values()) {  // the path this layer replaced, for benchmarks only
-    Var zeros = autograd::make_var(Tensor::zeros({batch, keys, 1, pad}, query->value.dtype()));
+    Var zeros = autograd::make_var(Tensor::zeros({batch, seq, 1, pad}, query->value.dtype()));
     Var padded = autograd::attention(tape, query, key, autograd::concat_heads(tape, kv_up[1], zeros), options,
                                      context.attention_dtype);
     const int64_t widths[] = {dv, pad};

@@ -17,9 +17,8 @@
 // H * (dn + dr + dv)), and attends over it with the weight-absorbed form: per head the query's
 // nope part is moved into latent space (q_nope_h W_UK_h), scores are taken against the cached
 // rows directly, and the latent output is moved back (W_UV_h) before o_proj; W_UK_h and W_UV_h are
-// head h's rows of kv_b. On a GPU (the mla_decode op is CPU-only) the cache stays latent and each
-// step up-projects every cached row through kv_b to keys and values, then attends in the standard
-// form: the same function, more work per token as the context grows.
+// head h's rows of kv_b. The same on a GPU: the mla_decode op has a CUDA kernel, the per-head
+// products are cuBLASLt's, the query's rope part a device copy.
 #pragma once
 
 #include "lathe/models/family_spec.h"
@@ -42,8 +41,7 @@ struct MlaWeights {
 float mla_softmax_scale(const ModelConfig& config);
 
 // x: (batch * seq, d_model) -> (batch * seq, d_model). With context.cache set (inference), the
-// tokens' latent rows are appended to the cache and attention runs in the absorbed form (the
-// standard form over the up-projected cache where the tensors are on a GPU).
+// tokens' latent rows are appended to the cache and attention runs in the absorbed form.
 autograd::Var mla_attention(autograd::Tape& tape, const BlockContext& context, const MlaWeights& weights,
                             const autograd::Var& x);
 

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/ops/cuda_emulated_impl.h"
+#include "lathe/ops/mla_decode/mla_decode_cuda.h"
+#include "lathe/ops/mla_decode/mla_decode_cuda_body.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -136,12 +139,25 @@ std::vector<MlaDecodeCpuConfig> config_space(const MlaDecodeArgs& args) {
 
 }  // namespace
 
+// The CUDA kernel run on the host, one thread after another (ops/cuda_emulated_impl.h).
+static void emulated_decode(const MlaDecodeArgs& args, const MlaDecodeCpuConfig&) {
+  mla_decode_cuda::Params p = mla_decode_cuda::params_of(args);
+  std::vector<float> workspace(static_cast<size_t>(p.workspace_floats())), acc(static_cast<size_t>(p.kv_rank));
+  p.workspace = workspace.data();
+  for (int64_t index = 0; index < p.rows() * p.parts; ++index) mla_decode_cuda::attend_part(p, index, acc.data());
+  if (p.parts > 1)
+    for (int64_t r = 0; r < p.rows(); ++r) mla_decode_cuda::merge_row(p, r, acc.data());
+}
+
 const Op<MlaDecodeArgs, MlaDecodeCpuConfig>& mla_decode_op() {
   static const Op<MlaDecodeArgs, MlaDecodeCpuConfig> op(
       "mla_decode",
-      LATHE_ISA_IMPLS(
-          mla_decode_kernel, [](const MlaDecodeArgs& args, Isa) { return heuristic_config(args); },
-          [](const MlaDecodeArgs& args, Isa) { return config_space(args); }),
+      with_cuda_kernel(
+          LATHE_ISA_IMPLS(
+              mla_decode_kernel, [](const MlaDecodeArgs& args, Isa) { return heuristic_config(args); },
+              [](const MlaDecodeArgs& args, Isa) { return config_space(args); }),
+          cuda_emulated_impl<MlaDecodeArgs, MlaDecodeCpuConfig>(emulated_decode, mla_decode_cuda::supported),
+          LATHE_CUDA_IMPL(mla_decode_cuda_impl)),
       shape_key);
   return op;
 }

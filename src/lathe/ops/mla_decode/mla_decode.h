@@ -11,7 +11,8 @@
 // Visibility: with causal, query i sees keys j <= i + (seq_k - seq_q) (bottom-right aligned, as
 // flash_attention); a query with no visible key gets o = 0 and lse = -inf.
 // scale is explicit (DeepSeek: 1 / sqrt(qk_nope + qk_rope) times the YaRN mscale^2) and must be > 0.
-// Forward only (inference: decode and prefill over the latent KV cache).
+// Forward only (inference: decode and prefill over the latent KV cache). On a GPU: a thread per
+// query row and key part (mla_decode_cuda.h; kv_rank <= 512), checked here as "cuda_emulated".
 // q, cache, o: all f32 or all bf16 (math in f32); lse f32. q, o, lse contiguous; cache rows packed
 // (last two axes contiguous) with any batch stride, so a slice [0, length) of a larger
 // (batch, capacity, width) cache buffer is accepted as is. The fast path treats the seq_q x n_heads
@@ -38,6 +39,10 @@ struct MlaDecodeArgs {
   TensorView o;      // (batch, seq_q, n_heads, kv_rank)              output, latent space
   TensorView lse;    // (batch, n_heads, seq_q) f32                   output
   MlaDecodeOptions options;
+  template <class Visit>
+  void visit_tensors(Visit&& visit) {
+    visit(q), visit(cache), visit(o), visit(lse);
+  }
 };
 
 struct MlaDecodeCpuConfig {

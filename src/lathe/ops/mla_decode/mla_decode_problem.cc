@@ -77,6 +77,8 @@ const std::vector<std::string> kEdgeShapes = {
     "batch=1,seq_q=8,seq_k=70,heads=2,kv_rank=20,rope_dim=8",
     "batch=1,seq_q=8,seq_k=4,heads=2,kv_rank=16,rope_dim=3",  // the same path, queries 0-3 see nothing
     "batch=1,seq_q=2,seq_k=67,heads=4,kv_rank=33,rope_dim=5,causal=0,dtype=bf16",
+    // Two key parts (64 keys a part on the GPU) where queries 0-3 see no key of either.
+    "batch=1,seq_q=70,seq_k=66,heads=2,kv_rank=8,rope_dim=4",
 };
 
 }  // namespace
