@@ -1,7 +1,7 @@
 // The GPU benchmark of scripts/device_check.sh: lathe's CUDA ops timed with CUDA events beside a
 // peer in the same process, interleaved by round (median of rounds; ratio per round).
 //
-//   cuda_bench [--quick] [--only gemm|grouped|rows|attention] [--json FILE]
+//   cuda_bench [--quick] [--only gemm|grouped|rows|attention|mla] [--json FILE]
 //
 //   gemm      lathe's matmul (op dispatch -> cuBLASLt) against cuBLAS's cublasGemmEx (the classic
 //             API, its default algorithm) on the same device buffers: bf16 inputs with f32
@@ -22,6 +22,11 @@
 //             scripts/device_peers.py measures it through PyTorch.
 //   rms_norm, softmax   16384 x 4096 f32 rows: GB/s (bytes read + written) against a device-to-device
 //             cudaMemcpy of the same bytes (the bandwidth peer).
+//   mla       mla_decode (DeepSeek's absorbed attention over the latent cache) at DeepSeek-V3's decode
+//             step, 128 heads, 4096 cached tokens, kv_rank 512 + rope 64, f32, against the f32
+//             cuBLAS GEMM that up-projects the cache to keys and values (4096 x 512 @ 512 x 32768),
+//             the work the GPU decode did each step before the kernel existed; run last, as the
+//             newest kernel.
 //
 // Without a usable GPU it prints the reason and exits 0 (nothing to measure), so the device check
 // can run it anywhere.
@@ -45,6 +50,7 @@
 #include "lathe/ops/flash_attention/flash_attention_cuda.h"
 #include "lathe/ops/grouped_matmul/grouped_matmul.h"
 #include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/mla_decode/mla_decode.h"
 #include "lathe/ops/rms_norm/rms_norm.h"
 #include "lathe/ops/softmax/softmax.h"
 
@@ -85,8 +91,9 @@ struct Row {
   bool flops = true;
 };
 
+// peer_work: the peer's FLOPs or bytes where it does other work than lathe's (0: the same).
 Row compare(const std::string& name, double work, bool flops, const std::function<void()>& lathe_run,
-            const std::function<void()>& peer_run, int rounds, int reps) {
+            const std::function<void()>& peer_run, int rounds, int reps, double peer_work = 0) {
   std::vector<double> lathe_times, peer_times, ratios;
   for (int round = 0; round < rounds; ++round) {
     const double lathe_time = time_gpu(lathe_run, reps), peer_time = time_gpu(peer_run, reps);
@@ -103,10 +110,10 @@ Row compare(const std::string& name, double work, bool flops, const std::functio
           work,
           flops};
   if (flops)
-    std::printf("%-42s lathe %8.1f TFLOP/s (%5.1f%% of bf16 peak)  cuBLAS %8.1f TFLOP/s  ratio %.3fx [%.3f-%.3f]\n",
-                name.c_str(), work / row.lathe_seconds / 1e12,
-                100 * work / row.lathe_seconds / 1e12 / kH200DenseBf16Tflops, work / row.peer_seconds / 1e12,
-                row.ratio_median, row.ratio_low, row.ratio_high);
+    std::printf(
+        "%-42s lathe %8.1f TFLOP/s (%5.1f%% of bf16 peak)  cuBLAS %8.1f TFLOP/s  ratio %.3fx [%.3f-%.3f]\n",
+        name.c_str(), work / row.lathe_seconds / 1e12, 100 * work / row.lathe_seconds / 1e12 / kH200DenseBf16Tflops,
+        (peer_work > 0 ? peer_work : work) / row.peer_seconds / 1e12, row.ratio_median, row.ratio_low, row.ratio_high);
   else
     std::printf("%-42s lathe %8.1f GB/s  device copy %8.1f GB/s  ratio %.3fx [%.3f-%.3f]\n", name.c_str(),
                 work / row.lathe_seconds / 1e9, work / row.peer_seconds / 1e9, row.ratio_median, row.ratio_low,
@@ -238,6 +245,30 @@ std::vector<Row> attention_rows(cublasHandle_t handle, int rounds) {
   return rows;
 }
 
+// mla_decode at DeepSeek-V3's decode step against the up-projection GEMM the standard form ran.
+Row mla_row(cublasHandle_t handle, int rounds) {
+  const int64_t heads = 128, cached = 4096, rank = 512, rope = 64, width = rank + rope, up = 128 * (128 + 128);
+  Tensor q = random_device({1, 1, heads, width}, DType::f32, 21),
+         cache = random_device({1, cached, width}, DType::f32, 22);
+  Tensor o = cuda::device_empty({1, 1, heads, rank}, DType::f32), lse = cuda::device_empty({1, heads, 1}, DType::f32);
+  MlaDecodeArgs args{q, cache, o, lse, {}};
+  args.options.scale = 0.1f;
+  args.options.causal = true;
+  Tensor kv_b = random_device({up, rank}, DType::f32, 23), keys = cuda::device_empty({cached, up}, DType::f32);
+  const float alpha = 1, beta = 0;
+  // Row-major keys (cached x up) = latent (cached x rank, row stride width) @ kv_b^T.
+  auto up_projection = [&] {
+    check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(up), static_cast<int>(cached),
+                              static_cast<int>(rank), &alpha, kv_b.view().data, CUDA_R_32F, static_cast<int>(rank),
+                              cache.view().data, CUDA_R_32F, static_cast<int>(width), &beta, keys.view().data,
+                              CUDA_R_32F, static_cast<int>(up), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  };
+  return compare(
+      "mla_decode V3 128 heads 4096 cached f32", mla_decode_cost(args).flops, true, [&] { mla_decode(args); },
+      up_projection, rounds, 5, 2.0 * cached * up * rank);
+}
+
 int run(int argc, char** argv) {
   bool quick = false;
   std::string json_path, only;
@@ -249,10 +280,11 @@ int run(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
     else
-      throw_error("usage: cuda_bench [--quick] [--only gemm|grouped|rows|attention] [--json FILE]");
+      throw_error("usage: cuda_bench [--quick] [--only gemm|grouped|rows|attention|mla] [--json FILE]");
   }
-  LATHE_CHECK(only.empty() || only == "gemm" || only == "grouped" || only == "rows" || only == "attention",
-              "--only takes gemm, grouped, rows or attention, not '", only, "'");
+  LATHE_CHECK(
+      only.empty() || only == "gemm" || only == "grouped" || only == "rows" || only == "attention" || only == "mla",
+      "--only takes gemm, grouped, rows, attention or mla, not '", only, "'");
   auto wanted = [&](const char* group) { return only.empty() || only == group; };
   std::printf("cuda: %s\n", cuda::status_line().c_str());
   if (!cuda::available()) return 0;
@@ -289,6 +321,7 @@ int run(int argc, char** argv) {
   }
   if (wanted("attention"))
     for (Row& row : attention_rows(handle, rounds)) rows.push_back(row);
+  if (wanted("mla")) rows.push_back(mla_row(handle, rounds));
   cublasDestroy(handle);
   const cuda::DeviceMemoryStats memory = cuda::memory_stats();
   std::printf("device memory: peak %s in lathe tensors, %lld allocations (%lld from the cache)\n",
