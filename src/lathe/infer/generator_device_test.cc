@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "lathe/device/cuda_runtime.h"
@@ -16,6 +15,7 @@
 #include "lathe/infer/generator.h"
 #include "lathe/models/family_spec.h"
 #include "lathe/models/transformer.h"
+#include "lathe/ops/mla_decode/mla_decode.h"
 #include "test_seed.h"
 #include "tiny_families.h"
 
@@ -99,6 +99,18 @@ constexpr const char* kGpuGenerationFamilies[] = {
     "llama", "mistral", "qwen2",  "qwen3",      "gemma2", "gemma3",       "mixtral",     "qwen2_moe",  "qwen3_moe",
     "olmoe", "gpt_oss", "gemma4", "qwen3_next", "mamba2", "qwen3_5_text", "deepseek_v2", "deepseek_v3"};
 INSTANTIATE_TEST_SUITE_P(Families, DeviceGenerationFamilies, ::testing::ValuesIn(kGpuGenerationFamilies));
+
+// A latent attention wider than mla_decode's CUDA kernel holds is refused before any work, naming
+// the key and the limit.
+TEST(DeviceGeneration, LatentRanksBeyondTheCudaKernelAreRefused) {
+  ModelConfig config = family_model("deepseek_v3");
+  config.kv_lora_rank = kMlaDecodeCudaMaxKvRank + 1;
+  const std::string gap = gpu_generation_gap(config);
+  EXPECT_NE(gap.find("model.kv_lora_rank=513"), std::string::npos) << gap;
+  EXPECT_NE(gap.find("512"), std::string::npos) << gap;
+  config.kv_lora_rank = kMlaDecodeCudaMaxKvRank;
+  EXPECT_EQ(gpu_generation_gap(config), "");
+}
 
 // Every family that can decode on the GPU is tested above.
 TEST(DeviceGeneration, TheTestedFamiliesAreTheOnesThatGenerateOnTheGpu) {

@@ -13,6 +13,7 @@
 #include "lathe/core/rng.h"
 #include "lathe/device/device_tensor.h"
 #include "lathe/models/expert_parallel.h"
+#include "lathe/ops/mla_decode/mla_decode.h"
 
 namespace lathe {
 
@@ -344,6 +345,9 @@ std::string gpu_generation_gap(const ModelConfig& config) {
   const FamilySpec* family = find_family_spec_or_null(config.family);
   if (!family || !family->trains_on_gpu)
     return str_cat("model.family=", config.family, " has ops without a CUDA implementation");
+  if (config.kv_lora_rank > kMlaDecodeCudaMaxKvRank)  // latent attention decodes through mla_decode
+    return str_cat("model.kv_lora_rank=", config.kv_lora_rank, " is wider than the ", kMlaDecodeCudaMaxKvRank,
+                   " mla_decode's CUDA kernel holds");
   return "";
 }
 

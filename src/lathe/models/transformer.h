@@ -42,8 +42,9 @@ struct RouterStatistics {
 };
 
 // Why generation (next_token_logits over a KV cache) cannot run on a GPU for this model, "" when it
-// can: the family must train on the GPU (every op of its forward has a CUDA implementation).
-// Multi-head latent attention decodes there in the standard form (models/mla_layer.h).
+// can: the family must train on the GPU (every op of its forward has a CUDA implementation), and
+// multi-head latent attention, which decodes through mla_decode, must fit its CUDA kernel
+// (kv_lora_rank <= kMlaDecodeCudaMaxKvRank).
 std::string gpu_generation_gap(const ModelConfig& config);
 
 class TransformerModel {

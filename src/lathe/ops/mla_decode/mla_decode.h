@@ -28,6 +28,10 @@
 
 namespace lathe {
 
+// The widest kv_rank the CUDA implementation takes (its accumulator, a thread's own array):
+// DeepSeek-V2/V3's kv_lora_rank. The CPU implementations take any.
+inline constexpr int64_t kMlaDecodeCudaMaxKvRank = 512;
+
 struct MlaDecodeOptions {
   float scale = 0.0f;   // softmax scale; required > 0
   bool causal = false;  // bottom-right aligned causal mask

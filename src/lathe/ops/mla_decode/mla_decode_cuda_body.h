@@ -22,9 +22,9 @@
 namespace lathe::mla_decode_cuda {
 namespace {  // internal linkage: each includer (the .cu and mla_decode.cc) has its own copy
 
-// The accumulator a thread holds: DeepSeek-V2/V3's kv_lora_rank. 2 KiB of local memory a thread,
-// which the driver reserves for every thread an SM can hold (about 0.5 GB on an H200).
-constexpr int64_t kMaxKvRank = 512;
+// The accumulator a thread holds (mla_decode.h). 2 KiB of local memory a thread, which the driver
+// reserves for every thread an SM can hold (about 0.5 GB on an H200).
+constexpr int64_t kMaxKvRank = kMlaDecodeCudaMaxKvRank;
 constexpr int64_t kKeysPerPart = 64;          // cache rows a part walks at least
 constexpr int64_t kMaxParts = 256;            // parts of one row's key range at most
 constexpr int64_t kMaxPartThreads = 1 << 16;  // (row, part) threads at most: bounds the workspace
