@@ -188,8 +188,8 @@ int run_generate(int argc, char** argv) {
                       "also write the prompt's and the generated token ids there (JSON; with --chat, per turn)");
   command_line.option("device", "NAME",
                       "cpu, or cuda: the weights and the KV cache on the GPU, the logits copied back for sampling "
-                      "(the families `train.device=cuda` runs; latent attention in its standard form, "
-                      "the cache kept latent)",
+                      "(the families `train.device=cuda` runs; latent attention absorbed over the latent "
+                      "cache, as on the CPU)",
                       "cpu");
   add_runtime_options(command_line);
   if (!command_line.parse(argc, argv)) return 0;
