@@ -113,7 +113,7 @@ Var mla_attention(Tape& tape, const BlockContext& context, const MlaWeights& w, 
       tape, autograd::reshape(tape, autograd::linear(tape, latent, *w.kv_b_proj), {batch, seq, heads, dn + dv}),
       kv_up_widths);
   Var query = autograd::concat_heads(tape, q_parts[0], q_rope);  // (B, S, H, dn + dr)
-  Var key = autograd::concat_heads(tape, kv_up[0], k_rope);      // (B, L, H, dn + dr)
+  Var key = autograd::concat_heads(tape, kv_up[0], k_rope);      // (B, S, H, dn + dr)
 
   FlashAttentionOptions options;
   options.causal = true;  // bottom-right aligned: new tokens see every cached one before them

@@ -13,13 +13,13 @@ unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1)
 
 __global__ void attend_parts(mla_decode_cuda::Params p) {
   const int64_t index = int64_t{blockIdx.x} * kThreads + threadIdx.x;
-  float acc[mla_decode_cuda::kMaxKvRank];
+  float acc[kMlaDecodeCudaMaxKvRank];
   if (index < p.rows() * p.parts) mla_decode_cuda::attend_part(p, index, acc);
 }
 
 __global__ void merge_rows(mla_decode_cuda::Params p) {
   const int64_t r = int64_t{blockIdx.x} * kThreads + threadIdx.x;
-  float acc[mla_decode_cuda::kMaxKvRank];
+  float acc[kMlaDecodeCudaMaxKvRank];
   if (r < p.rows()) mla_decode_cuda::merge_row(p, r, acc);
 }
 

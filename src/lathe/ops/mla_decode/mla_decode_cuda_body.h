@@ -22,14 +22,13 @@
 namespace lathe::mla_decode_cuda {
 namespace {  // internal linkage: each includer (the .cu and mla_decode.cc) has its own copy
 
-// The accumulator a thread holds (mla_decode.h). 2 KiB of local memory a thread, which the driver
-// reserves for every thread an SM can hold (about 0.5 GB on an H200).
-constexpr int64_t kMaxKvRank = kMlaDecodeCudaMaxKvRank;
+// The accumulator a thread holds is kMlaDecodeCudaMaxKvRank floats (mla_decode.h): 2 KiB of local
+// memory a thread, which the driver reserves for every thread an SM can hold (about 0.5 GB on an H200).
 constexpr int64_t kKeysPerPart = 64;          // cache rows a part walks at least
 constexpr int64_t kMaxParts = 256;            // parts of one row's key range at most
 constexpr int64_t kMaxPartThreads = 1 << 16;  // (row, part) threads at most: bounds the workspace
 
-inline bool supported(const MlaDecodeArgs& args) { return args.o.dim(3) <= kMaxKvRank; }
+inline bool supported(const MlaDecodeArgs& args) { return args.o.dim(3) <= kMlaDecodeCudaMaxKvRank; }
 
 struct Params {
   const void* q;      // (batch, seq_q, heads, width), f32 or bf16
@@ -79,6 +78,24 @@ LATHE_HOST_DEVICE inline float load(const void* base, int64_t index, bool is_bf1
   return is_bf16 ? bf16_to_float(static_cast<const bf16*>(base)[index]) : static_cast<const float*>(base)[index];
 }
 
+// q row . cache row over the width as four chains (element d into chain d % 4, so the sum is not one
+// long dependent sequence), added pairwise. Four named registers: an array indexed by d % 4 would
+// live in local memory on the GPU.
+LATHE_HOST_DEVICE inline float row_dot(const Params& p, int64_t q_row, int64_t cache_row) {
+  auto term = [&](int64_t d, float acc) {
+    return fmaf(load(p.q, q_row + d, p.is_bf16), load(p.cache, cache_row + d, p.is_bf16), acc);
+  };
+  float dot0 = 0.0f, dot1 = 0.0f, dot2 = 0.0f, dot3 = 0.0f;
+  int64_t d = 0;
+  for (; d + 4 <= p.width; d += 4) {
+    dot0 = term(d, dot0), dot1 = term(d + 1, dot1), dot2 = term(d + 2, dot2), dot3 = term(d + 3, dot3);
+  }
+  if (d < p.width) dot0 = term(d, dot0);
+  if (d + 1 < p.width) dot1 = term(d + 1, dot1);
+  if (d + 2 < p.width) dot2 = term(d + 2, dot2);
+  return (dot0 + dot1) + (dot2 + dot3);
+}
+
 // Query row r = (b * seq_q + i) * heads + h (q's and o's row order) writes o and lse.
 LATHE_HOST_DEVICE void store_row(const Params& p, int64_t r, const float* acc, float max_score, float sum) {
   const int64_t h = r % p.heads, i = (r / p.heads) % p.seq_q, b = r / (p.heads * p.seq_q);
@@ -107,10 +124,7 @@ LATHE_HOST_DEVICE void attend_part(const Params& p, int64_t index, float* acc) {
   const int64_t q_row = r * p.width;
   for (int64_t j = begin; j < end; ++j) {
     const int64_t cache_row = b * p.cache_batch_stride + j * p.width;
-    float dot[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // four chains: the dot is not one long dependent sum
-    for (int64_t d = 0; d < p.width; ++d)
-      dot[d % 4] = fmaf(load(p.q, q_row + d, p.is_bf16), load(p.cache, cache_row + d, p.is_bf16), dot[d % 4]);
-    const float score = ((dot[0] + dot[1]) + (dot[2] + dot[3])) * p.scale;
+    const float score = row_dot(p, q_row, cache_row) * p.scale;
     if (score > max_score) {  // rescale what is summed so far to the new maximum
       const float correction = expf(max_score - score);
       sum *= correction;
