@@ -81,6 +81,7 @@ Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& gr
   const int64_t rows = x->value.dim(0), out_features = weight->value.dim(1);
   const bool bf16 = weight->value_bf16.defined();
   LATHE_ASSERT(!bf16 || tape.precision() == Precision::fast);
+  LATHE_ASSERT(bf16 || x->value.dtype() != DType::bf16);  // a bf16 activation feeds bf16 matmuls only
   Var out = stashed_matmul_output(tape, x->requires_grad || weight->requires_grad, [&] {
     Tensor product = new_tensor(tape, x->value, {rows, out_features});
     GroupedMatmulArgs args{bf16 ? bf16_value(x) : x->value, bf16 ? weight->value_bf16 : weight->value, group_offsets,
@@ -91,8 +92,10 @@ Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& gr
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([x, weight, out, group_offsets, precision, bf16] {
-    // bf16: the output gradient is rounded once; both products read bf16 operands (as linear).
-    const Tensor grad = bf16 ? converted(out->grad, DType::bf16) : out->grad;
+    // bf16: the output gradient is rounded once (or handed over in bf16, as gated_activation_fused
+    // does); both products read bf16 operands (as linear).
+    LATHE_ASSERT(bf16 || out->grad.dtype() != DType::bf16);
+    const Tensor grad = bf16 && out->grad.dtype() != DType::bf16 ? converted(out->grad, DType::bf16) : out->grad;
     GroupedMatmulBackwardArgs args;
     args.x = bf16 ? bf16_value(x) : x->value;
     args.w = bf16 ? weight->value_bf16 : weight->value;
@@ -100,7 +103,7 @@ Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& gr
     args.dy = grad;
     Tensor dx;
     if (x->requires_grad) {
-      dx = empty_like(x->value);
+      dx = empty_beside(x->value, x->value.shape(), grad_dtype(x));
       args.dx = dx;
     }
     if (weight->requires_grad) args.dw = grad_buffer(weight, weight->value.dtype(), &args.accumulate_dw);
@@ -110,17 +113,21 @@ Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& gr
   return out;
 }
 
-Var gated_activation_fused(Tape& tape, const Var& gate_up, GatedActivation activation) {
+Var gated_activation_fused(Tape& tape, const Var& gate_up, GatedActivation activation, DType output) {
   const int64_t rows = gate_up->value.dim(0), ffn = gate_up->value.dim(1) / 2;
   LATHE_ASSERT(gate_up->value.dim(1) == 2 * ffn);
-  Var out = make_var(new_tensor(tape, gate_up->value, {rows, ffn}), gate_up->requires_grad);
+  LATHE_ASSERT(output != DType::bf16 || fast(tape.precision()));
+  Var out = make_var(output == DType::bf16 ? empty_beside(gate_up->value, {rows, ffn}, DType::bf16)
+                                           : new_tensor(tape, gate_up->value, {rows, ffn}),
+                     gate_up->requires_grad);
   const TensorView whole = gate_up->value.view();
   GatedActivationArgs args{whole.slice(1, 0, ffn), whole.slice(1, ffn, 2 * ffn), out->value, activation};
   fast(tape.precision()) ? lathe::gated_activation(args) : gated_activation_reference<double>(args);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
-  tape.record([gate_up, out, ffn, activation, precision] {
-    Tensor d_gate_up = empty_like(gate_up->value);
+  tape.record([gate_up, out, ffn, activation, precision, output] {
+    Tensor d_gate_up = output == DType::bf16 ? empty_beside(gate_up->value, gate_up->value.shape(), DType::bf16)
+                                             : empty_like(gate_up->value);
     const TensorView value = gate_up->value.view(), grad = d_gate_up.view();
     GatedActivationBackwardArgs args{value.slice(1, 0, ffn), value.slice(1, ffn, 2 * ffn), out->grad,
                                      grad.slice(1, 0, ffn),  grad.slice(1, ffn, 2 * ffn),  activation};

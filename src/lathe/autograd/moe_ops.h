@@ -23,9 +23,9 @@
 namespace lathe::autograd {
 
 struct RoutedTokens {
-  Var weights;         // (tokens, top_k): combine weights, differentiable w.r.t. the logits
-  Tensor expert_ids;   // (tokens, top_k) i32, best first
-  Tensor probs;        // (tokens, experts): the router probabilities (saved for the backward)
+  Var weights;        // (tokens, top_k): combine weights, differentiable w.r.t. the logits
+  Tensor expert_ids;  // (tokens, top_k) i32, best first
+  Tensor probs;       // (tokens, experts): the router probabilities (saved for the backward)
 };
 
 // logits: (tokens, experts) -> the top-k routing (ops/moe_router.h). selection_bias (experts), may
@@ -49,8 +49,9 @@ PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, i
 Var grouped_linear(Tape& tape, const Var& x, const Var& weight, const Tensor& group_offsets);
 
 // gate_up: (rows, 2 * ffn), gate columns then up columns -> act(gate) * up (rows, ffn), reading the
-// two halves in place (no split copy).
-Var gated_activation_fused(Tape& tape, const Var& gate_up, GatedActivation activation);
+// two halves in place (no split copy). output bf16: as autograd::gated_activation's (a bf16 value for
+// a bf16 product, a bf16 gradient for the bf16 product that made gate_up).
+Var gated_activation_fused(Tape& tape, const Var& gate_up, GatedActivation activation, DType output = DType::f32);
 
 // expert_out: (tokens * top_k, d) in permuted order; weights: (tokens, top_k) -> (tokens, d), the
 // weighted sum of each token's expert outputs (ops/moe_combine.h).

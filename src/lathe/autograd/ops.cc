@@ -86,6 +86,7 @@ Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weigh
 Var linear(Tape& tape, const Var& x, const Var& weight, const Var& bias) {
   const int64_t rows = x->value.dim(0), out_features = weight->value.dim(0);
   const bool bf16 = uses_bf16(tape, weight);
+  LATHE_ASSERT(bf16 || x->value.dtype() != DType::bf16);  // a bf16 activation feeds bf16 matmuls only
   const bool bias_grad = bias && bias->requires_grad;
   Var out = stashed_matmul_output(tape, x->requires_grad || weight->requires_grad || bias_grad, [&] {
     Tensor product = new_tensor(tape, x, {rows, out_features});
@@ -101,24 +102,27 @@ Var linear(Tape& tape, const Var& x, const Var& weight, const Var& bias) {
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([x, weight, bias, bias_grad, out, precision, bf16] {
+    LATHE_ASSERT(bf16 || out->grad.dtype() != DType::bf16);
     if (bias_grad) {  // dbias (out) += g summed over rows
       if (precision == Precision::fast) {
+        const Tensor gradient = out->grad.dtype() == DType::bf16 ? converted(out->grad, DType::f32) : out->grad;
         ColumnSumsArgs args;
-        args.x = out->grad;
+        args.x = gradient;
         args.out = grad_buffer(bias, DType::f32, &args.accumulate);
         column_sums(args);
       } else {
         accumulate_grad(bias, sum_rows<double>(out->grad), true);
       }
     }
-    // bf16: g rounded once, both products read bf16 operands and accumulate in f32 into the f32
-    // gradients. x's bf16 copy is the forward's (or, after a save_matmuls replay, made now).
-    const Tensor grad = bf16 ? converted(out->grad, DType::bf16) : out->grad;
+    // bf16: g rounded once (or handed over in bf16: gated_activation's), both products read bf16
+    // operands and accumulate in f32 into the f32 gradients. x's bf16 copy is the forward's (or,
+    // after a save_matmuls replay, made now).
+    const Tensor grad = bf16 && out->grad.dtype() != DType::bf16 ? converted(out->grad, DType::bf16) : out->grad;
     if (x->requires_grad) {  // dx (rows, in) = g (rows, out) @ weight (out, in)
       MatmulArgs args;
       args.a = grad;
       args.b = bf16 ? weight->value_bf16 : weight->value;
-      args.c = grad_buffer(x, x->value.dtype(), &args.accumulate);
+      args.c = grad_buffer(x, grad_dtype(x), &args.accumulate);
       run_matmul(precision, args);
     }
     if (weight->requires_grad) {  // dweight (out, in) += g^T (out, rows) @ x (rows, in)
@@ -200,14 +204,19 @@ Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashA
   return out;
 }
 
-Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation) {
-  Var out = make_var(new_tensor(tape, gate, gate->value.shape()), gate->requires_grad || up->requires_grad);
+Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation, DType output) {
+  LATHE_ASSERT(output != DType::bf16 || fast(tape));
+  Var out = make_var(output == DType::bf16 ? empty_beside(gate->value, gate->value.shape(), DType::bf16)
+                                           : new_tensor(tape, gate, gate->value.shape()),
+                     gate->requires_grad || up->requires_grad);
   GatedActivationArgs args{gate->value, up->value, out->value, activation};
   fast(tape) ? lathe::gated_activation(args) : gated_activation_reference<double>(args);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
-  tape.record([gate, up, out, activation, precision] {
-    Tensor dgate = empty_like(gate->value), dup = empty_like(up->value);
+  tape.record([gate, up, out, activation, precision, output] {
+    const bool bf16 = output == DType::bf16;
+    Tensor dgate = bf16 ? empty_beside(gate->value, gate->value.shape(), DType::bf16) : empty_like(gate->value);
+    Tensor dup = bf16 ? empty_beside(up->value, up->value.shape(), DType::bf16) : empty_like(up->value);
     GatedActivationBackwardArgs args{gate->value, up->value, out->grad, dgate, dup, activation};
     precision == Precision::fast ? lathe::gated_activation_backward(args)
                                  : gated_activation_backward_reference<double>(args);

@@ -33,7 +33,11 @@ Var rope(Tape& tape, const Var& x, const RopeParams& params);
 Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options,
               DType compute = DType::f32);
 // gate, up: (rows, ffn) -> act(gate) * up.
-Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation);
+// output bf16 (fast precision, bf16 training; tape.h): the result is a bf16 value, read only by a
+// bf16 linear, and gate and up receive bf16 gradients, so they must be outputs of bf16 linears
+// (which read those as they are). The same bits as rounding the f32 results: no extra pass over
+// them, and half the bytes written.
+Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation, DType output = DType::f32);
 // a, b: the same shape -> a + b.
 Var add(Tape& tape, const Var& a, const Var& b);
 // x: (rows, dim); bias: (dim) -> x + bias on every row (Qwen2's q/k/v projection biases). The bias

@@ -69,15 +69,23 @@ Var stashed_matmul_output(Tape& tape, bool requires_grad, const std::function<Te
 }
 
 const Tensor& bf16_value(const Var& var) {
+  if (var->value.dtype() == DType::bf16) return var->value;
   if (!var->value_bf16.defined()) var->value_bf16 = converted(var->value, DType::bf16);
   return var->value_bf16;
 }
+
+DType grad_dtype(const Var& var) { return var->value.dtype() == DType::bf16 ? DType::f32 : var->value.dtype(); }
 
 void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive) {
   if (!var->requires_grad) return;
   LATHE_ASSERT(gradient.shape() == var->value.shape());
   if (var->is_parameter) ++var->grad_contributions;
-  if (var->grad.defined()) {
+  if (var->grad.defined() && (var->grad.dtype() == DType::bf16 || gradient.dtype() == DType::bf16)) {
+    // A bf16 gradient meets another contribution: both in f32 (a widened copy is a new buffer).
+    if (var->grad.dtype() == DType::bf16) var->grad = converted(var->grad, DType::f32);
+    const Tensor wide = gradient.dtype() == DType::bf16 ? converted(gradient, DType::f32) : gradient;
+    add_tensors(precision_of(var->grad), var->grad, wide, var->grad);
+  } else if (var->grad.defined()) {
     add_tensors(precision_of(var->grad), var->grad, gradient, var->grad);
   } else if (exclusive) {
     var->grad = gradient;

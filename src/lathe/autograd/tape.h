@@ -14,7 +14,10 @@
 // exactly when their weight carries one; the model gives its matrices these copies in bf16 mode
 // and the optimizer keeps them current, so the mode follows the weights into every tape,
 // rematerialisation replays included. Everything else (norms, attention, RoPE, activations,
-// residual stream, the gradients themselves) stays f32.
+// residual stream, the gradients themselves) stays f32. Two exceptions, where the only reader is a
+// bf16 matmul (so the f32 values would only be rounded again): gated_activation's output in bf16
+// mode is a bf16 value (its value_bf16 the same tensor; its gradient f32), and its backward hands
+// gate and up bf16 gradients, which the linear layers that made them read as they are.
 //
 // Gradients: an intermediate Var's grad is allocated by its first contribution and summed over
 // further ones. A parameter's grad is allocated up front, zeroed by the optimizer step and always
@@ -102,12 +105,16 @@ class Tape {
 // stashed output instead (as a Var that needs a gradient).
 Var stashed_matmul_output(Tape& tape, bool requires_grad, const std::function<Tensor()>& compute);
 
-// var's bf16 copy, converted from value (round to nearest-even) on first use.
+// var's bf16 copy, converted from value (round to nearest-even) on first use; a bf16 value itself.
 const Tensor& bf16_value(const Var& var);
+// The dtype of var's gradient: its value's, except f32 for a bf16 value (gradients are never
+// accumulated in bf16).
+DType grad_dtype(const Var& var);
 
 // Adds `gradient` to var's grad (no-op when var needs no gradient). The first contribution to an
 // intermediate is taken without a copy when `exclusive` (nobody else will write to that storage),
-// copied otherwise.
+// copied otherwise. A bf16 contribution (see above) is kept as it is when it is the first; where
+// contributions of two dtypes meet, they are summed in f32.
 void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive);
 // The buffer an op's backward should write var's gradient contribution into, and whether it must
 // accumulate (true once var already has a gradient). Allocates the grad when it has none yet.

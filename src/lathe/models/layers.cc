@@ -110,7 +110,11 @@ Var gated_mlp(Tape& tape, const BlockContext& context, const MlpWeights& weights
       context.config->ffn_activation == FfnActivation::silu ? GatedActivation::silu : GatedActivation::gelu_tanh;
   Var gate = autograd::linear(tape, x, *weights.gate_proj);
   Var up = autograd::linear(tape, x, *weights.up_proj);
-  return autograd::linear(tape, autograd::gated_activation(tape, gate, up, activation), *weights.down_proj);
+  // bf16 training: the activation writes down_proj's bf16 input and gate/up's bf16 gradients itself.
+  const bool bf16 = (*weights.gate_proj)->value_bf16.defined() && (*weights.up_proj)->value_bf16.defined() &&
+                    (*weights.down_proj)->value_bf16.defined();
+  Var hidden = autograd::gated_activation(tape, gate, up, activation, bf16 ? DType::bf16 : DType::f32);
+  return autograd::linear(tape, hidden, *weights.down_proj);
 }
 
 }  // namespace lathe

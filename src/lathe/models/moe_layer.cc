@@ -26,13 +26,21 @@ GatedActivation expert_activation(const ModelConfig& config) {
   return config.ffn_activation == FfnActivation::silu ? GatedActivation::silu : GatedActivation::gelu_tanh;
 }
 
+// The activation's output dtype between two products: bf16 where both multiply in bf16 (bf16
+// training; autograd::gated_activation_fused writes the rounded values and gradients itself).
+DType bf16_between(const Var& up_weight, const Var& down_weight) {
+  return up_weight->value_bf16.defined() && down_weight->value_bf16.defined() ? DType::bf16 : DType::f32;
+}
+
 // The shared expert: gate and up projections stacked into one GEMM of 2 * shared_ffn columns
 // (one pass over x, one dx product), the activation reading both halves in place, then down.
 // x: (tokens, d_model) -> (tokens, d_model).
 Var shared_expert(Tape& tape, const ModelConfig& config, const MoeWeights& weights, const Var& x) {
   const Var gate_and_up[] = {*weights.shared_gate_proj, *weights.shared_up_proj};
-  Var gate_up = autograd::linear(tape, x, autograd::stack_rows(tape, gate_and_up));  // (tokens, 2 * shared_ffn)
-  Var hidden = autograd::gated_activation_fused(tape, gate_up, expert_activation(config));
+  const Var stacked = autograd::stack_rows(tape, gate_and_up);
+  Var gate_up = autograd::linear(tape, x, stacked);  // (tokens, 2 * shared_ffn)
+  Var hidden = autograd::gated_activation_fused(tape, gate_up, expert_activation(config),
+                                                bf16_between(stacked, *weights.shared_down_proj));
   return autograd::linear(tape, hidden, *weights.shared_down_proj);
 }
 
@@ -51,7 +59,8 @@ Var routed_experts(Tape& tape, const BlockContext& context, const MoeWeights& we
     offsets = dispatched.group_offsets;
   }
   Var gate_up = autograd::grouped_linear(tape, rows, *weights.experts_gate_up, offsets);
-  Var hidden = autograd::gated_activation_fused(tape, gate_up, expert_activation(config));
+  Var hidden = autograd::gated_activation_fused(tape, gate_up, expert_activation(config),
+                                                bf16_between(*weights.experts_gate_up, *weights.experts_down));
   Var expert_out = autograd::grouped_linear(tape, hidden, *weights.experts_down, offsets);
   if (context.expert_shard)
     expert_out = autograd::expert_return(tape, *context.expert_shard, expert_out, dispatched.plan);

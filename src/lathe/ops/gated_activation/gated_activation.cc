@@ -24,12 +24,18 @@ const char* gated_activation_name(GatedActivation activation) {
   return "?";
 }
 
+// The outputs' dtypes allowed beside inputs of `input` dtype: the same, or bf16 (rounded once).
+static std::initializer_list<DType> output_dtypes(DType input) {
+  static constexpr std::initializer_list<DType> kFromF32 = {DType::f32, DType::bf16}, kFromBf16 = {DType::bf16};
+  return input == DType::f32 ? kFromF32 : kFromBf16;
+}
+
 void validate(const GatedActivationArgs& args) {
   ArgChecker check("gated_activation");
   check.rank("gate", args.gate, 2).dtype_in("gate", args.gate, {DType::f32, DType::bf16});
   const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
   check.shape("up", args.up, {rows, ffn}).dtype("up", args.up, args.gate.dtype);
-  check.shape("out", args.out, {rows, ffn}).dtype("out", args.out, args.gate.dtype);
+  check.shape("out", args.out, {rows, ffn}).dtype_in("out", args.out, output_dtypes(args.gate.dtype));
   check.inner_contiguous("gate", args.gate).inner_contiguous("up", args.up).inner_contiguous("out", args.out);
 }
 
@@ -37,9 +43,10 @@ void validate(const GatedActivationBackwardArgs& args) {
   ArgChecker check("gated_activation_backward");
   check.rank("gate", args.gate, 2).dtype_in("gate", args.gate, {DType::f32, DType::bf16});
   const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
-  for (const auto& [name, view] :
-       {std::pair{"up", args.up}, {"dout", args.dout}, {"dgate", args.dgate}, {"dup", args.dup}})
+  for (const auto& [name, view] : {std::pair{"up", args.up}, {"dout", args.dout}})
     check.shape(name, view, {rows, ffn}).dtype(name, view, args.gate.dtype);
+  check.shape("dgate", args.dgate, {rows, ffn}).dtype_in("dgate", args.dgate, output_dtypes(args.gate.dtype));
+  check.shape("dup", args.dup, {rows, ffn}).dtype("dup", args.dup, args.dgate.dtype);
   for (const auto& [name, view] :
        {std::pair{"gate", args.gate}, {"up", args.up}, {"dout", args.dout}, {"dgate", args.dgate}, {"dup", args.dup}})
     check.inner_contiguous(name, view);
@@ -96,12 +103,12 @@ template void gated_activation_backward_reference<float>(const GatedActivationBa
 // FLOPs: exp/tanh counted as ~10 each; bytes: 2 reads + 1 write forward, 3 reads + 2 writes backward.
 OpCost gated_activation_cost(const GatedActivationArgs& args) {
   const double elements = static_cast<double>(args.gate.numel());
-  return {16.0 * elements, 3.0 * elements * dtype_size(args.gate.dtype)};
+  return {16.0 * elements, elements * (2.0 * dtype_size(args.gate.dtype) + dtype_size(args.out.dtype))};
 }
 
 OpCost gated_activation_backward_cost(const GatedActivationBackwardArgs& args) {
   const double elements = static_cast<double>(args.gate.numel());
-  return {24.0 * elements, 5.0 * elements * dtype_size(args.gate.dtype)};
+  return {24.0 * elements, elements * (3.0 * dtype_size(args.gate.dtype) + 2.0 * dtype_size(args.dgate.dtype))};
 }
 
 static GatedActivationCpuConfig heuristic_config() { return {32768}; }
@@ -112,9 +119,10 @@ static std::vector<GatedActivationCpuConfig> config_space() {
   return configs;
 }
 
-static std::string gated_activation_shape_key(const TensorView& gate, GatedActivation activation) {
+static std::string gated_activation_shape_key(const TensorView& gate, const TensorView& out,
+                                              GatedActivation activation) {
   return str_cat("rows=", gate.dim(0), ",ffn=", gate.dim(1), ",act=", gated_activation_name(activation),
-                 ",dtype=", dtype_name(gate.dtype));
+                 ",dtype=", dtype_name(gate.dtype), out.dtype != gate.dtype ? ",out_dtype=bf16" : "");
 }
 
 const Op<GatedActivationArgs, GatedActivationCpuConfig>& gated_activation_op() {
@@ -125,7 +133,7 @@ const Op<GatedActivationArgs, GatedActivationCpuConfig>& gated_activation_op() {
               gated_activation_forward_kernel, [](const GatedActivationArgs&, Isa) { return heuristic_config(); },
               [](const GatedActivationArgs&, Isa) { return config_space(); }),
           LATHE_CUDA_IMPL(gated_activation_cuda_impl)),
-      [](const GatedActivationArgs& args) { return gated_activation_shape_key(args.gate, args.activation); });
+      [](const GatedActivationArgs& args) { return gated_activation_shape_key(args.gate, args.out, args.activation); });
   return op;
 }
 
@@ -137,7 +145,9 @@ const Op<GatedActivationBackwardArgs, GatedActivationCpuConfig>& gated_activatio
                          [](const GatedActivationBackwardArgs&, Isa) { return heuristic_config(); },
                          [](const GatedActivationBackwardArgs&, Isa) { return config_space(); }),
                      LATHE_CUDA_IMPL(gated_activation_backward_cuda_impl)),
-      [](const GatedActivationBackwardArgs& args) { return gated_activation_shape_key(args.gate, args.activation); });
+      [](const GatedActivationBackwardArgs& args) {
+        return gated_activation_shape_key(args.gate, args.dgate, args.activation);
+      });
   return op;
 }
 

@@ -4,8 +4,11 @@
 //   sigmoid:   act(g) = sigmoid(g)                                         (the original GLU: Qwen3-Next's
 //                                                                            attention output gate)
 // Backward: dgate = dout * up * act'(gate), dup = dout * act(gate).
-// All tensors are (rows, ffn), f32 or bf16 (all the same); rows may be strided (the last axis must
-// be contiguous), so gate and up can be column slices of one fused gate_up projection.
+// All tensors are (rows, ffn); rows may be strided (the last axis must be contiguous), so gate and
+// up can be column slices of one fused gate_up projection. Inputs (gate, up, dout) are all f32 or
+// all bf16; outputs (out, or dgate and dup) have the inputs' dtype, or are bf16 from f32 inputs:
+// the f32 result rounded once to nearest even, the bits of rounding an f32 output afterwards (bf16
+// training writes the down projection's input and the gate/up projections' output gradients so).
 // Results do not depend on the thread count.
 // Errors: mismatched shapes or dtypes, a non-unit stride on the last axis.
 #pragma once

@@ -33,28 +33,33 @@ __device__ void activation_and_derivative(GatedActivation activation, float g, f
   }
 }
 
+// bf16_in: gate, up (and dout) are bf16; bf16_out: the outputs are (validate() allows bf16 outputs
+// from f32 inputs: the f32 result rounded once).
 __global__ void forward(Rows gate, Rows up, Rows out, int64_t rows, int64_t cols, GatedActivation activation,
-                        bool bf16) {
+                        bool bf16_in, bool bf16_out) {
   for (int64_t flat = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; flat < rows * cols;
        flat += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = flat / cols, col = flat % cols;
     float act = 0, derivative = 0;
-    activation_and_derivative(activation, cuda::load_f32(gate.data, row * gate.stride + col, bf16), act, derivative);
-    cuda::store_f32(out.data, row * out.stride + col, act * cuda::load_f32(up.data, row * up.stride + col, bf16), bf16);
+    activation_and_derivative(activation, cuda::load_f32(gate.data, row * gate.stride + col, bf16_in), act,
+                              derivative);
+    cuda::store_f32(out.data, row * out.stride + col, act * cuda::load_f32(up.data, row * up.stride + col, bf16_in),
+                    bf16_out);
   }
 }
 
 __global__ void backward(Rows gate, Rows up, Rows dout, Rows dgate, Rows dup, int64_t rows, int64_t cols,
-                         GatedActivation activation, bool bf16) {
+                         GatedActivation activation, bool bf16_in, bool bf16_out) {
   for (int64_t flat = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; flat < rows * cols;
        flat += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = flat / cols, col = flat % cols;
     float act = 0, derivative = 0;
-    activation_and_derivative(activation, cuda::load_f32(gate.data, row * gate.stride + col, bf16), act, derivative);
-    const float gradient = cuda::load_f32(dout.data, row * dout.stride + col, bf16);
-    const float up_value = cuda::load_f32(up.data, row * up.stride + col, bf16);
-    cuda::store_f32(dgate.data, row * dgate.stride + col, gradient * up_value * derivative, bf16);
-    cuda::store_f32(dup.data, row * dup.stride + col, gradient * act, bf16);
+    activation_and_derivative(activation, cuda::load_f32(gate.data, row * gate.stride + col, bf16_in), act,
+                              derivative);
+    const float gradient = cuda::load_f32(dout.data, row * dout.stride + col, bf16_in);
+    const float up_value = cuda::load_f32(up.data, row * up.stride + col, bf16_in);
+    cuda::store_f32(dgate.data, row * dgate.stride + col, gradient * up_value * derivative, bf16_out);
+    cuda::store_f32(dup.data, row * dup.stride + col, gradient * act, bf16_out);
   }
 }
 
@@ -67,7 +72,7 @@ void run_forward(const GatedActivationArgs& args, const GatedActivationCpuConfig
   if (rows * cols == 0) return;
   forward<<<blocks_for(rows * cols), kThreads, 0, cuda::lathe_stream()>>>(
       rows_of(args.gate), rows_of(args.up), rows_of(args.out), rows, cols, args.activation,
-      args.gate.dtype == DType::bf16);
+      args.gate.dtype == DType::bf16, args.out.dtype == DType::bf16);
   LATHE_CUDA_CHECK_LAUNCH("gated_activation (cuda)");
 }
 
@@ -76,7 +81,7 @@ void run_backward(const GatedActivationBackwardArgs& args, const GatedActivation
   if (rows * cols == 0) return;
   backward<<<blocks_for(rows * cols), kThreads, 0, cuda::lathe_stream()>>>(
       rows_of(args.gate), rows_of(args.up), rows_of(args.dout), rows_of(args.dgate), rows_of(args.dup), rows, cols,
-      args.activation, args.gate.dtype == DType::bf16);
+      args.activation, args.gate.dtype == DType::bf16, args.dgate.dtype == DType::bf16);
   LATHE_CUDA_CHECK_LAUNCH("gated_activation_backward (cuda)");
 }
 

@@ -63,20 +63,22 @@ inline bool rows_contiguous(const TensorView* const* views, int count) {
   return true;
 }
 
-template <class Element, GatedActivation kActivation>
+// In: the inputs' element (float, or bf16 as uint16_t); Out: the outputs' (the same, or bf16 from
+// float inputs: the f32 result rounded once as it is stored).
+template <class In, class Out, GatedActivation kActivation>
 void forward(const GatedActivationArgs& args, const GatedActivationCpuConfig& config) {
   const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
   if (rows * ffn == 0) return;
-  const Element* gate = static_cast<const Element*>(args.gate.data);
-  const Element* up = static_cast<const Element*>(args.up.data);
-  Element* out = static_cast<Element*>(args.out.data);
+  const In* gate = static_cast<const In*>(args.gate.data);
+  const In* up = static_cast<const In*>(args.up.data);
+  Out* out = static_cast<Out*>(args.out.data);
   const int64_t gate_stride = args.gate.stride(0), up_stride = args.up.stride(0), out_stride = args.out.stride(0);
   const TensorView* views[] = {&args.gate, &args.up, &args.out};
   const bool flat = rows_contiguous(views, 3);
   for_each_span(rows, ffn, flat, config.elements_per_task, [&](int64_t r, int64_t column, int64_t count) {
-    const Element* g_row = gate + r * gate_stride + column;
-    const Element* u_row = up + r * up_stride + column;
-    Element* o_row = out + r * out_stride + column;
+    const In* g_row = gate + r * gate_stride + column;
+    const In* u_row = up + r * up_stride + column;
+    Out* o_row = out + r * out_stride + column;
     for (int64_t i = 0; i < count; i += W) {
       const int64_t n = count - i;
       const VecF act = activation<kActivation, false>(load_row(g_row + i, n), nullptr);
@@ -85,25 +87,25 @@ void forward(const GatedActivationArgs& args, const GatedActivationCpuConfig& co
   });
 }
 
-template <class Element, GatedActivation kActivation>
+template <class In, class Out, GatedActivation kActivation>
 void backward(const GatedActivationBackwardArgs& args, const GatedActivationCpuConfig& config) {
   const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
   if (rows * ffn == 0) return;
-  const Element* gate = static_cast<const Element*>(args.gate.data);
-  const Element* up = static_cast<const Element*>(args.up.data);
-  const Element* dout = static_cast<const Element*>(args.dout.data);
-  Element* dgate = static_cast<Element*>(args.dgate.data);
-  Element* dup = static_cast<Element*>(args.dup.data);
+  const In* gate = static_cast<const In*>(args.gate.data);
+  const In* up = static_cast<const In*>(args.up.data);
+  const In* dout = static_cast<const In*>(args.dout.data);
+  Out* dgate = static_cast<Out*>(args.dgate.data);
+  Out* dup = static_cast<Out*>(args.dup.data);
   const int64_t gate_stride = args.gate.stride(0), up_stride = args.up.stride(0), dout_stride = args.dout.stride(0);
   const int64_t dgate_stride = args.dgate.stride(0), dup_stride = args.dup.stride(0);
   const TensorView* views[] = {&args.gate, &args.up, &args.dout, &args.dgate, &args.dup};
   const bool flat = rows_contiguous(views, 5);
   for_each_span(rows, ffn, flat, config.elements_per_task, [&](int64_t r, int64_t column, int64_t count) {
-    const Element* g_row = gate + r * gate_stride + column;
-    const Element* u_row = up + r * up_stride + column;
-    const Element* d_row = dout + r * dout_stride + column;
-    Element* dg_row = dgate + r * dgate_stride + column;
-    Element* du_row = dup + r * dup_stride + column;
+    const In* g_row = gate + r * gate_stride + column;
+    const In* u_row = up + r * up_stride + column;
+    const In* d_row = dout + r * dout_stride + column;
+    Out* dg_row = dgate + r * dgate_stride + column;
+    Out* du_row = dup + r * dup_stride + column;
     for (int64_t i = 0; i < count; i += W) {
       const int64_t n = count - i;
       VecF derivative;
@@ -117,40 +119,46 @@ void backward(const GatedActivationBackwardArgs& args, const GatedActivationCpuC
 
 // The pass for args.activation, its activation a template argument (Pass: Forward or Backward).
 struct Forward {
-  template <class Element, GatedActivation kActivation>
+  template <class In, class Out, GatedActivation kActivation>
   static void run(const GatedActivationArgs& args, const GatedActivationCpuConfig& config) {
-    forward<Element, kActivation>(args, config);
+    forward<In, Out, kActivation>(args, config);
   }
 };
 struct Backward {
-  template <class Element, GatedActivation kActivation>
+  template <class In, class Out, GatedActivation kActivation>
   static void run(const GatedActivationBackwardArgs& args, const GatedActivationCpuConfig& config) {
-    backward<Element, kActivation>(args, config);
+    backward<In, Out, kActivation>(args, config);
   }
 };
 
-template <class Element, class Pass, class Args>
+template <class In, class Out, class Pass, class Args>
 void with_activation(const Args& args, const GatedActivationCpuConfig& config) {
   switch (args.activation) {
     case GatedActivation::silu:
-      return Pass::template run<Element, GatedActivation::silu>(args, config);
+      return Pass::template run<In, Out, GatedActivation::silu>(args, config);
     case GatedActivation::gelu_tanh:
-      return Pass::template run<Element, GatedActivation::gelu_tanh>(args, config);
+      return Pass::template run<In, Out, GatedActivation::gelu_tanh>(args, config);
     case GatedActivation::sigmoid:
-      return Pass::template run<Element, GatedActivation::sigmoid>(args, config);
+      return Pass::template run<In, Out, GatedActivation::sigmoid>(args, config);
   }
+}
+
+// The three dtype pairs validate() allows: bf16 -> bf16, f32 -> f32, f32 -> bf16.
+template <class Pass, class Args>
+void with_dtypes(const Args& args, DType output, const GatedActivationCpuConfig& config) {
+  if (args.gate.dtype == DType::bf16) return with_activation<uint16_t, uint16_t, Pass>(args, config);
+  if (output == DType::bf16) return with_activation<float, uint16_t, Pass>(args, config);
+  with_activation<float, float, Pass>(args, config);
 }
 
 }  // namespace
 
 void gated_activation_forward_kernel(const GatedActivationArgs& args, const GatedActivationCpuConfig& config) {
-  args.gate.dtype == DType::bf16 ? with_activation<uint16_t, Forward>(args, config)
-                                 : with_activation<float, Forward>(args, config);
+  with_dtypes<Forward>(args, args.out.dtype, config);
 }
 
 void gated_activation_backward_kernel(const GatedActivationBackwardArgs& args, const GatedActivationCpuConfig& config) {
-  args.gate.dtype == DType::bf16 ? with_activation<uint16_t, Backward>(args, config)
-                                 : with_activation<float, Backward>(args, config);
+  with_dtypes<Backward>(args, args.dgate.dtype, config);
 }
 
 }  // namespace lathe::LATHE_ISA_NS

@@ -1,17 +1,18 @@
 // gated_activation and gated_activation_backward as registered problems (tests, tuner, bench, `lathe ops`).
-// Shape keys: rows, ffn, act (silu|gelu_tanh|sigmoid), dtype, fused (1: gate and up are the two column
-// halves of one (rows, 2*ffn) gate_up projection, so their rows are strided).
+// Shape keys: rows, ffn, act (silu|gelu_tanh|sigmoid), dtype (the inputs'), out_dtype (the outputs',
+// default dtype; bf16 from f32 inputs: rounded once, as bf16 training writes them), fused (1: gate and
+// up are the two column halves of one (rows, 2*ffn) gate_up projection, so their rows are strided).
 #include "lathe/ops/gated_activation/gated_activation.h"
 #include "lathe/ops/problem.h"
 
 namespace lathe {
 namespace {
 
-const std::vector<std::string> kShapeKeys = {"rows", "ffn", "act", "dtype", "fused"};
+const std::vector<std::string> kShapeKeys = {"rows", "ffn", "act", "dtype", "out_dtype", "fused"};
 
 struct GatedSetup {
   int64_t rows = 0, ffn = 0;
-  DType dtype = DType::f32;
+  DType dtype = DType::f32, out_dtype = DType::f32;
   GatedActivation activation = GatedActivation::silu;
   bool fused = false;
 };
@@ -22,6 +23,7 @@ GatedSetup parse_setup(const char* op, const ShapeSpec& spec) {
   setup.rows = spec.get_int("rows", 64);
   setup.ffn = spec.get_int("ffn", 256);
   setup.dtype = parse_dtype(spec.get("dtype", "f32"));
+  setup.out_dtype = parse_dtype(spec.get("out_dtype", dtype_name(setup.dtype)));
   std::string act = spec.get("act", "silu");
   LATHE_CHECK(act == "silu" || act == "gelu_tanh" || act == "sigmoid", op,
               ": act must be silu, gelu_tanh or sigmoid, got '", act, "'");
@@ -50,7 +52,7 @@ class GatedActivationProblem : public TypedProblem<GatedActivationArgs, GatedAct
   GatedActivationProblem(const ShapeSpec& spec, uint64_t seed) : TypedProblem(gated_activation_op(), gated_activation) {
     GatedSetup setup = parse_setup("gated_activation", spec);
     make_gate_up(*this, setup, seed, args_.gate, args_.up);
-    args_.out = output_tensor({setup.rows, setup.ffn}, setup.dtype);
+    args_.out = output_tensor({setup.rows, setup.ffn}, setup.out_dtype);
     args_.activation = setup.activation;
   }
   TensorView random_input(const Shape& shape, DType dtype, uint64_t seed, double low, double high) {
@@ -75,12 +77,12 @@ class GatedActivationBackwardProblem : public TypedProblem<GatedActivationBackwa
     make_gate_up(*this, setup, seed, args_.gate, args_.up);
     args_.dout = random_tensor({setup.rows, setup.ffn}, setup.dtype, seed, -1, 1);
     if (setup.fused) {  // the gradient of the fused projection, written in its two halves
-      TensorView dgate_up = output_tensor({setup.rows, 2 * setup.ffn}, setup.dtype);
+      TensorView dgate_up = output_tensor({setup.rows, 2 * setup.ffn}, setup.out_dtype);
       args_.dgate = dgate_up.slice(1, 0, setup.ffn);
       args_.dup = dgate_up.slice(1, setup.ffn, 2 * setup.ffn);
     } else {
-      args_.dgate = output_tensor({setup.rows, setup.ffn}, setup.dtype);
-      args_.dup = output_tensor({setup.rows, setup.ffn}, setup.dtype);
+      args_.dgate = output_tensor({setup.rows, setup.ffn}, setup.out_dtype);
+      args_.dup = output_tensor({setup.rows, setup.ffn}, setup.out_dtype);
     }
     args_.activation = setup.activation;
   }
@@ -104,8 +106,10 @@ class GatedActivationBackwardProblem : public TypedProblem<GatedActivationBackwa
 constexpr const char* kActs[] = {",act=silu", ",act=gelu_tanh", ",act=sigmoid"};
 
 std::string random_gated_shape(uint64_t seed) {
-  return str_cat("rows=", random_extent(seed, 0, 1, 70), ",ffn=", random_extent(seed, 1, 1, 600),
-                 kActs[(seed / 5) % 3], seed % 3 == 0 ? ",dtype=bf16" : "",
+  return str_cat("rows=", random_extent(seed, 0, 1, 70), ",ffn=", random_extent(seed, 1, 1, 600), kActs[(seed / 5) % 3],
+                 seed % 3 == 0   ? ",dtype=bf16"
+                 : seed % 3 == 1 ? ",out_dtype=bf16"
+                                 : "",
                  seed % 5 < 2 ? ",fused=1" : "");
 }
 
@@ -114,6 +118,8 @@ const std::vector<NamedShape> kBenchShapes = {
     {"Qwen3-0.6B SwiGLU, ffn 3072 x 4096 tokens (bf16)", "rows=4096,ffn=3072,act=silu,dtype=bf16"},
     {"Gemma-2-2B GeGLU, ffn 9216 x 2048 tokens (f32)", "rows=2048,ffn=9216,act=gelu_tanh"},
     {"Llama-3.2-1B SwiGLU fused gate_up, ffn 8192 x 2048 tokens (f32)", "rows=2048,ffn=8192,act=silu,fused=1"},
+    {"default config SwiGLU in bf16 training, ffn 1024 x 4096 tokens (f32 -> bf16)",
+     "rows=4096,ffn=1024,act=silu,out_dtype=bf16"},
 };
 const std::vector<std::string> kEdgeShapes = {
     "rows=0,ffn=16",
@@ -125,12 +131,16 @@ const std::vector<std::string> kEdgeShapes = {
     "rows=4,ffn=0,act=gelu_tanh",
     "rows=3,ffn=17,act=sigmoid",
     "rows=2,ffn=33,act=sigmoid,dtype=bf16",
+    "rows=3,ffn=17,out_dtype=bf16",
+    "rows=5,ffn=33,act=gelu_tanh,out_dtype=bf16,fused=1",
+    "rows=1,ffn=4099,act=sigmoid,out_dtype=bf16",
 };
 
 }  // namespace
 
 void register_gated_activation_ops(std::vector<OpRegistration>& ops) {
-  ops.push_back({"gated_activation", "gated activation act(gate) * up (act=silu: SwiGLU, act=gelu_tanh: GeGLU, act=sigmoid: GLU)",
+  ops.push_back({"gated_activation",
+                 "gated activation act(gate) * up (act=silu: SwiGLU, act=gelu_tanh: GeGLU, act=sigmoid: GLU)",
                  kShapeKeys, "rows=4096,ffn=3072,act=silu", kBenchShapes, kEdgeShapes, random_gated_shape,
                  [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
                    return std::make_unique<GatedActivationProblem>(spec, seed);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "lathe/core/half.h"
 #include "lathe/core/rng.h"
 #include "test_seed.h"
 
@@ -115,6 +116,38 @@ TEST(GatedActivation, FusedStridedViewsEqualContiguousTensors) {
   }
 }
 
+// bf16 outputs from f32 inputs (bf16 training's form) are the f32 outputs rounded to nearest even,
+// bit for bit, on every instruction set: the training step's numbers do not change with the form.
+TEST(GatedActivation, Bf16OutputsAreTheF32OutputsRounded) {
+  const uint64_t seed = test_seed();
+  const int64_t rows = 6, ffn = 45;
+  const auto rounded = [](const Tensor& f32) {
+    std::vector<float> values = to_vector<float>(f32);
+    for (float& value : values) value = round_to_bf16(value);
+    return values;
+  };
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if (!isa_available(isa)) continue;
+    const Dispatch dispatch{isa_name(isa)};
+    for (GatedActivation act : {GatedActivation::silu, GatedActivation::gelu_tanh, GatedActivation::sigmoid}) {
+      Tensor gate = random_tensor({rows, ffn}, DType::f32, seed, 30, -6, 6),
+             up = random_tensor({rows, ffn}, DType::f32, seed, 31);
+      Tensor dout = random_tensor({rows, ffn}, DType::f32, seed, 32);
+      Tensor out = Tensor::empty({rows, ffn}, DType::f32), out16 = Tensor::empty({rows, ffn}, DType::bf16);
+      gated_activation({gate, up, out, act}, dispatch);
+      gated_activation({gate, up, out16, act}, dispatch);
+      EXPECT_EQ(to_vector<float>(out16), rounded(out))
+          << isa_name(isa) << " " << gated_activation_name(act) << " seed=" << seed;
+      Tensor dgate = Tensor::empty({rows, ffn}, DType::f32), dup = Tensor::empty({rows, ffn}, DType::f32);
+      Tensor dgate16 = Tensor::empty({rows, ffn}, DType::bf16), dup16 = Tensor::empty({rows, ffn}, DType::bf16);
+      gated_activation_backward({gate, up, dout, dgate, dup, act}, dispatch);
+      gated_activation_backward({gate, up, dout, dgate16, dup16, act}, dispatch);
+      EXPECT_EQ(to_vector<float>(dgate16), rounded(dgate)) << isa_name(isa) << " seed=" << seed;
+      EXPECT_EQ(to_vector<float>(dup16), rounded(dup)) << isa_name(isa) << " seed=" << seed;
+    }
+  }
+}
+
 // Large gate values (a deep residual stream, Gemma 4's tiny models at init_std 0.5) saturate tanh
 // and exp: the fast backward must stay finite and agree with the float64 reference there.
 TEST(GatedActivation, BackwardIsFiniteForSaturatedGates) {
@@ -145,9 +178,12 @@ TEST(GatedActivation, RejectsBadArguments) {
          c = Tensor::empty({4, 8}, DType::f32);
   Tensor wide = Tensor::empty({4, 9}, DType::f32), bf16_out = Tensor::empty({4, 8}, DType::bf16);
   Tensor f64_in = Tensor::empty({4, 8}, DType::f64), transposed_grad = Tensor::empty({8, 4}, DType::f32);
-  Tensor extra = Tensor::empty({4, 8}, DType::f32);
+  Tensor extra = Tensor::empty({4, 8}, DType::f32), bf16_a = Tensor::empty({4, 8}, DType::bf16),
+         bf16_b = Tensor::empty({4, 8}, DType::bf16);
   EXPECT_THROW(gated_activation({a, wide, c}), Error);
-  EXPECT_THROW(gated_activation({a, b, bf16_out}), Error);
+  EXPECT_THROW(gated_activation({bf16_a, bf16_b, c}), Error);                  // bf16 inputs, an f32 output
+  EXPECT_THROW(gated_activation({a, bf16_b, bf16_out}), Error);                // inputs of two dtypes
+  EXPECT_THROW(gated_activation_backward({a, b, c, bf16_out, extra}), Error);  // dgate and dup differ
   EXPECT_THROW(gated_activation({f64_in, b, c}), Error);
   EXPECT_THROW(gated_activation({a.view().transpose(0, 1), b.view().transpose(0, 1), c.view().transpose(0, 1)}), Error);
   EXPECT_THROW(gated_activation_backward({a, b, transposed_grad, c, extra}), Error);
