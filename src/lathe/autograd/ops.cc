@@ -164,6 +164,7 @@ Var bf16_attention(Tape& tape, const Var& q, const Var& k, const Var& v, const F
   Tensor lse = empty_beside(q->value, {batch, heads, seq_q}, DType::f32);
   flash_attention({q16, k16, v16, o16, lse, options});
   Var out = make_var(converted(o16, DType::f32), q->requires_grad || k->requires_grad || v->requires_grad);
+  out->value_bf16 = o16;  // rounding the widened o gives o16 back: the o projection reads it as it is
   if (!tape.recording() || !out->requires_grad) return out;
   tape.record([q, k, v, q16, k16, v16, o16, out, lse, options] {
     Tensor dq = empty_like(q16), dk = empty_like(k16), dv = empty_like(v16);
@@ -271,6 +272,7 @@ Var add_bias(Tape& tape, const Var& x, const Var& bias) {
 
 Var reshape(Tape& tape, const Var& x, const Shape& shape) {
   Var out = make_var(x->value.reshape(shape), x->requires_grad);
+  if (x->value_bf16.defined()) out->value_bf16 = x->value_bf16.reshape(shape);  // the same rounding
   if (!tape.recording() || !out->requires_grad) return out;
   tape.record([x, out] { accumulate_grad(x, out->grad.reshape(x->value.shape()), true); });
   return out;

@@ -44,7 +44,8 @@ struct VariableData {
   Tensor grad;  // undefined until the first gradient contribution (parameters: always defined)
   // value rounded to bf16 (same shape): for a weight, the switch to bf16 matmuls, kept current by
   // its owner; for an activation, made once by the first bf16 matmul that reads it and shared by
-  // the others (q/k/v read one copy of x). Values are never written after creation, so an
+  // the others (q/k/v read one copy of x), or given by the op that made the value from bf16 (a bf16
+  // attention's o) and carried through reshape. Values are never written after creation, so an
   // activation's copy cannot go stale.
   Tensor value_bf16;
   bool requires_grad = false;
