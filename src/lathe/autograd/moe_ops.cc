@@ -56,15 +56,20 @@ RoutedTokens moe_route(Tape& tape, const Var& logits, const Tensor& selection_bi
   return routed;
 }
 
-PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, int64_t n_experts) {
+PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, int64_t n_experts, DType rows) {
   const int64_t tokens = x->value.dim(0), d = x->value.dim(1), k = expert_ids.dim(1);
+  const bool bf16 = rows == DType::bf16;
+  LATHE_ASSERT(!bf16 || fast(tape.precision()));
   PermutedTokens permuted;
-  permuted.rows = make_var(new_tensor(tape, x->value, {tokens * k, d}), x->requires_grad);
+  permuted.rows = make_var(
+      bf16 ? empty_beside(x->value, {tokens * k, d}, DType::bf16) : new_tensor(tape, x->value, {tokens * k, d}),
+      x->requires_grad);
   permuted.group_offsets = empty_beside(x->value, {n_experts + 1}, DType::i64);
   permuted.destination = empty_beside(x->value, {tokens * k}, DType::i32);
   Tensor source = empty_beside(x->value, {tokens * k}, DType::i32);
-  MoePermuteArgs args{x->value, expert_ids,          n_experts, permuted.rows->value, permuted.group_offsets,
-                      source,   permuted.destination};
+  const Tensor& input = bf16 ? bf16_value(x) : x->value;
+  MoePermuteArgs args{input,  expert_ids,          n_experts, permuted.rows->value, permuted.group_offsets,
+                      source, permuted.destination};
   fast(tape.precision()) ? lathe::moe_permute(args) : moe_permute_reference<double>(args);
   if (!tape.recording() || !x->requires_grad) return permuted;
   const Precision precision = tape.precision();

@@ -41,7 +41,11 @@ struct PermutedTokens {
 };
 
 // x: (tokens, d), expert_ids: (tokens, top_k) i32 -> the dropless permutation (ops/moe_permute.h).
-PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, int64_t n_experts);
+// rows bf16 (bf16 training, where the rows' only reader is a bf16 grouped product): the rows are
+// x's bf16 copy permuted, a bf16 value (gradient f32): the same bits as rounding the f32 rows,
+// without the rounding pass over top_k copies of every token.
+PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, int64_t n_experts,
+                           DType rows = DType::f32);
 
 // x: (rows, in) grouped by expert; weight: (experts, out, in) -> (rows, out), each group times its
 // expert's weight transposed (ops/grouped_matmul.h). Like linear: stashed under save_matmuls, and

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/autograd/moe_ops.h"
 #include "lathe/autograd/ops.h"
 #include "lathe/core/half.h"
 #include "lathe/core/rng.h"
@@ -19,6 +20,12 @@ namespace {
 std::vector<double> rounded(const Tensor& tensor) {
   std::vector<double> values = to_vector<double>(tensor);
   for (double& value : values) value = round_to_bf16(static_cast<float>(value));
+  return values;
+}
+
+std::vector<float> rounded_floats(const Tensor& tensor) {
+  std::vector<float> values = to_vector<float>(tensor);
+  for (float& value : values) value = round_to_bf16(value);
   return values;
 }
 
@@ -92,6 +99,99 @@ TEST(LinearBf16, WithoutAWeightCopyTheOpStaysF32) {
       product(to_vector<double>(x_value), to_vector<double>(w_value), 3, 5, 4, false, true, &magnitude);
   const std::vector<double> got = to_vector<double>(y->value);
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6 * magnitude[i]) << i;
+}
+
+Var bf16_parameter(const Shape& shape, uint64_t seed, uint64_t stream) {
+  Tensor value = Tensor::empty(shape, DType::f32);
+  fill_normal(value, seed, 0.0, 0.5, stream);
+  Var weight = make_parameter(value, Tensor::zeros(shape, DType::f32));
+  weight->value_bf16 = convert(value, DType::bf16);
+  return weight;
+}
+
+void expect_same_bits(const Tensor& got, const Tensor& want, const char* what, uint64_t seed) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  EXPECT_EQ(to_vector<float>(got), to_vector<float>(want)) << what << " seed " << seed;
+}
+
+// gated_activation with bf16 output between bf16 products (gated_mlp's form in bf16 training):
+// the hidden activation is a bf16 value and gate/up get bf16 gradients, and every result is bit
+// for bit the composition with an f32 activation, whose values the products round themselves.
+TEST(GatedActivationBf16, BetweenBf16ProductsItGivesTheBitsOfTheF32Form) {
+  const uint64_t seed = test_seed();
+  const int64_t rows = 11, d = 21, ffn = 35;
+  Tensor x_value = Tensor::empty({rows, d}, DType::f32), seed_grad = Tensor::empty({rows, d}, DType::f32);
+  fill_normal(x_value, seed, 0.0, 1.0, 1);
+  fill_normal(seed_grad, seed, 0.0, 1.0, 2);
+  struct Run {
+    Var x, gate_proj, up_proj, down_proj, hidden, y;
+  };
+  auto run = [&](DType hidden_dtype) {
+    Run r{make_var(x_value, true), bf16_parameter({ffn, d}, seed, 3), bf16_parameter({ffn, d}, seed, 4),
+          bf16_parameter({d, ffn}, seed, 5)};
+    Tape tape;
+    Var gate = linear(tape, r.x, r.gate_proj), up = linear(tape, r.x, r.up_proj);
+    r.hidden = gated_activation(tape, gate, up, GatedActivation::silu, hidden_dtype);
+    r.y = linear(tape, r.hidden, r.down_proj);
+    tape.backward(r.y, seed_grad);
+    return r;
+  };
+  const Run f32 = run(DType::f32), bf16 = run(DType::bf16);
+  EXPECT_EQ(bf16.hidden->value.dtype(), DType::bf16);
+  EXPECT_EQ(bf16.hidden->grad.dtype(), DType::f32);
+  EXPECT_EQ(to_vector<float>(bf16.hidden->value), rounded_floats(f32.hidden->value));
+  expect_same_bits(bf16.y->value, f32.y->value, "y", seed);
+  expect_same_bits(bf16.x->grad, f32.x->grad, "dx", seed);
+  expect_same_bits(bf16.gate_proj->grad, f32.gate_proj->grad, "dgate_proj", seed);
+  expect_same_bits(bf16.up_proj->grad, f32.up_proj->grad, "dup_proj", seed);
+  expect_same_bits(bf16.down_proj->grad, f32.down_proj->grad, "ddown_proj", seed);
+}
+
+// moe_permute with bf16 rows feeding a bf16 grouped product: x's bf16 copy permuted, the same bits
+// as the grouped product rounding the f32 rows; x's gradient (f32) likewise.
+TEST(MoePermuteBf16, Bf16RowsGiveTheBitsOfRoundingTheF32Rows) {
+  const uint64_t seed = test_seed();
+  const int64_t tokens = 9, d = 19, out = 13, experts = 3, top_k = 2;
+  Tensor x_value = Tensor::empty({tokens, d}, DType::f32), ids = Tensor::empty({tokens, top_k}, DType::i32);
+  fill_normal(x_value, seed, 0.0, 1.0, 1);
+  for (int64_t i = 0; i < tokens * top_k; ++i)
+    ids.ptr<int32_t>()[i] = static_cast<int32_t>((i * 7 + i / top_k + seed) % experts);
+  Tensor seed_grad = Tensor::empty({tokens * top_k, out}, DType::f32);
+  fill_normal(seed_grad, seed, 0.0, 1.0, 2);
+  auto run = [&](DType rows, Var* x, Var* weight) {
+    *x = make_var(x_value, true);
+    *weight = bf16_parameter({experts, out, d}, seed, 3);
+    Tape tape;
+    PermutedTokens permuted = moe_permute(tape, *x, ids, experts, rows);
+    EXPECT_EQ(permuted.rows->value.dtype(), rows);
+    Var y = grouped_linear(tape, permuted.rows, *weight, permuted.group_offsets);
+    tape.backward(y, seed_grad);
+    return y;
+  };
+  Var x32, w32, x16, w16;
+  const Var y32 = run(DType::f32, &x32, &w32), y16 = run(DType::bf16, &x16, &w16);
+  expect_same_bits(y16->value, y32->value, "y", seed);
+  expect_same_bits(x16->grad, x32->grad, "dx", seed);
+  expect_same_bits(w16->grad, w32->grad, "dweight", seed);
+}
+
+// A bf16 gradient contribution meeting an f32 one is summed in f32: widen(g1) + g2, one rounding.
+TEST(AccumulateGradBf16, ContributionsOfTwoDtypesAreSummedInF32) {
+  const uint64_t seed = test_seed();
+  Tensor g1 = Tensor::empty({5, 7}, DType::f32), g2 = Tensor::empty({5, 7}, DType::f32);
+  fill_normal(g1, seed, 0.0, 1.0, 1);
+  fill_normal(g2, seed, 0.0, 1.0, 2);
+  const Tensor g1_16 = convert(g1, DType::bf16);
+  std::vector<float> want(35);
+  const std::vector<double> a = to_vector<double>(g1_16), b = to_vector<double>(g2);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<float>(a[i] + b[i]);  // exact sum, rounded once
+  for (bool bf16_first : {true, false}) {
+    Var var = make_var(Tensor::zeros({5, 7}, DType::f32), true);
+    accumulate_grad(var, bf16_first ? g1_16 : g2, true);
+    accumulate_grad(var, bf16_first ? g2 : g1_16, false);
+    ASSERT_EQ(var->grad.dtype(), DType::f32);
+    EXPECT_EQ(to_vector<float>(var->grad), want) << "bf16 first: " << bf16_first << " seed " << seed;
+  }
 }
 
 }  // namespace

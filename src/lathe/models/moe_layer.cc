@@ -49,7 +49,10 @@ Var shared_expert(Tape& tape, const ModelConfig& config, const MoeWeights& weigh
 Var routed_experts(Tape& tape, const BlockContext& context, const MoeWeights& weights, const Var& x,
                    const autograd::RoutedTokens& routed) {
   const ModelConfig& config = *context.config;
-  autograd::PermutedTokens permuted = autograd::moe_permute(tape, x, routed.expert_ids, config.moe_experts);
+  // bf16 rows where the grouped gate_up product reads them alone (expert parallelism sends f32 rows).
+  const DType rows_dtype =
+      !context.expert_shard && (*weights.experts_gate_up)->value_bf16.defined() ? DType::bf16 : DType::f32;
+  autograd::PermutedTokens permuted = autograd::moe_permute(tape, x, routed.expert_ids, config.moe_experts, rows_dtype);
   Var rows = permuted.rows;
   Tensor offsets = permuted.group_offsets;
   autograd::DispatchedTokens dispatched;
