@@ -187,11 +187,20 @@ TEST(AccumulateGradBf16, ContributionsOfTwoDtypesAreSummedInF32) {
   for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<float>(a[i] + b[i]);  // exact sum, rounded once
   for (bool bf16_first : {true, false}) {
     Var var = make_var(Tensor::zeros({5, 7}, DType::f32), true);
-    accumulate_grad(var, bf16_first ? g1_16 : g2, true);
+    accumulate_grad(var, bf16_first ? g1_16 : g2, false);  // copied: g1_16 and g2 stay as they are
     accumulate_grad(var, bf16_first ? g2 : g1_16, false);
     ASSERT_EQ(var->grad.dtype(), DType::f32);
     EXPECT_EQ(to_vector<float>(var->grad), want) << "bf16 first: " << bf16_first << " seed " << seed;
   }
+  // An op writing its contribution into grad_buffer after a bf16 one gets the widened buffer.
+  Var var = make_var(Tensor::zeros({5, 7}, DType::f32), true);
+  accumulate_grad(var, g1_16, false);
+  bool accumulate = false;
+  Tensor& buffer = grad_buffer(var, DType::f32, &accumulate);
+  ASSERT_TRUE(accumulate);
+  ASSERT_EQ(buffer.dtype(), DType::f32);
+  add_tensors(Precision::fast, buffer, g2, buffer);
+  EXPECT_EQ(to_vector<float>(var->grad), want) << "grad_buffer after a bf16 contribution, seed " << seed;
 }
 
 }  // namespace

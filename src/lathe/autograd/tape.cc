@@ -97,7 +97,11 @@ void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive) {
 Tensor& grad_buffer(const Var& var, DType dtype, bool* accumulate) {
   *accumulate = var->grad.defined();
   if (var->is_parameter) ++var->grad_contributions;
-  if (!*accumulate) var->grad = empty_beside(var->value, var->value.shape(), dtype);
+  if (!*accumulate) {
+    var->grad = empty_beside(var->value, var->value.shape(), dtype);
+  } else if (var->grad.dtype() == DType::bf16 && dtype != DType::bf16) {
+    var->grad = converted(var->grad, dtype);  // a bf16 contribution so far: accumulate in f32
+  }
   return var->grad;
 }
 

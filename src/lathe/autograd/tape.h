@@ -118,7 +118,8 @@ DType grad_dtype(const Var& var);
 // contributions of two dtypes meet, they are summed in f32.
 void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive);
 // The buffer an op's backward should write var's gradient contribution into, and whether it must
-// accumulate (true once var already has a gradient). Allocates the grad when it has none yet.
+// accumulate (true once var already has a gradient). Allocates the grad when it has none yet, and
+// widens a bf16 one to `dtype`.
 Tensor& grad_buffer(const Var& var, DType dtype, bool* accumulate);
 
 // A contiguous tensor on the device `like` lives on (host or GPU): outputs and gradients of the
