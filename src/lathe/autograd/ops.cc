@@ -64,9 +64,12 @@ Var embedding(Tape& tape, const Var& table, const Tensor& ids, float scale) {
   return out;
 }
 
-Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weight_offset) {
+Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weight_offset, DType output) {
   const int64_t rows = x->value.dim(0), dim = x->value.dim(1);
-  Var out = make_var(new_tensor(tape, x, {rows, dim}), x->requires_grad || weight->requires_grad);
+  LATHE_ASSERT(output != DType::bf16 || fast(tape));
+  Var out = make_var(
+      output == DType::bf16 ? empty_beside(x->value, {rows, dim}, DType::bf16) : new_tensor(tape, x, {rows, dim}),
+      x->requires_grad || weight->requires_grad);
   Tensor inv_rms = new_tensor(tape, x, {rows});  // saved for backward (f32 fast, f64 reference)
   RmsNormArgs args{x->value, weight->value, out->value, inv_rms, eps, weight_offset};
   fast(tape) ? lathe::rms_norm(args) : rms_norm_reference<double>(args);

@@ -13,7 +13,9 @@ namespace lathe::autograd {
 // table: (vocab, dim); ids: (tokens) i32 -> (tokens, dim) = table[ids] * scale.
 Var embedding(Tape& tape, const Var& table, const Tensor& ids, float scale);
 // x: (rows, dim); weight: (dim) -> (rows, dim) RMS-normalised (see ops/rms_norm).
-Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weight_offset);
+// output bf16 (fast precision, bf16 training; tape.h): the result is a bf16 value, so every reader
+// must be a bf16 product (the caller knows its readers); the gradient arriving is f32.
+Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weight_offset, DType output = DType::f32);
 // x: (rows, in); weight: (out, in) as in torch.nn.Linear -> (rows, out) = x @ weight^T.
 // Under a recording MatmulStash the output is kept for replay instead of being recomputed.
 // When weight carries a bf16 copy (tape.h), x and the output gradient are rounded to bf16 and

@@ -127,8 +127,12 @@ TEST(GatedActivationBf16, BetweenBf16ProductsItGivesTheBitsOfTheF32Form) {
     Var x, gate_proj, up_proj, down_proj, hidden, y;
   };
   auto run = [&](DType hidden_dtype) {
-    Run r{make_var(x_value, true), bf16_parameter({ffn, d}, seed, 3), bf16_parameter({ffn, d}, seed, 4),
-          bf16_parameter({d, ffn}, seed, 5)};
+    Run r{make_var(x_value, true),
+          bf16_parameter({ffn, d}, seed, 3),
+          bf16_parameter({ffn, d}, seed, 4),
+          bf16_parameter({d, ffn}, seed, 5),
+          nullptr,
+          nullptr};
     Tape tape;
     Var gate = linear(tape, r.x, r.gate_proj), up = linear(tape, r.x, r.up_proj);
     r.hidden = gated_activation(tape, gate, up, GatedActivation::silu, hidden_dtype);

@@ -90,17 +90,31 @@ Var feed_forward(Tape& tape, const BlockContext& context, const LayerParameters&
   return moe_mlp(tape, context, weights, x);
 }
 
+// The dtype the norms before attention and before the feed-forward write: bf16 where all their
+// readers are bf16 products (bf16 training: self_attention's x is read by the q/k/v projections
+// alone, a dense MLP's by gate and up; the MoE block's router and permutation read it too).
+static DType attention_input_dtype(const LayerParameters& p) {
+  return products_input_dtype({&p[kQProj], &p[kKProj], &p[kVProj]});
+}
+static DType feed_forward_input_dtype(const LayerParameters& p) {
+  return p[kRouter] ? DType::f32 : products_input_dtype({&p[kGateProj], &p[kUpProj]});
+}
+
 Var pre_norm_block(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& h) {
-  Var attended = self_attention(tape, context, attention_weights(p), norm(tape, context, h, p[kNorm0]));
+  Var attended =
+      self_attention(tape, context, attention_weights(p), norm(tape, context, h, p[kNorm0], attention_input_dtype(p)));
   Var after_attention = autograd::add(tape, h, attended);
-  Var mlp_out = feed_forward(tape, context, p, norm(tape, context, after_attention, p[kNorm1]));
+  Var mlp_out =
+      feed_forward(tape, context, p, norm(tape, context, after_attention, p[kNorm1], feed_forward_input_dtype(p)));
   return autograd::add(tape, after_attention, mlp_out);
 }
 
 Var sandwich_block(Tape& tape, const BlockContext& context, const LayerParameters& p, const Var& h) {
-  Var attended = self_attention(tape, context, attention_weights(p), norm(tape, context, h, p[kNorm0]));
+  Var attended =
+      self_attention(tape, context, attention_weights(p), norm(tape, context, h, p[kNorm0], attention_input_dtype(p)));
   Var after_attention = autograd::add(tape, h, norm(tape, context, attended, p[kNorm1]));
-  Var mlp_out = feed_forward(tape, context, p, norm(tape, context, after_attention, p[kNorm2]));
+  Var mlp_out =
+      feed_forward(tape, context, p, norm(tape, context, after_attention, p[kNorm2], feed_forward_input_dtype(p)));
   return autograd::add(tape, after_attention, norm(tape, context, mlp_out, p[kNorm3]));
 }
 

@@ -9,9 +9,15 @@ namespace lathe {
 using autograd::Tape;
 using autograd::Var;
 
-Var norm(Tape& tape, const BlockContext& context, const Var& x, const Var& weight) {
+Var norm(Tape& tape, const BlockContext& context, const Var& x, const Var& weight, DType output) {
   return autograd::rms_norm(tape, x, weight, static_cast<float>(context.config->norm_eps),
-                            context.config->norm_weight_offset);
+                            context.config->norm_weight_offset, output);
+}
+
+DType products_input_dtype(std::initializer_list<const Var*> weights) {
+  for (const Var* weight : weights)
+    if (!weight || !*weight || !(*weight)->value_bf16.defined()) return DType::f32;
+  return DType::bf16;
 }
 
 RopeParams rope_params(const ModelConfig& config, int64_t layer, int64_t position_offset) {
@@ -111,9 +117,8 @@ Var gated_mlp(Tape& tape, const BlockContext& context, const MlpWeights& weights
   Var gate = autograd::linear(tape, x, *weights.gate_proj);
   Var up = autograd::linear(tape, x, *weights.up_proj);
   // bf16 training: the activation writes down_proj's bf16 input and gate/up's bf16 gradients itself.
-  const bool bf16 = (*weights.gate_proj)->value_bf16.defined() && (*weights.up_proj)->value_bf16.defined() &&
-                    (*weights.down_proj)->value_bf16.defined();
-  Var hidden = autograd::gated_activation(tape, gate, up, activation, bf16 ? DType::bf16 : DType::f32);
+  const DType hidden_dtype = products_input_dtype({weights.gate_proj, weights.up_proj, weights.down_proj});
+  Var hidden = autograd::gated_activation(tape, gate, up, activation, hidden_dtype);
   return autograd::linear(tape, hidden, *weights.down_proj);
 }
 

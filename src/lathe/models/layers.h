@@ -36,9 +36,13 @@ struct MlpWeights {
 
 // The RoPE of layer `layer` (theta, scaling, layout; the MLA rope width for latent attention).
 RopeParams rope_params(const ModelConfig& config, int64_t layer, int64_t position_offset);
-// x: (rows, d_model) -> RMSNorm with the model's eps and weight offset.
+// x: (rows, d_model) -> RMSNorm with the model's eps and weight offset. output bf16: a bf16 value
+// for bf16 products only (autograd::rms_norm); the caller knows every reader is one.
 autograd::Var norm(autograd::Tape& tape, const BlockContext& context, const autograd::Var& x,
-                   const autograd::Var& weight);
+                   const autograd::Var& weight, DType output = DType::f32);
+// bf16 where every weight carries a bf16 copy (bf16 training: products that all multiply in bf16
+// can take a bf16 input written by the op before them), f32 otherwise (or where one is absent).
+DType products_input_dtype(std::initializer_list<const autograd::Var*> weights);
 // x: (batch, seq, heads, head_dim) -> RMSNorm of every head with weight (head_dim).
 autograd::Var head_norm(autograd::Tape& tape, const BlockContext& context, const autograd::Var& x,
                         const autograd::Var& weight);

@@ -27,7 +27,11 @@ void validate(const RmsNormArgs& args) {
   check.rank("x", args.x, 2).dtype_in("x", args.x, {DType::f32, DType::bf16});
   int64_t rows = args.x.dim(0), dim = args.x.dim(1);
   check.shape("weight", args.weight, {dim}).dtype("weight", args.weight, DType::f32);
-  check.shape("y", args.y, {rows, dim}).dtype("y", args.y, args.x.dtype);
+  // y: x's dtype, or bf16 from an f32 x (rounded once: bf16 training's input to bf16 products).
+  if (args.x.dtype == DType::f32)
+    check.shape("y", args.y, {rows, dim}).dtype_in("y", args.y, {DType::f32, DType::bf16});
+  else
+    check.shape("y", args.y, {rows, dim}).dtype("y", args.y, args.x.dtype);
   if (args.inv_rms.data) check.shape("inv_rms", args.inv_rms, {rows}).dtype("inv_rms", args.inv_rms, DType::f32);
   check.contiguous("x", args.x).contiguous("y", args.y).contiguous("weight", args.weight);
   check.positive("eps", args.eps);
@@ -94,8 +98,8 @@ template void rms_norm_backward_reference<float>(const RmsNormBackwardArgs&);
 
 OpCost rms_norm_cost(const RmsNormArgs& args) {
   double elements = static_cast<double>(args.x.numel());
-  double element_bytes = dtype_size(args.x.dtype);
-  return {4.0 * elements, elements * element_bytes * 2 + args.weight.numel() * 4.0 + args.x.dim(0) * 4.0};
+  return {4.0 * elements, elements * (dtype_size(args.x.dtype) + dtype_size(args.y.dtype)) + args.weight.numel() * 4.0 +
+                              args.x.dim(0) * 4.0};
 }
 
 OpCost rms_norm_backward_cost(const RmsNormBackwardArgs& args) {
@@ -104,8 +108,9 @@ OpCost rms_norm_backward_cost(const RmsNormBackwardArgs& args) {
   return {8.0 * elements, elements * element_bytes * 3 + args.weight.numel() * 8.0 + args.x.dim(0) * 4.0};
 }
 
-static std::string rms_norm_shape_key(const TensorView& x) {
-  return str_cat("rows=", x.dim(0), ",dim=", x.dim(1), ",dtype=", dtype_name(x.dtype));
+static std::string rms_norm_shape_key(const TensorView& x, const TensorView& y) {
+  return str_cat("rows=", x.dim(0), ",dim=", x.dim(1), ",dtype=", dtype_name(x.dtype),
+                 y.dtype != x.dtype ? ",out_dtype=bf16" : "");
 }
 
 const Op<RmsNormArgs, RmsNormCpuConfig>& rms_norm_op() {
@@ -116,7 +121,7 @@ const Op<RmsNormArgs, RmsNormCpuConfig>& rms_norm_op() {
               rms_norm_forward_kernel, [](const RmsNormArgs& args, Isa) { return heuristic_config(args.x.dim(1)); },
               [](const RmsNormArgs&, Isa) { return config_space(); }),
           LATHE_CUDA_IMPL(rms_norm_cuda_impl)),
-      [](const RmsNormArgs& args) { return rms_norm_shape_key(args.x); });
+      [](const RmsNormArgs& args) { return rms_norm_shape_key(args.x, args.y); });
   return op;
 }
 
@@ -128,7 +133,7 @@ const Op<RmsNormBackwardArgs, RmsNormCpuConfig>& rms_norm_backward_op() {
                          [](const RmsNormBackwardArgs& args, Isa) { return heuristic_config(args.x.dim(1)); },
                          [](const RmsNormBackwardArgs&, Isa) { return config_space(); }),
                      LATHE_CUDA_IMPL(rms_norm_backward_cuda_impl)),
-      [](const RmsNormBackwardArgs& args) { return rms_norm_shape_key(args.x); });
+      [](const RmsNormBackwardArgs& args) { return rms_norm_shape_key(args.x, args.dx); });
   return op;
 }
 

@@ -4,7 +4,9 @@
 // Backward, with w' = weight + weight_offset and c[r] = mean_d(dy * w' * x)[r]:
 //   dx[r, d]   = inv_rms[r] * (dy[r, d] * w'[d] - x[r, d] * inv_rms[r]^2 * c[r])
 //   dweight[d] = sum_r dy[r, d] * x[r, d] * inv_rms[r]       (overwritten, not accumulated)
-// x, y, dy, dx are f32 or bf16 (all the same); weight, inv_rms, dweight are f32.
+// x, y, dy, dx are f32 or bf16 (all the same), except that y may be bf16 beside an f32 x (the f32
+// result rounded once to nearest even: the bits of rounding an f32 y afterwards; bf16 training
+// writes the normed input of bf16 products so); weight, inv_rms, dweight are f32.
 // Results are bitwise reproducible for a fixed thread count (dweight's row split follows it).
 #pragma once
 
@@ -43,7 +45,9 @@ struct RmsNormBackwardArgs {
 struct RmsNormCpuConfig {
   int64_t rows_per_task = 16;  // rows per parallel chunk (smaller: better balance, more overhead)
   template <class Visit>
-  void visit(Visit&& field) { field("rows_per_task", rows_per_task); }
+  void visit(Visit&& field) {
+    field("rows_per_task", rows_per_task);
+  }
 };
 
 // Validate, then run the best implementation (see Op::run for the config order).
@@ -55,8 +59,10 @@ void validate(const RmsNormArgs& args);
 void validate(const RmsNormBackwardArgs& args);
 
 // Plain loops computing in T (double: the oracle; float: the naive baseline), any dtypes.
-template <class T> void rms_norm_reference(const RmsNormArgs& args);
-template <class T> void rms_norm_backward_reference(const RmsNormBackwardArgs& args);
+template <class T>
+void rms_norm_reference(const RmsNormArgs& args);
+template <class T>
+void rms_norm_backward_reference(const RmsNormBackwardArgs& args);
 
 OpCost rms_norm_cost(const RmsNormArgs& args);
 OpCost rms_norm_backward_cost(const RmsNormBackwardArgs& args);

@@ -11,8 +11,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// bf16: x (and y) are bf16; bf16_out: y is (rms_norm.h allows a bf16 y beside an f32 x).
 __global__ void rms_norm_forward(const void* x, const float* weight, void* y, float* inv_rms, int64_t dim, float eps,
-                                 float weight_offset, bool bf16) {
+                                 float weight_offset, bool bf16, bool bf16_out) {
   __shared__ float scratch[kThreads / cuda::kWarp];
   const int64_t row = blockIdx.x;
   float sum_squares = 0.0f;
@@ -24,7 +25,7 @@ __global__ void rms_norm_forward(const void* x, const float* weight, void* y, fl
   const float scale = rsqrtf(sum_squares / static_cast<float>(dim) + eps);
   for (int64_t d = threadIdx.x; d < dim; d += blockDim.x)
     cuda::store_f32(y, row * dim + d, cuda::load_f32(x, row * dim + d, bf16) * scale * (weight[d] + weight_offset),
-                    bf16);
+                    bf16_out);
   if (inv_rms != nullptr && threadIdx.x == 0) inv_rms[row] = scale;
 }
 
@@ -32,7 +33,7 @@ __global__ void rms_norm_forward(const void* x, const float* weight, void* y, fl
 // Each thread sums its elements in the loop kernel's order, so both give the same bits.
 template <int K>
 __global__ void rms_norm_forward_cached(const void* x, const float* weight, void* y, float* inv_rms, int64_t dim,
-                                        float eps, float weight_offset, bool bf16) {
+                                        float eps, float weight_offset, bool bf16, bool bf16_out) {
   __shared__ float scratch[kThreads / cuda::kWarp];
   const int64_t row = blockIdx.x, base = row * dim;
   float v[K];
@@ -45,7 +46,7 @@ __global__ void rms_norm_forward_cached(const void* x, const float* weight, void
 #pragma unroll
   for (int i = 0; i < K; ++i) {
     const int64_t d = threadIdx.x + int64_t{i} * blockDim.x;
-    if (d < dim) cuda::store_f32(y, base + d, v[i] * scale * (weight[d] + weight_offset), bf16);
+    if (d < dim) cuda::store_f32(y, base + d, v[i] * scale * (weight[d] + weight_offset), bf16_out);
   }
   if (inv_rms != nullptr && threadIdx.x == 0) inv_rms[row] = scale;
 }
@@ -124,14 +125,14 @@ void run_forward(const RmsNormArgs& args, const RmsNormCpuConfig&) {
   if (rows == 0) return;
   const auto* weight = static_cast<const float*>(args.weight.data);
   auto* inv_rms = static_cast<float*>(args.inv_rms.data);
-  const bool bf16 = args.x.dtype == DType::bf16;
+  const bool bf16 = args.x.dtype == DType::bf16, bf16_out = args.y.dtype == DType::bf16;
   cuda::with_row_cache_width(dim, kThreads, [&]<int K>() {
     if constexpr (K == 0)
       rms_norm_forward<<<static_cast<unsigned>(rows), kThreads, 0, cuda::lathe_stream()>>>(
-          args.x.data, weight, args.y.data, inv_rms, dim, args.eps, args.weight_offset, bf16);
+          args.x.data, weight, args.y.data, inv_rms, dim, args.eps, args.weight_offset, bf16, bf16_out);
     else
       rms_norm_forward_cached<K><<<static_cast<unsigned>(rows), kThreads, 0, cuda::lathe_stream()>>>(
-          args.x.data, weight, args.y.data, inv_rms, dim, args.eps, args.weight_offset, bf16);
+          args.x.data, weight, args.y.data, inv_rms, dim, args.eps, args.weight_offset, bf16, bf16_out);
   });
   LATHE_CUDA_CHECK_LAUNCH("rms_norm (cuda)");
 }

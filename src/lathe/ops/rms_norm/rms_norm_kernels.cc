@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "lathe/core/aligned_buffer.h"
-
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
 #include "lathe/ops/rms_norm/rms_norm.h"
@@ -12,9 +11,9 @@
 namespace lathe::LATHE_ISA_NS {
 namespace {
 
-using simd::VecF;
 using simd::load_row;
 using simd::store_row;
+using simd::VecF;
 constexpr int W = VecF::width;
 
 template <class Element>
@@ -33,18 +32,20 @@ inline float row_sum_squares(const Element* x, int64_t dim) {
   return (acc0 + acc1).reduce_add();
 }
 
-template <class Element>
+// In: x's element (float, or bf16 as uint16_t); Out: y's (the same, or bf16 from float x: the f32
+// result rounded once as it is stored).
+template <class In, class Out>
 void forward(const RmsNormArgs& args, const RmsNormCpuConfig& config) {
   const int64_t rows = args.x.dim(0), dim = args.x.dim(1);
-  const Element* x = static_cast<const Element*>(args.x.data);
-  Element* y = static_cast<Element*>(args.y.data);
+  const In* x = static_cast<const In*>(args.x.data);
+  Out* y = static_cast<Out*>(args.y.data);
   const float* weight = static_cast<const float*>(args.weight.data);
   float* inv_rms_out = static_cast<float*>(args.inv_rms.data);
   const VecF offset = VecF::broadcast(args.weight_offset);
   parallel_for(rows, config.rows_per_task, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const Element* x_row = x + r * dim;
-      Element* y_row = y + r * dim;
+      const In* x_row = x + r * dim;
+      Out* y_row = y + r * dim;
       float inv_rms = 1.0f / std::sqrt(row_sum_squares(x_row, dim) / static_cast<float>(dim) + args.eps);
       if (inv_rms_out) inv_rms_out[r] = inv_rms;
       VecF scale = VecF::broadcast(inv_rms);
@@ -108,13 +109,19 @@ void backward(const RmsNormBackwardArgs& args, const RmsNormCpuConfig& config) {
 }  // namespace
 
 void rms_norm_forward_kernel(const RmsNormArgs& args, const RmsNormCpuConfig& config) {
-  if (args.x.dtype == DType::bf16) forward<uint16_t>(args, config);
-  else forward<float>(args, config);
+  if (args.x.dtype == DType::bf16)
+    forward<uint16_t, uint16_t>(args, config);
+  else if (args.y.dtype == DType::bf16)
+    forward<float, uint16_t>(args, config);
+  else
+    forward<float, float>(args, config);
 }
 
 void rms_norm_backward_kernel(const RmsNormBackwardArgs& args, const RmsNormCpuConfig& config) {
-  if (args.x.dtype == DType::bf16) backward<uint16_t>(args, config);
-  else backward<float>(args, config);
+  if (args.x.dtype == DType::bf16)
+    backward<uint16_t>(args, config);
+  else
+    backward<float>(args, config);
 }
 
 }  // namespace lathe::LATHE_ISA_NS
