@@ -14,10 +14,12 @@
 // exactly when their weight carries one; the model gives its matrices these copies in bf16 mode
 // and the optimizer keeps them current, so the mode follows the weights into every tape,
 // rematerialisation replays included. Everything else (norms, attention, RoPE, activations,
-// residual stream, the gradients themselves) stays f32. Two exceptions, where the only reader is a
-// bf16 matmul (so the f32 values would only be rounded again): gated_activation's output in bf16
-// mode is a bf16 value (its value_bf16 the same tensor; its gradient f32), and its backward hands
-// gate and up bf16 gradients, which the linear layers that made them read as they are.
+// residual stream, the gradients themselves) stays f32. The exceptions are where the only readers
+// are bf16 matmuls (so f32 values would only be rounded again): a Var may hold a bf16 value (the
+// output of gated_activation, rms_norm or moe_permute asked for bf16 by a caller that knows its
+// readers; bf16_value() is the value itself, the gradient f32: grad_dtype), and gated_activation's
+// backward then hands gate and up bf16 gradients, which the linear layers that made them read as
+// they are.
 //
 // Gradients: an intermediate Var's grad is allocated by its first contribution and summed over
 // further ones. A parameter's grad is allocated up front, zeroed by the optimizer step and always

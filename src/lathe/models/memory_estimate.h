@@ -50,10 +50,12 @@ struct TrainingMemoryEstimate {
 // Elements (f32: 4 bytes each) layer `layer` keeps per token under the policy, as counted above.
 int64_t saved_elements_per_token(const ModelConfig& config, int64_t layer, RematPolicy policy);
 
-// The prediction for a micro-batch of batch x seq tokens in f32. A bf16 run also keeps the bf16
-// copies its matmuls read (each projection's input, rounded once) and, where attention runs in bf16,
-// attention's rounded q, k, v and o: not counted here (the default config under save_all measured
-// 1.11x this prediction with f32 attention, 1.17x with bf16 attention on Zen 4).
+// The prediction for a micro-batch of batch x seq tokens in f32. A bf16 run keeps other bytes, not
+// modelled here: the bf16 copies its matmuls read (each projection's input, rounded once; attention's
+// rounded q, k, v and o where it runs in bf16) in addition to some f32 values, and instead of others
+// (the decoder layer's normed inputs and the MLP's hidden activation are written in bf16 only). The
+// default config under save_all on Zen 4 measured 1.17x this prediction before those were written in
+// bf16 only, 0.94x after: an overestimate, the safe side for memory_check.
 TrainingMemoryEstimate estimate_training_memory(const ModelConfig& config, int64_t batch, int64_t seq,
                                                 RematPolicy policy);
 
