@@ -61,9 +61,7 @@ PermutedTokens moe_permute(Tape& tape, const Var& x, const Tensor& expert_ids, i
   const bool bf16 = rows == DType::bf16;
   LATHE_ASSERT(!bf16 || fast(tape.precision()));
   PermutedTokens permuted;
-  permuted.rows = make_var(
-      bf16 ? empty_beside(x->value, {tokens * k, d}, DType::bf16) : new_tensor(tape, x->value, {tokens * k, d}),
-      x->requires_grad);
+  permuted.rows = make_var(output_beside(x->value, {tokens * k, d}, rows), x->requires_grad);
   permuted.group_offsets = empty_beside(x->value, {n_experts + 1}, DType::i64);
   permuted.destination = empty_beside(x->value, {tokens * k}, DType::i32);
   Tensor source = empty_beside(x->value, {tokens * k}, DType::i32);
@@ -122,17 +120,14 @@ Var gated_activation_fused(Tape& tape, const Var& gate_up, GatedActivation activ
   const int64_t rows = gate_up->value.dim(0), ffn = gate_up->value.dim(1) / 2;
   LATHE_ASSERT(gate_up->value.dim(1) == 2 * ffn);
   LATHE_ASSERT(output != DType::bf16 || fast(tape.precision()));
-  Var out = make_var(output == DType::bf16 ? empty_beside(gate_up->value, {rows, ffn}, DType::bf16)
-                                           : new_tensor(tape, gate_up->value, {rows, ffn}),
-                     gate_up->requires_grad);
+  Var out = make_var(output_beside(gate_up->value, {rows, ffn}, output), gate_up->requires_grad);
   const TensorView whole = gate_up->value.view();
   GatedActivationArgs args{whole.slice(1, 0, ffn), whole.slice(1, ffn, 2 * ffn), out->value, activation};
   fast(tape.precision()) ? lathe::gated_activation(args) : gated_activation_reference<double>(args);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([gate_up, out, ffn, activation, precision, output] {
-    Tensor d_gate_up = output == DType::bf16 ? empty_beside(gate_up->value, gate_up->value.shape(), DType::bf16)
-                                             : empty_like(gate_up->value);
+    Tensor d_gate_up = output_beside(gate_up->value, gate_up->value.shape(), output);
     const TensorView value = gate_up->value.view(), grad = d_gate_up.view();
     GatedActivationBackwardArgs args{value.slice(1, 0, ffn), value.slice(1, ffn, 2 * ffn), out->grad,
                                      grad.slice(1, 0, ffn),  grad.slice(1, ffn, 2 * ffn),  activation};

@@ -67,9 +67,7 @@ Var embedding(Tape& tape, const Var& table, const Tensor& ids, float scale) {
 Var rms_norm(Tape& tape, const Var& x, const Var& weight, float eps, float weight_offset, DType output) {
   const int64_t rows = x->value.dim(0), dim = x->value.dim(1);
   LATHE_ASSERT(output != DType::bf16 || fast(tape));
-  Var out = make_var(
-      output == DType::bf16 ? empty_beside(x->value, {rows, dim}, DType::bf16) : new_tensor(tape, x, {rows, dim}),
-      x->requires_grad || weight->requires_grad);
+  Var out = make_var(output_beside(x->value, {rows, dim}, output), x->requires_grad || weight->requires_grad);
   Tensor inv_rms = new_tensor(tape, x, {rows});  // saved for backward (f32 fast, f64 reference)
   RmsNormArgs args{x->value, weight->value, out->value, inv_rms, eps, weight_offset};
   fast(tape) ? lathe::rms_norm(args) : rms_norm_reference<double>(args);
@@ -210,17 +208,15 @@ Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashA
 
 Var gated_activation(Tape& tape, const Var& gate, const Var& up, GatedActivation activation, DType output) {
   LATHE_ASSERT(output != DType::bf16 || fast(tape));
-  Var out = make_var(output == DType::bf16 ? empty_beside(gate->value, gate->value.shape(), DType::bf16)
-                                           : new_tensor(tape, gate, gate->value.shape()),
-                     gate->requires_grad || up->requires_grad);
+  Var out = make_var(output_beside(gate->value, gate->value.shape(), output), gate->requires_grad || up->requires_grad);
   GatedActivationArgs args{gate->value, up->value, out->value, activation};
   fast(tape) ? lathe::gated_activation(args) : gated_activation_reference<double>(args);
   if (!tape.recording() || !out->requires_grad) return out;
   const Precision precision = tape.precision();
   tape.record([gate, up, out, activation, precision, output] {
-    const bool bf16 = output == DType::bf16;
-    Tensor dgate = bf16 ? empty_beside(gate->value, gate->value.shape(), DType::bf16) : empty_like(gate->value);
-    Tensor dup = bf16 ? empty_beside(up->value, up->value.shape(), DType::bf16) : empty_like(up->value);
+    // bf16 output: gate's and up's gradients in bf16 too, for the bf16 products that made them.
+    Tensor dgate = output_beside(gate->value, gate->value.shape(), output);
+    Tensor dup = output_beside(up->value, up->value.shape(), output);
     GatedActivationBackwardArgs args{gate->value, up->value, out->grad, dgate, dup, activation};
     precision == Precision::fast ? lathe::gated_activation_backward(args)
                                  : gated_activation_backward_reference<double>(args);

@@ -80,13 +80,11 @@ void accumulate_grad(const Var& var, const Tensor& gradient, bool exclusive) {
   if (!var->requires_grad) return;
   LATHE_ASSERT(gradient.shape() == var->value.shape());
   if (var->is_parameter) ++var->grad_contributions;
-  if (var->grad.defined() && (var->grad.dtype() == DType::bf16 || gradient.dtype() == DType::bf16)) {
-    // A bf16 gradient meets another contribution: both in f32 (a widened copy is a new buffer).
+  if (var->grad.defined()) {
+    // Sums are never taken in bf16: a bf16 contribution is widened (a new buffer) before adding.
     if (var->grad.dtype() == DType::bf16) var->grad = converted(var->grad, DType::f32);
-    const Tensor wide = gradient.dtype() == DType::bf16 ? converted(gradient, DType::f32) : gradient;
-    add_tensors(precision_of(var->grad), var->grad, wide, var->grad);
-  } else if (var->grad.defined()) {
-    add_tensors(precision_of(var->grad), var->grad, gradient, var->grad);
+    const Tensor addend = gradient.dtype() == DType::bf16 ? converted(gradient, DType::f32) : gradient;
+    add_tensors(precision_of(var->grad), var->grad, addend, var->grad);
   } else if (exclusive) {
     var->grad = gradient;
   } else {

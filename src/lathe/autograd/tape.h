@@ -128,6 +128,11 @@ Tensor& grad_buffer(const Var& var, DType dtype, bool* accumulate);
 // autograd ops are allocated beside their inputs.
 Tensor empty_beside(const Tensor& like, const Shape& shape, DType dtype);
 inline Tensor empty_like(const Tensor& like) { return empty_beside(like, like.shape(), like.dtype()); }
+// A tensor beside `like` in like's dtype, or in bf16 where `output` is bf16: the outputs (and their
+// inputs' gradients) of the ops that write bf16 values for bf16 products when asked (above).
+inline Tensor output_beside(const Tensor& like, const Shape& shape, DType output) {
+  return empty_beside(like, shape, output == DType::bf16 ? DType::bf16 : like.dtype());
+}
 // `value` in another dtype (f32 <-> bf16, nearest-even) on its own device: core's convert() on the
 // host, the cast op on the GPU (contiguous tensors there).
 Tensor converted(const Tensor& value, DType dtype);

@@ -26,12 +26,6 @@ GatedActivation expert_activation(const ModelConfig& config) {
   return config.ffn_activation == FfnActivation::silu ? GatedActivation::silu : GatedActivation::gelu_tanh;
 }
 
-// The activation's output dtype between two products: bf16 where both multiply in bf16 (bf16
-// training; autograd::gated_activation_fused writes the rounded values and gradients itself).
-DType bf16_between(const Var& up_weight, const Var& down_weight) {
-  return up_weight->value_bf16.defined() && down_weight->value_bf16.defined() ? DType::bf16 : DType::f32;
-}
-
 // The shared expert: gate and up projections stacked into one GEMM of 2 * shared_ffn columns
 // (one pass over x, one dx product), the activation reading both halves in place, then down.
 // x: (tokens, d_model) -> (tokens, d_model).
@@ -40,7 +34,7 @@ Var shared_expert(Tape& tape, const ModelConfig& config, const MoeWeights& weigh
   const Var stacked = autograd::stack_rows(tape, gate_and_up);
   Var gate_up = autograd::linear(tape, x, stacked);  // (tokens, 2 * shared_ffn)
   Var hidden = autograd::gated_activation_fused(tape, gate_up, expert_activation(config),
-                                                bf16_between(stacked, *weights.shared_down_proj));
+                                                products_input_dtype({&stacked, weights.shared_down_proj}));
   return autograd::linear(tape, hidden, *weights.shared_down_proj);
 }
 
@@ -50,8 +44,7 @@ Var routed_experts(Tape& tape, const BlockContext& context, const MoeWeights& we
                    const autograd::RoutedTokens& routed) {
   const ModelConfig& config = *context.config;
   // bf16 rows where the grouped gate_up product reads them alone (expert parallelism sends f32 rows).
-  const DType rows_dtype =
-      !context.expert_shard && (*weights.experts_gate_up)->value_bf16.defined() ? DType::bf16 : DType::f32;
+  const DType rows_dtype = context.expert_shard ? DType::f32 : products_input_dtype({weights.experts_gate_up});
   autograd::PermutedTokens permuted = autograd::moe_permute(tape, x, routed.expert_ids, config.moe_experts, rows_dtype);
   Var rows = permuted.rows;
   Tensor offsets = permuted.group_offsets;
@@ -63,7 +56,7 @@ Var routed_experts(Tape& tape, const BlockContext& context, const MoeWeights& we
   }
   Var gate_up = autograd::grouped_linear(tape, rows, *weights.experts_gate_up, offsets);
   Var hidden = autograd::gated_activation_fused(tape, gate_up, expert_activation(config),
-                                                bf16_between(*weights.experts_gate_up, *weights.experts_down));
+                                                products_input_dtype({weights.experts_gate_up, weights.experts_down}));
   Var expert_out = autograd::grouped_linear(tape, hidden, *weights.experts_down, offsets);
   if (context.expert_shard)
     expert_out = autograd::expert_return(tape, *context.expert_shard, expert_out, dispatched.plan);

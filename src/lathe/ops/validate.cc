@@ -46,6 +46,10 @@ ArgChecker& ArgChecker::dtype_in(const char* name, const TensorView& view, std::
   throw_error(op_, ": ", name, " has dtype ", dtype_name(view.dtype), ", expected ", list);
 }
 
+ArgChecker& ArgChecker::output_dtype(const char* name, const TensorView& view, DType input) {
+  return input == DType::f32 ? dtype_in(name, view, {DType::f32, DType::bf16}) : dtype(name, view, input);
+}
+
 ArgChecker& ArgChecker::contiguous(const char* name, const TensorView& view) {
   LATHE_CHECK(view.is_contiguous(), op_, ": ", name, " must be contiguous (shape ", view.shape.to_string(),
               ", strides ", view.strides.to_string(), ")");

@@ -21,6 +21,9 @@ class ArgChecker {
   ArgChecker& shape(const char* name, const TensorView& view, std::initializer_list<int64_t> expected);
   ArgChecker& dtype(const char* name, const TensorView& view, DType expected);
   ArgChecker& dtype_in(const char* name, const TensorView& view, std::initializer_list<DType> allowed);
+  // An output beside inputs of dtype `input`: the same dtype, or bf16 beside f32 inputs (the f32
+  // result rounded once as it is stored: what bf16 training's products read).
+  ArgChecker& output_dtype(const char* name, const TensorView& view, DType input);
   ArgChecker& contiguous(const char* name, const TensorView& view);
   ArgChecker& inner_contiguous(const char* name, const TensorView& view);  // last axis stride 1
   ArgChecker& present(const char* name, const TensorView& view);

@@ -24,18 +24,12 @@ const char* gated_activation_name(GatedActivation activation) {
   return "?";
 }
 
-// The outputs' dtypes allowed beside inputs of `input` dtype: the same, or bf16 (rounded once).
-static std::initializer_list<DType> output_dtypes(DType input) {
-  static constexpr std::initializer_list<DType> kFromF32 = {DType::f32, DType::bf16}, kFromBf16 = {DType::bf16};
-  return input == DType::f32 ? kFromF32 : kFromBf16;
-}
-
 void validate(const GatedActivationArgs& args) {
   ArgChecker check("gated_activation");
   check.rank("gate", args.gate, 2).dtype_in("gate", args.gate, {DType::f32, DType::bf16});
   const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
   check.shape("up", args.up, {rows, ffn}).dtype("up", args.up, args.gate.dtype);
-  check.shape("out", args.out, {rows, ffn}).dtype_in("out", args.out, output_dtypes(args.gate.dtype));
+  check.shape("out", args.out, {rows, ffn}).output_dtype("out", args.out, args.gate.dtype);
   check.inner_contiguous("gate", args.gate).inner_contiguous("up", args.up).inner_contiguous("out", args.out);
 }
 
@@ -45,7 +39,7 @@ void validate(const GatedActivationBackwardArgs& args) {
   const int64_t rows = args.gate.dim(0), ffn = args.gate.dim(1);
   for (const auto& [name, view] : {std::pair{"up", args.up}, {"dout", args.dout}})
     check.shape(name, view, {rows, ffn}).dtype(name, view, args.gate.dtype);
-  check.shape("dgate", args.dgate, {rows, ffn}).dtype_in("dgate", args.dgate, output_dtypes(args.gate.dtype));
+  check.shape("dgate", args.dgate, {rows, ffn}).output_dtype("dgate", args.dgate, args.gate.dtype);
   check.shape("dup", args.dup, {rows, ffn}).dtype("dup", args.dup, args.dgate.dtype);
   for (const auto& [name, view] :
        {std::pair{"gate", args.gate}, {"up", args.up}, {"dout", args.dout}, {"dgate", args.dgate}, {"dup", args.dup}})

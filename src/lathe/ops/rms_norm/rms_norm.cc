@@ -27,11 +27,7 @@ void validate(const RmsNormArgs& args) {
   check.rank("x", args.x, 2).dtype_in("x", args.x, {DType::f32, DType::bf16});
   int64_t rows = args.x.dim(0), dim = args.x.dim(1);
   check.shape("weight", args.weight, {dim}).dtype("weight", args.weight, DType::f32);
-  // y: x's dtype, or bf16 from an f32 x (rounded once: bf16 training's input to bf16 products).
-  if (args.x.dtype == DType::f32)
-    check.shape("y", args.y, {rows, dim}).dtype_in("y", args.y, {DType::f32, DType::bf16});
-  else
-    check.shape("y", args.y, {rows, dim}).dtype("y", args.y, args.x.dtype);
+  check.shape("y", args.y, {rows, dim}).output_dtype("y", args.y, args.x.dtype);
   if (args.inv_rms.data) check.shape("inv_rms", args.inv_rms, {rows}).dtype("inv_rms", args.inv_rms, DType::f32);
   check.contiguous("x", args.x).contiguous("y", args.y).contiguous("weight", args.weight);
   check.positive("eps", args.eps);
