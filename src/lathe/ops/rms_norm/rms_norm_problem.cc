@@ -83,6 +83,13 @@ const std::vector<NamedShape> kBenchShapes = {
     {"Llama-3-8B hidden, 4096 tokens (bf16)", "rows=4096,dim=4096,dtype=bf16"},
     {"Qwen3-0.6B hidden, 8192 tokens (f32)", "rows=8192,dim=1024"},
 };
+// The forward's also: bf16 training's normed input (a bf16 y beside an f32 x).
+std::vector<NamedShape> forward_bench_shapes() {
+  std::vector<NamedShape> shapes = kBenchShapes;
+  shapes.push_back(
+      {"Llama-3.2-1B hidden in bf16 training, 4096 tokens (f32 -> bf16)", "rows=4096,dim=2048,out_dtype=bf16"});
+  return shapes;
+}
 // dim 1500 and 4099 take the CUDA kernels' register rows of 8 and 32 elements a thread, 8200 their
 // loop kernels (device/row_cache.h); the random shapes stay at or under 700 (1 to 4 a thread).
 const std::vector<std::string> kEdgeShapes = {"rows=0,dim=16",
@@ -107,7 +114,7 @@ void register_rms_norm_ops(std::vector<OpRegistration>& ops) {
                  "RMSNorm over the last axis (Llama/Qwen; offset=1 for Gemma)",
                  {"rows", "dim", "dtype", "out_dtype", "offset"},
                  "rows=4096,dim=2048,dtype=f32",
-                 kBenchShapes,
+                 forward_bench_shapes(),
                  kEdgeShapes,
                  random_rows_dim,
                  [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
