@@ -73,7 +73,8 @@ LATHE_HOST_DEVICE inline void backward_group(const Inputs& in, const float* dout
   const float mean = dot / static_cast<float>(in.group_width());
   for (int64_t i = 0; i < in.group_width(); ++i) {
     const float g = gate(in, base + i), z = in.z[base + i], s = sigmoid(z);
-    const float dg = r * (dout[base + i] * in.weight[column + i] - g * r * mean);
+    const float dn = dout[base + i] * in.weight[column + i];
+    const float dg = in.group_width() == 1 ? r * (r * r * in.eps) * dn : r * (dn - g * r * mean);
     dy[base + i] = dg * z * s;
     dz[base + i] = dg * in.y[base + i] * s * (1.0f + z * (1.0f - s));
   }

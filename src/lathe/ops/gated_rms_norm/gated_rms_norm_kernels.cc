@@ -110,8 +110,9 @@ void gated_rms_norm_backward_kernel(const GatedRmsNormBackwardArgs& args, const 
         const int64_t n = s.group_width - i;
         const VecF g = load_row(gated + i, n), sg = load_row(sigmoids + i, n);
         const VecF zv = load_row(z + base + i, n);
-        const VecF dg =
-            inverse * simd::fnma(g * inverse, mean, load_row(dout + base + i, n) * load_row(weight + column + i, n));
+        const VecF dn = load_row(dout + base + i, n) * load_row(weight + column + i, n);
+        const VecF dg = s.group_width == 1 ? inverse * (inverse * inverse * VecF::broadcast(eps)) * dn
+                                           : inverse * simd::fnma(g * inverse, mean, dn);
         store_row(dy + base + i, dg * zv * sg, n);
         store_row(dz + base + i, dg * load_row(y + base + i, n) * sg * simd::fma(zv, one - sg, one), n);
       }
