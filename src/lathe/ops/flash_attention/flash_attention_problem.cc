@@ -81,6 +81,16 @@ class FlashAttentionBackwardProblem : public TypedProblem<FlashAttentionBackward
     args_.dv = output_tensor(shape.v(), shape.dtype);
   }
   OpCost cost() const override { return flash_attention_backward_cost(args_); }
+  // dq and dk sum dS = P (dP - D), which is exactly 0 where a query sees one key (seq_k 1, window
+  // 1): P = 1, O = V, and dP = dO.V and D = dO.O are the same dot product, which the naive loop
+  // computes in the same order (error 0) and a kernel in two (the tiles' order and D's row sums),
+  // leaving an ulp of |dO.V| per query, summed over up to ~140 queries into dk: 1.3e-6 measured
+  // (seed 108708719, seq_q 67, seq_k 1, 2 query heads per kv head) against an exact 0. The
+  // absolute term for those two is 5e-6 (times max(1, max |ref|)); dv (P^T dO, no cancellation)
+  // keeps the default.
+  Tolerance tolerance(const std::string& output) const override {
+    return {2.0, output == "dv" ? Tolerance{}.absolute : 5e-6, Tolerance{}.relative_norm};
+  }
 
  protected:
   std::vector<std::pair<std::string, TensorView>> outputs() const override {

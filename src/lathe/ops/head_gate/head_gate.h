@@ -15,7 +15,7 @@
 //   dx[r, h]    = dout[r, h] * scale[h] * f'(u[r, h])
 //   dbias[h]    = sum over r of dx[r, h]               (optional output)
 //   d_a_log[h]  = sum over r of dout[r, h] * out[r, h]  (optional output; only with a_log)
-// The sums: per block of 64 rows each head's sum in row order, then the blocks in order (f32), on
+// The sums: per block of 64 rows each head's sum in row order, then the blocks in order (in double), on
 // the CPU and the GPU alike (head_gate_cuda_body.h): the same bits for any thread count and config.
 // x, out, dout, dx: (rows, heads) f32 contiguous; bias, a_log, dbias, d_a_log: (heads) f32.
 // Errors (lathe::Error): wrong rank, shape or dtype, non-contiguous tensors, d_a_log without a_log,

@@ -84,31 +84,34 @@ LATHE_HOST_DEVICE inline void backward_element(const Inputs& in, const float* do
 }
 
 // index over (blocks, heads): the block's rows' sums in row order, of dx into bias_partial[index]
-// and of dout * out into a_log_partial[index] (either pointer null: that sum skipped).
+// and of dout * out into a_log_partial[index] (either pointer null: that sum skipped). The sums run
+// in double: their terms reach |scale * softplus| ~ 180 with either sign, and an f32 running sum
+// over a block's rows lost ~10 ulps of the result (the op contract's bound), a parameter gradient
+// summed over every token of a batch.
 LATHE_HOST_DEVICE inline void block_sums(const Inputs& in, const float* dout, const float* dx, int64_t index,
                                          float* bias_partial, float* a_log_partial) {
   const int64_t head = index % in.heads, block = index / in.heads;
   const int64_t end = (block + 1) * kRowsPerBlock < in.rows ? (block + 1) * kRowsPerBlock : in.rows;
-  const float scale = scale_of(in, head);
-  float bias_sum = 0.0f, a_log_sum = 0.0f;
+  const double scale = scale_of(in, head);
+  double bias_sum = 0.0, a_log_sum = 0.0;
   for (int64_t row = block * kRowsPerBlock; row < end; ++row) {
     const int64_t i = row * in.heads + head;
     if (bias_partial) bias_sum += dx[i];
     if (a_log_partial) {
       float value, slope;
       gate_and_slope(in, input_of(in, i, head), value, slope);
-      a_log_sum += dout[i] * (scale * value);
+      a_log_sum += static_cast<double>(dout[i]) * (scale * value);
     }
   }
-  if (bias_partial) bias_partial[index] = bias_sum;
-  if (a_log_partial) a_log_partial[index] = a_log_sum;
+  if (bias_partial) bias_partial[index] = static_cast<float>(bias_sum);
+  if (a_log_partial) a_log_partial[index] = static_cast<float>(a_log_sum);
 }
 
-// head: total[head] = the blocks' partial sums in block order.
+// head: total[head] = the blocks' partial sums in block order (summed in double).
 LATHE_HOST_DEVICE inline void head_total(const Inputs& in, const float* partial, int64_t head, float* total) {
-  float sum = 0.0f;
+  double sum = 0.0;
   for (int64_t block = 0; block < in.blocks(); ++block) sum += partial[block * in.heads + head];
-  total[head] = sum;
+  total[head] = static_cast<float>(sum);
 }
 
 }  // namespace
