@@ -157,15 +157,17 @@ namespace {
 
 // attention() in bf16: the rounded q, k, v and o are what the backward reads (half the bytes of
 // the f32 values, which it does not keep).
-Var bf16_attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options) {
+Var bf16_attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options,
+                   DType output) {
   const int64_t batch = q->value.dim(0), seq_q = q->value.dim(1), heads = q->value.dim(2);
   const Tensor q16 = converted(q->value, DType::bf16), k16 = converted(k->value, DType::bf16),
                v16 = converted(v->value, DType::bf16);
   const Tensor o16 = empty_beside(q->value, {batch, seq_q, heads, v->value.dim(3)}, DType::bf16);
   Tensor lse = empty_beside(q->value, {batch, heads, seq_q}, DType::f32);
   flash_attention({q16, k16, v16, o16, lse, options});
-  Var out = make_var(converted(o16, DType::f32), q->requires_grad || k->requires_grad || v->requires_grad);
-  out->value_bf16 = o16;  // rounding the widened o gives o16 back: the o projection reads it as it is
+  const bool requires_grad = q->requires_grad || k->requires_grad || v->requires_grad;
+  Var out = make_var(output == DType::bf16 ? o16 : converted(o16, DType::f32), requires_grad);
+  if (output != DType::bf16) out->value_bf16 = o16;  // rounding the widened o gives o16 back
   if (!tape.recording() || !out->requires_grad) return out;
   tape.record([q, k, v, q16, k16, v16, o16, out, lse, options] {
     Tensor dq = empty_like(q16), dk = empty_like(k16), dv = empty_like(v16);
@@ -180,11 +182,12 @@ Var bf16_attention(Tape& tape, const Var& q, const Var& k, const Var& v, const F
 
 }  // namespace
 
-Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options,
-              DType compute) {
+Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options, DType compute,
+              DType output) {
+  LATHE_ASSERT(output != DType::bf16 || compute == DType::bf16);
   if (compute == DType::bf16) {
     LATHE_ASSERT(fast(tape));
-    return bf16_attention(tape, q, k, v, options);
+    return bf16_attention(tape, q, k, v, options, output);
   }
   const int64_t batch = q->value.dim(0), seq_q = q->value.dim(1), heads = q->value.dim(2);
   // out: (batch, seq_q, heads, v_head_dim): v's width, which may differ from q's (MLA).

@@ -32,8 +32,10 @@ Var rope(Tape& tape, const Var& x, const RopeParams& params);
 // attention_dtype): q, k and v are rounded to bf16 and the kernels run on them (AMX tiles), o is
 // rounded to bf16 and widened; the backward rounds the output gradient and widens dq, dk, dv into
 // the f32 gradients. f32: the tape's own precision throughout.
+// output bf16 (with compute bf16; tape.h): o is not widened; the result is a bf16 value (its
+// gradient f32), for a caller whose only reader is a bf16 linear (the o projection).
 Var attention(Tape& tape, const Var& q, const Var& k, const Var& v, const FlashAttentionOptions& options,
-              DType compute = DType::f32);
+              DType compute = DType::f32, DType output = DType::f32);
 // gate, up: (rows, ffn) -> act(gate) * up.
 // output bf16 (fast precision, bf16 training; tape.h): the result is a bf16 value, read only by a
 // bf16 linear, and gate and up receive bf16 gradients, so they must be outputs of bf16 linears

@@ -151,6 +151,43 @@ TEST(GatedActivationBf16, BetweenBf16ProductsItGivesTheBitsOfTheF32Form) {
   expect_same_bits(bf16.down_proj->grad, f32.down_proj->grad, "ddown_proj", seed);
 }
 
+// A bf16 attention feeding a bf16 o projection: o kept as a bf16 value (no widening) gives the
+// bits of the widened form, whose o projection reads the same rounded copy; q, k, v's gradients too.
+TEST(AttentionBf16, ABf16OutputGivesTheBitsOfTheWidenedForm) {
+  const uint64_t seed = test_seed();
+  const int64_t batch = 2, seq = 7, heads = 2, head_dim = 5, d = heads * head_dim, out_width = 6;
+  Tensor seed_grad = Tensor::empty({batch * seq, out_width}, DType::f32);
+  fill_normal(seed_grad, seed, 0.0, 1.0, 1);
+  auto input = [&](uint64_t stream) {
+    Tensor value = Tensor::empty({batch, seq, heads, head_dim}, DType::f32);
+    fill_normal(value, seed, 0.0, 1.0, stream);
+    return make_var(value, true);
+  };
+  struct Run {
+    Var q, k, v, o_proj, attended, y;
+  };
+  auto run = [&](DType output) {
+    Run r{input(2), input(3), input(4), bf16_parameter({out_width, d}, seed, 5), nullptr, nullptr};
+    FlashAttentionOptions options;
+    options.causal = true;
+    Tape tape;
+    r.attended = attention(tape, r.q, r.k, r.v, options, DType::bf16, output);
+    r.y = linear(tape, reshape(tape, r.attended, {batch * seq, d}), r.o_proj);
+    tape.backward(r.y, seed_grad);
+    return r;
+  };
+  const Run widened = run(DType::f32), bf16 = run(DType::bf16);
+  EXPECT_EQ(bf16.attended->value.dtype(), DType::bf16);
+  EXPECT_FALSE(bf16.attended->value_bf16.defined());
+  EXPECT_EQ(bf16.attended->grad.dtype(), DType::f32);
+  expect_same_bits(bf16.attended->value, widened.attended->value_bf16, "o", seed);
+  expect_same_bits(bf16.y->value, widened.y->value, "y", seed);
+  expect_same_bits(bf16.q->grad, widened.q->grad, "dq", seed);
+  expect_same_bits(bf16.k->grad, widened.k->grad, "dk", seed);
+  expect_same_bits(bf16.v->grad, widened.v->grad, "dv", seed);
+  expect_same_bits(bf16.o_proj->grad, widened.o_proj->grad, "do_proj", seed);
+}
+
 // moe_permute with bf16 rows feeding a bf16 grouped product: x's bf16 copy permuted, the same bits
 // as the grouped product rounding the f32 rows; x's gradient (f32) likewise.
 TEST(MoePermuteBf16, Bf16RowsGiveTheBitsOfRoundingTheF32Rows) {

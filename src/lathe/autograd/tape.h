@@ -16,10 +16,10 @@
 // rematerialisation replays included. Everything else (norms, attention, RoPE, activations,
 // residual stream, the gradients themselves) stays f32. The exceptions are where the only readers
 // are bf16 matmuls (so f32 values would only be rounded again): a Var may hold a bf16 value (the
-// output of gated_activation, rms_norm or moe_permute asked for bf16 by a caller that knows its
-// readers; bf16_value() is the value itself, the gradient f32: grad_dtype), and gated_activation's
-// backward then hands gate and up bf16 gradients, which the linear layers that made them read as
-// they are.
+// output of gated_activation, rms_norm, moe_permute or a bf16 attention asked for bf16 by a caller
+// that knows its readers; bf16_value() is the value itself, the gradient f32: grad_dtype), and
+// gated_activation's backward then hands gate and up bf16 gradients, which the linear layers that
+// made them read as they are.
 //
 // Gradients: an intermediate Var's grad is allocated by its first contribution and summed over
 // further ones. A parameter's grad is allocated up front, zeroed by the optimizer step and always
@@ -47,8 +47,8 @@ struct VariableData {
   // value rounded to bf16 (same shape): for a weight, the switch to bf16 matmuls, kept current by
   // its owner; for an activation, made once by the first bf16 matmul that reads it and shared by
   // the others (q/k/v read one copy of x), or given by the op that made the value from bf16 (a bf16
-  // attention's o) and carried through reshape. Values are never written after creation, so an
-  // activation's copy cannot go stale.
+  // attention's o, where its caller wants f32) and carried through reshape. Values are never
+  // written after creation, so an activation's copy cannot go stale.
   Tensor value_bf16;
   bool requires_grad = false;
   bool is_parameter = false;

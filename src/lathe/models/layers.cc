@@ -104,9 +104,12 @@ Var self_attention(Tape& tape, const BlockContext& context, const AttentionWeigh
   options.scale = config.attention_scale;
   options.softcap = config.attn_logit_softcap;
   options.window = config.layer_is_local(context.layer) ? config.sliding_window : 0;
+  // A bf16 attention whose only reader is a bf16 o projection keeps o in bf16 (no widening pass).
+  const DType attention_output_dtype =
+      context.attention_dtype == DType::bf16 ? products_input_dtype({weights.o_proj}) : DType::f32;
   Var attended = weights.sinks && *weights.sinks
                      ? autograd::attention_with_sinks(tape, q, k, v, *weights.sinks, options)
-                     : autograd::attention(tape, q, k, v, options, context.attention_dtype);
+                     : autograd::attention(tape, q, k, v, options, context.attention_dtype, attention_output_dtype);
   Var rows = autograd::reshape(tape, attended, {batch * seq, config.n_heads * head_dim});
   return autograd::linear(tape, rows, *weights.o_proj, weights.o_bias && *weights.o_bias ? *weights.o_bias : nullptr);
 }
