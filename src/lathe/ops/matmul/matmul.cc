@@ -280,7 +280,8 @@ OpCost matmul_backward_cost(const MatmulBackwardArgs& args) {
 // kc=512 at every training shape tried (`lathe bench matmul --vs-config`, 2 threads, Zen 4: 91M
 // gate/up dW 2048 x 768 x 2048 1.05x, 768 x 2048 x 2048 1.04x, 768 x 768 x 2048 1.02x; default
 // config 1024 x 256 x 4096 1.02x, 256 x 1024 x 4096 1.03x, 256 x 256 x 4096 1.00x; 2048 x 2048 x
-// 4096 1.05x). The same bits: C holds the f32 partial sums between slices either way.
+// 4096 1.05x). Accumulating products change in their last bits with kc (each slice's sum is added
+// to what C holds); for a fixed config they are bitwise reproducible as before.
 static MatmulCpuConfig heuristic_config(Isa isa, bool bf16_dot) {
   MatmulTile tile = matmul_tile(isa, 0, bf16_dot);
   MatmulCpuConfig config;
