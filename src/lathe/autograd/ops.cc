@@ -296,6 +296,8 @@ Var cross_entropy(Tape& tape, const Var& hidden, const Var& weight, const Tensor
   args.dweight = dweight;
   args.softcap = options.softcap;
   args.grad_scale = options.grad_scale;
+  // bf16: dlogits rounded once for two bf16 products, as every other linear layer's gradient is.
+  args.dlogits_dtype = bf16 ? DType::bf16 : DType::f32;
   fast(tape) ? linear_cross_entropy(args) : linear_cross_entropy_reference<double>(args);
   if (!tape.recording() || !loss->requires_grad) return loss;
   tape.record([hidden, weight, loss, dhidden, dweight] {

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "lathe/bench/vendor_setup.h"
+#include "lathe/core/amx.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/error.h"
 #include "lathe/telemetry/svg_chart.h"
@@ -139,12 +140,20 @@ BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::
 
 // The row's FLOPs at the peaks of the engines they ran on: bf16 inputs on the AMX implementation at
 // the AMX peak; on a vdpbf16ps one ("avx512_bf16") its cost's bf16_dot_flops at the vdpbf16ps peak
-// and the rest at the f32 FMA peak; every other implementation (bf16 inputs widened to f32
-// included) on the FMAs.
+// and the rest at the f32 FMA peak; products handed to matmul (matmul_bf16_flops) at the peak of
+// the engine matmul's dispatch takes here; every other implementation (bf16 inputs widened to
+// f32 included) on the FMAs.
 static double compute_floor_seconds(const BenchRow& row, const MachinePeaks& peaks) {
   const bool bf16 = row.shape.find("dtype=bf16") != std::string::npos;
   const std::string impl = row.dispatch.substr(0, row.dispatch.find(' '));
   auto at = [](double flops, double gflops) { return gflops > 0 ? flops / (gflops * 1e9) : 0.0; };
+  const double handed = bf16 ? std::min(row.cost.matmul_bf16_flops, row.cost.flops) : 0.0;
+  if (handed > 0) {
+    const double engine = amx_active() && peaks.amx_gflops > 0 ? peaks.amx_gflops
+                          : active_isa() >= Isa::avx512_bf16 && peaks.bf16_gflops > 0 ? peaks.bf16_gflops
+                                                                                       : peaks.f32_gflops;
+    return at(handed, engine) + at(row.cost.flops - handed, peaks.f32_gflops);
+  }
   if (bf16 && impl == "amx" && peaks.amx_gflops > 0) return at(row.cost.flops, peaks.amx_gflops);
   if (bf16 && impl == isa_name(Isa::avx512_bf16) && peaks.bf16_gflops > 0) {
     const double dot = row.cost.bf16_dot_flops < 0 ? row.cost.flops : std::min(row.cost.bf16_dot_flops, row.cost.flops);

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "lathe/bench/machine_peaks.h"
+#include "lathe/core/amx.h"
+#include "lathe/core/cpu_features.h"
 
 namespace lathe {
 namespace {
@@ -41,6 +43,22 @@ TEST(OpBench, RooflineTakesEachPartOfTheFlopsAtItsEnginesPeak) {
   EXPECT_NEAR(roofline_percent(row_on("amx (heuristic) block_q=64", "bf16", 100e9)), 10.0, 1e-9);
   // f32 inputs run on the FMAs whatever the implementation's name.
   EXPECT_NEAR(roofline_percent(row_on("avx512_bf16 (pinned) block_q=64", "f32", 100e9)), 100.0, 1e-9);
+}
+
+// The fused LM head hands its bf16 products to matmul (cost.matmul_bf16_flops): they count at the
+// peak of the engine matmul's dispatch takes, whatever the op's own implementation is called.
+TEST(OpBench, ProductsHandedToMatmulCountAtTheEngineMatmulTakes) {
+  const Isa saved = active_isa();
+  BenchRow row = row_on("avx512 (heuristic) token_chunk=512", "bf16", -1);
+  row.cost.matmul_bf16_flops = 200e9;  // 100 GFLOP left on the FMAs: 1 s
+  set_isa_limit(Isa::avx2);            // no bf16 engine: all 300 on the FMAs, 3 s of 3
+  EXPECT_NEAR(roofline_percent(row), 100.0, 1e-9);
+  set_isa_limit(saved);
+  if (active_isa() == Isa::avx512_bf16 && !amx_active())  // 200 on vdpbf16ps: 1 + 1 = 2 s of 3
+    EXPECT_NEAR(roofline_percent(row), 200.0 / 3, 1e-9);
+  if (amx_active()) EXPECT_NEAR(roofline_percent(row), 120.0 / 3, 1e-9);  // 200 on tiles: 1 + 0.2 s
+  row.shape = "batch=1,seq=64,heads=1,head_dim=64,dtype=f32";  // f32 inputs: nothing handed in bf16
+  EXPECT_NEAR(roofline_percent(row), 100.0, 1e-9);
 }
 
 }  // namespace

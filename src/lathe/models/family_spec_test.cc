@@ -306,21 +306,20 @@ TEST(FamilyRegistry, TrainingFlopsCountMatmulWeightsAndCausalAttention) {
   // and the LM head 50x8 = 1360. Causal attention: 6 * layers 2 * heads 2 * head_dim 4 * seq 16.
   const double expected = 6.0 * 1360 + 6.0 * 2 * 2 * 4 * 16;
   EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
-  // A bf16 run multiplies the layers' 2 x 480 on the bf16 engine and the LM head's 400 in its
-  // logits (2 per weight), or in all three products (6) where its gradients run in bf16 (AMX).
-  EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(false), 6.0 * 960 + 2.0 * 400);
-  EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(true), 6.0 * 1360);
+  // A bf16 run multiplies the layers' 2 x 480 and the LM head's 400 on the bf16 engine, the head in
+  // all three of its products (its gradients take dlogits rounded to bf16).
+  EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(), 6.0 * 1360);
   // Attention joins the bf16 engine's count only where it runs in bf16: all six of its products
   // on a matrix engine, Q K^T and dO V^T (2 of the 6) on vdpbf16ps.
   TransformerModel model(config);
   const double attention = 6.0 * 2 * 2 * 4 * 16;
-  EXPECT_EQ(model.bf16_engine_flops_per_token(16, false), 6.0 * 960 + 2.0 * 400);
+  EXPECT_EQ(model.bf16_engine_flops_per_token(16, false), 6.0 * 1360);
   model.set_attention_dtype(DType::bf16);
   EXPECT_EQ(model.bf16_engine_flops_per_token(16, true), 6.0 * 1360 + attention);
-  EXPECT_EQ(model.bf16_engine_flops_per_token(16, false), 6.0 * 960 + 2.0 * 400 + attention / 3);
+  EXPECT_EQ(model.bf16_engine_flops_per_token(16, false), 6.0 * 1360 + attention / 3);
   config.tie_embeddings = true;  // the embedding table is the LM head's matmul weight
   EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
-  EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(false), 6.0 * 960 + 2.0 * 400);
+  EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(), 6.0 * 1360);
 }
 
 // A token reads the router and top_k of the experts: model FLOPs and active parameters count
@@ -342,9 +341,9 @@ TEST(FamilyRegistry, MixtureOfExpertsCountsActiveExperts) {
   // which a token reads half (288). Two layers, LM head 400, embedding 400, norms 2*2*8 + 8.
   const double active_matmul = 2 * (192 + 32 + 288) + 400;
   EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), 6.0 * active_matmul + 6.0 * 2 * 2 * 4 * 16);
-  // On the bf16 engine: attention and the active experts (grouped_linear) and the LM head's logits,
-  // not the f32 router.
-  EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(false), 6.0 * 2 * (192 + 288) + 2.0 * 400);
+  // On the bf16 engine: attention and the active experts (grouped_linear) and the LM head, not the
+  // f32 router.
+  EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(), 6.0 * (2 * (192 + 288) + 400));
   EXPECT_EQ(config.parameter_count(), 2 * (192 + 32 + 576 + 16) + 400 + 400 + 8);
   EXPECT_EQ(config.active_parameter_count(), 2 * (192 + 32 + 288 + 16) + 400 + 400 + 8);
   // Layer placement: decoder_sparse_step 2 makes layers 1, 3 MoE; moe_dense_layers removes 3.

@@ -417,22 +417,22 @@ double TransformerModel::training_weight_flops_per_token() const {
   return 6.0 * matmul_weights;
 }
 
-double TransformerModel::bf16_engine_weight_flops_per_token(bool matrix_units) const {
+double TransformerModel::bf16_engine_weight_flops_per_token() const {
   const double layers = active_trained_weights(parameters_, [&](const Parameter& parameter) {
     return parameter.kind == ParameterKind::matrix && parameter.var != lm_head();
   });
   const int64_t trained_mtp = config_.mtp_loss_weight > 0 ? config_.mtp_layers : 0;
   const double heads = static_cast<double>((1 + trained_mtp) * config_.vocab_size * config_.d_model);
-  return 6.0 * layers + (matrix_units ? 6.0 : 2.0) * heads;
+  return 6.0 * (layers + heads);
 }
 
 double TransformerModel::bf16_engine_flops_per_token(int64_t seq_len, bool matrix_units) const {
-  if (attention_dtype_ != DType::bf16) return bf16_engine_weight_flops_per_token(matrix_units);
+  if (attention_dtype_ != DType::bf16) return bf16_engine_weight_flops_per_token();
   // Attention's count is six products of equal FLOPs (Q K^T and P V forward; dP, dV, dQ, dK
   // backward). On a matrix engine all six run in bf16; on vdpbf16ps Q K^T and dP = dO V^T do, the
   // four with a probability or score-gradient operand widen to f32 (ops/flash_attention).
   const double attention = training_flops_per_token(seq_len) - training_weight_flops_per_token();
-  return bf16_engine_weight_flops_per_token(matrix_units) + (matrix_units ? attention : attention * 2.0 / 6.0);
+  return bf16_engine_weight_flops_per_token() + (matrix_units ? attention : attention * 2.0 / 6.0);
 }
 
 }  // namespace lathe

@@ -146,11 +146,10 @@ class TransformerModel {
   double training_weight_flops_per_token() const;
   // Of training_weight_flops_per_token, what a bf16 run (set_compute_dtype) computes on the bf16
   // matmul engine: all 6 FLOPs per weight of every matrix read through linear or grouped_linear
-  // (forward, dx and dW all take bf16 operands), and of the LM head (each head the loss reads) its
-  // logits (2), plus its two gradient products (4) on matrix_units (AMX tiles or a GPU's tensor
-  // cores: the fused linear + cross-entropy's amx and cuda paths; on vdpbf16ps they widen the bf16
-  // operands to f32 and multiply on FMA). Not the routers (f32).
-  double bf16_engine_weight_flops_per_token(bool matrix_units) const;
+  // (forward, dx and dW all take bf16 operands) and of the LM head (each head the loss reads: its
+  // logits, and its two gradient products on dlogits rounded to bf16, the fused linear +
+  // cross-entropy's dlogits_dtype bf16). Not the routers (f32).
+  double bf16_engine_weight_flops_per_token() const;
   // All of a bf16 run's work on the bf16 engine: the above, plus, where attention_dtype is bf16,
   // the attention FLOPs of training_flops_per_token: all of them on matrix_units, a third on
   // vdpbf16ps (Q K^T and dO V^T of the six products counted). The family's whole count: a hybrid's

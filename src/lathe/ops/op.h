@@ -36,6 +36,10 @@ struct OpCost {
   // (the bench's compute floor takes each part at its engine's peak); -1: all of them (matmul).
   // Flash attention's: Q K^T and dO V^T, its products of two bf16 inputs.
   double bf16_dot_flops = -1;
+  // Of flops, the bf16 products an op hands to matmul's dispatch (the fused LM head's): they run on
+  // the engine matmul takes for bf16 (AMX tiles, vdpbf16ps, else the FMAs), whatever the op's own
+  // implementation is.
+  double matmul_bf16_flops = 0;
 };
 
 // Args of an op with a device implementation list their tensors, so dispatch can see where they

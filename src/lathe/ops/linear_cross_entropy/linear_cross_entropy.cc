@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include "lathe/core/half.h"
 #include "lathe/ops/amx_impl.h"
 #include "lathe/ops/linear_cross_entropy/linear_cross_entropy_cuda.h"
 #include "lathe/ops/validate.h"
@@ -86,6 +88,10 @@ void validate(const LinearCrossEntropyArgs& args) {
   check.require(args.softcap >= 0 && std::isfinite(args.softcap), "softcap must be >= 0 (0 = off), got ", args.softcap);
   check.require(std::isfinite(args.z_loss), "z_loss must be finite, got ", args.z_loss);
   check.require(std::isfinite(args.grad_scale), "grad_scale must be finite, got ", args.grad_scale);
+  check.require(args.dlogits_dtype == DType::f32 || args.dlogits_dtype == DType::bf16,
+                "dlogits_dtype must be f32 or bf16, got ", dtype_name(args.dlogits_dtype));
+  check.require(args.dlogits_dtype == DType::f32 || args.hidden.dtype == DType::bf16,
+                "dlogits_dtype bf16 needs bf16 hidden and weight, got ", dtype_name(args.hidden.dtype));
   Tensor host_copy;  // targets on a GPU are checked from a host copy
   const TensorView targets = host_readable(args.targets, host_copy);
   for (int64_t t = 0; t < tokens; ++t) {
@@ -95,8 +101,11 @@ void validate(const LinearCrossEntropyArgs& args) {
   }
 }
 
+// The float baseline (T = float) rounds dlogits to bf16 where the op does (dlogits_dtype bf16):
+// the naive implementation in the op's precision; the float64 oracle keeps them exact.
 template <class T>
 void linear_cross_entropy_reference(const LinearCrossEntropyArgs& args) {
+  const bool round_dlogits = std::is_same_v<T, float> && args.dlogits_dtype == DType::bf16;
   const int64_t tokens = args.hidden.dim(0), d_model = args.hidden.dim(1), vocab = args.weight.dim(0);
   std::vector<T> hidden = to_vector<T>(args.hidden), weight = to_vector<T>(args.weight);
   std::vector<T> dhidden(tokens * d_model, T(0)), dweight(vocab * d_model, T(0)), lse(tokens, T(0));
@@ -132,6 +141,7 @@ void linear_cross_entropy_reference(const LinearCrossEntropyArgs& args) {
       T probability = std::exp(logits[v] - lse[t]);
       T dlogit = probability * (T(1) + T(2) * z_loss * lse[t]) - (v == target ? T(1) : T(0));
       T ddot = gradient_factor * dlogit * chain[v];
+      if (round_dlogits) ddot = static_cast<T>(round_to_bf16(static_cast<float>(ddot)));
       for (int64_t d = 0; d < d_model; ++d) {
         dhidden[t * d_model + d] += ddot * weight[v * d_model + d];
         dweight[v * d_model + d] += ddot * hidden[t * d_model + d];
@@ -161,7 +171,12 @@ OpCost linear_cross_entropy_cost(const LinearCrossEntropyArgs& args) {
   const bool recompute = config.vocab_chunk < args.weight.dim(0);
   double flops = linear_cross_entropy_useful_flops(args) * (recompute ? 8.0 / 6.0 : 1.0);
   double bytes = (tokens + vocab) * d_model * (element + 4.0) + tokens * (dtype_size(args.targets.dtype) + 4.0) + 4.0;
-  return {flops, bytes};
+  OpCost cost{flops, bytes};
+  // bf16 inputs: the logits products take them as they are; the gradient products too with bf16
+  // dlogits (f32 dlogits: f32 products on the vector paths).
+  if (args.hidden.dtype == DType::bf16)
+    cost.matmul_bf16_flops = args.dlogits_dtype == DType::bf16 ? flops : flops - 4.0 * tokens * vocab * d_model;
+  return cost;
 }
 
 int64_t linear_cross_entropy_workspace_bytes(const LinearCrossEntropyArgs& args,
@@ -170,8 +185,11 @@ int64_t linear_cross_entropy_workspace_bytes(const LinearCrossEntropyArgs& args,
   int64_t token_chunk = std::clamp<int64_t>(config.token_chunk, 1, std::max<int64_t>(tokens, 1));
   int64_t vocab_chunk = std::clamp<int64_t>(config.vocab_chunk, 1, vocab);
   int64_t bytes = 4 * token_chunk * vocab_chunk + 4 * 4 * token_chunk;  // logits tile + row state
-  // bf16 inputs: f32 operand copies (vector paths) or three bf16 dlogits tiles (amx), the larger.
-  if (args.hidden.dtype == DType::bf16)
+  // bf16 inputs: f32 operand copies (vector paths) or three bf16 dlogits tiles (amx), the larger;
+  // with bf16 dlogits one bf16 tile (every path).
+  if (args.hidden.dtype == DType::bf16 && args.dlogits_dtype == DType::bf16)
+    bytes += 2 * token_chunk * vocab_chunk;
+  else if (args.hidden.dtype == DType::bf16)
     bytes += std::max(4 * (token_chunk + vocab_chunk) * d_model, 6 * token_chunk * vocab_chunk);
   return bytes;
 }

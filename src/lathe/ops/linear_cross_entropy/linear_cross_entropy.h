@@ -8,6 +8,15 @@
 // valid token, loss = 0 and both gradients are 0.
 //   dhidden = grad_scale * d loss / d hidden,  dweight = grad_scale * d loss / d weight
 // (dweight is overwritten, not accumulated; grad_scale does not scale loss).
+// dlogits_dtype (the precision of d loss / d raw as it enters the two gradient products):
+//   f32 (default): the gradients as accurate as f32 products allow; bf16 inputs reach it by
+//     splitting dlogits into three bf16 terms (AMX) or by products on f32 copies (vector paths);
+//   bf16 (bf16 inputs only): dlogits rounded to bf16 once, then two bf16 products, as bf16
+//     autocast does (and as bf16 training rounds every other linear layer's gradient): a third of
+//     the tile products' work of the three terms, half the f32 products' time on vdpbf16ps. The
+//     float64 reference stays exact; the naive float baseline of the tolerance rule rounds
+//     dlogits the same way (the FlashAttention rule: error at most 2x a naive implementation in
+//     the precision the op computes in).
 // Shapes: hidden (tokens, d_model) f32|bf16; weight (vocab, d_model) same dtype; targets (tokens)
 // i32|i64 in [0, vocab) or ignore_index; loss (1) f32; dhidden (tokens, d_model) f32; dweight
 // (vocab, d_model) f32; lse (tokens) f32 optional (computed for ignored tokens too).
@@ -15,7 +24,8 @@
 // token_chunk x vocab_chunk floats are computed (pass 1: online logsumexp), then recomputed
 // (pass 2: dlogits, then dhidden and dweight GEMMs through the matmul op).
 // Errors (lathe::Error): shapes, dtypes, strides, vocab or d_model of 0, a target outside
-// [0, vocab) that is not ignore_index (naming the token index), softcap < 0.
+// [0, vocab) that is not ignore_index (naming the token index), softcap < 0, dlogits_dtype bf16
+// with f32 inputs.
 // Results are bitwise reproducible for a fixed thread count.
 #pragma once
 
@@ -34,9 +44,10 @@ struct LinearCrossEntropyArgs {
   TensorView lse;      // (tokens) f32 output, logsumexp of each token's final logits; data may be null
   int64_t ignore_index = -100;
   float logit_scale = 1.0f;
-  float softcap = 0.0f;     // 0: off
-  float z_loss = 0.0f;      // coefficient of mean(lse^2)
-  float grad_scale = 1.0f;  // multiplies both gradients (gradient accumulation)
+  float softcap = 0.0f;              // 0: off
+  float z_loss = 0.0f;               // coefficient of mean(lse^2)
+  float grad_scale = 1.0f;           // multiplies both gradients (gradient accumulation)
+  DType dlogits_dtype = DType::f32;  // f32 or bf16 (bf16 inputs only): see above
   template <class Visit>
   void visit_tensors(Visit&& visit) {
     visit(hidden), visit(weight), visit(targets), visit(loss), visit(dhidden), visit(dweight), visit(lse);

@@ -3,6 +3,7 @@
 #include "lathe/device/cuda_check.h"
 #include "lathe/device/cuda_kernel_utils.cuh"
 #include "lathe/device/device_tensor.h"
+#include "lathe/ops/cast/cast.h"
 #include "lathe/ops/linear_cross_entropy/linear_cross_entropy_cuda.h"
 #include "lathe/ops/matmul/matmul.h"
 #include "lathe/ops/matmul/matmul_cuda.h"
@@ -90,8 +91,10 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig&)
   const int64_t chunk = std::max<int64_t>(1, std::min(tokens, kMaxChunkLogits / vocab));
   Tensor logits = cuda::device_empty({chunk, vocab}, DType::f32, "linear_cross_entropy logits chunk");
   // bf16: the f32 gradient of the logits as kBf16Parts bf16 tensors (matmul_cuda.h), one
-  // tensor-core product per part, so the backward GEMMs keep f32 accuracy.
-  const int parts = bf16 ? kBf16Parts : 1;
+  // tensor-core product per part, so the backward GEMMs keep f32 accuracy; or, with dlogits_dtype
+  // bf16, rounded to one bf16 tensor (the cast op).
+  const bool one_part = bf16 && args.dlogits_dtype == DType::bf16;
+  const int parts = bf16 && !one_part ? kBf16Parts : 1;
   Tensor grad_parts;
   if (bf16)
     grad_parts =
@@ -117,7 +120,14 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig&)
         static_cast<const float*>(chunk_logits.data), static_cast<float*>(chunk_logits.data), args.targets.data,
         static_cast<float*>(row_loss.view().data), static_cast<float*>(args.lse.data), p);
     LATHE_CUDA_CHECK_LAUNCH(kOp);
-    if (bf16) cuda_split_bf16x3(static_cast<const float*>(chunk_logits.data), rows * vocab, grad_parts.view().data);
+    if (one_part) {
+      CastArgs round;
+      round.in = chunk_logits;
+      round.out = grad_parts.view().select(0, 0).slice(0, 0, rows);
+      cast(round);
+    } else if (bf16) {
+      cuda_split_bf16x3(static_cast<const float*>(chunk_logits.data), rows * vocab, grad_parts.view().data);
+    }
     for (int part = 0; part < parts; ++part) {
       const TensorView grad = bf16 ? grad_parts.view().select(0, part).slice(0, 0, rows) : chunk_logits;
       MatmulArgs dhidden;  // (rows, vocab) @ (vocab, d_model)

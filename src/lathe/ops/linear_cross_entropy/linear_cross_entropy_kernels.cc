@@ -9,10 +9,13 @@
 //           dhidden_chunk += dlogits @ weight_tile and dweight_tile (+)= dlogits^T @ hidden_chunk.
 // Only the tile math is ISA-specific; the GEMMs go through matmul's own dispatch (called from
 // the calling thread, so they parallelise internally; the tile math is parallel over rows).
-// The gradient GEMMs take their operands one of two ways:
+// The gradient GEMMs take their operands one of three ways:
 //   f32 (linear_cross_entropy_kernel, the vector paths): f32 dlogits; bf16 inputs are copied to
 //     f32 chunk by chunk (matmul takes both operands in one dtype);
-//   bf16 terms (linear_cross_entropy_amx_kernel, bf16 inputs): dlogits as three bf16 tiles whose
+//   one bf16 term (every path, bf16 inputs with dlogits_dtype bf16): dlogits rounded to bf16 once
+//     and multiplied with the bf16 hidden / weight as they are: two bf16 GEMMs (vdpbf16ps or AMX
+//     tiles through matmul's dispatch), no f32 copies;
+//   three bf16 terms (linear_cross_entropy_amx_kernel, bf16 inputs): dlogits as three bf16 tiles whose
 //     sum is exactly the f32 dlogits (hi = bf16(x), mid = bf16(x - hi), lo = x - hi - mid: 3 x 8
 //     significant bits), each multiplied with the bf16 hidden / weight as they are: three bf16
 //     GEMMs per gradient, which matmul runs on AMX tiles, as accurate as the f32 path (two terms,
@@ -22,7 +25,7 @@
 //     scalar compilation is "amx_emulated": every matmul forced onto the tile emulation
 //     (core/amx_tiles.h), so the tests check the composition on any machine.
 // Extra memory: the token_chunk x vocab_chunk f32 tile, per-row state, and for bf16 inputs f32
-// copies of the hidden chunk and the weight tile (f32), or the three bf16 dlogits tiles (bf16 terms).
+// copies of the hidden chunk and the weight tile (f32), or the one or three bf16 dlogits tiles.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -189,35 +192,37 @@ void convert_bf16_rows(const uint16_t* source, float* destination, int64_t rows,
   });
 }
 
-constexpr int kDlogitsTerms = 3;
+constexpr int kMaxDlogitsTerms = 3;
 
-// terms[i][c] (i < kDlogitsTerms) = bf16 values summing exactly to row[c]: each term rounds what
-// the ones before left (f32 subtraction of close values is exact; 3 x 8 significant bits cover
-// f32's 24, for magnitudes above bf16's denormal range).
-void split_bf16_row(const float* row, int64_t cols, uint16_t* const (&terms)[kDlogitsTerms]) {
+// terms[i][c] (i < count) = bf16 values summing to row[c]: each term rounds what the ones before
+// left (f32 subtraction of close values is exact). Three terms sum exactly to row[c] (3 x 8
+// significant bits cover f32's 24, for magnitudes above bf16's denormal range); one term is
+// row[c] rounded to bf16.
+void split_bf16_row(const float* row, int64_t cols, uint16_t* const* terms, int count) {
   int64_t c = 0;
   for (; c + W <= cols; c += W) {
     VecF rest = VecF::load(row + c);
-    for (uint16_t* term : terms) {
-      rest.store_bf16(term + c);
-      rest = rest - VecF::load_bf16(term + c);
+    for (int i = 0; i < count; ++i) {
+      rest.store_bf16(terms[i] + c);
+      if (i + 1 < count) rest = rest - VecF::load_bf16(terms[i] + c);
     }
   }
   if (c < cols) {
     const int n = static_cast<int>(cols - c);
     VecF rest = VecF::load_partial(row + c, n);
-    for (uint16_t* term : terms) {
-      rest.store_bf16_partial(term + c, n);
-      rest = rest - VecF::load_bf16_partial(term + c, n);
+    for (int i = 0; i < count; ++i) {
+      rest.store_bf16_partial(terms[i] + c, n);
+      if (i + 1 < count) rest = rest - VecF::load_bf16_partial(terms[i] + c, n);
     }
   }
 }
 
 int64_t rows_per_task(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
 
-// bf16_terms: pass 2's gradient GEMMs take dlogits as three bf16 terms (bf16 inputs only);
-// dispatch: for every matmul of the call.
-void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config, bool bf16_terms,
+// split_terms: pass 2's gradient GEMMs take f32 dlogits as three bf16 terms (bf16 inputs only; the
+// amx implementations); dispatch: for every matmul of the call. dlogits_dtype bf16 takes one term
+// whatever split_terms says.
+void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config, bool split_terms,
          const Dispatch& dispatch) {
   const Problem p{args.hidden.dim(0), args.hidden.dim(1), args.weight.dim(0), args.logit_scale,
                   args.softcap,       args.z_loss,        args.ignore_index,  args.hidden.dtype == DType::bf16};
@@ -240,17 +245,18 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
   float* row_sum = row_max + token_chunk;
   float* row_lse = row_sum + token_chunk;
   float* target_logit = row_lse + token_chunk;
-  bf16_terms = bf16_terms && p.bf16;
+  // dlogits as bf16 terms (0: f32 dlogits, the products on f32 operands).
+  const int term_count = !p.bf16 ? 0 : args.dlogits_dtype == DType::bf16 ? 1 : split_terms ? kMaxDlogitsTerms : 0;
+  const bool bf16_terms = term_count > 0;
   AlignedBuffer hidden_f32_buffer, weight_f32_buffer, terms_buffer;
   if (bf16_terms) {
-    terms_buffer = AlignedBuffer(sizeof(uint16_t) * kDlogitsTerms * token_chunk * vocab_chunk);
+    terms_buffer = AlignedBuffer(sizeof(uint16_t) * term_count * token_chunk * vocab_chunk);
   } else if (p.bf16) {
     hidden_f32_buffer = AlignedBuffer(sizeof(float) * token_chunk * p.d_model);
     weight_f32_buffer = AlignedBuffer(sizeof(float) * vocab_chunk * p.d_model);
   }
-  uint16_t* dlogits_terms[kDlogitsTerms];
-  for (int i = 0; i < kDlogitsTerms; ++i)
-    dlogits_terms[i] = terms_buffer.as<uint16_t>() + i * token_chunk * vocab_chunk;
+  uint16_t* dlogits_terms[kMaxDlogitsTerms] = {};
+  for (int i = 0; i < term_count; ++i) dlogits_terms[i] = terms_buffer.as<uint16_t>() + i * token_chunk * vocab_chunk;
 
   double loss_sum = 0.0;
   bool dweight_written = false;
@@ -332,14 +338,15 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
           else
             row_gradient<false>(tile + r * cols, cols, target - v0, factor, row_lse[r], p);
           if (!bf16_terms) continue;
-          uint16_t* const row_terms[kDlogitsTerms] = {dlogits_terms[0] + r * cols, dlogits_terms[1] + r * cols,
-                                                      dlogits_terms[2] + r * cols};
-          split_bf16_row(tile + r * cols, cols, row_terms);
+          uint16_t* row_terms[kMaxDlogitsTerms] = {};
+          for (int i = 0; i < term_count; ++i) row_terms[i] = dlogits_terms[i] + r * cols;
+          split_bf16_row(tile + r * cols, cols, row_terms, term_count);
         }
       });
       if (bf16_terms) {
-        for (uint16_t* term : dlogits_terms) {
-          const bool first = term == dlogits_terms[0];
+        for (int i = 0; i < term_count; ++i) {
+          uint16_t* term = dlogits_terms[i];
+          const bool first = i == 0;
           MatmulArgs hidden_gradient;  // dhidden_chunk (+)= dlogits term @ weight_tile
           hidden_gradient.a = matrix(term, rows, cols, DType::bf16);
           hidden_gradient.b = weight_tile;
@@ -391,7 +398,7 @@ void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& 
 }  // namespace
 
 void linear_cross_entropy_kernel(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config) {
-  run(args, config, /*bf16_terms=*/false, best_dispatch());
+  run(args, config, /*split_terms=*/false, best_dispatch());
 }
 
 // The bf16-terms path: in the avx512 compilation ("amx") every matmul takes its own dispatch (the
@@ -399,9 +406,9 @@ void linear_cross_entropy_kernel(const LinearCrossEntropyArgs& args, const Linea
 // amx_emulated implementation.
 void linear_cross_entropy_amx_kernel(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig& config) {
 #if LATHE_KERNEL_ISA == 0
-  run(args, config, /*bf16_terms=*/true, amx_emulated_dispatch());
+  run(args, config, /*split_terms=*/true, amx_emulated_dispatch());
 #else
-  run(args, config, /*bf16_terms=*/true, best_dispatch());
+  run(args, config, /*split_terms=*/true, best_dispatch());
 #endif
 }
 

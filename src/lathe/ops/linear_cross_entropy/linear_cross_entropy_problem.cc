@@ -8,8 +8,9 @@
 namespace lathe {
 namespace {
 
-const std::vector<std::string> kShapeKeys = {"tokens",  "d_model",     "vocab",      "dtype",      "ignore_frac",
-                                             "z_loss",  "softcap",     "logit_scale", "grad_scale", "target_dtype"};
+const std::vector<std::string> kShapeKeys = {"tokens",      "d_model",      "vocab",        "dtype",
+                                             "ignore_frac", "z_loss",       "softcap",      "logit_scale",
+                                             "grad_scale",  "target_dtype", "dlogits_dtype"};
 
 class LinearCrossEntropyProblem : public TypedProblem<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig> {
  public:
@@ -39,6 +40,7 @@ class LinearCrossEntropyProblem : public TypedProblem<LinearCrossEntropyArgs, Li
     args_.softcap = static_cast<float>(spec.get_double("softcap", 0.0));
     args_.logit_scale = static_cast<float>(spec.get_double("logit_scale", 1.0));
     args_.grad_scale = static_cast<float>(spec.get_double("grad_scale", 1.0));
+    args_.dlogits_dtype = parse_dtype(spec.get("dlogits_dtype", "f32"));
   }
   OpCost cost() const override { return linear_cross_entropy_cost(args_); }
 
@@ -59,15 +61,18 @@ class LinearCrossEntropyProblem : public TypedProblem<LinearCrossEntropyArgs, Li
 std::string random_shape(uint64_t seed) {
   return str_cat("tokens=", random_extent(seed, 0, 1, 40), ",d_model=", random_extent(seed, 1, 1, 48),
                  ",vocab=", random_extent(seed, 2, 1, 300), seed % 3 == 0 ? ",dtype=bf16" : "",
-                 seed % 2 == 0 ? ",target_dtype=i32" : "", seed % 4 != 1 ? ",ignore_frac=0.3" : "",
-                 seed % 5 < 2 ? ",z_loss=0.01" : "", seed % 7 < 3 ? ",softcap=2" : "",
-                 seed % 11 < 4 ? ",logit_scale=1.7,grad_scale=0.5" : "");
+                 seed % 3 == 0 && seed % 2 == 1 ? ",dlogits_dtype=bf16" : "", seed % 2 == 0 ? ",target_dtype=i32" : "",
+                 seed % 4 != 1 ? ",ignore_frac=0.3" : "", seed % 5 < 2 ? ",z_loss=0.01" : "",
+                 seed % 7 < 3 ? ",softcap=2" : "", seed % 11 < 4 ? ",logit_scale=1.7,grad_scale=0.5" : "");
 }
 
 const std::vector<NamedShape> kBenchShapes = {
     {"Llama-3 LM head (vocab 128256, d_model 2048), 1024 tokens", "tokens=1024,d_model=2048,vocab=128256"},
     {"Qwen3-0.6B LM head (vocab 151936, d_model 1024), 512 tokens", "tokens=512,d_model=1024,vocab=151936"},
     {"lathe default model head (vocab 8192, d_model 384), 4096 tokens", "tokens=4096,d_model=384,vocab=8192"},
+    {"default config head in bf16, f32 dlogits, 4096 tokens", "tokens=4096,d_model=256,vocab=4096,dtype=bf16"},
+    {"default config head in bf16 training (bf16 dlogits), 4096 tokens",
+     "tokens=4096,d_model=256,vocab=4096,dtype=bf16,dlogits_dtype=bf16"},
 };
 const std::vector<std::string> kEdgeShapes = {
     "tokens=0,d_model=8,vocab=5",
@@ -75,6 +80,7 @@ const std::vector<std::string> kEdgeShapes = {
     "tokens=3,d_model=17,vocab=33",
     "tokens=5,d_model=9,vocab=300,ignore_frac=1",
     "tokens=7,d_model=33,vocab=65,dtype=bf16,softcap=2,z_loss=0.01,target_dtype=i32",
+    "tokens=19,d_model=40,vocab=300,dtype=bf16,dlogits_dtype=bf16,ignore_frac=0.3,z_loss=0.01",
     "tokens=37,d_model=16,vocab=129,ignore_frac=0.5,logit_scale=0.5,grad_scale=3",
 };
 
@@ -83,8 +89,8 @@ const std::vector<std::string> kEdgeShapes = {
 void register_linear_cross_entropy_ops(std::vector<OpRegistration>& ops) {
   ops.push_back({"linear_cross_entropy",
                  "fused LM head + cross-entropy: loss, dhidden, dweight, lse (z-loss, softcap, ignore_index)",
-                 kShapeKeys, "tokens=1024,d_model=2048,vocab=128256,dtype=f32", kBenchShapes, kEdgeShapes,
-                 random_shape, [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
+                 kShapeKeys, "tokens=1024,d_model=2048,vocab=128256,dtype=f32", kBenchShapes, kEdgeShapes, random_shape,
+                 [](const ShapeSpec& spec, uint64_t seed) -> std::unique_ptr<OpProblem> {
                    return std::make_unique<LinearCrossEntropyProblem>(spec, seed);
                  }});
 }

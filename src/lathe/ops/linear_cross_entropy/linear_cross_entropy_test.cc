@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "lathe/core/half.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/ops/problem.h"
@@ -171,6 +172,68 @@ TEST(LinearCrossEntropy, AmxPathOnTheEmulationMatchesTheReferenceForAnyThreadCou
   EXPECT_EQ(linear_cross_entropy_op().select_impl(b.args).name.find("amx_emulated"), std::string::npos);
 }
 
+// dlogits_dtype bf16: each implementation's gradients are the products of dlogits rounded to
+// bf16 (worked out here in double from the inputs: softmax - onehot over the valid count, each
+// value rounded once), not of the exact dlogits: the distance to the rounded products is a small
+// fraction of the distance between the rounded and the exact ones. The loss and lse are the bits
+// of the same implementation with f32 dlogits (the rounding is in the backward only).
+TEST(LinearCrossEntropy, Bf16DlogitsGradientsAreProductsOfTheRoundedDlogits) {
+  const uint64_t seed = test_seed();
+  const int64_t tokens = 29, d_model = 24, vocab = 211;
+  Buffers probe = make_buffers(tokens, d_model, vocab, DType::bf16, seed, 0.2);
+  probe.args.dlogits_dtype = DType::bf16;
+  const std::vector<double> hidden = to_vector<double>(probe.hidden), weight = to_vector<double>(probe.weight);
+  int64_t valid = 0;
+  for (int64_t t = 0; t < tokens; ++t) valid += read_element(probe.targets, t) != -100;
+  std::vector<double> exact_dh(tokens * d_model, 0.0), rounded_dh(tokens * d_model, 0.0);
+  std::vector<double> exact_dw(vocab * d_model, 0.0), rounded_dw(vocab * d_model, 0.0);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t target = static_cast<int64_t>(read_element(probe.targets, t));
+    if (target == -100) continue;
+    std::vector<double> logits(vocab);
+    double max_logit = -INFINITY, sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      logits[v] = 0;
+      for (int64_t d = 0; d < d_model; ++d) logits[v] += hidden[t * d_model + d] * weight[v * d_model + d];
+      max_logit = std::max(max_logit, logits[v]);
+    }
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(logits[v] - max_logit);
+    for (int64_t v = 0; v < vocab; ++v) {
+      const double exact = (std::exp(logits[v] - max_logit) / sum - (v == target)) / valid;
+      const double rounded = round_to_bf16(static_cast<float>(exact));
+      for (int64_t d = 0; d < d_model; ++d) {
+        exact_dh[t * d_model + d] += exact * weight[v * d_model + d];
+        rounded_dh[t * d_model + d] += rounded * weight[v * d_model + d];
+        exact_dw[v * d_model + d] += exact * hidden[t * d_model + d];
+        rounded_dw[v * d_model + d] += rounded * hidden[t * d_model + d];
+      }
+    }
+  }
+  auto distance = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double squares = 0;
+    for (size_t i = 0; i < a.size(); ++i) squares += (a[i] - b[i]) * (a[i] - b[i]);
+    return std::sqrt(squares);
+  };
+  const double rounding_dh = distance(rounded_dh, exact_dh), rounding_dw = distance(rounded_dw, exact_dw);
+  ASSERT_GT(rounding_dh, 0.0);
+  ASSERT_GT(rounding_dw, 0.0);
+  for (const auto* impl : linear_cross_entropy_op().usable_impls(probe.args)) {
+    for (LinearCrossEntropyCpuConfig config : {LinearCrossEntropyCpuConfig{7, 64}, {64, 4096}}) {
+      const ConfigParams params = config_to_params(config);
+      const std::string context = str_cat(impl->name, " config=", params.to_string(), " seed=", seed);
+      Buffers rounded = make_buffers(tokens, d_model, vocab, DType::bf16, seed, 0.2);
+      rounded.args.dlogits_dtype = DType::bf16;
+      linear_cross_entropy(rounded.args, Dispatch{impl->name, &params});
+      EXPECT_LE(distance(to_vector<double>(rounded.dhidden), rounded_dh), 0.05 * rounding_dh) << context;
+      EXPECT_LE(distance(to_vector<double>(rounded.dweight), rounded_dw), 0.05 * rounding_dw) << context;
+      Buffers f32 = make_buffers(tokens, d_model, vocab, DType::bf16, seed, 0.2);
+      linear_cross_entropy(f32.args, Dispatch{impl->name, &params});
+      EXPECT_EQ(to_vector<double>(rounded.loss), to_vector<double>(f32.loss)) << context;
+      EXPECT_EQ(to_vector<double>(rounded.lse), to_vector<double>(f32.lse)) << context;
+    }
+  }
+}
+
 // With weight = 0 every logit is 0: lse = log(vocab), loss = log(vocab) + z (log vocab)^2, and
 // dweight[v] = mean over valid tokens of (1/vocab - onehot) * hidden (1 + 2 z log vocab on the 1/vocab part).
 TEST(LinearCrossEntropy, UniformLogitsGiveLogVocab) {
@@ -261,6 +324,14 @@ TEST(LinearCrossEntropy, ValidationNamesTheBadArgument) {
   LinearCrossEntropyArgs negative_softcap = b.args;
   negative_softcap.softcap = -1;
   EXPECT_THROW(linear_cross_entropy(negative_softcap), Error);
+  LinearCrossEntropyArgs bf16_dlogits_of_f32 = b.args;  // bf16 dlogits need bf16 inputs
+  bf16_dlogits_of_f32.dlogits_dtype = DType::bf16;
+  try {
+    linear_cross_entropy(bf16_dlogits_of_f32);
+    FAIL() << "expected lathe::Error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("dlogits_dtype"), std::string::npos) << error.what();
+  }
 }
 
 }  // namespace
