@@ -84,7 +84,7 @@ double linear_cross_entropy_useful_flops(const LinearCrossEntropyArgs& args);
 
 // Extra memory the fused kernel allocates for a config (bytes): the logits tile plus per-token
 // row state, and for bf16 inputs f32 copies of the operands' chunks (vector paths) or three bf16
-// dlogits tiles (amx), whichever is larger.
+// dlogits tiles (amx), whichever is larger; with bf16 dlogits one bf16 tile (every path).
 int64_t linear_cross_entropy_workspace_bytes(const LinearCrossEntropyArgs& args,
                                              const LinearCrossEntropyCpuConfig& config);
 
