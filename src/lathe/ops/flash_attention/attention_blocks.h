@@ -111,14 +111,17 @@ inline void apply_softcap(float* row, int64_t length, float softcap) {
 // exp(old max - new max) where that is not 1. A row without a visible key becomes zeros.
 // Only the vectors up to the one holding key c_end - 1 are read and exponentiated; later ones
 // are stored as zeros (in a causal diagonal block, about half the row).
-inline void online_softmax_row(float* s_row, int64_t length, int64_t c_begin, int64_t c_end, float score_scale,
+[[gnu::always_inline]] inline void online_softmax_row(float* s_row, int64_t length, int64_t c_begin, int64_t c_end, float score_scale,
                                float softcap, float* row_max, float* row_sum, float* acc_row, int64_t acc_length) {
   if (c_end <= c_begin) {
     std::memset(s_row, 0, sizeof(float) * length);
     return;
   }
   const int64_t live = std::min(length, round_up(c_end, W));
-  if (score_scale != 1.0f) {
+  // Without a soft cap a scale of at least 1e-6 goes into the max pass (one pass over the row
+  // fewer): the masked keys, marked first, become kMaskedScore * scale <= -1e24, whose exp is 0.
+  const bool scale_in_max_pass = score_scale >= 1e-6f && score_scale != 1.0f && softcap <= 0;
+  if (score_scale != 1.0f && !scale_in_max_pass) {
     const VecF factor = VecF::broadcast(score_scale);
     for (int64_t c = 0; c < live; c += W) (VecF::load(s_row + c) * factor).store(s_row + c);
   }
@@ -126,7 +129,16 @@ inline void online_softmax_row(float* s_row, int64_t length, int64_t c_begin, in
   for (int64_t c = 0; c < c_begin; ++c) s_row[c] = kMaskedScore;
   for (int64_t c = c_end; c < live; ++c) s_row[c] = kMaskedScore;
   VecF tile_max = VecF::broadcast(kMaskedScore);
-  for (int64_t c = 0; c < live; c += W) tile_max = simd::max(tile_max, VecF::load(s_row + c));
+  if (scale_in_max_pass) {
+    const VecF factor = VecF::broadcast(score_scale);
+    for (int64_t c = 0; c < live; c += W) {
+      const VecF x = VecF::load(s_row + c) * factor;
+      x.store(s_row + c);
+      tile_max = simd::max(tile_max, x);
+    }
+  } else {
+    for (int64_t c = 0; c < live; c += W) tile_max = simd::max(tile_max, VecF::load(s_row + c));
+  }
   const float new_max = std::max(*row_max, tile_max.reduce_max());
   // The vector exp on one lane: a libm call here spilled the caller's registers once per row and
   // block (5% of the forward's softmax samples on Zen 3). The first block's old max is -inf.
