@@ -5,7 +5,6 @@
 #include <functional>
 
 #include "lathe/bench/vendor_setup.h"
-#include "lathe/core/amx.h"
 #include "lathe/core/cpu_features.h"
 #include "lathe/core/error.h"
 #include "lathe/telemetry/svg_chart.h"
@@ -149,9 +148,7 @@ static double compute_floor_seconds(const BenchRow& row, const MachinePeaks& pea
   auto at = [](double flops, double gflops) { return gflops > 0 ? flops / (gflops * 1e9) : 0.0; };
   const double handed = bf16 ? std::min(row.cost.matmul_bf16_flops, row.cost.flops) : 0.0;
   if (handed > 0) {
-    const double engine = amx_active() && peaks.amx_gflops > 0 ? peaks.amx_gflops
-                          : active_isa() >= Isa::avx512_bf16 && peaks.bf16_gflops > 0 ? peaks.bf16_gflops
-                                                                                       : peaks.f32_gflops;
+    const double engine = active_isa() >= Isa::avx512_bf16 ? peaks.bf16_matmul_gflops() : peaks.f32_gflops;
     return at(handed, engine) + at(row.cost.flops - handed, peaks.f32_gflops);
   }
   if (bf16 && impl == "amx" && peaks.amx_gflops > 0) return at(row.cost.flops, peaks.amx_gflops);
