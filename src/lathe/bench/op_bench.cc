@@ -138,10 +138,9 @@ BenchRow bench_problem(OpProblem& problem, const std::string& label, const std::
 }
 
 // The row's FLOPs at the peaks of the engines they ran on: bf16 inputs on the AMX implementation at
-// the AMX peak; on a vdpbf16ps one ("avx512_bf16") its cost's bf16_dot_flops at the vdpbf16ps peak
-// and the rest at the f32 FMA peak; products handed to matmul (matmul_bf16_flops) at the peak of
-// the engine matmul's dispatch takes here; every other implementation (bf16 inputs widened to
-// f32 included) on the FMAs.
+// the AMX peak, on a vdpbf16ps one ("avx512_bf16") at the vdpbf16ps peak; products handed to
+// matmul (matmul_bf16_flops) at the peak of the engine matmul's dispatch takes here; every other
+// implementation (bf16 inputs widened to f32 included) on the FMAs.
 static double compute_floor_seconds(const BenchRow& row, const MachinePeaks& peaks) {
   const bool bf16 = row.shape.find("dtype=bf16") != std::string::npos;
   const std::string impl = row.dispatch.substr(0, row.dispatch.find(' '));
@@ -152,10 +151,7 @@ static double compute_floor_seconds(const BenchRow& row, const MachinePeaks& pea
     return at(handed, engine) + at(row.cost.flops - handed, peaks.f32_gflops);
   }
   if (bf16 && impl == "amx" && peaks.amx_gflops > 0) return at(row.cost.flops, peaks.amx_gflops);
-  if (bf16 && impl == isa_name(Isa::avx512_bf16) && peaks.bf16_gflops > 0) {
-    const double dot = row.cost.bf16_dot_flops < 0 ? row.cost.flops : std::min(row.cost.bf16_dot_flops, row.cost.flops);
-    return at(dot, peaks.bf16_gflops) + at(row.cost.flops - dot, peaks.f32_gflops);
-  }
+  if (bf16 && impl == isa_name(Isa::avx512_bf16) && peaks.bf16_gflops > 0) return at(row.cost.flops, peaks.bf16_gflops);
   return at(row.cost.flops, peaks.f32_gflops);
 }
 

@@ -32,10 +32,6 @@ namespace lathe {
 struct OpCost {
   double flops = 0;  // floating point operations (an FMA counts 2)
   double bytes = 0;  // bytes that must cross memory at least once: inputs read + outputs written
-  // Of flops, those an "avx512_bf16" implementation runs on vdpbf16ps, the rest on the f32 FMAs
-  // (the bench's compute floor takes each part at its engine's peak); -1: all of them (matmul).
-  // Flash attention's: Q K^T and dO V^T, its products of two bf16 inputs.
-  double bf16_dot_flops = -1;
   // Of flops, the bf16 products an op hands to matmul's dispatch (the fused LM head's): they run on
   // the engine matmul takes for bf16 (AMX tiles, vdpbf16ps, else the FMAs), whatever the op's own
   // implementation is.

@@ -150,13 +150,13 @@ inline float to_float(uint16_t bf16) {
 // vdpbf16ps (inputs and results denormal-free, as the instruction defines); the other builds
 // take each pair as two FMAs, so the layout and the kernels' logic are testable on any machine.
 
-// C[r][0 .. NV*W) = sum over pairs q < `pairs` of A row r's pair q . B's units (q, 0 .. NV*W).
+// C[r][0 .. NV*W) (+)= sum over pairs q < `pairs` of A row r's pair q . B's units (q, 0 .. NV*W).
 template <int MR, int NV>
 inline void pair_block(int64_t pairs, const uint16_t* a, int64_t lda, const uint32_t* b, int64_t ldb, float* c,
-                       int64_t ldc) {
+                       int64_t ldc, bool accumulate) {
   VecF acc[MR][NV];
   for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = VecF::zero();
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? VecF::load(c + r * ldc + v * W) : VecF::zero();
   for (int64_t q = 0; q < pairs; ++q) {
     const uint32_t* b_row = b + q * ldb;
     uint32_t words[MR];
@@ -183,13 +183,12 @@ inline void pair_block(int64_t pairs, const uint16_t* a, int64_t lda, const uint
     for (int v = 0; v < NV; ++v) acc[r][v].store(c + r * ldc + v * W);
 }
 
-// C (rows x vectors*W, leading dimension ldc) = A (rows x 2 pairs bf16, leading dimension lda, even)
-// times B (pairs x vectors*W units, leading dimension ldb), as gemm does for floats (no accumulate:
-// the scores these products make are written, not added to).
+// C (rows x vectors*W, leading dimension ldc) (+)= A (rows x 2 pairs bf16, leading dimension lda)
+// times B (pairs x vectors*W units, leading dimension ldb), as gemm does for floats.
 inline void gemm_pairs(int64_t rows, int64_t vectors, int64_t pairs, const uint16_t* a, int64_t lda, const uint32_t* b,
-                       int64_t ldb, float* c, int64_t ldc) {
+                       int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   for_each_tile(rows, vectors, [&]<int MR, int NV>(int64_t r, int64_t v) {
-    pair_block<MR, NV>(pairs, a + r * lda, lda, b + v * W, ldb, c + r * ldc + v * W, ldc);
+    pair_block<MR, NV>(pairs, a + r * lda, lda, b + v * W, ldb, c + r * ldc + v * W, ldc, accumulate);
   });
 }
 
@@ -313,6 +312,36 @@ inline void pack_pairs_transposed(const uint16_t* source, int64_t stride, int64_
       out[c] = pair[0] | (2 * q + 1 < dim ? static_cast<uint32_t>(pair[1]) << 16 : 0u);
     }
     for (int64_t c = count; c < padded_count; ++c) out[c] = 0;
+  }
+}
+
+// The B operand of gemm_pairs whose depth runs along source's rows: unit (q, c) = the pair
+// (source[2q][c], source[2q + 1][c]) at packed[q * padded_dim + c] for q < (count + 1) / 2 (an odd
+// count's last pair zero above) and c < dim, zero for dim <= c < padded_dim. V for P V; dO, Q and
+// K for P^T dO, dS^T Q and dS K. A loop the compiler vectorises (widen, shift, or).
+inline void pack_row_pairs(const uint16_t* source, int64_t stride, int64_t count, int64_t dim, int64_t padded_dim,
+                           uint32_t* packed) {
+  for (int64_t q = 0; q < (count + 1) / 2; ++q) {
+    const uint16_t* even = source + 2 * q * stride;
+    const uint16_t* odd = 2 * q + 1 < count ? even + stride : nullptr;
+    uint32_t* out = packed + q * padded_dim;
+    if (odd)
+      for (int64_t c = 0; c < dim; ++c) out[c] = even[c] | static_cast<uint32_t>(odd[c]) << 16;
+    else
+      for (int64_t c = 0; c < dim; ++c) out[c] = even[c];
+    for (int64_t c = dim; c < padded_dim; ++c) out[c] = 0;
+  }
+}
+
+// The A operand of gemm_pairs from f32 rows: dest[r * ld_dest + c] = bf16(source[r * ld_source + c])
+// (round to nearest even) for c < length (a multiple of W), and 0 at c = length where length is odd
+// (only the scalar build's W = 1), so the row ends in whole pairs. P and dS as they enter their
+// products in the bf16 pair kernels.
+inline void round_rows_to_pairs(const float* source, int64_t ld_source, int64_t rows, int64_t length, uint16_t* dest,
+                                int64_t ld_dest) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < length; c += W) VecF::load(source + r * ld_source + c).store_bf16(dest + r * ld_dest + c);
+    if (length % 2 != 0) dest[r * ld_dest + length] = 0;
   }
 }
 

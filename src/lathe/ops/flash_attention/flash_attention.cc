@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "lathe/core/half.h"
 #include "lathe/ops/amx_impl.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda.h"
 #include "lathe/ops/validate.h"
@@ -11,8 +13,8 @@ namespace lathe {
 
 LATHE_DECLARE_ISA_KERNEL(flash_attention_forward_kernel, FlashAttentionArgs, FlashAttentionCpuConfig)
 LATHE_DECLARE_ISA_KERNEL(flash_attention_backward_kernel, FlashAttentionBackwardArgs, FlashAttentionCpuConfig)
-// Q K^T and dO V^T on bf16 depth pairs (flash_attention_kernels.cc): avx512:: runs vdpbf16ps,
-// scalar:: an FMA emulation of it.
+// Every product on bf16 depth pairs, P and dS rounded (flash_attention_kernels.cc): avx512:: runs
+// vdpbf16ps, scalar:: an FMA emulation of it.
 LATHE_DECLARE_ISA_KERNEL(flash_attention_bf16_dot_forward_kernel, FlashAttentionArgs, FlashAttentionCpuConfig)
 LATHE_DECLARE_ISA_KERNEL(flash_attention_bf16_dot_backward_kernel, FlashAttentionBackwardArgs, FlashAttentionCpuConfig)
 // AMX tiles (flash_attention_amx_kernels.cc): avx512:: runs tdpbf16ps, scalar:: the emulation of it.
@@ -77,6 +79,17 @@ float attention_scale(const FlashAttentionOptions& options, int64_t head_dim) {
   return head_dim > 0 ? 1.0f / std::sqrt(static_cast<float>(head_dim)) : 1.0f;
 }
 
+// A probability or a score gradient as it enters its product with V, dO, Q or K: the float
+// baseline of bf16 inputs rounds it to bf16, as a bf16 implementation may (FlashAttention and
+// PyTorch's bf16 SDPA multiply bf16 P and dS): the tolerance rule's naive implementation in the
+// same precision. The float64 oracle and the f32 baseline keep it exact.
+template <class T>
+T product_operand(T x, DType inputs) {
+  if constexpr (std::is_same_v<T, float>)
+    if (inputs == DType::bf16) return round_to_bf16(x);
+  return x;
+}
+
 template <class T>
 void flash_attention_reference(const FlashAttentionArgs& args) {
   const int64_t batch = args.q.dim(0), seq_q = args.q.dim(1), n_heads = args.q.dim(2), head_dim = args.q.dim(3);
@@ -106,7 +119,7 @@ void flash_attention_reference(const FlashAttentionArgs& args) {
         T sum = 0;
         for (int64_t j = begin; j < end; ++j) sum += std::exp(scores[j] - max_score);
         for (int64_t j = begin; j < end; ++j) {
-          T p = std::exp(scores[j] - max_score) / sum;
+          const T p = product_operand(std::exp(scores[j] - max_score) / sum, args.q.dtype);
           const T* v_row = &v[((b * seq_k + j) * n_kv_heads + g) * v_head_dim];
           for (int64_t d = 0; d < v_head_dim; ++d) o_row[d] += p * v_row[d];
         }
@@ -148,13 +161,15 @@ void flash_attention_backward_reference(const FlashAttentionBackwardArgs& args) 
             s = cap * t;
             capped_derivative = 1 - t * t;
           }
-          T p = std::exp(s - row_lse);
-          T ds = p * (dp - delta) * capped_derivative * scale;  // d loss / d (q . k)
+          const T p = std::exp(s - row_lse);
+          // d loss / d (q . k), rounded (bf16 inputs) before the scale as the kernels round it
+          const T ds = product_operand(p * (dp - delta) * capped_derivative, args.q.dtype) * scale;
+          const T p_operand = product_operand(p, args.q.dtype);
           for (int64_t d = 0; d < head_dim; ++d) {
             dq[row + d] += ds * k[kv_row + d];
             dk[kv_row + d] += ds * q[row + d];
           }
-          for (int64_t d = 0; d < v_head_dim; ++d) dv[v_row + d] += p * d_o[o_row + d];
+          for (int64_t d = 0; d < v_head_dim; ++d) dv[v_row + d] += p_operand * d_o[o_row + d];
         }
       }
     }
@@ -236,8 +251,8 @@ std::vector<FlashAttentionCpuConfig> config_space() {
 }
 
 // AMX tiles: blocks are rounded up to multiples of 32 (the tiles' 32 x 32 blocks); 64 x 64 keeps a
-// block's Q, K and V panels (24 KB at head_dim 64, bf16), the f32 score block (16 KB) and P's two
-// bf16 terms (16 KB) in L1 / L2 as the vector kernels' tiles do. Not yet measured on AMX.
+// block's Q, K and V panels (24 KB at head_dim 64, bf16), the f32 score block (16 KB) and P in
+// bf16 (8 KB) in L1 / L2 as the vector kernels' tiles do. Not yet measured on AMX.
 FlashAttentionCpuConfig amx_heuristic_config() { return {64, 64}; }
 
 std::vector<FlashAttentionCpuConfig> amx_config_space() {
@@ -248,7 +263,7 @@ std::vector<FlashAttentionCpuConfig> amx_config_space() {
   return configs;
 }
 
-// The vector kernels with Q K^T and dO V^T on bf16 depth pairs: "avx512_bf16" (vdpbf16ps) where
+// The vector kernels with every product on bf16 depth pairs: "avx512_bf16" (vdpbf16ps) where
 // bf16_dot_outruns_fma() (core/cpu_features.h: AMD Zen 4 and 5; elsewhere the plain vector kernels
 // widen to f32, faster there), or "bf16_dot_emulated" (the scalar build's FMA emulation, registered
 // last like amx_emulated: dispatch never reaches it, the contract tests check it everywhere).
@@ -290,9 +305,7 @@ std::vector<Impl<Args, FlashAttentionCpuConfig>> attention_impls(
 }  // namespace
 
 OpCost flash_attention_cost(const FlashAttentionArgs& args) {
-  OpCost cost = forward_cost(args.q, args.k, args.v, args.options);
-  cost.bf16_dot_flops = attention_flops(args.q, args.k, args.v, args.options, 1, 0);  // Q K^T
-  return cost;
+  return forward_cost(args.q, args.k, args.v, args.options);
 }
 
 OpCost flash_attention_backward_cost(const FlashAttentionBackwardArgs& args) {
@@ -302,9 +315,7 @@ OpCost flash_attention_backward_cost(const FlashAttentionBackwardArgs& args) {
                      (static_cast<double>(args.q.numel()) + static_cast<double>(args.o.numel()) +
                       static_cast<double>(args.k.numel()) + static_cast<double>(args.v.numel())) +
                  4.0 * static_cast<double>(args.lse.numel());
-  OpCost cost{attention_flops(args.q, args.k, args.v, args.options, 3, 2), bytes};
-  cost.bf16_dot_flops = attention_flops(args.q, args.k, args.v, args.options, 1, 1);  // Q K^T, dO V^T
-  return cost;
+  return {attention_flops(args.q, args.k, args.v, args.options, 3, 2), bytes};
 }
 
 const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {

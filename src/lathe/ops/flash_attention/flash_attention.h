@@ -104,7 +104,8 @@ inline void visible_keys(const FlashAttentionOptions& options, int64_t i, int64_
   visible_keys(options.causal, options.window, i, seq_q, seq_k, begin, end);
 }
 
-// Plain loops computing in T (double: the oracle; float: the naive baseline); one score row at a time.
+// Plain loops computing in T (double: the oracle; float: the naive baseline, which for bf16 inputs
+// rounds P and dS to bf16 before their products); one score row at a time.
 template <class T>
 void flash_attention_reference(const FlashAttentionArgs& args);
 template <class T>

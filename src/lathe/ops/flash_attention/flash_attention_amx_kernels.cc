@@ -13,16 +13,16 @@
 // zero padded to them; padded keys are masked, padded query rows are zero.
 //
 // Q, K, V and dO enter the products as the bf16 they are (exact products, f32 sums). P and dS are
-// f32 results of the softmax; rounding them to one bf16 each would cost the results about 8 bits
-// against the f32 math of the vector kernels, so they enter as two bf16 terms, hi = bf16(x) and
-// lo = bf16(x - hi) (about 16 significant bits), each with the same B tiles: the tile work of the
-// products with P or dS doubles, the result matches the vector kernels' accuracy (the op's
-// tolerance rule, checked on the emulation by the contract tests). Scores are scaled in f32 (Q
-// is not pre-scaled, which would round it again); dK and dQ take the scale when stored.
+// f32 results of the softmax, rounded to bf16 once as they enter their products (as FlashAttention
+// and PyTorch's bf16 SDPA do; the op's float baseline of bf16 inputs rounds them likewise, so the
+// tolerance rule holds, checked on the emulation by the contract tests). Until 2026-12-06 they
+// entered as two bf16 terms (hi + lo, ~16 bits), which doubled the tile work of the four products
+// with P or dS. Scores are scaled in f32 (Q is not pre-scaled, which would round it again); dK and
+// dQ take the scale when stored.
 //
 // Layouts (bf16 as uint16_t bits):
-//   A operand: rows x depth, row-major, depth padded to 32 (pack_rows_bf16, split_row,
-//     split_transposed);
+//   A operand: rows x depth, row-major, depth padded to 32 (pack_rows_bf16, round_row,
+//     round_transposed);
 //   B operand: VNNI panels of 32 columns, element (depth 2q + h, column j) at panel[q][j][h], a
 //     panel depth x 32 long; pack_columns_vnni when the columns are the source's rows (K for Q K^T,
 //     V for dO V^T), pack_rows_vnni when the depth runs over them (V for P V, dO, Q, K).
@@ -68,12 +68,11 @@ uint16_t* bf16_scratch(AlignedBuffer& buffer, int64_t count) {
 uint16_t* take_bf16(Arena& arena, int64_t count) { return reinterpret_cast<uint16_t*>(arena.take((count + 1) / 2)); }
 
 // c (rows x cols f32, leading dimension ldc floats) = a . b, or += where accumulate, with
-//   a: rows x depth bf16, row-major, leading dimension lda elements; a_lo (or null): a second term
-//      of the same layout, c (+)= (a + a_lo) . b;
+//   a: rows x depth bf16, row-major, leading dimension lda elements;
 //   b: depth x cols in VNNI panels of 32 columns, panel p at b + p * panel_stride elements;
 //   rows, cols and depth multiples of 32.
-void tile_product(int64_t rows, int64_t cols, int64_t depth, const uint16_t* a, const uint16_t* a_lo, int64_t lda,
-                  const uint16_t* b, int64_t panel_stride, float* c, int64_t ldc, bool accumulate) {
+void tile_product(int64_t rows, int64_t cols, int64_t depth, const uint16_t* a, int64_t lda, const uint16_t* b,
+                  int64_t panel_stride, float* c, int64_t ldc, bool accumulate) {
   const int64_t a_bytes = 2 * lda, c_bytes = 4 * ldc;
   for (int64_t j = 0; j < cols; j += kBlock) {
     const uint16_t* panel = b + (j / kBlock) * panel_stride;
@@ -88,15 +87,12 @@ void tile_product(int64_t rows, int64_t cols, int64_t depth, const uint16_t* a, 
       for (int64_t p = 0; p < depth; p += kBlock) {
         Tiles::load<6>(panel + p * kBlock, 4 * kBlock);       // pair rows p/2 .. p/2 + 15, columns 0-15
         Tiles::load<7>(panel + p * kBlock + 32, 4 * kBlock);  // columns 16-31
-        for (const uint16_t* term : {a, a_lo}) {
-          if (term == nullptr) continue;
-          Tiles::load<4>(term + i * lda + p, a_bytes);
-          Tiles::load<5>(term + (i + 16) * lda + p, a_bytes);
-          Tiles::dpbf16ps<0, 4, 6>();
-          Tiles::dpbf16ps<1, 4, 7>();
-          Tiles::dpbf16ps<2, 5, 6>();
-          Tiles::dpbf16ps<3, 5, 7>();
-        }
+        Tiles::load<4>(a + i * lda + p, a_bytes);
+        Tiles::load<5>(a + (i + 16) * lda + p, a_bytes);
+        Tiles::dpbf16ps<0, 4, 6>();
+        Tiles::dpbf16ps<1, 4, 7>();
+        Tiles::dpbf16ps<2, 5, 6>();
+        Tiles::dpbf16ps<3, 5, 7>();
       }
       Tiles::store<0>(block, c_bytes), Tiles::store<1>(block + 16, c_bytes);
       Tiles::store<2>(block + 16 * ldc, c_bytes), Tiles::store<3>(block + 16 * ldc + 16, c_bytes);
@@ -148,22 +144,16 @@ void pack_rows_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t 
   }
 }
 
-// hi[c] = bf16(row[c]), lo[c] = bf16(row[c] - hi[c]) for c < length (a multiple of W).
-void split_row(const float* row, int64_t length, uint16_t* hi, uint16_t* lo) {
-  for (int64_t c = 0; c < length; c += W) {
-    const VecF x = VecF::load(row + c);
-    x.store_bf16(hi + c);
-    (x - VecF::load_bf16(hi + c)).store_bf16(lo + c);
-  }
+// out[c] = bf16(row[c]) for c < length (a multiple of W).
+void round_row(const float* row, int64_t length, uint16_t* out) {
+  for (int64_t c = 0; c < length; c += W) VecF::load(row + c).store_bf16(out + c);
 }
 
-// The transpose of block (rows x length, leading dimension ld; rows a multiple of W) split as
-// split_row does: hi[c * rows + r] + lo[c * rows + r] ~ block[r * ld + c]. Transposed W x W
-// blocks at a time into `transposed` (length x rows floats), then split row by row.
-void split_transposed(const float* block, int64_t rows, int64_t length, int64_t ld, float* transposed, uint16_t* hi,
-                      uint16_t* lo) {
+// out[c * rows + r] = bf16(block[r * ld + c]): the transpose of block (rows x length, rows a
+// multiple of W), W x W blocks at a time into `transposed` (length x rows floats), then rounded.
+void round_transposed(const float* block, int64_t rows, int64_t length, int64_t ld, float* transposed, uint16_t* out) {
   attention_tiles::transpose_padded(block, ld, rows, length, rows, transposed);
-  for (int64_t c = 0; c < length; ++c) split_row(transposed + c * rows, rows, hi + c * rows, lo + c * rows);
+  round_row(transposed, length * rows, out);
 }
 
 void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
@@ -195,13 +185,12 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
   const int64_t query_blocks = (g.seq_q + bq - 1) / bq;
   parallel_for(g.batch * g.n_heads * query_blocks, 1, [&](int64_t begin, int64_t end) {
     Tiles::configure(16, 64);
-    AlignedBuffer buffers[6];
+    AlignedBuffer buffers[5];
     uint16_t* q_rows = bf16_scratch(buffers[0], bq * dp);
     float* s = attention_tiles::scratch(buffers[1], bq * bk);
-    uint16_t* p_hi = bf16_scratch(buffers[2], bq * bk);
-    uint16_t* p_lo = bf16_scratch(buffers[3], bq * bk);
-    float* acc = attention_tiles::scratch(buffers[4], bq * vp);
-    float* stats = attention_tiles::scratch(buffers[5], 2 * bq);
+    uint16_t* p = bf16_scratch(buffers[2], bq * bk);  // P rounded to bf16
+    float* acc = attention_tiles::scratch(buffers[3], bq * vp);
+    float* stats = attention_tiles::scratch(buffers[4], 2 * bq);
     float* row_max = stats;
     float* row_sum = stats + bq;
     for (int64_t task = begin; task < end; ++task) {
@@ -213,25 +202,22 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       std::memset(acc, 0, sizeof(float) * padded_rows * vp);
       for (int64_t r = 0; r < rows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
       // Padding rows of P stay zero: they add nothing to the (unused) padding rows of acc.
-      std::memset(p_hi + rows * bk, 0, sizeof(uint16_t) * (padded_rows - rows) * bk);
-      std::memset(p_lo + rows * bk, 0, sizeof(uint16_t) * (padded_rows - rows) * bk);
+      std::memset(p + rows * bk, 0, sizeof(uint16_t) * (padded_rows - rows) * bk);
 
       int64_t kb_begin, kb_end;
       g.key_block_range(i0, rows, &kb_begin, &kb_end);
       const int64_t head_tiles = (b * g.n_kv_heads + kv_head) * g.key_blocks;
       for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
         const int64_t j0 = kb * bk, count = std::min(bk, g.seq_k - j0);
-        tile_product(padded_rows, bk, dp, q_rows, nullptr, dp, k_all + (head_tiles + kb) * k_tile, dp * kBlock, s, bk,
-                     false);
+        tile_product(padded_rows, bk, dp, q_rows, dp, k_all + (head_tiles + kb) * k_tile, dp * kBlock, s, bk, false);
         for (int64_t r = 0; r < rows; ++r) {
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
           attention_blocks::online_softmax_row(s + r * bk, bk, c_begin, c_end, g.scale, g.softcap, row_max + r,
                                                row_sum + r, acc + r * vp, vp);
-          split_row(s + r * bk, bk, p_hi + r * bk, p_lo + r * bk);
+          round_row(s + r * bk, bk, p + r * bk);
         }
-        tile_product(padded_rows, vp, bk, p_hi, p_lo, bk, v_all + (head_tiles + kb) * v_tile, bk * kBlock, acc, vp,
-                     true);
+        tile_product(padded_rows, vp, bk, p, bk, v_all + (head_tiles + kb) * v_tile, bk * kBlock, acc, vp, true);
       }
       attention_blocks::store_output_rows(g, acc, vp, row_max, row_sum, b, h, i0, rows, o, lse);
     }
@@ -263,7 +249,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     if (thread >= threads) return;  // partials exist for num_threads() threads (zeroed at allocation)
     Tiles::configure(16, 64);
     float* dq_partial = partials + thread * partial_floats;
-    AlignedBuffer buffers[18];
+    AlignedBuffer buffers[15];
     uint16_t* k_columns = bf16_scratch(buffers[0], dp * bk);  // K: the B of Q K^T
     uint16_t* v_columns = bf16_scratch(buffers[1], vp * bk);  // V: the B of dO V^T
     uint16_t* k_depth = bf16_scratch(buffers[2], bk * dp);    // K: the B of dS K
@@ -273,15 +259,12 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     uint16_t* do_depth = bf16_scratch(buffers[6], bq * vp);   // dO: the B of P^T dO
     float* s = attention_tiles::scratch(buffers[7], bq * bk);
     float* ds = attention_tiles::scratch(buffers[8], bq * bk);
-    uint16_t* pt_hi = bf16_scratch(buffers[9], bk * bq);  // P^T, dS^T and dS in two bf16 terms
-    uint16_t* pt_lo = bf16_scratch(buffers[10], bk * bq);
-    uint16_t* dst_hi = bf16_scratch(buffers[11], bk * bq);
-    uint16_t* dst_lo = bf16_scratch(buffers[12], bk * bq);
-    uint16_t* ds_hi = bf16_scratch(buffers[13], bq * bk);
-    uint16_t* ds_lo = bf16_scratch(buffers[14], bq * bk);
-    float* dk_acc = attention_tiles::scratch(buffers[15], bk * dp);
-    float* dv_acc = attention_tiles::scratch(buffers[16], bk * vp);
-    float* transposed = attention_tiles::scratch(buffers[17], bk * bq);  // P or dS transposed, f32
+    uint16_t* pt = bf16_scratch(buffers[9], bk * bq);  // P^T, dS^T and dS rounded to bf16
+    uint16_t* ds_t = bf16_scratch(buffers[10], bk * bq);
+    uint16_t* ds_rows = bf16_scratch(buffers[11], bq * bk);
+    float* dk_acc = attention_tiles::scratch(buffers[12], bk * dp);
+    float* dv_acc = attention_tiles::scratch(buffers[13], bk * vp);
+    float* transposed = attention_tiles::scratch(buffers[14], bk * bq);  // P or dS transposed, f32
     const int64_t task_begin = tasks * thread / thread_count, task_end = tasks * (thread + 1) / thread_count;
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;
@@ -307,8 +290,8 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           pack_rows_bf16(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_rows);
           pack_rows_vnni(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_depth);
           pack_rows_vnni(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_depth);
-          tile_product(padded_rows, bk, dp, q_rows, nullptr, dp, k_columns, dp * kBlock, s, bk, false);
-          tile_product(padded_rows, bk, vp, do_rows, nullptr, vp, v_columns, vp * kBlock, ds, bk, false);
+          tile_product(padded_rows, bk, dp, q_rows, dp, k_columns, dp * kBlock, s, bk, false);
+          tile_product(padded_rows, bk, vp, do_rows, vp, v_columns, vp * kBlock, ds, bk, false);
           for (int64_t r = 0; r < rows; ++r) {
             int64_t c_begin, c_end;
             g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
@@ -317,15 +300,13 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           }
           std::memset(s + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
           std::memset(ds + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
-          for (int64_t r = 0; r < padded_rows; ++r) split_row(ds + r * bk, bk, ds_hi + r * bk, ds_lo + r * bk);
-          split_transposed(s, padded_rows, bk, bk, transposed, pt_hi, pt_lo);
-          split_transposed(ds, padded_rows, bk, bk, transposed, dst_hi, dst_lo);
+          round_row(ds, padded_rows * bk, ds_rows);
+          round_transposed(s, padded_rows, bk, bk, transposed, pt);
+          round_transposed(ds, padded_rows, bk, bk, transposed, ds_t);
           // dV += P^T dO, dK += dS^T Q (scaled when stored), dQ += dS K (scaled when summed).
-          tile_product(bk, vp, padded_rows, pt_hi, pt_lo, padded_rows, do_depth, padded_rows * kBlock, dv_acc, vp,
-                       true);
-          tile_product(bk, dp, padded_rows, dst_hi, dst_lo, padded_rows, q_depth, padded_rows * kBlock, dk_acc, dp,
-                       true);
-          tile_product(padded_rows, dp, bk, ds_hi, ds_lo, bk, k_depth, bk * kBlock,
+          tile_product(bk, vp, padded_rows, pt, padded_rows, do_depth, padded_rows * kBlock, dv_acc, vp, true);
+          tile_product(bk, dp, padded_rows, ds_t, padded_rows, q_depth, padded_rows * kBlock, dk_acc, dp, true);
+          tile_product(padded_rows, dp, bk, ds_rows, bk, k_depth, bk * kBlock,
                        dq_partial + ((b * g.n_heads + h) * rows_per_head + i0) * dp, dp, true);
         }
       }

@@ -8,11 +8,12 @@
 // group. Tasks are (batch, kv head) pairs owning their heads' dQ rows where there are enough pairs,
 // else (pair, key block) with dQ in per-thread partials summed in thread order.
 // bf16 inputs have two forms: every product on f32 after widening (flash_attention_*_kernel), or
-// (flash_attention_bf16_dot_*_kernel) the products whose operands are both bf16 inputs, Q K^T and
-// dO V^T, on bf16 depth pairs: vdpbf16ps in the AVX-512 build, where it runs at twice the f32 FMA
-// rate on AMD Zen 4 and 5, an FMA emulation of it in the others. P and dS are f32 results, so
-// P V, dV, dK and dQ stay f32 in both (one bf16 P would cost the outputs about 8 bits against the
-// op's tolerance rule; two bf16 terms, as the tiles take it, would cost the pair rate's gain).
+// (flash_attention_bf16_dot_*_kernel) every product on bf16 depth pairs: vdpbf16ps in the AVX-512
+// build, where it runs at twice the f32 FMA rate on AMD Zen 4 and 5, an FMA emulation of it in the
+// others. Q K^T and dO V^T take the bf16 inputs as they are; P and dS (f32 results of the softmax)
+// are rounded to bf16 as they enter P V, P^T dO, dS^T Q and dS K, as FlashAttention and PyTorch's
+// bf16 SDPA do (the op's float baseline of bf16 inputs rounds them likewise: its tolerance rule).
+// Their other operands are packed as pairs along the depth: V, dO, Q, K rows two at a time.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -32,8 +33,8 @@ namespace {
 using namespace attention_tiles;
 using attention_blocks::Geometry;
 
-// kDot (bf16 only): Q K^T on bf16 depth pairs (attention_tiles.h's gemm_pairs); otherwise on f32
-// (K^T widened). Either way Q is unscaled and the scores are scaled in the softmax: Q scaled
+// kDot (bf16 only): Q K^T and P V on bf16 depth pairs (attention_tiles.h's gemm_pairs, P rounded);
+// otherwise on f32 (K^T widened). Either way Q is unscaled and the scores are scaled in the softmax: Q scaled
 // element by element rounded each element again, which put the f32 forward at up to 4.4x the
 // naive float error at head_dim 192 (1 seed in ~100 of the contract tests failed; none in 3000 since).
 template <class Element, bool kDot>
@@ -45,11 +46,14 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
   const int64_t q_stride = g.n_heads * g.head_dim, kv_stride = g.n_kv_heads * g.head_dim;
   const int64_t v_stride = g.n_kv_heads * g.v_head_dim;
   const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
-  const int64_t pairs = (g.head_dim + 1) / 2, q_pitch = round_up(g.head_dim, 2);       // kDot's depth pairs, Q rows
-  const int64_t kt_tile = (kDot ? pairs : g.head_dim) * bkp, v_tile = g.block_k * vp;  // floats (kDot: units)
+  const int64_t pairs = (g.head_dim + 1) / 2, q_pitch = round_up(g.head_dim, 2);  // kDot's depth pairs, Q rows
+  const int64_t kt_tile = (kDot ? pairs : g.head_dim) * bkp;                      // floats (kDot: units)
+  const int64_t v_tile = (kDot ? (g.block_k + 1) / 2 : g.block_k) * vp;           // floats (kDot: units)
+  const int64_t p_pitch = round_up(bkp, 2);                                       // kDot: P's bf16 rows
 
   // K^T tiles (kDot: K's pairs as units) for every (batch, kv head, key block), packed once; V rows are read in place
-  // where they are whole vectors of floats (PV reads only the rows of visible keys), else packed into padded rows too.
+  // where they are whole vectors of floats (PV reads only the rows of visible keys), else packed into padded rows too
+  // (kDot: pairs of rows as units).
   const bool v_in_place = std::is_same_v<Element, float> && g.v_head_dim % W == 0;
   const int64_t tiles = g.batch * g.n_kv_heads * g.key_blocks;
   const int64_t v_packed = v_in_place ? 0 : tiles * v_tile;
@@ -67,7 +71,11 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
                               reinterpret_cast<uint32_t*>(kt_all + t * kt_tile));
       else
         pack_transposed(k + row * g.head_dim, kv_stride, count, g.head_dim, bkp, kt_all + t * kt_tile);
-      if (!v_in_place) pack_rows(v + row * g.v_head_dim, v_stride, count, g.v_head_dim, vp, 1.0f, v_all + t * v_tile);
+      if constexpr (kDot)
+        pack_row_pairs(v + row * g.v_head_dim, v_stride, count, g.v_head_dim, vp,
+                       reinterpret_cast<uint32_t*>(v_all + t * v_tile));
+      else if (!v_in_place)
+        pack_rows(v + row * g.v_head_dim, v_stride, count, g.v_head_dim, vp, 1.0f, v_all + t * v_tile);
     }
   });
   // Key block kb of (b, kv_head) as PV's B operand: its first row and the stride between rows.
@@ -81,9 +89,11 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
 
   const int64_t query_blocks = (g.seq_q + g.block_q - 1) / g.block_q;
   parallel_for(g.batch * g.n_heads * query_blocks, 1, [&](int64_t begin, int64_t end) {
-    Arena arena(g.block_q * (dp + bkp + vp + 2 + 64), Arena::kTask, /*zeroed=*/false);
+    Arena arena(g.block_q * (dp + bkp + vp + 2 + 64) + (kDot ? g.block_q * p_pitch / 2 : 0), Arena::kTask,
+                /*zeroed=*/false);
     float* q_tile = arena.take(g.block_q * dp);
     float* s = arena.take(g.block_q * bkp);
+    uint16_t* p_bf16 = reinterpret_cast<uint16_t*>(arena.take(kDot ? g.block_q * p_pitch / 2 : 0));
     float* acc = arena.take(g.block_q * vp);
     float* stats = arena.take(2 * g.block_q);
     float* row_max = stats;
@@ -134,7 +144,7 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
           if (end <= 0) continue;
           if constexpr (kDot)
             gemm_pairs(n, (end + W - 1) / W, pairs, q_pairs + r0 * q_pitch, q_pitch,
-                       reinterpret_cast<const uint32_t*>(kt_head + kb * kt_tile), bkp, s + r0 * bkp, bkp);
+                       reinterpret_cast<const uint32_t*>(kt_head + kb * kt_tile), bkp, s + r0 * bkp, bkp, false);
           else
             gemm(n, (end + W - 1) / W, g.head_dim, q_tile + r0 * dp, dp, 1, kt_head + kb * kt_tile, bkp, s + r0 * bkp,
                  bkp, false);
@@ -150,10 +160,17 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
                                                row_sum + r, acc + r * vp, vp);
         }
         const auto [v_rows, v_ld] = v_block(b, kv_head, kb);
-        for (int64_t r0 = 0; r0 < rows; r0 += kRows)
-          if (const int64_t end = strip_end(r0); end > 0)
-            gemm(std::min<int64_t>(kRows, rows - r0), vp / W, end, s + r0 * bkp, bkp, 1, v_rows, v_ld, acc + r0 * vp,
-                 vp, true);
+        for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+          const int64_t end = strip_end(r0), n = std::min<int64_t>(kRows, rows - r0);
+          if (end <= 0) continue;
+          if constexpr (kDot) {  // P's visible columns rounded, then pairs of keys (P is 0 past `end`)
+            round_rows_to_pairs(s + r0 * bkp, bkp, n, round_up(end, W), p_bf16 + r0 * p_pitch, p_pitch);
+            gemm_pairs(n, vp / W, (end + 1) / 2, p_bf16 + r0 * p_pitch, p_pitch,
+                       reinterpret_cast<const uint32_t*>(v_rows), vp, acc + r0 * vp, vp, true);
+          } else {
+            gemm(n, vp / W, end, s + r0 * bkp, bkp, 1, v_rows, v_ld, acc + r0 * vp, vp, true);
+          }
+        }
       }
 
       attention_blocks::store_output_rows(g, acc, vp, row_max, row_sum, b, h, i0, rows, o, lse);
@@ -161,8 +178,9 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
   });
 }
 
-// kDot (bf16 only): S = Q K^T and dP = dO V^T on bf16 depth pairs, the scores scaled in the
-// gradient rows; the products with P or dS stay f32 (they are not bf16).
+// kDot (bf16 only): every product on bf16 depth pairs: S = Q K^T and dP = dO V^T (the scores scaled
+// in the gradient rows), then dV += P^T dO, dK += dS^T Q (scaled when stored) and dQ += dS K with P
+// and dS rounded to bf16 (P^T and dS^T through f32 W x W transposes).
 template <class Element, bool kDot>
 void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
   static_assert(!kDot || std::is_same_v<Element, uint16_t>, "depth pairs are bf16");
@@ -174,6 +192,9 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   const int64_t bkp = g.padded_block_k, dp = g.padded_dim, vp = g.padded_v_dim;
   const int64_t q_pairs = (g.head_dim + 1) / 2, v_pairs = (g.v_head_dim + 1) / 2;         // kDot's depth pairs
   const int64_t q_pitch = round_up(g.head_dim, 2), do_pitch = round_up(g.v_head_dim, 2);  // their bf16 rows
+  // kDot: dS's bf16 rows (keys in pairs), and P^T's and dS^T's (queries in pairs; rows_pitch for
+  // block_q rows, whole vectors of whole pairs).
+  const int64_t ds_pitch = round_up(bkp, 2), rows_pitch = round_up(round_up(g.block_q, 2), W);
   const int64_t query_rows = g.batch * g.n_heads * g.seq_q;
   const int64_t head_tasks = g.batch * g.n_kv_heads;
   const int threads = num_threads();
@@ -190,9 +211,12 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   float* delta = call.take(query_rows);  // D = do . o per query row
   attention_blocks::output_gradient_dots(g, d_o, o, delta);
 
+  // kDot: k_rows, q_tile and do_tile hold K's, Q's and dO's pairs of rows as units (pack_row_pairs).
   struct Scratch {
     float *kt, *vt, *k_rows, *q_tile, *do_tile, *s, *ds, *dk_acc, *dv_acc, *dq_head;
-    uint16_t *q_bf16, *do_bf16;  // kDot: the block's Q and dO rows as they are (bf16)
+    uint16_t *q_bf16, *do_bf16;              // kDot: the block's Q and dO rows as they are (bf16)
+    uint16_t *ds_bf16, *pt_bf16, *dst_bf16;  // kDot: dS, P^T and dS^T rounded
+    float* transposed;                       // kDot: P or dS transposed (block_k x rows_pitch)
   };
   auto make_scratch = [&](Arena& arena) {
     Scratch t;
@@ -203,11 +227,16 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     t.dq_head = arena.take(dq_per_head ? dq_head_floats : 0);
     t.q_bf16 = reinterpret_cast<uint16_t*>(arena.take(kDot ? (g.block_q * q_pitch + 1) / 2 : 0));
     t.do_bf16 = reinterpret_cast<uint16_t*>(arena.take(kDot ? (g.block_q * do_pitch + 1) / 2 : 0));
+    t.ds_bf16 = reinterpret_cast<uint16_t*>(arena.take(kDot ? g.block_q * ds_pitch / 2 : 0));
+    t.pt_bf16 = reinterpret_cast<uint16_t*>(arena.take(kDot ? g.block_k * rows_pitch / 2 : 0));
+    t.dst_bf16 = reinterpret_cast<uint16_t*>(arena.take(kDot ? g.block_k * rows_pitch / 2 : 0));
+    t.transposed = arena.take(kDot ? g.block_k * rows_pitch : 0);
     return t;
   };
+  const int64_t pair_floats = g.block_q * (q_pitch + do_pitch + ds_pitch) / 2 + 2 * g.block_k * rows_pitch + 2;
   const int64_t scratch_floats = (g.head_dim + g.v_head_dim + 2 * g.block_q) * bkp + (2 * g.block_k + g.block_q) * dp +
                                  (g.block_k + g.block_q) * vp + (dq_per_head ? dq_head_floats : 0) +
-                                 (kDot ? g.block_q * (q_pitch + do_pitch) / 2 + 2 : 0) + 12 * 16;
+                                 (kDot ? pair_floats : 0) + 16 * 16;
 
   // Key block kb of (b, kv_head): dK and dV rows written; dS K added into dq_rows, where the row
   // of query i of group head hi is dq_rows + (hi * seq_q + i) * dp (unscaled).
@@ -225,7 +254,10 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
       pack_transposed(k + kv_offset, kv_stride, count, g.head_dim, bkp, t.kt);
       pack_transposed(v + v_offset, v_stride, count, g.v_head_dim, bkp, t.vt);
     }
-    pack_rows(k + kv_offset, kv_stride, count, g.head_dim, dp, 1.0f, t.k_rows);
+    if constexpr (kDot)
+      pack_row_pairs(k + kv_offset, kv_stride, count, g.head_dim, dp, reinterpret_cast<uint32_t*>(t.k_rows));
+    else
+      pack_rows(k + kv_offset, kv_stride, count, g.head_dim, dp, 1.0f, t.k_rows);
     std::memset(t.dk_acc, 0, sizeof(float) * count * dp);
     std::memset(t.dv_acc, 0, sizeof(float) * count * vp);
     // Queries that see any key of this block.
@@ -243,11 +275,15 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
         const int64_t next_rows = std::clamp<int64_t>(i_end - i0 - g.block_q, 0, g.block_q);
         const int64_t next_row = q_row + g.block_q * g.n_heads;
         const bool last_block = next_rows == 0 && h + 1 == (kv_head + 1) * g.group;
-        pack_rows(q + q_row * g.head_dim, q_stride, rows, g.head_dim, dp, g.scale, t.q_tile);
-        pack_rows(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, vp, 1.0f, t.do_tile);
         if constexpr (kDot) {
           pack_bf16_rows(q + q_row * g.head_dim, q_stride, rows, g.head_dim, q_pitch, t.q_bf16);
           pack_bf16_rows(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, do_pitch, t.do_bf16);
+          pack_row_pairs(q + q_row * g.head_dim, q_stride, rows, g.head_dim, dp, reinterpret_cast<uint32_t*>(t.q_tile));
+          pack_row_pairs(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, vp,
+                         reinterpret_cast<uint32_t*>(t.do_tile));
+        } else {
+          pack_rows(q + q_row * g.head_dim, q_stride, rows, g.head_dim, dp, g.scale, t.q_tile);
+          pack_rows(d_o + q_row * g.v_head_dim, o_stride, rows, g.v_head_dim, vp, 1.0f, t.do_tile);
         }
         // As in the forward, a strip of query rows stops its products at the last key its last
         // row sees (later columns are left unwritten until the gradient rows zero them), and a
@@ -262,9 +298,9 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           if (end == 0) continue;
           if constexpr (kDot) {
             gemm_pairs(n, (end + W - 1) / W, q_pairs, t.q_bf16 + r0 * q_pitch, q_pitch, k_units, bkp, t.s + r0 * bkp,
-                       bkp);
+                       bkp, false);
             gemm_pairs(n, (end + W - 1) / W, v_pairs, t.do_bf16 + r0 * do_pitch, do_pitch, v_units, bkp,
-                       t.ds + r0 * bkp, bkp);
+                       t.ds + r0 * bkp, bkp, false);
           } else {
             gemm(n, (end + W - 1) / W, g.head_dim, t.q_tile + r0 * dp, dp, 1, t.kt, bkp, t.s + r0 * bkp, bkp, false);
             gemm(n, (end + W - 1) / W, g.v_head_dim, t.do_tile + r0 * vp, vp, 1, t.vt, bkp, t.ds + r0 * bkp, bkp,
@@ -287,26 +323,49 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
                                                kDot ? g.scale : 1.0f, g.softcap, lse[head_row + i0 + r],
                                                delta[head_row + i0 + r]);
         }
+        const int64_t pitch = round_up(round_up(rows, 2), W);  // kDot: P^T's and dS^T's rows (zero past rows)
+        // kDot: P and dS rounded to bf16 as they enter their products (dS rows, P^T and dS^T).
+        if constexpr (kDot) {
+          round_rows_to_pairs(t.ds, bkp, rows, bkp, t.ds_bf16, ds_pitch);
+          transpose_padded(t.s, bkp, rows, count, pitch, t.transposed);
+          round_rows_to_pairs(t.transposed, pitch, count, pitch, t.pt_bf16, pitch);
+          transpose_padded(t.ds, bkp, rows, count, pitch, t.transposed);
+          round_rows_to_pairs(t.transposed, pitch, count, pitch, t.dst_bf16, pitch);
+        }
         int64_t first_row = 0;  // the first query row that sees key c0 or later
         for (int64_t c0 = 0; c0 < count; c0 += kRows) {
           while (first_row < rows && visible_end(first_row) <= c0) ++first_row;
           if (first_row == rows) break;
-          const int64_t n = std::min<int64_t>(kRows, count - c0), depth = rows - first_row;
-          const int64_t at = first_row * bkp + c0;
-          gemm(n, vp / W, depth, t.s + at, 1, bkp, t.do_tile + first_row * vp, vp, t.dv_acc + c0 * vp, vp,
-               true);  // dV += P^T dO
-          gemm(n, dp / W, depth, t.ds + at, 1, bkp, t.q_tile + first_row * dp, dp, t.dk_acc + c0 * dp, dp,
-               true);  // dK += dS^T (scale Q)
+          const int64_t n = std::min<int64_t>(kRows, count - c0);
+          if constexpr (kDot) {  // from an even row (rows before first_row hold zeros at these keys)
+            const int64_t r0 = first_row / 2 * 2, depth_pairs = (rows - r0 + 1) / 2;
+            gemm_pairs(n, vp / W, depth_pairs, t.pt_bf16 + c0 * pitch + r0, pitch,
+                       reinterpret_cast<const uint32_t*>(t.do_tile) + r0 / 2 * vp, vp, t.dv_acc + c0 * vp, vp, true);
+            gemm_pairs(n, dp / W, depth_pairs, t.dst_bf16 + c0 * pitch + r0, pitch,
+                       reinterpret_cast<const uint32_t*>(t.q_tile) + r0 / 2 * dp, dp, t.dk_acc + c0 * dp, dp, true);
+          } else {
+            const int64_t depth = rows - first_row, at = first_row * bkp + c0;
+            gemm(n, vp / W, depth, t.s + at, 1, bkp, t.do_tile + first_row * vp, vp, t.dv_acc + c0 * vp, vp,
+                 true);  // dV += P^T dO
+            gemm(n, dp / W, depth, t.ds + at, 1, bkp, t.q_tile + first_row * dp, dp, t.dk_acc + c0 * dp, dp,
+                 true);  // dK += dS^T (scale Q)
+          }
         }
         for (int64_t r0 = 0; r0 < rows; r0 += kRows) {  // dQ += dS K
           const int64_t n = std::min<int64_t>(kRows, rows - r0), end = visible_end(r0 + n - 1);
-          if (end > 0) gemm(n, dp / W, end, t.ds + r0 * bkp, bkp, 1, t.k_rows, dp, dq_head + (i0 + r0) * dp, dp, true);
+          if (end <= 0) continue;
+          if constexpr (kDot)
+            gemm_pairs(n, dp / W, (end + 1) / 2, t.ds_bf16 + r0 * ds_pitch, ds_pitch,
+                       reinterpret_cast<const uint32_t*>(t.k_rows), dp, dq_head + (i0 + r0) * dp, dp, true);
+          else
+            gemm(n, dp / W, end, t.ds + r0 * bkp, bkp, 1, t.k_rows, dp, dq_head + (i0 + r0) * dp, dp, true);
         }
       }
     }
+    const VecF dk_scale = VecF::broadcast(kDot ? g.scale : 1.0f);  // kDot: dS^T Q of unscaled Q
     for (int64_t c = 0; c < count; ++c) {
       for (int64_t d = 0; d < g.head_dim; d += W)
-        store_lanes(VecF::load(t.dk_acc + c * dp + d), dk + kv_offset + c * kv_stride + d, g.head_dim - d);
+        store_lanes(VecF::load(t.dk_acc + c * dp + d) * dk_scale, dk + kv_offset + c * kv_stride + d, g.head_dim - d);
       for (int64_t d = 0; d < g.v_head_dim; d += W)
         store_lanes(VecF::load(t.dv_acc + c * vp + d), dv + v_offset + c * v_stride + d, g.v_head_dim - d);
     }

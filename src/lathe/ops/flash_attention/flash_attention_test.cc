@@ -332,9 +332,9 @@ void expect_bf16_impl_matches_the_reference_for_any_thread_count(const char* imp
 }
 
 // The AMX tile kernels on the emulation of the tile instructions (core/amx_tiles.h): P and dS
-// enter the tile products as two bf16 terms, so the vector kernels' accuracy must hold (blocks are
-// rounded up to multiples of 32: 7 x 5 to 32 x 32, 40 x 96 to 64 x 96; each thread configures its
-// own tiles). Dispatch never picks the emulation (ops/emulated_impl.h).
+// enter the tile products rounded to bf16, as the float baseline rounds them (blocks are rounded
+// up to multiples of 32: 7 x 5 to 32 x 32, 40 x 96 to 64 x 96; each thread configures its own
+// tiles). Dispatch never picks the emulation (ops/emulated_impl.h).
 TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
   expect_bf16_impl_matches_the_reference_for_any_thread_count("amx_emulated");
   Tensor q = Tensor::empty({1, 8, 4, 16}, DType::bf16), kv = Tensor::empty({1, 8, 2, 16}, DType::bf16);
@@ -342,8 +342,9 @@ TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
   EXPECT_EQ(flash_attention_op().select_impl({q, kv, kv, q, lse, {}}).name.find("amx_emulated"), std::string::npos);
 }
 
-// Q K^T and dO V^T on bf16 depth pairs (the odd head_dims end in a half pair; head_dim 17 with one
-// kv head gives rows 2-byte aligned, packed unit by unit): the scalar build's FMA emulation
+// Every product on bf16 depth pairs (the odd head_dims end in a half pair; head_dim 17 with one
+// kv head gives rows 2-byte aligned, packed unit by unit; 7 x 5 blocks end P V's keys and P^T
+// dO's queries in half pairs): the scalar build's FMA emulation
 // everywhere, vdpbf16ps ("avx512_bf16") where this CPU runs it. Dispatch takes avx512_bf16 for
 // bf16 exactly where bf16_dot_outruns_fma() (AMD with AVX512_BF16), never the emulation.
 TEST(FlashAttention, Bf16DepthPairsMatchTheReferenceForAnyThreadCount) {
