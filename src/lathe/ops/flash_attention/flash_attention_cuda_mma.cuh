@@ -63,23 +63,18 @@ __device__ inline uint32_t load_pair(const __nv_bfloat16* address) {
   return *reinterpret_cast<const uint32_t*>(address);
 }
 
-// p0, p1 as hi = bf16(p) and lo = bf16(p - hi), each pair packed for an A fragment register: a
-// computed probability or gradient enters a product as two bf16 terms, about 16 bits of it (one
-// bf16 term would cost the result about 8 bits against the f32 math of every other path).
-__device__ inline void split_pair(float p0, float p1, uint32_t* hi, uint32_t* lo) {
-  const __nv_bfloat162 high = __floats2bfloat162_rn(p0, p1);
-  const float2 high_f32 = __bfloat1622float2(high);
-  *hi = bits_of(high);
-  *lo = bits_of(__floats2bfloat162_rn(p0 - high_f32.x, p1 - high_f32.y));
-}
+// p0, p1 rounded to bf16 (nearest even) and packed for an A fragment register: a computed
+// probability or gradient enters its product as one bf16 term, as in FlashAttention (the op's
+// float baseline for bf16 inputs rounds P and dS likewise; until 2026-12-06 they entered as hi +
+// lo terms, twice the tensor-core work of those products).
+__device__ inline uint32_t round_pair(float p0, float p1) { return bits_of(__floats2bfloat162_rn(p0, p1)); }
 
-// The hi and lo A fragments of depth step t from the C fragments of n-tiles 2t (left) and 2t + 1.
-__device__ inline void to_a_fragments(const float (&left)[4], const float (&right)[4], uint32_t (&hi)[4],
-                                      uint32_t (&lo)[4]) {
-  split_pair(left[0], left[1], &hi[0], &lo[0]);
-  split_pair(left[2], left[3], &hi[1], &lo[1]);
-  split_pair(right[0], right[1], &hi[2], &lo[2]);
-  split_pair(right[2], right[3], &hi[3], &lo[3]);
+// The A fragment of depth step t from the C fragments of n-tiles 2t (left) and 2t + 1, rounded.
+__device__ inline void to_a_fragments(const float (&left)[4], const float (&right)[4], uint32_t (&a)[4]) {
+  a[0] = round_pair(left[0], left[1]);
+  a[1] = round_pair(left[2], left[3]);
+  a[2] = round_pair(right[0], right[1]);
+  a[3] = round_pair(right[2], right[3]);
 }
 
 // c (16 x 8, f32) += a (16 x 16, bf16) b (16 x 8, bf16).
@@ -268,7 +263,7 @@ __device__ inline void multiply_by_rows(float (&c)[kN / 8][4], const uint32_t (&
 }
 
 // acc (16 x D) += p tile: p is this warp's 16 x kN f32 operand in C fragments (a probability or
-// gradient tile), entering as hi + lo bf16 terms; tile a shared [kN][D + kPad]. One transposing
+// gradient tile), entering rounded to bf16; tile a shared [kN][D + kPad]. One transposing
 // ldmatrix gives the B fragments of output columns dn and dn + 1 at depth step t: matrix i = tile
 // rows t * 16 + (i % 2) * 8 + row, columns (dn + i / 2) * 8.
 template <int D, int kN>
@@ -279,16 +274,14 @@ __device__ inline void accumulate_product(float (&acc)[D / 8][4], const float (&
   const int matrix = lane / 8, matrix_row = lane % 8;
 #pragma unroll
   for (int t = 0; t < kN / 16; ++t) {
-    uint32_t hi[4], lo[4];
-    to_a_fragments(p[2 * t], p[2 * t + 1], hi, lo);
+    uint32_t a[4];
+    to_a_fragments(p[2 * t], p[2 * t + 1], a);
 #pragma unroll
     for (int dn = 0; dn < D / 8; dn += 2) {
       uint32_t b[4];
       load_matrices_transposed(b, &tile[(t * 16 + (matrix % 2) * 8 + matrix_row) * kLd + (dn + matrix / 2) * 8]);
-      mma_bf16(acc[dn], hi, b[0], b[1]);
-      mma_bf16(acc[dn], lo, b[0], b[1]);
-      mma_bf16(acc[dn + 1], hi, b[2], b[3]);
-      mma_bf16(acc[dn + 1], lo, b[2], b[3]);
+      mma_bf16(acc[dn], a, b[0], b[1]);
+      mma_bf16(acc[dn + 1], a, b[2], b[3]);
     }
   }
 }

@@ -9,9 +9,9 @@
 // brings tile t + 1 while tile t is multiplied). Per key tile a warp computes
 // S = Q K^T (16 x 64, f32), masks (causal, window, sequence end), applies the scale and soft-cap,
 // updates the online softmax in f32 (exp2 with log2(e) folded into the scores), and adds P V to
-// its 16 x head_dim f32 accumulator. P enters the product as two bf16 terms, hi = bf16(p) and
-// lo = bf16(p - hi), as on the AMX tiles (flash_attention_amx_kernels.cc): one bf16 P would cost
-// the output about 8 bits against the f32 math of every other path and the op's tolerance rule.
+// its 16 x head_dim f32 accumulator. P enters the product rounded to bf16, as in FlashAttention and
+// on the AMX tiles (flash_attention_amx_kernels.cc); the op's float baseline for bf16 inputs rounds
+// it likewise (its tolerance rule).
 // No atomics, a fixed order of every sum: bitwise reproducible.
 #pragma once
 
@@ -29,7 +29,7 @@ void flash_attention_forward_mma(const FlashAttentionArgs& args);
 // D = rowsum(dO * O), then per key tile S = Q K^T, P = exp(S - lse), dP = dO V^T, dS = P (dP - D)
 // and dQ += dS K; the dk/dv kernel (key-major, 16 keys a warp, every query head of the KV group in
 // turn) computes S^T = K Q^T and dP^T = V dO^T per query tile and adds dV += P^T dO, dK += dS^T Q.
-// P and dS enter their products as hi + lo bf16 terms; tiles come through the forward's two-stage
+// P and dS enter their products rounded to bf16; tiles come through the forward's two-stage
 // cp.async pipeline. No atomics, every sum in a fixed order.
 bool flash_attention_backward_mma_applies(const FlashAttentionBackwardArgs& args);
 void flash_attention_backward_mma(const FlashAttentionBackwardArgs& args);
@@ -39,13 +39,13 @@ void flash_attention_backward_mma(const FlashAttentionBackwardArgs& args);
 // blocks of 128 queries (two warpgroups of 64) and key tiles of 128. Q, K and V pass through
 // shared memory in wgmma's swizzled layout (device/wgmma_layout.h; cp.async, two K/V stages);
 // S = Q K^T is D / 16 `wgmma.m64n128k16` from shared memory per warpgroup, and O += P V takes P
-// (hi + lo bf16) from registers and V from shared memory read transposed. The two warpgroups
+// (rounded to bf16) from registers and V from shared memory read transposed. The two warpgroups
 // take turns at the tensor cores (named barriers), so one's softmax overlaps the other's products.
 bool flash_attention_wgmma_applies(const FlashAttentionArgs& args);
 void flash_attention_forward_wgmma(const FlashAttentionArgs& args);
 // The backward on wgmma (flash_attention_cuda_wgmma_backward_sm90a.cu): the two kernels above with
 // blocks of 128 queries or keys (two warpgroups of 64) and the other side 64 at a time; each of
-// S, dP (or S^T, dP^T) a wgmma from shared memory, dQ, dV and dK wgmma with the hi + lo A operands
+// S, dP (or S^T, dP^T) a wgmma from shared memory, dQ, dV and dK wgmma with the bf16 A operands
 // in registers and Q, dO or K read transposed.
 bool flash_attention_backward_wgmma_applies(const FlashAttentionBackwardArgs& args);
 void flash_attention_backward_wgmma(const FlashAttentionBackwardArgs& args);

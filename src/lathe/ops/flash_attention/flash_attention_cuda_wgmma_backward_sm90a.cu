@@ -40,17 +40,13 @@ template <int D>
 constexpr int kSharedBytes = kStatsOffset<D> + 4 * kTileRows* static_cast<int>(sizeof(float)) +
                              static_cast<int>(wgmma::kAtomBytes);
 
-// acc (64 x D) += (hi + lo) b over the tile's depth steps: the A fragments of step t in hi[t] and
-// lo[t], b the MN-major tile (kTileRows x D, rows along the product's depth) at `tile`.
+// acc (64 x D) += a b over the tile's depth steps: the (bf16) A fragments of step t in a[t], b
+// the MN-major tile (kTileRows x D, rows along the product's depth) at `tile`.
 template <int D>
-__device__ inline void accumulate_split(float (&acc)[D / 8][4], const uint32_t (&hi)[kTileSteps][4],
-                                        const uint32_t (&lo)[kTileSteps][4], uint32_t tile) {
+__device__ inline void accumulate_tile(float (&acc)[D / 8][4], const uint32_t (&a)[kTileSteps][4], uint32_t tile) {
 #pragma unroll
-  for (int t = 0; t < kTileSteps; ++t) {
-    const uint64_t b = wgmma::mn_major_descriptor(tile, kTileRows, t);
-    wgmma::multiply_rs<D>(acc, hi[t], b, 1);
-    wgmma::multiply_rs<D>(acc, lo[t], b, 1);
-  }
+  for (int t = 0; t < kTileSteps; ++t)
+    wgmma::multiply_rs<D>(acc, a[t], wgmma::mn_major_descriptor(tile, kTileRows, t), 1);
 }
 
 // c (64 x kTileRows) = a b^T over depth D: a rows first_row .. + 63 of a block at `block`, b a tile
@@ -91,16 +87,15 @@ __device__ inline void two_products(float (&first)[kTileRows / 8][4], uint32_t a
   wgmma::fence_operands(second);
 }
 
-// The hi and lo A fragments of each depth step of a 64 x kTileRows C-fragment tile.
-__device__ inline void split_tile(const float (&c)[kTileRows / 8][4], uint32_t (&hi)[kTileSteps][4],
-                                  uint32_t (&lo)[kTileSteps][4]) {
+// The A fragments of each depth step of a 64 x kTileRows C-fragment tile, rounded to bf16.
+__device__ inline void round_tile(const float (&c)[kTileRows / 8][4], uint32_t (&a)[kTileSteps][4]) {
 #pragma unroll
-  for (int t = 0; t < kTileSteps; ++t) to_a_fragments(c[2 * t], c[2 * t + 1], hi[t], lo[t]);
+  for (int t = 0; t < kTileSteps; ++t) to_a_fragments(c[2 * t], c[2 * t + 1], a[t]);
 }
 
 // dq and D = rowsum(dO * O) (into `delta`). Grid (query blocks of 128, n_heads, batch), 256 threads:
 // Q and dO of the block in shared memory, the keys they see 64 at a time: S = Q K^T and dP = dO V^T
-// (wgmma from shared memory), dS = P (dP - D) cap' scale, dQ += dS K (dS as hi + lo registers, K
+// (wgmma from shared memory), dS = P (dP - D) cap' scale, dQ += dS K (dS rounded to bf16 in registers, K
 // read transposed).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -134,14 +129,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     two_products<D>(grad, q_address, k_tile, dp, do_address, v_tile, first_row, turns);
     score_gradients_by_query<kTileRows>(grad, dp, block.key_begin + index * kTileRows, block, s, quad, row_lse,
                                         row_delta);  // dS
-    uint32_t hi[kTileSteps][4], lo[kTileSteps][4];
-    split_tile(grad, hi, lo);
+    uint32_t ds[kTileSteps][4];
+    round_tile(grad, ds);
     wgmma::fence_operands(dq_acc);
-    wgmma::fence_operands(hi);
-    wgmma::fence_operands(lo);
+    wgmma::fence_operands(ds);
     turns.take();
     wgmma::fence();
-    accumulate_split<D>(dq_acc, hi, lo, k_tile);  // dQ += dS K
+    accumulate_tile<D>(dq_acc, ds, k_tile);  // dQ += dS K
     wgmma::commit();
     turns.pass();
     wgmma::wait<0>();
@@ -157,7 +151,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // dk and dv. Grid (key blocks of 128, n_kv_heads, batch), 256 threads: K and V of the block in
 // shared memory; for each query head of the KV group, the queries that can see the block 64 at a
 // time (Q, dO, lse and D): S^T = K Q^T, dP^T = V dO^T, P^T, dS^T; dV += P^T dO, dK += dS^T Q (P^T
-// and dS^T as hi + lo registers, dO and Q read transposed).
+// and dS^T rounded to bf16 in registers, dO and Q read transposed).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     backward_dkdv_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const float* lse,
@@ -196,19 +190,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     two_products<D>(p, k_address, q_tile, grad, v_address, do_tile, first_row, turns);
     score_gradients_by_key<kTileRows>(p, grad, block.first_of(index), block.query_end, block.keys, s, quad, lse_tile,
                                       lse_tile + kTileRows);  // P^T, dS^T
-    uint32_t p_hi[kTileSteps][4], p_lo[kTileSteps][4], grad_hi[kTileSteps][4], grad_lo[kTileSteps][4];
-    split_tile(p, p_hi, p_lo);
-    split_tile(grad, grad_hi, grad_lo);
+    uint32_t p_t[kTileSteps][4], ds_t[kTileSteps][4];
+    round_tile(p, p_t);
+    round_tile(grad, ds_t);
     wgmma::fence_operands(dv_acc);
     wgmma::fence_operands(dk_acc);
-    wgmma::fence_operands(p_hi);
-    wgmma::fence_operands(p_lo);
-    wgmma::fence_operands(grad_hi);
-    wgmma::fence_operands(grad_lo);
+    wgmma::fence_operands(p_t);
+    wgmma::fence_operands(ds_t);
     turns.take();
     wgmma::fence();
-    accumulate_split<D>(dv_acc, p_hi, p_lo, do_tile);       // dV += P^T dO
-    accumulate_split<D>(dk_acc, grad_hi, grad_lo, q_tile);  // dK += dS^T Q
+    accumulate_tile<D>(dv_acc, p_t, do_tile);  // dV += P^T dO
+    accumulate_tile<D>(dk_acc, ds_t, q_tile);  // dK += dS^T Q
     wgmma::commit();
     turns.pass();
     wgmma::wait<0>();

@@ -36,7 +36,7 @@ constexpr int kSharedBytes = 5 * kTileBytes<D> + static_cast<int>(wgmma::kAtomBy
 // holds queries 16 w .. + 15 of the block, as in the mma.sync forward, so the softmax and the
 // epilogue are that kernel's), kSharedBytes<D> of dynamic shared memory. Per key tile each
 // warpgroup computes S = Q K^T (64 x 128, f32) with D / 16 wgmma from shared memory, the online
-// softmax in registers, and O += P V with P as hi + lo bf16 register operands and V read
+// softmax in registers, and O += P V with P rounded to bf16 in registers and V read
 // transposed (MN-major) from shared memory; the two warpgroups take turns issuing their products
 // (TensorCoreTurns).
 // Rows are (batch, seq, heads, D).
@@ -83,19 +83,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     online_softmax_tile<D, kBlockK>(scores, block.key_begin + index * kBlockK, block, s, quad, running_max, running_sum,
                                     acc);
 
-    uint32_t p_hi[kBlockK / 16][4], p_lo[kBlockK / 16][4];  // P as A operands, depth step t = keys 16 t ..
+    uint32_t p[kBlockK / 16][4];  // P rounded to bf16 as A operands, depth step t = keys 16 t ..
 #pragma unroll
-    for (int t = 0; t < kBlockK / 16; ++t) to_a_fragments(scores[2 * t], scores[2 * t + 1], p_hi[t], p_lo[t]);
+    for (int t = 0; t < kBlockK / 16; ++t) to_a_fragments(scores[2 * t], scores[2 * t + 1], p[t]);
     wgmma::fence_operands(acc);
-    wgmma::fence_operands(p_hi);
-    wgmma::fence_operands(p_lo);
+    wgmma::fence_operands(p);
     turns.take();
     wgmma::fence();
 #pragma unroll
     for (int t = 0; t < kBlockK / 16; ++t) {
       const uint64_t v_step = wgmma::mn_major_descriptor(v_tile, kBlockK, t);
-      wgmma::multiply_rs<D>(acc, p_hi[t], v_step, 1);
-      wgmma::multiply_rs<D>(acc, p_lo[t], v_step, 1);
+      wgmma::multiply_rs<D>(acc, p[t], v_step, 1);
     }
     wgmma::commit();
     turns.pass();
