@@ -236,13 +236,11 @@ int run_bench_train(int argc, char** argv) {
       static_cast<long long>(seq), static_cast<long long>(accum), to_string(config.train.remat),
       to_string(compute_dtype));
   if (!dtype_note.empty()) std::printf("%s\n", dtype_note.c_str());
-  // MFU against the engines the work runs on: a bf16 run's linear-layer matmuls and the LM head's
-  // logits (with AMX its gradients and attention too; with vdpbf16ps a third of attention where
-  // its bf16 kernels run) on the bf16 matmul engine (AMX or vdpbf16ps), the rest on f32 FMA
-  // (machine_peaks.h, mixed_work_peak_gflops).
+  // MFU against the engines the work runs on: a bf16 run's linear-layer matmuls, the LM head's
+  // products and, where it runs in bf16, attention on the bf16 matmul engine (AMX or vdpbf16ps),
+  // the rest on f32 FMA (machine_peaks.h, mixed_work_peak_gflops).
   const double flops_per_token = model.training_flops_per_token(seq);
-  const double bf16_flops_per_token =
-      bf16 ? model.bf16_engine_flops_per_token(seq, /*matrix_units=*/on_gpu || amx_active()) : 0.0;
+  const double bf16_flops_per_token = bf16 ? model.bf16_engine_flops_per_token(seq) : 0.0;
   const double peak_gflops = mixed_work_peak_gflops(peaks, flops_per_token, bf16_flops_per_token);
   if (on_gpu)
     std::printf(

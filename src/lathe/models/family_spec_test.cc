@@ -309,14 +309,13 @@ TEST(FamilyRegistry, TrainingFlopsCountMatmulWeightsAndCausalAttention) {
   // A bf16 run multiplies the layers' 2 x 480 and the LM head's 400 on the bf16 engine, the head in
   // all three of its products (its gradients take dlogits rounded to bf16).
   EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(), 6.0 * 1360);
-  // Attention joins the bf16 engine's count only where it runs in bf16: all six of its products
-  // on a matrix engine, Q K^T and dO V^T (2 of the 6) on vdpbf16ps.
+  // Attention joins the bf16 engine's count only where it runs in bf16, then all six of its
+  // products (on tiles or vdpbf16ps, P and dS rounded to bf16).
   TransformerModel model(config);
   const double attention = 6.0 * 2 * 2 * 4 * 16;
-  EXPECT_EQ(model.bf16_engine_flops_per_token(16, false), 6.0 * 1360);
+  EXPECT_EQ(model.bf16_engine_flops_per_token(16), 6.0 * 1360);
   model.set_attention_dtype(DType::bf16);
-  EXPECT_EQ(model.bf16_engine_flops_per_token(16, true), 6.0 * 1360 + attention);
-  EXPECT_EQ(model.bf16_engine_flops_per_token(16, false), 6.0 * 1360 + attention / 3);
+  EXPECT_EQ(model.bf16_engine_flops_per_token(16), 6.0 * 1360 + attention);
   config.tie_embeddings = true;  // the embedding table is the LM head's matmul weight
   EXPECT_EQ(TransformerModel(config).training_flops_per_token(16), expected);
   EXPECT_EQ(TransformerModel(config).bf16_engine_weight_flops_per_token(), 6.0 * 1360);

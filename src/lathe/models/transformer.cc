@@ -426,13 +426,12 @@ double TransformerModel::bf16_engine_weight_flops_per_token() const {
   return 6.0 * (layers + heads);
 }
 
-double TransformerModel::bf16_engine_flops_per_token(int64_t seq_len, bool matrix_units) const {
+double TransformerModel::bf16_engine_flops_per_token(int64_t seq_len) const {
   if (attention_dtype_ != DType::bf16) return bf16_engine_weight_flops_per_token();
   // Attention's count is six products of equal FLOPs (Q K^T and P V forward; dP, dV, dQ, dK
-  // backward). On a matrix engine all six run in bf16; on vdpbf16ps Q K^T and dP = dO V^T do, the
-  // four with a probability or score-gradient operand widen to f32 (ops/flash_attention).
-  const double attention = training_flops_per_token(seq_len) - training_weight_flops_per_token();
-  return bf16_engine_weight_flops_per_token() + (matrix_units ? attention : attention * 2.0 / 6.0);
+  // backward), all of them in bf16 on a matrix engine and on vdpbf16ps (P and dS rounded to bf16
+  // as they enter theirs, ops/flash_attention).
+  return training_flops_per_token(seq_len) - training_weight_flops_per_token() + bf16_engine_weight_flops_per_token();
 }
 
 }  // namespace lathe

@@ -65,7 +65,7 @@ class TransformerModel {
   // f32 drops the copies.
   // bf16 also sets attention_dtype to bf16 where its kernels multiply bf16 faster than f32: AMX
   // active (core/amx.h: the products on tiles) or bf16_dot_outruns_fma() (core/cpu_features.h:
-  // Q K^T and dO V^T on vdpbf16ps); elsewhere a bf16 attention kernel would only widen to f32 and
+  // the products on vdpbf16ps); elsewhere a bf16 attention kernel would only widen to f32 and
   // add roundings, so it stays f32.
   void set_compute_dtype(ComputeDtype dtype);
   ComputeDtype compute_dtype() const { return compute_dtype_; }
@@ -151,10 +151,10 @@ class TransformerModel {
   // cross-entropy's dlogits_dtype bf16). Not the routers (f32).
   double bf16_engine_weight_flops_per_token() const;
   // All of a bf16 run's work on the bf16 engine: the above, plus, where attention_dtype is bf16,
-  // the attention FLOPs of training_flops_per_token: all of them on matrix_units, a third on
-  // vdpbf16ps (Q K^T and dO V^T of the six products counted). The family's whole count: a hybrid's
-  // recurrent layers, which stay f32, are counted there too, which lowers the reported MFU.
-  double bf16_engine_flops_per_token(int64_t seq_len, bool matrix_units) const;
+  // the attention FLOPs of training_flops_per_token (all six products run in bf16, on tiles,
+  // vdpbf16ps or tensor cores). The family's whole count: a hybrid's recurrent layers, which stay
+  // f32, are counted there too, which lowers the reported MFU.
+  double bf16_engine_flops_per_token(int64_t seq_len) const;
 
  private:
   autograd::Var add_parameter(const std::string& name, ParameterKind kind, const Shape& shape,

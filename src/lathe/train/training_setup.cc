@@ -5,7 +5,6 @@
 #include <optional>
 
 #include "lathe/bench/machine_peaks.h"
-#include "lathe/core/amx.h"
 #include "lathe/core/launcher.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/version.h"
@@ -223,10 +222,9 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   setup.tokens_per_step = config.train.batch_size * config.train.seq_len * config.train.grad_accum;
   setup.flops_per_token = setup.model->training_flops_per_token(config.train.seq_len);
   // MFU against the engines the work runs on: a bf16 run's linear-layer matmuls (forward and
-  // backward) and the LM head's logits (with AMX its gradients and attention too; with vdpbf16ps
-  // attention's Q K^T and dO V^T where it outruns f32) on the bf16 matmul engine (AMX or
-  // vdpbf16ps; a forced bf16 run on a CPU without either: f32), the rest (routers, the other
-  // attention products) on f32 FMA.
+  // backward), the LM head's three products and, where it runs in bf16, attention on the bf16
+  // matmul engine (AMX or vdpbf16ps; a forced bf16 run on a CPU without either: f32), the rest
+  // (routers, recurrences) on f32 FMA.
   const bool bf16 = setup.compute_dtype == ComputeDtype::bf16;
   if (on_gpu && cuda::available()) {
     // The GPU's datasheet rates (cuda_runtime.h). bf16: every matmul, the LM head's gradient
@@ -234,9 +232,9 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
     // count while the CUDA-core attention kernel is the default.
     setup.peak_gflops =
         mixed_work_peak_gflops(gpu_datasheet_peaks(), setup.flops_per_token,
-                               bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, true) : 0.0);
+                               bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len) : 0.0);
   } else {
-    const double bf16_flops = bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len, amx_active()) : 0.0;
+    const double bf16_flops = bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len) : 0.0;
     setup.peak_gflops = mixed_work_peak_gflops(peaks, setup.flops_per_token, bf16_flops);
   }
   std::fprintf(
