@@ -345,6 +345,16 @@ inline void round_rows_to_pairs(const float* source, int64_t ld_source, int64_t 
   }
 }
 
+// out[c * pitch + r] = bf16(source[r * ld + c]) for r < rows and c < count, zero for rows <= r <
+// pitch (pitch even and a multiple of W): P^T or dS^T as the A operand of a product over query
+// pairs or tiles. Transposed W x W blocks at a time into `transposed` (count x pitch floats), then
+// rounded row by row.
+inline void round_transposed(const float* source, int64_t ld, int64_t rows, int64_t count, int64_t pitch,
+                             float* transposed, uint16_t* out) {
+  transpose_padded(source, ld, rows, count, pitch, transposed);
+  round_rows_to_pairs(transposed, pitch, count, pitch, out, pitch);
+}
+
 // Stores the first n (<= W) lanes of a vector as float or bf16 (round to nearest even).
 template <class Element>
 inline void store_lanes(VecF value, Element* p, int64_t n) {

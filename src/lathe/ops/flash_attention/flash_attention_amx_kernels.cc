@@ -21,8 +21,8 @@
 // dQ take the scale when stored.
 //
 // Layouts (bf16 as uint16_t bits):
-//   A operand: rows x depth, row-major, depth padded to 32 (pack_rows_bf16, round_row,
-//     round_transposed);
+//   A operand: rows x depth, row-major, depth padded to 32 (pack_rows_bf16, and for P and dS
+//     attention_tiles.h's round_rows_to_pairs and round_transposed);
 //   B operand: VNNI panels of 32 columns, element (depth 2q + h, column j) at panel[q][j][h], a
 //     panel depth x 32 long; pack_columns_vnni when the columns are the source's rows (K for Q K^T,
 //     V for dO V^T), pack_rows_vnni when the depth runs over them (V for P V, dO, Q, K).
@@ -50,6 +50,8 @@ namespace {
 using amx_tiles::Tiles;
 using attention_blocks::Geometry;
 using attention_tiles::Arena;
+using attention_tiles::round_rows_to_pairs;
+using attention_tiles::round_transposed;
 using attention_tiles::round_up;
 using attention_tiles::store_lanes;
 using attention_tiles::to_float;
@@ -144,18 +146,6 @@ void pack_rows_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t 
   }
 }
 
-// out[c] = bf16(row[c]) for c < length (a multiple of W).
-void round_row(const float* row, int64_t length, uint16_t* out) {
-  for (int64_t c = 0; c < length; c += W) VecF::load(row + c).store_bf16(out + c);
-}
-
-// out[c * rows + r] = bf16(block[r * ld + c]): the transpose of block (rows x length, rows a
-// multiple of W), W x W blocks at a time into `transposed` (length x rows floats), then rounded.
-void round_transposed(const float* block, int64_t rows, int64_t length, int64_t ld, float* transposed, uint16_t* out) {
-  attention_tiles::transpose_padded(block, ld, rows, length, rows, transposed);
-  round_row(transposed, length * rows, out);
-}
-
 void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
   const Geometry g(args.q, args.k, args.v, args.options, round_up(std::max<int64_t>(1, config.block_q), kBlock),
                    round_up(std::max<int64_t>(1, config.block_k), kBlock), kBlock);
@@ -215,8 +205,8 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
           attention_blocks::online_softmax_row(s + r * bk, bk, c_begin, c_end, g.scale, g.softcap, row_max + r,
                                                row_sum + r, acc + r * vp, vp);
-          round_row(s + r * bk, bk, p + r * bk);
         }
+        round_rows_to_pairs(s, bk, rows, bk, p, bk);
         tile_product(padded_rows, vp, bk, p, bk, v_all + (head_tiles + kb) * v_tile, bk * kBlock, acc, vp, true);
       }
       attention_blocks::store_output_rows(g, acc, vp, row_max, row_sum, b, h, i0, rows, o, lse);
@@ -300,9 +290,9 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           }
           std::memset(s + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
           std::memset(ds + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
-          round_row(ds, padded_rows * bk, ds_rows);
-          round_transposed(s, padded_rows, bk, bk, transposed, pt);
-          round_transposed(ds, padded_rows, bk, bk, transposed, ds_t);
+          round_rows_to_pairs(ds, bk, padded_rows, bk, ds_rows, bk);
+          round_transposed(s, bk, padded_rows, bk, padded_rows, transposed, pt);
+          round_transposed(ds, bk, padded_rows, bk, padded_rows, transposed, ds_t);
           // dV += P^T dO, dK += dS^T Q (scaled when stored), dQ += dS K (scaled when summed).
           tile_product(bk, vp, padded_rows, pt, padded_rows, do_depth, padded_rows * kBlock, dv_acc, vp, true);
           tile_product(bk, dp, padded_rows, ds_t, padded_rows, q_depth, padded_rows * kBlock, dk_acc, dp, true);

@@ -327,10 +327,8 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
         // kDot: P and dS rounded to bf16 as they enter their products (dS rows, P^T and dS^T).
         if constexpr (kDot) {
           round_rows_to_pairs(t.ds, bkp, rows, bkp, t.ds_bf16, ds_pitch);
-          transpose_padded(t.s, bkp, rows, count, pitch, t.transposed);
-          round_rows_to_pairs(t.transposed, pitch, count, pitch, t.pt_bf16, pitch);
-          transpose_padded(t.ds, bkp, rows, count, pitch, t.transposed);
-          round_rows_to_pairs(t.transposed, pitch, count, pitch, t.dst_bf16, pitch);
+          round_transposed(t.s, bkp, rows, count, pitch, t.transposed, t.pt_bf16);
+          round_transposed(t.ds, bkp, rows, count, pitch, t.transposed, t.dst_bf16);
         }
         int64_t first_row = 0;  // the first query row that sees key c0 or later
         for (int64_t c0 = 0; c0 < count; c0 += kRows) {
