@@ -267,6 +267,24 @@ inline void store_row_streaming(Element* p, VecF v, int64_t n) {
   store_row(p, v, n);
 }
 
+// acc[0, W) += the lanes of v, widened to double: for sums whose result is a small difference of
+// large float terms, where a float sum (even compensated) loses a few ulps of the terms' magnitude.
+inline void accumulate_doubles(double* acc, VecF v) {
+#if LATHE_KERNEL_ISA == 2
+  const __m512d low = _mm512_cvtps_pd(_mm512_castps512_ps256(v.v));
+  const __m512d high = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v.v), 1)));
+  _mm512_storeu_pd(acc, _mm512_add_pd(_mm512_loadu_pd(acc), low));
+  _mm512_storeu_pd(acc + 8, _mm512_add_pd(_mm512_loadu_pd(acc + 8), high));
+#elif LATHE_KERNEL_ISA == 1
+  const __m256d low = _mm256_cvtps_pd(_mm256_castps256_ps128(v.v));
+  const __m256d high = _mm256_cvtps_pd(_mm256_extractf128_ps(v.v, 1));
+  _mm256_storeu_pd(acc, _mm256_add_pd(_mm256_loadu_pd(acc), low));
+  _mm256_storeu_pd(acc + 4, _mm256_add_pd(_mm256_loadu_pd(acc + 4), high));
+#else
+  acc[0] += static_cast<double>(v.v);
+#endif
+}
+
 inline void streaming_fence() {
 #if LATHE_KERNEL_ISA >= 1
   _mm_sfence();

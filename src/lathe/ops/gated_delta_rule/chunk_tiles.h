@@ -94,53 +94,44 @@ inline void decay_row(const float* high, const float* low, int64_t i, int64_t co
 // given dS (n rows of stride ld, lower triangle valid) and S, adds the decay's gradient to
 // d_gamma (row minus column sums of dS * S) and turns dS into dS * exp(gamma_i - gamma_j) in
 // place (zero above the diagonal), the gradient of A B^T. decay: scratch of ld floats; gamma
-// (high and low, as decay_row reads them) padded with finite values to ld (ld <= 256, a multiple of W). Vectorised
-// along each row: the row sum is a float vector sum reduced once per row, the column sums are float vectors summed over
-// the rows (at most n <= 256 terms each); both are added to the double d_gamma once. The sums carry Kahan compensation
-// (d_gamma is a small difference of large sums: plain float sums over 128-token chunks missed the contract tolerance on
-// one seed in ten), and the diagonal's own term, which adds to row i and subtracts from column i, stays out of both.
+// (high and low, as decay_row reads them) padded with finite values to ld (ld <= 256, a multiple of W).
+// Vectorised along each row; the products dS * S are float, their row and column sums double.
+// Why double: the caller's reverse cumulative sum of d_gamma cancels every pair of tokens on the
+// same side of a split exactly (a pair adds to its row and subtracts from its column), and that
+// cancellation survives only if both sums are near exact. Plain float sums over 128-token chunks
+// missed the contract tolerance on one seed in ten; Kahan-compensated float sums, whose error is
+// still ~2 ulps of the sum of |terms|, on ssd_scan_backward's dA at about one seed in a few hundred
+// (2026-12-06). The diagonal's own term, which adds to row i and subtracts from column i, stays out of both.
 inline void decayed_scores_backward(int64_t n, int64_t ld, const float* scores, const float* gamma,
                                     const float* gamma_low, float* decay, float* d_scores, double* d_gamma) {
   LATHE_ASSERT(ld <= 256 && ld % W == 0);
-  alignas(64) float column_sums[256], column_errors[256];
-  for (int64_t j = 0; j < ld; j += W) VecF::zero().store(column_sums + j), VecF::zero().store(column_errors + j);
-  // sum += term with the running compensation (Kahan): error holds what the last add lost.
-  auto compensated_add = [](VecF& sum, VecF& error, VecF term) {
-    const VecF corrected = term - error, total = sum + corrected;
-    error = (total - sum) - corrected;
-    sum = total;
-  };
-  auto add_to_columns = [&](int64_t j, VecF contribution) {
-    VecF sum = VecF::load(column_sums + j), error = VecF::load(column_errors + j);
-    compensated_add(sum, error, contribution);
-    sum.store(column_sums + j), error.store(column_errors + j);
-  };
+  alignas(64) double column_sums[256];
+  std::fill(column_sums, column_sums + ld, 0.0);
   for (int64_t i = 0; i < n; ++i) {
     float* row = d_scores + i * ld;
     const float* score_row = scores + i * ld;
     decay_row(gamma, gamma_low, i, i + 1, decay);
-    VecF row_sum = VecF::zero(), row_error = VecF::zero();
+    alignas(64) double row_sums[W] = {};
     int64_t j = 0;
     for (; j + W <= i; j += W) {  // whole vectors left of the diagonal
       const VecF d = VecF::load(row + j), contribution = d * VecF::load(score_row + j);
-      compensated_add(row_sum, row_error, contribution);
-      add_to_columns(j, contribution);
+      accumulate_doubles(row_sums, contribution);
+      accumulate_doubles(column_sums + j, contribution);
       (d * VecF::load(decay + j)).store(row + j);
     }
     {  // the vector holding the diagonal: columns j .. i kept (the diagonal not summed), the rest zeroed
       const int valid = static_cast<int>(i + 1 - j);
       const VecF d = VecF::load_partial(row + j, valid);
       const VecF contribution = d * VecF::load_partial(score_row + j, valid - 1);
-      compensated_add(row_sum, row_error, contribution);
-      add_to_columns(j, contribution);
+      accumulate_doubles(row_sums, contribution);
+      accumulate_doubles(column_sums + j, contribution);
       (d * VecF::load(decay + j)).store(row + j);
       j += W;
     }
     for (; j < ld; j += W) VecF::zero().store(row + j);
-    d_gamma[i] += static_cast<double>(row_sum.reduce_add()) - static_cast<double>(row_error.reduce_add());
+    for (int lane = 0; lane < W; ++lane) d_gamma[i] += row_sums[lane];
   }
-  for (int64_t j = 0; j < n; ++j)
-    d_gamma[j] -= static_cast<double>(column_sums[j]) - static_cast<double>(column_errors[j]);
+  for (int64_t j = 0; j < n; ++j) d_gamma[j] -= column_sums[j];
 }
 
 // Rows gated by exp(gamma_i) (the read of the chunk-start state, Gamma_i rows_i . state): with

@@ -73,7 +73,9 @@ class SsdScanBackwardProblem : public SequenceProblem<SsdScanBackwardArgs, SsdSc
   // seeds, every config each (the chunk decays split as chunk_tiles.h does, 2026-12-05): dA passed
   // 2x the naive error + 2.5e-6 in 1 check in 1,700 and reached + 6.3e-6 once, so its absolute term
   // is 1e-5; every other gradient stayed within + 1.7e-6, and keeps 5e-6 (times max(1, max |ref|)).
-  // The relative-norm rule (1e-5) is unchanged.
+  // The relative-norm rule (1e-5) is unchanged. Later a seed of the edge shape with 64 x 128 states
+  // reached + 1.2e-5 (the float sums of chunk_tiles.h's decayed_scores_backward; double since
+  // 2026-12-06, the dA errors of all 600 seeds tried then at most a quarter of this allowance).
   Tolerance tolerance(const std::string& output) const override { return {2.0, output == "da" ? 1e-5 : 5e-6, 1e-5}; }
 
  protected:
