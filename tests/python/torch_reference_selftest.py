@@ -7,14 +7,19 @@ Checks, on tiny configs covering every ModelConfig switch:
   - the safetensors reader/writer (F32, F64 round trip; BF16 read = exact widening);
   - the lr schedules at hand-computed points;
   - logits against transformers' LlamaForCausalLM (and Qwen3, Gemma2, Gemma3 when those classes
-    exist) on the same weights, when transformers is importable (otherwise those checks are skipped).
+    exist) on the same weights, when transformers is importable (otherwise those checks are skipped);
+  - bench_train.py's choice of peer: the reference Decoder for a dense config, exit status 3 for a
+    mixture of experts without --hf-config, transformers' Mixtral from its config.json with it
+    (when transformers is importable), and --time-limit cutting the timed steps to one.
 Exit 0 on success, 1 on a failure, 77 when torch is missing (ctest SKIP_RETURN_CODE).
 Seeded: every run uses the same inputs.
 """
 
 import inspect
+import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -306,7 +311,58 @@ def compare_one(transformers, model_class_name, config_class_name, hf_arguments,
     check(difference <= 2e-5 * scale, f"{model_class_name}: logits differ from transformers by {difference:.3e}")
 
 
+def run_bench_train(model_fields, extra=()):
+    """bench_train.py on a tiny model: (exit status, its JSON line or None, its output)."""
+    script = os.path.join(HERE, "..", "..", "bench", "torch_reference", "bench_train.py")
+    with tempfile.TemporaryDirectory() as directory:
+        config = os.path.join(directory, "model.json")
+        with open(config, "w") as file:
+            json.dump(model_fields, file)
+        arguments = [sys.executable, script, "--config", config, "--batch", "2", "--seq", "8", "--steps", "3",
+                     "--warmup", "0", "--threads", "1"]
+        extra = [value.replace("{dir}", directory) if isinstance(value, str) else value for value in extra]
+        for value in extra:
+            if isinstance(value, dict):  # an HF config.json to write, then pass
+                path = os.path.join(directory, "config.json")
+                with open(path, "w") as file:
+                    json.dump(value, file)
+                arguments += ["--hf-config", path]
+            else:
+                arguments.append(value)
+        result = subprocess.run(arguments, capture_output=True, text=True)
+    line = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    parsed = json.loads(line) if result.returncode == 0 and line.startswith("{") else None
+    return result.returncode, parsed, result.stdout + result.stderr
+
+
+def check_bench_train():
+    status, report, output = run_bench_train(dict(TINY))
+    check(status == 0 and report is not None and report["model"] == "lathe's reference Decoder" and report["steps"] == 3,
+          f"bench_train.py on a dense config: status {status}, {output[-300:]}")
+    status, report, output = run_bench_train(dict(TINY), ["--time-limit", "1e-9"])
+    check(status == 0 and report is not None and report["steps"] == 1,
+          f"bench_train.py --time-limit: expected one timed step, got status {status}, {output[-300:]}")
+    moe = dict(TINY, moe_experts=4, moe_top_k=2)
+    status, _, output = run_bench_train(moe)
+    check(status == 3 and "--hf-config" in output,
+          f"bench_train.py on a mixture of experts without --hf-config: expected status 3, got {status}: {output[-300:]}")
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        print("transformers not importable: skipping bench_train.py's transformers peer")
+        return
+    mixtral = dict(model_type="mixtral", vocab_size=23, hidden_size=16, intermediate_size=20, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=4, max_position_embeddings=16,
+                   num_local_experts=4, num_experts_per_tok=2, output_router_logits=True, router_aux_loss_coef=0.01)
+    status, report, output = run_bench_train(moe, [mixtral])
+    check(status == 0 and report is not None and "MixtralForCausalLM" in report["model"] and
+          report["tokens_per_second"] > 0, f"bench_train.py with --hf-config: status {status}, {output[-300:]}")
+    if report is not None:
+        print(f"bench_train.py peers: {report['model']}")
+
+
 def main():
+    check_bench_train()
     for name, fields in VARIANTS.items():
         check_gradients(name, ModelConfig(fields))
         check_masking(name, ModelConfig(fields))

@@ -1,8 +1,9 @@
 // `lathe bench train`: the end-to-end truth of the trainer. Times TrainStep (the same step
 // `lathe train` runs) on random tokens, reports tokens/s, model FLOP/s and MFU against the peak
-// measured in the same run, compares with PyTorch (bench/torch_reference/bench_train.py) at the
-// same shape and thread count, and sets the predicted memory of each remat policy beside the
-// measured peak of tensor bytes.
+// measured in the same run, compares with PyTorch (bench/torch_reference/bench_train.py: lathe's
+// reference Decoder for the dense families, transformers' model for the others) at the same shape
+// and thread count, and sets the predicted memory of each remat policy beside the measured peak of
+// tensor bytes.
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "lathe/core/version.h"
 #include "lathe/device/cuda_runtime.h"
 #include "lathe/device/device_tensor.h"
+#include "lathe/models/hf/hf_config.h"
 #include "lathe/models/memory_estimate.h"
 #include "lathe/train/compute_dtype.h"
 #include "lathe/train/train_step.h"
@@ -56,40 +58,87 @@ std::string find_torch_script(const std::string& given) {
 
 bool torch_importable() { return std::system("python3 -c 'import torch' >/dev/null 2>&1") == 0; }
 
-// Runs the PyTorch peer once, in float32 (autocast "none") or with its forward under
-// torch.autocast (autocast "bf16": PyTorch's mixed precision); returns its JSON line, or null with
-// a note on stderr when it fails.
-Json run_torch(const std::string& script, const TrainConfig& config, int64_t steps, int64_t warmup,
-               const std::string& autocast) {
-  char model_path[] = "/tmp/lathe_bench_train_XXXXXX";
-  const int fd = mkstemp(model_path);
-  LATHE_CHECK(fd >= 0, "bench train: cannot create a temporary file in /tmp");
-  close(fd);
-  {
-    std::ofstream file(model_path);
-    file << train_config_to_json(config).get("model").dump();
+// A file in /tmp holding `text`, removed when this goes out of scope.
+class TemporaryFile {
+ public:
+  explicit TemporaryFile(const std::string& text) {
+    char path[] = "/tmp/lathe_bench_train_XXXXXX";
+    const int fd = mkstemp(path);
+    LATHE_CHECK(fd >= 0, "bench train: cannot create a temporary file in /tmp");
+    close(fd);
+    path_ = path;
+    std::ofstream file(path_);
+    file << text;
+    LATHE_CHECK(file.good(), "bench train: cannot write the temporary file ", path_);
   }
+  ~TemporaryFile() { std::filesystem::remove(path_); }
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The model's Hugging Face config.json text, or "" where its family's HF architecture cannot
+// express it: the peer script builds transformers' model from it for the families its own
+// reference Decoder does not model (mixture of experts, Mamba-2, linear or latent attention, Gemma 4).
+std::string hf_config_or_empty(const ModelConfig& model) {
+  try {
+    return hf_config_text(hf_json_from_model_config(model));
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+// The PyTorch peer's run: its JSON line, or null when it did not run (why: on stderr, or
+// not_modelled when the reference Decoder does not model the config and transformers was not asked).
+struct TorchRun {
+  Json result;
+  bool not_modelled = false;
+};
+
+// The peer's timed steps stop after the one that crosses this many seconds (at least one is
+// timed): transformers' CPU paths for some families take minutes a step.
+constexpr int kTorchTimeLimitSeconds = 120;
+constexpr int kNotModelledExitStatus = 3;  // bench_train.py: no --hf-config and not a reference Decoder model
+
+// Runs the PyTorch peer once, in float32 (autocast "none") or with its forward under
+// torch.autocast (autocast "bf16": PyTorch's mixed precision). with_transformers: pass the model's
+// Hugging Face config so the script can build transformers' model where its Decoder cannot.
+TorchRun run_torch(const std::string& script, const TrainConfig& config, int64_t steps, int64_t warmup,
+                   const std::string& autocast, bool with_transformers) {
+  const TemporaryFile model_file(train_config_to_json(config).get("model").dump());
+  const std::string hf_config = with_transformers ? hf_config_or_empty(config.model) : "";
+  std::unique_ptr<TemporaryFile> hf_file;
+  if (!hf_config.empty()) hf_file = std::make_unique<TemporaryFile>(hf_config);
   const std::string command =
-      str_cat(peer_process_isa_environment(), "python3 '", script, "' --config ", model_path, " --batch ",
-              config.train.batch_size, " --seq ", config.train.seq_len, " --steps ", steps, " --warmup ", warmup,
-              " --threads ", num_threads(), " --autocast ", autocast, " 2>&1");
+      str_cat(peer_process_isa_environment(), "python3 '", script, "' --config ", model_file.path(),
+              hf_file ? " --hf-config " + hf_file->path() : std::string(), " --batch ", config.train.batch_size,
+              " --seq ", config.train.seq_len, " --steps ", steps, " --warmup ", warmup, " --time-limit ",
+              kTorchTimeLimitSeconds, " --threads ", num_threads(), " --autocast ", autocast, " 2>&1");
+  std::fprintf(stderr, "bench train: running the PyTorch peer (%s)...\n",
+               autocast == "bf16" ? "bf16 autocast" : "float32");
   std::string output;
+  int status = -1;
   if (FILE* pipe = popen(command.c_str(), "r")) {
     char buffer[4096];
     while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-    const int status = pclose(pipe);
-    std::filesystem::remove(model_path);
+    status = pclose(pipe);
     const size_t line_start = output.rfind('{');
     if (status == 0 && line_start != std::string::npos) {
       try {
-        return Json::parse(output.substr(line_start));
+        return {Json::parse(output.substr(line_start))};
       } catch (const Error&) {
       }
     }
   }
-  std::filesystem::remove(model_path);
-  std::fprintf(stderr, "note: the PyTorch peer failed (%s); no comparison\n", command.c_str());
-  return Json();
+  if (!with_transformers && status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == kNotModelledExitStatus)
+    return {Json(), true};
+  const size_t tail = output.size() > 600 ? output.size() - 600 : 0;
+  std::fprintf(stderr, "note: the PyTorch peer failed (%s); no comparison. Its output ends:\n%s\n", command.c_str(),
+               output.substr(tail).c_str());
+  return {};
 }
 
 // One round of the comparison: lathe timed, then the peer (0: that precision did not run).
@@ -145,8 +194,11 @@ int run_bench_train(int argc, char** argv) {
       "model, batch, thread count and instruction set (--isa caps it too, through its environment)\n"
       "twice, in float32 and in bf16 autocast (its mixed precision; skipped on CPUs without\n"
       "AVX512_BF16 or AMX, where PyTorch emulates bf16), and the lathe/torch tokens/s ratio to each\n"
-      "is printed (dense models only; a mixture-of-experts config prints its experts and\n"
-      "active-parameter FLOPs). A float32 run also prints PyTorch's share of the f32 FMA peak beside\n"
+      "is printed. The peer model is lathe's reference Decoder (bench/torch_reference) for the dense\n"
+      "families, and transformers' AutoModelForCausalLM built from the config.json `lathe convert`\n"
+      "would write for the others (mixture of experts, Mamba-2, linear and latent attention, Gemma 4;\n"
+      "needs transformers); a mixture-of-experts config also prints its experts and active-parameter\n"
+      "FLOPs. A float32 run also prints PyTorch's share of the f32 FMA peak beside\n"
       "lathe's MFU: both multiply on that peak, so a 1.5x margin needs PyTorch under two thirds of it.\n"
       "Memory: the predicted bytes (models/memory_estimate.h) of each remat policy beside the measured\n"
       "peak of tensor bytes during one step. With --rounds N, lathe and PyTorch are timed in turn N\n"
@@ -189,17 +241,15 @@ int run_bench_train(int argc, char** argv) {
   LATHE_CHECK(!on_gpu || vs != "torch", "--vs torch: the PyTorch peer trains on the CPU; with train.device=cuda ",
               "use --vs none (docs/cuda.md)");
   LATHE_CHECK(!on_gpu || rounds == 1, "--rounds ", rounds, ": no peer with train.device=cuda");
+  // --vs torch (asked for by name) may take transformers' model as the peer; auto only lathe's
+  // reference Decoder, the quick peer of the dense families.
+  const bool with_transformers = vs == "torch";
   if (vs != "none" && !on_gpu) {
     torch_script = find_torch_script(command_line.get("torch-script"));
     const bool available = !torch_script.empty() && (command_line.has("torch-script") || torch_importable());
     LATHE_CHECK(available || vs == "auto",
                 "--vs torch: needs python3 with torch and bench/torch_reference/bench_train.py (see --torch-script)");
     if (!available) torch_script.clear();
-    // The PyTorch reference (bench/torch_reference) models dense layers only.
-    const bool dense = config.model.moe_experts == 0 && !config.model.qk_norm_full_width;
-    LATHE_CHECK(dense || vs != "torch", "--vs torch: the PyTorch reference has no mixture-of-experts layers (model.",
-                config.model.moe_experts > 0 ? "moe_experts > 0" : "qk_norm_full_width", "); use --vs none");
-    if (!dense) torch_script.clear();
   }
 
   const MachinePeaks peaks = on_gpu ? gpu_datasheet_peaks() : measure_machine_peaks();
@@ -365,14 +415,24 @@ int run_bench_train(int argc, char** argv) {
       PeerRound result;
       result.lathe_tokens_per_second = round == 1 ? first.tokens_per_second : time_steps().tokens_per_second;
       // A failed peer run (noted on stderr) leaves that round without the ratio; `torch` keeps the last good run.
-      if (const Json run = run_torch(torch_script, config, steps, warmup, "none"); !run.is_null()) {
-        torch = run;
-        result.torch_tokens_per_second = run.get("tokens_per_second").as_number();
+      const TorchRun f32_run = run_torch(torch_script, config, steps, warmup, "none", with_transformers);
+      if (f32_run.not_modelled) {
+        std::printf(
+            "\nno PyTorch peer by default: lathe's reference Decoder does not model this config; `--vs torch` "
+            "compares with transformers' %s (slow on a CPU for some families: minutes a step)\n",
+            hf_config_or_empty(config.model).empty() ? "model (not exportable: none)"
+                                                     : hf_architecture_for_family(config.model.family).c_str());
+        break;
+      }
+      if (!f32_run.result.is_null()) {
+        torch = f32_run.result;
+        result.torch_tokens_per_second = torch.get("tokens_per_second").as_number();
       }
       if (bf16_hardware)
-        if (const Json run = run_torch(torch_script, config, steps, warmup, "bf16"); !run.is_null()) {
-          torch_bf16 = run;
-          result.torch_bf16_tokens_per_second = run.get("tokens_per_second").as_number();
+        if (const TorchRun run = run_torch(torch_script, config, steps, warmup, "bf16", with_transformers);
+            !run.result.is_null()) {
+          torch_bf16 = run.result;
+          result.torch_bf16_tokens_per_second = torch_bf16.get("tokens_per_second").as_number();
         }
       if (rounds > 1) {
         std::printf("round %lld/%lld: lathe %.0f tokens/s", static_cast<long long>(round),
@@ -390,9 +450,10 @@ int run_bench_train(int argc, char** argv) {
     }
     const Json& any = torch.is_null() ? torch_bf16 : torch;
     if (!any.is_null())
-      std::printf("\ntorch %s (%s attention, %s AdamW), same model, batch and threads:\n",
-                  any.get("torch_version").as_string().c_str(), any.get("attention").as_string().c_str(),
-                  any.get("optimizer").as_string().c_str());
+      std::printf("\ntorch %s (%s; %s attention, %s AdamW), same model, batch and threads:\n",
+                  any.get("torch_version").as_string().c_str(),
+                  any.get("model").is_string() ? any.get("model").as_string().c_str() : "its model",
+                  any.get("attention").as_string().c_str(), any.get("optimizer").as_string().c_str());
     auto print_peer = [&](const Json& peer, bool bf16_autocast, const char* precision, const char* target) {
       if (peer.is_null()) return;
       const RatioSummary ratio = summarize_ratios(peer_rounds, bf16_autocast);

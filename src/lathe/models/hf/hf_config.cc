@@ -512,7 +512,11 @@ void check_exportable(const ModelConfig& config, const FamilySpec& family) {
     if (!moe.sparse_step_keys)
       require(config.moe_layer_step == 1 && config.moe_dense_layers.empty(),
               "every layer MoE (moe_layer_step=1, no moe_dense_layers)");
-    if (std::string(moe.expert_ffn_key) == "intermediate_size")
+    // The experts' width is intermediate_size: with every layer MoE (required above where the
+    // architecture has no dense layers) ffn_dim is unused and intermediate_size is written as the
+    // experts' width (configs/moe.yaml: ffn_dim 1024, moe_ffn_dim 512; it imports back as ffn_dim
+    // 512, the same model); with dense layers both widths would have to agree.
+    if (std::string(moe.expert_ffn_key) == "intermediate_size" && moe.sparse_step_keys)
       require(config.moe_ffn_dim == 0 || config.moe_ffn_dim == config.ffn_dim,
               "moe_ffn_dim=0 (the experts' width is intermediate_size)");
     if (moe.default_shared_ffn > 0)
@@ -705,11 +709,23 @@ Json hf_json_from_model_config(const ModelConfig& config) {
 }
 
 std::string hf_config_text(const Json& json) {
-  static const char* const kFloatKeys[] = {
-      "rope_theta",   "rms_norm_eps",    "initializer_range", "final_logit_softcapping", "attn_logit_softcapping",
-      "factor",       "low_freq_factor", "high_freq_factor",  "rope_local_base_freq",    "router_aux_loss_coef",
-      "swiglu_alpha", "swiglu_limit",    "layer_norm_epsilon", "time_step_min",           "time_step_max",
-      "time_step_floor"};
+  static const char* const kFloatKeys[] = {"rope_theta",
+                                           "rms_norm_eps",
+                                           "initializer_range",
+                                           "final_logit_softcapping",
+                                           "attn_logit_softcapping",
+                                           "factor",
+                                           "low_freq_factor",
+                                           "high_freq_factor",
+                                           "rope_local_base_freq",
+                                           "router_aux_loss_coef",
+                                           "swiglu_alpha",
+                                           "swiglu_limit",
+                                           "layer_norm_epsilon",
+                                           "time_step_min",
+                                           "time_step_max",
+                                           "time_step_floor",
+                                           "routed_scaling_factor"};
   // Lists of floats: their entries stand on lines of their own.
   static const char* const kFloatListKeys[] = {"time_step_limit"};
   bool in_float_list = false;

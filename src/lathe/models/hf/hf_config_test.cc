@@ -443,6 +443,32 @@ TEST(HfConfig, ConfigTextWritesFloatKeysAsFloats) {
   EXPECT_NE(text.find("\"rope_theta\": 50000.0"), std::string::npos) << text;
   EXPECT_NE(text.find("\"num_hidden_layers\": 7,"), std::string::npos) << text;
   EXPECT_EQ(model_config_from_hf_json(Json::parse(text), "text").config, exportable("gemma2"));
+  // DeepSeek's scaling of the routed experts is a float in transformers' strict config classes
+  // (configs/deepseek.yaml's 1 was written as an integer, which DeepseekV3Config rejects).
+  ModelConfig deepseek = parse(R"({"model_type": "deepseek_v3", "vocab_size": 64, "hidden_size": 32,
+      "intermediate_size": 48, "num_hidden_layers": 4, "num_attention_heads": 4, "q_lora_rank": null,
+      "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 8, "n_routed_experts": 8,
+      "n_group": 1, "topk_group": 1, "num_experts_per_tok": 2, "moe_intermediate_size": 16})").config;
+  deepseek.moe_routed_scaling = 1.0;
+  const std::string deepseek_text = hf_config_text(hf_json_from_model_config(deepseek));
+  EXPECT_NE(deepseek_text.find("\"routed_scaling_factor\": 1.0"), std::string::npos) << deepseek_text;
+}
+
+// An all-MoE model whose experts have their own width (configs/moe.yaml: ffn_dim 1024, experts
+// 512) in an architecture whose experts are intermediate_size wide: the dense width is unused,
+// the export writes the experts' width, and the import reads the same model back.
+TEST(HfConfig, ExportsTheExpertsWidthWhereEveryLayerIsMoe) {
+  for (const char* family : {"mixtral", "olmoe", "gpt_oss"}) {
+    ModelConfig config = exportable(family);
+    config.moe_ffn_dim = config.ffn_dim / 2;
+    const Json json = hf_json_from_model_config(config);
+    EXPECT_EQ(json.get("intermediate_size").as_int(), config.ffn_dim / 2) << family;
+    ModelConfig back = model_config_from_hf_json(Json::parse(json.dump()), "exported").config;
+    EXPECT_EQ(back.resolved_moe_ffn_dim(), config.resolved_moe_ffn_dim()) << family;
+    EXPECT_EQ(back.parameter_count(), config.parameter_count()) << family;
+    back.ffn_dim = config.ffn_dim, back.moe_ffn_dim = config.moe_ffn_dim, back.head_dim = config.head_dim;
+    EXPECT_EQ(back, config) << family << ": " << json.dump();
+  }
 }
 
 TEST(HfConfig, ExportRefusesWhatTheArchitectureCannotExpress) {
