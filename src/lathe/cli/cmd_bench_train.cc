@@ -83,16 +83,18 @@ class TemporaryFile {
 // The model's Hugging Face config.json text, or "" where its family's HF architecture cannot
 // express it: the peer script builds transformers' model from it for the families its own
 // reference Decoder does not model (mixture of experts, Mamba-2, linear or latent attention, Gemma 4).
-std::string hf_config_or_empty(const ModelConfig& model) {
+std::string hf_config_or_empty(const ModelConfig& model, std::string* why_not = nullptr) {
   try {
     return hf_config_text(hf_json_from_model_config(model));
-  } catch (const Error&) {
+  } catch (const Error& error) {
+    if (why_not) *why_not = error.what();
     return "";
   }
 }
 
 // The PyTorch peer's run: its JSON line, or null when it did not run (why: on stderr, or
-// not_modelled when the reference Decoder does not model the config and transformers was not asked).
+// not_modelled when the reference Decoder does not model the config and transformers' model was
+// not asked for or cannot be built from it).
 struct TorchRun {
   Json result;
   bool not_modelled = false;
@@ -133,8 +135,7 @@ TorchRun run_torch(const std::string& script, const TrainConfig& config, int64_t
       }
     }
   }
-  if (!with_transformers && status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == kNotModelledExitStatus)
-    return {Json(), true};
+  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == kNotModelledExitStatus) return {Json(), true};
   const size_t tail = output.size() > 600 ? output.size() - 600 : 0;
   std::fprintf(stderr, "note: the PyTorch peer failed (%s); no comparison. Its output ends:\n%s\n", command.c_str(),
                output.substr(tail).c_str());
@@ -417,11 +418,17 @@ int run_bench_train(int argc, char** argv) {
       // A failed peer run (noted on stderr) leaves that round without the ratio; `torch` keeps the last good run.
       const TorchRun f32_run = run_torch(torch_script, config, steps, warmup, "none", with_transformers);
       if (f32_run.not_modelled) {
-        std::printf(
-            "\nno PyTorch peer by default: lathe's reference Decoder does not model this config; `--vs torch` "
-            "compares with transformers' %s (slow on a CPU for some families: minutes a step)\n",
-            hf_config_or_empty(config.model).empty() ? "model (not exportable: none)"
-                                                     : hf_architecture_for_family(config.model.family).c_str());
+        std::string not_exportable;
+        if (hf_config_or_empty(config.model, &not_exportable).empty())
+          std::printf(
+              "\nno PyTorch peer: lathe's reference Decoder does not model this config, and transformers' model "
+              "cannot be built from it (%s)\n",
+              not_exportable.c_str());
+        else
+          std::printf(
+              "\nno PyTorch peer by default: lathe's reference Decoder does not model this config; `--vs torch` "
+              "compares with transformers' %s (slow on a CPU for some families: minutes a step)\n",
+              hf_architecture_for_family(config.model.family).c_str());
         break;
       }
       if (!f32_run.result.is_null()) {
