@@ -11,8 +11,8 @@ transformers' AutoModelForCausalLM built from that config: what a user of transf
 mixture of experts (its default experts implementation), Mamba-2, a linear-attention hybrid, latent
 attention or Gemma 4 (the loss is the cross-entropy of the logits, plus the router's auxiliary loss
 where the config asks transformers for it).
-Without --hf-config a config the Decoder does not model exits with status 3 (lathe bench train's
-default peer is the Decoder alone). Random init and random tokens; the step time is the median over
+A config the Decoder does not model exits with status 3 without --hf-config, and with status 4 where
+transformers is not importable. Random init and random tokens; the step time is the median over
 the N steps after W warm-up steps, or over those that fit in --time-limit seconds (at least one).
 Prints one JSON line: {"tokens_per_second", "step_seconds", "torch_version", "model", "steps", ...}.
 The configuration is the fastest honest one a user would write without torch.compile:
@@ -54,6 +54,7 @@ def make_optimizer(named):
 
 
 NOT_MODELLED_EXIT_STATUS = 3  # the reference Decoder does not model the config and no --hf-config was given
+NO_TRANSFORMERS_EXIT_STATUS = 4  # it would take transformers' model, and transformers is not importable
 
 
 def transformers_model(path, dtype):
@@ -128,8 +129,14 @@ def main():
             print(f"bench_train.py: {error} (give --hf-config for transformers' model)", file=sys.stderr)
             return NOT_MODELLED_EXIT_STATUS
         try:
+            import transformers  # noqa: F401
+        except ImportError:
+            print(f"bench_train.py: {error}; transformers' model would be the peer, but transformers is not "
+                  "importable", file=sys.stderr)
+            return NO_TRANSFORMERS_EXIT_STATUS
+        try:
             model, model_loss, model_name, attention = transformers_model(args.hf_config, dtype)
-        except (ImportError, ValueError, KeyError, OSError) as hf_error:
+        except (ValueError, KeyError, OSError) as hf_error:
             print(f"bench_train.py: {error}; and transformers cannot build it from {args.hf_config}: {hf_error}",
                   file=sys.stderr)
             return 2

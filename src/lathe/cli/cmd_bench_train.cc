@@ -92,26 +92,30 @@ std::string hf_config_or_empty(const ModelConfig& model, std::string* why_not = 
   }
 }
 
-// The PyTorch peer's run: its JSON line, or null when it did not run (why: on stderr, or
-// not_modelled when the reference Decoder does not model the config and transformers' model was
-// not asked for or cannot be built from it).
+// Why the peer script could not run a model (its exit status): lathe's reference Decoder does not
+// model the config and no Hugging Face config was given (none can express it), or transformers,
+// which would build that model, is not importable.
+enum class PeerMissing { no, not_modelled = 3, no_transformers = 4 };
+
+// The PyTorch peer's run: its JSON line, or null when it did not run (why: `missing`, or a note on
+// stderr for a failure).
 struct TorchRun {
   Json result;
-  bool not_modelled = false;
+  PeerMissing missing = PeerMissing::no;
 };
 
 // The peer's timed steps stop after the one that crosses this many seconds (at least one is
-// timed): transformers' CPU paths for some families take minutes a step.
+// timed): a bound on the wait for a large model, not a limit the default configs reach.
 constexpr int kTorchTimeLimitSeconds = 120;
-constexpr int kNotModelledExitStatus = 3;  // bench_train.py: no --hf-config and not a reference Decoder model
 
 // Runs the PyTorch peer once, in float32 (autocast "none") or with its forward under
-// torch.autocast (autocast "bf16": PyTorch's mixed precision). with_transformers: pass the model's
-// Hugging Face config so the script can build transformers' model where its Decoder cannot.
+// torch.autocast (autocast "bf16": PyTorch's mixed precision). The model's Hugging Face config
+// goes along where the exporter can write one, for the script to build transformers' model where
+// its own Decoder does not model the config.
 TorchRun run_torch(const std::string& script, const TrainConfig& config, int64_t steps, int64_t warmup,
-                   const std::string& autocast, bool with_transformers) {
+                   const std::string& autocast) {
   const TemporaryFile model_file(train_config_to_json(config).get("model").dump());
-  const std::string hf_config = with_transformers ? hf_config_or_empty(config.model) : "";
+  const std::string hf_config = hf_config_or_empty(config.model);
   std::unique_ptr<TemporaryFile> hf_file;
   if (!hf_config.empty()) hf_file = std::make_unique<TemporaryFile>(hf_config);
   const std::string command =
@@ -135,7 +139,11 @@ TorchRun run_torch(const std::string& script, const TrainConfig& config, int64_t
       }
     }
   }
-  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == kNotModelledExitStatus) return {Json(), true};
+  if (status != -1 && WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    if (code == static_cast<int>(PeerMissing::not_modelled)) return {Json(), PeerMissing::not_modelled};
+    if (code == static_cast<int>(PeerMissing::no_transformers)) return {Json(), PeerMissing::no_transformers};
+  }
   const size_t tail = output.size() > 600 ? output.size() - 600 : 0;
   std::fprintf(stderr, "note: the PyTorch peer failed (%s); no comparison. Its output ends:\n%s\n", command.c_str(),
                output.substr(tail).c_str());
@@ -198,9 +206,10 @@ int run_bench_train(int argc, char** argv) {
       "is printed. The peer model is lathe's reference Decoder (bench/torch_reference) for the dense\n"
       "families, and transformers' AutoModelForCausalLM built from the config.json `lathe convert`\n"
       "would write for the others (mixture of experts, Mamba-2, linear and latent attention, Gemma 4;\n"
-      "needs transformers); a mixture-of-experts config also prints its experts and active-parameter\n"
-      "FLOPs. A float32 run also prints PyTorch's share of the f32 FMA peak beside\n"
-      "lathe's MFU: both multiply on that peak, so a 1.5x margin needs PyTorch under two thirds of it.\n"
+      "needs transformers); its timed steps stop after 120 s. A mixture-of-experts config also prints\n"
+      "its experts and active-parameter FLOPs. A float32 run also prints PyTorch's share of the f32\n"
+      "FMA peak beside lathe's MFU: both multiply on that peak, so a 1.5x margin needs PyTorch under\n"
+      "two thirds of it.\n"
       "Memory: the predicted bytes (models/memory_estimate.h) of each remat policy beside the measured\n"
       "peak of tensor bytes during one step. With --rounds N, lathe and PyTorch are timed in turn N\n"
       "times and the median of the N ratios is the result, with its range (a shared machine's load\n"
@@ -242,9 +251,6 @@ int run_bench_train(int argc, char** argv) {
   LATHE_CHECK(!on_gpu || vs != "torch", "--vs torch: the PyTorch peer trains on the CPU; with train.device=cuda ",
               "use --vs none (docs/cuda.md)");
   LATHE_CHECK(!on_gpu || rounds == 1, "--rounds ", rounds, ": no peer with train.device=cuda");
-  // --vs torch (asked for by name) may take transformers' model as the peer; auto only lathe's
-  // reference Decoder, the quick peer of the dense families.
-  const bool with_transformers = vs == "torch";
   if (vs != "none" && !on_gpu) {
     torch_script = find_torch_script(command_line.get("torch-script"));
     const bool available = !torch_script.empty() && (command_line.has("torch-script") || torch_importable());
@@ -416,19 +422,20 @@ int run_bench_train(int argc, char** argv) {
       PeerRound result;
       result.lathe_tokens_per_second = round == 1 ? first.tokens_per_second : time_steps().tokens_per_second;
       // A failed peer run (noted on stderr) leaves that round without the ratio; `torch` keeps the last good run.
-      const TorchRun f32_run = run_torch(torch_script, config, steps, warmup, "none", with_transformers);
-      if (f32_run.not_modelled) {
+      const TorchRun f32_run = run_torch(torch_script, config, steps, warmup, "none");
+      if (f32_run.missing != PeerMissing::no) {
         std::string not_exportable;
-        if (hf_config_or_empty(config.model, &not_exportable).empty())
+        hf_config_or_empty(config.model, &not_exportable);
+        if (f32_run.missing == PeerMissing::no_transformers)
+          std::printf(
+              "\nno PyTorch peer: lathe's reference Decoder does not model this config; transformers' %s would, "
+              "but python3 cannot import transformers (pip install transformers)\n",
+              hf_architecture_for_family(config.model.family).c_str());
+        else
           std::printf(
               "\nno PyTorch peer: lathe's reference Decoder does not model this config, and transformers' model "
               "cannot be built from it (%s)\n",
               not_exportable.c_str());
-        else
-          std::printf(
-              "\nno PyTorch peer by default: lathe's reference Decoder does not model this config; `--vs torch` "
-              "compares with transformers' %s (slow on a CPU for some families: minutes a step)\n",
-              hf_architecture_for_family(config.model.family).c_str());
         break;
       }
       if (!f32_run.result.is_null()) {
@@ -436,8 +443,7 @@ int run_bench_train(int argc, char** argv) {
         result.torch_tokens_per_second = torch.get("tokens_per_second").as_number();
       }
       if (bf16_hardware)
-        if (const TorchRun run = run_torch(torch_script, config, steps, warmup, "bf16", with_transformers);
-            !run.result.is_null()) {
+        if (const TorchRun run = run_torch(torch_script, config, steps, warmup, "bf16"); !run.result.is_null()) {
           torch_bf16 = run.result;
           result.torch_bf16_tokens_per_second = torch_bf16.get("tokens_per_second").as_number();
         }
