@@ -121,10 +121,10 @@ def main():
         model_loss, model_name = model.loss, "lathe's reference Decoder"
         uses_sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention") and config.attn_logit_softcap == 0
         attention = "sdpa" if uses_sdpa else "reference"
-    except (ValueError, OSError) as error:
-        if isinstance(error, OSError):
-            print(f"bench_train.py: {error}", file=sys.stderr)
-            return 2
+    except OSError as error:
+        print(f"bench_train.py: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:
         if not args.hf_config:
             print(f"bench_train.py: {error} (give --hf-config for transformers' model)", file=sys.stderr)
             return NOT_MODELLED_EXIT_STATUS

@@ -109,13 +109,12 @@ struct TorchRun {
 constexpr int kTorchTimeLimitSeconds = 120;
 
 // Runs the PyTorch peer once, in float32 (autocast "none") or with its forward under
-// torch.autocast (autocast "bf16": PyTorch's mixed precision). The model's Hugging Face config
-// goes along where the exporter can write one, for the script to build transformers' model where
-// its own Decoder does not model the config.
-TorchRun run_torch(const std::string& script, const TrainConfig& config, int64_t steps, int64_t warmup,
-                   const std::string& autocast) {
+// torch.autocast (autocast "bf16": PyTorch's mixed precision). hf_config: the model's Hugging Face
+// config.json text ("" where the exporter cannot write one), for the script to build transformers'
+// model where its own Decoder does not model the config.
+TorchRun run_torch(const std::string& script, const TrainConfig& config, const std::string& hf_config, int64_t steps,
+                   int64_t warmup, const std::string& autocast) {
   const TemporaryFile model_file(train_config_to_json(config).get("model").dump());
-  const std::string hf_config = hf_config_or_empty(config.model);
   std::unique_ptr<TemporaryFile> hf_file;
   if (!hf_config.empty()) hf_file = std::make_unique<TemporaryFile>(hf_config);
   const std::string command =
@@ -427,14 +426,14 @@ int run_bench_train(int argc, char** argv) {
     // it trained the default config at 84 tokens/s against 2398 in float32, minutes of waiting
     // for a figure no one would train at, so it is skipped there.
     const bool bf16_hardware = amx || peaks.bf16_gflops > 0;
+    std::string not_exportable;  // why the exporter cannot write the model's Hugging Face config
+    const std::string hf_config = hf_config_or_empty(config.model, &not_exportable);
     for (int64_t round = 1; round <= rounds; ++round) {
       PeerRound result;
       result.lathe_tokens_per_second = round == 1 ? first.tokens_per_second : time_steps().tokens_per_second;
       // A failed peer run (noted on stderr) leaves that round without the ratio; `torch` keeps the last good run.
-      const TorchRun f32_run = run_torch(torch_script, config, steps, warmup, "none");
+      const TorchRun f32_run = run_torch(torch_script, config, hf_config, steps, warmup, "none");
       if (f32_run.missing != PeerMissing::no) {
-        std::string not_exportable;
-        hf_config_or_empty(config.model, &not_exportable);
         if (f32_run.missing == PeerMissing::no_transformers)
           std::printf(
               "\nno PyTorch peer: lathe's reference Decoder does not model this config; transformers' %s would, "
@@ -452,7 +451,8 @@ int run_bench_train(int argc, char** argv) {
         result.torch_tokens_per_second = torch.get("tokens_per_second").as_number();
       }
       if (bf16_hardware)
-        if (const TorchRun run = run_torch(torch_script, config, steps, warmup, "bf16"); !run.result.is_null()) {
+        if (const TorchRun run = run_torch(torch_script, config, hf_config, steps, warmup, "bf16");
+            !run.result.is_null()) {
           torch_bf16 = run.result;
           result.torch_bf16_tokens_per_second = torch_bf16.get("tokens_per_second").as_number();
         }

@@ -226,17 +226,12 @@ TrainingSetup set_up_training(const TrainConfig& config, const TrainOptions& opt
   // matmul engine (AMX or vdpbf16ps; a forced bf16 run on a CPU without either: f32), the rest
   // (routers, recurrences) on f32 FMA.
   const bool bf16 = setup.compute_dtype == ComputeDtype::bf16;
-  if (on_gpu && cuda::available()) {
-    // The GPU's datasheet rates (cuda_runtime.h). bf16: every matmul, the LM head's gradient
-    // products (tensor-core parts) and attention (bf16 there) counted on tensor cores, the strict
-    // count while the CUDA-core attention kernel is the default.
-    setup.peak_gflops =
-        mixed_work_peak_gflops(gpu_datasheet_peaks(), setup.flops_per_token,
-                               bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len) : 0.0);
-  } else {
-    const double bf16_flops = bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len) : 0.0;
-    setup.peak_gflops = mixed_work_peak_gflops(peaks, setup.flops_per_token, bf16_flops);
-  }
+  const double bf16_flops = bf16 ? setup.model->bf16_engine_flops_per_token(config.train.seq_len) : 0.0;
+  // On a GPU its datasheet rates (cuda_runtime.h). bf16: every matmul, the LM head's gradient
+  // products (tensor-core parts) and attention (bf16 there) counted on tensor cores, the strict
+  // count while the CUDA-core attention kernel is the default.
+  setup.peak_gflops = mixed_work_peak_gflops(on_gpu && cuda::available() ? gpu_datasheet_peaks() : peaks,
+                                             setup.flops_per_token, bf16_flops);
   std::fprintf(
       log,
       "model: %s, %.2fM parameters%s, %d threads (from %s); %lld tokens/step, %.1f MFLOP/token; %s compute%s, %s peak "
