@@ -45,13 +45,41 @@ constexpr int kBf16InPlaceMR = static_cast<int>(matmul_bf16_in_place_tile(kIsa).
 constexpr int kBf16InPlaceNV = static_cast<int>(matmul_bf16_in_place_tile(kIsa).nr / 16);
 static_assert(matmul_bf16_in_place_tile(kIsa).nr % 16 == 0, "the bf16 in-place tile is whole pair groups wide");
 
+// The first two cache lines of each of the next tile's A rows, requested during the second half
+// of the current tile, two lines per 16 depth steps. A tile starts MR new row streams, and the
+// hardware prefetchers follow a stream only after its first misses: without this each tile began
+// with MR rows' first lines missing to L3 together. Measured on Zen 4 (one thread, a 6 x 64 tile
+// down 4096 rows of A read from L3, medians of 15 interleaved rounds): K 1024 106.2 -> 110.6
+// GFLOP/s, K 2048 109.1 -> 111.5, K 4096 111.4 -> 112.1; in matmul at 2 threads, 1-3% at the f32
+// square and model shapes (one line a row measured the same as two). Three or four
+// lines a row ran 6-9% slower than none (the prefetchers, seeing no miss on a row's start, started
+// later). docs/perf.md, "The next tile's row starts".
+struct NextRowStarts {
+  static constexpr int kLinesPerRow = 2;
+  const char* first = nullptr;  // the next tile's first row
+  int64_t stride = 0;           // bytes from one row to the next
+  int rows = 0, issued = 0;
+
+  NextRowStarts() = default;
+  NextRowStarts(const void* first_row, int64_t stride_bytes, int64_t row_count)
+      : first(static_cast<const char*>(first_row)), stride(stride_bytes), rows(static_cast<int>(row_count)) {}
+  // Up to two more of the rows' first lines (rows first, then lines along each).
+  LATHE_GEMM_INLINE void issue_two() {
+    for (int n = 0; n < 2 && issued < rows * kLinesPerRow; ++n, ++issued) {
+      const int row = issued / kLinesPerRow, line = issued % kLinesPerRow;
+      simd::prefetch_read(first + row * stride + 64 * line);
+    }
+  }
+};
+
 // C[rows x cols] (+)= A's rows `a` (row stride lda) x the packed panel b (depth, NV * W), then the
 // epilogue. `lines` lines of `next` (the next item's panel) are issued along the way, a few per 16
-// depth steps: a burst at the start would fill the core's miss buffers and stall the tile.
+// depth steps: a burst at the start would fill the core's miss buffers and stall the tile; in its
+// second half, the next tile's row starts too (NextRowStarts).
 template <int MR, int NV>
 LATHE_GEMM_INLINE void tile_f32_a_rows(int64_t depth, const float* a, int64_t lda, const float* __restrict b, float* c,
                                        int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e, LineStream& next,
-                                       int64_t lines) {
+                                       int64_t lines, NextRowStarts next_rows) {
   constexpr int NR = NV * W;
   const float* row[MR];
 #pragma GCC unroll 16
@@ -62,6 +90,7 @@ LATHE_GEMM_INLINE void tile_f32_a_rows(int64_t depth, const float* a, int64_t ld
   for (int64_t p0 = 0; p0 < depth; p0 += 16) {
     const int64_t p1 = min64(p0 + 16, depth);
     if (lines_per_chunk > 0) next.issue(lines_per_chunk);
+    if (2 * p0 >= depth) next_rows.issue_two();
 #pragma GCC unroll 2
     for (int64_t p = p0; p < p1; ++p) {
       VecF bv[NV];
@@ -89,7 +118,9 @@ inline int32_t load_pair(const uint16_t* p) {
 // panel of ceil(depth / 2) pairs x NV * 16 columns (pack_bf16_pairs), C's tile f32. An odd depth
 // ends with the last A element alone in its word (the panel's other half of that pair is zero;
 // A's next element, which may lie past the matrix, is never read). AVX-512: one vdpbf16ps per 16
-// columns and pair; the other ISAs emulate it with two FMAs, as tile_bf16_dot does.
+// columns and pair; the other ISAs emulate it with two FMAs, as tile_bf16_dot does. The next
+// tile's row starts are not requested here: at 2 threads on Zen 4 that ran 5-10% slower at 2048 x
+// 16384 x 2048 against the same binary's f32 gain (docs/perf.md, "The next tile's row starts").
 template <int MR, int NV>
 LATHE_GEMM_INLINE void tile_bf16_a_rows(int64_t depth, const uint16_t* a, int64_t lda, const uint16_t* __restrict b,
                                         float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e,
@@ -127,8 +158,8 @@ struct F32InPlace {
   }
   LATHE_GEMM_INLINE static void tile(int64_t depth, const Element* a, int64_t lda, const Packed* b, float* c,
                                      int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e, LineStream& next,
-                                     int64_t lines) {
-    tile_f32_a_rows<MR, NV>(depth, a, lda, b, c, ldc, rows, cols, e, next, lines);
+                                     int64_t lines, NextRowStarts next_rows) {
+    tile_f32_a_rows<MR, NV>(depth, a, lda, b, c, ldc, rows, cols, e, next, lines, next_rows);
   }
 };
 
@@ -145,7 +176,7 @@ struct Bf16InPlace {
   }
   LATHE_GEMM_INLINE static void tile(int64_t depth, const Element* a, int64_t lda, const Packed* b, float* c,
                                      int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e, LineStream& next,
-                                     int64_t lines) {
+                                     int64_t lines, NextRowStarts /*next_rows: f32 only*/) {
     tile_bf16_a_rows<MR, NV>(depth, a, lda, b, c, ldc, rows, cols, e, next, lines);
   }
 };
@@ -198,9 +229,14 @@ LATHE_GEMM_INLINE void in_place_tiles(const Gemm& g, int64_t t, const typename P
   const auto* a = static_cast<const typename Path::Element*>(g.a.data) + t * g.a.batch_stride;
   float* c = g.c + t * g.c_batch_stride;
   const Epilogue e{g.accumulate, true, g.bias ? g.bias + j0 : nullptr, g.activation};
-  for (int64_t i = r0; i < r1; i += MR)
+  const int64_t row_bytes = g.a.row_stride * static_cast<int64_t>(sizeof(typename Path::Element));
+  for (int64_t i = r0; i < r1; i += MR) {
+    const int64_t next_i = i + MR;
+    const NextRowStarts next_rows =
+        next_i < r1 ? NextRowStarts(a + next_i * g.a.row_stride, row_bytes, min64(MR, r1 - next_i)) : NextRowStarts();
     Path::tile(g.k, a + i * g.a.row_stride, g.a.row_stride, panel, c + i * g.ldc + j0, g.ldc, min64(MR, r1 - i), cols,
-               e, next, lines_per_tile);
+               e, next, lines_per_tile, next_rows);
+  }
 }
 
 // gemm_a_in_place_range (below) for one depth slice.
