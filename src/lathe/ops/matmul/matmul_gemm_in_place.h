@@ -119,8 +119,9 @@ inline int32_t load_pair(const uint16_t* p) {
 // ends with the last A element alone in its word (the panel's other half of that pair is zero;
 // A's next element, which may lie past the matrix, is never read). AVX-512: one vdpbf16ps per 16
 // columns and pair; the other ISAs emulate it with two FMAs, as tile_bf16_dot does. The next
-// tile's row starts are not requested here: on Zen 4 that ran at 0.88-0.95x oneDNN at 2048 x
-// 16384 x 2048 (one or two lines a row) where the form without ran 1.01-1.03x (docs/perf.md,
+// tile's row starts are not requested here: the added code made GCC stop inlining store_tile's
+// `activate`, and a call with the accumulators live put all 24 of them on the stack for the whole
+// tile (0.88-0.95x oneDNN at 2048 x 16384 x 2048 where the form without ran 1.01-1.03x; docs/perf.md,
 // "The next tile's row starts").
 template <int MR, int NV>
 LATHE_GEMM_INLINE void tile_bf16_a_rows(int64_t depth, const uint16_t* a, int64_t lda, const uint16_t* __restrict b,
