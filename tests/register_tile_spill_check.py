@@ -9,9 +9,9 @@ its exp is a call), the compiler keeps every accumulator on the stack instead, a
 tile's row starts").
 
 This disassembles the given objects or binaries (objdump -d), finds in every AVX-512 function
-whose name contains "InPlace<" each innermost loop (a backward branch with no other loop inside it) that
-issues at least MIN_PRODUCTS vector FMAs or vdpbf16ps, and fails if such a loop moves a vector
-register to or from the stack frame. AVX-512 only: with 32 vector registers the 6 x 4 tile fits
+whose name contains "InPlace<" each innermost loop (a backward branch with no other loop inside
+it) that issues at least MIN_PRODUCTS vector FMAs or vdpbf16ps, and fails if such a loop moves a
+vector register to or from the stack frame. AVX-512 only: with 32 vector registers the 6 x 4 tile fits
 (24 accumulators, 4 panel vectors, one broadcast); AVX2's 16 leave its in-place forms (tested, not
 the heuristic's choice there) a few spills by design. Release builds only: sanitizer and debug
 builds do not inline the tiles (LATHE_GEMM_INLINE).

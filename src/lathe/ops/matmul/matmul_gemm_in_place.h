@@ -51,9 +51,9 @@ static_assert(matmul_bf16_in_place_tile(kIsa).nr % 16 == 0, "the bf16 in-place t
 // with MR rows' first lines missing to L3 together. Measured on Zen 4 (one thread, a 6 x 64 tile
 // down 4096 rows of A read from L3, medians of 15 interleaved rounds): K 1024 106.2 -> 110.6
 // GFLOP/s, K 2048 109.1 -> 111.5, K 4096 111.4 -> 112.1; in matmul at 2 threads, 1-3% at the f32
-// square and model shapes (one line a row measured the same as two). Three or four
-// lines a row ran 6-9% slower than none (the prefetchers, seeing no miss on a row's start, started
-// later). docs/perf.md, "The next tile's row starts".
+// square and model shapes (one line a row measured the same as two). Three or four lines a row
+// ran 6-9% slower than none (the prefetchers, seeing no miss on a row's start, started later).
+// docs/perf.md, "The next tile's row starts".
 struct NextRowStarts {
   static constexpr int kLinesPerRow = 2;
   const char* first = nullptr;  // the next tile's first row
