@@ -15,7 +15,8 @@
 #      and emulation tests; bf16 training against f32), from DIR/../lathe_tests of the build.
 #   3. `lathe bench` of the ops with bf16 and tile paths (matmul, grouped_matmul, flash attention
 #      forward and backward, the fused LM head) against oneDNN at this CPU's instruction set, and
-#      f32 matmul again under --isa avx2 where the CPU has more (the AVX2 target).
+#      f32 matmul again under --isa avx2 where the CPU has more (the AVX2 target), and
+#      where AMX is usable the AMX GEMM's heuristic blocking against four neighbours.
 #   4. Flash attention against PyTorch's SDPA (bench/torch_reference/attention_vs_sdpa.py), where
 #      python3 imports torch.
 #   5. `lathe bench train --vs torch --rounds 3` on the default config (PyTorch float32 and bf16
@@ -90,6 +91,19 @@ step "op benchmarks ($isa)" bench_ops.txt "$lathe" bench matmul grouped_matmul f
 if [ "$isa" != avx2 ] && [ "$isa" != scalar ] && grep -qw avx2 "$out/info.txt"; then
   step "f32 matmul (avx2)" bench_matmul_avx2.txt "$lathe" bench matmul --isa avx2 --vs onednn --no-tuning-cache \
     --output "$out/bench_matmul_avx2.json" ${quick_flag[@]+"${quick_flag[@]}"}
+fi
+
+if grep -q '^AMX peak *[0-9]' "$out/info.txt"; then
+  # The AMX GEMM's blocking has not been chosen on an AMX CPU yet: the heuristic (mc 256, kc 512,
+  # nc 1024) against its neighbours in the tuning space, interleaved, at a square and a weight
+  # gradient's shape (A transposed).
+  amx_configs=()
+  for config in mc=256,kc=256,nc=1024 mc=256,kc=1024,nc=1024 mc=128,kc=512,nc=1024 mc=256,kc=512,nc=2048; do
+    amx_configs+=(--vs-config "matmul:amx:$config,microkernel=0")
+  done
+  step "AMX blocking" bench_amx_blocking.txt "$lathe" bench matmul --vs none --no-tuning-cache \
+    --shape m=4096,n=4096,k=4096,dtype=bf16 --shape m=2048,n=2048,k=2048,ta=1,dtype=bf16 "${amx_configs[@]}" \
+    --output "$out/bench_amx_blocking.json" ${quick_flag[@]+"${quick_flag[@]}"}
 fi
 
 if has_torch; then

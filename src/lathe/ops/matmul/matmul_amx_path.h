@@ -12,8 +12,9 @@
 //     element (column j, depth 2q + h) at [q][j][h] (matmul_packing.h's pack_bf16_pairs), depth
 //     zero padded to a multiple of 32, so a B tile is 16 pair rows x 16 columns (128-byte stride);
 //   the tile: accumulators C0-C3 (a 2 x 2 block of 16 x 16 f32 tiles), A tiles 4-5, B tiles 6-7;
-//     per 32 depth steps 4 tile loads and 4 tdpbf16ps; then the tiles go through a 4 KiB buffer
-//     into the vector epilogue (store_tile: earlier K slices, accumulate, bias, activation).
+//     per 32 depth steps 4 tile loads and 4 tdpbf16ps. A whole 32 x 32 tile of C starts from C
+//     itself after the first K slice and is tile-stored back; the last slice's bias or activation,
+//     and C's partial edge tiles, go through a 4 KiB buffer into the vector epilogue (store_tile).
 // A thread configures the tiles before its share and releases them after (begin_thread /
 // end_thread, run by ThreadSetup). Every element of C is summed in the same order whatever the
 // thread split: bitwise reproducible for any thread count.
@@ -43,11 +44,8 @@ inline void pack_amx_rows(const Operand& x, int64_t t, int64_t row0, int64_t row
     if (!x.transposed) {
       for (int64_t r = 0; r < valid; ++r)
         std::memcpy(out + r * stride, base + (row0 + panel_row + r) * rs + col0, 2 * depth);
-    } else {  // storage row p holds (i, p) for consecutive i: read each storage row once
-      for (int64_t p = 0; p < depth; ++p) {
-        const uint16_t* src = base + (col0 + p) * rs + row0 + panel_row;
-        for (int64_t r = 0; r < valid; ++r) out[r * stride + p] = src[r];
-      }
+    } else {  // storage row p holds (i, p) for consecutive i
+      transpose_bf16_rows(base + col0 * rs + row0 + panel_row, rs, valid, depth, out, stride);
     }
     for (int64_t r = 0; r < valid; ++r) std::memset(out + r * stride + depth, 0, 2 * (stride - depth));
     if (valid < width) std::memset(out + valid * stride, 0, 2 * (width - valid) * stride);
@@ -81,9 +79,23 @@ struct AmxPath {
   static void end_thread() { Tiles::release(); }
 
   // depth: the packed depth (a multiple of 32); a: (32, depth) rows; b: (depth / 2, 32, 2) pairs.
+  // A whole 32 x 32 tile of C keeps its running sum in the accumulator tiles: a later K slice (or
+  // accumulate) loads C into them instead of zeroing, and the sums go straight back to C with tile
+  // stores unless the last slice adds a bias or an activation. Only those tiles, and partial tiles
+  // at C's edges, pass through the vector epilogue. Which tiles are whole depends on C's shape
+  // alone (threads split C in whole tiles), so any thread count still gives the same bits.
   static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
                    const Epilogue& e) {
-    Tiles::zero<0>(), Tiles::zero<1>(), Tiles::zero<2>(), Tiles::zero<3>();
+    const bool whole = rows == kMR && cols == kNR;
+    // C's 16 x 16 quarters (the accumulator tiles C0-C3) and the bytes from one C row to the next.
+    float* const c_quarter[4] = {c, c + 16, c + 16 * ldc, c + 16 * ldc + 16};
+    const int64_t c_stride = 4 * ldc;
+    if (whole && e.load_c) {
+      Tiles::load<0>(c_quarter[0], c_stride), Tiles::load<1>(c_quarter[1], c_stride);
+      Tiles::load<2>(c_quarter[2], c_stride), Tiles::load<3>(c_quarter[3], c_stride);
+    } else {
+      Tiles::zero<0>(), Tiles::zero<1>(), Tiles::zero<2>(), Tiles::zero<3>();
+    }
     const int64_t a_stride = 2 * depth;  // bytes from one A row to the next
     for (int64_t p = 0; p < depth; p += kTileDepth) {
       Tiles::load<4>(a + p, a_stride);
@@ -95,16 +107,25 @@ struct AmxPath {
       Tiles::dpbf16ps<2, 5, 6>();
       Tiles::dpbf16ps<3, 5, 7>();
     }
+    const bool vector_epilogue = !whole || (e.finalize && (e.bias || e.activation != Activation::none));
+    if (!vector_epilogue) {
+      Tiles::store<0>(c_quarter[0], c_stride), Tiles::store<1>(c_quarter[1], c_stride);
+      Tiles::store<2>(c_quarter[2], c_stride), Tiles::store<3>(c_quarter[3], c_stride);
+      return;
+    }
     alignas(64) float sums[kMR * kNR];  // (32, 32)
     Tiles::store<0>(sums, 4 * kNR);
     Tiles::store<1>(sums + 16, 4 * kNR);
     Tiles::store<2>(sums + 16 * kNR, 4 * kNR);
     Tiles::store<3>(sums + 16 * kNR + 16, 4 * kNR);
+    Epilogue rest = e;
+    rest.load_c = e.load_c && !whole;  // a whole tile's sums already hold C
     constexpr int NV = kNR / W;
-    VecF acc[kMR][NV];
-    for (int r = 0; r < kMR; ++r)
-      for (int v = 0; v < NV; ++v) acc[r][v] = VecF::load(sums + r * kNR + v * W);
-    store_tile<kMR, NV>(acc, c, ldc, rows, cols, e);
+    for (int64_t r = 0; r < rows; ++r) {  // a row at a time: 2 vectors live, not 64
+      VecF acc[1][NV];
+      for (int v = 0; v < NV; ++v) acc[0][v] = VecF::load(sums + r * kNR + v * W);
+      store_tile<1, NV>(acc, c + r * ldc, ldc, 1, cols, rest);
+    }
   }
 };
 

@@ -1,7 +1,8 @@
 // Packing for the blocked GEMM of matmul_gemm.h: an Operand (a logical matrix over strided,
 // possibly transposed, f32 or bf16 storage) copied into the micro-panels a register tile reads,
 // edges padded with zeros. pack_f32 writes f32 panels (widening bf16); pack_bf16_pairs writes the
-// pair-interleaved bf16 panels of the vdpbf16ps path. Both move whole 8 x 8 blocks through
+// pair-interleaved bf16 panels of the vdpbf16ps path (and AMX's B); transpose_bf16_rows the
+// row-major panels of AMX's A where A is transposed. All move whole 8 x 8 blocks through
 // registers where they can. Only for kernel sources compiled per ISA (lathe_add_isa_kernels).
 #pragma once
 
@@ -268,6 +269,37 @@ inline void pack_bf16_pairs(const Operand& x, int64_t t, int64_t row0, int64_t r
         if (depth & 1) o[(pairs - 1) * width] = src[depth - 1];
       }
     }
+  }
+}
+
+// A transposed bf16 block into row-major rows: dest[r * dest_stride + p] = src[p * src_stride + r]
+// for r < rows, p < depth (the AMX A panels of a transposed A, the weight gradients' x^T). Blocks
+// of 16 depth steps x 8 rows go through registers: each pair of storage rows interleaved into
+// 32-bit (depth 2q, 2q + 1) units, then transpose8x8 of those units; the 8-row blocks of one depth
+// block follow each other, so its 16 storage lines are read from L1 after the first. Was one
+// 16-bit load and store per element.
+inline void transpose_bf16_rows(const uint16_t* src, int64_t src_stride, int64_t rows, int64_t depth,
+                                uint16_t* __restrict dest, int64_t dest_stride) {
+  int64_t vector_rows = 0, vector_depth = 0;
+#if LATHE_KERNEL_ISA >= 1
+  vector_rows = rows / 8 * 8, vector_depth = depth / 16 * 16;
+  for (int64_t p = 0; p < vector_depth; p += 16)
+    for (int64_t r = 0; r < vector_rows; r += 8) {
+      __m256 units[8];  // units[q]: rows r .. r + 7 of depth steps p + 2q, p + 2q + 1
+      for (int q = 0; q < 8; ++q) {
+        const uint16_t* even = src + (p + 2 * q) * src_stride + r;
+        const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even));
+        const __m128i o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even + src_stride));
+        units[q] = _mm256_castsi256_ps(_mm256_set_m128i(_mm_unpackhi_epi16(e, o), _mm_unpacklo_epi16(e, o)));
+      }
+      transpose8x8(units);  // units[k]: row r + k, depth steps p .. p + 15
+      for (int k = 0; k < 8; ++k)
+        _mm256_storeu_ps(reinterpret_cast<float*>(dest + (r + k) * dest_stride + p), units[k]);
+    }
+#endif
+  for (int64_t p = 0; p < depth; ++p) {  // what the blocks left: the last rows, then the last depth steps
+    const uint16_t* row = src + p * src_stride;
+    for (int64_t r = p < vector_depth ? vector_rows : 0; r < rows; ++r) dest[r * dest_stride + p] = row[r];
   }
 }
 

@@ -16,6 +16,15 @@ namespace lathe {
 LATHE_DECLARE_ISA_KERNEL(matmul_bf16_dot_kernel, MatmulArgs, MatmulCpuConfig)
 LATHE_DECLARE_ISA_KERNEL(matmul_kernel, MatmulArgs, MatmulCpuConfig)
 
+#define LATHE_DECLARE_TRANSPOSE(isa)                                                               \
+  namespace isa {                                                                                  \
+  void matmul_transpose_bf16_rows(const uint16_t*, int64_t, int64_t, int64_t, uint16_t*, int64_t); \
+  }
+LATHE_DECLARE_TRANSPOSE(scalar)
+LATHE_DECLARE_TRANSPOSE(avx2)
+LATHE_DECLARE_TRANSPOSE(avx512)
+#undef LATHE_DECLARE_TRANSPOSE
+
 namespace {
 
 Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, uint64_t stream, double low = -1, double high = 1) {
@@ -418,6 +427,35 @@ TEST(Matmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
       EXPECT_LT(max_abs_difference(c, expected), 1e-4) << isa_name(kernel.isa) << " ta=" << trans_a << " tb=" << trans_b
                                                        << " kc=" << config.kc << " seed=" << seed;
     }
+  }
+}
+
+// The transposed bf16 panels of AMX's A (matmul_packing.h's transpose_bf16_rows) through each
+// ISA's compilation: rows and depth below, at and past the 8 x 16 register blocks, element by
+// element against the definition, nothing written past each row's depth.
+TEST(Matmul, TransposedBf16RowsMatchTheDefinitionOnEveryIsa) {
+  using Transpose = void (*)(const uint16_t*, int64_t, int64_t, int64_t, uint16_t*, int64_t);
+  const struct {
+    Isa isa;
+    Transpose run;
+  } kernels[] = {{Isa::scalar, scalar::matmul_transpose_bf16_rows},
+                 {Isa::avx2, avx2::matmul_transpose_bf16_rows},
+                 {Isa::avx512, avx512::matmul_transpose_bf16_rows}};
+  for (const auto& kernel : kernels) {
+    if (!isa_available(kernel.isa)) continue;
+    for (int64_t rows : {1, 7, 8, 9, 16, 32, 37})
+      for (int64_t depth : {1, 15, 16, 17, 33, 64}) {
+        const int64_t src_stride = rows + 5, dest_stride = depth + 3;
+        std::vector<uint16_t> src(depth * src_stride);
+        for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 2654435761u >> 7);
+        std::vector<uint16_t> dest(rows * dest_stride, 0xdead);
+        kernel.run(src.data(), src_stride, rows, depth, dest.data(), dest_stride);
+        int wrong = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t p = 0; p < dest_stride; ++p)
+            wrong += dest[r * dest_stride + p] != (p < depth ? src[p * src_stride + r] : 0xdead);
+        EXPECT_EQ(wrong, 0) << isa_name(kernel.isa) << " rows=" << rows << " depth=" << depth;
+      }
   }
 }
 
