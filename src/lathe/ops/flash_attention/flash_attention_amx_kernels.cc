@@ -43,6 +43,7 @@
 #include "lathe/ops/flash_attention/attention_blocks.h"
 #include "lathe/ops/flash_attention/attention_tiles.h"
 #include "lathe/ops/flash_attention/flash_attention.h"
+#include "lathe/ops/matmul/matmul_packing.h"
 
 namespace lathe::LATHE_ISA_NS {
 namespace {
@@ -114,13 +115,23 @@ void pack_rows_bf16(const uint16_t* src, int64_t stride, int64_t rows, int64_t d
 }
 
 // B operand whose columns are src's rows: (depth d, column j) = src[j][d] for j < count, d < dim,
-// zero to padded_count columns and padded_dim depth; panels padded_dim x 32 long.
+// zero to padded_count columns and padded_dim depth; panels padded_dim x 32 long. Each panel is
+// matmul's pair-interleaved packing (gemm::pack_bf16_pairs: 8 x 8 blocks of 32-bit pairs
+// transposed in registers; was one 16-bit store per element, a quarter of the forward's vector
+// work at T 2048, head_dim 128), its depth padding zeroed after.
 void pack_columns_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
                        int64_t padded_dim, uint16_t* dest) {
-  std::memset(dest, 0, sizeof(uint16_t) * padded_count * padded_dim);
-  for (int64_t j = 0; j < count; ++j) {
-    uint16_t* column = dest + (j / kBlock) * padded_dim * kBlock + (j % kBlock) * 2;
-    for (int64_t d = 0; d < dim; ++d) column[(d / 2) * 2 * kBlock + (d & 1)] = src[j * stride + d];
+  gemm::Operand rows;
+  rows.data = src, rows.bf16 = true, rows.row_stride = stride;
+  const int64_t pair_rows = (dim + 1) / 2 * 2;  // what pack_bf16_pairs writes of a panel's depth
+  for (int64_t j0 = 0; j0 < padded_count; j0 += kBlock) {
+    uint16_t* panel = dest + (j0 / kBlock) * padded_dim * kBlock;
+    if (j0 >= count) {
+      std::memset(panel, 0, sizeof(uint16_t) * padded_dim * kBlock);
+      continue;
+    }
+    gemm::pack_bf16_pairs(rows, 0, j0, std::min(kBlock, count - j0), 0, dim, kBlock, panel);
+    std::memset(panel + pair_rows * kBlock, 0, sizeof(uint16_t) * (padded_dim - pair_rows) * kBlock);
   }
 }
 
@@ -143,6 +154,95 @@ void pack_rows_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t 
         for (int64_t d = 0; d < n; ++d) units[d] = even[d0 + d];
       std::memcpy(dest + (d0 / kBlock) * padded_count * kBlock + j * kBlock, units, sizeof(uint32_t) * n);
     }
+  }
+}
+
+// exp(x) for the forward softmax's arguments: simd::exp's range reduction and polynomial, its power
+// of two applied by vscalefps on AVX-512 (which underflows to 0 for masked keys) in place of
+// simd::exp's clamps, integer exponent build and blend; 12 instructions where it takes 22. The
+// same bits as simd::exp wherever the result is a normal float, a denormal below its -87.3 cut
+// (tdpbf16ps reads bf16 denormals as zero, and the row sum holds a 1 or more). NaN stays NaN.
+inline VecF softmax_exp(VecF x) {
+#if LATHE_KERNEL_ISA == 2
+  x = simd::max(VecF::broadcast(-110.0f), x);  // vmaxps returns its second operand, x, for a NaN
+  const VecF n = simd::round_nearest(x * VecF::broadcast(1.44269504088896341f));
+  VecF r = simd::fnma(n, VecF::broadcast(0.693359375f), x);
+  r = simd::fnma(n, VecF::broadcast(-2.12194440e-4f), r);
+  VecF p = VecF::broadcast(1.9875691500e-4f);
+  p = simd::fma(p, r, VecF::broadcast(1.3981999507e-3f));
+  p = simd::fma(p, r, VecF::broadcast(8.3334519073e-3f));
+  p = simd::fma(p, r, VecF::broadcast(4.1665795894e-2f));
+  p = simd::fma(p, r, VecF::broadcast(1.6666665459e-1f));
+  p = simd::fma(p, r, VecF::broadcast(5.0000001201e-1f));
+  p = simd::fma(p * r, r, r + VecF::broadcast(1.0f));
+  return {_mm512_scalef_ps(p.v, n.v)};
+#else
+  return simd::exp(x);
+#endif
+}
+
+// 16 (W) values of P into bf16, rounded to nearest even: vcvtneps2bf16 where the compilation has
+// AVX512_BF16 (every AMX CPU does; it reads a denormal as zero, which tdpbf16ps does with a bf16
+// denormal anyway), else VecF::store_bf16's integer rounding.
+inline void store_p_bf16(VecF p, uint16_t* out) {
+#if LATHE_KERNEL_ISA == 2 && defined(__AVX512BF16__)
+  const __m256bh bits = _mm512_cvtneps_pbh(p.v);
+  std::memcpy(out, &bits, sizeof(bits));
+#else
+  p.store_bf16(out);
+#endif
+}
+
+// A running max is kept until a block's scores exceed it by more than this (ln 256): the row's
+// p = exp(score - kept max) then stay below 256, and the output accumulator's rescale (a pass over
+// v_head_dim floats per row and block, as many as the block's keys at head_dim 64) is skipped.
+// o = acc / sum and lse = max + log(sum) hold for any max the row used throughout.
+constexpr float kRescaleThreshold = 5.5451774f;
+
+// One row of a forward score block (length a multiple of W) through the online softmax, P going
+// straight to bf16 for P V (p_row, length values): scores times `scale` (folded into the exp's
+// argument), soft-capped, keys outside [c_begin, c_end) masked (p = 0); *row_max and *row_sum
+// updated, the row's accumulator (acc_length floats) rescaled when the max moves (see
+// kRescaleThreshold). The sum is of the f32 p, as attention_blocks::online_softmax_row's. A row
+// without a visible key gets p = 0. Only the vectors up to key c_end - 1 are exponentiated.
+[[gnu::always_inline]] inline void softmax_row_to_bf16(float* s_row, int64_t length, int64_t c_begin, int64_t c_end,
+                                                       float scale, float softcap, float* row_max, float* row_sum,
+                                                       float* acc_row, int64_t acc_length, uint16_t* p_row) {
+  if (c_end <= c_begin) {
+    std::memset(p_row, 0, sizeof(uint16_t) * length);
+    return;
+  }
+  const int64_t live = std::min(length, round_up(c_end, W));
+  if (softcap > 0 || scale < 1e-6f) {  // scaled in place first (a masked score * a tiny scale is not -inf enough)
+    const VecF factor = VecF::broadcast(scale);
+    for (int64_t c = 0; c < live; c += W) (VecF::load(s_row + c) * factor).store(s_row + c);
+    if (softcap > 0) attention_blocks::apply_softcap(s_row, live, softcap);
+    scale = 1.0f;
+  }
+  for (int64_t c = 0; c < c_begin; ++c) s_row[c] = attention_tiles::kMaskedScore;
+  for (int64_t c = c_end; c < live; ++c) s_row[c] = attention_tiles::kMaskedScore;
+  VecF raw_max = VecF::broadcast(attention_tiles::kMaskedScore);
+  for (int64_t c = 0; c < live; c += W) raw_max = simd::max(raw_max, VecF::load(s_row + c));
+  const float block_max = raw_max.reduce_max() * scale;  // scale > 0
+  float alpha = 1.0f;
+  if (*row_max == -INFINITY) {
+    *row_max = block_max;
+  } else if (block_max > *row_max + kRescaleThreshold) {
+    alpha = simd::exp(VecF::broadcast(*row_max - block_max)).first();
+    *row_max = block_max;
+  }
+  const VecF factor = VecF::broadcast(scale), shift = VecF::broadcast(-*row_max);
+  VecF sum = VecF::zero();
+  for (int64_t c = 0; c < live; c += W) {
+    const VecF p = softmax_exp(simd::fma(VecF::load(s_row + c), factor, shift));
+    store_p_bf16(p, p_row + c);
+    sum += p;
+  }
+  for (int64_t c = live; c < length; c += W) VecF::zero().store_bf16(p_row + c);
+  *row_sum = *row_sum * alpha + sum.reduce_add();
+  if (alpha != 1.0f) {
+    const VecF rescale = VecF::broadcast(alpha);
+    for (int64_t d = 0; d < acc_length; d += W) (VecF::load(acc_row + d) * rescale).store(acc_row + d);
   }
 }
 
@@ -203,10 +303,9 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
         for (int64_t r = 0; r < rows; ++r) {
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-          attention_blocks::online_softmax_row(s + r * bk, bk, c_begin, c_end, g.scale, g.softcap, row_max + r,
-                                               row_sum + r, acc + r * vp, vp);
+          softmax_row_to_bf16(s + r * bk, bk, c_begin, c_end, g.scale, g.softcap, row_max + r, row_sum + r,
+                              acc + r * vp, vp, p + r * bk);
         }
-        round_rows_to_pairs(s, bk, rows, bk, p, bk);
         tile_product(padded_rows, vp, bk, p, bk, v_all + (head_tiles + kb) * v_tile, bk * kBlock, acc, vp, true);
       }
       attention_blocks::store_output_rows(g, acc, vp, row_max, row_sum, b, h, i0, rows, o, lse);
@@ -314,6 +413,16 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
 }
 
 }  // namespace
+
+// softmax_exp and store_p_bf16 over n values (a multiple of 16), for the tests: the AVX-512 forms
+// run nowhere else off an AMX machine.
+void flash_attention_amx_softmax_exp(const float* x, int64_t n, float* p, uint16_t* p_bf16) {
+  for (int64_t i = 0; i < n; i += W) {
+    const VecF value = softmax_exp(VecF::load(x + i));
+    value.store(p + i);
+    store_p_bf16(value, p_bf16 + i);
+  }
+}
 
 void flash_attention_amx_forward_kernel(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
   forward(args, config);

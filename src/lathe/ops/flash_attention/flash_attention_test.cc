@@ -5,17 +5,25 @@
 
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <map>
 
 #include "lathe/core/amx.h"
 #include "lathe/core/cpu_features.h"
+#include "lathe/core/half.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
 #include "lathe/ops/problem.h"
 #include "test_seed.h"
 
 namespace lathe {
+namespace avx512 {
+void flash_attention_amx_softmax_exp(const float* x, int64_t n, float* p, uint16_t* p_bf16);
+}
+namespace scalar {
+void flash_attention_amx_softmax_exp(const float* x, int64_t n, float* p, uint16_t* p_bf16);
+}
 namespace {
 
 Tensor random(const Shape& shape, DType dtype, uint64_t seed, uint64_t stream, double low = -1, double high = 1) {
@@ -340,6 +348,50 @@ TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
   Tensor q = Tensor::empty({1, 8, 4, 16}, DType::bf16), kv = Tensor::empty({1, 8, 2, 16}, DType::bf16);
   Tensor lse = Tensor::empty({1, 4, 8}, DType::f32);
   EXPECT_EQ(flash_attention_op().select_impl({q, kv, kv, q, lse, {}}).name.find("amx_emulated"), std::string::npos);
+}
+
+// The AMX forward's exp and bf16 rounding of P (vscalefps and vcvtneps2bf16 in the AVX-512 build,
+// which otherwise runs only on AMX machines), against std::exp and round-to-nearest-even: within
+// 2 ulp down to -87.3 (simd::exp's cut), 0 or a denormal below, exactly 0 for a masked score, NaN
+// for NaN; P's bf16 the rounding of the float returned (0 allowed for a denormal).
+TEST(FlashAttention, AmxSoftmaxExpMatchesExpAndRoundsPToNearestEven) {
+  std::vector<float> x;
+  for (float v = -110.0f; v <= 7.0f; v += 0.0371f) x.push_back(v);
+  for (float v : {-1e30f, -1e24f, -87.3f, -87.2f, -103.9f, 0.0f, -0.0f, 5.5451774f, NAN}) x.push_back(v);
+  x.resize((x.size() + 15) / 16 * 16, 0.0f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  const struct {
+    const char* name;
+    bool available;
+    void (*run)(const float*, int64_t, float*, uint16_t*);
+  } builds[] = {{"scalar", true, scalar::flash_attention_amx_softmax_exp},
+                {"avx512", isa_available(Isa::avx512_bf16), avx512::flash_attention_amx_softmax_exp}};
+  for (const auto& build : builds) {
+    if (!build.available) continue;
+    std::vector<float> p(n);
+    std::vector<uint16_t> p_bf16(n);
+    build.run(x.data(), n, p.data(), p_bf16.data());
+    int wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double expected = std::exp(static_cast<double>(x[i]));
+      const uint16_t rounded = float_to_bf16(p[i]).bits;
+      bool ok;
+      if (std::isnan(x[i])) {
+        ok = std::isnan(p[i]) && std::isnan(bf16_to_float(bf16{p_bf16[i]}));
+      } else if (x[i] >= -87.3f) {  // simd::exp's cut (exp(-87.3) is just above FLT_MIN)
+        ok = std::abs(p[i] - expected) <=
+                 2 * std::nextafter(static_cast<float>(expected), INFINITY) - 2 * static_cast<float>(expected) &&
+             p_bf16[i] == rounded;
+      } else {
+        ok = p[i] >= 0 && p[i] <= expected * (1 + 1e-6) + 1.5e-45 &&  // a denormal rounds to 1.4e-45 steps
+             (p_bf16[i] == rounded || p_bf16[i] == 0) && (x[i] > -104.0f || p[i] == 0.0f);
+      }
+      if (!ok && ++wrong <= 5)
+        ADD_FAILURE() << build.name << ": x=" << x[i] << " p=" << p[i] << " exp=" << expected << " bf16 bits "
+                      << p_bf16[i] << " expected " << rounded;
+    }
+    EXPECT_EQ(wrong, 0) << build.name;
+  }
 }
 
 // Every product on bf16 depth pairs (the odd head_dims end in a half pair; head_dim 17 with one
