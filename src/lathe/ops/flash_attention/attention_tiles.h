@@ -20,6 +20,31 @@ constexpr int kRows = 6;                     // rows of accumulators in a microk
 constexpr int kMaxVectors = W == 8 ? 2 : 4;  // vectors of accumulators per row (avx2 has 16 registers)
 constexpr float kMaskedScore = -1e30f;       // exp(kMaskedScore - finite max) == 0
 
+// exp(x) for the softmax's arguments (score - max, score - lse) in every attention kernel:
+// simd::exp's range reduction and polynomial, the power of two applied by vscalefps on AVX-512
+// (underflowing to 0 for a masked key) in place of simd::exp's clamps, integer exponent and blend:
+// 12 instructions where simd::exp takes 22. The same bits as simd::exp wherever the result is a
+// normal float; below its -87.3 cut a denormal where simd::exp gives 0 (beside a row's largest
+// p, 1 or more, it changes no sum; tdpbf16ps reads a bf16 denormal as zero). NaN stays NaN.
+inline VecF softmax_exp(VecF x) {
+#if LATHE_KERNEL_ISA == 2
+  x = simd::max(VecF::broadcast(-110.0f), x);  // vmaxps returns its second operand, x, for a NaN
+  const VecF n = simd::round_nearest(x * VecF::broadcast(1.44269504088896341f));
+  VecF r = simd::fnma(n, VecF::broadcast(0.693359375f), x);
+  r = simd::fnma(n, VecF::broadcast(-2.12194440e-4f), r);
+  VecF p = VecF::broadcast(1.9875691500e-4f);
+  p = simd::fma(p, r, VecF::broadcast(1.3981999507e-3f));
+  p = simd::fma(p, r, VecF::broadcast(8.3334519073e-3f));
+  p = simd::fma(p, r, VecF::broadcast(4.1665795894e-2f));
+  p = simd::fma(p, r, VecF::broadcast(1.6666665459e-1f));
+  p = simd::fma(p, r, VecF::broadcast(5.0000001201e-1f));
+  p = simd::fma(p * r, r, r + VecF::broadcast(1.0f));
+  return {_mm512_scalef_ps(p.v, n.v)};
+#else
+  return simd::exp(x);
+#endif
+}
+
 inline int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
 // Pairs cheap and expensive blocks (causal) so contiguous static chunks get balanced work.
 inline int64_t zigzag(int64_t t, int64_t n) { return t % 2 == 0 ? t / 2 : n - 1 - t / 2; }
@@ -333,14 +358,42 @@ inline void pack_row_pairs(const uint16_t* source, int64_t stride, int64_t count
   }
 }
 
+// Whether this build may round to bf16 with vcvtneps2bf16: an AVX-512 build compiled with
+// AVX512_BF16, for kernels that run only where the CPU has it (the vdpbf16ps kernels, "avx512_bf16",
+// and the AMX ones: every AMX CPU has AVX512_BF16). The plain AVX-512 kernels also run on CPUs
+// without it, so they never ask for it.
+#if LATHE_KERNEL_ISA == 2 && defined(__AVX512BF16__)
+inline constexpr bool kNativeBf16Build = true;
+#else
+inline constexpr bool kNativeBf16Build = false;
+#endif
+
+// W floats into bf16, rounded to nearest even: with kNative (only where kNativeBf16Build)
+// vcvtneps2bf16, one instruction; else VecF::store_bf16's integer rounding, five. They differ on a
+// denormal, which vcvtneps2bf16 reads as zero, as vdpbf16ps and tdpbf16ps read a bf16 denormal.
+template <bool kNative>
+[[gnu::always_inline]] inline void store_bf16_rounded(VecF x, uint16_t* out) {
+#if LATHE_KERNEL_ISA == 2 && defined(__AVX512BF16__)
+  if constexpr (kNative) {
+    const __m256bh bits = _mm512_cvtneps_pbh(x.v);
+    std::memcpy(out, &bits, sizeof(bits));
+    return;
+  }
+#endif
+  static_assert(!kNative || kNativeBf16Build, "vcvtneps2bf16 needs an AVX-512 build with AVX512_BF16");
+  x.store_bf16(out);
+}
+
 // The A operand of gemm_pairs from f32 rows: dest[r * ld_dest + c] = bf16(source[r * ld_source + c])
 // (round to nearest even) for c < length (a multiple of W), and 0 at c = length where length is odd
 // (only the scalar build's W = 1), so the row ends in whole pairs. P and dS as they enter their
-// products in the bf16 pair kernels.
+// products in the bf16 pair kernels. kNative: see store_bf16_rounded.
+template <bool kNative = false>
 inline void round_rows_to_pairs(const float* source, int64_t ld_source, int64_t rows, int64_t length, uint16_t* dest,
                                 int64_t ld_dest) {
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < length; c += W) VecF::load(source + r * ld_source + c).store_bf16(dest + r * ld_dest + c);
+    for (int64_t c = 0; c < length; c += W)
+      store_bf16_rounded<kNative>(VecF::load(source + r * ld_source + c), dest + r * ld_dest + c);
     if (length % 2 != 0) dest[r * ld_dest + length] = 0;
   }
 }
@@ -349,10 +402,11 @@ inline void round_rows_to_pairs(const float* source, int64_t ld_source, int64_t 
 // pitch (pitch even and a multiple of W): P^T or dS^T as the A operand of a product over query
 // pairs or tiles. Transposed W x W blocks at a time into `transposed` (count x pitch floats), then
 // rounded row by row.
+template <bool kNative = false>
 inline void round_transposed(const float* source, int64_t ld, int64_t rows, int64_t count, int64_t pitch,
                              float* transposed, uint16_t* out) {
   transpose_padded(source, ld, rows, count, pitch, transposed);
-  round_rows_to_pairs(transposed, pitch, count, pitch, out, pitch);
+  round_rows_to_pairs<kNative>(transposed, pitch, count, pitch, out, pitch);
 }
 
 // Stores the first n (<= W) lanes of a vector as float or bf16 (round to nearest even).

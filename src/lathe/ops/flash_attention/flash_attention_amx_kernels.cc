@@ -51,6 +51,7 @@ namespace {
 using amx_tiles::Tiles;
 using attention_blocks::Geometry;
 using attention_tiles::Arena;
+using attention_tiles::kNativeBf16Build;
 using attention_tiles::round_rows_to_pairs;
 using attention_tiles::round_transposed;
 using attention_tiles::round_up;
@@ -136,61 +137,24 @@ void pack_columns_vnni(const uint16_t* src, int64_t stride, int64_t count, int64
 }
 
 // B operand whose depth runs over src's rows: (depth j, column d) = src[j][d] for j < count,
-// d < dim, zero to padded_count depth and padded_dim columns; panels padded_count x 32 long. Each
-// pair of rows becomes one row of 32-bit units (row j in the low half, row j + 1 in the high) per
-// panel, a loop the compiler vectorises.
+// d < dim, zero to padded_count depth and padded_dim columns; panels padded_count x 32 long, each
+// pair of rows one row of 32-bit units (row j in the low half, row j + 1 in the high). Each panel
+// is matmul's pair packing of a transposed operand (gemm::pack_bf16_pairs: 16 columns of both
+// rows widened and merged per vector), its depth padding zeroed after.
 void pack_rows_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
                     int64_t padded_dim, uint16_t* dest) {
-  std::memset(dest, 0, sizeof(uint16_t) * padded_count * padded_dim);
-  for (int64_t j = 0; j < count; j += 2) {
-    const uint16_t* even = src + j * stride;
-    const uint16_t* odd = j + 1 < count ? even + stride : nullptr;
-    for (int64_t d0 = 0; d0 < dim; d0 += kBlock) {
-      const int64_t n = std::min(kBlock, dim - d0);
-      uint32_t units[kBlock];
-      if (odd)
-        for (int64_t d = 0; d < n; ++d) units[d] = even[d0 + d] | static_cast<uint32_t>(odd[d0 + d]) << 16;
-      else
-        for (int64_t d = 0; d < n; ++d) units[d] = even[d0 + d];
-      std::memcpy(dest + (d0 / kBlock) * padded_count * kBlock + j * kBlock, units, sizeof(uint32_t) * n);
+  gemm::Operand columns;  // logical (d, j) over storage rows j
+  columns.data = src, columns.bf16 = true, columns.row_stride = stride, columns.transposed = true;
+  const int64_t pair_rows = (count + 1) / 2 * 2;  // what pack_bf16_pairs writes of a panel's depth
+  for (int64_t d0 = 0; d0 < padded_dim; d0 += kBlock) {
+    uint16_t* panel = dest + (d0 / kBlock) * padded_count * kBlock;
+    if (d0 >= dim) {
+      std::memset(panel, 0, sizeof(uint16_t) * padded_count * kBlock);
+      continue;
     }
+    gemm::pack_bf16_pairs(columns, 0, d0, std::min(kBlock, dim - d0), 0, count, kBlock, panel);
+    std::memset(panel + pair_rows * kBlock, 0, sizeof(uint16_t) * (padded_count - pair_rows) * kBlock);
   }
-}
-
-// exp(x) for the forward softmax's arguments: simd::exp's range reduction and polynomial, its power
-// of two applied by vscalefps on AVX-512 (which underflows to 0 for masked keys) in place of
-// simd::exp's clamps, integer exponent build and blend; 12 instructions where it takes 22. The
-// same bits as simd::exp wherever the result is a normal float, a denormal below its -87.3 cut
-// (tdpbf16ps reads bf16 denormals as zero, and the row sum holds a 1 or more). NaN stays NaN.
-inline VecF softmax_exp(VecF x) {
-#if LATHE_KERNEL_ISA == 2
-  x = simd::max(VecF::broadcast(-110.0f), x);  // vmaxps returns its second operand, x, for a NaN
-  const VecF n = simd::round_nearest(x * VecF::broadcast(1.44269504088896341f));
-  VecF r = simd::fnma(n, VecF::broadcast(0.693359375f), x);
-  r = simd::fnma(n, VecF::broadcast(-2.12194440e-4f), r);
-  VecF p = VecF::broadcast(1.9875691500e-4f);
-  p = simd::fma(p, r, VecF::broadcast(1.3981999507e-3f));
-  p = simd::fma(p, r, VecF::broadcast(8.3334519073e-3f));
-  p = simd::fma(p, r, VecF::broadcast(4.1665795894e-2f));
-  p = simd::fma(p, r, VecF::broadcast(1.6666665459e-1f));
-  p = simd::fma(p, r, VecF::broadcast(5.0000001201e-1f));
-  p = simd::fma(p * r, r, r + VecF::broadcast(1.0f));
-  return {_mm512_scalef_ps(p.v, n.v)};
-#else
-  return simd::exp(x);
-#endif
-}
-
-// 16 (W) values of P into bf16, rounded to nearest even: vcvtneps2bf16 where the compilation has
-// AVX512_BF16 (every AMX CPU does; it reads a denormal as zero, which tdpbf16ps does with a bf16
-// denormal anyway), else VecF::store_bf16's integer rounding.
-inline void store_p_bf16(VecF p, uint16_t* out) {
-#if LATHE_KERNEL_ISA == 2 && defined(__AVX512BF16__)
-  const __m256bh bits = _mm512_cvtneps_pbh(p.v);
-  std::memcpy(out, &bits, sizeof(bits));
-#else
-  p.store_bf16(out);
-#endif
 }
 
 // A running max is kept until a block's scores exceed it by more than this (ln 256): the row's
@@ -234,8 +198,8 @@ constexpr float kRescaleThreshold = 5.5451774f;
   const VecF factor = VecF::broadcast(scale), shift = VecF::broadcast(-*row_max);
   VecF sum = VecF::zero();
   for (int64_t c = 0; c < live; c += W) {
-    const VecF p = softmax_exp(simd::fma(VecF::load(s_row + c), factor, shift));
-    store_p_bf16(p, p_row + c);
+    const VecF p = attention_tiles::softmax_exp(simd::fma(VecF::load(s_row + c), factor, shift));
+    attention_tiles::store_bf16_rounded<kNativeBf16Build>(p, p_row + c);
     sum += p;
   }
   for (int64_t c = live; c < length; c += W) VecF::zero().store_bf16(p_row + c);
@@ -314,6 +278,8 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
   });
 }
 
+constexpr int64_t kMaxDepthCacheBytes = int64_t{32} << 20;  // per thread: Q's and dO's pairs of a kv head's group
+
 void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
   const Geometry g(args.q, args.k, args.v, args.options, round_up(std::max<int64_t>(1, config.block_q), kBlock),
                    round_up(std::max<int64_t>(1, config.block_k), kBlock), kBlock);
@@ -354,6 +320,17 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     float* dk_acc = attention_tiles::scratch(buffers[12], bk * dp);
     float* dv_acc = attention_tiles::scratch(buffers[13], bk * vp);
     float* transposed = attention_tiles::scratch(buffers[14], bk * bq);  // P or dS transposed, f32
+    // Q and dO as the B operands of dK += dS^T Q and dV += P^T dO (pairs of query rows), packed
+    // for every head of the (batch, kv head) this thread is on and kept for its other key blocks:
+    // packed per block, they were a third of the backward's vector work (Zen 4, T 2048, 8 heads
+    // of 128, tiles removed). Past kMaxDepthCacheBytes per thread, packed per block as before.
+    const int64_t padded_seq = round_up(g.seq_q, kBlock);
+    const int64_t q_head_cache = padded_seq * dp, do_head_cache = padded_seq * vp;
+    const bool cache_depth = 2 * g.group * (q_head_cache + do_head_cache) <= kMaxDepthCacheBytes;
+    AlignedBuffer cache_buffer;
+    uint16_t* q_cache = cache_depth ? bf16_scratch(cache_buffer, g.group * (q_head_cache + do_head_cache)) : nullptr;
+    uint16_t* do_cache = cache_depth ? q_cache + g.group * q_head_cache : nullptr;
+    int64_t cached_bg = -1;
     const int64_t task_begin = tasks * thread / thread_count, task_end = tasks * (thread + 1) / thread_count;
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;
@@ -364,6 +341,16 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
       pack_columns_vnni(k + kv_offset, kv_stride, count, g.head_dim, bk, dp, k_columns);
       pack_columns_vnni(v + v_offset, v_stride, count, g.v_head_dim, bk, vp, v_columns);
       pack_rows_vnni(k + kv_offset, kv_stride, count, g.head_dim, bk, dp, k_depth);
+      if (cache_depth && bg != cached_bg) {
+        for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
+          const int64_t head_start = b * g.seq_q * g.n_heads + h, slot = h - kv_head * g.group;
+          pack_rows_vnni(q + head_start * g.head_dim, q_stride, g.seq_q, g.head_dim, padded_seq, dp,
+                         q_cache + slot * q_head_cache);
+          pack_rows_vnni(d_o + head_start * g.v_head_dim, o_stride, g.seq_q, g.v_head_dim, padded_seq, vp,
+                         do_cache + slot * do_head_cache);
+        }
+        cached_bg = bg;
+      }
       std::memset(dk_acc, 0, sizeof(float) * bk * dp);
       std::memset(dv_acc, 0, sizeof(float) * bk * vp);
       int64_t i_begin, i_end;
@@ -375,12 +362,26 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           const int64_t q_row = (b * g.seq_q + i0) * g.n_heads + h;
           const uint16_t* q_block = q + q_row * g.head_dim;
           const uint16_t* do_block = d_o + q_row * g.v_head_dim;
-          pack_rows_bf16(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_rows);
-          pack_rows_bf16(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_rows);
-          pack_rows_vnni(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_depth);
-          pack_rows_vnni(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_depth);
-          tile_product(padded_rows, bk, dp, q_rows, dp, k_columns, dp * kBlock, s, bk, false);
-          tile_product(padded_rows, bk, vp, do_rows, vp, v_columns, vp * kBlock, ds, bk, false);
+          // A whole block (no padding rows) whose widths need no padding is read where it lies as
+          // the A of Q K^T and dO V^T, and its pairs come from the cache for the B operands.
+          const bool whole = rows == padded_rows;
+          const bool a_in_place = whole && g.head_dim == dp && g.v_head_dim == vp;
+          const bool cached = cache_depth && whole && i0 % 2 == 0;
+          const uint16_t* q_a = a_in_place ? q_block : q_rows;
+          const uint16_t* do_a = a_in_place ? do_block : do_rows;
+          if (!a_in_place) {
+            pack_rows_bf16(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_rows);
+            pack_rows_bf16(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_rows);
+          }
+          const int64_t slot = h - kv_head * g.group, depth_panel_rows = cached ? padded_seq : padded_rows;
+          const uint16_t* q_b = cached ? q_cache + slot * q_head_cache + i0 * kBlock : q_depth;
+          const uint16_t* do_b = cached ? do_cache + slot * do_head_cache + i0 * kBlock : do_depth;
+          if (!cached) {
+            pack_rows_vnni(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_depth);
+            pack_rows_vnni(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_depth);
+          }
+          tile_product(padded_rows, bk, dp, q_a, a_in_place ? q_stride : dp, k_columns, dp * kBlock, s, bk, false);
+          tile_product(padded_rows, bk, vp, do_a, a_in_place ? o_stride : vp, v_columns, vp * kBlock, ds, bk, false);
           for (int64_t r = 0; r < rows; ++r) {
             int64_t c_begin, c_end;
             g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
@@ -389,12 +390,12 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           }
           std::memset(s + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
           std::memset(ds + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
-          round_rows_to_pairs(ds, bk, padded_rows, bk, ds_rows, bk);
-          round_transposed(s, bk, padded_rows, bk, padded_rows, transposed, pt);
-          round_transposed(ds, bk, padded_rows, bk, padded_rows, transposed, ds_t);
+          round_rows_to_pairs<kNativeBf16Build>(ds, bk, padded_rows, bk, ds_rows, bk);
+          round_transposed<kNativeBf16Build>(s, bk, padded_rows, bk, padded_rows, transposed, pt);
+          round_transposed<kNativeBf16Build>(ds, bk, padded_rows, bk, padded_rows, transposed, ds_t);
           // dV += P^T dO, dK += dS^T Q (scaled when stored), dQ += dS K (scaled when summed).
-          tile_product(bk, vp, padded_rows, pt, padded_rows, do_depth, padded_rows * kBlock, dv_acc, vp, true);
-          tile_product(bk, dp, padded_rows, ds_t, padded_rows, q_depth, padded_rows * kBlock, dk_acc, dp, true);
+          tile_product(bk, vp, padded_rows, pt, padded_rows, do_b, depth_panel_rows * kBlock, dv_acc, vp, true);
+          tile_product(bk, dp, padded_rows, ds_t, padded_rows, q_b, depth_panel_rows * kBlock, dk_acc, dp, true);
           tile_product(padded_rows, dp, bk, ds_rows, bk, k_depth, bk * kBlock,
                        dq_partial + ((b * g.n_heads + h) * rows_per_head + i0) * dp, dp, true);
         }
@@ -414,13 +415,13 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
 
 }  // namespace
 
-// softmax_exp and store_p_bf16 over n values (a multiple of 16), for the tests: the AVX-512 forms
-// run nowhere else off an AMX machine.
+// attention_tiles::softmax_exp and store_bf16_rounded over n values (a multiple of 16), for the tests: the AVX-512
+// forms run nowhere else off an AMX machine.
 void flash_attention_amx_softmax_exp(const float* x, int64_t n, float* p, uint16_t* p_bf16) {
   for (int64_t i = 0; i < n; i += W) {
-    const VecF value = softmax_exp(VecF::load(x + i));
+    const VecF value = attention_tiles::softmax_exp(VecF::load(x + i));
     value.store(p + i);
-    store_p_bf16(value, p_bf16 + i);
+    attention_tiles::store_bf16_rounded<kNativeBf16Build>(value, p_bf16 + i);
   }
 }
 

@@ -164,7 +164,8 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
           const int64_t end = strip_end(r0), n = std::min<int64_t>(kRows, rows - r0);
           if (end <= 0) continue;
           if constexpr (kDot) {  // P's visible columns rounded, then pairs of keys (P is 0 past `end`)
-            round_rows_to_pairs(s + r0 * bkp, bkp, n, round_up(end, W), p_bf16 + r0 * p_pitch, p_pitch);
+            round_rows_to_pairs<kNativeBf16Build>(s + r0 * bkp, bkp, n, round_up(end, W), p_bf16 + r0 * p_pitch,
+                                                  p_pitch);
             gemm_pairs(n, vp / W, (end + 1) / 2, p_bf16 + r0 * p_pitch, p_pitch,
                        reinterpret_cast<const uint32_t*>(v_rows), vp, acc + r0 * vp, vp, true);
           } else {
@@ -326,9 +327,9 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
         const int64_t pitch = round_up(round_up(rows, 2), W);  // kDot: P^T's and dS^T's rows (zero past rows)
         // kDot: P and dS rounded to bf16 as they enter their products (dS rows, P^T and dS^T).
         if constexpr (kDot) {
-          round_rows_to_pairs(t.ds, bkp, rows, bkp, t.ds_bf16, ds_pitch);
-          round_transposed(t.s, bkp, rows, count, pitch, t.transposed, t.pt_bf16);
-          round_transposed(t.ds, bkp, rows, count, pitch, t.transposed, t.dst_bf16);
+          round_rows_to_pairs<kNativeBf16Build>(t.ds, bkp, rows, bkp, t.ds_bf16, ds_pitch);
+          round_transposed<kNativeBf16Build>(t.s, bkp, rows, count, pitch, t.transposed, t.pt_bf16);
+          round_transposed<kNativeBf16Build>(t.ds, bkp, rows, count, pitch, t.transposed, t.dst_bf16);
         }
         int64_t first_row = 0;  // the first query row that sees key c0 or later
         for (int64_t c0 = 0; c0 < count; c0 += kRows) {
