@@ -16,7 +16,7 @@
 #   3. `lathe bench` of the ops with bf16 and tile paths (matmul, grouped_matmul, flash attention
 #      forward and backward, the fused LM head) against oneDNN at this CPU's instruction set, and
 #      f32 matmul again under --isa avx2 where the CPU has more (the issue's AVX2 target), and
-#      where AMX is usable the AMX GEMM's heuristic blocking against four neighbours.
+#      where AMX is usable the AMX GEMM's and attention's heuristic blocks against their neighbours.
 #   4. Flash attention against PyTorch's SDPA (bench/torch_reference/attention_vs_sdpa.py), where
 #      python3 imports torch.
 #   5. `lathe bench train --vs torch --rounds 3` on the default config (PyTorch float32 and bf16
@@ -94,16 +94,24 @@ if [ "$isa" != avx2 ] && [ "$isa" != scalar ] && grep -qw avx2 "$out/info.txt"; 
 fi
 
 if grep -q '^AMX peak *[0-9]' "$out/info.txt"; then
-  # The AMX GEMM's blocking has not been chosen on an AMX CPU yet: the heuristic (mc 256, kc 512,
-  # nc 1024) against its neighbours in the tuning space, interleaved, at a square and a weight
-  # gradient's shape (A transposed).
+  # The AMX kernels' blocking has not been chosen on an AMX CPU yet: the GEMM's heuristic (mc 256,
+  # kc 512, nc 1024) against its neighbours in the tuning space at a square and a weight gradient's
+  # shape (A transposed), and attention's (64 x 64) against three others, interleaved.
   amx_configs=()
   for config in mc=256,kc=256,nc=1024 mc=256,kc=1024,nc=1024 mc=128,kc=512,nc=1024 mc=256,kc=512,nc=2048; do
     amx_configs+=(--vs-config "matmul:amx:$config,microkernel=0")
   done
-  step "AMX blocking" bench_amx_blocking.txt "$lathe" bench matmul --vs none --no-tuning-cache \
+  step "AMX blocking, matmul" bench_amx_blocking.txt "$lathe" bench matmul --vs none --no-tuning-cache \
     --shape m=4096,n=4096,k=4096,dtype=bf16 --shape m=2048,n=2048,k=2048,ta=1,dtype=bf16 "${amx_configs[@]}" \
     --output "$out/bench_amx_blocking.json" ${quick_flag[@]+"${quick_flag[@]}"}
+  attention_configs=()
+  for config in block_q=64,block_k=128 block_q=128,block_k=128 block_q=32,block_k=64; do
+    attention_configs+=(--vs-config "flash_attention:amx:$config" --vs-config "flash_attention_backward:amx:$config")
+  done
+  step "AMX blocking, attention" bench_amx_attention_blocking.txt "$lathe" bench flash_attention \
+    flash_attention_backward --vs none --no-tuning-cache \
+    --shape batch=1,seq=2048,heads=8,head_dim=128,causal=1,dtype=bf16 "${attention_configs[@]}" \
+    --output "$out/bench_amx_attention_blocking.json" ${quick_flag[@]+"${quick_flag[@]}"}
 fi
 
 if has_torch; then

@@ -3,8 +3,9 @@
 
     python3 scripts/cpu_check_summary.py DIR [FAILED_STEP...]
 
-DIR holds info.txt, tests.txt, bench_ops.json, bench_matmul_avx2.json, bench_amx_blocking.json, attention.json,
-train_default.json and train_91m.json (any may be missing: its section then says so). Ratios are
+DIR holds info.txt, tests.txt, bench_ops.json, bench_matmul_avx2.json, bench_amx_blocking.json,
+bench_amx_attention_blocking.json, attention.json, train_default.json and train_91m.json (any may
+be missing: its section then says so). Ratios are
 lathe's speedup (peer time / lathe time; above 1: lathe is faster), as the benchmarks print them.
 """
 import json
@@ -100,10 +101,12 @@ def main():
     avx2 = load_json(directory, "bench_matmul_avx2.json")
     if avx2:
         out += ["## matmul under --isa avx2 (lathe and oneDNN both capped)", ""] + ops_table(avx2) + [""]
-    amx_blocking = load_json(directory, "bench_amx_blocking.json")
-    if amx_blocking:
-        out += ["## AMX GEMM: the heuristic blocking against its neighbours (speedup > 1: the heuristic wins)",
-                ""] + ops_table(amx_blocking) + [""]
+    for name, title in (("bench_amx_blocking.json", "AMX GEMM"),
+                        ("bench_amx_attention_blocking.json", "AMX flash attention")):
+        blocking = load_json(directory, name)
+        if blocking:
+            out += [f"## {title}: the heuristic blocks against their neighbours (speedup > 1: the heuristic wins)",
+                    ""] + ops_table(blocking) + [""]
     attention = load_json(directory, "attention.json")
     out += ["## Flash attention against PyTorch SDPA", ""]
     if attention:
