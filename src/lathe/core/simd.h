@@ -321,6 +321,31 @@ inline VecF exp(VecF x) {
   return result + (x - x);  // NaN in, NaN out
 }
 
+// exp(x) for softmax passes (attention, the LM head: arguments score - max or score - lse): the
+// same bits as exp() above wherever the result is a normal float, and IEEE exp's answer where it is
+// not: a denormal or 0 below -87.3 (exp() gives 0), inf above 88.7 (exp() saturates). On AVX-512
+// the power of two is applied by vscalefps, whose underflow and overflow need none of exp()'s
+// clamps, exponent build and blend: 12 instructions where exp() takes 22. Elsewhere it is exp().
+// NaN propagates.
+inline VecF exp_unclamped(VecF x) {
+#if LATHE_KERNEL_ISA == 2
+  x = max(VecF::broadcast(-110.0f), x);  // vmaxps returns its second operand, x, for a NaN
+  const VecF n = round_nearest(x * VecF::broadcast(1.44269504088896341f));
+  VecF r = fnma(n, VecF::broadcast(0.693359375f), x);
+  r = fnma(n, VecF::broadcast(-2.12194440e-4f), r);
+  VecF p = VecF::broadcast(1.9875691500e-4f);
+  p = fma(p, r, VecF::broadcast(1.3981999507e-3f));
+  p = fma(p, r, VecF::broadcast(8.3334519073e-3f));
+  p = fma(p, r, VecF::broadcast(4.1665795894e-2f));
+  p = fma(p, r, VecF::broadcast(1.6666665459e-1f));
+  p = fma(p, r, VecF::broadcast(5.0000001201e-1f));
+  p = fma(p * r, r, r + VecF::broadcast(1.0f));
+  return {_mm512_scalef_ps(p.v, n.v)};
+#else
+  return exp(x);
+#endif
+}
+
 inline VecF sigmoid(VecF x) { return VecF::broadcast(1.0f) / (VecF::broadcast(1.0f) + exp(VecF::broadcast(0.0f) - x)); }
 
 // tanh(x) = 1 - 2 / (exp(2x) + 1), accurate to a few ulp away from 0 and exact in sign.

@@ -148,7 +148,7 @@ inline void apply_softcap(float* row, int64_t length, float softcap) {
   const VecF shift = VecF::broadcast(new_max);
   VecF sum = VecF::zero();
   for (int64_t c = 0; c < live; c += W) {
-    VecF p = attention_tiles::softmax_exp(VecF::load(s_row + c) - shift);
+    VecF p = simd::exp_unclamped(VecF::load(s_row + c) - shift);
     p.store(s_row + c);
     sum += p;
   }
@@ -185,7 +185,7 @@ inline void gradient_block_row(float* s_row, float* ds_row, int64_t length, int6
       t = accurate_tanh(score * inverse_cap);
       score = cap * t;
     }
-    VecF p = attention_tiles::softmax_exp(score - row_lse);
+    VecF p = simd::exp_unclamped(score - row_lse);
     VecF grad = p * (VecF::load(ds_row + c) - row_delta);
     if (softcap > 0) grad = simd::fnma(grad * t, t, grad);  // * (1 - t^2)
     p.store(s_row + c);

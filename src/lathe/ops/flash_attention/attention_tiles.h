@@ -20,31 +20,6 @@ constexpr int kRows = 6;                     // rows of accumulators in a microk
 constexpr int kMaxVectors = W == 8 ? 2 : 4;  // vectors of accumulators per row (avx2 has 16 registers)
 constexpr float kMaskedScore = -1e30f;       // exp(kMaskedScore - finite max) == 0
 
-// exp(x) for the softmax's arguments (score - max, score - lse) in every attention kernel:
-// simd::exp's range reduction and polynomial, the power of two applied by vscalefps on AVX-512
-// (underflowing to 0 for a masked key) in place of simd::exp's clamps, integer exponent and blend:
-// 12 instructions where simd::exp takes 22. The same bits as simd::exp wherever the result is a
-// normal float; below its -87.3 cut a denormal where simd::exp gives 0 (beside a row's largest
-// p, 1 or more, it changes no sum; tdpbf16ps reads a bf16 denormal as zero). NaN stays NaN.
-inline VecF softmax_exp(VecF x) {
-#if LATHE_KERNEL_ISA == 2
-  x = simd::max(VecF::broadcast(-110.0f), x);  // vmaxps returns its second operand, x, for a NaN
-  const VecF n = simd::round_nearest(x * VecF::broadcast(1.44269504088896341f));
-  VecF r = simd::fnma(n, VecF::broadcast(0.693359375f), x);
-  r = simd::fnma(n, VecF::broadcast(-2.12194440e-4f), r);
-  VecF p = VecF::broadcast(1.9875691500e-4f);
-  p = simd::fma(p, r, VecF::broadcast(1.3981999507e-3f));
-  p = simd::fma(p, r, VecF::broadcast(8.3334519073e-3f));
-  p = simd::fma(p, r, VecF::broadcast(4.1665795894e-2f));
-  p = simd::fma(p, r, VecF::broadcast(1.6666665459e-1f));
-  p = simd::fma(p, r, VecF::broadcast(5.0000001201e-1f));
-  p = simd::fma(p * r, r, r + VecF::broadcast(1.0f));
-  return {_mm512_scalef_ps(p.v, n.v)};
-#else
-  return simd::exp(x);
-#endif
-}
-
 inline int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
 // Pairs cheap and expensive blocks (causal) so contiguous static chunks get balanced work.
 inline int64_t zigzag(int64_t t, int64_t n) { return t % 2 == 0 ? t / 2 : n - 1 - t / 2; }

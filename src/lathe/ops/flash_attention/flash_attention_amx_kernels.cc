@@ -198,7 +198,7 @@ constexpr float kRescaleThreshold = 5.5451774f;
   const VecF factor = VecF::broadcast(scale), shift = VecF::broadcast(-*row_max);
   VecF sum = VecF::zero();
   for (int64_t c = 0; c < live; c += W) {
-    const VecF p = attention_tiles::softmax_exp(simd::fma(VecF::load(s_row + c), factor, shift));
+    const VecF p = simd::exp_unclamped(simd::fma(VecF::load(s_row + c), factor, shift));
     attention_tiles::store_bf16_rounded<kNativeBf16Build>(p, p_row + c);
     sum += p;
   }
@@ -415,11 +415,11 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
 
 }  // namespace
 
-// attention_tiles::softmax_exp and store_bf16_rounded over n values (a multiple of 16), for the tests: the AVX-512
+// simd::exp_unclamped and attention_tiles::store_bf16_rounded over n values (a multiple of 16), for the tests: the AVX-512
 // forms run nowhere else off an AMX machine.
 void flash_attention_amx_softmax_exp(const float* x, int64_t n, float* p, uint16_t* p_bf16) {
   for (int64_t i = 0; i < n; i += W) {
-    const VecF value = attention_tiles::softmax_exp(VecF::load(x + i));
+    const VecF value = simd::exp_unclamped(VecF::load(x + i));
     value.store(p + i);
     attention_tiles::store_bf16_rounded<kNativeBf16Build>(value, p_bf16 + i);
   }

@@ -99,20 +99,20 @@ void accumulate_row_logsumexp(float* row, int64_t cols, const Problem& p, float&
   VecF shift = VecF::broadcast(new_max), sum0 = VecF::zero(), sum1 = VecF::zero();
   c = 0;
   for (; c + 2 * W <= cols; c += 2 * W) {
-    const VecF e0 = simd::exp(VecF::load(row + c) - shift), e1 = simd::exp(VecF::load(row + c + W) - shift);
+    const VecF e0 = simd::exp_unclamped(VecF::load(row + c) - shift), e1 = simd::exp_unclamped(VecF::load(row + c + W) - shift);
     if (keep_exps) e0.store(row + c), e1.store(row + c + W);
     sum0 += e0;
     sum1 += e1;
   }
   for (; c + W <= cols; c += W) {
-    const VecF e = simd::exp(VecF::load(row + c) - shift);
+    const VecF e = simd::exp_unclamped(VecF::load(row + c) - shift);
     if (keep_exps) e.store(row + c);
     sum0 += e;
   }
   if (c < cols) {
     int n = static_cast<int>(cols - c);
     float tail[W] = {};
-    simd::exp(VecF::load_partial(row + c, n) - shift).store_partial(tail, n);
+    simd::exp_unclamped(VecF::load_partial(row + c, n) - shift).store_partial(tail, n);
     if (keep_exps) std::memcpy(row + c, tail, sizeof(float) * n);
     sum1 += VecF::load(tail);
   }
@@ -145,10 +145,10 @@ void row_gradient(float* row, int64_t cols, int64_t target_column, float factor,
     if (p.softcap > 0) {
       VecF capped =
           kFinal ? x * VecF::broadcast(1.0f / p.softcap) : simd::tanh(x * VecF::broadcast(p.scale / p.softcap));
-      VecF probability = simd::exp(capped * VecF::broadcast(p.softcap) - lse_vec);
+      VecF probability = simd::exp_unclamped(capped * VecF::broadcast(p.softcap) - lse_vec);
       return probability * softmax_factor * (scale * simd::fnma(capped, capped, one));
     }
-    return simd::exp((kFinal ? x : x * scale) - lse_vec) * softmax_factor * scale;
+    return simd::exp_unclamped((kFinal ? x : x * scale) - lse_vec) * softmax_factor * scale;
   };
   int64_t c = 0;
   for (; c + W <= cols; c += W) gradient(VecF::load(row + c)).store(row + c);
