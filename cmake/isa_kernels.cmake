@@ -119,11 +119,14 @@ endfunction()
 
 # lathe_add_amx_kernels(target file...)
 # AMX tile kernels (*_amx_kernels.cc), written once against src/lathe/core/amx_tiles.h, compiled
-# twice: with the real tile instructions (LATHE_AMX_TILES=1: the AVX-512 compilation, namespace
-# lathe::avx512, plus -mamx-tile -mamx-bf16; run only while core/amx.h's amx_active()) and against
-# the scalar emulation of the tile instructions (LATHE_KERNEL_ISA=0, namespace lathe::scalar; run
-# by the tests on every machine). Tile instructions appear in the .amx objects only
-# (tests/isa_symbol_check.sh).
+# three times: with the real tile instructions (LATHE_AMX_TILES=1: the AVX-512 compilation,
+# namespace lathe::avx512, plus -mamx-tile -mamx-bf16; run only while core/amx.h's amx_active()),
+# against the scalar emulation of the tile instructions (LATHE_KERNEL_ISA=0, namespace
+# lathe::scalar; run by the tests on every machine), and the AVX-512 build again on the emulation
+# (namespace lathe::avx512_emulated_tiles): the tests run it where the CPU has AVX512_BF16 and
+# compare it with the scalar build, so the vector code around the tiles that an AMX machine runs
+# (packing, softmax, epilogues) is checked off one. Tile instructions appear in the .amx objects
+# only (tests/isa_symbol_check.sh).
 include(CheckCXXCompilerFlag)
 check_cxx_compiler_flag("-mamx-tile -mamx-bf16" LATHE_COMPILER_HAS_AMX)
 if(NOT LATHE_COMPILER_HAS_AMX)
@@ -143,6 +146,12 @@ function(lathe_add_amx_kernels target)
     file(CONFIGURE OUTPUT ${emulated}
          CONTENT "#define LATHE_KERNEL_ISA 0\n#define LATHE_AMX_TILES 0\n#include \"${source}\"\n")
     set_source_files_properties(${emulated} PROPERTIES COMPILE_OPTIONS "${LATHE_KERNEL_OPT}" SKIP_PRECOMPILE_HEADERS ON)
-    target_sources(${target} PRIVATE ${hardware} ${emulated})
+    set(emulated_avx512 ${CMAKE_BINARY_DIR}/isa_kernels/${stem}.amx_emulated_avx512.cc)
+    file(CONFIGURE OUTPUT ${emulated_avx512}
+         CONTENT "#define LATHE_KERNEL_ISA 2\n#define LATHE_AMX_TILES 0\n#define LATHE_ISA_NS avx512_emulated_tiles\n#include \"${source}\"\n")
+    lathe_isa_compile_options(avx512 avx512_options)
+    set_source_files_properties(${emulated_avx512} PROPERTIES COMPILE_OPTIONS "${avx512_options}"
+                                SKIP_PRECOMPILE_HEADERS ON)
+    target_sources(${target} PRIVATE ${hardware} ${emulated} ${emulated_avx512})
   endforeach()
 endfunction()

@@ -9,12 +9,12 @@ set -euo pipefail
 objects_dir="$1"
 shopt -s nullglob
 objects=("$objects_dir"/*/isa_kernels/*.avx2.cc.o "$objects_dir"/*/isa_kernels/*.avx512.cc.o
-  "$objects_dir"/*/isa_kernels/*.amx.cc.o)
+  "$objects_dir"/*/isa_kernels/*.amx.cc.o "$objects_dir"/*/isa_kernels/*.amx_emulated_avx512.cc.o)
 [ ${#objects[@]} -gt 0 ] || { echo "isa_symbol_check: no ISA objects under $objects_dir/*/isa_kernels"; exit 1; }
 bad=0
 for object in "${objects[@]}"; do
   leaked=$(nm -C --defined-only "$object" | grep -E ' [WVu] ' | grep -v 'DW.ref.__gxx_personality_v0' |
-    grep -v -E 'lathe::(avx2|avx512)::' || true)
+    grep -v -E 'lathe::(avx2|avx512|avx512_emulated_tiles)::' || true)
   if [ -n "$leaked" ]; then
     echo "$(basename "$object") defines shareable symbols outside its ISA namespace:"
     echo "$leaked" | sed 's/^/    /'

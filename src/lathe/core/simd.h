@@ -18,12 +18,16 @@
 #include <cstring>
 #include <type_traits>
 
+// A compilation may name its namespace itself: the AMX kernels' AVX-512 build on the tile
+// emulation (lathe_add_amx_kernels) is lathe::avx512_emulated_tiles, beside lathe::avx512.
+#ifndef LATHE_ISA_NS
 #if LATHE_KERNEL_ISA == 0
 #define LATHE_ISA_NS scalar
 #elif LATHE_KERNEL_ISA == 1
 #define LATHE_ISA_NS avx2
 #else
 #define LATHE_ISA_NS avx512
+#endif
 #endif
 
 namespace lathe::LATHE_ISA_NS::simd {

@@ -18,12 +18,16 @@
 
 namespace lathe {
 
-// Declares a tile kernel's two compilations (the op's baseline file, beside LATHE_DECLARE_ISA_KERNEL).
+// Declares a tile kernel's three compilations (cmake/isa_kernels.cmake, lathe_add_amx_kernels), in
+// the op's baseline file beside LATHE_DECLARE_ISA_KERNEL.
 #define LATHE_DECLARE_AMX_KERNEL(name, ArgsType, ConfigType) \
   namespace avx512 {                                         \
   void name(const ArgsType&, const ConfigType&);             \
   }                                                          \
   namespace scalar {                                         \
+  void name(const ArgsType&, const ConfigType&);             \
+  }                                                          \
+  namespace avx512_emulated_tiles {                          \
   void name(const ArgsType&, const ConfigType&);             \
   }
 
