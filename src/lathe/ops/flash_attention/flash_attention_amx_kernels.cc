@@ -1,12 +1,13 @@
 // Flash attention on AMX tiles (bf16 q, k, v, o), written once against core/amx_tiles.h and
-// compiled twice (lathe_add_amx_kernels): lathe::avx512:: runs tdpbf16ps where core/amx.h found
-// AMX usable; lathe::scalar:: runs the same code on the scalar emulation of the tile instructions,
-// so the op-contract tests check it on every machine.
+// compiled three times (lathe_add_amx_kernels): lathe::avx512:: runs tdpbf16ps where core/amx.h
+// found AMX usable; lathe::scalar:: runs the same code on the scalar emulation of the tile
+// instructions, so the op-contract tests check it on every machine; lathe::avx512_emulated_tiles::
+// is the AVX-512 build on the emulation, compared with the scalar one by amx_avx512_build_test.cc.
 //
 // The same algorithm as the vector kernels (flash_attention_kernels.cc; the softmax and gradient
 // rows are attention_blocks.h's, in f32 vector code), with every product on tiles:
 //   forward   S = Q K^T, O += P V                      (online softmax between them)
-//   backward  S = Q K^T, dP = dO V^T, dV += P^T dO, dK += dS^T Q, dQ += dS K
+//   backward  S = Q K^T, dP = dO V^T, dV^T += dO^T P, dK^T += Q^T dS, dQ += dS K
 // A product is tile_product: 32 x 32 blocks of C (four 16 x 16 f32 tiles, C0-C3) from A tiles 4-5
 // (16 rows x 32 bf16 each) and B tiles 6-7 (VNNI: 16 pair rows x 16 columns x 2), in depth steps
 // of 32. So block_q and block_k are rounded up to multiples of 32 and head_dim / v_head_dim are
@@ -21,11 +22,12 @@
 // dQ take the scale when stored.
 //
 // Layouts (bf16 as uint16_t bits):
-//   A operand: rows x depth, row-major, depth padded to 32 (pack_rows_bf16, and for P and dS
-//     attention_tiles.h's round_rows_to_pairs and round_transposed);
+//   A operand: rows x depth, row-major, depth padded to 32 (pack_rows_bf16, or Q and dO where they
+//     lie; Q^T and dO^T by transpose_rows_padded; P and dS by round_rows_to_pairs);
 //   B operand: VNNI panels of 32 columns, element (depth 2q + h, column j) at panel[q][j][h], a
 //     panel depth x 32 long; pack_columns_vnni when the columns are the source's rows (K for Q K^T,
-//     V for dO V^T), pack_rows_vnni when the depth runs over them (V for P V, dO, Q, K).
+//     V for dO V^T), pack_rows_vnni when the depth runs over them (V for P V, K for dS K),
+//     round_row_pairs for P and dS (dV^T and dK^T).
 // Threads: the forward splits (batch, head, query block) tasks; the backward splits (batch,
 // kv head, key block) tasks with dQ in per-thread partials summed in thread order, as the vector
 // kernels do: bitwise reproducible for a fixed thread count. Each thread configures the tiles
@@ -53,7 +55,6 @@ using attention_blocks::Geometry;
 using attention_tiles::Arena;
 using attention_tiles::kNativeBf16Build;
 using attention_tiles::round_rows_to_pairs;
-using attention_tiles::round_transposed;
 using attention_tiles::round_up;
 using attention_tiles::store_lanes;
 using attention_tiles::to_float;
@@ -278,6 +279,52 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
   });
 }
 
+// dest (padded_dim rows x padded_count columns, row-major bf16) = the transpose of count rows of
+// dim values of src (row stride `stride`), zero padded: Q^T or dO^T, rows the head's dims and
+// columns its queries, as the A operand of a product over queries.
+void transpose_rows_padded(const uint16_t* src, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
+                           int64_t padded_dim, uint16_t* dest) {
+  gemm::transpose_bf16_rows(src, stride, dim, count, dest, padded_count);
+  for (int64_t d = 0; d < dim; ++d)
+    std::memset(dest + d * padded_count + count, 0, sizeof(uint16_t) * (padded_count - count));
+  std::memset(dest + dim * padded_count, 0, sizeof(uint16_t) * (padded_dim - dim) * padded_count);
+}
+
+// P or dS (rows x keys f32, ld floats apart; rows even, keys a multiple of 32) rounded to bf16 as
+// the B operand of a product over queries: panels of 32 keys, rows x 32 long, each pair of rows
+// one row of 32-bit units (row 2q in the low half, 2q + 1 in the high).
+void round_row_pairs(const float* src, int64_t ld, int64_t rows, int64_t keys, uint16_t* dest) {
+  alignas(64) uint16_t even[W], odd[W];
+  for (int64_t r = 0; r < rows; r += 2)
+    for (int64_t c = 0; c < keys; c += W) {
+      attention_tiles::store_bf16_rounded<kNativeBf16Build>(VecF::load(src + r * ld + c), even);
+      attention_tiles::store_bf16_rounded<kNativeBf16Build>(VecF::load(src + (r + 1) * ld + c), odd);
+      uint16_t* out = dest + (c / kBlock) * rows * kBlock + r * kBlock + (c % kBlock) * 2;
+#if LATHE_KERNEL_ISA == 2
+      const __m512i low = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(even)));
+      const __m512i high = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(odd)));
+      _mm512_storeu_si512(out, _mm512_or_si512(low, _mm512_slli_epi32(high, 16)));
+#else
+      for (int i = 0; i < W; ++i) out[2 * i] = even[i], out[2 * i + 1] = odd[i];
+#endif
+    }
+}
+
+// out[c * stride + d] = bf16(scale * acc[d * ld + c]) for keys c < count and dims d < dim: dK^T or
+// dV^T (padded dims x ld keys, both multiples of 32) into dK's or dV's rows, W x W blocks
+// transposed in registers.
+void store_transposed(const float* acc, int64_t ld, int64_t count, int64_t dim, float scale, uint16_t* out,
+                      int64_t stride) {
+  alignas(64) float block[W * W];
+  const VecF factor = VecF::broadcast(scale);
+  for (int64_t c0 = 0; c0 < count; c0 += W)
+    for (int64_t d0 = 0; d0 < dim; d0 += W) {
+      attention_tiles::transpose_block(acc + d0 * ld + c0, ld, block, W);  // block[j * W + i]: key c0 + j, dim d0 + i
+      for (int64_t j = 0; j < W && c0 + j < count; ++j)
+        store_lanes(VecF::load(block + j * W) * factor, out + (c0 + j) * stride + d0, dim - d0);
+    }
+}
+
 constexpr int64_t kMaxDepthCacheBytes = int64_t{32} << 20;  // per thread: Q's and dO's pairs of a kv head's group
 
 void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
@@ -304,28 +351,29 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     if (thread >= threads) return;  // partials exist for num_threads() threads (zeroed at allocation)
     Tiles::configure(16, 64);
     float* dq_partial = partials + thread * partial_floats;
-    AlignedBuffer buffers[15];
+    AlignedBuffer buffers[14];
     uint16_t* k_columns = bf16_scratch(buffers[0], dp * bk);  // K: the B of Q K^T
     uint16_t* v_columns = bf16_scratch(buffers[1], vp * bk);  // V: the B of dO V^T
     uint16_t* k_depth = bf16_scratch(buffers[2], bk * dp);    // K: the B of dS K
     uint16_t* q_rows = bf16_scratch(buffers[3], bq * dp);     // Q: the A of Q K^T
     uint16_t* do_rows = bf16_scratch(buffers[4], bq * vp);    // dO: the A of dO V^T
-    uint16_t* q_depth = bf16_scratch(buffers[5], bq * dp);    // Q: the B of dS^T Q
-    uint16_t* do_depth = bf16_scratch(buffers[6], bq * vp);   // dO: the B of P^T dO
+    uint16_t* q_t = bf16_scratch(buffers[5], dp * bq);        // Q^T: the A of dK^T += Q^T dS
+    uint16_t* do_t = bf16_scratch(buffers[6], vp * bq);       // dO^T: the A of dV^T += dO^T P
     float* s = attention_tiles::scratch(buffers[7], bq * bk);
     float* ds = attention_tiles::scratch(buffers[8], bq * bk);
-    uint16_t* pt = bf16_scratch(buffers[9], bk * bq);  // P^T, dS^T and dS rounded to bf16
-    uint16_t* ds_t = bf16_scratch(buffers[10], bk * bq);
+    uint16_t* p_pairs = bf16_scratch(buffers[9], bq * bk);  // P and dS as pairs of query rows, dS as rows
+    uint16_t* ds_pairs = bf16_scratch(buffers[10], bq * bk);
     uint16_t* ds_rows = bf16_scratch(buffers[11], bq * bk);
-    float* dk_acc = attention_tiles::scratch(buffers[12], bk * dp);
-    float* dv_acc = attention_tiles::scratch(buffers[13], bk * vp);
-    float* transposed = attention_tiles::scratch(buffers[14], bk * bq);  // P or dS transposed, f32
-    // Q and dO as the B operands of dK += dS^T Q and dV += P^T dO (pairs of query rows), packed
-    // for every head of the (batch, kv head) this thread is on and kept for its other key blocks:
-    // packed per block, they were a third of the backward's vector work (Zen 4, T 2048, 8 heads
-    // of 128, tiles removed). Past kMaxDepthCacheBytes per thread, packed per block as before.
+    float* dk_acc = attention_tiles::scratch(buffers[12], dp * bk);  // dK^T and dV^T (dims x keys)
+    float* dv_acc = attention_tiles::scratch(buffers[13], vp * bk);
+    // dK and dV are accumulated transposed, dK^T += Q^T dS and dV^T += dO^T P, so P and dS enter
+    // as pairs of query rows (an interleave of two rows, round_row_pairs) where P^T and dS^T as A
+    // operands took a transpose each per block (1-2 ms of the vector work at T 2048, 8 heads,
+    // Zen 4); dK and dV are transposed once per key block at the end. Q^T and dO^T are transposed
+    // for every head of the (batch, kv head) this thread is on and kept for its other key blocks
+    // (up to kMaxDepthCacheBytes per thread; partial blocks transpose their own).
     const int64_t padded_seq = round_up(g.seq_q, kBlock);
-    const int64_t q_head_cache = padded_seq * dp, do_head_cache = padded_seq * vp;
+    const int64_t q_head_cache = dp * padded_seq, do_head_cache = vp * padded_seq;
     const bool cache_depth = 2 * g.group * (q_head_cache + do_head_cache) <= kMaxDepthCacheBytes;
     AlignedBuffer cache_buffer;
     uint16_t* q_cache = cache_depth ? bf16_scratch(cache_buffer, g.group * (q_head_cache + do_head_cache)) : nullptr;
@@ -344,15 +392,15 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
       if (cache_depth && bg != cached_bg) {
         for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
           const int64_t head_start = b * g.seq_q * g.n_heads + h, slot = h - kv_head * g.group;
-          pack_rows_vnni(q + head_start * g.head_dim, q_stride, g.seq_q, g.head_dim, padded_seq, dp,
-                         q_cache + slot * q_head_cache);
-          pack_rows_vnni(d_o + head_start * g.v_head_dim, o_stride, g.seq_q, g.v_head_dim, padded_seq, vp,
-                         do_cache + slot * do_head_cache);
+          transpose_rows_padded(q + head_start * g.head_dim, q_stride, g.seq_q, g.head_dim, padded_seq, dp,
+                                q_cache + slot * q_head_cache);
+          transpose_rows_padded(d_o + head_start * g.v_head_dim, o_stride, g.seq_q, g.v_head_dim, padded_seq, vp,
+                                do_cache + slot * do_head_cache);
         }
         cached_bg = bg;
       }
-      std::memset(dk_acc, 0, sizeof(float) * bk * dp);
-      std::memset(dv_acc, 0, sizeof(float) * bk * vp);
+      std::memset(dk_acc, 0, sizeof(float) * dp * bk);
+      std::memset(dv_acc, 0, sizeof(float) * vp * bk);
       int64_t i_begin, i_end;
       g.query_range(j0, count, &i_begin, &i_end);
       for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
@@ -363,22 +411,22 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           const uint16_t* q_block = q + q_row * g.head_dim;
           const uint16_t* do_block = d_o + q_row * g.v_head_dim;
           // A whole block (no padding rows) whose widths need no padding is read where it lies as
-          // the A of Q K^T and dO V^T, and its pairs come from the cache for the B operands.
+          // the A of Q K^T and dO V^T, and its Q^T and dO^T columns come from the cache.
           const bool whole = rows == padded_rows;
           const bool a_in_place = whole && g.head_dim == dp && g.v_head_dim == vp;
-          const bool cached = cache_depth && whole && i0 % 2 == 0;
+          const bool cached = cache_depth && whole;
           const uint16_t* q_a = a_in_place ? q_block : q_rows;
           const uint16_t* do_a = a_in_place ? do_block : do_rows;
           if (!a_in_place) {
             pack_rows_bf16(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_rows);
             pack_rows_bf16(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_rows);
           }
-          const int64_t slot = h - kv_head * g.group, depth_panel_rows = cached ? padded_seq : padded_rows;
-          const uint16_t* q_b = cached ? q_cache + slot * q_head_cache + i0 * kBlock : q_depth;
-          const uint16_t* do_b = cached ? do_cache + slot * do_head_cache + i0 * kBlock : do_depth;
+          const int64_t slot = h - kv_head * g.group, t_stride = cached ? padded_seq : padded_rows;
+          const uint16_t* q_ta = cached ? q_cache + slot * q_head_cache + i0 : q_t;
+          const uint16_t* do_ta = cached ? do_cache + slot * do_head_cache + i0 : do_t;
           if (!cached) {
-            pack_rows_vnni(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_depth);
-            pack_rows_vnni(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_depth);
+            transpose_rows_padded(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_t);
+            transpose_rows_padded(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_t);
           }
           tile_product(padded_rows, bk, dp, q_a, a_in_place ? q_stride : dp, k_columns, dp * kBlock, s, bk, false);
           tile_product(padded_rows, bk, vp, do_a, a_in_place ? o_stride : vp, v_columns, vp * kBlock, ds, bk, false);
@@ -391,22 +439,18 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           std::memset(s + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
           std::memset(ds + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
           round_rows_to_pairs<kNativeBf16Build>(ds, bk, padded_rows, bk, ds_rows, bk);
-          round_transposed<kNativeBf16Build>(s, bk, padded_rows, bk, padded_rows, transposed, pt);
-          round_transposed<kNativeBf16Build>(ds, bk, padded_rows, bk, padded_rows, transposed, ds_t);
-          // dV += P^T dO, dK += dS^T Q (scaled when stored), dQ += dS K (scaled when summed).
-          tile_product(bk, vp, padded_rows, pt, padded_rows, do_b, depth_panel_rows * kBlock, dv_acc, vp, true);
-          tile_product(bk, dp, padded_rows, ds_t, padded_rows, q_b, depth_panel_rows * kBlock, dk_acc, dp, true);
+          round_row_pairs(s, bk, padded_rows, bk, p_pairs);
+          round_row_pairs(ds, bk, padded_rows, bk, ds_pairs);
+          // dV^T += dO^T P, dK^T += Q^T dS (scaled when stored), dQ += dS K (scaled when summed).
+          tile_product(vp, bk, padded_rows, do_ta, t_stride, p_pairs, padded_rows * kBlock, dv_acc, bk, true);
+          tile_product(dp, bk, padded_rows, q_ta, t_stride, ds_pairs, padded_rows * kBlock, dk_acc, bk, true);
           tile_product(padded_rows, dp, bk, ds_rows, bk, k_depth, bk * kBlock,
                        dq_partial + ((b * g.n_heads + h) * rows_per_head + i0) * dp, dp, true);
         }
       }
-      const VecF scale = VecF::broadcast(g.scale);
-      for (int64_t c = 0; c < count; ++c) {
-        for (int64_t d = 0; d < g.head_dim; d += W)
-          store_lanes(VecF::load(dk_acc + c * dp + d) * scale, dk + kv_offset + c * kv_stride + d, g.head_dim - d);
-        for (int64_t d = 0; d < g.v_head_dim; d += W)
-          store_lanes(VecF::load(dv_acc + c * vp + d), dv + v_offset + c * v_stride + d, g.v_head_dim - d);
-      }
+      // dK^T and dV^T (dims x keys) into dK's and dV's rows.
+      store_transposed(dk_acc, bk, count, g.head_dim, g.scale, dk + kv_offset, kv_stride);
+      store_transposed(dv_acc, bk, count, g.v_head_dim, 1.0f, dv + v_offset, v_stride);
     }
     Tiles::release();
   });
@@ -415,8 +459,8 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
 
 }  // namespace
 
-// simd::exp_unclamped and attention_tiles::store_bf16_rounded over n values (a multiple of 16), for the tests: the AVX-512
-// forms run nowhere else off an AMX machine.
+// simd::exp_unclamped and attention_tiles::store_bf16_rounded over n values (a multiple of 16),
+// for the tests: the AVX-512 forms run nowhere else off an AMX machine.
 void flash_attention_amx_softmax_exp(const float* x, int64_t n, float* p, uint16_t* p_bf16) {
   for (int64_t i = 0; i < n; i += W) {
     const VecF value = simd::exp_unclamped(VecF::load(x + i));

@@ -79,13 +79,6 @@ void matmul_bf16_dot_kernel(const MatmulArgs& args, const MatmulCpuConfig& confi
   with_bf16_dot_path(config, [&]<class Path>() { run_gemm<Path>(g, config); });
 }
 
-// gemm::transpose_bf16_rows as this ISA compiles it (AMX's A packing; its vector blocks have no
-// other caller off an AMX machine), for the tests.
-void matmul_transpose_bf16_rows(const uint16_t* src, int64_t src_stride, int64_t rows, int64_t depth, uint16_t* dest,
-                                int64_t dest_stride) {
-  transpose_bf16_rows(src, src_stride, rows, depth, dest, dest_stride);
-}
-
 void matmul_backward_kernel(const MatmulBackwardArgs& args, const MatmulCpuConfig& config) {
   const int64_t batch = args.dc.rank() == 3 ? args.dc.dim(0) : 1, m = args.dc.dim(-2), n = args.dc.dim(-1);
   const int64_t k = args.trans_a ? args.a.dim(-2) : args.a.dim(-1);
