@@ -306,21 +306,28 @@ inline void streaming_fence() {
 inline VecF& operator+=(VecF& a, VecF b) { return a = a + b; }
 inline VecF& operator*=(VecF& a, VecF b) { return a = a * b; }
 
-// exp(x) with relative error about 2 ulp over the float range; exp(x) = 0 below -87.3 and
-// saturates (to about 3.4e38) above 88.7. NaN propagates.
-inline VecF exp(VecF x) {
-  const VecF clamped = min(max(x, VecF::broadcast(-87.3f)), VecF::broadcast(88.7f));
-  const VecF n = round_nearest(clamped * VecF::broadcast(1.44269504088896341f));
-  VecF r = fnma(n, VecF::broadcast(0.693359375f), clamped);
-  r = fnma(n, VecF::broadcast(-2.12194440e-4f), r);
-  // Minimax polynomial for exp(r) on [-ln2/2, ln2/2] (Cephes expf coefficients).
+// e^x = 2^n e^r: returns e^r for r = x - n ln2 (|r| <= ln2 / 2, Cephes expf's minimax polynomial)
+// and sets *n = round(x / ln2). Shared by exp() and exp_unclamped(), which apply 2^n each its way;
+// always inlined, so exp() inlines into a kernel exactly as it did when it held this code itself.
+[[gnu::always_inline]] inline VecF exp_reduced(VecF x, VecF* n) {
+  *n = round_nearest(x * VecF::broadcast(1.44269504088896341f));
+  VecF r = fnma(*n, VecF::broadcast(0.693359375f), x);
+  r = fnma(*n, VecF::broadcast(-2.12194440e-4f), r);
   VecF p = VecF::broadcast(1.9875691500e-4f);
   p = fma(p, r, VecF::broadcast(1.3981999507e-3f));
   p = fma(p, r, VecF::broadcast(8.3334519073e-3f));
   p = fma(p, r, VecF::broadcast(4.1665795894e-2f));
   p = fma(p, r, VecF::broadcast(1.6666665459e-1f));
   p = fma(p, r, VecF::broadcast(5.0000001201e-1f));
-  p = fma(p * r, r, r + VecF::broadcast(1.0f));
+  return fma(p * r, r, r + VecF::broadcast(1.0f));
+}
+
+// exp(x) with relative error about 2 ulp over the float range; exp(x) = 0 below -87.3 and
+// saturates (to about 3.4e38) above 88.7. NaN propagates.
+inline VecF exp(VecF x) {
+  const VecF clamped = min(max(x, VecF::broadcast(-87.3f)), VecF::broadcast(88.7f));
+  VecF n;
+  const VecF p = exp_reduced(clamped, &n);
   VecF result = zero_below(scale_pow2(p, n), x, -87.3f);
   return result + (x - x);  // NaN in, NaN out
 }
@@ -334,16 +341,8 @@ inline VecF exp(VecF x) {
 inline VecF exp_unclamped(VecF x) {
 #if LATHE_KERNEL_ISA == 2
   x = max(VecF::broadcast(-110.0f), x);  // vmaxps returns its second operand, x, for a NaN
-  const VecF n = round_nearest(x * VecF::broadcast(1.44269504088896341f));
-  VecF r = fnma(n, VecF::broadcast(0.693359375f), x);
-  r = fnma(n, VecF::broadcast(-2.12194440e-4f), r);
-  VecF p = VecF::broadcast(1.9875691500e-4f);
-  p = fma(p, r, VecF::broadcast(1.3981999507e-3f));
-  p = fma(p, r, VecF::broadcast(8.3334519073e-3f));
-  p = fma(p, r, VecF::broadcast(4.1665795894e-2f));
-  p = fma(p, r, VecF::broadcast(1.6666665459e-1f));
-  p = fma(p, r, VecF::broadcast(5.0000001201e-1f));
-  p = fma(p * r, r, r + VecF::broadcast(1.0f));
+  VecF n;
+  const VecF p = exp_reduced(x, &n);
   return {_mm512_scalef_ps(p.v, n.v)};
 #else
   return exp(x);

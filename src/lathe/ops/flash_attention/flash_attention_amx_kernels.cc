@@ -116,46 +116,42 @@ void pack_rows_bf16(const uint16_t* src, int64_t stride, int64_t rows, int64_t d
   std::memset(dest + rows * padded_dim, 0, sizeof(uint16_t) * (padded_rows - rows) * padded_dim);
 }
 
+// VNNI panels of x's rows (gemm::pack_bf16_pairs' rows: 32 of them a panel) over `depth`: each
+// panel padded_depth x 32 long, its depth padding zeroed, panels past `rows` (to padded_rows)
+// zero. pack_bf16_pairs moves whole blocks through registers (8 x 8 blocks of 32-bit pairs, or 16
+// columns of two storage rows merged per vector); the element-by-element copies they replaced were
+// a quarter of the forward's vector work at T 2048, head_dim 128 (Zen 4).
+void pack_pair_panels(const gemm::Operand& x, int64_t rows, int64_t depth, int64_t padded_rows, int64_t padded_depth,
+                      uint16_t* dest) {
+  const int64_t pair_rows = (depth + 1) / 2 * 2;  // what pack_bf16_pairs writes of a panel's depth
+  for (int64_t r0 = 0; r0 < padded_rows; r0 += kBlock) {
+    uint16_t* panel = dest + (r0 / kBlock) * padded_depth * kBlock;
+    if (r0 >= rows) {
+      std::memset(panel, 0, sizeof(uint16_t) * padded_depth * kBlock);
+      continue;
+    }
+    gemm::pack_bf16_pairs(x, 0, r0, std::min(kBlock, rows - r0), 0, depth, kBlock, panel);
+    std::memset(panel + pair_rows * kBlock, 0, sizeof(uint16_t) * (padded_depth - pair_rows) * kBlock);
+  }
+}
+
 // B operand whose columns are src's rows: (depth d, column j) = src[j][d] for j < count, d < dim,
-// zero to padded_count columns and padded_dim depth; panels padded_dim x 32 long. Each panel is
-// matmul's pair-interleaved packing (gemm::pack_bf16_pairs: 8 x 8 blocks of 32-bit pairs
-// transposed in registers; was one 16-bit store per element, a quarter of the forward's vector
-// work at T 2048, head_dim 128), its depth padding zeroed after.
+// zero to padded_count columns and padded_dim depth; panels padded_dim x 32 long.
 void pack_columns_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
                        int64_t padded_dim, uint16_t* dest) {
   gemm::Operand rows;
   rows.data = src, rows.bf16 = true, rows.row_stride = stride;
-  const int64_t pair_rows = (dim + 1) / 2 * 2;  // what pack_bf16_pairs writes of a panel's depth
-  for (int64_t j0 = 0; j0 < padded_count; j0 += kBlock) {
-    uint16_t* panel = dest + (j0 / kBlock) * padded_dim * kBlock;
-    if (j0 >= count) {
-      std::memset(panel, 0, sizeof(uint16_t) * padded_dim * kBlock);
-      continue;
-    }
-    gemm::pack_bf16_pairs(rows, 0, j0, std::min(kBlock, count - j0), 0, dim, kBlock, panel);
-    std::memset(panel + pair_rows * kBlock, 0, sizeof(uint16_t) * (padded_dim - pair_rows) * kBlock);
-  }
+  pack_pair_panels(rows, count, dim, padded_count, padded_dim, dest);
 }
 
 // B operand whose depth runs over src's rows: (depth j, column d) = src[j][d] for j < count,
 // d < dim, zero to padded_count depth and padded_dim columns; panels padded_count x 32 long, each
-// pair of rows one row of 32-bit units (row j in the low half, row j + 1 in the high). Each panel
-// is matmul's pair packing of a transposed operand (gemm::pack_bf16_pairs: 16 columns of both
-// rows widened and merged per vector), its depth padding zeroed after.
+// pair of rows one row of 32-bit units (row j in the low half, row j + 1 in the high).
 void pack_rows_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t dim, int64_t padded_count,
                     int64_t padded_dim, uint16_t* dest) {
   gemm::Operand columns;  // logical (d, j) over storage rows j
   columns.data = src, columns.bf16 = true, columns.row_stride = stride, columns.transposed = true;
-  const int64_t pair_rows = (count + 1) / 2 * 2;  // what pack_bf16_pairs writes of a panel's depth
-  for (int64_t d0 = 0; d0 < padded_dim; d0 += kBlock) {
-    uint16_t* panel = dest + (d0 / kBlock) * padded_count * kBlock;
-    if (d0 >= dim) {
-      std::memset(panel, 0, sizeof(uint16_t) * padded_count * kBlock);
-      continue;
-    }
-    gemm::pack_bf16_pairs(columns, 0, d0, std::min(kBlock, dim - d0), 0, count, kBlock, panel);
-    std::memset(panel + pair_rows * kBlock, 0, sizeof(uint16_t) * (padded_count - pair_rows) * kBlock);
-  }
+  pack_pair_panels(columns, dim, count, padded_dim, padded_count, dest);
 }
 
 // A running max is kept until a block's scores exceed it by more than this (ln 256): the row's
