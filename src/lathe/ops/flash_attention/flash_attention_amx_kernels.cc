@@ -321,7 +321,7 @@ void store_transposed(const float* acc, int64_t ld, int64_t count, int64_t dim, 
     }
 }
 
-constexpr int64_t kMaxDepthCacheBytes = int64_t{32} << 20;  // per thread: Q's and dO's pairs of a kv head's group
+constexpr int64_t kMaxTransposeCacheBytes = int64_t{32} << 20;  // per thread: Q^T and dO^T of a kv head's group
 
 void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig& config) {
   const Geometry g(args.q, args.k, args.v, args.options, round_up(std::max<int64_t>(1, config.block_q), kBlock),
@@ -367,13 +367,14 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     // operands took a transpose each per block (1-2 ms of the vector work at T 2048, 8 heads,
     // Zen 4); dK and dV are transposed once per key block at the end. Q^T and dO^T are transposed
     // for every head of the (batch, kv head) this thread is on and kept for its other key blocks
-    // (up to kMaxDepthCacheBytes per thread; partial blocks transpose their own).
+    // (up to kMaxTransposeCacheBytes per thread; partial blocks transpose their own).
     const int64_t padded_seq = round_up(g.seq_q, kBlock);
     const int64_t q_head_cache = dp * padded_seq, do_head_cache = vp * padded_seq;
-    const bool cache_depth = 2 * g.group * (q_head_cache + do_head_cache) <= kMaxDepthCacheBytes;
+    const bool cache_transposes = 2 * g.group * (q_head_cache + do_head_cache) <= kMaxTransposeCacheBytes;
     AlignedBuffer cache_buffer;
-    uint16_t* q_cache = cache_depth ? bf16_scratch(cache_buffer, g.group * (q_head_cache + do_head_cache)) : nullptr;
-    uint16_t* do_cache = cache_depth ? q_cache + g.group * q_head_cache : nullptr;
+    uint16_t* q_cache =
+        cache_transposes ? bf16_scratch(cache_buffer, g.group * (q_head_cache + do_head_cache)) : nullptr;
+    uint16_t* do_cache = cache_transposes ? q_cache + g.group * q_head_cache : nullptr;
     int64_t cached_bg = -1;
     const int64_t task_begin = tasks * thread / thread_count, task_end = tasks * (thread + 1) / thread_count;
     for (int64_t task = task_begin; task < task_end; ++task) {
@@ -385,7 +386,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
       pack_columns_vnni(k + kv_offset, kv_stride, count, g.head_dim, bk, dp, k_columns);
       pack_columns_vnni(v + v_offset, v_stride, count, g.v_head_dim, bk, vp, v_columns);
       pack_rows_vnni(k + kv_offset, kv_stride, count, g.head_dim, bk, dp, k_depth);
-      if (cache_depth && bg != cached_bg) {
+      if (cache_transposes && bg != cached_bg) {
         for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
           const int64_t head_start = b * g.seq_q * g.n_heads + h, slot = h - kv_head * g.group;
           transpose_rows_padded(q + head_start * g.head_dim, q_stride, g.seq_q, g.head_dim, padded_seq, dp,
@@ -410,7 +411,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           // the A of Q K^T and dO V^T, and its Q^T and dO^T columns come from the cache.
           const bool whole = rows == padded_rows;
           const bool a_in_place = whole && g.head_dim == dp && g.v_head_dim == vp;
-          const bool cached = cache_depth && whole;
+          const bool cached = cache_transposes && whole;
           const uint16_t* q_a = a_in_place ? q_block : q_rows;
           const uint16_t* do_a = a_in_place ? do_block : do_rows;
           if (!a_in_place) {
