@@ -75,9 +75,17 @@ inline VecF operator/(VecF a, VecF b) { return {_mm512_div_ps(a.v, b.v)}; }
 inline VecF fma(VecF a, VecF b, VecF c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }    // a*b+c
 inline VecF fnma(VecF a, VecF b, VecF c) { return {_mm512_fnmadd_ps(a.v, b.v, c.v)}; }  // c-a*b
 inline VecF max(VecF a, VecF b) { return {_mm512_max_ps(a.v, b.v)}; }
+// Whether a > b in any lane (false for NaN lanes).
+inline bool any_greater(VecF a, VecF b) { return _mm512_cmp_ps_mask(a.v, b.v, _CMP_GT_OQ) != 0; }
+// x with lanes i outside [lo, hi) zeroed (lo and hi any integers).
+inline VecF keep_lanes(VecF x, int lo, int hi) {
+  const int l = lo < 0 ? 0 : lo > 16 ? 16 : lo, h = hi < 0 ? 0 : hi > 16 ? 16 : hi;
+  return {_mm512_maskz_mov_ps(static_cast<__mmask16>(VecF::mask(h) & ~VecF::mask(l)), x.v)};
+}
 inline VecF min(VecF a, VecF b) { return {_mm512_min_ps(a.v, b.v)}; }
 inline VecF sqrt(VecF a) { return {_mm512_sqrt_ps(a.v)}; }
 inline VecF round_nearest(VecF a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+inline VecF floor(VecF a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)}; }
 // a * 2^n for integral-valued n in [-126, 127].
 inline VecF scale_pow2(VecF a, VecF n) {
   __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127)), 23);
@@ -148,9 +156,17 @@ inline VecF operator/(VecF a, VecF b) { return {_mm256_div_ps(a.v, b.v)}; }
 inline VecF fma(VecF a, VecF b, VecF c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
 inline VecF fnma(VecF a, VecF b, VecF c) { return {_mm256_fnmadd_ps(a.v, b.v, c.v)}; }
 inline VecF max(VecF a, VecF b) { return {_mm256_max_ps(a.v, b.v)}; }
+inline bool any_greater(VecF a, VecF b) { return _mm256_movemask_ps(_mm256_cmp_ps(a.v, b.v, _CMP_GT_OQ)) != 0; }
+inline VecF keep_lanes(VecF x, int lo, int hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i keep = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), lane),
+                                           _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), lane));  // lo <= i < hi
+  return {_mm256_and_ps(x.v, _mm256_castsi256_ps(keep))};
+}
 inline VecF min(VecF a, VecF b) { return {_mm256_min_ps(a.v, b.v)}; }
 inline VecF sqrt(VecF a) { return {_mm256_sqrt_ps(a.v)}; }
 inline VecF round_nearest(VecF a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+inline VecF floor(VecF a) { return {_mm256_floor_ps(a.v)}; }
 inline VecF scale_pow2(VecF a, VecF n) {
   __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127)), 23);
   return {_mm256_mul_ps(a.v, _mm256_castsi256_ps(e))};
@@ -200,9 +216,12 @@ inline VecF operator/(VecF a, VecF b) { return {a.v / b.v}; }
 inline VecF fma(VecF a, VecF b, VecF c) { return {a.v * b.v + c.v}; }
 inline VecF fnma(VecF a, VecF b, VecF c) { return {c.v - a.v * b.v}; }
 inline VecF max(VecF a, VecF b) { return {a.v > b.v ? a.v : b.v}; }
+inline bool any_greater(VecF a, VecF b) { return a.v > b.v; }
+inline VecF keep_lanes(VecF x, int lo, int hi) { return {lo <= 0 && 0 < hi ? x.v : 0.0f}; }
 inline VecF min(VecF a, VecF b) { return {a.v < b.v ? a.v : b.v}; }
 inline VecF sqrt(VecF a) { return {std::sqrt(a.v)}; }
 inline VecF round_nearest(VecF a) { return {std::nearbyint(a.v)}; }
+inline VecF floor(VecF a) { return {std::floor(a.v)}; }
 inline VecF scale_pow2(VecF a, VecF n) { return {std::ldexp(a.v, static_cast<int>(n.v))}; }
 inline VecF zero_below(VecF value, VecF x, float limit) { return {x.v < limit ? 0.0f : value.v}; }
 #endif
@@ -346,6 +365,33 @@ inline VecF exp_unclamped(VecF x) {
   return {_mm512_scalef_ps(p.v, n.v)};
 #else
   return exp(x);
+#endif
+}
+
+// 2^t to a relative error under 2.7e-6 (1e-6 of it the float evaluation), for values rounded to
+// bf16 next (half an ulp there is 2^-9), where exp()'s 2 ulp buy nothing: the attention
+// softmax's P before its bf16 product. A degree-4 minimax polynomial of the fraction
+// f = t - floor(t) in [0, 1), times 2^floor(t). Below t = -126 the result is 0 (or, on AVX-512, a
+// denormal down to t = -150, then 0); NaN propagates. On AVX-512 it is 8 instructions (vreduceps
+// takes the fraction, vscalefps applies the power) where exp_unclamped takes 13 with its argument's
+// multiply; the coefficients came from a Remez fit of the relative error in double precision.
+inline VecF exp2_for_bf16(VecF t) {
+  t = max(VecF::broadcast(-200.0f), t);  // vmaxps returns its second operand, t, for a NaN
+#if LATHE_KERNEL_ISA == 2
+  const VecF f = {_mm512_reduce_ps(t.v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)};  // t - floor(t)
+#else
+  const VecF n = floor(t), f = t - n;
+#endif
+  VecF p = VecF::broadcast(1.353416778e-2f);
+  p = fma(p, f, VecF::broadcast(5.201146007e-2f));
+  p = fma(p, f, VecF::broadcast(2.414427549e-1f));
+  p = fma(p, f, VecF::broadcast(6.930038333e-1f));
+  p = fma(p, f, VecF::broadcast(1.000002623f));
+#if LATHE_KERNEL_ISA == 2
+  return {_mm512_scalef_ps(p.v, t.v)};  // p * 2^floor(t)
+#else
+  return zero_below(scale_pow2(p, min(max(n, VecF::broadcast(-126.0f)), VecF::broadcast(127.0f))), t, -126.0f) +
+         (t - t);  // NaN in, NaN out
 #endif
 }
 

@@ -2,10 +2,14 @@
 // (flash_attention_kernels.cc, register-blocked f32 microkernels) and the AMX tile kernels
 // (flash_attention_amx_kernels.cc, tdpbf16ps on real tiles or on the emulation):
 //   Geometry              shapes, block sizes padded to the kernel's multiple, visibility per query
+//   RowStats              the online softmax's per-row max and sum lanes (forward)
+//   advance_row_max       a row's max moved only where a block exceeds it by ln 256 (forward)
 //   online_softmax_row    one score row of a block through the online softmax (forward)
-//   gradient_block_row    one row of p and ds = p * (dp - D) [* (1 - tanh^2)] (backward)
+//   GradientLanes         p and ds = p * (dp - D) [* (1 - tanh^2)] for W keys of a row (backward)
+//   gradient_block_row    one row of p and ds through GradientLanes (backward)
 //   store_output_rows     o = acc / row sum and lse = max + log(sum) for a block's rows (forward)
 //   output_gradient_dots  D[i] = do[i] . o[i] (backward)
+//   zero_dq_partials      each thread's dQ partial zeroed by that thread (backward)
 //   sum_dq_partials       dq = scale * the per-thread partials summed in thread order (backward)
 // Kernel sources only (after simd.h): everything lives in lathe::LATHE_ISA_NS::attention_blocks.
 #pragma once
@@ -29,6 +33,7 @@ using attention_tiles::store_lanes;
 using attention_tiles::to_float;
 using simd::VecF;
 constexpr int W = VecF::width;
+constexpr float kLog2e = 1.44269504088896341f;
 
 // tanh accurate to a few ulp also near 0 (Cephes tanhf polynomial below 0.625, where
 // 1 - 2 / (exp(2x) + 1) would cancel).
@@ -104,17 +109,73 @@ inline void apply_softcap(float* row, int64_t length, float softcap) {
   for (int64_t c = 0; c < length; c += W) (cap * accurate_tanh(VecF::load(row + c) * inverse)).store(row + c);
 }
 
+// A row's running max is kept until a block's scores exceed it by more than this (ln 256): the
+// row's p = exp(score - kept max) then stay below 256, and the output accumulator's rescale (a
+// pass over v_head_dim floats per row and block, as many as the block's keys at head_dim 64) is
+// skipped, as FlashAttention-4 does. o = acc / sum and lse = max + log(sum) hold for any max a row
+// used throughout.
+constexpr float kRescaleThreshold = 5.5451774f;
+
+// The online softmax's running state for a block of query rows: each row's max (the one its p
+// are taken against) and its sum of p as W partial lanes, added across lanes once, by
+// store_output_rows. (Reduced per row and key block, the horizontal sum and max were a fifth of
+// the AMX forward's vector work at head_dim 64.)
+struct RowStats {
+  float* max;   // rows
+  float* sums;  // rows x W lanes
+  static int64_t floats(int64_t rows) { return rows * (1 + W); }
+  RowStats(float* storage, int64_t rows) : max(storage), sums(storage + rows) {}
+  void reset(int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r) max[r] = -INFINITY;
+    std::memset(sums, 0, sizeof(float) * rows * W);
+  }
+  float* row_sum(int64_t r) const { return sums + r * W; }
+};
+
+// Row r's max for a block whose scores' lanewise max is scale * raw_max (scale > 0): set by the
+// row's first block; afterwards moved only where the block exceeds it by more than
+// kRescaleThreshold, which a lanewise compare finds without a horizontal max. Returns the factor
+// (exp(old - new) or 1) the row's sum and accumulator are to be multiplied by.
+[[gnu::always_inline]] inline float advance_row_max(VecF raw_max, float scale, float* row_max) {
+  if (*row_max == -INFINITY) {
+    *row_max = raw_max.reduce_max() * scale;
+    return 1.0f;  // the sum and the accumulator are still 0
+  }
+  if (!simd::any_greater(raw_max * VecF::broadcast(scale), VecF::broadcast(*row_max + kRescaleThreshold))) return 1.0f;
+  const float block_max = raw_max.reduce_max() * scale;
+  // The vector exp on one lane: a libm call here spilled the caller's registers once per row and
+  // block (5% of the forward's softmax samples on Zen 3).
+  const float alpha = simd::exp(VecF::broadcast(*row_max - block_max)).first();
+  *row_max = block_max;
+  return alpha;
+}
+
+// A row's sum lanes = sum lanes * alpha + the block's p summed lanewise.
+[[gnu::always_inline]] inline void add_row_sum(float* sum_lanes, VecF block_sum, float alpha) {
+  const VecF kept = VecF::load(sum_lanes);
+  (alpha == 1.0f ? kept + block_sum : simd::fma(kept, VecF::broadcast(alpha), block_sum)).store(sum_lanes);
+}
+
+// The row's output accumulator (length floats, a multiple of W) times alpha, where that is not 1.
+[[gnu::always_inline]] inline void rescale_accumulator(float* acc_row, int64_t length, float alpha) {
+  if (alpha == 1.0f) return;
+  const VecF factor = VecF::broadcast(alpha);
+  for (int64_t d = 0; d < length; d += W) (VecF::load(acc_row + d) * factor).store(acc_row + d);
+}
+
 // One row of a score block (length a multiple of W) through the online softmax: scores times
 // score_scale (1: already scaled), soft-capped, keys outside [c_begin, c_end) masked; the row
-// becomes p = exp(score - new max) (0 where masked), *row_max and *row_sum are updated and the
-// row's output accumulator (acc_length floats, a multiple of W) is multiplied by
-// exp(old max - new max) where that is not 1. A row without a visible key becomes zeros.
-// Only the vectors up to the one holding key c_end - 1 are read and exponentiated; later ones
-// are stored as zeros (in a causal diagonal block, about half the row). Always inlined: called
+// becomes p = exp(score - the row's max) (0 where masked), the max advanced by advance_row_max,
+// its sum lanes and its output accumulator (acc_length floats, a multiple of W) rescaled where the
+// max moved. A row without a visible key becomes zeros. Only the vectors up to the one holding
+// key c_end - 1 are read and exponentiated; later ones are stored as zeros (in a causal diagonal
+// block, about half the row). kPRoundedToBf16: P is rounded to bf16 for its product, so the
+// exponential is simd::exp2_for_bf16's (2.7e-6 relative) instead of exp's. Always inlined: called
 // per row, the call cost the forward 2-4% (docs/perf.md).
+template <bool kPRoundedToBf16 = false>
 [[gnu::always_inline]] inline void online_softmax_row(float* s_row, int64_t length, int64_t c_begin, int64_t c_end,
-                                                      float score_scale, float softcap, float* row_max, float* row_sum,
-                                                      float* acc_row, int64_t acc_length) {
+                                                      float score_scale, float softcap, float* row_max,
+                                                      float* sum_lanes, float* acc_row, int64_t acc_length) {
   if (c_end <= c_begin) {
     std::memset(s_row, 0, sizeof(float) * length);
     return;
@@ -141,31 +202,69 @@ inline void apply_softcap(float* row, int64_t length, float softcap) {
   } else {
     for (int64_t c = 0; c < live; c += W) tile_max = simd::max(tile_max, VecF::load(s_row + c));
   }
-  const float new_max = std::max(*row_max, tile_max.reduce_max());
-  // The vector exp on one lane: a libm call here spilled the caller's registers once per row and
-  // block (5% of the forward's softmax samples on Zen 3). The first block's old max is -inf.
-  const float alpha = *row_max == -INFINITY ? 0.0f : simd::exp(VecF::broadcast(*row_max - new_max)).first();
-  const VecF shift = VecF::broadcast(new_max);
+  const float alpha = advance_row_max(tile_max, 1.0f, row_max);
   VecF sum = VecF::zero();
-  for (int64_t c = 0; c < live; c += W) {
-    VecF p = simd::exp_unclamped(VecF::load(s_row + c) - shift);
-    p.store(s_row + c);
-    sum += p;
+  if constexpr (kPRoundedToBf16) {  // p = 2^(score log2(e) - max log2(e))
+    const VecF factor = VecF::broadcast(kLog2e), shift = VecF::broadcast(-*row_max * kLog2e);
+    for (int64_t c = 0; c < live; c += W) {
+      const VecF p = simd::exp2_for_bf16(simd::fma(VecF::load(s_row + c), factor, shift));
+      p.store(s_row + c);
+      sum += p;
+    }
+  } else {
+    const VecF shift = VecF::broadcast(*row_max);
+    for (int64_t c = 0; c < live; c += W) {
+      const VecF p = simd::exp_unclamped(VecF::load(s_row + c) - shift);
+      p.store(s_row + c);
+      sum += p;
+    }
   }
   for (int64_t c = live; c < length; c += W) VecF::zero().store(s_row + c);
-  *row_sum = *row_sum * alpha + sum.reduce_add();
-  *row_max = new_max;
-  if (alpha != 1.0f) {
-    const VecF factor = VecF::broadcast(alpha);
-    for (int64_t d = 0; d < acc_length; d += W) (VecF::load(acc_row + d) * factor).store(acc_row + d);
-  }
+  add_row_sum(sum_lanes, sum, alpha);
+  rescale_accumulator(acc_row, acc_length, alpha);
 }
 
-// One row of the backward's blocks (length a multiple of W): s_row holds scores (times
-// score_scale, 1: already scaled) and becomes p = exp(score' - lse); ds_row holds dp = do . v and
-// becomes ds = p * (dp - delta), times (1 - tanh^2) with a soft cap; both 0 outside
-// [c_begin, c_end). As in the forward, vectors past the one holding key c_end - 1 are stored as
-// zeros without being read.
+// The backward's per-key math for one query row, W keys at a time: from the score (times
+// score_scale, 1: already scaled) and dp = do . v, p = exp(score' - lse) and ds = p * (dp - delta),
+// times (1 - tanh^2) with a soft cap (score' = softcap tanh(score / softcap)). kPRoundedToBf16 (P
+// and dS rounded to bf16 for their products) takes p from simd::exp2_for_bf16, the score's scale
+// folded into its argument where there is no cap.
+template <bool kPRoundedToBf16>
+struct GradientLanes {
+  VecF cap, inverse_cap, factor, row_lse, row_delta, exp_factor, exp_shift;
+  bool scale_first, capped;
+  GradientLanes(float score_scale, float softcap, float lse, float delta)
+      : cap(VecF::broadcast(softcap)),
+        inverse_cap(VecF::broadcast(softcap > 0 ? 1.0f / softcap : 0.0f)),
+        factor(VecF::broadcast(score_scale)),
+        row_lse(VecF::broadcast(lse)),
+        row_delta(VecF::broadcast(delta)),
+        exp_factor(VecF::broadcast(kLog2e * (softcap > 0 ? 1.0f : score_scale))),
+        exp_shift(VecF::broadcast(-lse * kLog2e)),
+        scale_first(score_scale != 1.0f && (softcap > 0 || !kPRoundedToBf16)),
+        capped(softcap > 0) {}
+  [[gnu::always_inline]] void operator()(VecF score, VecF dp, VecF* p_out, VecF* ds_out) const {
+    if (scale_first) score = score * factor;
+    VecF t = VecF::zero();
+    if (capped) {
+      t = accurate_tanh(score * inverse_cap);
+      score = cap * t;
+    }
+    VecF p;
+    if constexpr (kPRoundedToBf16)
+      p = simd::exp2_for_bf16(simd::fma(score, exp_factor, exp_shift));
+    else
+      p = simd::exp_unclamped(score - row_lse);
+    VecF grad = p * (dp - row_delta);
+    if (capped) grad = simd::fnma(grad * t, t, grad);  // * (1 - t^2)
+    *p_out = p, *ds_out = grad;
+  }
+};
+
+// One row of the backward's blocks (length a multiple of W): s_row holds scores and becomes p,
+// ds_row holds dp and becomes ds (GradientLanes); both 0 outside [c_begin, c_end). As in the
+// forward, vectors past the one holding key c_end - 1 are stored as zeros without being read.
+template <bool kPRoundedToBf16 = false>
 inline void gradient_block_row(float* s_row, float* ds_row, int64_t length, int64_t c_begin, int64_t c_end,
                                float score_scale, float softcap, float lse, float delta) {
   if (c_end <= c_begin) {
@@ -173,21 +272,11 @@ inline void gradient_block_row(float* s_row, float* ds_row, int64_t length, int6
     std::memset(ds_row, 0, sizeof(float) * length);
     return;
   }
-  const VecF cap = VecF::broadcast(softcap), inverse_cap = VecF::broadcast(softcap > 0 ? 1.0f / softcap : 0.0f);
-  const VecF factor = VecF::broadcast(score_scale);
-  const VecF row_lse = VecF::broadcast(lse), row_delta = VecF::broadcast(delta);
+  const GradientLanes<kPRoundedToBf16> lanes(score_scale, softcap, lse, delta);
   const int64_t live = std::min(length, round_up(c_end, W));
   for (int64_t c = 0; c < live; c += W) {
-    VecF score = VecF::load(s_row + c);
-    if (score_scale != 1.0f) score = score * factor;
-    VecF t = VecF::zero();
-    if (softcap > 0) {
-      t = accurate_tanh(score * inverse_cap);
-      score = cap * t;
-    }
-    VecF p = simd::exp_unclamped(score - row_lse);
-    VecF grad = p * (VecF::load(ds_row + c) - row_delta);
-    if (softcap > 0) grad = simd::fnma(grad * t, t, grad);  // * (1 - t^2)
+    VecF p, grad;
+    lanes(VecF::load(s_row + c), VecF::load(ds_row + c), &p, &grad);
     p.store(s_row + c);
     grad.store(ds_row + c);
   }
@@ -228,19 +317,30 @@ struct BackwardOperands {
         dv(static_cast<Element*>(args.dv.data)) {}
 };
 
-// Rows [i0, i0 + rows) of head h of batch entry b: o = acc / row_sum (0 for a row that saw no
-// key), lse = row_max + log(row_sum) (-inf for such a row). acc: rows x ld floats.
+// Rows [i0, i0 + rows) of head h of batch entry b: o = acc / sum (0 for a row that saw no key),
+// lse = max + log(sum) (-inf for such a row), sum the row's lanes in `stats` added. acc: rows x ld
+// floats.
 template <class Element>
-void store_output_rows(const Geometry& g, const float* acc, int64_t ld, const float* row_max, const float* row_sum,
-                       int64_t b, int64_t h, int64_t i0, int64_t rows, Element* o, float* lse) {
+void store_output_rows(const Geometry& g, const float* acc, int64_t ld, const RowStats& stats, int64_t b, int64_t h,
+                       int64_t i0, int64_t rows, Element* o, float* lse) {
   for (int64_t r = 0; r < rows; ++r) {
     Element* o_row = o + ((b * g.seq_q + i0 + r) * g.n_heads + h) * g.v_head_dim;
-    const bool empty = row_sum[r] == 0.0f;
-    const VecF factor = VecF::broadcast(empty ? 0.0f : 1.0f / row_sum[r]);
+    const float sum = VecF::load(stats.row_sum(r)).reduce_add();
+    const bool empty = sum == 0.0f;
+    const VecF factor = VecF::broadcast(empty ? 0.0f : 1.0f / sum);
     for (int64_t d = 0; d < g.v_head_dim; d += W)
       store_lanes(VecF::load(acc + r * ld + d) * factor, o_row + d, g.v_head_dim - d);
-    lse[(b * g.n_heads + h) * g.seq_q + i0 + r] = empty ? -INFINITY : row_max[r] + std::log(row_sum[r]);
+    lse[(b * g.n_heads + h) * g.seq_q + i0 + r] = empty ? -INFINITY : stats.max[r] + std::log(sum);
   }
+}
+
+// Inside parallel_run: thread `thread` of thread_count zeroes its dQ partial (partial_floats
+// floats of `partials`, one per thread of `threads`) and those of threads parallel_run did not
+// start. (One thread zeroing them all before the run was a tenth of the AMX backward's vector
+// work at T 2048, 8 heads.)
+inline void zero_dq_partials(float* partials, int64_t partial_floats, int threads, int thread, int thread_count) {
+  for (int t = thread; t < threads; t += thread_count)
+    std::memset(partials + t * partial_floats, 0, sizeof(float) * partial_floats);
 }
 
 // delta[(b, h, i)] = do[b, i, h] . o[b, i, h] in f32, for every query row.
@@ -252,12 +352,14 @@ void output_gradient_dots(const Geometry& g, const Element* d_o, const Element* 
       const int64_t h = row % g.n_heads, bi = row / g.n_heads, b = bi / g.seq_q, i = bi % g.seq_q;
       const Element *d_o_row = d_o + row * g.v_head_dim, *o_row = o + row * g.v_head_dim;
       int64_t d = 0;
-      float sum = 0.0f;
-      if constexpr (std::is_same_v<Element, float>) {  // whole vectors, then the tail
-        VecF lanes = VecF::zero();
+      VecF lanes = VecF::zero();  // whole vectors, then the tail
+      if constexpr (std::is_same_v<Element, float>) {
         for (; d + W <= g.v_head_dim; d += W) lanes = simd::fma(VecF::load(d_o_row + d), VecF::load(o_row + d), lanes);
-        sum = lanes.reduce_add();
+      } else {  // bf16 bits (element by element, this was 5% of the AMX backward's vector work)
+        for (; d + W <= g.v_head_dim; d += W)
+          lanes = simd::fma(VecF::load_bf16(d_o_row + d), VecF::load_bf16(o_row + d), lanes);
       }
+      float sum = lanes.reduce_add();
       for (; d < g.v_head_dim; ++d) sum += to_float(d_o_row[d]) * to_float(o_row[d]);
       delta[(b * g.n_heads + h) * g.seq_q + i] = sum;
     }

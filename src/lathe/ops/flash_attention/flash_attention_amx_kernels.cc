@@ -23,11 +23,12 @@
 //
 // Layouts (bf16 as uint16_t bits):
 //   A operand: rows x depth, row-major, depth padded to 32 (pack_rows_bf16, or Q and dO where they
-//     lie; Q^T and dO^T by transpose_rows_padded; P and dS by round_rows_to_pairs);
+//     lie; Q^T and dO^T by transpose_rows_padded; P by softmax_row_to_bf16, dS by
+//     gradient_row_pair);
 //   B operand: VNNI panels of 32 columns, element (depth 2q + h, column j) at panel[q][j][h], a
 //     panel depth x 32 long; pack_columns_vnni when the columns are the source's rows (K for Q K^T,
 //     V for dO V^T), pack_rows_vnni when the depth runs over them (V for P V, K for dS K),
-//     round_row_pairs for P and dS (dV^T and dK^T).
+//     gradient_row_pair for P and dS (dV^T and dK^T: a pair of query rows interleaved).
 // Threads: the forward splits (batch, head, query block) tasks; the backward splits (batch,
 // kv head, key block) tasks with dQ in per-thread partials summed in thread order, as the vector
 // kernels do: bitwise reproducible for a fixed thread count. Each thread configures the tiles
@@ -54,7 +55,6 @@ using amx_tiles::Tiles;
 using attention_blocks::Geometry;
 using attention_tiles::Arena;
 using attention_tiles::kNativeBf16Build;
-using attention_tiles::round_rows_to_pairs;
 using attention_tiles::round_up;
 using attention_tiles::store_lanes;
 using attention_tiles::to_float;
@@ -154,20 +154,15 @@ void pack_rows_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t 
   pack_pair_panels(columns, dim, count, padded_dim, padded_count, dest);
 }
 
-// A running max is kept until a block's scores exceed it by more than this (ln 256): the row's
-// p = exp(score - kept max) then stay below 256, and the output accumulator's rescale (a pass over
-// v_head_dim floats per row and block, as many as the block's keys at head_dim 64) is skipped.
-// o = acc / sum and lse = max + log(sum) hold for any max the row used throughout.
-constexpr float kRescaleThreshold = 5.5451774f;
-
 // One row of a forward score block (length a multiple of W) through the online softmax, P going
 // straight to bf16 for P V (p_row, length values): scores times `scale` (folded into the exp's
-// argument), soft-capped, keys outside [c_begin, c_end) masked (p = 0); *row_max and *row_sum
-// updated, the row's accumulator (acc_length floats) rescaled when the max moves (see
-// kRescaleThreshold). The sum is of the f32 p, as attention_blocks::online_softmax_row's. A row
-// without a visible key gets p = 0. Only the vectors up to key c_end - 1 are exponentiated.
+// argument), soft-capped, keys outside [c_begin, c_end) masked (p = 0); the row's max advanced by
+// attention_blocks::advance_row_max (moved only by more than ln 256), its sum lanes and its
+// accumulator (acc_length floats) rescaled where it moved. The sum is of the f32 p, as
+// attention_blocks::online_softmax_row's. A row without a visible key gets p = 0. Only the
+// vectors up to key c_end - 1 are exponentiated.
 [[gnu::always_inline]] inline void softmax_row_to_bf16(float* s_row, int64_t length, int64_t c_begin, int64_t c_end,
-                                                       float scale, float softcap, float* row_max, float* row_sum,
+                                                       float scale, float softcap, float* row_max, float* sum_lanes,
                                                        float* acc_row, int64_t acc_length, uint16_t* p_row) {
   if (c_end <= c_begin) {
     std::memset(p_row, 0, sizeof(uint16_t) * length);
@@ -184,27 +179,19 @@ constexpr float kRescaleThreshold = 5.5451774f;
   for (int64_t c = c_end; c < live; ++c) s_row[c] = attention_tiles::kMaskedScore;
   VecF raw_max = VecF::broadcast(attention_tiles::kMaskedScore);
   for (int64_t c = 0; c < live; c += W) raw_max = simd::max(raw_max, VecF::load(s_row + c));
-  const float block_max = raw_max.reduce_max() * scale;  // scale > 0
-  float alpha = 1.0f;
-  if (*row_max == -INFINITY) {
-    *row_max = block_max;
-  } else if (block_max > *row_max + kRescaleThreshold) {
-    alpha = simd::exp(VecF::broadcast(*row_max - block_max)).first();
-    *row_max = block_max;
-  }
-  const VecF factor = VecF::broadcast(scale), shift = VecF::broadcast(-*row_max);
+  const float alpha = attention_blocks::advance_row_max(raw_max, scale, row_max);  // scale > 0
+  // p = 2^(score * scale * log2(e) - max * log2(e)), to bf16's needs (simd::exp2_for_bf16).
+  const VecF factor = VecF::broadcast(scale * attention_blocks::kLog2e);
+  const VecF shift = VecF::broadcast(-*row_max * attention_blocks::kLog2e);
   VecF sum = VecF::zero();
   for (int64_t c = 0; c < live; c += W) {
-    const VecF p = simd::exp_unclamped(simd::fma(VecF::load(s_row + c), factor, shift));
+    const VecF p = simd::exp2_for_bf16(simd::fma(VecF::load(s_row + c), factor, shift));
     attention_tiles::store_bf16_rounded<kNativeBf16Build>(p, p_row + c);
     sum += p;
   }
   for (int64_t c = live; c < length; c += W) VecF::zero().store_bf16(p_row + c);
-  *row_sum = *row_sum * alpha + sum.reduce_add();
-  if (alpha != 1.0f) {
-    const VecF rescale = VecF::broadcast(alpha);
-    for (int64_t d = 0; d < acc_length; d += W) (VecF::load(acc_row + d) * rescale).store(acc_row + d);
-  }
+  attention_blocks::add_row_sum(sum_lanes, sum, alpha);
+  attention_blocks::rescale_accumulator(acc_row, acc_length, alpha);
 }
 
 void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
@@ -241,9 +228,7 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
     float* s = attention_tiles::scratch(buffers[1], bq * bk);
     uint16_t* p = bf16_scratch(buffers[2], bq * bk);  // P rounded to bf16
     float* acc = attention_tiles::scratch(buffers[3], bq * vp);
-    float* stats = attention_tiles::scratch(buffers[4], 2 * bq);
-    float* row_max = stats;
-    float* row_sum = stats + bq;
+    attention_blocks::RowStats stats(attention_tiles::scratch(buffers[4], attention_blocks::RowStats::floats(bq)), bq);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t qb = zigzag(task % query_blocks, query_blocks), bh = task / query_blocks;
       const int64_t b = bh / g.n_heads, h = bh % g.n_heads, kv_head = h / g.group;
@@ -251,7 +236,7 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       pack_rows_bf16(q + ((b * g.seq_q + i0) * g.n_heads + h) * g.head_dim, q_stride, rows, g.head_dim, padded_rows, dp,
                      q_rows);
       std::memset(acc, 0, sizeof(float) * padded_rows * vp);
-      for (int64_t r = 0; r < rows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
+      stats.reset(rows);
       // Padding rows of P stay zero: they add nothing to the (unused) padding rows of acc.
       std::memset(p + rows * bk, 0, sizeof(uint16_t) * (padded_rows - rows) * bk);
 
@@ -264,12 +249,12 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
         for (int64_t r = 0; r < rows; ++r) {
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-          softmax_row_to_bf16(s + r * bk, bk, c_begin, c_end, g.scale, g.softcap, row_max + r, row_sum + r,
+          softmax_row_to_bf16(s + r * bk, bk, c_begin, c_end, g.scale, g.softcap, stats.max + r, stats.row_sum(r),
                               acc + r * vp, vp, p + r * bk);
         }
         tile_product(padded_rows, vp, bk, p, bk, v_all + (head_tiles + kb) * v_tile, bk * kBlock, acc, vp, true);
       }
-      attention_blocks::store_output_rows(g, acc, vp, row_max, row_sum, b, h, i0, rows, o, lse);
+      attention_blocks::store_output_rows(g, acc, vp, stats, b, h, i0, rows, o, lse);
     }
     Tiles::release();
   });
@@ -286,24 +271,69 @@ void transpose_rows_padded(const uint16_t* src, int64_t stride, int64_t count, i
   std::memset(dest + dim * padded_count, 0, sizeof(uint16_t) * (padded_dim - dim) * padded_count);
 }
 
-// P or dS (rows x keys f32, ld floats apart; rows even, keys a multiple of 32) rounded to bf16 as
-// the B operand of a product over queries: panels of 32 keys, rows x 32 long, each pair of rows
-// one row of 32-bit units (row 2q in the low half, 2q + 1 in the high).
-void round_row_pairs(const float* src, int64_t ld, int64_t rows, int64_t keys, uint16_t* dest) {
-  alignas(64) uint16_t even[W], odd[W];
-  for (int64_t r = 0; r < rows; r += 2)
-    for (int64_t c = 0; c < keys; c += W) {
-      attention_tiles::store_bf16_rounded<kNativeBf16Build>(VecF::load(src + r * ld + c), even);
-      attention_tiles::store_bf16_rounded<kNativeBf16Build>(VecF::load(src + (r + 1) * ld + c), odd);
-      uint16_t* out = dest + (c / kBlock) * rows * kBlock + r * kBlock + (c % kBlock) * 2;
-#if LATHE_KERNEL_ISA == 2
-      const __m512i low = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(even)));
-      const __m512i high = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(odd)));
-      _mm512_storeu_si512(out, _mm512_or_si512(low, _mm512_slli_epi32(high, 16)));
+// The backward's view of one query row of a block: the keys it sees, [c_begin, c_end) (none for
+// a padding row), its lse and its delta = do . o.
+struct GradientRow {
+  int64_t c_begin = 0, c_end = 0;
+  float lse = 0.0f, delta = 0.0f;
+};
+
+// even and odd (W values of two rows) rounded to bf16 and interleaved into `pairs` (2W values:
+// even's lane i at 2i, odd's at 2i + 1: a panel row of P or dS as the B of a product over
+// queries); where even_row and odd_row are
+// given, each row's W values also go there as they are.
+[[gnu::always_inline]] inline void store_rounded_row_pair(VecF even, VecF odd, uint16_t* pairs, uint16_t* even_row,
+                                                          uint16_t* odd_row) {
+#if LATHE_KERNEL_ISA == 2 && defined(__AVX512BF16__)
+  const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(odd.v, even.v));  // even's 16, then odd's
+  if (even_row) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(even_row), _mm512_castsi512_si256(both));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(odd_row), _mm512_extracti64x4_epi64(both, 1));
+  }
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  _mm512_storeu_si512(pairs, _mm512_permutexvar_epi16(interleave, both));
 #else
-      for (int i = 0; i < W; ++i) out[2 * i] = even[i], out[2 * i + 1] = odd[i];
+  alignas(64) uint16_t even_bits[W], odd_bits[W];
+  even.store_bf16(even_bits), odd.store_bf16(odd_bits);
+  for (int i = 0; i < W; ++i) pairs[2 * i] = even_bits[i], pairs[2 * i + 1] = odd_bits[i];
+  if (even_row) {
+    std::memcpy(even_row, even_bits, sizeof(even_bits));
+    std::memcpy(odd_row, odd_bits, sizeof(odd_bits));
+  }
 #endif
+}
+
+// Query rows r and r + 1 of a block's scores s and dp = dO V^T (bk keys a row, f32 from their
+// products) through attention_blocks::GradientLanes, kept only as the bf16 operands that use
+// them: dS as rows (ds_rows, the A of dQ += dS K) and P and dS as the row pair interleaved
+// (p_pairs and ds_pairs, the B of dV^T += dO^T P and dK^T += Q^T dS; padded_rows x 32 a panel of
+// 32 keys). p = ds = 0 outside a row's keys. (Stored as f32 and rounded by three more passes, the
+// pair cost twice the loads and stores.)
+[[gnu::always_inline]] inline void gradient_row_pair(const float* s, const float* dp, int64_t bk, int64_t r,
+                                                     int64_t padded_rows, const GradientRow (&rows)[2], float scale,
+                                                     float softcap, uint16_t* ds_rows, uint16_t* p_pairs,
+                                                     uint16_t* ds_pairs) {
+  const attention_blocks::GradientLanes<true> lanes[2] = {{scale, softcap, rows[0].lse, rows[0].delta},
+                                                          {scale, softcap, rows[1].lse, rows[1].delta}};
+  for (int64_t c = 0; c < bk; c += W) {
+    VecF p[2], ds[2];
+    for (int i = 0; i < 2; ++i) {
+      const GradientRow& row = rows[i];
+      if (c >= row.c_end || c + W <= row.c_begin) {  // also a row without keys
+        p[i] = ds[i] = VecF::zero();
+        continue;
+      }
+      lanes[i](VecF::load(s + i * bk + c), VecF::load(dp + i * bk + c), &p[i], &ds[i]);
+      if (c < row.c_begin || c + W > row.c_end) {
+        const int lo = static_cast<int>(row.c_begin - c), hi = static_cast<int>(row.c_end - c);
+        p[i] = simd::keep_lanes(p[i], lo, hi), ds[i] = simd::keep_lanes(ds[i], lo, hi);
+      }
     }
+    const int64_t pair_offset = (c / kBlock) * padded_rows * kBlock + r * kBlock + (c % kBlock) * 2;
+    store_rounded_row_pair(p[0], p[1], p_pairs + pair_offset, nullptr, nullptr);
+    store_rounded_row_pair(ds[0], ds[1], ds_pairs + pair_offset, ds_rows + r * bk + c, ds_rows + (r + 1) * bk + c);
+  }
 }
 
 // out[c * stride + d] = bf16(scale * acc[d * ld + c]) for keys c < count and dims d < dim: dK^T or
@@ -338,13 +368,14 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   const int64_t rows_per_head = g.seq_q + bq;
   const int64_t partial_floats = g.batch * g.n_heads * rows_per_head * dp;
   const int64_t query_rows = g.batch * g.n_heads * g.seq_q;
-  Arena call(threads * partial_floats + query_rows, Arena::kCall, /*zeroed=*/true);
+  Arena call(threads * partial_floats + query_rows, Arena::kCall, /*zeroed=*/false);  // see zero_dq_partials
   float* partials = call.take(threads * partial_floats);
   float* delta = call.take(query_rows);
   attention_blocks::output_gradient_dots(g, d_o, o, delta);
   const int64_t tasks = g.batch * g.n_kv_heads * g.key_blocks;
   parallel_run([&](int thread, int thread_count) {
-    if (thread >= threads) return;  // partials exist for num_threads() threads (zeroed at allocation)
+    attention_blocks::zero_dq_partials(partials, partial_floats, threads, thread, thread_count);
+    if (thread >= threads) return;  // partials exist for num_threads() threads
     Tiles::configure(16, 64);
     float* dq_partial = partials + thread * partial_floats;
     AlignedBuffer buffers[14];
@@ -363,7 +394,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     float* dk_acc = attention_tiles::scratch(buffers[12], dp * bk);  // dK^T and dV^T (dims x keys)
     float* dv_acc = attention_tiles::scratch(buffers[13], vp * bk);
     // dK and dV are accumulated transposed, dK^T += Q^T dS and dV^T += dO^T P, so P and dS enter
-    // as pairs of query rows (an interleave of two rows, round_row_pairs) where P^T and dS^T as A
+    // as pairs of query rows (an interleave of two rows, gradient_row_pair) where P^T and dS^T as A
     // operands took a transpose each per block (1-2 ms of the vector work at T 2048, 8 heads,
     // Zen 4); dK and dV are transposed once per key block at the end. Q^T and dO^T are transposed
     // for every head of the (batch, kv head) this thread is on and kept for its other key blocks
@@ -427,17 +458,16 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
           }
           tile_product(padded_rows, bk, dp, q_a, a_in_place ? q_stride : dp, k_columns, dp * kBlock, s, bk, false);
           tile_product(padded_rows, bk, vp, do_a, a_in_place ? o_stride : vp, v_columns, vp * kBlock, ds, bk, false);
-          for (int64_t r = 0; r < rows; ++r) {
-            int64_t c_begin, c_end;
-            g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-            attention_blocks::gradient_block_row(s + r * bk, ds + r * bk, bk, c_begin, c_end, g.scale, g.softcap,
-                                                 lse[head_row + i0 + r], delta[head_row + i0 + r]);
+          for (int64_t r = 0; r < padded_rows; r += 2) {
+            GradientRow pair[2];
+            for (int i = 0; i < 2; ++i)
+              if (r + i < rows) {
+                g.tile_keys(i0 + r + i, j0, count, &pair[i].c_begin, &pair[i].c_end);
+                pair[i].lse = lse[head_row + i0 + r + i], pair[i].delta = delta[head_row + i0 + r + i];
+              }
+            gradient_row_pair(s + r * bk, ds + r * bk, bk, r, padded_rows, pair, g.scale, g.softcap, ds_rows, p_pairs,
+                              ds_pairs);
           }
-          std::memset(s + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
-          std::memset(ds + rows * bk, 0, sizeof(float) * (padded_rows - rows) * bk);
-          round_rows_to_pairs<kNativeBf16Build>(ds, bk, padded_rows, bk, ds_rows, bk);
-          round_row_pairs(s, bk, padded_rows, bk, p_pairs);
-          round_row_pairs(ds, bk, padded_rows, bk, ds_pairs);
           // dV^T += dO^T P, dK^T += Q^T dS (scaled when stored), dQ += dS K (scaled when summed).
           tile_product(vp, bk, padded_rows, do_ta, t_stride, p_pairs, padded_rows * kBlock, dv_acc, bk, true);
           tile_product(dp, bk, padded_rows, q_ta, t_stride, ds_pairs, padded_rows * kBlock, dk_acc, bk, true);
@@ -457,7 +487,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
 }  // namespace
 
 // simd::exp_unclamped and attention_tiles::store_bf16_rounded over n values (a multiple of 16),
-// for the tests: the AVX-512 forms run nowhere else off an AMX machine.
+// for the tests: this build's bf16 rounding of P runs nowhere else off an AMX machine.
 void flash_attention_amx_softmax_exp(const float* x, int64_t n, float* p, uint16_t* p_bf16) {
   for (int64_t i = 0; i < n; i += W) {
     const VecF value = simd::exp_unclamped(VecF::load(x + i));

@@ -89,15 +89,13 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
 
   const int64_t query_blocks = (g.seq_q + g.block_q - 1) / g.block_q;
   parallel_for(g.batch * g.n_heads * query_blocks, 1, [&](int64_t begin, int64_t end) {
-    Arena arena(g.block_q * (dp + bkp + vp + 2 + 64) + (kDot ? g.block_q * p_pitch / 2 : 0), Arena::kTask,
+    Arena arena(g.block_q * (dp + bkp + vp + 1 + W + 64) + (kDot ? g.block_q * p_pitch / 2 : 0), Arena::kTask,
                 /*zeroed=*/false);
     float* q_tile = arena.take(g.block_q * dp);
     float* s = arena.take(g.block_q * bkp);
     uint16_t* p_bf16 = reinterpret_cast<uint16_t*>(arena.take(kDot ? g.block_q * p_pitch / 2 : 0));
     float* acc = arena.take(g.block_q * vp);
-    float* stats = arena.take(2 * g.block_q);
-    float* row_max = stats;
-    float* row_sum = stats + g.block_q;
+    attention_blocks::RowStats stats(arena.take(attention_blocks::RowStats::floats(g.block_q)), g.block_q);
     // Task -> (batch, head, first query, rows), query blocks in zigzag order.
     auto task_block = [&](int64_t task, int64_t* b, int64_t* h, int64_t* i0, int64_t* rows) {
       const int64_t qb = zigzag(task % query_blocks, query_blocks), bh = task / query_blocks;
@@ -124,7 +122,7 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
       }
       Element* o_block = o + ((b * g.seq_q + i0) * g.n_heads + h) * g.v_head_dim;
       std::memset(acc, 0, sizeof(float) * rows * vp);
-      for (int64_t r = 0; r < rows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
+      stats.reset(rows);
 
       int64_t kb_begin, kb_end;
       g.key_block_range(i0, rows, &kb_begin, &kb_end);
@@ -156,8 +154,8 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
           }
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-          attention_blocks::online_softmax_row(s + r * bkp, bkp, c_begin, c_end, g.scale, g.softcap, row_max + r,
-                                               row_sum + r, acc + r * vp, vp);
+          attention_blocks::online_softmax_row<kDot>(s + r * bkp, bkp, c_begin, c_end, g.scale, g.softcap,
+                                                     stats.max + r, stats.row_sum(r), acc + r * vp, vp);
         }
         const auto [v_rows, v_ld] = v_block(b, kv_head, kb);
         for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
@@ -174,7 +172,7 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
         }
       }
 
-      attention_blocks::store_output_rows(g, acc, vp, row_max, row_sum, b, h, i0, rows, o, lse);
+      attention_blocks::store_output_rows(g, acc, vp, stats, b, h, i0, rows, o, lse);
     }
   });
 }
@@ -207,7 +205,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   const int64_t dq_head_floats = g.group * g.seq_q * dp;  // one pair's dQ rows: (head in group, i) x dp
 
   const int64_t partial_floats = dq_per_head ? 0 : query_rows * dp;
-  Arena call(threads * partial_floats + query_rows, Arena::kCall, /*zeroed=*/true);
+  Arena call(threads * partial_floats + query_rows, Arena::kCall, /*zeroed=*/false);  // see zero_dq_partials
   float* partials = call.take(threads * partial_floats);
   float* delta = call.take(query_rows);  // D = do . o per query row
   attention_blocks::output_gradient_dots(g, d_o, o, delta);
@@ -320,9 +318,9 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
             }
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-          attention_blocks::gradient_block_row(t.s + r * bkp, t.ds + r * bkp, bkp, c_begin, c_end,
-                                               kDot ? g.scale : 1.0f, g.softcap, lse[head_row + i0 + r],
-                                               delta[head_row + i0 + r]);
+          attention_blocks::gradient_block_row<kDot>(t.s + r * bkp, t.ds + r * bkp, bkp, c_begin, c_end,
+                                                     kDot ? g.scale : 1.0f, g.softcap, lse[head_row + i0 + r],
+                                                     delta[head_row + i0 + r]);
         }
         const int64_t pitch = round_up(round_up(rows, 2), W);  // kDot: P^T's and dS^T's rows (zero past rows)
         // kDot: P and dS rounded to bf16 as they enter their products (dS rows, P^T and dS^T).
@@ -393,7 +391,8 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
 
   const int64_t tasks = head_tasks * g.key_blocks;
   parallel_run([&](int thread, int thread_count) {
-    if (thread >= threads) return;  // partials exist for num_threads() threads (zeroed at allocation)
+    attention_blocks::zero_dq_partials(partials, partial_floats, threads, thread, thread_count);
+    if (thread >= threads) return;                                // partials exist for num_threads() threads
     Arena arena(scratch_floats, Arena::kTask, /*zeroed=*/false);  // every read element is written first
     const Scratch t = make_scratch(arena);
     float* dq_partial = partials + thread * partial_floats;
@@ -410,6 +409,12 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
 }
 
 }  // namespace
+
+// simd::exp2_for_bf16 over n values (a multiple of the vector width), for the tests: the
+// exponential of every softmax whose P is rounded to bf16 (the vdpbf16ps and AMX kernels).
+void flash_attention_softmax_exp2(const float* t, int64_t n, float* p) {
+  for (int64_t i = 0; i < n; i += W) simd::exp2_for_bf16(VecF::load(t + i)).store(p + i);
+}
 
 void flash_attention_forward_kernel(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
   if (args.q.dtype == DType::bf16)

@@ -20,10 +20,15 @@
 namespace lathe {
 namespace avx512 {
 void flash_attention_amx_softmax_exp(const float* x, int64_t n, float* p, uint16_t* p_bf16);
+void flash_attention_softmax_exp2(const float* t, int64_t n, float* p);
+}  // namespace avx512
+namespace avx2 {
+void flash_attention_softmax_exp2(const float* t, int64_t n, float* p);
 }
 namespace scalar {
 void flash_attention_amx_softmax_exp(const float* x, int64_t n, float* p, uint16_t* p_bf16);
-}
+void flash_attention_softmax_exp2(const float* t, int64_t n, float* p);
+}  // namespace scalar
 namespace {
 
 Tensor random(const Shape& shape, DType dtype, uint64_t seed, uint64_t stream, double low = -1, double high = 1) {
@@ -350,8 +355,9 @@ TEST(FlashAttention, AmxTilesOnTheEmulationMatchTheReferenceForAnyThreadCount) {
   EXPECT_EQ(flash_attention_op().select_impl({q, kv, kv, q, lse, {}}).name.find("amx_emulated"), std::string::npos);
 }
 
-// The AMX forward's exp and bf16 rounding of P (vscalefps and vcvtneps2bf16 in the AVX-512 build,
-// which otherwise runs only on AMX machines), against std::exp and round-to-nearest-even: within
+// simd::exp_unclamped (the f32 softmaxes' exp; vscalefps in the AVX-512 build) and the bf16
+// rounding of P in the AMX kernels (vcvtneps2bf16 in the AVX-512 build, which otherwise runs only
+// on AMX machines), against std::exp and round-to-nearest-even: within
 // 2 ulp down to -87.3 (simd::exp's cut), 0 or a denormal below, exactly 0 for a masked score, NaN
 // for NaN; P's bf16 the rounding of the float returned (0 allowed for a denormal).
 TEST(FlashAttention, AmxSoftmaxExpMatchesExpAndRoundsPToNearestEven) {
@@ -391,6 +397,51 @@ TEST(FlashAttention, AmxSoftmaxExpMatchesExpAndRoundsPToNearestEven) {
                       << p_bf16[i] << " expected " << rounded;
     }
     EXPECT_EQ(wrong, 0) << build.name;
+  }
+}
+
+// simd::exp2_for_bf16, the exponential of the softmaxes whose P is rounded to bf16 (AMX,
+// vdpbf16ps), in each build this CPU runs, against std::exp2 in double. Its error bound: the
+// Remez fit of its degree-4 polynomial has 2.59e-6 relative error on the fraction in [0, 1)
+// (computed in double when it was fitted), the float evaluation adds at most ~0.3e-6, so 3e-6
+// where 2^t is a normal float. Below that: between 0 and 2^t (1 + 3e-6) plus a denormal step;
+// exactly 0 below t = -150 (masked scores). NaN for NaN. Integers and values just under them
+// probe both ends of the fraction.
+TEST(FlashAttention, SoftmaxExp2ForBf16IsWithinItsBoundOnEveryIsa) {
+  std::vector<float> t;
+  for (double v = -200.0; v <= 10.0; v += 0.00731) t.push_back(static_cast<float>(v));
+  for (float v = -130.0f; v <= 10.0f; v += 1.0f) t.push_back(v), t.push_back(std::nextafter(v, -INFINITY));
+  for (float v : {-1e30f, -1e24f, -126.0f, -149.5f, -150.5f, 0.0f, -0.0f, 7.999999f, NAN}) t.push_back(v);
+  t.resize((t.size() + 15) / 16 * 16, 0.0f);
+  const int64_t n = static_cast<int64_t>(t.size());
+  const struct {
+    const char* name;
+    bool available;
+    void (*run)(const float*, int64_t, float*);
+  } builds[] = {{"scalar", true, scalar::flash_attention_softmax_exp2},
+                {"avx2", isa_available(Isa::avx2), avx2::flash_attention_softmax_exp2},
+                {"avx512", isa_available(Isa::avx512), avx512::flash_attention_softmax_exp2}};
+  for (const auto& build : builds) {
+    if (!build.available) continue;
+    std::vector<float> p(n);
+    build.run(t.data(), n, p.data());
+    int wrong = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double expected = std::exp2(static_cast<double>(t[i]));
+      bool ok;
+      if (std::isnan(t[i])) {
+        ok = std::isnan(p[i]);
+      } else if (t[i] >= -126.0f) {
+        const double error = std::abs(p[i] / expected - 1.0);
+        worst = std::max(worst, error);
+        ok = error <= 3e-6;
+      } else {
+        ok = p[i] >= 0 && p[i] <= expected * (1 + 3e-6) + 1.5e-45 && (t[i] > -150.0f || p[i] == 0.0f);
+      }
+      if (!ok && ++wrong <= 5) ADD_FAILURE() << build.name << ": t=" << t[i] << " p=" << p[i] << " 2^t=" << expected;
+    }
+    EXPECT_EQ(wrong, 0) << build.name << " (worst relative error " << worst << ")";
   }
 }
 
