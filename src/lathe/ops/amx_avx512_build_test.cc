@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -57,12 +58,13 @@ bool runnable() { return isa_available(Isa::avx512_bf16); }
 
 // Products over several K slices (kc 64 of K 200 and 1100: whole 32 x 32 tiles start from C), edge
 // tiles (M 100, N 70), every transpose (A transposed: the register-transposed A panels), accumulate,
-// and the vector epilogue (bias + GELU).
+// the vector epilogue (bias + GELU), and A packed or read in place (microkernel 1: whole slices in
+// place, the last slice of 8 or 12 and the partial row tile packed).
 TEST(AmxAvx512Build, MatmulAgreesWithTheScalarBuild) {
   if (!runnable()) GTEST_SKIP() << "no AVX512_BF16 here";
   for (int64_t k : {200, 1100})
-    for (int variant = 0; variant < 8; ++variant) {
-      const bool trans_a = variant & 1, trans_b = variant & 2, epilogue = variant & 4;
+    for (int variant = 0; variant < 16; ++variant) {
+      const bool trans_a = variant & 1, trans_b = variant & 2, epilogue = variant & 4, a_in_place = variant & 8;
       const int64_t m = 100, n = 70;
       Tensor a = random(trans_a ? Shape{k, m} : Shape{m, k}, DType::bf16, 1);
       Tensor b = random(trans_b ? Shape{n, k} : Shape{k, n}, DType::bf16, 2);
@@ -71,12 +73,33 @@ TEST(AmxAvx512Build, MatmulAgreesWithTheScalarBuild) {
       for (int build = 0; build < 2; ++build) {
         MatmulArgs args{a, b, c[build], epilogue ? bias.view() : TensorView{}, trans_a, trans_b, !epilogue,
                         epilogue ? Activation::gelu_tanh : Activation::none};
-        const MatmulCpuConfig config{64, 64, 64, 0};
+        const MatmulCpuConfig config{64, 64, 64, a_in_place ? 1 : 0};
         build == 0 ? scalar::matmul_amx_kernel(args, config) : avx512_emulated_tiles::matmul_amx_kernel(args, config);
       }
-      EXPECT_LT(relative_difference(c[1], c[0]), 1e-5)
-          << "k=" << k << " ta=" << trans_a << " tb=" << trans_b << " epilogue=" << epilogue;
+      EXPECT_LT(relative_difference(c[1], c[0]), 1e-5) << "k=" << k << " ta=" << trans_a << " tb=" << trans_b
+                                                       << " epilogue=" << epilogue << " a_in_place=" << a_in_place;
     }
+}
+
+// Reading a row-major A in place (microkernel 1) changes only where the A tiles are loaded from:
+// the same tiles meet the same B panels in the same order, so C must hold the packed path's bits.
+// Checked on the scalar build (every machine) at K 200 (slices 64, 64, 64 in place, 8 packed), a
+// batch with a row stride past K (a view of a wider A), a partial row tile and accumulate.
+TEST(AmxAvx512Build, MatmulReadingAInPlaceGivesThePackedPathsBits) {
+  const int64_t batch = 2, m = 100, n = 70, k = 200, wide = 232;
+  Tensor a_wide = random({batch, m, wide}, DType::bf16, 5);
+  const TensorView a = a_wide.view().slice(2, 16, 16 + k);  // row stride 232, columns 16 .. 215
+  Tensor b = random({batch, k, n}, DType::bf16, 6), start = random({batch, m, n}, DType::f32, 7);
+  Tensor c[2] = {convert(start, DType::f32), convert(start, DType::f32)};
+  for (int in_place = 0; in_place < 2; ++in_place) {
+    MatmulArgs args{a, b, c[in_place], TensorView{}, false, false, true, Activation::none};
+    scalar::matmul_amx_kernel(args, MatmulCpuConfig{64, 64, 64, in_place});
+  }
+  const std::vector<float> packed = to_vector<float>(c[0].view()), read_in_place = to_vector<float>(c[1].view());
+  int64_t differing = 0;
+  for (size_t i = 0; i < packed.size(); ++i)
+    differing += std::memcmp(&packed[i], &read_in_place[i], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0);
 }
 
 TEST(AmxAvx512Build, GroupedMatmulAgreesWithTheScalarBuild) {

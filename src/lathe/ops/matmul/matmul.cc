@@ -363,14 +363,17 @@ static std::vector<MatmulCpuConfig> config_space(Isa isa, bool bf16_dot) {
 
 // AMX: 32 x 32 register tiles (2 x 2 accumulator tiles); kc a multiple of the tile depth (32).
 // B micro-panels (kc x 32 bf16: 32 KB at kc = 512) stay in L1 while the A block (mc x kc: 256 KB)
-// streams from L2; the B block (kc x nc: 1 MB) is shared through L2/L3. Not yet measured on AMX.
+// streams from L2; the B block (kc x nc: 1 MB) is shared through L2/L3. microkernel 1 reads a
+// row-major A in place (AmxInPlaceAPath) instead of packing it. Not yet measured on AMX.
 static MatmulCpuConfig amx_heuristic_config() { return {256, 512, 1024, 0}; }
 
 std::vector<MatmulCpuConfig> matmul_amx_config_space() {
-  std::vector<MatmulCpuConfig> configs = {{32, 40, 64, 0}};  // tiny: every block edge on small shapes
+  std::vector<MatmulCpuConfig> configs = {{32, 40, 64, 0}, {32, 32, 64, 1}};  // tiny: every block edge
   for (int64_t kc : {256, 512, 1024})
     for (int64_t mc : {128, 256})
       for (int64_t nc : {512, 1024, 2048}) configs.push_back({mc, kc, nc, 0});
+  for (int64_t kc : {256, 512, 1024}) configs.push_back({256, kc, 1024, 1});
+  configs.push_back({128, 512, 1024, 1});
   return configs;
 }
 

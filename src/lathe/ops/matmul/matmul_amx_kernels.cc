@@ -11,8 +11,12 @@
 
 namespace lathe::LATHE_ISA_NS {
 
+// config.microkernel: 0 packs A (AmxPath), 1 reads a row-major A in place (AmxInPlaceAPath).
 void matmul_amx_kernel(const MatmulArgs& args, const MatmulCpuConfig& config) {
-  gemm::run_gemm<gemm::AmxPath>(gemm::matmul_forward_gemm(args), config);
+  if (config.microkernel == 1)
+    gemm::run_gemm<gemm::AmxInPlaceAPath>(gemm::matmul_forward_gemm(args), config);
+  else
+    gemm::run_gemm<gemm::AmxPath>(gemm::matmul_forward_gemm(args), config);
 }
 
 }  // namespace lathe::LATHE_ISA_NS

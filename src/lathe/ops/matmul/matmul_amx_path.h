@@ -86,6 +86,12 @@ struct AmxPath {
   // alone (threads split C in whole tiles), so any thread count still gives the same bits.
   static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
                    const Epilogue& e) {
+    tile_rows(depth, a, depth, b, c, ldc, rows, cols, e);
+  }
+
+  // tile() on A rows lda elements apart (a packed panel: lda = depth).
+  static void tile_rows(int64_t depth, const Packed* a, int64_t lda, const Packed* b, float* c, int64_t ldc,
+                        int64_t rows, int64_t cols, const Epilogue& e) {
     const bool whole = rows == kMR && cols == kNR;
     // C's 16 x 16 quarters (the accumulator tiles C0-C3) and the bytes from one C row to the next.
     float* const c_quarter[4] = {c, c + 16, c + 16 * ldc, c + 16 * ldc + 16};
@@ -96,10 +102,10 @@ struct AmxPath {
     } else {
       Tiles::zero<0>(), Tiles::zero<1>(), Tiles::zero<2>(), Tiles::zero<3>();
     }
-    const int64_t a_stride = 2 * depth;  // bytes from one A row to the next
+    const int64_t a_stride = 2 * lda;  // bytes from one A row to the next
     for (int64_t p = 0; p < depth; p += kTileDepth) {
       Tiles::load<4>(a + p, a_stride);
-      Tiles::load<5>(a + 16 * depth + p, a_stride);
+      Tiles::load<5>(a + 16 * lda + p, a_stride);
       Tiles::load<6>(b + p * kNR, 4 * kNR);       // pair rows p/2 .. p/2 + 15, columns 0-15
       Tiles::load<7>(b + p * kNR + 32, 4 * kNR);  // columns 16-31
       Tiles::dpbf16ps<0, 4, 6>();
@@ -126,6 +132,24 @@ struct AmxPath {
       for (int v = 0; v < NV; ++v) acc[0][v] = VecF::load(sums + r * kNR + v * W);
       store_tile<1, NV>(acc, c + r * ldc, ldc, 1, cols, rest);
     }
+  }
+};
+
+// AmxPath with a row-major A read where it lies: a tile load takes 16 rows at any stride, so A
+// needs no packing where a K slice is a whole number of tile depths (a deeper tile load would read
+// past the slice, or past A's last column); other slices, transposed A and a partial last row
+// tile are packed as in AmxPath. Packing A cost a copy of every A block for each nc-wide column
+// block: at 4096^3 (nc 1024) A four times, ~5 of the ~7 ms of the kernel's vector work on Zen 4
+// (tiles compiled out; docs/perf.md). The cost it may add, unmeasured: a tile's 16 rows are
+// 2 * K bytes apart, one L1 set when that is a multiple of 4 KB, where packed rows are 2 * kc.
+// Chosen by MatmulCpuConfig::microkernel = 1.
+struct AmxInPlaceAPath : AmxPath {
+  static bool reads_a_in_place(const Operand& a, int64_t kb) { return a.bf16 && !a.transposed && kb % kTileDepth == 0; }
+  // Rows [row, row + 32) x depth [p0, p0 + depth) of A[t], depth = kb.
+  static void tile_a_in_place(int64_t depth, const Operand& a, int64_t t, int64_t row, int64_t p0, const Packed* b,
+                              float* c, int64_t ldc, int64_t cols, const Epilogue& e) {
+    const uint16_t* base = static_cast<const uint16_t*>(a.data) + t * a.batch_stride + row * a.row_stride + p0;
+    tile_rows(depth, base, a.row_stride, b, c, ldc, kMR, cols, e);
   }
 };
 

@@ -14,8 +14,9 @@
 // the microkernel sees one layout. A Path (F32Path, Bf16DotPath, the AMX path of
 // matmul_amx_path.h) supplies kMR, kNR, Packed, packed_depth, pack_a, pack_b and tile, and
 // optionally begin_thread / end_thread around each thread's share (AMX: tile configuration), and
-// optionally reads_a_in_place / tile_a_in_place (F32Path: a transposed f32 A, a weight gradient's
-// dy^T, is read where it lies by whole tiles instead of packed). The epilogue (previous partial
+// optionally reads_a_in_place / tile_a_in_place, A read where it lies by whole tiles instead of
+// packed (F32Path: a transposed f32 A, a weight gradient's dy^T; AmxInPlaceAPath: a row-major bf16
+// A, whose rows a tile load takes at any stride). The epilogue (previous partial
 // sum, accumulate, bias, activation) is applied where the tile is stored. Every element of C is
 // summed over K in the same order (kc slices in order, depth steps in order inside a tile),
 // whatever range of C a call covers: callers may split C among threads any way they like and get
@@ -147,20 +148,23 @@ struct F32Path {
   // its storage rows (depth steps) are less than a page apart. At 4 KB (a 1024-wide weight
   // gradient) every step is a new page and all of A's lines fall in one L1 set: under AVX2 that
   // ran 1024 x 256 x 4096 20% slower than packing (AVX-512 within 2-4% either way).
-  static bool reads_a_in_place(const Operand& a) {
+  static bool reads_a_in_place(const Operand& a, int64_t /*kb*/) {
     return a.transposed && !a.bf16 && a.row_stride * static_cast<int64_t>(sizeof(float)) < kDepthMajorMaxRowBytes;
   }
-  LATHE_GEMM_INLINE static void tile_a_in_place(int64_t depth, const float* a, int64_t lda, const Packed* b, float* c,
-                                                int64_t ldc, int64_t cols, const Epilogue& e) {
-    tile_f32_depth_major_a<MR, NV>(depth, a, lda, b, c, ldc, cols, e);
+  // Rows [row, row + MR) x depth [p0, p0 + depth) of A[t]: element (i, p) at storage row p, column i.
+  LATHE_GEMM_INLINE static void tile_a_in_place(int64_t depth, const Operand& a, int64_t t, int64_t row, int64_t p0,
+                                                const Packed* b, float* c, int64_t ldc, int64_t cols,
+                                                const Epilogue& e) {
+    const float* base = static_cast<const float*>(a.data) + t * a.batch_stride + p0 * a.row_stride + row;
+    tile_f32_depth_major_a<MR, NV>(depth, base, a.row_stride, b, c, ldc, cols, e);
   }
 };
 
-// Whether Path reads this A in place instead of packing it (F32Path with a transposed f32 A).
+// Whether Path reads this A in place instead of packing it, in a K slice kb deep.
 template <class Path>
-bool path_reads_a_in_place(const Operand& a) {
-  if constexpr (requires { Path::reads_a_in_place(a); })
-    return Path::reads_a_in_place(a);
+bool path_reads_a_in_place(const Operand& a, int64_t kb) {
+  if constexpr (requires { Path::reads_a_in_place(a, kb); })
+    return Path::reads_a_in_place(a, kb);
   else
     return false;
 }
@@ -212,7 +216,7 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
     lines_per_tile = (next_b.lines() + tiles - 1) / tiles;
   }
   // A read in place: only a partial last tile is packed (at its place in a_pack).
-  const bool a_in_place = path_reads_a_in_place<Path>(g.a);
+  const bool a_in_place = path_reads_a_in_place<Path>(g.a, kb);
   for (int64_t ic = m0; ic < m1; ic += mc) {
     const int64_t mb = min64(mc, m1 - ic), whole_rows = a_in_place ? mb / MR * MR : 0;
     if (whole_rows < mb)
@@ -238,10 +242,9 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
       for (int64_t ir = 0; ir < mb; ir += MR) {
         if (lines_per_tile) next_b.issue(lines_per_tile);
         if (last_sweep && a_lines_per_tile) next_a.issue(a_lines_per_tile);
-        if constexpr (requires { Path::reads_a_in_place(g.a); }) {
-          if (ir < whole_rows) {  // element (i, p) of a transposed A at storage row p, column i
-            const float* a = static_cast<const float*>(g.a.data) + t * g.a.batch_stride + pc * g.a.row_stride + ic + ir;
-            Path::tile_a_in_place(depth, a, g.a.row_stride, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr,
+        if constexpr (requires { Path::reads_a_in_place(g.a, kb); }) {
+          if (ir < whole_rows) {
+            Path::tile_a_in_place(depth, g.a, t, ic + ir, pc, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr,
                                   g.ldc, min64(NR, nb - jr), e);
             continue;
           }
