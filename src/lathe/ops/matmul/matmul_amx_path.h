@@ -52,10 +52,12 @@ inline void pack_amx_rows(const Operand& x, int64_t t, int64_t row0, int64_t row
   }
 }
 
-// VNNI panels of `width` columns: pack_bf16_pairs per panel, pairs zero padded to stride / 2.
+// VNNI panels of `width` columns: pack_bf16_pairs, pairs zero padded to stride / 2. Without depth
+// padding its panels are these, packed in one call (a transposed operand in groups of panels).
 inline void pack_amx_pairs(const Operand& x, int64_t t, int64_t row0, int64_t rows, int64_t col0, int64_t depth,
                            int width, uint16_t* __restrict dest) {
   const int64_t stride = round_up(depth, kTileDepth), pairs = (depth + 1) / 2;
+  if (stride == 2 * pairs) return pack_bf16_pairs(x, t, row0, rows, col0, depth, width, dest);
   for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
     uint16_t* out = dest + panel_row * stride;
     pack_bf16_pairs(x, t, row0 + panel_row, min64(width, rows - panel_row), col0, depth, width, out);

@@ -1,7 +1,7 @@
 // The register tiles of the blocked GEMM (matmul_gemm.h) and the epilogue applied where a tile
 // is stored. Kernel sources only (compiled per ISA), namespace lathe::<isa>::gemm:
 //   Epilogue, activate, store_tile   what happens to a tile's sums on their way into C (an earlier
-//                                    K slice's partial sums, accumulate, bias, activation)
+//   (store_tile_sums, activate_rows) K slice's partial sums, accumulate, bias, activation)
 //   begin_tile                       zeroed accumulators; C's rows requested ahead of the epilogue
 //   tile_f32                         MR x NV vectors of C over packed f32 panels
 //   tile_f32_depth_major_a           the same with a transposed f32 A read where it lies
@@ -51,9 +51,28 @@ inline VecF activate(VecF x, Activation activation) {
   return x;
 }
 
+// c[r][0 .. cols) = activate(c[r][0 .. cols)) for r < rows: a tile's activation, applied after
+// its sums are stored. Out of line on purpose: called inside store_tile's loop with the tile's
+// other accumulators still live, activate (whose exp GCC inlines or not by the file's budget) made
+// the compiler keep every accumulator on the stack for the whole depth loop, and an unrelated
+// change elsewhere in the file could tip it (register_tile_spill_check; docs/perf.md).
+[[gnu::noinline]] inline void activate_rows(float* c, int64_t ldc, int64_t rows, int64_t cols, Activation activation) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; j += W) {
+      float* p = c + r * ldc + j;
+      const int width = cols - j >= W ? W : static_cast<int>(cols - j);
+      const VecF x = width == W ? VecF::load(p) : VecF::load_partial(p, width);
+      if (width == W)
+        activate(x, activation).store(p);
+      else
+        activate(x, activation).store_partial(p, width);
+    }
+}
+
+// The tile's sums into C: + C (load_c), + bias (finalize); e.activation is store_tile's.
 template <int MR, int NV>
-LATHE_GEMM_INLINE void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows, int64_t cols,
-                                  const Epilogue& e) {
+LATHE_GEMM_INLINE void store_tile_sums(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows, int64_t cols,
+                                       const Epilogue& e) {
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     if (r >= rows) break;
@@ -65,10 +84,8 @@ LATHE_GEMM_INLINE void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, in
       int width = n >= W ? W : static_cast<int>(n);
       VecF x = acc[r][v];
       if (e.load_c) x = x + (width == W ? VecF::load(row + v * W) : VecF::load_partial(row + v * W, width));
-      if (e.finalize) {
-        if (e.bias) x = x + (width == W ? VecF::load(e.bias + v * W) : VecF::load_partial(e.bias + v * W, width));
-        x = activate(x, e.activation);
-      }
+      if (e.finalize && e.bias)
+        x = x + (width == W ? VecF::load(e.bias + v * W) : VecF::load_partial(e.bias + v * W, width));
       if (e.streaming)
         simd::store_row_streaming(row + v * W, x, width);
       else if (width == W)
@@ -77,6 +94,18 @@ LATHE_GEMM_INLINE void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, in
         x.store_partial(row + v * W, width);
     }
   }
+}
+
+// A tile's sums into C with the epilogue: + C (load_c); on the last K slice (finalize) + bias and
+// the activation, which activate_rows applies to the stored rows.
+template <int MR, int NV>
+LATHE_GEMM_INLINE void store_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, int64_t rows, int64_t cols,
+                                  const Epilogue& e) {
+  if (!e.finalize || e.activation == Activation::none) return store_tile_sums<MR, NV>(acc, c, ldc, rows, cols, e);
+  Epilogue sums = e;
+  sums.streaming = false;  // read back at once
+  store_tile_sums<MR, NV>(acc, c, ldc, rows, cols, sums);
+  activate_rows(c, ldc, rows < MR ? rows : MR, cols < NV * W ? cols : NV * W, e.activation);
 }
 
 // Zeroes a tile's accumulators and requests its C rows now: the epilogue reads (or writes) them

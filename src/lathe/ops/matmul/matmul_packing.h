@@ -194,6 +194,71 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
   }
 }
 
+// One pair row of a panel of a transposed bf16 operand: o[2r + h] = element (i0 + r, 2q + h) for
+// r < valid (storage row col0 + 2q + h, column i0 + r), 0 for r in [valid, width) and for the
+// missing odd half where depth is odd. pack_bf16_pairs' transposed case.
+inline void pack_transposed_pair_row(const uint16_t* base, int64_t rs, int64_t i0, int64_t valid, int64_t col0,
+                                     int64_t q, int64_t depth, int width, uint16_t* __restrict o) {
+  const uint16_t* even = base + (col0 + 2 * q) * rs + i0;
+  const uint16_t* odd = 2 * q + 1 < depth ? even + rs : nullptr;
+  int64_t r = 0;
+#if LATHE_KERNEL_ISA == 2
+  // 16 rows at a time: both halves widened to 32 bits, the odd one shifted to the top.
+  for (; r < width; r += 16) {
+    const int64_t loaded = valid - r <= 0 ? 0 : valid - r < 16 ? valid - r : 16;
+    const __mmask16 load_mask = static_cast<__mmask16>((1u << loaded) - 1);
+    const __mmask16 store_mask = static_cast<__mmask16>(width - r >= 16 ? 0xffffu : (1u << (width - r)) - 1);
+    const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(load_mask, even + r));
+    const __m512i hi =
+        odd ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(load_mask, odd + r)) : _mm512_setzero_si512();
+    _mm512_mask_storeu_epi32(o + 2 * r, store_mask, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  }
+#endif
+  for (; r < width; ++r) {
+    o[2 * r] = r < valid ? even[r] : 0;
+    o[2 * r + 1] = r < valid && odd ? odd[r] : 0;
+  }
+}
+
+// pack_bf16_pairs of an operand whose storage rows p and p + 1 hold a pair's two halves for
+// consecutive i.
+inline void pack_transposed_bf16_pairs(const uint16_t* base, int64_t rs, int64_t row0, int64_t rows, int64_t col0,
+                                       int64_t depth, int width, uint16_t* __restrict dest) {
+  const int64_t pairs = (depth + 1) / 2;
+  // Narrow panels (A's, MR rows wide) panel by panel, pair by pair: grouping them as below ran a
+  // 256 x 256 x 4096 weight gradient's A packing ~6% slower on Zen 4.
+  if (width < 16) {
+    for (int64_t panel_row = 0; panel_row < rows; panel_row += width)
+      for (int64_t q = 0; q < pairs; ++q)
+        pack_transposed_pair_row(base, rs, row0 + panel_row, rows - panel_row < width ? rows - panel_row : width, col0,
+                                 q, depth, width, dest + panel_row * pairs * 2 + q * width * 2);
+    return;
+  }
+  // Wide panels (B's: 32 or 64 columns) in groups about kPackGroupFloats wide, each group pair by
+  // pair, with the group's part of the pair kPackPrefetchRows storage rows ahead prefetched:
+  // pack_f32's transposed order, for its reason (panel by panel read 64 or 128 bytes from each of
+  // `depth` rows, each a page or more from the last, which the prefetchers do not follow; the AMX
+  // GEMM's vector work at 4096^3 fell 15-20%, docs/perf.md, eighth session of 2026-12-06).
+  const int64_t group = width * (kPackGroupFloats / width > 1 ? kPackGroupFloats / width : 1);
+  for (int64_t group_row = 0; group_row < rows; group_row += group) {
+    const int64_t group_end = rows - group_row < group ? rows : group_row + group;
+    for (int64_t q = 0; q < pairs; ++q) {
+#if LATHE_KERNEL_ISA >= 1
+      if (2 * q + 1 + kPackPrefetchRows < depth) {
+        const uint16_t* ahead = base + (col0 + 2 * q + kPackPrefetchRows) * rs + row0 + group_row;
+        for (int64_t byte = 0; byte < (group_end - group_row) * 2 + 63; byte += 64) {
+          simd::prefetch_read(reinterpret_cast<const char*>(ahead) + byte);
+          simd::prefetch_read(reinterpret_cast<const char*>(ahead + rs) + byte);
+        }
+      }
+#endif
+      for (int64_t panel_row = group_row; panel_row < group_end; panel_row += width)
+        pack_transposed_pair_row(base, rs, row0 + panel_row, rows - panel_row < width ? rows - panel_row : width, col0,
+                                 q, depth, width, dest + panel_row * pairs * 2 + q * width * 2);
+    }
+  }
+}
+
 // bf16 pairs: element (i, 2q + h) of a panel row sits at dest[q][r][h], so one 32-bit broadcast
 // of A and one 512-bit load of B feed vdpbf16ps (16 columns x 2 depth steps). Odd depth is
 // padded with a zero.
@@ -201,73 +266,50 @@ inline void pack_bf16_pairs(const Operand& x, int64_t t, int64_t row0, int64_t r
                             int width, uint16_t* __restrict dest) {
   const int64_t rs = x.row_stride, pairs = (depth + 1) / 2;
   const uint16_t* base = static_cast<const uint16_t*>(x.data) + t * x.batch_stride;
+  if (x.transposed) return pack_transposed_bf16_pairs(base, rs, row0, rows, col0, depth, width, dest);
+  // Storage row i holds its pairs contiguously: 32-bit units to transpose.
   for (int64_t panel_row = 0; panel_row < rows; panel_row += width) {
     int64_t valid = rows - panel_row < width ? rows - panel_row : width;
     uint16_t* out = dest + panel_row * pairs * 2;
     int64_t i0 = row0 + panel_row;
-    if (x.transposed) {  // storage rows p and p + 1 hold the pair's two halves for consecutive i
-      for (int64_t q = 0; q < pairs; ++q) {
-        const uint16_t* even = base + (col0 + 2 * q) * rs + i0;
-        const uint16_t* odd = 2 * q + 1 < depth ? even + rs : nullptr;
-        uint16_t* o = out + q * width * 2;
-        int64_t r = 0;
-#if LATHE_KERNEL_ISA == 2
-        // 16 rows at a time: both halves widened to 32 bits, the odd one shifted to the top.
-        for (; r < width; r += 16) {
-          const int64_t loaded = valid - r <= 0 ? 0 : valid - r < 16 ? valid - r : 16;
-          const __mmask16 load_mask = static_cast<__mmask16>((1u << loaded) - 1);
-          const __mmask16 store_mask = static_cast<__mmask16>(width - r >= 16 ? 0xffffu : (1u << (width - r)) - 1);
-          const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(load_mask, even + r));
-          const __m512i hi = odd ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(load_mask, odd + r))
-                                 : _mm512_setzero_si512();
-          _mm512_mask_storeu_epi32(o + 2 * r, store_mask, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-        }
-#endif
-        for (; r < width; ++r) {
-          o[2 * r] = r < valid ? even[r] : 0;
-          o[2 * r + 1] = r < valid && odd ? odd[r] : 0;
-        }
-      }
-    } else {  // storage row i holds its pairs contiguously: 32-bit units to transpose
-      uint32_t* out_pairs = reinterpret_cast<uint32_t*>(out);
-      const int64_t whole_pairs = depth / 2;
-      int64_t first_scalar = 0;
+    uint32_t* out_pairs = reinterpret_cast<uint32_t*>(out);
+    const int64_t whole_pairs = depth / 2;
+    int64_t first_scalar = 0;
 #if LATHE_KERNEL_ISA >= 1
-      // Whole panels in 8 x 8 blocks of pairs transposed in registers, as pack_f32 does with
-      // floats (bit moves only: shuffles never alter a lane). Was one 32-bit copy per pair.
-      if (valid == width && width >= 4) {
-        float* out_units = reinterpret_cast<float*>(out);
-        for (; first_scalar + 8 <= whole_pairs; first_scalar += 8)
-          for (int64_t step = 0; step < width; step += 8) {
-            const int64_t r = width >= 8 ? min_index(step, width - 8) : 0;
-            __m256 rows8[8];
-            for (int j = 0; j < 8; ++j) {
-              const uint16_t* src = base + (i0 + r + min_index(j, width - 1 - r)) * rs + col0 + 2 * first_scalar;
-              rows8[j] = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
-            }
-            transpose8x8(rows8);
-            float* o = out_units + first_scalar * width;
-            if (width >= 8)
-              for (int j = 0; j < 8; ++j) _mm256_storeu_ps(o + j * width + r, rows8[j]);
-            else
-              for (int j = 0; j < 8; ++j) store_first_lanes(o + j * width, rows8[j], width);
+    // Whole panels in 8 x 8 blocks of pairs transposed in registers, as pack_f32 does with
+    // floats (bit moves only: shuffles never alter a lane). Was one 32-bit copy per pair.
+    if (valid == width && width >= 4) {
+      float* out_units = reinterpret_cast<float*>(out);
+      for (; first_scalar + 8 <= whole_pairs; first_scalar += 8)
+        for (int64_t step = 0; step < width; step += 8) {
+          const int64_t r = width >= 8 ? min_index(step, width - 8) : 0;
+          __m256 rows8[8];
+          for (int j = 0; j < 8; ++j) {
+            const uint16_t* src = base + (i0 + r + min_index(j, width - 1 - r)) * rs + col0 + 2 * first_scalar;
+            rows8[j] = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
           }
-      }
+          transpose8x8(rows8);
+          float* o = out_units + first_scalar * width;
+          if (width >= 8)
+            for (int j = 0; j < 8; ++j) _mm256_storeu_ps(o + j * width + r, rows8[j]);
+          else
+            for (int j = 0; j < 8; ++j) store_first_lanes(o + j * width, rows8[j], width);
+        }
+    }
 #endif
-      for (int64_t r = 0; r < width; ++r) {
-        uint32_t* o = out_pairs + r;
-        if (r >= valid) {  // only where the vector blocks did not run
-          for (int64_t q = 0; q < pairs; ++q) o[q * width] = 0;
-          continue;
-        }
-        const uint16_t* src = base + (i0 + r) * rs + col0;
-        for (int64_t q = first_scalar; q < whole_pairs; ++q) {
-          uint32_t pair;
-          std::memcpy(&pair, src + 2 * q, 4);
-          o[q * width] = pair;
-        }
-        if (depth & 1) o[(pairs - 1) * width] = src[depth - 1];
+    for (int64_t r = 0; r < width; ++r) {
+      uint32_t* o = out_pairs + r;
+      if (r >= valid) {  // only where the vector blocks did not run
+        for (int64_t q = 0; q < pairs; ++q) o[q * width] = 0;
+        continue;
       }
+      const uint16_t* src = base + (i0 + r) * rs + col0;
+      for (int64_t q = first_scalar; q < whole_pairs; ++q) {
+        uint32_t pair;
+        std::memcpy(&pair, src + 2 * q, 4);
+        o[q * width] = pair;
+      }
+      if (depth & 1) o[(pairs - 1) * width] = src[depth - 1];
     }
   }
 }
