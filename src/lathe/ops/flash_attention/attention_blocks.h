@@ -191,8 +191,10 @@ template <bool kPRoundedToBf16 = false>
   if (softcap > 0) apply_softcap(s_row, live, softcap);
   for (int64_t c = 0; c < c_begin; ++c) s_row[c] = kMaskedScore;
   for (int64_t c = c_end; c < live; ++c) s_row[c] = kMaskedScore;
+  // kPRoundedToBf16 folds that scale into the exponential's FMA instead (scores left unscaled).
+  const bool fold_scale = kPRoundedToBf16 && scale_in_max_pass;
   VecF tile_max = VecF::broadcast(kMaskedScore);
-  if (scale_in_max_pass) {
+  if (scale_in_max_pass && !fold_scale) {
     const VecF factor = VecF::broadcast(score_scale);
     for (int64_t c = 0; c < live; c += W) {
       const VecF x = VecF::load(s_row + c) * factor;
@@ -202,10 +204,11 @@ template <bool kPRoundedToBf16 = false>
   } else {
     for (int64_t c = 0; c < live; c += W) tile_max = simd::max(tile_max, VecF::load(s_row + c));
   }
-  const float alpha = advance_row_max(tile_max, 1.0f, row_max);
+  const float unapplied_scale = fold_scale ? score_scale : 1.0f;  // > 0
+  const float alpha = advance_row_max(tile_max, unapplied_scale, row_max);
   VecF sum = VecF::zero();
-  if constexpr (kPRoundedToBf16) {  // p = 2^(score log2(e) - max log2(e))
-    const VecF factor = VecF::broadcast(kLog2e), shift = VecF::broadcast(-*row_max * kLog2e);
+  if constexpr (kPRoundedToBf16) {  // p = 2^(score scale log2(e) - max log2(e))
+    const VecF factor = VecF::broadcast(unapplied_scale * kLog2e), shift = VecF::broadcast(-*row_max * kLog2e);
     for (int64_t c = 0; c < live; c += W) {
       const VecF p = simd::exp2_for_bf16(simd::fma(VecF::load(s_row + c), factor, shift));
       p.store(s_row + c);
