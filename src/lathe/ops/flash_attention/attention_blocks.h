@@ -170,14 +170,21 @@ struct RowStats {
 // max moved. A row without a visible key becomes zeros. Only the vectors up to the one holding
 // key c_end - 1 are read and exponentiated; later ones are stored as zeros (in a causal diagonal
 // block, about half the row). kPRoundedToBf16: P is rounded to bf16 for its product, so the
-// exponential is simd::exp2_for_bf16's (2.7e-6 relative) instead of exp's. Always inlined: called
-// per row, the call cost the forward 2-4% (docs/perf.md).
-template <bool kPRoundedToBf16 = false>
+// exponential is simd::exp2_for_bf16's (2.7e-6 relative) instead of exp's. kWriteBf16 (with it):
+// P goes to p_bf16 (length values) as bf16 instead of back to s_row, which then keeps the scores
+// (the AMX forward). The sum is of the f32 p either way. Always inlined: called per row, the call
+// cost the forward 2-4% (docs/perf.md).
+template <bool kPRoundedToBf16 = false, bool kWriteBf16 = false>
 [[gnu::always_inline]] inline void online_softmax_row(float* s_row, int64_t length, int64_t c_begin, int64_t c_end,
                                                       float score_scale, float softcap, float* row_max,
-                                                      float* sum_lanes, float* acc_row, int64_t acc_length) {
+                                                      float* sum_lanes, float* acc_row, int64_t acc_length,
+                                                      uint16_t* p_bf16 = nullptr) {
+  static_assert(kPRoundedToBf16 || !kWriteBf16, "P written as bf16 is P rounded to bf16");
   if (c_end <= c_begin) {
-    std::memset(s_row, 0, sizeof(float) * length);
+    if constexpr (kWriteBf16)
+      std::memset(p_bf16, 0, sizeof(uint16_t) * length);
+    else
+      std::memset(s_row, 0, sizeof(float) * length);
     return;
   }
   const int64_t live = std::min(length, round_up(c_end, W));
@@ -211,7 +218,10 @@ template <bool kPRoundedToBf16 = false>
     const VecF factor = VecF::broadcast(unapplied_scale * kLog2e), shift = VecF::broadcast(-*row_max * kLog2e);
     for (int64_t c = 0; c < live; c += W) {
       const VecF p = simd::exp2_for_bf16(simd::fma(VecF::load(s_row + c), factor, shift));
-      p.store(s_row + c);
+      if constexpr (kWriteBf16)
+        attention_tiles::store_bf16_rounded<attention_tiles::kNativeBf16Build>(p, p_bf16 + c);
+      else
+        p.store(s_row + c);
       sum += p;
     }
   } else {
@@ -222,7 +232,12 @@ template <bool kPRoundedToBf16 = false>
       sum += p;
     }
   }
-  for (int64_t c = live; c < length; c += W) VecF::zero().store(s_row + c);
+  for (int64_t c = live; c < length; c += W) {
+    if constexpr (kWriteBf16)
+      VecF::zero().store_bf16(p_bf16 + c);
+    else
+      VecF::zero().store(s_row + c);
+  }
   add_row_sum(sum_lanes, sum, alpha);
   rescale_accumulator(acc_row, acc_length, alpha);
 }

@@ -23,7 +23,7 @@
 //
 // Layouts (bf16 as uint16_t bits):
 //   A operand: rows x depth, row-major, depth padded to 32 (pack_rows_bf16, or Q and dO where they
-//     lie; Q^T and dO^T by transpose_rows_padded; P by softmax_row_to_bf16, dS by
+//     lie; Q^T and dO^T by transpose_rows_padded; P by attention_blocks::online_softmax_row, dS by
 //     gradient_row_pair);
 //   B operand: VNNI panels of 32 columns, element (depth 2q + h, column j) at panel[q][j][h], a
 //     panel depth x 32 long; pack_columns_vnni when the columns are the source's rows (K for Q K^T,
@@ -154,46 +154,6 @@ void pack_rows_vnni(const uint16_t* src, int64_t stride, int64_t count, int64_t 
   pack_pair_panels(columns, dim, count, padded_dim, padded_count, dest);
 }
 
-// One row of a forward score block (length a multiple of W) through the online softmax, P going
-// straight to bf16 for P V (p_row, length values): scores times `scale` (folded into the exp's
-// argument), soft-capped, keys outside [c_begin, c_end) masked (p = 0); the row's max advanced by
-// attention_blocks::advance_row_max (moved only by more than ln 256), its sum lanes and its
-// accumulator (acc_length floats) rescaled where it moved. The sum is of the f32 p, as
-// attention_blocks::online_softmax_row's. A row without a visible key gets p = 0. Only the
-// vectors up to key c_end - 1 are exponentiated.
-[[gnu::always_inline]] inline void softmax_row_to_bf16(float* s_row, int64_t length, int64_t c_begin, int64_t c_end,
-                                                       float scale, float softcap, float* row_max, float* sum_lanes,
-                                                       float* acc_row, int64_t acc_length, uint16_t* p_row) {
-  if (c_end <= c_begin) {
-    std::memset(p_row, 0, sizeof(uint16_t) * length);
-    return;
-  }
-  const int64_t live = std::min(length, round_up(c_end, W));
-  if (softcap > 0 || scale < 1e-6f) {  // scaled in place first (a masked score * a tiny scale is not -inf enough)
-    const VecF factor = VecF::broadcast(scale);
-    for (int64_t c = 0; c < live; c += W) (VecF::load(s_row + c) * factor).store(s_row + c);
-    if (softcap > 0) attention_blocks::apply_softcap(s_row, live, softcap);
-    scale = 1.0f;
-  }
-  for (int64_t c = 0; c < c_begin; ++c) s_row[c] = attention_tiles::kMaskedScore;
-  for (int64_t c = c_end; c < live; ++c) s_row[c] = attention_tiles::kMaskedScore;
-  VecF raw_max = VecF::broadcast(attention_tiles::kMaskedScore);
-  for (int64_t c = 0; c < live; c += W) raw_max = simd::max(raw_max, VecF::load(s_row + c));
-  const float alpha = attention_blocks::advance_row_max(raw_max, scale, row_max);  // scale > 0
-  // p = 2^(score * scale * log2(e) - max * log2(e)), to bf16's needs (simd::exp2_for_bf16).
-  const VecF factor = VecF::broadcast(scale * attention_blocks::kLog2e);
-  const VecF shift = VecF::broadcast(-*row_max * attention_blocks::kLog2e);
-  VecF sum = VecF::zero();
-  for (int64_t c = 0; c < live; c += W) {
-    const VecF p = simd::exp2_for_bf16(simd::fma(VecF::load(s_row + c), factor, shift));
-    attention_tiles::store_bf16_rounded<kNativeBf16Build>(p, p_row + c);
-    sum += p;
-  }
-  for (int64_t c = live; c < length; c += W) VecF::zero().store_bf16(p_row + c);
-  attention_blocks::add_row_sum(sum_lanes, sum, alpha);
-  attention_blocks::rescale_accumulator(acc_row, acc_length, alpha);
-}
-
 void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
   const Geometry g(args.q, args.k, args.v, args.options, round_up(std::max<int64_t>(1, config.block_q), kBlock),
                    round_up(std::max<int64_t>(1, config.block_k), kBlock), kBlock);
@@ -249,8 +209,9 @@ void forward(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& conf
         for (int64_t r = 0; r < rows; ++r) {
           int64_t c_begin, c_end;
           g.tile_keys(i0 + r, j0, count, &c_begin, &c_end);
-          softmax_row_to_bf16(s + r * bk, bk, c_begin, c_end, g.scale, g.softcap, stats.max + r, stats.row_sum(r),
-                              acc + r * vp, vp, p + r * bk);
+          attention_blocks::online_softmax_row<true, true>(s + r * bk, bk, c_begin, c_end, g.scale, g.softcap,
+                                                           stats.max + r, stats.row_sum(r), acc + r * vp, vp,
+                                                           p + r * bk);
         }
         tile_product(padded_rows, vp, bk, p, bk, v_all + (head_tiles + kb) * v_tile, bk * kBlock, acc, vp, true);
       }
@@ -280,8 +241,7 @@ struct GradientRow {
 
 // even and odd (W values of two rows) rounded to bf16 and interleaved into `pairs` (2W values:
 // even's lane i at 2i, odd's at 2i + 1: a panel row of P or dS as the B of a product over
-// queries); where even_row and odd_row are
-// given, each row's W values also go there as they are.
+// queries); where even_row and odd_row are given, each row's W values also go there as they are.
 [[gnu::always_inline]] inline void store_rounded_row_pair(VecF even, VecF odd, uint16_t* pairs, uint16_t* even_row,
                                                           uint16_t* odd_row) {
 #if LATHE_KERNEL_ISA == 2 && defined(__AVX512BF16__)

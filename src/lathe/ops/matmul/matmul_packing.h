@@ -225,26 +225,20 @@ inline void pack_transposed_pair_row(const uint16_t* base, int64_t rs, int64_t i
 inline void pack_transposed_bf16_pairs(const uint16_t* base, int64_t rs, int64_t row0, int64_t rows, int64_t col0,
                                        int64_t depth, int width, uint16_t* __restrict dest) {
   const int64_t pairs = (depth + 1) / 2;
-  // Narrow panels (A's, MR rows wide) panel by panel, pair by pair: grouping them as below ran a
-  // 256 x 256 x 4096 weight gradient's A packing ~6% slower on Zen 4.
-  if (width < 16) {
-    for (int64_t panel_row = 0; panel_row < rows; panel_row += width)
-      for (int64_t q = 0; q < pairs; ++q)
-        pack_transposed_pair_row(base, rs, row0 + panel_row, rows - panel_row < width ? rows - panel_row : width, col0,
-                                 q, depth, width, dest + panel_row * pairs * 2 + q * width * 2);
-    return;
-  }
   // Wide panels (B's: 32 or 64 columns) in groups about kPackGroupFloats wide, each group pair by
   // pair, with the group's part of the pair kPackPrefetchRows storage rows ahead prefetched:
   // pack_f32's transposed order, for its reason (panel by panel read 64 or 128 bytes from each of
   // `depth` rows, each a page or more from the last, which the prefetchers do not follow; the AMX
-  // GEMM's vector work at 4096^3 fell 15-20%, docs/perf.md, eighth session of 2026-12-06).
-  const int64_t group = width * (kPackGroupFloats / width > 1 ? kPackGroupFloats / width : 1);
+  // GEMM's vector work at 4096^3 fell 15-20%, docs/perf.md, eighth session of 2026-12-06). Narrow
+  // panels (A's, MR rows wide) one at a time, unprefetched: grouped, a 256 x 256 x 4096 weight
+  // gradient's A packing ran ~6% slower on Zen 4.
+  const bool wide = width >= 16;
+  const int64_t group = wide && kPackGroupFloats / width > 1 ? width * (kPackGroupFloats / width) : width;
   for (int64_t group_row = 0; group_row < rows; group_row += group) {
     const int64_t group_end = rows - group_row < group ? rows : group_row + group;
     for (int64_t q = 0; q < pairs; ++q) {
 #if LATHE_KERNEL_ISA >= 1
-      if (2 * q + 1 + kPackPrefetchRows < depth) {
+      if (wide && 2 * q + 1 + kPackPrefetchRows < depth) {
         const uint16_t* ahead = base + (col0 + 2 * q + kPackPrefetchRows) * rs + row0 + group_row;
         for (int64_t byte = 0; byte < (group_end - group_row) * 2 + 63; byte += 64) {
           simd::prefetch_read(reinterpret_cast<const char*>(ahead) + byte);
