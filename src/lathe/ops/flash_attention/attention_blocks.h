@@ -9,8 +9,8 @@
 //   gradient_block_row    one row of p and ds through GradientLanes (backward)
 //   store_output_rows     o = acc / row sum and lse = max + log(sum) for a block's rows (forward)
 //   output_gradient_dots  D[i] = do[i] . o[i] (backward)
-//   zero_dq_partials      each thread's dQ partial zeroed by that thread (backward)
-//   sum_dq_partials       dq = scale * the per-thread partials summed in thread order (backward)
+//   DqPartials            dQ partials of the (pair, key block) ranges, each over the pairs it touches,
+//                         zeroed by the thread of the range, summed in range order (backward)
 // Kernel sources only (after simd.h): everything lives in lathe::LATHE_ISA_NS::attention_blocks.
 #pragma once
 
@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
@@ -352,15 +353,6 @@ void store_output_rows(const Geometry& g, const float* acc, int64_t ld, const Ro
   }
 }
 
-// Inside parallel_run: thread `thread` of thread_count zeroes its dQ partial (partial_floats
-// floats of `partials`, one per thread of `threads`) and those of threads parallel_run did not
-// start. (One thread zeroing them all before the run was a tenth of the AMX backward's vector
-// work at T 2048, 8 heads.)
-inline void zero_dq_partials(float* partials, int64_t partial_floats, int threads, int thread, int thread_count) {
-  for (int t = thread; t < threads; t += thread_count)
-    std::memset(partials + t * partial_floats, 0, sizeof(float) * partial_floats);
-}
-
 // delta[(b, h, i)] = do[b, i, h] . o[b, i, h] in f32, for every query row.
 template <class Element>
 void output_gradient_dots(const Geometry& g, const Element* d_o, const Element* o, float* delta) {
@@ -384,24 +376,90 @@ void output_gradient_dots(const Geometry& g, const Element* d_o, const Element* 
   });
 }
 
-// dq[b, i, h] = scale * sum over threads t (in order) of partials[t * partial_floats +
-// ((b * n_heads + h) * rows_per_head + i) * width + d], d < head_dim (width: the partials' padded
-// head_dim, a multiple of W).
-template <class Element>
-void sum_dq_partials(const Geometry& g, const float* partials, int threads, int64_t partial_floats,
-                     int64_t rows_per_head, int64_t width, Element* dq) {
-  const VecF scale = VecF::broadcast(g.scale);
-  parallel_for(g.batch * g.n_heads * g.seq_q, 64, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {  // row = (b * seq_q + i) * n_heads + h
-      const int64_t h = row % g.n_heads, bi = row / g.n_heads, b = bi / g.seq_q, i = bi % g.seq_q;
-      const int64_t partial_row = ((b * g.n_heads + h) * rows_per_head + i) * width;
-      for (int64_t d = 0; d < g.head_dim; d += W) {
-        VecF sum = VecF::load(partials + partial_row + d);
-        for (int t = 1; t < threads; ++t) sum += VecF::load(partials + t * partial_floats + partial_row + d);
-        store_lanes(sum * scale, dq + row * g.head_dim + d, g.head_dim - d);
-      }
+// The dQ partials of a backward whose tasks are (batch, kv head) pairs x key blocks, pair-major,
+// handed out as contiguous ranges: range s < slots (slots = num_threads() when the kernel starts)
+// adds dS K into partial s. Range s touches only the pairs its tasks belong to, so partial s holds
+// just those pairs' rows (a pair: its group's heads x rows_per_head rows x width floats); a pair
+// whose key blocks two ranges share has a row in both, summed in range order. The partials come
+// to about one f32 dQ (plus a pair per range boundary) where they were one whole dQ per thread:
+// zeroing and summing those had been 10-14% of the AMX backward's vector work at T 2048, 8 heads,
+// 2 threads, and grows with the thread count.
+// Inside parallel_run, thread t of thread_count runs ranges t, t + thread_count, ... (a nested
+// call runs them all on one thread): the sums depend on `slots`, never on how many threads ran.
+class DqPartials {
+ public:
+  DqPartials(const Geometry& g, int slots, int64_t rows_per_head, int64_t width)
+      : g_(g),
+        slots_(slots),
+        rows_per_head_(rows_per_head),
+        width_(width),
+        pair_floats_(g.group * rows_per_head * width),
+        first_pair_(slots),
+        end_pair_(slots),
+        offset_(slots + 1),
+        first_range_(g.batch * g.n_kv_heads, -1) {
+    int64_t offset = 0;
+    for (int s = 0; s < slots; ++s) {
+      int64_t begin, end;
+      tasks(s, &begin, &end);
+      first_pair_[s] = begin / std::max<int64_t>(1, g.key_blocks);
+      end_pair_[s] = end > begin ? (end - 1) / g.key_blocks + 1 : first_pair_[s];
+      for (int64_t pair = first_pair_[s]; pair < end_pair_[s]; ++pair)
+        if (first_range_[pair] < 0) first_range_[pair] = s;
+      offset_[s] = offset;
+      offset += (end_pair_[s] - first_pair_[s]) * pair_floats_;
     }
-  });
-}
+    offset_[slots] = offset;
+  }
+  int slots() const { return slots_; }
+  int64_t floats() const { return offset_[slots_]; }  // of the storage handed to bind()
+  void bind(float* storage) { storage_ = storage; }
+
+  // Range s's tasks: [*begin, *end) of pairs x key_blocks.
+  void tasks(int s, int64_t* begin, int64_t* end) const {
+    const int64_t total = g_.batch * g_.n_kv_heads * g_.key_blocks;
+    *begin = total * s / slots_, *end = total * (s + 1) / slots_;
+  }
+  void zero(int s) const {
+    std::memset(storage_ + offset_[s], 0, sizeof(float) * static_cast<size_t>(offset_[s + 1] - offset_[s]));
+  }
+  // Row (group head hi, i) of pair `pair` in partial s is at pair_rows(s, pair) + (hi * rows_per_head + i) * width.
+  float* pair_rows(int s, int64_t pair) const { return storage_ + offset_[s] + (pair - first_pair_[s]) * pair_floats_; }
+
+  // dq[b, i, h] = scale * the sum over the ranges touching pair (b, h / group), in range order, of
+  // row (h % group, i) of their partials, d < head_dim (width: the partials' padded head_dim, a
+  // multiple of W); zero where no range touches the pair (no keys).
+  template <class Element>
+  void sum(Element* dq) const {
+    const Geometry& g = g_;
+    const VecF scale = VecF::broadcast(g.scale);
+    parallel_for(g.batch * g.n_heads * g.seq_q, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {  // row = (b * seq_q + i) * n_heads + h
+        const int64_t h = row % g.n_heads, bi = row / g.n_heads, b = bi / g.seq_q, i = bi % g.seq_q;
+        const int64_t pair = b * g.n_kv_heads + h / g.group, within = ((h % g.group) * rows_per_head_ + i) * width_;
+        const int first = first_range_[pair];
+        for (int64_t d = 0; d < g.head_dim; d += W) {
+          VecF sum = VecF::zero();
+          if (first >= 0) {
+            sum = VecF::load(pair_rows(first, pair) + within + d);
+            for (int s = first + 1; s < slots_ && touches(s, pair); ++s)
+              sum += VecF::load(pair_rows(s, pair) + within + d);
+          }
+          store_lanes(sum * scale, dq + row * g.head_dim + d, g.head_dim - d);
+        }
+      }
+    });
+  }
+
+ private:
+  bool touches(int s, int64_t pair) const { return first_pair_[s] <= pair && pair < end_pair_[s]; }
+
+  Geometry g_;
+  int slots_;
+  int64_t rows_per_head_, width_, pair_floats_;
+  std::vector<int64_t> first_pair_, end_pair_, offset_;  // per range: its pairs [first, end), its partial's offset
+  std::vector<int> first_range_;                         // per pair: the first range touching it (-1: none)
+  float* storage_ = nullptr;
+};
 
 }  // namespace lathe::LATHE_ISA_NS::attention_blocks

@@ -204,9 +204,9 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   const bool dq_per_head = head_tasks >= 4 * int64_t{threads};
   const int64_t dq_head_floats = g.group * g.seq_q * dp;  // one pair's dQ rows: (head in group, i) x dp
 
-  const int64_t partial_floats = dq_per_head ? 0 : query_rows * dp;
-  Arena call(threads * partial_floats + query_rows, Arena::kCall, /*zeroed=*/false);  // see zero_dq_partials
-  float* partials = call.take(threads * partial_floats);
+  attention_blocks::DqPartials partials(g, dq_per_head ? 0 : threads, g.seq_q, dp);
+  Arena call(partials.floats() + query_rows, Arena::kCall, /*zeroed=*/false);  // partials zeroed by range
+  partials.bind(call.take(partials.floats()));
   float* delta = call.take(query_rows);  // D = do . o per query row
   attention_blocks::output_gradient_dots(g, d_o, o, delta);
 
@@ -389,23 +389,22 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
     return;
   }
 
-  const int64_t tasks = head_tasks * g.key_blocks;
   parallel_run([&](int thread, int thread_count) {
-    attention_blocks::zero_dq_partials(partials, partial_floats, threads, thread, thread_count);
-    if (thread >= threads) return;                                // partials exist for num_threads() threads
     Arena arena(scratch_floats, Arena::kTask, /*zeroed=*/false);  // every read element is written first
     const Scratch t = make_scratch(arena);
-    float* dq_partial = partials + thread * partial_floats;
-    const int64_t task_begin = tasks * thread / thread_count, task_end = tasks * (thread + 1) / thread_count;
-    for (int64_t task = task_begin; task < task_end; ++task) {
-      const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;
-      const int64_t b = bg / g.n_kv_heads, kv_head = bg % g.n_kv_heads;
-      key_block(t, b, kv_head, kb, dq_partial + (b * g.n_heads + kv_head * g.group) * g.seq_q * dp);
+    for (int range = thread; range < partials.slots(); range += thread_count) {
+      partials.zero(range);
+      int64_t task_begin, task_end;
+      partials.tasks(range, &task_begin, &task_end);
+      for (int64_t task = task_begin; task < task_end; ++task) {
+        const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;
+        key_block(t, bg / g.n_kv_heads, bg % g.n_kv_heads, kb, partials.pair_rows(range, bg));
+      }
     }
   });
 
-  // dq = scale * sum over threads (in thread order) of the partials.
-  attention_blocks::sum_dq_partials(g, partials, threads, partial_floats, g.seq_q, dp, dq);
+  // dq = scale * the partials summed in range order.
+  partials.sum(dq);
 }
 
 }  // namespace

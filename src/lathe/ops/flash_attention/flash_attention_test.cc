@@ -315,6 +315,8 @@ void expect_bf16_impl_matches_the_reference_for_any_thread_count(const char* imp
       "batch=1,seq_q=37,seq_k=70,heads=2,kv_heads=1,head_dim=64,v_head_dim=24,causal=1,window=20,softcap=3,dtype=bf16",
       "batch=1,seq_q=50,seq_k=19,heads=2,head_dim=8,v_head_dim=33,causal=1,dtype=bf16",
       "batch=1,seq=33,heads=2,kv_heads=1,head_dim=17,scale=0.3,dtype=bf16",
+      // Key blocks no query sees (keys 0-163), visited after blocks that some query sees.
+      "batch=1,seq_q=20,seq_k=200,heads=2,kv_heads=1,head_dim=16,causal=1,window=16,dtype=bf16",
   };
   const int saved_threads = num_threads();
   for (const char* name : {"flash_attention", "flash_attention_backward"})
