@@ -97,7 +97,8 @@ if grep -q '^AMX peak *[0-9]' "$out/info.txt"; then
   # The AMX kernels' blocking has not been chosen on an AMX CPU yet: the GEMM's heuristic (mc 256,
   # kc 512, nc 1024, A packed) against its neighbours in the tuning space and A read in place
   # (microkernel 1) at a square, a weight gradient's shape (A transposed: packed either way) and a
-  # forward product with B transposed, and attention's (64 x 64) against three others, interleaved.
+  # forward product with B transposed, and attention's (64 x 128 at T 2048) against three others,
+  # interleaved.
   amx_configs=()
   for config in mc=256,kc=256,nc=1024,microkernel=0 mc=256,kc=1024,nc=1024,microkernel=0 \
     mc=128,kc=512,nc=1024,microkernel=0 mc=256,kc=512,nc=2048,microkernel=0 \
@@ -109,7 +110,7 @@ if grep -q '^AMX peak *[0-9]' "$out/info.txt"; then
     --shape m=4096,n=1024,k=256,tb=1,dtype=bf16 "${amx_configs[@]}" \
     --output "$out/bench_amx_blocking.json" ${quick_flag[@]+"${quick_flag[@]}"}
   attention_configs=()
-  for config in block_q=64,block_k=128 block_q=128,block_k=128 block_q=32,block_k=64; do
+  for config in block_q=64,block_k=64 block_q=128,block_k=128 block_q=32,block_k=64; do
     attention_configs+=(--vs-config "flash_attention:amx:$config" --vs-config "flash_attention_backward:amx:$config")
   done
   step "AMX blocking, attention" bench_amx_attention_blocking.txt "$lathe" bench flash_attention \

@@ -171,7 +171,7 @@ struct RowStats {
 // max moved. A row without a visible key becomes zeros. Only the vectors up to the one holding
 // key c_end - 1 are read and exponentiated; later ones are stored as zeros (in a causal diagonal
 // block, about half the row). kPRoundedToBf16: P is rounded to bf16 for its product, so the
-// exponential is simd::exp2_for_bf16's (2.7e-6 relative) instead of exp's. kWriteBf16 (with it):
+// exponential is simd::exp2_softmax's (1.6e-7 relative) instead of exp's. kWriteBf16 (with it):
 // P goes to p_bf16 (length values) as bf16 instead of back to s_row, which then keeps the scores
 // (the AMX forward). The sum is of the f32 p either way. Always inlined: called per row, the call
 // cost the forward 2-4% (docs/perf.md).
@@ -218,7 +218,7 @@ template <bool kPRoundedToBf16 = false, bool kWriteBf16 = false>
   if constexpr (kPRoundedToBf16) {  // p = 2^(score scale log2(e) - max log2(e))
     const VecF factor = VecF::broadcast(unapplied_scale * kLog2e), shift = VecF::broadcast(-*row_max * kLog2e);
     for (int64_t c = 0; c < live; c += W) {
-      const VecF p = simd::exp2_for_bf16(simd::fma(VecF::load(s_row + c), factor, shift));
+      const VecF p = simd::exp2_softmax(simd::fma(VecF::load(s_row + c), factor, shift));
       if constexpr (kWriteBf16)
         attention_tiles::store_bf16_rounded<attention_tiles::kNativeBf16Build>(p, p_bf16 + c);
       else
@@ -246,7 +246,7 @@ template <bool kPRoundedToBf16 = false, bool kWriteBf16 = false>
 // The backward's per-key math for one query row, W keys at a time: from the score (times
 // score_scale, 1: already scaled) and dp = do . v, p = exp(score' - lse) and ds = p * (dp - delta),
 // times (1 - tanh^2) with a soft cap (score' = softcap tanh(score / softcap)). kPRoundedToBf16 (P
-// and dS rounded to bf16 for their products) takes p from simd::exp2_for_bf16, the score's scale
+// and dS rounded to bf16 for their products) takes p from simd::exp2_softmax, the score's scale
 // folded into its argument where there is no cap.
 template <bool kPRoundedToBf16>
 struct GradientLanes {
@@ -271,7 +271,7 @@ struct GradientLanes {
     }
     VecF p;
     if constexpr (kPRoundedToBf16)
-      p = simd::exp2_for_bf16(simd::fma(score, exp_factor, exp_shift));
+      p = simd::exp2_softmax(simd::fma(score, exp_factor, exp_shift));
     else
       p = simd::exp_unclamped(score - row_lse);
     VecF grad = p * (dp - row_delta);

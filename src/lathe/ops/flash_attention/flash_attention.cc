@@ -250,10 +250,15 @@ std::vector<FlashAttentionCpuConfig> config_space() {
   return configs;
 }
 
-// AMX tiles: blocks are rounded up to multiples of 32 (the tiles' 32 x 32 blocks); 64 x 64 keeps a
-// block's Q, K and V panels (24 KB at head_dim 64, bf16), the f32 score block (16 KB) and P in
-// bf16 (8 KB) in L1 / L2 as the vector kernels' tiles do. Not yet measured on AMX.
-FlashAttentionCpuConfig amx_heuristic_config() { return {64, 64}; }
+// AMX tiles: blocks are rounded up to multiples of 32 (the tiles' 32 x 32 blocks). 64 queries x
+// 128 keys from 1024 keys on: a block's panels, scores, P and accumulator (~90 KB at head_dim 64,
+// ~160 KB at 128, bf16) stay in L2, and each product's accumulator tiles are loaded and stored
+// once per 128 keys instead of 64. Not yet measured on AMX; on Zen 4 with the tile instructions
+// replaced by vector loads and stores of the same rows (docs/perf.md, "The AMX backward's dQ
+// partials"), T 2048, 8 heads: forward 13-16% and backward 8-9% less time than 64 x 64 at
+// head_dim 64 and 128. Shorter sequences keep 64 keys: at T 256 the 128-key blocks measured
+// even there, and the tiles would compute 1.5x the causal triangle against 1.25x.
+FlashAttentionCpuConfig amx_heuristic_config(const TensorView& k) { return {64, k.dim(1) >= 1024 ? 128 : 64}; }
 
 std::vector<FlashAttentionCpuConfig> amx_config_space() {
   std::vector<FlashAttentionCpuConfig> configs;
@@ -292,12 +297,13 @@ std::vector<Impl<Args, FlashAttentionCpuConfig>> attention_impls(
     KernelFunction<Args, FlashAttentionCpuConfig> emulated_dot) {
   auto bf16 = [](const Args& args) { return args.q.dtype == DType::bf16; };
   std::vector<Impl<Args, FlashAttentionCpuConfig>> impls;
-  impls.push_back(amx_impl<Args, FlashAttentionCpuConfig>(false, bf16, amx_heuristic_config(), amx_config_space, tiles,
-                                                          emulated_tiles));
+  auto amx_heuristic = [](const Args& args) { return amx_heuristic_config(args.k); };
+  impls.push_back(
+      amx_impl<Args, FlashAttentionCpuConfig>(false, bf16, amx_heuristic, amx_config_space, tiles, emulated_tiles));
   impls.push_back(bf16_dot_impl<Args>(false, dot));
   for (auto& impl : vector_impls) impls.push_back(std::move(impl));
-  impls.push_back(amx_impl<Args, FlashAttentionCpuConfig>(true, bf16, amx_heuristic_config(), amx_config_space, tiles,
-                                                          emulated_tiles));
+  impls.push_back(
+      amx_impl<Args, FlashAttentionCpuConfig>(true, bf16, amx_heuristic, amx_config_space, tiles, emulated_tiles));
   impls.push_back(bf16_dot_impl<Args>(true, emulated_dot));
   return impls;
 }

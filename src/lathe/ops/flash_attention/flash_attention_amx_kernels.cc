@@ -30,9 +30,10 @@
 //     V for dO V^T), pack_rows_vnni when the depth runs over them (V for P V, K for dS K),
 //     gradient_row_pair for P and dS (dV^T and dK^T: a pair of query rows interleaved).
 // Threads: the forward splits (batch, head, query block) tasks; the backward splits (batch,
-// kv head, key block) tasks with dQ in per-thread partials summed in thread order, as the vector
-// kernels do: bitwise reproducible for a fixed thread count. Each thread configures the tiles
-// before its share and releases them after.
+// kv head, key block) tasks into one range per thread with dQ in partials per range
+// (attention_blocks::DqPartials, each over the pairs its range touches) summed in range order, as
+// the vector kernels do: bitwise reproducible for a fixed thread count. Each thread configures the
+// tiles before its share and releases them after.
 #include "lathe/core/simd.h"
 // (simd.h first: it names the namespace)
 #include <algorithm>

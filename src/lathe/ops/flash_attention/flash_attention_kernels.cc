@@ -6,7 +6,7 @@
 // register-blocked microkernels (6 rows x up to 4 vectors of accumulators).
 // Backward: FlashAttention-2 over key blocks; dK/dV accumulate locally over every query head of the
 // group. Tasks are (batch, kv head) pairs owning their heads' dQ rows where there are enough pairs,
-// else (pair, key block) with dQ in per-thread partials summed in thread order.
+// else (pair, key block) with dQ in partials per task range summed in range order (DqPartials).
 // bf16 inputs have two forms: every product on f32 after widening (flash_attention_*_kernel), or
 // (flash_attention_bf16_dot_*_kernel) every product on bf16 depth pairs: vdpbf16ps in the AVX-512
 // build, where it runs at twice the f32 FMA rate on AMD Zen 4 and 5, an FMA emulation of it in the
@@ -199,7 +199,7 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   const int threads = num_threads();
   // dQ: with enough (batch, kv head) pairs to keep every thread busy, one task per pair owns its
   // heads' dQ rows (summed over its key blocks in a task-local buffer, written once); otherwise
-  // tasks are (pair, key block) and dQ goes into per-thread partials summed in thread order
+  // tasks are (pair, key block) and dQ goes into partials per task range summed in range order
   // afterwards (zeroing and summing them cost ~5% of a batch 16 x T 256 backward).
   const bool dq_per_head = head_tasks >= 4 * int64_t{threads};
   const int64_t dq_head_floats = g.group * g.seq_q * dp;  // one pair's dQ rows: (head in group, i) x dp
@@ -409,10 +409,10 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
 
 }  // namespace
 
-// simd::exp2_for_bf16 over n values (a multiple of the vector width), for the tests: the
+// simd::exp2_softmax over n values (a multiple of the vector width), for the tests: the
 // exponential of every softmax whose P is rounded to bf16 (the vdpbf16ps and AMX kernels).
 void flash_attention_softmax_exp2(const float* t, int64_t n, float* p) {
-  for (int64_t i = 0; i < n; i += W) simd::exp2_for_bf16(VecF::load(t + i)).store(p + i);
+  for (int64_t i = 0; i < n; i += W) simd::exp2_softmax(VecF::load(t + i)).store(p + i);
 }
 
 void flash_attention_forward_kernel(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config) {
