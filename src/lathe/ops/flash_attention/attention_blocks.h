@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
+#include "lathe/core/aligned_buffer.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/simd.h"
 #include "lathe/ops/flash_attention/attention_tiles.h"
@@ -391,13 +391,15 @@ class DqPartials {
   DqPartials(const Geometry& g, int slots, int64_t rows_per_head, int64_t width)
       : g_(g),
         slots_(slots),
+        pairs_(g.batch * g.n_kv_heads),
         rows_per_head_(rows_per_head),
         width_(width),
         pair_floats_(g.group * rows_per_head * width),
-        first_pair_(slots),
-        end_pair_(slots),
-        offset_(slots + 1),
-        first_range_(g.batch * g.n_kv_heads, -1) {
+        index_(sizeof(int64_t) * static_cast<size_t>(3 * slots + 1 + pairs_)) {
+    // index_: first_pair, end_pair and offset per range (offset one longer), first_range per pair.
+    first_pair_ = index_.as<int64_t>(), end_pair_ = first_pair_ + slots, offset_ = end_pair_ + slots;
+    first_range_ = offset_ + slots + 1;
+    for (int64_t pair = 0; pair < pairs_; ++pair) first_range_[pair] = -1;
     int64_t offset = 0;
     for (int s = 0; s < slots; ++s) {
       int64_t begin, end;
@@ -411,13 +413,15 @@ class DqPartials {
     }
     offset_[slots] = offset;
   }
+  DqPartials(const DqPartials&) = delete;
+  DqPartials& operator=(const DqPartials&) = delete;
   int slots() const { return slots_; }
   int64_t floats() const { return offset_[slots_]; }  // of the storage handed to bind()
   void bind(float* storage) { storage_ = storage; }
 
   // Range s's tasks: [*begin, *end) of pairs x key_blocks.
   void tasks(int s, int64_t* begin, int64_t* end) const {
-    const int64_t total = g_.batch * g_.n_kv_heads * g_.key_blocks;
+    const int64_t total = pairs_ * g_.key_blocks;
     *begin = total * s / slots_, *end = total * (s + 1) / slots_;
   }
   void zero(int s) const {
@@ -437,12 +441,12 @@ class DqPartials {
       for (int64_t row = begin; row < end; ++row) {  // row = (b * seq_q + i) * n_heads + h
         const int64_t h = row % g.n_heads, bi = row / g.n_heads, b = bi / g.seq_q, i = bi % g.seq_q;
         const int64_t pair = b * g.n_kv_heads + h / g.group, within = ((h % g.group) * rows_per_head_ + i) * width_;
-        const int first = first_range_[pair];
+        const int64_t first = first_range_[pair];
         for (int64_t d = 0; d < g.head_dim; d += W) {
           VecF sum = VecF::zero();
           if (first >= 0) {
-            sum = VecF::load(pair_rows(first, pair) + within + d);
-            for (int s = first + 1; s < slots_ && touches(s, pair); ++s)
+            sum = VecF::load(pair_rows(static_cast<int>(first), pair) + within + d);
+            for (int s = static_cast<int>(first) + 1; s < slots_ && touches(s, pair); ++s)
               sum += VecF::load(pair_rows(s, pair) + within + d);
           }
           store_lanes(sum * scale, dq + row * g.head_dim + d, g.head_dim - d);
@@ -456,9 +460,10 @@ class DqPartials {
 
   Geometry g_;
   int slots_;
-  int64_t rows_per_head_, width_, pair_floats_;
-  std::vector<int64_t> first_pair_, end_pair_, offset_;  // per range: its pairs [first, end), its partial's offset
-  std::vector<int> first_range_;                         // per pair: the first range touching it (-1: none)
+  int64_t pairs_, rows_per_head_, width_, pair_floats_;
+  AlignedBuffer index_;  // not std::vector: no std template instantiated in a per-ISA object (isa_symbol_check)
+  int64_t *first_pair_, *end_pair_, *offset_;  // per range: its pairs [first, end), its partial's offset
+  int64_t* first_range_;                       // per pair: the first range touching it (-1: none)
   float* storage_ = nullptr;
 };
 
