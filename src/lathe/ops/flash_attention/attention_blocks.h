@@ -427,6 +427,19 @@ class DqPartials {
   void zero(int s) const {
     std::memset(storage_ + offset_[s], 0, sizeof(float) * static_cast<size_t>(offset_[s + 1] - offset_[s]));
   }
+  // Inside parallel_run: thread `thread` of thread_count runs ranges thread, thread + thread_count,
+  // ...: each range's partial zeroed, then fn(range, pair, key_block) for its tasks in order, the
+  // key blocks of a pair in zigzag order (long and short causal blocks alternate).
+  template <class Fn>
+  void run_ranges(int thread, int thread_count, Fn&& fn) const {
+    for (int range = thread; range < slots_; range += thread_count) {
+      zero(range);
+      int64_t begin, end;
+      tasks(range, &begin, &end);
+      for (int64_t task = begin; task < end; ++task)
+        fn(range, task / g_.key_blocks, attention_tiles::zigzag(task % g_.key_blocks, g_.key_blocks));
+    }
+  }
   // Row (group head hi, i) of pair `pair` in partial s is at pair_rows(s, pair) + (hi * rows_per_head + i) * width.
   float* pair_rows(int s, int64_t pair) const { return storage_ + offset_[s] + (pair - first_pair_[s]) * pair_floats_; }
 

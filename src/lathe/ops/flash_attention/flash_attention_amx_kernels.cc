@@ -371,86 +371,80 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
         cache_transposes ? bf16_scratch(cache_buffer, g.group * (q_head_cache + do_head_cache)) : nullptr;
     uint16_t* do_cache = cache_transposes ? q_cache + g.group * q_head_cache : nullptr;
     int64_t cached_bg = -1;
-    for (int range = thread; range < partials.slots(); range += thread_count) {
-      partials.zero(range);
-      int64_t task_begin, task_end;
-      partials.tasks(range, &task_begin, &task_end);
-      for (int64_t task = task_begin; task < task_end; ++task) {
-        const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;
-        const int64_t b = bg / g.n_kv_heads, kv_head = bg % g.n_kv_heads;
-        const int64_t j0 = kb * bk, count = std::min(bk, g.seq_k - j0);
-        const int64_t kv_row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
-        const int64_t kv_offset = kv_row * g.head_dim, v_offset = kv_row * g.v_head_dim;
-        pack_columns_vnni(k + kv_offset, kv_stride, count, g.head_dim, bk, dp, k_columns);
-        pack_columns_vnni(v + v_offset, v_stride, count, g.v_head_dim, bk, vp, v_columns);
-        pack_rows_vnni(k + kv_offset, kv_stride, count, g.head_dim, bk, dp, k_depth);
-        if (cache_transposes && bg != cached_bg) {
-          for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
-            const int64_t head_start = b * g.seq_q * g.n_heads + h, slot = h - kv_head * g.group;
-            transpose_rows_padded(q + head_start * g.head_dim, q_stride, g.seq_q, g.head_dim, padded_seq, dp, seq_pitch,
-                                  q_cache + slot * q_head_cache);
-            transpose_rows_padded(d_o + head_start * g.v_head_dim, o_stride, g.seq_q, g.v_head_dim, padded_seq, vp,
-                                  seq_pitch, do_cache + slot * do_head_cache);
-          }
-          cached_bg = bg;
-        }
-        bool first_block = true;  // its products start dK^T and dV^T (no zeroing pass)
-        int64_t i_begin, i_end;
-        g.query_range(j0, count, &i_begin, &i_end);
+    partials.run_ranges(thread, thread_count, [&](int range, int64_t bg, int64_t kb) {
+      const int64_t b = bg / g.n_kv_heads, kv_head = bg % g.n_kv_heads;
+      const int64_t j0 = kb * bk, count = std::min(bk, g.seq_k - j0);
+      const int64_t kv_row = (b * g.seq_k + j0) * g.n_kv_heads + kv_head;
+      const int64_t kv_offset = kv_row * g.head_dim, v_offset = kv_row * g.v_head_dim;
+      pack_columns_vnni(k + kv_offset, kv_stride, count, g.head_dim, bk, dp, k_columns);
+      pack_columns_vnni(v + v_offset, v_stride, count, g.v_head_dim, bk, vp, v_columns);
+      pack_rows_vnni(k + kv_offset, kv_stride, count, g.head_dim, bk, dp, k_depth);
+      if (cache_transposes && bg != cached_bg) {
         for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
-          const int64_t head_row = (b * g.n_heads + h) * g.seq_q;
-          for (int64_t i0 = i_begin; i0 < i_end; i0 += bq) {
-            const int64_t rows = std::min(bq, i_end - i0), padded_rows = round_up(rows, kBlock);
-            const int64_t q_row = (b * g.seq_q + i0) * g.n_heads + h;
-            const uint16_t* q_block = q + q_row * g.head_dim;
-            const uint16_t* do_block = d_o + q_row * g.v_head_dim;
-            // A whole block (no padding rows) whose widths need no padding is read where it lies as
-            // the A of Q K^T and dO V^T, and its Q^T and dO^T columns come from the cache.
-            const bool whole = rows == padded_rows;
-            const bool a_in_place = whole && g.head_dim == dp && g.v_head_dim == vp;
-            const bool cached = cache_transposes && whole;
-            const uint16_t* q_a = a_in_place ? q_block : q_rows;
-            const uint16_t* do_a = a_in_place ? do_block : do_rows;
-            if (!a_in_place) {
-              pack_rows_bf16(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_rows);
-              pack_rows_bf16(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_rows);
-            }
-            const int64_t slot = h - kv_head * g.group, t_stride = cached ? seq_pitch : padded_rows;
-            const uint16_t* q_ta = cached ? q_cache + slot * q_head_cache + i0 : q_t;
-            const uint16_t* do_ta = cached ? do_cache + slot * do_head_cache + i0 : do_t;
-            if (!cached) {
-              transpose_rows_padded(q_block, q_stride, rows, g.head_dim, padded_rows, dp, padded_rows, q_t);
-              transpose_rows_padded(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, padded_rows, do_t);
-            }
-            tile_product(padded_rows, bk, dp, q_a, a_in_place ? q_stride : dp, k_columns, dp * kBlock, s, bk, false);
-            tile_product(padded_rows, bk, vp, do_a, a_in_place ? o_stride : vp, v_columns, vp * kBlock, ds, bk, false);
-            for (int64_t r = 0; r < padded_rows; r += 2) {
-              GradientRow pair[2];
-              for (int i = 0; i < 2; ++i)
-                if (r + i < rows) {
-                  g.tile_keys(i0 + r + i, j0, count, &pair[i].c_begin, &pair[i].c_end);
-                  pair[i].lse = lse[head_row + i0 + r + i], pair[i].delta = delta[head_row + i0 + r + i];
-                }
-              gradient_row_pair(s + r * bk, ds + r * bk, bk, r, padded_rows, pair, g.scale, g.softcap, ds_rows, p_pairs,
-                                ds_pairs);
-            }
-            // dV^T += dO^T P, dK^T += Q^T dS (scaled when stored), dQ += dS K (scaled when summed).
-            tile_product(vp, bk, padded_rows, do_ta, t_stride, p_pairs, padded_rows * kBlock, dv_acc, bk, !first_block);
-            tile_product(dp, bk, padded_rows, q_ta, t_stride, ds_pairs, padded_rows * kBlock, dk_acc, bk, !first_block);
-            first_block = false;
-            tile_product(padded_rows, dp, bk, ds_rows, bk, k_depth, bk * kBlock,
-                         partials.pair_rows(range, bg) + (slot * rows_per_head + i0) * dp, dp, true);
-          }
+          const int64_t head_start = b * g.seq_q * g.n_heads + h, slot = h - kv_head * g.group;
+          transpose_rows_padded(q + head_start * g.head_dim, q_stride, g.seq_q, g.head_dim, padded_seq, dp, seq_pitch,
+                                q_cache + slot * q_head_cache);
+          transpose_rows_padded(d_o + head_start * g.v_head_dim, o_stride, g.seq_q, g.v_head_dim, padded_seq, vp,
+                                seq_pitch, do_cache + slot * do_head_cache);
         }
-        // dK^T and dV^T (dims x keys) into dK's and dV's rows.
-        if (first_block) {  // no query sees these keys
-          std::memset(dk_acc, 0, sizeof(float) * dp * bk);
-          std::memset(dv_acc, 0, sizeof(float) * vp * bk);
-        }
-        store_transposed(dk_acc, bk, count, g.head_dim, g.scale, dk + kv_offset, kv_stride);
-        store_transposed(dv_acc, bk, count, g.v_head_dim, 1.0f, dv + v_offset, v_stride);
+        cached_bg = bg;
       }
-    }
+      bool first_block = true;  // its products start dK^T and dV^T (no zeroing pass)
+      int64_t i_begin, i_end;
+      g.query_range(j0, count, &i_begin, &i_end);
+      for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
+        const int64_t head_row = (b * g.n_heads + h) * g.seq_q;
+        for (int64_t i0 = i_begin; i0 < i_end; i0 += bq) {
+          const int64_t rows = std::min(bq, i_end - i0), padded_rows = round_up(rows, kBlock);
+          const int64_t q_row = (b * g.seq_q + i0) * g.n_heads + h;
+          const uint16_t* q_block = q + q_row * g.head_dim;
+          const uint16_t* do_block = d_o + q_row * g.v_head_dim;
+          // A whole block (no padding rows) whose widths need no padding is read where it lies as
+          // the A of Q K^T and dO V^T, and its Q^T and dO^T columns come from the cache.
+          const bool whole = rows == padded_rows;
+          const bool a_in_place = whole && g.head_dim == dp && g.v_head_dim == vp;
+          const bool cached = cache_transposes && whole;
+          const uint16_t* q_a = a_in_place ? q_block : q_rows;
+          const uint16_t* do_a = a_in_place ? do_block : do_rows;
+          if (!a_in_place) {
+            pack_rows_bf16(q_block, q_stride, rows, g.head_dim, padded_rows, dp, q_rows);
+            pack_rows_bf16(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, do_rows);
+          }
+          const int64_t slot = h - kv_head * g.group, t_stride = cached ? seq_pitch : padded_rows;
+          const uint16_t* q_ta = cached ? q_cache + slot * q_head_cache + i0 : q_t;
+          const uint16_t* do_ta = cached ? do_cache + slot * do_head_cache + i0 : do_t;
+          if (!cached) {
+            transpose_rows_padded(q_block, q_stride, rows, g.head_dim, padded_rows, dp, padded_rows, q_t);
+            transpose_rows_padded(do_block, o_stride, rows, g.v_head_dim, padded_rows, vp, padded_rows, do_t);
+          }
+          tile_product(padded_rows, bk, dp, q_a, a_in_place ? q_stride : dp, k_columns, dp * kBlock, s, bk, false);
+          tile_product(padded_rows, bk, vp, do_a, a_in_place ? o_stride : vp, v_columns, vp * kBlock, ds, bk, false);
+          for (int64_t r = 0; r < padded_rows; r += 2) {
+            GradientRow pair[2];
+            for (int i = 0; i < 2; ++i)
+              if (r + i < rows) {
+                g.tile_keys(i0 + r + i, j0, count, &pair[i].c_begin, &pair[i].c_end);
+                pair[i].lse = lse[head_row + i0 + r + i], pair[i].delta = delta[head_row + i0 + r + i];
+              }
+            gradient_row_pair(s + r * bk, ds + r * bk, bk, r, padded_rows, pair, g.scale, g.softcap, ds_rows, p_pairs,
+                              ds_pairs);
+          }
+          // dV^T += dO^T P, dK^T += Q^T dS (scaled when stored), dQ += dS K (scaled when summed).
+          tile_product(vp, bk, padded_rows, do_ta, t_stride, p_pairs, padded_rows * kBlock, dv_acc, bk, !first_block);
+          tile_product(dp, bk, padded_rows, q_ta, t_stride, ds_pairs, padded_rows * kBlock, dk_acc, bk, !first_block);
+          first_block = false;
+          tile_product(padded_rows, dp, bk, ds_rows, bk, k_depth, bk * kBlock,
+                       partials.pair_rows(range, bg) + (slot * rows_per_head + i0) * dp, dp, true);
+        }
+      }
+      // dK^T and dV^T (dims x keys) into dK's and dV's rows.
+      if (first_block) {  // no query sees these keys
+        std::memset(dk_acc, 0, sizeof(float) * dp * bk);
+        std::memset(dv_acc, 0, sizeof(float) * vp * bk);
+      }
+      store_transposed(dk_acc, bk, count, g.head_dim, g.scale, dk + kv_offset, kv_stride);
+      store_transposed(dv_acc, bk, count, g.v_head_dim, 1.0f, dv + v_offset, v_stride);
+    });
     Tiles::release();
   });
   partials.sum(dq);

@@ -392,15 +392,9 @@ void backward(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuCon
   parallel_run([&](int thread, int thread_count) {
     Arena arena(scratch_floats, Arena::kTask, /*zeroed=*/false);  // every read element is written first
     const Scratch t = make_scratch(arena);
-    for (int range = thread; range < partials.slots(); range += thread_count) {
-      partials.zero(range);
-      int64_t task_begin, task_end;
-      partials.tasks(range, &task_begin, &task_end);
-      for (int64_t task = task_begin; task < task_end; ++task) {
-        const int64_t kb = zigzag(task % g.key_blocks, g.key_blocks), bg = task / g.key_blocks;
-        key_block(t, bg / g.n_kv_heads, bg % g.n_kv_heads, kb, partials.pair_rows(range, bg));
-      }
-    }
+    partials.run_ranges(thread, thread_count, [&](int range, int64_t bg, int64_t kb) {
+      key_block(t, bg / g.n_kv_heads, bg % g.n_kv_heads, kb, partials.pair_rows(range, bg));
+    });
   });
 
   // dq = scale * the partials summed in range order.
