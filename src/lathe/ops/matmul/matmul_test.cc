@@ -431,8 +431,8 @@ TEST(Matmul, Bf16PairPanelsMatchTheReferenceOnEveryIsa) {
 }
 
 // The transposed bf16 panels of AMX's A (matmul_packing.h's transpose_bf16_rows) through each
-// ISA's compilation: rows and depth below, at and past the 8 x 16 register blocks, element by
-// element against the definition, nothing written past each row's depth.
+// ISA's compilation: rows and depth below, at and past the 8 x 16 register blocks and their
+// multiples, element by element against the definition, nothing written past each row's depth.
 TEST(Matmul, TransposedBf16RowsMatchTheDefinitionOnEveryIsa) {
   using Transpose = void (*)(const uint16_t*, int64_t, int64_t, int64_t, uint16_t*, int64_t);
   const struct {
@@ -443,8 +443,8 @@ TEST(Matmul, TransposedBf16RowsMatchTheDefinitionOnEveryIsa) {
                  {Isa::avx512, avx512::matmul_transpose_bf16_rows}};
   for (const auto& kernel : kernels) {
     if (!isa_available(kernel.isa)) continue;
-    for (int64_t rows : {1, 7, 8, 9, 16, 32, 37})
-      for (int64_t depth : {1, 15, 16, 17, 33, 64}) {
+    for (int64_t rows : {1, 7, 8, 9, 15, 16, 17, 24, 32, 37, 48})
+      for (int64_t depth : {1, 15, 16, 17, 31, 32, 33, 48, 64, 80}) {
         const int64_t src_stride = rows + 5, dest_stride = depth + 3;
         std::vector<uint16_t> src(depth * src_stride);
         for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 2654435761u >> 7);
