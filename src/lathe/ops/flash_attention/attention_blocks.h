@@ -383,9 +383,8 @@ void output_gradient_dots(const Geometry& g, const Element* d_o, const Element* 
 // whose key blocks two ranges share has a row in both, summed in range order. The partials come
 // to about one f32 dQ (plus a pair per range boundary) where they were one whole dQ per thread:
 // zeroing and summing those had been 10-14% of the AMX backward's vector work at T 2048, 8 heads,
-// 2 threads, and grows with the thread count.
-// Inside parallel_run, thread t of thread_count runs ranges t, t + thread_count, ... (a nested
-// call runs them all on one thread): the sums depend on `slots`, never on how many threads ran.
+// 2 threads, and grows with the thread count. The sums depend on `slots`, never on how many
+// threads ran the ranges (run_ranges).
 class DqPartials {
  public:
   DqPartials(const Geometry& g, int slots, int64_t rows_per_head, int64_t width)
@@ -415,21 +414,13 @@ class DqPartials {
   }
   DqPartials(const DqPartials&) = delete;
   DqPartials& operator=(const DqPartials&) = delete;
-  int slots() const { return slots_; }
   int64_t floats() const { return offset_[slots_]; }  // of the storage handed to bind()
   void bind(float* storage) { storage_ = storage; }
 
-  // Range s's tasks: [*begin, *end) of pairs x key_blocks.
-  void tasks(int s, int64_t* begin, int64_t* end) const {
-    const int64_t total = pairs_ * g_.key_blocks;
-    *begin = total * s / slots_, *end = total * (s + 1) / slots_;
-  }
-  void zero(int s) const {
-    std::memset(storage_ + offset_[s], 0, sizeof(float) * static_cast<size_t>(offset_[s + 1] - offset_[s]));
-  }
   // Inside parallel_run: thread `thread` of thread_count runs ranges thread, thread + thread_count,
-  // ...: each range's partial zeroed, then fn(range, pair, key_block) for its tasks in order, the
-  // key blocks of a pair in zigzag order (long and short causal blocks alternate).
+  // ... (a nested call, one thread, runs them all): each range's partial zeroed, then
+  // fn(range, pair, key_block) for its tasks in order, the key blocks of a pair in zigzag order
+  // (long and short causal blocks alternate).
   template <class Fn>
   void run_ranges(int thread, int thread_count, Fn&& fn) const {
     for (int range = thread; range < slots_; range += thread_count) {
@@ -469,6 +460,14 @@ class DqPartials {
   }
 
  private:
+  // Range s's tasks: [*begin, *end) of pairs x key_blocks.
+  void tasks(int s, int64_t* begin, int64_t* end) const {
+    const int64_t total = pairs_ * g_.key_blocks;
+    *begin = total * s / slots_, *end = total * (s + 1) / slots_;
+  }
+  void zero(int s) const {
+    std::memset(storage_ + offset_[s], 0, sizeof(float) * static_cast<size_t>(offset_[s + 1] - offset_[s]));
+  }
   bool touches(int s, int64_t pair) const { return first_pair_[s] <= pair && pair < end_pair_[s]; }
 
   Geometry g_;
