@@ -7,7 +7,8 @@ Tiny 4-step runs through a pipe:
     included) plus the DEBUG line naming the launcher;
   - resumed in the same run directory: "resuming from" is logged and train.log keeps both runs;
   - --verbose: the DEBUG line reaches the console;
-  - --quiet: no INFO line on the console, train.log still has every progress line.
+  - --quiet: no INFO line on the console, train.log still has every progress line;
+  - --profile: the op table covers steps 2-4 of a 4-step run (the first left out), step 1 of a 1-step run.
 Prints one line per check; exits 1 when any failed.
 """
 import os
@@ -77,6 +78,17 @@ def main():
               "a resumed run prints 'resuming from' and logs it as INFO", stdout[-800:] + stderr[-300:])
         check(re.search(r"step +4/4 \|", train_log) and re.search(r"step +6/6 \|", train_log),
               "train.log keeps the first run's lines and appends the second's", train_log[-800:])
+
+        # --profile: the op table leaves out the first step (its ops fault the memory in) when more
+        # follow; the embedding runs once per step's forward, validation is not profiled.
+        for steps, heading, embedding_calls in ((4, "steps 2-4", 3), (1, "step 1", 1)):
+            code, stdout, stderr, _ = train(f"profile{steps}", "--profile", "optimizer.warmup_steps=1", steps=steps)
+            calls = re.search(r"^embedding +(\d+) ", stdout, re.MULTILINE)
+            check(code == 0 and f"time by op over {heading} (" in stdout and calls and
+                  int(calls.group(1)) == embedding_calls and
+                  ("which faults memory in, left out" in stdout) == (steps > 1),
+                  f"--profile over {steps} step(s) covers {heading}: {embedding_calls} embedding call(s)",
+                  stdout[-1500:] + stderr[-300:])
 
         code, stdout, stderr, train_log = train("verbose", "--verbose")
         check(code == 0 and re.search(r"^DEBUG rank 0 of 1 .*launcher none", stdout, re.MULTILINE),

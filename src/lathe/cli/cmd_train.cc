@@ -35,7 +35,8 @@ int run_train(int argc, char** argv) {
   command_line.option("data", "PATH",
                       "text or JSONL file (.gz/.zst too) or folder to train on (same as data.path=PATH)");
   command_line.option("run-dir", "DIR", "where the run lives (same as run_dir=DIR)");
-  command_line.flag("profile", "print the time spent in each library op at the end");
+  command_line.flag(
+      "profile", "print the time spent in each library op at the end (steps after the first, which faults memory in)");
   command_line.flag("profile-shapes", "the same, one row per op and shape (e.g. each matmul shape)");
   command_line.flag("quiet", "print only warnings and errors (RUN_DIR/train.log still gets every line)");
   command_line.flag("verbose", "print debug lines too");
