@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "lathe/core/cpu_features.h"
 #include "lathe/core/json.h"
 #include "lathe/core/parallel.h"
 #include "lathe/core/rng.h"
@@ -147,6 +148,28 @@ TEST(Parallel, ThreadCountFromTheEnvironmentIsStrict) {
     setenv("LATHE_NUM_THREADS", before.c_str(), 1);
   else
     unsetenv("LATHE_NUM_THREADS");
+}
+
+// The L1d size and ways read from CPUID (which the GEMM's transposed-A rule uses) against the
+// kernel's own account in sysfs, where both are there (a hypervisor may hide either).
+TEST(CpuFeatures, L1dFromCpuidMatchesSysfs) {
+  const CpuFeatures& cpu = cpu_features();
+  if (cpu.l1d_ways == 0) GTEST_SKIP() << "CPUID reports no cache parameters here";
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type");
+    std::string level, type;
+    if (!(level_file >> level) || !(type_file >> type)) break;
+    if (level != "1" || type != "Data") continue;
+    std::ifstream ways_file(dir + "ways_of_associativity"), size_file(dir + "size");
+    int ways = 0;
+    std::string size;
+    if (!(ways_file >> ways) || !(size_file >> size)) break;
+    EXPECT_EQ(cpu.l1d_ways, ways);
+    EXPECT_EQ(std::to_string(cpu.l1d_kib) + "K", size);
+    return;
+  }
+  GTEST_SKIP() << "sysfs reports no L1 data cache here";
 }
 
 TEST(Rng, FillIsIndependentOfTheThreadCount) {

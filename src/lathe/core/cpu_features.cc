@@ -20,6 +20,33 @@ unsigned long long read_xcr0() {
   return (static_cast<unsigned long long>(edx) << 32) | eax;
 }
 
+// The L1 data cache's size and ways from the deterministic cache parameters: leaf 4 (Intel) or
+// 0x8000001D (AMD, with topology extensions), one subleaf per cache; EAX[4:0] type (1: data),
+// EAX[7:5] level, EBX[31:22] + 1 ways, EBX[21:12] + 1 partitions, EBX[11:0] + 1 line bytes, ECX + 1
+// sets. Left at 0 where neither leaf is there (a hypervisor may hide them).
+void detect_l1d(CpuFeatures& f, unsigned max_leaf) {
+  unsigned r[4];
+  unsigned leaf = 0;
+  if (f.vendor == "GenuineIntel" && max_leaf >= 4) leaf = 4;
+  cpuid(0x80000000u, 0, r);
+  if (f.vendor == "AuthenticAMD" && r[0] >= 0x8000001Du) {
+    cpuid(0x80000001u, 0, r);
+    if (r[2] & (1u << 22)) leaf = 0x8000001Du;  // TopologyExtensions
+  }
+  if (leaf == 0) return;
+  for (unsigned index = 0; index < 8; ++index) {
+    cpuid(leaf, index, r);
+    const unsigned type = r[0] & 0x1f, level = (r[0] >> 5) & 0x7;
+    if (type == 0) return;
+    if (type != 1 || level != 1) continue;
+    const long long ways = ((r[1] >> 22) & 0x3ff) + 1, partitions = ((r[1] >> 12) & 0x3ff) + 1;
+    const long long line = (r[1] & 0xfff) + 1, sets = static_cast<long long>(r[2]) + 1;
+    f.l1d_ways = static_cast<int>(ways);
+    f.l1d_kib = static_cast<int>(ways * partitions * line * sets / 1024);
+    return;
+  }
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned r[4];
@@ -65,6 +92,7 @@ CpuFeatures detect() {
     model.erase(model.find_last_not_of(' ') + 1);
     f.model = model;
   }
+  detect_l1d(f, max_leaf);
   f.logical_cores = std::max(1u, std::thread::hardware_concurrency());
   return f;
 }

@@ -19,6 +19,7 @@ struct CpuFeatures {
   bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512_bf16 = false;
   bool amx_bf16 = false;
+  int l1d_kib = 0, l1d_ways = 0;  // the L1 data cache per core (CPUID); 0: not reported
   int logical_cores = 1;
   std::string flags_summary() const;  // "avx2 fma f16c avx512f ..."
 };

@@ -1,8 +1,12 @@
 #include "lathe/ops/matmul/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
+#include "lathe/core/cpu_features.h"
 #include "lathe/ops/amx_impl.h"
 #include "lathe/ops/matmul/matmul_cuda.h"
 #include "lathe/ops/matmul/matmul_tiles.h"
@@ -390,6 +394,25 @@ static std::string matmul_shape_key(const TensorView& a, const TensorView& b, co
   return str_cat("m=", g.m, ",n=", g.n, ",k=", g.k, ",batch=", g.batch, ",ta=", int(trans_a), ",tb=", int(trans_b),
                  ",dtype=", dtype_name(a.dtype), ",bias=", int(bias), ",act=", activation_name(activation),
                  ",accumulate=", int(accumulate));
+}
+
+namespace {
+std::atomic<int> forced_transposed_a_in_place{-1};
+}  // namespace
+
+bool matmul_reads_transposed_a_in_place() {
+  // LATHE_GEMM_A_IN_PLACE=1 or 0 overrides the CPU's rule (an A/B of the two on a new CPU kind).
+  static const bool by_cpu = [] {
+    const char* env = std::getenv("LATHE_GEMM_A_IN_PLACE");
+    if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)) return env[0] == '1';
+    return cpu_features().l1d_ways >= 12;
+  }();
+  const int forced = forced_transposed_a_in_place.load(std::memory_order_relaxed);
+  return forced < 0 ? by_cpu : forced == 1;
+}
+
+void force_matmul_transposed_a_in_place(int forced) {
+  forced_transposed_a_in_place.store(forced < 0 ? -1 : forced != 0 ? 1 : 0, std::memory_order_relaxed);
 }
 
 const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {

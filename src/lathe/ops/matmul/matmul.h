@@ -106,4 +106,16 @@ OpCost matmul_backward_cost(const MatmulBackwardArgs& args);
 const Op<MatmulArgs, MatmulCpuConfig>& matmul_op();
 const Op<MatmulBackwardArgs, MatmulCpuConfig>& matmul_backward_op();
 
+// Whether the f32 GEMM reads a transposed A (a weight gradient's dy^T) where it lies, by whole
+// register tiles, instead of packing it, where A's storage rows are under 4 KB apart. Each depth
+// step's A values then come from a new line, and those lines fall in few L1 sets (rows 1-3 KB
+// apart: 2-4 of 64): on a 12-way L1d (Intel since Ice Lake, AMD Zen 5) that beat packing by 7-18%
+// (an Intel Xeon, docs/perf.md), on an 8-way one (AMD Zen 2-4, Intel before Ice Lake) it lost to
+// packing by up to 50% (Zen 3). So: in place where the L1d reports 12 or more ways. A rule by the
+// CPU, not a timing; either way every element sums K in the same order. LATHE_GEMM_A_IN_PLACE=1
+// or 0 overrides it for a process (to compare the two on a new CPU kind).
+bool matmul_reads_transposed_a_in_place();
+// Tests: 1 forces in place, 0 forces packing, -1 returns to the CPU's rule.
+void force_matmul_transposed_a_in_place(int forced);
+
 }  // namespace lathe

@@ -144,12 +144,14 @@ struct F32Path {
                                      int64_t rows, int64_t cols, const Epilogue& e) {
     tile_f32<MR, NV>(depth, a, b, c, ldc, rows, cols, e);
   }
-  // A transposed f32 A is not packed: whole tiles read it in place (tile_f32_depth_major_a), where
-  // its storage rows (depth steps) are less than a page apart. At 4 KB (a 1024-wide weight
-  // gradient) every step is a new page and all of A's lines fall in one L1 set: under AVX2 that
-  // ran 1024 x 256 x 4096 20% slower than packing (AVX-512 within 2-4% either way).
+  // A transposed f32 A is not packed where the CPU's L1d takes it (matmul_reads_transposed_a_in_place:
+  // 12 or more ways): whole tiles read it in place (tile_f32_depth_major_a), where its storage rows
+  // (depth steps) are less than a page apart. At 4 KB (a 1024-wide weight gradient) every step is
+  // a new page and all of A's lines fall in one L1 set: under AVX2 that ran 1024 x 256 x 4096 20%
+  // slower than packing on an Intel Xeon (AVX-512 within 2-4% either way).
   static bool reads_a_in_place(const Operand& a, int64_t /*kb*/) {
-    return a.transposed && !a.bf16 && a.row_stride * static_cast<int64_t>(sizeof(float)) < kDepthMajorMaxRowBytes;
+    return a.transposed && !a.bf16 && a.row_stride * static_cast<int64_t>(sizeof(float)) < kDepthMajorMaxRowBytes &&
+           matmul_reads_transposed_a_in_place();
   }
   // Rows [row, row + MR) x depth [p0, p0 + depth) of A[t]: element (i, p) at storage row p, column i.
   LATHE_GEMM_INLINE static void tile_a_in_place(int64_t depth, const Operand& a, int64_t t, int64_t row, int64_t p0,

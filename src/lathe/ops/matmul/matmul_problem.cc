@@ -306,6 +306,8 @@ const std::vector<NamedShape> kBenchShapes = {
     {"Llama-3.2-1B MLP down, 2048 tokens", "m=2048,n=2048,k=8192,tb=1"},
     {"Llama-3.2-1B MLP gate/up, 2048 tokens (bf16)", "m=2048,n=8192,k=2048,tb=1,dtype=bf16"},
     // Weight gradients (dW = dy^T x: A transposed), a third of training's products.
+    {"default config q/k/v/o weight gradient, 4096 tokens (f32)", "m=256,n=256,k=4096,ta=1"},
+    {"91M config (d_model 768) q/k/v/o weight gradient, 2048 tokens (f32)", "m=768,n=768,k=2048,ta=1"},
     {"default config q/k/v/o weight gradient, 4096 tokens (bf16)", "m=256,n=256,k=4096,ta=1,dtype=bf16"},
     {"Llama-3.2-1B q_proj weight gradient, 2048 tokens (bf16)", "m=2048,n=2048,k=2048,ta=1,dtype=bf16"},
     {"GPT-2 small MLP c_fc + GELU, 1024 tokens", "m=1024,n=3072,k=768,bias=1,act=gelu_tanh"},

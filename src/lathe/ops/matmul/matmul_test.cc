@@ -307,7 +307,9 @@ TEST(Matmul, InPlaceAGemmMatchesTheReferenceAndOneThreadBitwise) {
 // the in-place one (row-major A), with bias, activation or accumulate.
 // 1, 2 and 3 threads give the same bits, and the reference's values: within 1e-4 at K 61; at K
 // 1100 the f32 sums' rounding grows with K (about K x 2^-24 x the ~10 magnitude of partial sums,
-// 7e-4 at worst), so 1e-3 there.
+// 7e-4 at worst), so 1e-3 there. The transposed A is read in place only on CPUs with a 12-way L1d
+// (matmul_reads_transposed_a_in_place); both ways are forced here, on any CPU, and give the same
+// bits (each element sums K in one order either way).
 TEST(Matmul, DepthMajorAInPlaceAndDepthHalvesMatchTheReferenceAndOneThreadBitwise) {
   uint64_t seed = test_seed();
   struct Case {
@@ -336,12 +338,27 @@ TEST(Matmul, DepthMajorAInPlaceAndDepthHalvesMatchTheReferenceAndOneThreadBitwis
         Tensor b = random_tensor(shape.trans_b ? Shape{shape.n, shape.k} : Shape{shape.k, shape.n}, DType::f32, seed, 2);
         Tensor bias = random_tensor({shape.n}, DType::f32, seed, 3);
         auto start = [&] { return random_tensor({shape.m, shape.n}, DType::f32, seed, 4); };
-        const MatmulArgs args{a, b, {}, shape.bias ? bias.view() : TensorView{}, shape.trans_a, shape.trans_b,
-                              shape.accumulate, shape.activation};
-        expect_reference_and_thread_independence(
-            kernel, config, args, start, shape.tolerance,
+        MatmulArgs args{a,
+                        b,
+                        {},
+                        shape.bias ? bias.view() : TensorView{},
+                        shape.trans_a,
+                        shape.trans_b,
+                        shape.accumulate,
+                        shape.activation};
+        const std::string where =
             str_cat(isa_name(kernel.isa), " tile ", tile.mr, "x", tile.nr, " variant ", variant, " m=", shape.m,
-                    " n=", shape.n, " k=", shape.k, " ta=", shape.trans_a, " seed=", seed));
+                    " n=", shape.n, " k=", shape.k, " ta=", shape.trans_a, " seed=", seed);
+        Tensor outputs[2] = {start(), start()};
+        for (int in_place : {1, 0}) {
+          force_matmul_transposed_a_in_place(in_place);
+          expect_reference_and_thread_independence(kernel, config, args, start, shape.tolerance,
+                                                   str_cat(where, " A in place=", in_place));
+          args.c = outputs[in_place].view();
+          kernel.run(args, config);
+        }
+        force_matmul_transposed_a_in_place(-1);
+        EXPECT_EQ(max_abs_difference(outputs[0], outputs[1]), 0.0) << where << ": A in place against packed";
       }
     }
   }
