@@ -24,12 +24,11 @@ unsigned long long read_xcr0() {
 // 0x8000001D (AMD, with topology extensions), one subleaf per cache; EAX[4:0] type (1: data),
 // EAX[7:5] level, EBX[31:22] + 1 ways, EBX[21:12] + 1 partitions, EBX[11:0] + 1 line bytes, ECX + 1
 // sets. Left at 0 where neither leaf is there (a hypervisor may hide them).
-void detect_l1d(CpuFeatures& f, unsigned max_leaf) {
+void detect_l1d(CpuFeatures& f, unsigned max_leaf, unsigned max_extended_leaf) {
   unsigned r[4];
   unsigned leaf = 0;
   if (f.vendor == "GenuineIntel" && max_leaf >= 4) leaf = 4;
-  cpuid(0x80000000u, 0, r);
-  if (f.vendor == "AuthenticAMD" && r[0] >= 0x8000001Du) {
+  if (f.vendor == "AuthenticAMD" && max_extended_leaf >= 0x8000001Du) {
     cpuid(0x80000001u, 0, r);
     if (r[2] & (1u << 22)) leaf = 0x8000001Du;  // TopologyExtensions
   }
@@ -81,7 +80,8 @@ CpuFeatures detect() {
   f.fma = f.fma && f.avx;
   f.f16c = f.f16c && f.avx;
   cpuid(0x80000000u, 0, r);
-  if (r[0] >= 0x80000004u) {
+  const unsigned max_extended_leaf = r[0];
+  if (max_extended_leaf >= 0x80000004u) {
     char brand[49] = {};
     for (unsigned leaf = 0; leaf < 3; ++leaf) {
       cpuid(0x80000002u + leaf, 0, r);
@@ -92,7 +92,7 @@ CpuFeatures detect() {
     model.erase(model.find_last_not_of(' ') + 1);
     f.model = model;
   }
-  detect_l1d(f, max_leaf);
+  detect_l1d(f, max_leaf, max_extended_leaf);
   f.logical_cores = std::max(1u, std::thread::hardware_concurrency());
   return f;
 }

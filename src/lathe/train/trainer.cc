@@ -29,8 +29,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   summary.first_step = setup.first_step;
   int64_t step = setup.first_step;
   StepResult last{};
-  int64_t profiled_first_step = setup.first_step + 1;  // the op profile's first step (see below)
-  double seconds_before_profile = 0;                   // step time before it
+  bool first_step_left_out = false;   // by the op profile (see below)
+  double seconds_before_profile = 0;  // step time before the profile's first step
   while (step < config.train.steps) {
     // The op profile leaves out this process's first step when more follow: its ops fault the
     // step's memory in (each output's first touch), which made a 91M model's forward GEMMs look a
@@ -38,7 +38,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     // the table is read for.
     if (op_profiling_enabled() && step == setup.first_step + 1) {
       reset_op_profile();
-      profiled_first_step = step + 1;
+      first_step_left_out = true;
       seconds_before_profile = metrics.step_seconds();
     }
     const double step_start = now_seconds();
@@ -76,9 +76,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   events.finished(summary.interrupted);
   if (op_profiling_enabled() && step > summary.first_step) {
     const double profiled_seconds = metrics.step_seconds() - seconds_before_profile;
+    const int64_t profiled_first_step = summary.first_step + (first_step_left_out ? 2 : 1);
     const std::string steps =
         profiled_first_step == step ? str_cat("step ", step) : str_cat("steps ", profiled_first_step, "-", step);
-    const std::string left_out = profiled_first_step > summary.first_step + 1
+    const std::string left_out = first_step_left_out
                                      ? str_cat("; step ", summary.first_step + 1, ", which faults memory in, left out")
                                      : std::string();
     std::fprintf(log, "time by op over %s (%.2f s of steps%s):\n%s", steps.c_str(), profiled_seconds, left_out.c_str(),
