@@ -9,7 +9,9 @@
 #   bash scripts/device_check.sh run      on the GPU machine, with device_bundle/ beside the
 #                                         checkout: `lathe info`, every test of a CUDA path (the
 #                                         device layer and the op contract tests of each op with a
-#                                         CUDA implementation), the GPU benchmark (cuda_bench), and
+#                                         CUDA implementation; where a process fails, each unit
+#                                         with a test that did not pass again in a process of its
+#                                         own), the GPU benchmark (cuda_bench), and
 #                                         a summary in $OUT/device_check_summary.md (or
 #                                         device_bundle/ when OUT is unset), and the PyTorch peers
 #                                         (scripts/device_peers.py: cuDNN SDPA, torch bf16 GEMM),
@@ -90,6 +92,19 @@ case "$mode" in
     summary="$out/device_check_summary.md"
     # section TITLE: appends "## TITLE" and standard input, in a code block, to the summary.
     section() { { echo; echo "## $1"; echo '```'; cat; echo '```'; } >>"$summary"; }
+    # list_tests FILTER: the full names of the tests FILTER selects (Suite.Test/param).
+    list_tests() {
+      "$bundle/lathe_tests" --gtest_filter="$1" --gtest_list_tests |
+        awk '/^Running main/ {next} /^[^ ]/ {suite = $1} /^  / {print suite $1}'
+    }
+    # every_test_passed FILTER LOG: whether each test FILTER selects has an OK or SKIPPED line in LOG.
+    every_test_passed() {
+      local name
+      while read -r name; do
+        awk -v name="$name" '/^\[ +(OK|SKIPPED) \]/ && index($0, "] " name " (") {found = 1} END {exit !found}' "$2" ||
+          return 1
+      done < <(list_tests "$1")
+    }
     # cuBLAS from the machine's CUDA installation (a toolkit folder or the nvidia-cublas wheel).
     cublas_dir=$( (ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null;
                    find / -xdev -name 'libcublasLt.so.1*' -printf '%h\n' 2>/dev/null) | while read -r dir; do
@@ -115,23 +130,48 @@ case "$mode" in
       echo '```'
     } >"$summary"
     echo "== CUDA tests"
-    filter='CudaRuntime*:CachingAllocator*:DeviceDispatch*:DeviceTraining*:DeviceDataParallel*:NcclCommunicator*:AdamWMany*'
-    # Every op with a CUDA implementation, read from the registrations in the source tree.
+    # The test units: the device layer's and the trainer's suites, then every op with a CUDA
+    # implementation (read from the registrations in the source tree), its op contract tests.
+    units=('CudaRuntime*' 'CachingAllocator*' 'DeviceDispatch*' 'DeviceTraining*' 'DeviceDataParallel*'
+           'NcclCommunicator*' 'AdamWMany*')
     cuda_ops=$(grep -rhoE 'LATHE_CUDA_IMPL\([a-z0-9_]+_cuda_impl\)' src/lathe/ops | sed -E 's/.*\((.*)_cuda_impl\)/\1/' | sort -u)
-    for op in $cuda_ops; do filter="$filter:*OpContract*/$op"; done
+    for op in $cuda_ops; do units+=("*OpContract*/$op"); done
+    filter=$(IFS=:; echo "${units[*]}")
     echo "ops with a CUDA implementation: $(echo $cuda_ops)"
     # Flash attention's tests (the newest kernels) in a second process, so a device fault there
     # cannot cost the other ops' results.
     attention='*OpContract*/flash_attention*'
     set +e
-    "$bundle/lathe_tests" --gtest_filter="$filter:-$attention" --gtest_brief=1 2>&1 | tee "$logs/device_tests.log"
+    "$bundle/lathe_tests" --gtest_filter="$filter:-$attention" 2>&1 | tee "$logs/device_tests.log" | grep -E '^\[  FAILED|suites? ran'
     tests_status=${PIPESTATUS[0]}
-    "$bundle/lathe_tests" --gtest_filter="$attention" --gtest_brief=1 2>&1 | tee -a "$logs/device_tests.log"
+    "$bundle/lathe_tests" --gtest_filter="$attention" 2>&1 | tee -a "$logs/device_tests.log" | grep -E '^\[  FAILED|suites? ran'
     [ "${PIPESTATUS[0]}" = 0 ] || tests_status=1
     set -e
     [ "$tests_status" = 0 ] || status=1
-    { grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED TEST' "$logs/device_tests.log" || true; } |
-      tail -n 40 | section "CUDA tests (exit $tests_status)"
+    { grep -E '^\[  (PASSED|SKIPPED) +\] [0-9]+ tests?|^\[  FAILED  \] .*\([0-9]+ ms\)$|suites? ran|FAILED TEST' \
+        "$logs/device_tests.log" || true; } | tail -n 40 | section "CUDA tests (exit $tests_status)"
+    # A kernel that faults leaves its process's CUDA context unusable, and gtest runs one test of
+    # every op before the next (every op's MatchesReference..., then every op's EveryConfig...), so
+    # one fault fails every test after it, and a process that dies runs none. So every unit with a
+    # test that neither passed nor was skipped above runs again in a process of its own: its own
+    # result, whatever the others did (a few seconds each: a CUDA context and cuBLAS's start).
+    if [ "$tests_status" != 0 ]; then
+      echo "== CUDA tests again, each unit with a test that did not pass in a process of its own"
+      : >"$logs/device_tests_alone.log"
+      for unit in "${units[@]}"; do
+        every_test_passed "$unit" "$logs/device_tests.log" && continue
+        set +e
+        "$bundle/lathe_tests" --gtest_filter="$unit" >"$logs/unit.log" 2>&1
+        unit_status=$?
+        set -e
+        cat "$logs/unit.log" >>"$logs/device_tests_alone.log"
+        passed=$(grep -cE '^\[ +OK \]' "$logs/unit.log" || true)
+        skipped=$(grep -cE '^\[  SKIPPED \] .*\([0-9]+ ms\)$' "$logs/unit.log" || true)
+        failed=$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$logs/unit.log" || true)
+        listed=$(list_tests "$unit" | wc -l)
+        echo "$unit: exit $unit_status; of $listed tests $passed passed, $skipped skipped, $failed failed"
+      done | tee "$logs/device_tests_alone.txt" | section "CUDA tests again, each unit alone (units that passed above left out)"
+    fi
     echo "== GPU training (train.device=cuda against train.device=cpu)"
     # The default model for 10 steps on each device from the same weights and batches (data: this
     # checkout's docs/, its tokenizer trained once into the shared cache; both in f32), the losses
