@@ -14,15 +14,17 @@
 #      registered implementation, so the real `amx` kernels where AMX is usable; the AMX decision
 #      and emulation tests; bf16 training against f32), from DIR/../lathe_tests of the build.
 #   3. `lathe bench` of the ops with bf16 and tile paths (matmul, grouped_matmul, flash attention
-#      forward and backward, the fused LM head) against oneDNN at this CPU's instruction set, and
-#      f32 matmul again under --isa avx2 where the CPU has more (the AVX2 target), and
-#      where AMX is usable the AMX GEMM's and attention's heuristic blocks against their neighbours.
+#      forward and backward, the fused LM head) against oneDNN at this CPU's instruction set.
 #   4. Flash attention against PyTorch's SDPA (bench/torch_reference/attention_vs_sdpa.py), where
 #      python3 imports torch.
 #   5. `lathe bench train --vs torch --rounds 3` on the default config (PyTorch float32 and bf16
-#      autocast, where python3 imports torch); with --big also the 91M config (2 rounds,
-#      about 5 minutes on 2 cores).
-#   6. DIR/summary.md: the CPU kind and every ratio in tables (scripts/cpu_check_summary.py).
+#      autocast, where python3 imports torch).
+#   Steps 3-5 hold the targets and come first, so a run stopped at a time limit (the
+#   device check's `--cpu`) keeps them. Then: f32 matmul again under --isa avx2 where the CPU has
+#   more (the AVX2 target); where AMX is usable, the AMX GEMM's and attention's heuristic
+#   blocks against their neighbours; with --big the 91M config (2 rounds, about 5 minutes
+#   on 2 cores).
+#   Last, DIR/summary.md: the CPU kind and every ratio in tables (scripts/cpu_check_summary.py).
 #
 # --quick: one shape per op, one round, one timed training step (a smoke test of the script, as the
 # ctest `cpu_check_quick` runs it; its numbers are not measurements). Takes about 8 minutes in full
@@ -42,7 +44,7 @@ while [ $# -gt 0 ]; do
     --big) big=1 ;;
     --out) [ $# -ge 2 ] || usage; out=$(absolute "$2"); shift ;;
     --build) [ $# -ge 2 ] || usage; build=$(absolute "$2"); shift ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR == 1 {next} /^#/ {sub(/^# ?/, ""); print; next} {exit}' "$0"; exit 0 ;;
     *) echo "cpu_check: unknown argument '$1'" >&2; usage ;;
   esac
   shift
@@ -88,6 +90,22 @@ fi
 step "op benchmarks ($isa)" bench_ops.txt "$lathe" bench matmul grouped_matmul flash_attention \
   flash_attention_backward linear_cross_entropy --vs onednn --no-tuning-cache --output "$out/bench_ops.json" \
   ${quick_flag[@]+"${quick_flag[@]}"}
+# The targets first (a run stopped at a time limit, as the device check's may be, keeps
+# them), then the AVX2 f32 products and the AMX blocking sweeps.
+if has_torch; then
+  attention_args=(--lathe "$lathe")
+  [ "$quick" = 1 ] && attention_args+=(--shape batch=1,seq=128,heads=2,head_dim=64,causal=1 --min-seconds 0.1)
+  step "attention vs SDPA" attention.txt python3 bench/torch_reference/attention_vs_sdpa.py \
+    "${attention_args[@]}" --json "$out/attention.json"
+else
+  echo "cpu_check: python3 does not import torch; attention vs SDPA skipped" | tee "$out/attention.txt"
+fi
+
+train_args=(--rounds 3)
+[ "$quick" = 1 ] && train_args=(--steps 1 --warmup 0 --rounds 1 train.batch_size=2)
+has_torch || train_args+=(--vs none)
+step "training, default config" train_default.txt "$lathe" bench train "${train_args[@]}" \
+  --json "$out/train_default.json"
 if [ "$isa" != avx2 ] && [ "$isa" != scalar ] && grep -qw avx2 "$out/info.txt"; then
   step "f32 matmul (avx2)" bench_matmul_avx2.txt "$lathe" bench matmul --isa avx2 --vs onednn --no-tuning-cache \
     --output "$out/bench_matmul_avx2.json" ${quick_flag[@]+"${quick_flag[@]}"}
@@ -119,20 +137,6 @@ if grep -q '^AMX peak *[0-9]' "$out/info.txt"; then
     --output "$out/bench_amx_attention_blocking.json" ${quick_flag[@]+"${quick_flag[@]}"}
 fi
 
-if has_torch; then
-  attention_args=(--lathe "$lathe")
-  [ "$quick" = 1 ] && attention_args+=(--shape batch=1,seq=128,heads=2,head_dim=64,causal=1 --min-seconds 0.1)
-  step "attention vs SDPA" attention.txt python3 bench/torch_reference/attention_vs_sdpa.py \
-    "${attention_args[@]}" --json "$out/attention.json"
-else
-  echo "cpu_check: python3 does not import torch; attention vs SDPA skipped" | tee "$out/attention.txt"
-fi
-
-train_args=(--rounds 3)
-[ "$quick" = 1 ] && train_args=(--steps 1 --warmup 0 --rounds 1 train.batch_size=2)
-has_torch || train_args+=(--vs none)
-step "training, default config" train_default.txt "$lathe" bench train "${train_args[@]}" \
-  --json "$out/train_default.json"
 if [ "$big" = 1 ]; then
   big_args=(--steps 3 --warmup 1 --rounds 2)
   has_torch || big_args+=(--vs none)
