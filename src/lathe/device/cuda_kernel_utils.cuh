@@ -1,9 +1,14 @@
-// Small building blocks of lathe's CUDA kernels (device code only; include from .cu files):
-// element loads and stores as f32 for f32 and bf16 tensors, and deterministic block reductions
-// (a fixed tree for a fixed block size, so reruns are bitwise identical).
+// Small building blocks of lathe's CUDA kernels (device code; include from .cu files, or from
+// host code that runs a kernel under device/simt_emulation.h: a host compiler gets
+// cuda_host_emulation.h): element loads and stores as f32 for f32 and bf16 tensors, and
+// deterministic block reductions (a fixed tree for a fixed block size, so reruns are bitwise
+// identical).
 #pragma once
 
 #include <cuda_bf16.h>
+#if !defined(__CUDACC__)
+#include "lathe/device/cuda_host_emulation.h"
+#endif
 
 #include <cstdint>
 
@@ -37,12 +42,15 @@ constexpr int kWarp = 32;
 // Named barriers (ids 1-15; __syncthreads is barrier 0), whole warps only: barrier_sync waits until
 // `threads` threads have arrived at barrier `id`, itself included; barrier_arrive counts the
 // calling warp's threads there and goes on.
+// (Not emulated: the warpgroup kernels that use them are not run under the emulation.)
+#if defined(__CUDACC__)
 __device__ inline void barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ inline void barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+#endif
 
 // A row kept in registers (see device/row_cache.h): element threadIdx.x + i * blockDim.x of the
 // row at `base` into v[i] as f32, `pad` past the end. Loads are coalesced across the block.

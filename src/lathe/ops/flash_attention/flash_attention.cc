@@ -7,6 +7,7 @@
 #include "lathe/core/half.h"
 #include "lathe/ops/amx_impl.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma_emulated.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -308,6 +309,33 @@ std::vector<Impl<Args, FlashAttentionCpuConfig>> attention_impls(
   return impls;
 }
 
+// Builds with the CUDA toolkit: the tensor-core kernels on the host
+// (flash_attention_cuda_mma_emulated.cc), after every CPU implementation (dispatch never reaches
+// them; the contract tests check them, tuning and benchmarks skip them).
+template <class Args>
+std::vector<Impl<Args, FlashAttentionCpuConfig>> with_mma_emulation(
+    std::vector<Impl<Args, FlashAttentionCpuConfig>> impls,
+    [[maybe_unused]] std::type_identity_t<bool (*)(const Args&)> supported,
+    [[maybe_unused]] std::type_identity_t<KernelFunction<Args, FlashAttentionCpuConfig>> run) {
+#if LATHE_HAVE_CUDA
+  Impl<Args, FlashAttentionCpuConfig> impl;
+  impl.name = str_cat("cuda_mma", kEmulatedSuffix);
+  impl.isa = Isa::scalar;
+  impl.supported = supported;
+  impl.heuristic = [](const Args&) { return kFlashCudaTensorCoreConfig; };
+  impl.space = [](const Args&) { return std::vector<FlashAttentionCpuConfig>{kFlashCudaTensorCoreConfig}; };
+  impl.run = run;
+  impls.push_back(std::move(impl));
+#endif
+  return impls;
+}
+
+#if LATHE_HAVE_CUDA
+#define LATHE_MMA_EMULATION(supported, run) (supported), (run)
+#else
+#define LATHE_MMA_EMULATION(supported, run) nullptr, nullptr
+#endif
+
 }  // namespace
 
 OpCost flash_attention_cost(const FlashAttentionArgs& args) {
@@ -328,13 +356,15 @@ const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
   static const Op<FlashAttentionArgs, FlashAttentionCpuConfig> op(
       "flash_attention",
       with_cuda_impl(
-          attention_impls<FlashAttentionArgs>(
-              LATHE_ISA_IMPLS(
-                  flash_attention_forward_kernel,
-                  [](const FlashAttentionArgs& args, Isa) { return heuristic_config(args.q, args.k); },
-                  [](const FlashAttentionArgs&, Isa) { return config_space(); }),
-              avx512::flash_attention_amx_forward_kernel, scalar::flash_attention_amx_forward_kernel,
-              avx512::flash_attention_bf16_dot_forward_kernel, scalar::flash_attention_bf16_dot_forward_kernel),
+          with_mma_emulation(
+              attention_impls<FlashAttentionArgs>(
+                  LATHE_ISA_IMPLS(
+                      flash_attention_forward_kernel,
+                      [](const FlashAttentionArgs& args, Isa) { return heuristic_config(args.q, args.k); },
+                      [](const FlashAttentionArgs&, Isa) { return config_space(); }),
+                  avx512::flash_attention_amx_forward_kernel, scalar::flash_attention_amx_forward_kernel,
+                  avx512::flash_attention_bf16_dot_forward_kernel, scalar::flash_attention_bf16_dot_forward_kernel),
+              LATHE_MMA_EMULATION(flash_attention_mma_emulation_applies, flash_attention_forward_mma_emulated)),
           LATHE_CUDA_IMPL(flash_attention_cuda_impl)),
       [](const FlashAttentionArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;
@@ -344,13 +374,16 @@ const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>& flash_attention_b
   static const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig> op(
       "flash_attention_backward",
       with_cuda_impl(
-          attention_impls<FlashAttentionBackwardArgs>(
-              LATHE_ISA_IMPLS(
-                  flash_attention_backward_kernel,
-                  [](const FlashAttentionBackwardArgs& args, Isa) { return heuristic_config(args.q, args.k); },
-                  [](const FlashAttentionBackwardArgs&, Isa) { return config_space(); }),
-              avx512::flash_attention_amx_backward_kernel, scalar::flash_attention_amx_backward_kernel,
-              avx512::flash_attention_bf16_dot_backward_kernel, scalar::flash_attention_bf16_dot_backward_kernel),
+          with_mma_emulation(
+              attention_impls<FlashAttentionBackwardArgs>(
+                  LATHE_ISA_IMPLS(
+                      flash_attention_backward_kernel,
+                      [](const FlashAttentionBackwardArgs& args, Isa) { return heuristic_config(args.q, args.k); },
+                      [](const FlashAttentionBackwardArgs&, Isa) { return config_space(); }),
+                  avx512::flash_attention_amx_backward_kernel, scalar::flash_attention_amx_backward_kernel,
+                  avx512::flash_attention_bf16_dot_backward_kernel, scalar::flash_attention_bf16_dot_backward_kernel),
+              LATHE_MMA_EMULATION(flash_attention_backward_mma_emulation_applies,
+                                  flash_attention_backward_mma_emulated)),
           LATHE_CUDA_IMPL(flash_attention_backward_cuda_impl)),
       [](const FlashAttentionBackwardArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;

@@ -9,11 +9,18 @@
 // fragment (16 x 8, f32) c[0], c[1] = C[group][2 quad, +1], c[2], c[3] = C[group + 8][2 quad, +1].
 // So the C fragments of n-tiles 2t and 2t + 1 are the A fragment of depth step t, which is how a
 // probability tile computed by one product enters the next (to_a_fragments).
+// Compiled by a host compiler (no __CUDACC__), the instruction wrappers take their emulated forms
+// (warp collectives of device/simt_emulation.h implementing the layouts above), so the kernels
+// run on the host under simt::launch (flash_attention_cuda_mma_emulated.cc).
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstring>
+#if !defined(__CUDACC__)
+#include "lathe/device/cuda_host_emulation.h"
+#endif
 
 #include "lathe/core/tensor.h"
 #include "lathe/device/cuda_check.h"
@@ -57,11 +64,24 @@ constexpr int kPad = 8;           // bf16 padding per shared row: 8 rows of a ti
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
+#if defined(__CUDACC__)
 __device__ inline uint32_t bits_of(__nv_bfloat162 pair) { return *reinterpret_cast<uint32_t*>(&pair); }
 
 __device__ inline uint32_t load_pair(const __nv_bfloat16* address) {
   return *reinterpret_cast<const uint32_t*>(address);
 }
+#else  // the host: the same bits without type punning
+inline uint32_t bits_of(__nv_bfloat162 pair) {
+  uint32_t bits;
+  std::memcpy(&bits, &pair, sizeof(bits));
+  return bits;
+}
+inline uint32_t load_pair(const __nv_bfloat16* address) {
+  uint32_t bits;
+  std::memcpy(&bits, address, sizeof(bits));
+  return bits;
+}
+#endif
 
 // p0, p1 rounded to bf16 (nearest even) and packed for an A fragment register: a computed
 // probability or gradient enters its product as one bf16 term, as in FlashAttention (the op's
@@ -77,13 +97,94 @@ __device__ inline void to_a_fragments(const float (&left)[4], const float (&righ
   a[3] = round_pair(right[2], right[3]);
 }
 
+#if !defined(__CUDACC__)
+// The emulated instructions: each lane's operands in, the warp's result computed once by the last
+// lane to arrive, each lane's share out (the layouts at the top of this file).
+namespace emulated {
+
+inline float bf16_bits_to_float(uint32_t bits16) {
+  const uint32_t bits = bits16 << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+inline float low_half(uint32_t pair) { return bf16_bits_to_float(pair & 0xffffu); }
+inline float high_half(uint32_t pair) { return bf16_bits_to_float(pair >> 16); }
+
+struct MmaLane {
+  uint32_t a[4], b[2];
+  float c[4];
+};
+struct Accumulator {
+  float c[4];
+};
+// d = a b + c over the warp: a 16 x 16 and b 16 x 8 from the lanes' fragments, products exact in
+// f32 (bf16 x bf16), summed over k in order onto c.
+inline void mma_m16n8k16(const MmaLane (&lanes)[simt::kWarpSize], Accumulator (&out)[simt::kWarpSize]) {
+  float a[16][16], b[16][8], c[16][8];
+  for (int lane = 0; lane < simt::kWarpSize; ++lane) {
+    const int group = lane / 4, quad = lane % 4;
+    const MmaLane& in = lanes[lane];
+    for (int part = 0; part < 4; ++part) {
+      const int row = group + (part % 2) * 8, column = 2 * quad + (part / 2) * 8;
+      a[row][column] = low_half(in.a[part]), a[row][column + 1] = high_half(in.a[part]);
+    }
+    for (int part = 0; part < 2; ++part) {
+      const int k = 2 * quad + part * 8;
+      b[k][group] = low_half(in.b[part]), b[k + 1][group] = high_half(in.b[part]);
+    }
+    for (int e = 0; e < 4; ++e) c[group + (e / 2) * 8][2 * quad + e % 2] = in.c[e];
+  }
+  for (int lane = 0; lane < simt::kWarpSize; ++lane) {
+    const int group = lane / 4, quad = lane % 4;
+    for (int e = 0; e < 4; ++e) {
+      const int row = group + (e / 2) * 8, column = 2 * quad + e % 2;
+      float sum = c[row][column];
+      for (int k = 0; k < 16; ++k) sum += a[row][k] * b[k][column];
+      out[lane].c[e] = sum;
+    }
+  }
+}
+
+struct Words {
+  uint32_t r[4];
+};
+// ldmatrix .x4: lane l addresses row l % 8 of matrix l / 8 (8 bf16, 16 bytes each).
+template <bool kTransposed>
+inline void load_matrices_x4(const __nv_bfloat16* const (&rows)[simt::kWarpSize], Words (&out)[simt::kWarpSize]) {
+  for (int lane = 0; lane < simt::kWarpSize; ++lane) {
+    const int group = lane / 4, quad = lane % 4;
+    for (int matrix = 0; matrix < 4; ++matrix) {
+      const __nv_bfloat16* const* m = rows + matrix * 8;
+      uint16_t low, high;
+      if (kTransposed) {  // (row 2 quad, column group), (row 2 quad + 1, column group)
+        std::memcpy(&low, m[2 * quad] + group, 2);
+        std::memcpy(&high, m[2 * quad + 1] + group, 2);
+      } else {  // (row group, columns 2 quad, 2 quad + 1)
+        std::memcpy(&low, m[group] + 2 * quad, 2);
+        std::memcpy(&high, m[group] + 2 * quad + 1, 2);
+      }
+      out[lane].r[matrix] = uint32_t{low} | uint32_t{high} << 16;
+    }
+  }
+}
+
+}  // namespace emulated
+#endif
+
 // c (16 x 8, f32) += a (16 x 16, bf16) b (16 x 8, bf16).
 __device__ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if !defined(__CUDACC__)
+  const emulated::MmaLane in{{a[0], a[1], a[2], a[3]}, {b0, b1}, {c[0], c[1], c[2], c[3]}};
+  const auto out = simt::collective<emulated::MmaLane, emulated::Accumulator>(in, emulated::mma_m16n8k16);
+  for (int e = 0; e < 4; ++e) c[e] = out.c[e];
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // Four 8 x 8 bf16 matrices from shared memory in one instruction: lanes 8i .. 8i + 7 give the
@@ -91,6 +192,20 @@ __device__ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t 
 // pair at (row group, columns 2 quad, +1): a B fragment whose k runs along the stored row. The
 // .trans form transposes each matrix first: r[i] = (row 2 quad, column group) and (row 2 quad + 1,
 // column group), a B fragment whose k runs down the stored rows.
+#if !defined(__CUDACC__)
+template <bool kTransposed>
+inline void load_matrices_emulated(uint32_t (&r)[4], const __nv_bfloat16* row_address) {
+  const auto out =
+      simt::collective<const __nv_bfloat16*, emulated::Words>(row_address, emulated::load_matrices_x4<kTransposed>);
+  for (int i = 0; i < 4; ++i) r[i] = out.r[i];
+}
+inline void load_matrices(uint32_t (&r)[4], const __nv_bfloat16* row_address) {
+  load_matrices_emulated<false>(r, row_address);
+}
+inline void load_matrices_transposed(uint32_t (&r)[4], const __nv_bfloat16* row_address) {
+  load_matrices_emulated<true>(r, row_address);
+}
+#else
 __device__ inline void load_matrices(uint32_t (&r)[4], const __nv_bfloat16* row_address) {
   const auto shared = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -105,6 +220,7 @@ __device__ inline void load_matrices_transposed(uint32_t (&r)[4], const __nv_bfl
                : "r"(shared)
                : "memory");
 }
+#endif
 
 // The A fragments (16 rows x D, k along the row) of rows rows[0] (this lane's group) and rows[1]
 // (group + 8) of a bf16 matrix whose rows are `stride` elements apart from `base`; zero at rows >=
@@ -124,6 +240,16 @@ __device__ inline void load_a_fragments(uint32_t (&frag)[D / 16][4], const __nv_
 
 // cp.async (sm_80+): 16 bytes from global to shared memory without passing through registers, so
 // the next tile's loads run while the current tile is multiplied; `bytes` 0 writes zeros.
+// (Emulated: the copy done at once; commit and wait do nothing.)
+#if !defined(__CUDACC__)
+inline void copy_async_16(void* shared_destination, const void* global_source, int bytes) {
+  std::memcpy(shared_destination, global_source, static_cast<size_t>(bytes));
+  std::memset(static_cast<char*>(shared_destination) + bytes, 0, static_cast<size_t>(16 - bytes));
+}
+inline void commit_async_copies() {}
+template <int kPending>
+inline void wait_async_copies() {}
+#else
 __device__ inline void copy_async_16(void* shared_destination, const void* global_source, int bytes) {
   const auto destination = static_cast<uint32_t>(__cvta_generic_to_shared(shared_destination));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(global_source), "r"(bytes)
@@ -135,6 +261,7 @@ template <int kPending>
 __device__ inline void wait_async_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
+#endif
 
 // Rows [first, first + kRows) of a bf16 matrix (rows `stride` elements apart from `head`, 16-byte
 // aligned) into `tile` ([row][D + kPad]) in 16-byte cp.async copies by the whole block, zeros at rows
@@ -232,7 +359,9 @@ __device__ inline void pipeline_tiles(int64_t count, Issue&& issue, Body&& body)
     if (index + 1 < count) issue(index + 1, stage ^ 1);
     commit_async_copies();   // (an empty group on the last tile keeps the count of pending groups)
     wait_async_copies<1>();  // this tile's copies, by this thread
+#if defined(__CUDACC__)
     if constexpr (kAsyncProxyReads) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
     __syncthreads();  // ... and by every thread
     body(index, stage);
     __syncthreads();

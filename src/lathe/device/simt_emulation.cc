@@ -1,0 +1,245 @@
+#include "lathe/device/simt_emulation.h"
+
+#include <ucontext.h>
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include "lathe/core/aligned_buffer.h"
+#include "lathe/core/error.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace lathe::simt {
+namespace {
+
+// A thread's stack: the kernels' fragment arrays are a few KB; unoptimised builds and libm's
+// frames take more.
+constexpr size_t kStackBytes = size_t{256} << 10;
+
+enum class State { ready, at_barrier, at_collective, done };
+
+struct Fiber {
+  ucontext_t context;
+  std::unique_ptr<char[]> stack;
+  ThreadCoordinates coordinates;
+  State state = State::ready;
+};
+
+struct Warp {
+  int arrived = 0;
+  unsigned char ins[kWarpSize][kMaxCollectiveBytes];
+  unsigned char outs[kWarpSize][kMaxCollectiveBytes];
+};
+
+// The block being run on this host thread.
+struct Block {
+  std::vector<Fiber> fibers;
+  std::vector<Warp> warps;
+  ucontext_t scheduler;
+  const void* scheduler_stack = nullptr;  // for AddressSanitizer's fiber switches
+  size_t scheduler_stack_bytes = 0;
+  int running = -1;
+  const std::function<void(unsigned char*)>* body = nullptr;
+  unsigned char* shared = nullptr;
+  std::exception_ptr error;
+};
+
+thread_local Block* active = nullptr;
+
+Fiber& running_fiber() {
+  LATHE_CHECK(active != nullptr && active->running >= 0, "simt: a device function called outside simt::launch");
+  return active->fibers[static_cast<size_t>(active->running)];
+}
+
+// AddressSanitizer follows stack switches only when told (without it, an exception thrown on a
+// fiber's stack warns of false positives): before each switch the stack switched to, after it the
+// stack switched from.
+#if defined(__SANITIZE_ADDRESS__)
+void before_switch(void** fake_stack, const void* stack, size_t bytes) {
+  __sanitizer_start_switch_fiber(fake_stack, stack, bytes);
+}
+void after_switch(void* fake_stack, const void** from_stack, size_t* from_bytes) {
+  __sanitizer_finish_switch_fiber(fake_stack, from_stack, from_bytes);
+}
+#else
+void before_switch(void**, const void*, size_t) {}
+void after_switch(void*, const void**, size_t*) {}
+#endif
+
+// Back to the scheduler until released.
+void wait(Fiber& fiber, State state) {
+  fiber.state = state;
+  Block& block = *active;
+  void* fake_stack = nullptr;
+  before_switch(&fake_stack, block.scheduler_stack, block.scheduler_stack_bytes);
+  swapcontext(&fiber.context, &block.scheduler);
+  after_switch(fake_stack, &block.scheduler_stack, &block.scheduler_stack_bytes);
+}
+
+void fiber_entry() {
+  Block& block = *active;
+  after_switch(nullptr, &block.scheduler_stack, &block.scheduler_stack_bytes);
+  Fiber& fiber = block.fibers[static_cast<size_t>(block.running)];
+  try {
+    (*block.body)(block.shared);
+  } catch (...) {
+    if (!block.error) block.error = std::current_exception();
+  }
+  fiber.state = State::done;
+  before_switch(nullptr, block.scheduler_stack, block.scheduler_stack_bytes);  // this stack is done
+  setcontext(&block.scheduler);
+}
+
+const char* state_name(State state) {
+  switch (state) {
+    case State::ready:
+      return "running";
+    case State::at_barrier:
+      return "at __syncthreads";
+    case State::at_collective:
+      return "at a warp collective";
+    case State::done:
+      return "returned";
+  }
+  return "?";
+}
+
+// The fiber at the start of fiber_entry. (Out of line: getcontext returns like setjmp, and the
+// caller's loop counters would be at risk in the same frame.)
+[[gnu::noinline]] void prepare(Fiber& fiber) {
+  fiber.state = State::ready;
+  getcontext(&fiber.context);
+  fiber.context.uc_stack.ss_sp = fiber.stack.get();
+  fiber.context.uc_stack.ss_size = kStackBytes;
+  fiber.context.uc_link = nullptr;
+  makecontext(&fiber.context, fiber_entry, 0);
+}
+
+// Runs one block's fibers until all have returned.
+void run_block(Block& block) {
+  const int threads = static_cast<int>(block.fibers.size());
+  for (;;) {
+    bool ran = false;
+    for (int t = 0; t < threads && !block.error; ++t) {
+      Fiber& fiber = block.fibers[static_cast<size_t>(t)];
+      if (fiber.state != State::ready) continue;
+      block.running = t;
+      void* fake_stack = nullptr;
+      before_switch(&fake_stack, fiber.stack.get(), kStackBytes);
+      swapcontext(&block.scheduler, &fiber.context);
+      after_switch(fake_stack, nullptr, nullptr);
+      block.running = -1;
+      ran = true;
+    }
+    if (block.error) std::rethrow_exception(block.error);
+    int done = 0, at_barrier = 0, at_collective = 0;
+    for (const Fiber& fiber : block.fibers) {
+      done += fiber.state == State::done;
+      at_barrier += fiber.state == State::at_barrier;
+      at_collective += fiber.state == State::at_collective;
+    }
+    if (done == threads) return;
+    // A barrier opens when every thread still running has reached it.
+    bool released = false;
+    if (at_barrier > 0 && at_barrier + done == threads) {
+      for (Fiber& fiber : block.fibers)
+        if (fiber.state == State::at_barrier) fiber.state = State::ready;
+      released = true;
+    }
+    if (!ran && !released) {
+      const Fiber* stuck = nullptr;
+      for (const Fiber& fiber : block.fibers)
+        if (fiber.state != State::done) stuck = stuck ? stuck : &fiber;
+      throw_error("simt: deadlock in block (", stuck->coordinates.block_idx.x, ", ", stuck->coordinates.block_idx.y,
+                  ", ", stuck->coordinates.block_idx.z, "): ", at_barrier, " threads at __syncthreads, ", at_collective,
+                  " at a warp collective, ", done, " returned (thread ", stuck->coordinates.thread_idx.x, " is ",
+                  state_name(stuck->state), ")");
+    }
+  }
+}
+
+}  // namespace
+
+const ThreadCoordinates& current() { return running_fiber().coordinates; }
+
+void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
+            const std::function<void(unsigned char* shared)>& body) {
+  LATHE_CHECK(active == nullptr, "simt: launch inside a launch");
+  LATHE_CHECK(block_shape.y <= 1 && block_shape.z <= 1 && block_shape.x > 0 && block_shape.x % kWarpSize == 0,
+              "simt: blocks of whole warps along x only (got ", block_shape.x, " x ", block_shape.y, " x ",
+              block_shape.z, ")");
+  const Index3 grid_dim{grid.x, grid.y == 0 ? 1 : grid.y, grid.z == 0 ? 1 : grid.z};
+  const Index3 block_dim{block_shape.x, 1, 1};
+  Block block;
+  block.fibers.resize(block_dim.x);
+  block.warps.resize(block_dim.x / kWarpSize);
+  block.body = &body;
+  for (Fiber& fiber : block.fibers) fiber.stack.reset(new char[kStackBytes]);  // not zeroed
+  AlignedBuffer shared(shared_bytes > 0 ? shared_bytes : 16);
+  block.shared = shared.as<unsigned char>();
+  struct Activation {
+    explicit Activation(Block* block) { active = block; }
+    ~Activation() { active = nullptr; }
+  } activation(&block);
+  for (unsigned z = 0; z < grid_dim.z; ++z)
+    for (unsigned y = 0; y < grid_dim.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        std::memset(block.shared, 0, shared_bytes);
+        for (unsigned t = 0; t < block_dim.x; ++t) {
+          Fiber& fiber = block.fibers[t];
+          fiber.coordinates = {{t, 0, 0}, {x, y, z}, block_dim, grid_dim};
+          prepare(fiber);
+        }
+        for (Warp& warp : block.warps) warp.arrived = 0;
+        run_block(block);
+      }
+}
+
+void sync_block() { wait(running_fiber(), State::at_barrier); }
+
+void warp_collective(const void* in, size_t in_bytes, void* out, size_t out_bytes, Combine combine,
+                     const void* context) {
+  Fiber& fiber = running_fiber();
+  LATHE_CHECK(in_bytes <= kMaxCollectiveBytes && out_bytes <= kMaxCollectiveBytes, "simt: collective operands over ",
+              kMaxCollectiveBytes, " bytes");
+  const unsigned thread = fiber.coordinates.thread_idx.x, lane = thread % kWarpSize;
+  Warp& warp = active->warps[thread / kWarpSize];
+  std::memcpy(warp.ins[lane], in, in_bytes);
+  if (++warp.arrived < kWarpSize) {
+    wait(fiber, State::at_collective);
+  } else {
+    // The last lane: every lane's input is in; combine, then release the others.
+    unsigned char ins[kWarpSize * kMaxCollectiveBytes], outs[kWarpSize * kMaxCollectiveBytes];
+    for (int l = 0; l < kWarpSize; ++l) std::memcpy(ins + l * in_bytes, warp.ins[l], in_bytes);
+    combine(context, ins, outs);
+    for (int l = 0; l < kWarpSize; ++l) std::memcpy(warp.outs[l], outs + l * out_bytes, out_bytes);
+    warp.arrived = 0;
+    const unsigned first = thread / kWarpSize * kWarpSize;
+    for (unsigned l = 0; l < kWarpSize; ++l) {
+      Fiber& mate = active->fibers[first + l];
+      if (l != lane) {
+        LATHE_CHECK(mate.state == State::at_collective, "simt: lane ", l, " of warp ", thread / kWarpSize, " is ",
+                    state_name(mate.state), " while its warp-mates are at a collective");
+        mate.state = State::ready;
+      }
+    }
+  }
+  std::memcpy(out, warp.outs[lane], out_bytes);
+}
+
+float shfl_xor(float value, int lane_mask) {
+  struct Lane {
+    float value;
+    int mask;
+  };
+  return collective<Lane, float>({value, lane_mask}, [](const Lane(&ins)[kWarpSize], float(&outs)[kWarpSize]) {
+    for (int lane = 0; lane < kWarpSize; ++lane) outs[lane] = ins[(lane ^ ins[lane].mask) & (kWarpSize - 1)].value;
+  });
+}
+
+}  // namespace lathe::simt
