@@ -7,7 +7,7 @@
 #include "lathe/core/half.h"
 #include "lathe/ops/amx_impl.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda.h"
-#include "lathe/ops/flash_attention/flash_attention_cuda_mma_emulated.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_emulated.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -309,32 +309,56 @@ std::vector<Impl<Args, FlashAttentionCpuConfig>> attention_impls(
   return impls;
 }
 
-// Builds with the CUDA toolkit: the tensor-core kernels on the host
-// (flash_attention_cuda_mma_emulated.cc), after every CPU implementation (dispatch never reaches
-// them; the contract tests check them, tuning and benchmarks skip them).
+// Builds with the CUDA toolkit: the CUDA implementation's kernels run on the host
+// (flash_attention_cuda_emulated.cc), after every CPU implementation (dispatch never reaches them;
+// the contract tests check them, tuning and benchmarks skip them). `kernels` names the
+// implementation, <kernels>_emulated; `config` is the CUDA implementation's config that runs them.
 template <class Args>
-std::vector<Impl<Args, FlashAttentionCpuConfig>> with_mma_emulation(
-    std::vector<Impl<Args, FlashAttentionCpuConfig>> impls,
-    [[maybe_unused]] std::type_identity_t<bool (*)(const Args&)> supported,
-    [[maybe_unused]] std::type_identity_t<KernelFunction<Args, FlashAttentionCpuConfig>> run) {
-#if LATHE_HAVE_CUDA
-  Impl<Args, FlashAttentionCpuConfig> impl;
-  impl.name = str_cat("cuda_mma", kEmulatedSuffix);
-  impl.isa = Isa::scalar;
-  impl.supported = supported;
-  impl.heuristic = [](const Args&) { return kFlashCudaTensorCoreConfig; };
-  impl.space = [](const Args&) { return std::vector<FlashAttentionCpuConfig>{kFlashCudaTensorCoreConfig}; };
-  impl.run = run;
-  impls.push_back(std::move(impl));
-#endif
+struct KernelEmulation {
+  const char* kernels;
+  bool (*supported)(const Args&);
+  KernelFunction<Args, FlashAttentionCpuConfig> run;
+  FlashAttentionCpuConfig config;
+};
+
+template <class Args>
+std::vector<Impl<Args, FlashAttentionCpuConfig>> with_kernel_emulations(
+    std::vector<Impl<Args, FlashAttentionCpuConfig>> impls, const std::vector<KernelEmulation<Args>>& emulations) {
+  for (const KernelEmulation<Args>& emulation : emulations) {
+    Impl<Args, FlashAttentionCpuConfig> impl;
+    impl.name = str_cat(emulation.kernels, kEmulatedSuffix);
+    impl.isa = Isa::scalar;
+    impl.supported = emulation.supported;
+    const FlashAttentionCpuConfig config = emulation.config;
+    impl.heuristic = [config](const Args&) { return config; };
+    impl.space = [config](const Args&) { return std::vector<FlashAttentionCpuConfig>{config}; };
+    impl.run = emulation.run;
+    impls.push_back(std::move(impl));
+  }
   return impls;
 }
 
+std::vector<KernelEmulation<FlashAttentionArgs>> forward_kernel_emulations() {
 #if LATHE_HAVE_CUDA
-#define LATHE_MMA_EMULATION(supported, run) (supported), (run)
+  return {{"cuda_mma", flash_attention_mma_emulation_applies, flash_attention_forward_mma_emulated,
+           kFlashCudaTensorCoreConfig},
+          {"cuda_rows", flash_attention_rows_emulation_applies, flash_attention_forward_rows_emulated,
+           kFlashCudaRowConfig}};
 #else
-#define LATHE_MMA_EMULATION(supported, run) nullptr, nullptr
+  return {};
 #endif
+}
+
+std::vector<KernelEmulation<FlashAttentionBackwardArgs>> backward_kernel_emulations() {
+#if LATHE_HAVE_CUDA
+  return {{"cuda_mma", flash_attention_backward_mma_emulation_applies, flash_attention_backward_mma_emulated,
+           kFlashCudaTensorCoreConfig},
+          {"cuda_rows", flash_attention_backward_rows_emulation_applies, flash_attention_backward_rows_emulated,
+           kFlashCudaRowConfig}};
+#else
+  return {};
+#endif
+}
 
 }  // namespace
 
@@ -356,7 +380,7 @@ const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
   static const Op<FlashAttentionArgs, FlashAttentionCpuConfig> op(
       "flash_attention",
       with_cuda_impl(
-          with_mma_emulation(
+          with_kernel_emulations(
               attention_impls<FlashAttentionArgs>(
                   LATHE_ISA_IMPLS(
                       flash_attention_forward_kernel,
@@ -364,7 +388,7 @@ const Op<FlashAttentionArgs, FlashAttentionCpuConfig>& flash_attention_op() {
                       [](const FlashAttentionArgs&, Isa) { return config_space(); }),
                   avx512::flash_attention_amx_forward_kernel, scalar::flash_attention_amx_forward_kernel,
                   avx512::flash_attention_bf16_dot_forward_kernel, scalar::flash_attention_bf16_dot_forward_kernel),
-              LATHE_MMA_EMULATION(flash_attention_mma_emulation_applies, flash_attention_forward_mma_emulated)),
+              forward_kernel_emulations()),
           LATHE_CUDA_IMPL(flash_attention_cuda_impl)),
       [](const FlashAttentionArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;
@@ -374,7 +398,7 @@ const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>& flash_attention_b
   static const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig> op(
       "flash_attention_backward",
       with_cuda_impl(
-          with_mma_emulation(
+          with_kernel_emulations(
               attention_impls<FlashAttentionBackwardArgs>(
                   LATHE_ISA_IMPLS(
                       flash_attention_backward_kernel,
@@ -382,8 +406,7 @@ const Op<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>& flash_attention_b
                       [](const FlashAttentionBackwardArgs&, Isa) { return config_space(); }),
                   avx512::flash_attention_amx_backward_kernel, scalar::flash_attention_amx_backward_kernel,
                   avx512::flash_attention_bf16_dot_backward_kernel, scalar::flash_attention_bf16_dot_backward_kernel),
-              LATHE_MMA_EMULATION(flash_attention_backward_mma_emulation_applies,
-                                  flash_attention_backward_mma_emulated)),
+              backward_kernel_emulations()),
           LATHE_CUDA_IMPL(flash_attention_backward_cuda_impl)),
       [](const FlashAttentionBackwardArgs& args) { return shape_key(args.q, args.k, args.v, args.options); });
   return op;

@@ -11,7 +11,7 @@
 // probability tile computed by one product enters the next (to_a_fragments).
 // Compiled by a host compiler (no __CUDACC__), the instruction wrappers take their emulated forms
 // (warp collectives of device/simt_emulation.h implementing the layouts above), so the kernels
-// run on the host under simt::launch (flash_attention_cuda_mma_emulated.cc).
+// run on the host under simt::launch (flash_attention_cuda_emulated.cc).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,5 +1,5 @@
 // The tensor-core attention backward's blocks (mma.sync; the kernels in
-// flash_attention_cuda_mma_backward.cu, their host emulation in flash_attention_cuda_mma_emulated.cc).
+// flash_attention_cuda_mma_backward.cu, their host emulation in flash_attention_cuda_emulated.cc).
 #pragma once
 
 #include <cmath>

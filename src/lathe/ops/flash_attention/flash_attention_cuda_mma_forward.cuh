@@ -1,5 +1,5 @@
 // The tensor-core attention forward's block (mma.sync; the kernel in flash_attention_cuda_mma.cu,
-// its host emulation in flash_attention_cuda_mma_emulated.cc): one block of kBlockQ queries of one
+// its host emulation in flash_attention_cuda_emulated.cc): one block of kBlockQ queries of one
 // (batch, head), four warps of 16 query rows each, walking the keys kBlockK at a time.
 #pragma once
 

@@ -1,5 +1,6 @@
-// The tensor-core attention kernels run on the host under device/simt_emulation.h (builds with the
-// CUDA toolkit only; flash_attention_cuda_mma_emulated.cc).
+// The CUDA implementation's attention kernels run on the host under device/simt_emulation.h
+// (builds with the CUDA toolkit only; flash_attention_cuda_emulated.cc): the tensor-core (mma.sync)
+// kernels and the CUDA-core (a warp per row) kernels.
 #pragma once
 
 #include "lathe/ops/flash_attention/flash_attention.h"
@@ -15,6 +16,12 @@ void flash_attention_forward_mma_emulated(const FlashAttentionArgs& args, const 
 bool flash_attention_backward_mma_emulation_applies(const FlashAttentionBackwardArgs& args);
 void flash_attention_backward_mma_emulated(const FlashAttentionBackwardArgs& args,
                                            const FlashAttentionCpuConfig& config);
+// The CUDA-core kernels, for the arguments they take up to a size the emulation runs quickly.
+bool flash_attention_rows_emulation_applies(const FlashAttentionArgs& args);
+void flash_attention_forward_rows_emulated(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config);
+bool flash_attention_backward_rows_emulation_applies(const FlashAttentionBackwardArgs& args);
+void flash_attention_backward_rows_emulated(const FlashAttentionBackwardArgs& args,
+                                            const FlashAttentionCpuConfig& config);
 #endif
 
 }  // namespace lathe

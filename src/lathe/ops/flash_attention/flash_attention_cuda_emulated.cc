@@ -1,0 +1,122 @@
+// The attention kernels of the CUDA implementation run on the host: the tensor-core kernels
+// (mma.sync: the forward, the backward's dq and dk/dv kernels; flash_attention_cuda_mma_forward.cuh,
+// flash_attention_cuda_mma_backward.cuh) and the CUDA-core ones (a warp per row;
+// flash_attention_cuda_rows.cuh), their own block and thread functions compiled by the host
+// compiler, their ldmatrix, mma.sync, cp.async and shuffles the warp collectives of
+// device/simt_emulation.h, launched over the same grids as on the GPU. Registered as
+// flash_attention's and flash_attention_backward's "cuda_mma_emulated" and "cuda_rows_emulated"
+// implementations in builds with the CUDA toolkit (its headers give bf16 on the host), so the op
+// contract tests check the kernels' indexing, fragments, masks and pipelines on every such machine,
+// GPU or not (docs/cuda.md).
+#include "lathe/ops/flash_attention/flash_attention_cuda_emulated.h"
+
+#if LATHE_HAVE_CUDA
+
+#include <vector>
+
+#include "lathe/device/simt_emulation.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma_backward.cuh"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma_forward.cuh"
+#include "lathe/ops/flash_attention/flash_attention_cuda_rows.cuh"
+
+namespace lathe {
+
+bool flash_attention_mma_emulation_applies(const FlashAttentionArgs& args) { return flash_attention_mma_applies(args); }
+
+void flash_attention_forward_mma_emulated(const FlashAttentionArgs& args, const FlashAttentionCpuConfig&) {
+  using namespace mma;
+  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
+  const int64_t batch = args.q.dim(0);
+  if (batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
+  const ForwardTensors t(args);
+  for_head_dim(args.q.dim(3), [&]<int D>() {
+    const dim3 grid = row_block_grid(s.seq_q, kForwardBlockQ, s.n_heads, batch);
+    simt::launch({grid.x, grid.y, grid.z}, {kForwardThreads, 1, 1}, kKeyValueStagesBytes<D, kForwardBlockK>,
+                 [&](unsigned char* shared) { forward_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
+  });
+}
+
+bool flash_attention_backward_mma_emulation_applies(const FlashAttentionBackwardArgs& args) {
+  return flash_attention_backward_mma_applies(args);
+}
+
+// As flash_attention_backward_mma: the dq kernel (which writes D), then the dk/dv kernel.
+void flash_attention_backward_mma_emulated(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig&) {
+  using namespace mma;
+  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
+  const int64_t batch = args.q.dim(0);
+  if (batch == 0 || s.n_heads == 0) return;
+  const BackwardTensors t(args);
+  std::vector<float> delta(static_cast<size_t>(batch * s.n_heads * s.seq_q));  // (batch, n_heads, seq_q)
+  for_head_dim(args.q.dim(3), [&]<int D>() {
+    if (s.seq_q > 0) {
+      const dim3 grid = row_block_grid(s.seq_q, kBackwardBlockRows, s.n_heads, batch);
+      simt::launch({grid.x, grid.y, grid.z}, {kBackwardThreads, 1, 1}, kKeyValueStagesBytes<D, kBackwardBlockK>,
+                   [&](unsigned char* shared) {
+                     backward_dq_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, t.d_o, t.dq, delta.data(), s, shared);
+                   });
+    }
+    if (s.seq_k > 0) {
+      const dim3 grid = row_block_grid(s.seq_k, kBackwardBlockRows, s.n_kv_heads, batch);
+      simt::launch({grid.x, grid.y, grid.z}, {kBackwardThreads, 1, 1}, sizeof(DkdvShared<D>),
+                   [&](unsigned char* shared) {
+                     backward_dkdv_mma_block<D>(t.q, t.k, t.v, t.lse, t.d_o, delta.data(), t.dk, t.dv, s,
+                                                *reinterpret_cast<DkdvShared<D>*>(shared));
+                   });
+    }
+  });
+}
+
+// The CUDA-core kernels: the arguments their shapes_of takes, and at most kRowsEmulationPairs
+// (query, key) pairs over the batch and heads: every pair costs a warp reduction of 5 shuffles,
+// ~130 us of fiber switches, so the tests' larger shapes would take seconds each.
+constexpr int64_t kRowsEmulationPairs = 4096;
+
+template <class Args>
+bool rows_emulation_applies(const Args& args) {
+  const int64_t limit = cuda::kWarp * kFlashCudaMaxPerLane;
+  return args.q.dim(3) <= limit && args.v.dim(3) <= limit && args.q.dim(2) <= 65535 && args.q.dim(0) <= 65535 &&
+         args.q.dim(0) * args.q.dim(2) * args.q.dim(1) * args.k.dim(1) <= kRowsEmulationPairs;
+}
+
+bool flash_attention_rows_emulation_applies(const FlashAttentionArgs& args) { return rows_emulation_applies(args); }
+bool flash_attention_backward_rows_emulation_applies(const FlashAttentionBackwardArgs& args) {
+  return rows_emulation_applies(args);
+}
+
+void flash_attention_forward_rows_emulated(const FlashAttentionArgs& args, const FlashAttentionCpuConfig&) {
+  using namespace attention_rows;
+  const Shapes s = shapes_of("flash_attention", args.q, args.k, args.v, args.options);
+  if (s.batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
+  const dim3 grid = row_grid(s.seq_q, s.n_heads, s.batch);
+  simt::launch({grid.x, grid.y, grid.z}, {kWarpsPerBlock * cuda::kWarp, 1, 1}, 0, [&](unsigned char*) {
+    forward_rows_thread(args.q.data, args.k.data, args.v.data, args.o.data, static_cast<float*>(args.lse.data), s);
+  });
+}
+
+void flash_attention_backward_rows_emulated(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig&) {
+  using namespace attention_rows;
+  const Shapes s = shapes_of("flash_attention_backward", args.q, args.k, args.v, args.options);
+  if (s.batch == 0 || s.n_heads == 0) return;
+  std::vector<float> delta(static_cast<size_t>(s.batch * s.n_heads * s.seq_q));  // (batch, n_heads, seq_q)
+  const simt::Index3 block{kWarpsPerBlock * cuda::kWarp, 1, 1};
+  if (s.seq_q > 0) {
+    const dim3 grid = row_grid(s.seq_q, s.n_heads, s.batch);
+    simt::launch({grid.x, grid.y, grid.z}, block, 0, [&](unsigned char*) {
+      backward_dq_thread(args.q.data, args.k.data, args.v.data, args.o.data, static_cast<const float*>(args.lse.data),
+                         args.d_o.data, args.dq.data, delta.data(), s);
+    });
+  }
+  if (s.seq_k > 0) {
+    const dim3 grid = row_grid(s.seq_k, s.n_kv_heads, s.batch);
+    simt::launch({grid.x, grid.y, grid.z}, block, 0, [&](unsigned char*) {
+      backward_dkdv_thread(args.q.data, args.k.data, args.v.data, static_cast<const float*>(args.lse.data),
+                           args.d_o.data, delta.data(), args.dk.data, args.dv.data, s);
+    });
+  }
+}
+
+}  // namespace lathe
+
+#endif
