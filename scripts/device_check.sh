@@ -321,18 +321,19 @@ PY
     # One process a group, the never-run kernels last (attention's tensor-core forms): a kernel that
     # faults loses only its own group's rows. Their JSON files merged into cuda_bench.json.
     bench_status=0
+    bench_jsons=()
     : >"$logs/cuda_bench.log"
     for group in gemm rows grouped mla attention; do
+      bench_jsons+=("$logs/cuda_bench_$group.json")
       set +e
-      "$bundle/cuda_bench" --only "$group" --json "$logs/cuda_bench_$group.json" 2>&1 | tee -a "$logs/cuda_bench.log"
+      "$bundle/cuda_bench" --only "$group" --json "${bench_jsons[-1]}" 2>&1 | tee -a "$logs/cuda_bench.log"
       [ "${PIPESTATUS[0]}" = 0 ] || bench_status=1
       set -e
     done
-    python3 - "$logs/cuda_bench.json" "$logs"/cuda_bench_*.json <<'PY' || true
+    # The groups' files in run order (a group with no device or a fault wrote none).
+    python3 - "$logs/cuda_bench.json" "${bench_jsons[@]}" <<'PY' || true
 import json, os, sys
-order = ["gemm", "rows", "grouped", "mla", "attention"]
-paths = sorted((p for p in sys.argv[2:] if os.path.exists(p)), key=lambda p: order.index(p[:-5].rsplit("_", 1)[1]))
-parts = [json.load(open(path)) for path in paths]
+parts = [json.load(open(path)) for path in sys.argv[2:] if os.path.exists(path)]
 if parts:  # none without a device: device_peers.py then says cuda_bench did not finish
     with open(sys.argv[1], "w") as out:
         json.dump({"device": parts[0]["device"], "rows": [row for part in parts for row in part["rows"]]}, out, indent=2)

@@ -2,6 +2,7 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -152,9 +153,8 @@ void run_block(Block& block) {
       released = true;
     }
     if (!ran && !released) {
-      const Fiber* stuck = nullptr;
-      for (const Fiber& fiber : block.fibers)
-        if (fiber.state != State::done) stuck = stuck ? stuck : &fiber;
+      const Fiber* stuck = &*std::find_if(block.fibers.begin(), block.fibers.end(),
+                                          [](const Fiber& fiber) { return fiber.state != State::done; });
       throw_error("simt: deadlock in block (", stuck->coordinates.block_idx.x, ", ", stuck->coordinates.block_idx.y,
                   ", ", stuck->coordinates.block_idx.z, "): ", at_barrier, " threads at __syncthreads, ", at_collective,
                   " at a warp collective, ", done, " returned (thread ", stuck->coordinates.thread_idx.x, " is ",
@@ -188,7 +188,7 @@ void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
   } activation(&block);
   for (unsigned z = 0; z < grid_dim.z; ++z)
     for (unsigned y = 0; y < grid_dim.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
+      for (unsigned x = 0; x < grid_dim.x; ++x) {
         std::memset(block.shared, 0, shared_bytes);
         for (unsigned t = 0; t < block_dim.x; ++t) {
           Fiber& fiber = block.fibers[t];

@@ -20,16 +20,19 @@
 namespace lathe {
 
 // `supported`: the arguments the CUDA kernel takes (the same function as the cuda implementation's).
+// An op whose CUDA implementation picks among kernels by its config emulates each kernel as its own
+// implementation: `kernels` names it (<kernels>_emulated) and `config` is the CUDA config that runs
+// that kernel, the emulation's whole tuning space.
 template <class Args, class Config>
-Impl<Args, Config> cuda_emulated_impl(KernelFunction<Args, Config> run,
-                                      std::function<bool(const Args&)> supported = {}) {
+Impl<Args, Config> cuda_emulated_impl(KernelFunction<Args, Config> run, std::function<bool(const Args&)> supported = {},
+                                      const char* kernels = "cuda", Config config = Config{}) {
   Impl<Args, Config> impl;
-  impl.name = str_cat("cuda", kEmulatedSuffix);
+  impl.name = str_cat(kernels, kEmulatedSuffix);
   impl.device = Device::cpu;
   impl.isa = Isa::scalar;
   impl.supported = std::move(supported);
-  impl.heuristic = [](const Args&) { return Config{}; };
-  impl.space = [](const Args&) { return std::vector<Config>{Config{}}; };
+  impl.heuristic = [config](const Args&) { return config; };
+  impl.space = [config](const Args&) { return std::vector<Config>{config}; };
   impl.run = run;
   return impl;
 }

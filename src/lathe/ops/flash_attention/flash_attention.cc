@@ -6,8 +6,10 @@
 
 #include "lathe/core/half.h"
 #include "lathe/ops/amx_impl.h"
+#include "lathe/ops/cuda_emulated_impl.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda_emulated.h"
+#include "lathe/ops/flash_attention/flash_attention_cuda_mma.h"
 #include "lathe/ops/validate.h"
 
 namespace lathe {
@@ -310,51 +312,40 @@ std::vector<Impl<Args, FlashAttentionCpuConfig>> attention_impls(
 }
 
 // Builds with the CUDA toolkit: the CUDA implementation's kernels run on the host
-// (flash_attention_cuda_emulated.cc), after every CPU implementation (dispatch never reaches them;
-// the contract tests check them, tuning and benchmarks skip them). `kernels` names the
-// implementation, <kernels>_emulated; `config` is the CUDA implementation's config that runs them.
-template <class Args>
-struct KernelEmulation {
-  const char* kernels;
-  bool (*supported)(const Args&);
-  KernelFunction<Args, FlashAttentionCpuConfig> run;
-  FlashAttentionCpuConfig config;
-};
-
+// (flash_attention_cuda_emulated.cc) as "cuda_mma_emulated" (the tensor-core kernels, which the
+// CUDA config kFlashCudaTensorCoreConfig runs) and "cuda_rows_emulated" (the CUDA-core kernels,
+// kFlashCudaRowConfig), after every CPU implementation (dispatch never reaches them; the contract
+// tests check them, tuning and benchmarks skip them).
 template <class Args>
 std::vector<Impl<Args, FlashAttentionCpuConfig>> with_kernel_emulations(
-    std::vector<Impl<Args, FlashAttentionCpuConfig>> impls, const std::vector<KernelEmulation<Args>>& emulations) {
-  for (const KernelEmulation<Args>& emulation : emulations) {
-    Impl<Args, FlashAttentionCpuConfig> impl;
-    impl.name = str_cat(emulation.kernels, kEmulatedSuffix);
-    impl.isa = Isa::scalar;
-    impl.supported = emulation.supported;
-    const FlashAttentionCpuConfig config = emulation.config;
-    impl.heuristic = [config](const Args&) { return config; };
-    impl.space = [config](const Args&) { return std::vector<FlashAttentionCpuConfig>{config}; };
-    impl.run = emulation.run;
-    impls.push_back(std::move(impl));
-  }
+    std::vector<Impl<Args, FlashAttentionCpuConfig>> impls,
+    std::vector<Impl<Args, FlashAttentionCpuConfig>> emulations) {
+  for (auto& emulation : emulations) impls.push_back(std::move(emulation));
   return impls;
 }
 
-std::vector<KernelEmulation<FlashAttentionArgs>> forward_kernel_emulations() {
+std::vector<Impl<FlashAttentionArgs, FlashAttentionCpuConfig>> forward_kernel_emulations() {
 #if LATHE_HAVE_CUDA
-  return {{"cuda_mma", flash_attention_mma_emulation_applies, flash_attention_forward_mma_emulated,
-           kFlashCudaTensorCoreConfig},
-          {"cuda_rows", flash_attention_rows_emulation_applies, flash_attention_forward_rows_emulated,
-           kFlashCudaRowConfig}};
+  using Args = FlashAttentionArgs;
+  using Config = FlashAttentionCpuConfig;
+  return {cuda_emulated_impl<Args, Config>(flash_attention_forward_mma_emulated, flash_attention_mma_applies,
+                                           "cuda_mma", kFlashCudaTensorCoreConfig),
+          cuda_emulated_impl<Args, Config>(flash_attention_forward_rows_emulated,
+                                           flash_attention_rows_emulation_applies, "cuda_rows", kFlashCudaRowConfig)};
 #else
   return {};
 #endif
 }
 
-std::vector<KernelEmulation<FlashAttentionBackwardArgs>> backward_kernel_emulations() {
+std::vector<Impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>> backward_kernel_emulations() {
 #if LATHE_HAVE_CUDA
-  return {{"cuda_mma", flash_attention_backward_mma_emulation_applies, flash_attention_backward_mma_emulated,
-           kFlashCudaTensorCoreConfig},
-          {"cuda_rows", flash_attention_backward_rows_emulation_applies, flash_attention_backward_rows_emulated,
-           kFlashCudaRowConfig}};
+  using Args = FlashAttentionBackwardArgs;
+  using Config = FlashAttentionCpuConfig;
+  return {cuda_emulated_impl<Args, Config>(flash_attention_backward_mma_emulated, flash_attention_backward_mma_applies,
+                                           "cuda_mma", kFlashCudaTensorCoreConfig),
+          cuda_emulated_impl<Args, Config>(flash_attention_backward_rows_emulated,
+                                           flash_attention_backward_rows_emulation_applies, "cuda_rows",
+                                           kFlashCudaRowConfig)};
 #else
   return {};
 #endif

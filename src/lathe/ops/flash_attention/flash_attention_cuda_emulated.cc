@@ -22,8 +22,6 @@
 
 namespace lathe {
 
-bool flash_attention_mma_emulation_applies(const FlashAttentionArgs& args) { return flash_attention_mma_applies(args); }
-
 void flash_attention_forward_mma_emulated(const FlashAttentionArgs& args, const FlashAttentionCpuConfig&) {
   using namespace mma;
   const MmaShapes s = mma_shapes(args.q, args.k, args.options);
@@ -35,10 +33,6 @@ void flash_attention_forward_mma_emulated(const FlashAttentionArgs& args, const 
     simt::launch({grid.x, grid.y, grid.z}, {kForwardThreads, 1, 1}, kKeyValueStagesBytes<D, kForwardBlockK>,
                  [&](unsigned char* shared) { forward_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
   });
-}
-
-bool flash_attention_backward_mma_emulation_applies(const FlashAttentionBackwardArgs& args) {
-  return flash_attention_backward_mma_applies(args);
 }
 
 // As flash_attention_backward_mma: the dq kernel (which writes D), then the dk/dv kernel.

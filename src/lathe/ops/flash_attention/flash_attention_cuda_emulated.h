@@ -8,12 +8,10 @@
 namespace lathe {
 
 #if LATHE_HAVE_CUDA
-// The arguments the GPU kernel takes (flash_attention_mma_applies).
-bool flash_attention_mma_emulation_applies(const FlashAttentionArgs& args);
-// The mma.sync forward's kernel, block after block on the calling thread; the config is unused.
+// The mma.sync forward's kernel, block after block on the calling thread, for the arguments
+// flash_attention_mma_applies takes; the config is unused.
 void flash_attention_forward_mma_emulated(const FlashAttentionArgs& args, const FlashAttentionCpuConfig& config);
 // The same for the backward (flash_attention_backward_mma_applies; its dq and dk/dv kernels).
-bool flash_attention_backward_mma_emulation_applies(const FlashAttentionBackwardArgs& args);
 void flash_attention_backward_mma_emulated(const FlashAttentionBackwardArgs& args,
                                            const FlashAttentionCpuConfig& config);
 // The CUDA-core kernels, for the arguments they take up to a size the emulation runs quickly.
