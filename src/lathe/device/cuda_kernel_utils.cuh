@@ -41,16 +41,21 @@ constexpr int kWarp = 32;
 
 // Named barriers (ids 1-15; __syncthreads is barrier 0), whole warps only: barrier_sync waits until
 // `threads` threads have arrived at barrier `id`, itself included; barrier_arrive counts the
-// calling warp's threads there and goes on.
-// (Not emulated: the warpgroup kernels that use them are not run under the emulation.)
-#if defined(__CUDACC__)
+// calling warp's threads there and goes on. (Emulated: simt::barrier_sync and barrier_arrive.)
 __device__ inline void barrier_sync(int id, int threads) {
+#if defined(__CUDACC__)
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+#else
+  simt::barrier_sync(id, threads);
+#endif
 }
 __device__ inline void barrier_arrive(int id, int threads) {
+#if defined(__CUDACC__)
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
+#else
+  simt::barrier_arrive(id, threads);
 #endif
+}
 
 // A row kept in registers (see device/row_cache.h): element threadIdx.x + i * blockDim.x of the
 // row at `base` into v[i] as f32, `pad` past the end. Loads are coalesced across the block.

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "lathe/core/aligned_buffer.h"
@@ -22,31 +24,34 @@ namespace {
 // frames take more.
 constexpr size_t kStackBytes = size_t{256} << 10;
 
-enum class State { ready, at_barrier, at_collective, done };
+enum class State { ready, at_barrier, at_named_barrier, at_collective, done };
 
 struct Fiber {
   ucontext_t context;
   std::unique_ptr<char[]> stack;
   ThreadCoordinates coordinates;
   State state = State::ready;
+  int collective_warps = 0;                                         // at_collective: the size of the group it waits in
+  int named_barrier = 0;                                            // at_named_barrier: which
+  unsigned char in[kMaxCollectiveBytes], out[kMaxCollectiveBytes];  // a collective's operands
 };
 
-struct Warp {
-  int arrived = 0;
-  unsigned char ins[kWarpSize][kMaxCollectiveBytes];
-  unsigned char outs[kWarpSize][kMaxCollectiveBytes];
+struct NamedBarrier {
+  int arrived = 0, expected = 0;
 };
 
 // The block being run on this host thread.
 struct Block {
   std::vector<Fiber> fibers;
-  std::vector<Warp> warps;
+  std::map<std::pair<int, int>, int> collective_arrivals;  // (first warp, warps) -> lanes arrived
+  NamedBarrier named[kNamedBarriers];
   ucontext_t scheduler;
   const void* scheduler_stack = nullptr;  // for AddressSanitizer's fiber switches
   size_t scheduler_stack_bytes = 0;
   int running = -1;
   const std::function<void(unsigned char*)>* body = nullptr;
   unsigned char* shared = nullptr;
+  size_t shared_bytes = 0;
   std::exception_ptr error;
 };
 
@@ -102,6 +107,8 @@ const char* state_name(State state) {
       return "running";
     case State::at_barrier:
       return "at __syncthreads";
+    case State::at_named_barrier:
+      return "at a named barrier";
     case State::at_collective:
       return "at a warp collective";
     case State::done:
@@ -138,13 +145,23 @@ void run_block(Block& block) {
       ran = true;
     }
     if (block.error) std::rethrow_exception(block.error);
-    int done = 0, at_barrier = 0, at_collective = 0;
+    int done = 0, at_barrier = 0, at_named = 0, at_collective = 0;
     for (const Fiber& fiber : block.fibers) {
       done += fiber.state == State::done;
       at_barrier += fiber.state == State::at_barrier;
+      at_named += fiber.state == State::at_named_barrier;
       at_collective += fiber.state == State::at_collective;
     }
-    if (done == threads) return;
+    if (done == threads) {
+      for (int id = 0; id < kNamedBarriers; ++id)
+        if (block.named[id].arrived != 0) {
+          const Index3 b = block.fibers.front().coordinates.block_idx;
+          throw_error("simt: block (", b.x, ", ", b.y, ", ", b.z, ") ended with ", block.named[id].arrived, " of ",
+                      block.named[id].expected, " threads arrived at named barrier ", id,
+                      " (its arrivals and waits do not balance)");
+        }
+      return;
+    }
     // A barrier opens when every thread still running has reached it.
     bool released = false;
     if (at_barrier > 0 && at_barrier + done == threads) {
@@ -156,9 +173,9 @@ void run_block(Block& block) {
       const Fiber* stuck = &*std::find_if(block.fibers.begin(), block.fibers.end(),
                                           [](const Fiber& fiber) { return fiber.state != State::done; });
       throw_error("simt: deadlock in block (", stuck->coordinates.block_idx.x, ", ", stuck->coordinates.block_idx.y,
-                  ", ", stuck->coordinates.block_idx.z, "): ", at_barrier, " threads at __syncthreads, ", at_collective,
-                  " at a warp collective, ", done, " returned (thread ", stuck->coordinates.thread_idx.x, " is ",
-                  state_name(stuck->state), ")");
+                  ", ", stuck->coordinates.block_idx.z, "): ", at_barrier, " threads at __syncthreads, ", at_named,
+                  " at named barriers, ", at_collective, " at a collective, ", done, " returned (thread ",
+                  stuck->coordinates.thread_idx.x, " is ", state_name(stuck->state), ")");
     }
   }
 }
@@ -177,11 +194,11 @@ void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
   const Index3 block_dim{block_shape.x, 1, 1};
   Block block;
   block.fibers.resize(block_dim.x);
-  block.warps.resize(block_dim.x / kWarpSize);
   block.body = &body;
   for (Fiber& fiber : block.fibers) fiber.stack.reset(new char[kStackBytes]);  // not zeroed
   AlignedBuffer shared(shared_bytes > 0 ? shared_bytes : 16);
   block.shared = shared.as<unsigned char>();
+  block.shared_bytes = shared_bytes;
   struct Activation {
     explicit Activation(Block* block) { active = block; }
     ~Activation() { active = nullptr; }
@@ -195,41 +212,104 @@ void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
           fiber.coordinates = {{t, 0, 0}, {x, y, z}, block_dim, grid_dim};
           prepare(fiber);
         }
-        for (Warp& warp : block.warps) warp.arrived = 0;
+        block.collective_arrivals.clear();
+        for (NamedBarrier& barrier : block.named) barrier = {};
         run_block(block);
       }
 }
 
 void sync_block() { wait(running_fiber(), State::at_barrier); }
 
-void warp_collective(const void* in, size_t in_bytes, void* out, size_t out_bytes, Combine combine,
-                     const void* context) {
+void group_collective(int warps, const void* in, size_t in_bytes, void* out, size_t out_bytes, Combine combine,
+                      const void* context) {
   Fiber& fiber = running_fiber();
   LATHE_CHECK(in_bytes <= kMaxCollectiveBytes && out_bytes <= kMaxCollectiveBytes, "simt: collective operands over ",
               kMaxCollectiveBytes, " bytes");
-  const unsigned thread = fiber.coordinates.thread_idx.x, lane = thread % kWarpSize;
-  Warp& warp = active->warps[thread / kWarpSize];
-  std::memcpy(warp.ins[lane], in, in_bytes);
-  if (++warp.arrived < kWarpSize) {
+  const int threads = static_cast<int>(active->fibers.size());
+  const int group_threads = warps * kWarpSize;
+  LATHE_CHECK(warps > 0 && threads % group_threads == 0, "simt: a collective of ", warps, " warps in a block of ",
+              threads, " threads");
+  const int thread = static_cast<int>(fiber.coordinates.thread_idx.x);
+  const int first = thread / group_threads * group_threads;
+  std::memcpy(fiber.in, in, in_bytes);
+  fiber.collective_warps = warps;
+  int& arrived = active->collective_arrivals[{first / kWarpSize, warps}];
+  if (++arrived < group_threads) {
     wait(fiber, State::at_collective);
   } else {
     // The last lane: every lane's input is in; combine, then release the others.
-    unsigned char ins[kWarpSize * kMaxCollectiveBytes], outs[kWarpSize * kMaxCollectiveBytes];
-    for (int l = 0; l < kWarpSize; ++l) std::memcpy(ins + l * in_bytes, warp.ins[l], in_bytes);
-    combine(context, ins, outs);
-    for (int l = 0; l < kWarpSize; ++l) std::memcpy(warp.outs[l], outs + l * out_bytes, out_bytes);
-    warp.arrived = 0;
-    const unsigned first = thread / kWarpSize * kWarpSize;
-    for (unsigned l = 0; l < kWarpSize; ++l) {
-      Fiber& mate = active->fibers[first + l];
-      if (l != lane) {
-        LATHE_CHECK(mate.state == State::at_collective, "simt: lane ", l, " of warp ", thread / kWarpSize, " is ",
-                    state_name(mate.state), " while its warp-mates are at a collective");
-        mate.state = State::ready;
-      }
+    arrived = 0;
+    std::vector<unsigned char> ins(static_cast<size_t>(group_threads) * in_bytes),
+        outs(static_cast<size_t>(group_threads) * std::max<size_t>(out_bytes, 1));
+    for (int l = 0; l < group_threads; ++l) {
+      const Fiber& mate = active->fibers[static_cast<size_t>(first + l)];
+      if (first + l != thread)
+        LATHE_CHECK(mate.state == State::at_collective && mate.collective_warps == warps, "simt: thread ", first + l,
+                    " is ", state_name(mate.state), " while the rest of its ", warps, "-warp group is at a collective");
+      std::memcpy(ins.data() + l * in_bytes, mate.in, in_bytes);
+    }
+    combine(context, ins.data(), outs.data());
+    for (int l = 0; l < group_threads; ++l) {
+      Fiber& mate = active->fibers[static_cast<size_t>(first + l)];
+      std::memcpy(mate.out, outs.data() + l * out_bytes, out_bytes);
+      if (first + l != thread) mate.state = State::ready;
     }
   }
-  std::memcpy(out, warp.outs[lane], out_bytes);
+  std::memcpy(out, fiber.out, out_bytes);
+}
+
+namespace {
+
+NamedBarrier& arrive_at(int id, int threads) {
+  LATHE_CHECK(id >= 1 && id < kNamedBarriers, "simt: named barrier ", id, " (ids 1-", kNamedBarriers - 1,
+              "; 0 is __syncthreads)");
+  const int block_threads = static_cast<int>(active->fibers.size());
+  LATHE_CHECK(threads > 0 && threads % kWarpSize == 0 && threads <= block_threads, "simt: named barrier ", id, " for ",
+              threads, " threads in a block of ", block_threads, " (whole warps, at most the block)");
+  NamedBarrier& barrier = active->named[id];
+  if (barrier.arrived == 0) barrier.expected = threads;
+  LATHE_CHECK(barrier.expected == threads, "simt: named barrier ", id, " reached with counts ", barrier.expected,
+              " and ", threads);
+  return barrier;
+}
+
+// Counts the calling thread in; true when that completes the barrier (its waiters are released).
+bool complete(NamedBarrier& barrier, int id) {
+  if (++barrier.arrived < barrier.expected) return false;
+  barrier.arrived = 0;
+  for (Fiber& fiber : active->fibers)
+    if (fiber.state == State::at_named_barrier && fiber.named_barrier == id) fiber.state = State::ready;
+  return true;
+}
+
+}  // namespace
+
+void barrier_sync(int id, int threads) {
+  Fiber& fiber = running_fiber();
+  NamedBarrier& barrier = arrive_at(id, threads);
+  if (complete(barrier, id)) return;
+  fiber.named_barrier = id;
+  wait(fiber, State::at_named_barrier);
+}
+
+void barrier_arrive(int id, int threads) {
+  running_fiber();
+  complete(arrive_at(id, threads), id);
+}
+
+uint32_t shared_offset(const void* pointer) {
+  running_fiber();
+  const auto* p = static_cast<const unsigned char*>(pointer);
+  LATHE_CHECK(p >= active->shared && p <= active->shared + active->shared_bytes,
+              "simt: a shared-memory address of a pointer outside the block's shared memory");
+  return static_cast<uint32_t>(p - active->shared);
+}
+
+const unsigned char* shared_at(uint32_t offset, size_t bytes) {
+  running_fiber();
+  LATHE_CHECK(size_t{offset} + bytes <= active->shared_bytes, "simt: shared-memory bytes ", offset, " .. ",
+              size_t{offset} + bytes, " read, beyond the block's ", active->shared_bytes);
+  return active->shared + offset;
 }
 
 float shfl_xor(float value, int lane_mask) {

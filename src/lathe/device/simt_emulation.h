@@ -1,16 +1,18 @@
 // A host emulation of CUDA's execution model, for testing device code whose threads talk to each
-// other (warp shuffles, ldmatrix, mma.sync, __syncthreads) on machines without a GPU: development
-// and CI. Every thread of a block is a fiber (ucontext) with its own stack; the fibers of a block
-// run one at a time on the calling thread, each until it reaches a block barrier or a warp
-// collective (or returns), and a barrier or collective lets its threads go on once every live
-// thread of the block (barrier) or all 32 lanes of the warp (collective) have reached it. Blocks
-// run one after another. What it proves is the kernel's indexing, its fragments' layouts and its
+// other (warp shuffles, ldmatrix, mma.sync, wgmma, __syncthreads, named barriers) on machines
+// without a GPU: development and CI. Every thread of a block is a fiber (ucontext) with its own
+// stack; the fibers of a block run one at a time on the calling thread, each until it reaches a
+// barrier or a collective (or returns), and a barrier or collective lets its threads go on once
+// every live thread of the block (__syncthreads), the named barrier's thread count (bar.sync,
+// bar.arrive) or every lane of the warp or warpgroup (collective) has reached it. Blocks run one
+// after another. What it proves is the kernel's indexing, its fragments' layouts and its
 // synchronisation (a thread waiting at a barrier its warp-mates never reach is reported, not hung);
 // the numbers are the host's (libm's exp2f and tanhf, sums in the emulation's order), and nothing
 // about speed: a switch costs about a microsecond.
 //
 // Device code compiled with a host compiler reaches it through device/cuda_host_emulation.h
-// (threadIdx, __syncthreads, __shfl_xor_sync) and the kernels' own instruction wrappers.
+// (threadIdx, __syncthreads, __shfl_xor_sync) and the kernels' own instruction wrappers
+// (device/wgmma.cuh, flash_attention_cuda_mma.cuh, the named barriers of cuda_kernel_utils.cuh).
 #pragma once
 
 #include <cstddef>
@@ -43,31 +45,64 @@ void launch(Index3 grid, Index3 block, size_t shared_bytes, const std::function<
 // __syncthreads(): waits until every thread of the block that has not returned is here.
 void sync_block();
 
-// A warp collective: the calling lane's `in` (in_bytes <= kMaxCollectiveBytes) is deposited; once
-// all 32 lanes of its warp have called it, combine(context, ins, outs) runs once (with the last
-// lane's context) over the lanes' inputs (ins + lane * in_bytes) and each lane receives its own
-// output (outs + lane * out_bytes, out_bytes <= kMaxCollectiveBytes) in `out`.
+// A collective of a group of `warps` consecutive warps (1: a warp; 4: a warpgroup, as wgmma), the
+// group's first warp a multiple of `warps`: the calling lane's `in` (in_bytes <=
+// kMaxCollectiveBytes) is deposited; once every lane of its group has called it (with the same
+// `warps`), combine(context, ins, outs) runs once (with the last lane's context) over the lanes'
+// inputs (ins + lane * in_bytes, lane = thread index within the group) and each lane receives its
+// own output (outs + lane * out_bytes, out_bytes <= kMaxCollectiveBytes) in `out`. The other lanes
+// are suspended meanwhile, so an input may point at a lane's own registers (its local arrays),
+// which combine may read and write.
 constexpr size_t kMaxCollectiveBytes = 64;
 using Combine = void (*)(const void* context, const unsigned char* ins, unsigned char* outs);
-void warp_collective(const void* in, size_t in_bytes, void* out, size_t out_bytes, Combine combine,
-                     const void* context);
+void group_collective(int warps, const void* in, size_t in_bytes, void* out, size_t out_bytes, Combine combine,
+                      const void* context);
+inline void warp_collective(const void* in, size_t in_bytes, void* out, size_t out_bytes, Combine combine,
+                            const void* context) {
+  group_collective(1, in, in_bytes, out, out_bytes, combine, context);
+}
 
-// The typed form: In and Out trivially copyable; combine(ins, outs) over the warp's 32 lanes.
-template <class In, class Out>
-using TypedCombine = void (*)(const In (&ins)[kWarpSize], Out (&outs)[kWarpSize]);
-template <class In, class Out>
-Out collective(const In& in, TypedCombine<In, Out> combine) {
+// The typed form: In and Out trivially copyable; combine(ins, outs) over the group's kWarps * 32
+// lanes.
+template <int kWarps, class In, class Out>
+using TypedGroupCombine = void (*)(const In (&ins)[kWarps * kWarpSize], Out (&outs)[kWarps * kWarpSize]);
+template <int kWarps, class In, class Out>
+Out group_collective(const In& in, TypedGroupCombine<kWarps, In, Out> combine) {
   static_assert(sizeof(In) <= kMaxCollectiveBytes && sizeof(Out) <= kMaxCollectiveBytes);
   Out out{};
-  warp_collective(
-      &in, sizeof(In), &out, sizeof(Out),
+  group_collective(
+      kWarps, &in, sizeof(In), &out, sizeof(Out),
       [](const void* context, const unsigned char* ins, unsigned char* outs) {
-        reinterpret_cast<TypedCombine<In, Out>>(const_cast<void*>(context))(
-            *reinterpret_cast<const In(*)[kWarpSize]>(ins), *reinterpret_cast<Out(*)[kWarpSize]>(outs));
+        reinterpret_cast<TypedGroupCombine<kWarps, In, Out>>(const_cast<void*>(context))(
+            *reinterpret_cast<const In(*)[kWarps * kWarpSize]>(ins),
+            *reinterpret_cast<Out(*)[kWarps * kWarpSize]>(outs));
       },
       reinterpret_cast<const void*>(combine));
   return out;
 }
+// A warp's.
+template <class In, class Out>
+using TypedCombine = TypedGroupCombine<1, In, Out>;
+template <class In, class Out>
+Out collective(const In& in, TypedCombine<In, Out> combine) {
+  return group_collective<1, In, Out>(in, combine);
+}
+
+// Named barriers (PTX bar.sync / bar.arrive with a thread count; ids 1-15, 0 being
+// __syncthreads'): the barrier completes when `threads` threads (a whole number of warps, at most
+// the block) have arrived at barrier `id`, all with the same count; barrier_sync waits for that,
+// barrier_arrive counts itself and goes on. A block that ends with arrivals pending at a barrier
+// is an error, as is a wait that can never complete (a deadlock).
+constexpr int kNamedBarriers = 16;
+void barrier_sync(int id, int threads);
+void barrier_arrive(int id, int threads);
+
+// Shared memory as the GPU addresses it: the byte offset of `pointer` (inside the running block's
+// shared memory, or one past its end) from the start (__cvta_generic_to_shared; the start is
+// offset 0, so it is aligned to any power of two, as a GPU's shared window is to 1024 bytes at
+// least), and the bytes at `offset` .. + bytes of it (an error outside it).
+uint32_t shared_offset(const void* pointer);
+const unsigned char* shared_at(uint32_t offset, size_t bytes);
 
 // __shfl_xor_sync(0xffffffff, value, lane_mask): the value of lane (this lane ^ lane_mask).
 float shfl_xor(float value, int lane_mask);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "lathe/core/error.h"
@@ -65,6 +67,82 @@ TEST(SimtEmulation, CollectiveCombinesTheWarpsInputsOnce) {
     const int warp = t / 32, sum = 32 * (32 * warp) + 31 * 32 / 2;
     EXPECT_EQ(got[t], sum + t % 32) << t;
   }
+}
+
+// A warpgroup collective (4 warps) sees all 128 lanes of its group, in thread order, and reads
+// and writes a lane's own array through a pointer (the wgmma emulation's accumulators).
+TEST(SimtEmulation, GroupCollectiveSpansFourWarpsAndReachesTheLanesArrays) {
+  std::vector<int> got(256);
+  launch({1, 1, 1}, {256, 1, 1}, 0, [&](unsigned char*) {
+    const int t = static_cast<int>(current().thread_idx.x);
+    int registers[2] = {t, 0};
+    struct Lane {
+      int* registers;
+    };
+    struct Nothing {};
+    group_collective<4, Lane, Nothing>({registers}, [](const Lane(&ins)[4 * kWarpSize], Nothing(&)[4 * kWarpSize]) {
+      int sum = 0;
+      for (const Lane& lane : ins) sum += lane.registers[0];
+      for (int lane = 0; lane < 4 * kWarpSize; ++lane) ins[lane].registers[1] = sum + lane;
+    });
+    got[t] = registers[1];
+  });
+  for (int t = 0; t < 256; ++t) {
+    const int first = t / 128 * 128, sum = 128 * first + 127 * 128 / 2;
+    EXPECT_EQ(got[t], sum + t % 128) << t;
+  }
+}
+
+// Two warpgroups take turns as the wgmma attention kernels' TensorCoreTurns do: warpgroup 1
+// arrives at barrier 1 first; each then waits at its own barrier (1 + its index), works, and
+// arrives at the other's. The work must alternate 0, 1, 0, 1, ... whatever order the fibers run.
+TEST(SimtEmulation, NamedBarriersAlternateTwoWarpgroups) {
+  std::vector<int> order;
+  launch({1, 1, 1}, {256, 1, 1}, 0, [&](unsigned char*) {
+    const int t = static_cast<int>(current().thread_idx.x), group = t / 128;
+    if (group == 1) barrier_arrive(1, 256);
+    for (int round = 0; round < 3; ++round) {
+      barrier_sync(1 + group, 256);
+      if (t % 128 == 0) order.push_back(group);
+      barrier_arrive(2 - group, 256);
+    }
+    if (group == 0) barrier_sync(1, 256);
+  });
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 0, 1, 0, 1}));
+}
+
+TEST(SimtEmulation, UnbalancedOrMismatchedNamedBarriersAreErrors) {
+  auto message = [](const std::function<void(unsigned char*)>& body) {
+    try {
+      launch({1, 1, 1}, {128, 1, 1}, 0, body);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message([](unsigned char*) {
+              if (current().thread_idx.x < 32) barrier_arrive(3, 64);
+            }).find("32 of 64 threads arrived at named barrier 3"),
+            std::string::npos);
+  EXPECT_NE(message([](unsigned char*) { barrier_sync(2, current().thread_idx.x < 32 ? 64 : 96); }).find("counts"),
+            std::string::npos);
+  EXPECT_NE(message([](unsigned char*) { barrier_arrive(2, 160); }).find("at most the block"), std::string::npos);
+  EXPECT_NE(message([](unsigned char*) {
+              if (current().thread_idx.x < 32) barrier_sync(4, 64);
+            }).find("deadlock"),
+            std::string::npos);
+  EXPECT_NE(message([](unsigned char*) { barrier_sync(0, 128); }).find("ids 1-15"), std::string::npos);
+}
+
+TEST(SimtEmulation, SharedOffsetsAreFromTheBlocksSharedMemory) {
+  launch({1, 1, 1}, {32, 1, 1}, 4096, [&](unsigned char* shared) {
+    EXPECT_EQ(shared_offset(shared + 1040), 1040u);
+    shared[100] = 7;
+    EXPECT_EQ(*shared_at(100, 1), 7);
+    EXPECT_THROW(shared_at(4090, 8), Error);
+    unsigned char outside = 0;
+    EXPECT_THROW(shared_offset(&outside), Error);
+  });
 }
 
 TEST(SimtEmulation, ThreadsThatReturnedDoNotHoldABarrier) {

@@ -313,7 +313,8 @@ std::vector<Impl<Args, FlashAttentionCpuConfig>> attention_impls(
 
 // Builds with the CUDA toolkit: the CUDA implementation's kernels run on the host
 // (flash_attention_cuda_emulated.cc) as "cuda_mma_emulated" (the tensor-core kernels, which the
-// CUDA config kFlashCudaTensorCoreConfig runs) and "cuda_rows_emulated" (the CUDA-core kernels,
+// CUDA config kFlashCudaTensorCoreConfig runs), "cuda_wgmma_emulated" (Hopper's warpgroup-MMA
+// kernels, kFlashCudaWgmmaConfig) and "cuda_rows_emulated" (the CUDA-core kernels,
 // kFlashCudaRowConfig), after every CPU implementation (dispatch never reaches them; the contract
 // tests check them, tuning and benchmarks skip them).
 template <class Args>
@@ -330,6 +331,8 @@ std::vector<Impl<FlashAttentionArgs, FlashAttentionCpuConfig>> forward_kernel_em
   using Config = FlashAttentionCpuConfig;
   return {cuda_emulated_impl<Args, Config>(flash_attention_forward_mma_emulated, flash_attention_mma_applies,
                                            "cuda_mma", kFlashCudaTensorCoreConfig),
+          cuda_emulated_impl<Args, Config>(flash_attention_forward_wgmma_emulated, flash_attention_wgmma_kernel_applies,
+                                           "cuda_wgmma", kFlashCudaWgmmaConfig),
           cuda_emulated_impl<Args, Config>(flash_attention_forward_rows_emulated,
                                            flash_attention_rows_emulation_applies, "cuda_rows", kFlashCudaRowConfig)};
 #else
@@ -343,6 +346,8 @@ std::vector<Impl<FlashAttentionBackwardArgs, FlashAttentionCpuConfig>> backward_
   using Config = FlashAttentionCpuConfig;
   return {cuda_emulated_impl<Args, Config>(flash_attention_backward_mma_emulated, flash_attention_backward_mma_applies,
                                            "cuda_mma", kFlashCudaTensorCoreConfig),
+          cuda_emulated_impl<Args, Config>(flash_attention_backward_wgmma_emulated,
+                                           flash_attention_backward_mma_applies, "cuda_wgmma", kFlashCudaWgmmaConfig),
           cuda_emulated_impl<Args, Config>(flash_attention_backward_rows_emulated,
                                            flash_attention_backward_rows_emulation_applies, "cuda_rows",
                                            kFlashCudaRowConfig)};

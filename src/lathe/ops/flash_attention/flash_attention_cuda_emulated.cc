@@ -1,13 +1,15 @@
 // The attention kernels of the CUDA implementation run on the host: the tensor-core kernels
 // (mma.sync: the forward, the backward's dq and dk/dv kernels; flash_attention_cuda_mma_forward.cuh,
-// flash_attention_cuda_mma_backward.cuh) and the CUDA-core ones (a warp per row;
-// flash_attention_cuda_rows.cuh), their own block and thread functions compiled by the host
-// compiler, their ldmatrix, mma.sync, cp.async and shuffles the warp collectives of
-// device/simt_emulation.h, launched over the same grids as on the GPU. Registered as
-// flash_attention's and flash_attention_backward's "cuda_mma_emulated" and "cuda_rows_emulated"
+// flash_attention_cuda_mma_backward.cuh), Hopper's warpgroup-MMA kernels (the same three on wgmma;
+// flash_attention_cuda_wgmma_forward.cuh, flash_attention_cuda_wgmma_backward.cuh) and the
+// CUDA-core ones (a warp per row; flash_attention_cuda_rows.cuh), their own block and thread
+// functions compiled by the host compiler, their ldmatrix, mma.sync, wgmma, cp.async and shuffles
+// the warp and warpgroup collectives of device/simt_emulation.h and their named barriers its
+// barriers, launched over the same grids as on the GPU. Registered as flash_attention's and
+// flash_attention_backward's "cuda_mma_emulated", "cuda_wgmma_emulated" and "cuda_rows_emulated"
 // implementations in builds with the CUDA toolkit (its headers give bf16 on the host), so the op
-// contract tests check the kernels' indexing, fragments, masks and pipelines on every such machine,
-// GPU or not (docs/cuda.md).
+// contract tests check the kernels' indexing, fragments, descriptors, masks, pipelines and
+// barriers on every such machine, GPU or not (docs/cuda.md).
 #include "lathe/ops/flash_attention/flash_attention_cuda_emulated.h"
 
 #if LATHE_HAVE_CUDA
@@ -19,6 +21,8 @@
 #include "lathe/ops/flash_attention/flash_attention_cuda_mma_backward.cuh"
 #include "lathe/ops/flash_attention/flash_attention_cuda_mma_forward.cuh"
 #include "lathe/ops/flash_attention/flash_attention_cuda_rows.cuh"
+#include "lathe/ops/flash_attention/flash_attention_cuda_wgmma_backward.cuh"
+#include "lathe/ops/flash_attention/flash_attention_cuda_wgmma_forward.cuh"
 
 namespace lathe {
 
@@ -58,6 +62,43 @@ void flash_attention_backward_mma_emulated(const FlashAttentionBackwardArgs& arg
                      backward_dkdv_mma_block<D>(t.q, t.k, t.v, t.lse, t.d_o, delta.data(), t.dk, t.dv, s,
                                                 *reinterpret_cast<DkdvShared<D>*>(shared));
                    });
+    }
+  });
+}
+
+void flash_attention_forward_wgmma_emulated(const FlashAttentionArgs& args, const FlashAttentionCpuConfig&) {
+  using namespace mma;
+  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
+  const int64_t batch = args.q.dim(0);
+  if (batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
+  const ForwardTensors t(args);
+  for_head_dim(args.q.dim(3), [&]<int D>() {
+    const dim3 grid = row_block_grid(s.seq_q, wgmma_forward::kBlockQ, s.n_heads, batch);
+    simt::launch({grid.x, grid.y, grid.z}, {kWgmmaThreads, 1, 1}, wgmma_forward::kSharedBytes<D>,
+                 [&](unsigned char* shared) { wgmma_forward::forward_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
+  });
+}
+
+void flash_attention_backward_wgmma_emulated(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig&) {
+  using namespace mma;
+  using namespace mma::wgmma_backward;
+  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
+  const int64_t batch = args.q.dim(0);
+  if (batch == 0 || s.n_heads == 0) return;
+  const BackwardTensors t(args);
+  std::vector<float> delta(static_cast<size_t>(batch * s.n_heads * s.seq_q));  // (batch, n_heads, seq_q)
+  for_head_dim(args.q.dim(3), [&]<int D>() {
+    if (s.seq_q > 0) {
+      const dim3 grid = row_block_grid(s.seq_q, kBlockRows, s.n_heads, batch);
+      simt::launch({grid.x, grid.y, grid.z}, {kWgmmaThreads, 1, 1}, kSharedBytes<D>, [&](unsigned char* shared) {
+        dq_block<D>(t.q, t.k, t.v, t.o, t.lse, t.d_o, t.dq, delta.data(), s, shared);
+      });
+    }
+    if (s.seq_k > 0) {
+      const dim3 grid = row_block_grid(s.seq_k, kBlockRows, s.n_kv_heads, batch);
+      simt::launch({grid.x, grid.y, grid.z}, {kWgmmaThreads, 1, 1}, kSharedBytes<D>, [&](unsigned char* shared) {
+        dkdv_block<D>(t.q, t.k, t.v, t.lse, t.d_o, delta.data(), t.dk, t.dv, s, shared);
+      });
     }
   });
 }

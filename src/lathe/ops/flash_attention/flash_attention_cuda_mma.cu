@@ -31,6 +31,10 @@ bool flash_attention_mma_applies(const FlashAttentionArgs& args) {
          aligned(args.v.data, 16) && aligned(args.o.data, 4);
 }
 
+bool flash_attention_wgmma_kernel_applies(const FlashAttentionArgs& args) {
+  return flash_attention_mma_applies(args) && aligned(args.q.data, 16);
+}
+
 void flash_attention_forward_mma(const FlashAttentionArgs& args) {
   const MmaShapes s = mma_shapes(args.q, args.k, args.options);
   const int64_t batch = args.q.dim(0);

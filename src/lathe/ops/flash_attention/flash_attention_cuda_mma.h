@@ -43,6 +43,10 @@ void flash_attention_backward_mma(const FlashAttentionBackwardArgs& args);
 // take turns at the tensor cores (named barriers), so one's softmax overlaps the other's products.
 bool flash_attention_wgmma_applies(const FlashAttentionArgs& args);
 void flash_attention_forward_wgmma(const FlashAttentionArgs& args);
+// The arguments its kernel takes, GPU aside (the tensor-core forward's, with q 16-byte aligned as
+// well): flash_attention_wgmma_applies adds a compute capability 9.0 GPU; the host emulation
+// (flash_attention_cuda_emulated.h) takes these.
+bool flash_attention_wgmma_kernel_applies(const FlashAttentionArgs& args);
 // The backward on wgmma (flash_attention_cuda_wgmma_backward_sm90a.cu): the two kernels above with
 // blocks of 128 queries or keys (two warpgroups of 64) and the other side 64 at a time; each of
 // S, dP (or S^T, dP^T) a wgmma from shared memory, dQ, dV and dK wgmma with the bf16 A operands

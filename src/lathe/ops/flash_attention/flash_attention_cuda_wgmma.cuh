@@ -1,6 +1,7 @@
-// What lathe's wgmma attention kernels share (flash_attention_cuda_wgmma_sm90a.cu, the forward;
-// flash_attention_cuda_wgmma_backward_sm90a.cu): loading rows into wgmma's shared-memory tiles and
-// the check that the GPU runs sm_90a code. Include from *_sm90a.cu files only (device/wgmma.cuh).
+// What lathe's wgmma attention kernels share (flash_attention_cuda_wgmma_forward.cuh, the forward;
+// flash_attention_cuda_wgmma_backward.cuh): loading rows into wgmma's shared-memory tiles, the two
+// warpgroups' turns at the tensor cores, and the check that the GPU runs sm_90a code. Include from
+// *_sm90a.cu files, or host code running the kernels under the emulation (device/wgmma.cuh).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -16,6 +17,8 @@ namespace lathe::mma {
 
 constexpr int kWarpgroupThreads = 4 * cuda::kWarp;
 constexpr int kWarpgroupRows = 64;  // the M of one wgmma
+constexpr int kWgmmaWarpgroups = 2;  // a block of every wgmma attention kernel
+constexpr int kWgmmaThreads = kWgmmaWarpgroups * kWarpgroupThreads;
 
 // Rows [first, first + kRows) of a bf16 matrix (rows `stride` elements apart from `head`, 16-byte
 // aligned) into a wgmma tile of kRows x D at `tile` (device/wgmma_layout.h), zeros at rows >= end:
@@ -53,7 +56,7 @@ __device__ inline void load_key_value_stage(unsigned char* stages, int stage, in
 // Warpgroup 0 starts; finish() takes warpgroup 1's last pass, so the barriers end balanced. Every
 // take must be followed by a pass, and both warpgroups must take equally often.
 struct TensorCoreTurns {
-  static constexpr int kThreads = 2 * kWarpgroupThreads;
+  static constexpr int kThreads = kWgmmaThreads;
   int warpgroup;
   __device__ explicit TensorCoreTurns(int group) : warpgroup(group) {
     if (warpgroup == 1) cuda::barrier_arrive(1, kThreads);
