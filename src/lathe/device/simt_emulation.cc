@@ -45,6 +45,7 @@ struct Block {
   std::vector<Fiber> fibers;
   std::map<std::pair<int, int>, int> collective_arrivals;  // (first warp, warps) -> lanes arrived
   NamedBarrier named[kNamedBarriers];
+  std::map<std::pair<std::type_index, int>, std::unique_ptr<BlockState>> states;
   ucontext_t scheduler;
   const void* scheduler_stack = nullptr;  // for AddressSanitizer's fiber switches
   size_t scheduler_stack_bytes = 0;
@@ -153,6 +154,8 @@ void run_block(Block& block) {
       at_collective += fiber.state == State::at_collective;
     }
     if (done == threads) {
+      for (auto& [key, state] : block.states) state->finish();
+      block.states.clear();
       for (int id = 0; id < kNamedBarriers; ++id)
         if (block.named[id].arrived != 0) {
           const Index3 b = block.fibers.front().coordinates.block_idx;
@@ -213,6 +216,7 @@ void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
           prepare(fiber);
         }
         block.collective_arrivals.clear();
+        block.states.clear();
         for (NamedBarrier& barrier : block.named) barrier = {};
         run_block(block);
       }
@@ -310,6 +314,13 @@ const unsigned char* shared_at(uint32_t offset, size_t bytes) {
   LATHE_CHECK(size_t{offset} + bytes <= active->shared_bytes, "simt: shared-memory bytes ", offset, " .. ",
               size_t{offset} + bytes, " read, beyond the block's ", active->shared_bytes);
   return active->shared + offset;
+}
+
+BlockState& block_state(std::type_index type, int key, const std::function<std::unique_ptr<BlockState>()>& make) {
+  running_fiber();
+  std::unique_ptr<BlockState>& state = active->states[{type, key}];
+  if (!state) state = make();
+  return *state;
 }
 
 float shfl_xor(float value, int lane_mask) {

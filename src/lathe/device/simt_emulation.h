@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <typeindex>
 
 namespace lathe::simt {
 
@@ -103,6 +105,20 @@ void barrier_arrive(int id, int threads);
 // least), and the bytes at `offset` .. + bytes of it (an error outside it).
 uint32_t shared_offset(const void* pointer);
 const unsigned char* shared_at(uint32_t offset, size_t bytes);
+
+// State an instruction's emulation keeps for the running block between calls (wgmma's products in
+// flight): one T (derived from BlockState) per (T, key), made on first use, whose finish() runs
+// when the block's threads have all returned (it may throw: e.g. work left unfinished), then
+// dropped. Only inside launch().
+struct BlockState {
+  virtual ~BlockState() = default;
+  virtual void finish() {}
+};
+BlockState& block_state(std::type_index type, int key, const std::function<std::unique_ptr<BlockState>()>& make);
+template <class T>
+T& block_state(int key) {
+  return static_cast<T&>(block_state(typeid(T), key, [] { return std::make_unique<T>(); }));
+}
 
 // __shfl_xor_sync(0xffffffff, value, lane_mask): the value of lane (this lane ^ lane_mask).
 float shfl_xor(float value, int lane_mask);

@@ -2,11 +2,9 @@
 // kernels: the instructions a kernel issues, as inline functions, and the rules of their use.
 // Include only from files named *_sm90a.cu (CMakeLists.txt compiles those for sm_90a alone; the
 // arch-specific instructions exist nowhere else), or from host code that runs a kernel under
-// device/simt_emulation.h: a host compiler gets emulated forms (each product a warpgroup
-// collective that reads the operands through their descriptors the way device/wgmma_layout.h's
-// k_major_address and mn_major_address say the tensor cores do; the fences, commit and wait do
-// nothing, as the product is complete when the collective returns). The shared-memory operands'
-// layout and descriptors: device/wgmma_layout.h.
+// device/simt_emulation.h: a host compiler gets the emulated forms of device/wgmma_emulation.h
+// (asynchronous as on the GPU: a product lands at the wait that completes it). The shared-memory
+// operands' layout and descriptors: device/wgmma_layout.h.
 //
 // A warpgroup is 4 consecutive warps (128 threads, the first warp a multiple of 4); all of them
 // issue each instruction. The f32 accumulator of an m64nN product is held as float[N / 8][4] per
@@ -27,10 +25,8 @@
 
 #include <cstdint>
 #if !defined(__CUDACC__)
-#include <cstring>
-
-#include "lathe/core/half.h"
 #include "lathe/device/cuda_host_emulation.h"
+#include "lathe/device/wgmma_emulation.h"
 #endif
 
 #include "lathe/device/wgmma_layout.h"
@@ -68,9 +64,11 @@ __device__ inline void fence_operands(uint32_t (&a)[kTiles][4]) {
 }
 #else
 inline void fence() {}
-inline void commit() {}
+inline void commit() { emulation::commit(); }
 template <int kPending>
-inline void wait() {}
+inline void wait() {
+  emulation::wait(kPending);
+}
 template <class Operand, int kTiles>
 inline void fence_operands(Operand (&)[kTiles][4]) {}
 #endif
@@ -163,91 +161,15 @@ __device__ inline uint32_t shared_address(const void* pointer) {
 }
 #else  // the host compiler: the emulation
 
-namespace emulated {
-
-constexpr int kWarpgroupLanes = 4 * simt::kWarpSize;
-
-// A lane's operands of one instruction: pointers to its own registers (the lanes wait suspended
-// while the collective reads and writes them).
-struct Lane {
-  float* d;           // the accumulator, N / 8 x 4 floats
-  const uint32_t* a;  // the A fragment (4 bf16 pairs), or null: A from shared memory
-  uint64_t a_descriptor, b_descriptor;
-  int accumulate;
-};
-struct Nothing {};
-
-inline float shared_bf16(uint32_t address) {
-  uint16_t bits;
-  std::memcpy(&bits, simt::shared_at(address, sizeof(bits)), sizeof(bits));
-  return float_from_bits(uint32_t{bits} << 16);
-}
-
-// What the hardware requires of a descriptor lathe builds: the 128-byte swizzle, base offset 0.
-inline void check_descriptor(uint64_t d, const char* operand) {
-  LATHE_CHECK(d >> 62 == 1 && ((d >> 49) & 7) == 0, "wgmma (emulated): the ", operand,
-              " descriptor is not a 128-byte-swizzled one with base offset 0");
-}
-
-// d (64 x N) = a b^T (+ d): the warpgroup's product, every lane's operands at once. a (64 x 16)
-// from the lanes' A fragments (warp w's rows 16 w ..) or the K-major descriptor, b (N x 16) from a
-// K-major or (kMnMajorB) MN-major descriptor; products exact in f32, summed over k in order.
-template <int N, bool kMnMajorB>
-inline void multiply(const Lane (&lanes)[kWarpgroupLanes], Nothing (&)[kWarpgroupLanes]) {
-  const Lane& first = lanes[0];
-  const bool a_in_registers = first.a != nullptr;
-  for (const Lane& lane : lanes)
-    LATHE_CHECK(lane.b_descriptor == first.b_descriptor && lane.accumulate == first.accumulate &&
-                    (lane.a != nullptr) == a_in_registers &&
-                    (a_in_registers || lane.a_descriptor == first.a_descriptor),
-                "wgmma (emulated): the lanes of a warpgroup issued different operands");
-  check_descriptor(first.b_descriptor, "B");
-  if (!a_in_registers) check_descriptor(first.a_descriptor, "A");
-  float a[64][kStepDepth], b[N][kStepDepth];
-  for (int t = 0; t < kWarpgroupLanes; ++t) {
-    const int warp = t / simt::kWarpSize, group = t % simt::kWarpSize / 4, quad = t % 4;
-    for (int part = 0; part < 4 && a_in_registers; ++part) {
-      const int row = 16 * warp + group + (part % 2) * 8, column = 2 * quad + (part / 2) * 8;
-      a[row][column] = float_from_bits(lanes[t].a[part] << 16);
-      a[row][column + 1] = float_from_bits(lanes[t].a[part] & 0xffff0000u);
-    }
-  }
-  for (int m = 0; m < 64 && !a_in_registers; ++m)
-    for (int k = 0; k < kStepDepth; ++k) a[m][k] = shared_bf16(k_major_address(first.a_descriptor, m, k));
-  for (int n = 0; n < N; ++n)
-    for (int k = 0; k < kStepDepth; ++k)
-      b[n][k] = shared_bf16(kMnMajorB ? mn_major_address(first.b_descriptor, n, k)
-                                      : k_major_address(first.b_descriptor, n, k));
-  for (int t = 0; t < kWarpgroupLanes; ++t) {
-    const int warp = t / simt::kWarpSize, group = t % simt::kWarpSize / 4, quad = t % 4;
-    for (int j = 0; j < N / 8; ++j)
-      for (int e = 0; e < 4; ++e) {
-        const int row = 16 * warp + group + (e / 2) * 8, column = 8 * j + 2 * quad + e % 2;
-        float& d = lanes[t].d[4 * j + e];
-        float sum = first.accumulate ? d : 0.0f;
-        for (int k = 0; k < kStepDepth; ++k) sum += a[row][k] * b[column][k];
-        d = sum;
-      }
-  }
-}
-
-template <int N, bool kMnMajorB>
-inline void issue(float (&d)[N / 8][4], const uint32_t* a, uint64_t a_descriptor, uint64_t b_descriptor,
-                  int accumulate) {
-  static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
-  simt::group_collective<4, Lane, Nothing>({&d[0][0], a, a_descriptor, b_descriptor, accumulate},
-                                           multiply<N, kMnMajorB>);
-}
-
-}  // namespace emulated
-
 template <int N>
 inline void multiply_ss(float (&d)[N / 8][4], uint64_t a, uint64_t b, int accumulate) {
-  emulated::issue<N, false>(d, nullptr, a, b, accumulate);
+  static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
+  emulation::issue(N, false, &d[0][0], nullptr, a, b, accumulate != 0);
 }
 template <int N>
 inline void multiply_rs(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
-  emulated::issue<N, true>(d, a, 0, b, accumulate);
+  static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
+  emulation::issue(N, true, &d[0][0], a, 0, b, accumulate != 0);
 }
 
 inline uint32_t shared_address(const void* pointer) { return simt::shared_offset(pointer); }
