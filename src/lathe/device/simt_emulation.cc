@@ -7,6 +7,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -40,12 +41,22 @@ struct NamedBarrier {
   int arrived = 0, expected = 0;
 };
 
+// The last accesses of one 16-byte granule of shared memory, for note_shared_write / read.
+constexpr size_t kGranuleBytes = 16;
+constexpr int kNobody = -1, kSeveral = -2;
+struct Granule {
+  uint64_t write_epoch = ~uint64_t{0}, read_epoch = ~uint64_t{0};
+  int writer = kNobody, reader = kNobody;
+};
+
 // The block being run on this host thread.
 struct Block {
   std::vector<Fiber> fibers;
   std::map<std::pair<int, int>, int> collective_arrivals;  // (first warp, warps) -> lanes arrived
   NamedBarrier named[kNamedBarriers];
   std::map<std::pair<std::type_index, int>, std::unique_ptr<BlockState>> states;
+  uint64_t epoch = 0;  // __syncthreads completed in this block
+  std::vector<Granule> granules;
   ucontext_t scheduler;
   const void* scheduler_stack = nullptr;  // for AddressSanitizer's fiber switches
   size_t scheduler_stack_bytes = 0;
@@ -170,6 +181,7 @@ void run_block(Block& block) {
     if (at_barrier > 0 && at_barrier + done == threads) {
       for (Fiber& fiber : block.fibers)
         if (fiber.state == State::at_barrier) fiber.state = State::ready;
+      ++block.epoch;
       released = true;
     }
     if (!ran && !released) {
@@ -217,6 +229,8 @@ void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
         }
         block.collective_arrivals.clear();
         block.states.clear();
+        block.epoch = 0;
+        block.granules.assign((shared_bytes + kGranuleBytes - 1) / kGranuleBytes, Granule{});
         for (NamedBarrier& barrier : block.named) barrier = {};
         run_block(block);
       }
@@ -314,6 +328,67 @@ const unsigned char* shared_at(uint32_t offset, size_t bytes) {
   LATHE_CHECK(size_t{offset} + bytes <= active->shared_bytes, "simt: shared-memory bytes ", offset, " .. ",
               size_t{offset} + bytes, " read, beyond the block's ", active->shared_bytes);
   return active->shared + offset;
+}
+
+namespace {
+
+// The granules of bytes [pointer, pointer + bytes) of the block's shared memory, and who accesses
+// them: `thread`, or the running thread.
+struct SharedAccess {
+  size_t first, end;
+  int thread;
+  SharedAccess(const void* pointer, size_t bytes, int thread_index) {
+    const Fiber& fiber = running_fiber();
+    const auto* p = static_cast<const unsigned char*>(pointer);
+    LATHE_CHECK(p >= active->shared && p + bytes <= active->shared + active->shared_bytes,
+                "simt: a shared-memory access outside the block's shared memory");
+    const size_t offset = static_cast<size_t>(p - active->shared);
+    first = offset / kGranuleBytes;
+    end = (offset + bytes + kGranuleBytes - 1) / kGranuleBytes;
+    thread = thread_index >= 0 ? thread_index : static_cast<int>(fiber.coordinates.thread_idx.x);
+  }
+};
+
+std::string accessor(int thread) {
+  return thread == kSeveral ? "other threads" : thread == kAsyncProxy ? "wgmma" : str_cat("thread ", thread);
+}
+
+[[noreturn]] void race(const char* what, size_t granule, int thread, int other) {
+  const Index3 b = active->fibers.front().coordinates.block_idx;
+  throw_error("simt: shared-memory race in block (", b.x, ", ", b.y, ", ", b.z, "): ", accessor(thread), " ", what,
+              " bytes ", granule * kGranuleBytes, " .. ", (granule + 1) * kGranuleBytes, " that ", accessor(other),
+              " accessed since the last __syncthreads (a missing barrier?)");
+}
+
+}  // namespace
+
+void note_shared_write(const void* pointer, size_t bytes, int thread) {
+  const SharedAccess access(pointer, bytes, thread);
+  const uint64_t epoch = active->epoch;
+  for (size_t g = access.first; g < access.end; ++g) {
+    Granule& granule = active->granules[g];
+    if (granule.write_epoch == epoch && granule.writer != access.thread)
+      race("wrote", g, access.thread, granule.writer);
+    if (granule.read_epoch == epoch && granule.reader != access.thread) race("wrote", g, access.thread, granule.reader);
+    granule.writer = access.thread;
+    granule.write_epoch = epoch;
+  }
+}
+
+void note_shared_read(const void* pointer, size_t bytes, int thread) {
+  const SharedAccess access(pointer, bytes, thread);
+  const uint64_t epoch = active->epoch;
+  for (size_t g = access.first; g < access.end; ++g) {
+    Granule& granule = active->granules[g];
+    if (granule.write_epoch == epoch && (granule.writer != access.thread || access.thread == kAsyncProxy))
+      race("read", g, access.thread, granule.writer);
+    if (granule.read_epoch != epoch) {
+      granule.reader = access.thread;
+      granule.read_epoch = epoch;
+    } else if (granule.reader != access.thread) {
+      granule.reader = kSeveral;
+    }
+  }
 }
 
 BlockState& block_state(std::type_index type, int key, const std::function<std::unique_ptr<BlockState>()>& make) {

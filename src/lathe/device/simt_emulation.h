@@ -6,9 +6,10 @@
 // every live thread of the block (__syncthreads), the named barrier's thread count (bar.sync,
 // bar.arrive) or every lane of the warp or warpgroup (collective) has reached it. Blocks run one
 // after another. What it proves is the kernel's indexing, its fragments' layouts and its
-// synchronisation (a thread waiting at a barrier its warp-mates never reach is reported, not hung);
-// the numbers are the host's (libm's exp2f and tanhf, sums in the emulation's order), and nothing
-// about speed: a switch costs about a microsecond.
+// synchronisation (a thread waiting at a barrier its warp-mates never reach is reported, not hung;
+// the emulated instructions' shared-memory accesses are checked against the barriers, so a missing
+// one is a race error whatever order the fibers run in); the numbers are the host's (libm's exp2f and tanhf, sums in
+// the emulation's order), and nothing about speed: a switch costs about a microsecond.
 //
 // Device code compiled with a host compiler reaches it through device/cuda_host_emulation.h
 // (threadIdx, __syncthreads, __shfl_xor_sync) and the kernels' own instruction wrappers
@@ -105,6 +106,17 @@ void barrier_arrive(int id, int threads);
 // least), and the bytes at `offset` .. + bytes of it (an error outside it).
 uint32_t shared_offset(const void* pointer);
 const unsigned char* shared_at(uint32_t offset, size_t bytes);
+
+// Shared-memory accesses of the emulated instructions (cp.async writes; ldmatrix and wgmma reads),
+// checked for races against the block's __syncthreads: between two of them, bytes one thread
+// wrote may be neither read nor written by another, nor bytes another thread read be written (a
+// missing barrier, which the fibers' one-at-a-time order would otherwise often hide). Tracked in
+// 16-byte granules; plain loads and stores of kernel code are not seen. A race is an error naming
+// both threads. `thread` -1: the running thread; kAsyncProxy: the tensor cores' reads (wgmma),
+// which must follow even the reading thread's own writes by a barrier.
+constexpr int kAsyncProxy = 1 << 20;
+void note_shared_write(const void* pointer, size_t bytes, int thread = -1);
+void note_shared_read(const void* pointer, size_t bytes, int thread = -1);
 
 // State an instruction's emulation keeps for the running block between calls (wgmma's products in
 // flight): one T (derived from BlockState) per (T, key), made on first use, whose finish() runs

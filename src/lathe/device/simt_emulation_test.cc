@@ -145,6 +145,50 @@ TEST(SimtEmulation, SharedOffsetsAreFromTheBlocksSharedMemory) {
   });
 }
 
+// A stage of a two-stage pipeline refilled without the barrier after its readers, and read
+// without the barrier after its writers: races, whichever order the fibers happen to run in.
+TEST(SimtEmulation, SharedMemoryRacesBetweenBarriersAreErrors) {
+  auto error_of = [](const std::function<void(unsigned char*, unsigned)>& body) {
+    try {
+      launch({1, 1, 1}, {64, 1, 1}, 1024, [&](unsigned char* shared) { body(shared, current().thread_idx.x); });
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string();
+  };
+  // Read after write: thread 40 reads what thread 3 wrote, then (fine) after a barrier.
+  EXPECT_NE(error_of([](unsigned char* shared, unsigned t) {
+              if (t == 3) note_shared_write(shared + 32, 16);
+              if (t == 40) note_shared_read(shared + 32, 16);
+            }).find("thread 40 read bytes 32 .. 48 that thread 3 accessed"),
+            std::string::npos);
+  EXPECT_EQ(error_of([](unsigned char* shared, unsigned t) {
+              if (t == 3) note_shared_write(shared + 32, 16);
+              sync_block();
+              if (t == 40) note_shared_read(shared + 32, 16);
+            }),
+            "");
+  // Write after read: thread 60 refills what threads 5 and 6 read (the fibers run in thread order).
+  EXPECT_NE(error_of([](unsigned char* shared, unsigned t) {
+              if (t == 5 || t == 6) note_shared_read(shared + 100, 4);
+              if (t == 60) note_shared_write(shared + 96, 16);
+            }).find("thread 60 wrote bytes 96 .. 112 that other threads accessed"),
+            std::string::npos);
+  // A thread may reread and rewrite its own bytes; wgmma (the async proxy) may not read even the
+  // reader's own writes without a barrier.
+  EXPECT_EQ(error_of([](unsigned char* shared, unsigned t) {
+              note_shared_write(shared + 16 * t, 16);
+              note_shared_read(shared + 16 * t, 16);
+              note_shared_write(shared + 16 * t, 16);
+            }),
+            "");
+  EXPECT_NE(error_of([](unsigned char* shared, unsigned t) {
+              if (t == 0) note_shared_write(shared, 16);
+              if (t == 0) note_shared_read(shared, 2, kAsyncProxy);
+            }).find("wgmma read"),
+            std::string::npos);
+}
+
 TEST(SimtEmulation, ThreadsThatReturnedDoNotHoldABarrier) {
   int after = 0;
   launch({1, 1, 1}, {64, 1, 1}, 0, [&](unsigned char*) {

@@ -195,6 +195,7 @@ __device__ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t 
 #if !defined(__CUDACC__)
 template <bool kTransposed>
 inline void load_matrices_emulated(uint32_t (&r)[4], const __nv_bfloat16* row_address) {
+  simt::note_shared_read(row_address, 16);
   const auto out =
       simt::collective<const __nv_bfloat16*, emulated::Words>(row_address, emulated::load_matrices_x4<kTransposed>);
   for (int i = 0; i < 4; ++i) r[i] = out.r[i];
@@ -240,9 +241,11 @@ __device__ inline void load_a_fragments(uint32_t (&frag)[D / 16][4], const __nv_
 
 // cp.async (sm_80+): 16 bytes from global to shared memory without passing through registers, so
 // the next tile's loads run while the current tile is multiplied; `bytes` 0 writes zeros.
-// (Emulated: the copy done at once; commit and wait do nothing.)
+// (Emulated: the copy done at once, checked for races by simt::note_shared_write; commit and
+// wait do nothing.)
 #if !defined(__CUDACC__)
 inline void copy_async_16(void* shared_destination, const void* global_source, int bytes) {
+  simt::note_shared_write(shared_destination, 16);
   std::memcpy(shared_destination, global_source, static_cast<size_t>(bytes));
   std::memset(static_cast<char*>(shared_destination) + bytes, 0, static_cast<size_t>(16 - bytes));
 }

@@ -157,6 +157,10 @@ const std::vector<std::string> kEdgeShapes = {
     "batch=2,seq=77,heads=4,kv_heads=2,head_dim=64,causal=1,dtype=bf16",
     "batch=1,seq_q=70,seq_k=131,heads=2,kv_heads=1,head_dim=128,causal=1,window=50,softcap=30,dtype=bf16",
     "batch=1,seq=65,heads=2,head_dim=128,dtype=bf16",
+    // Three or more tiles of 128 keys (the wgmma forward's) or 64 queries (the backwards' dk/dv
+    // kernels), so a kernel refills a stage of its two-stage pipeline that other warps read before.
+    "batch=1,seq_q=200,seq_k=300,heads=2,kv_heads=1,head_dim=64,dtype=bf16",
+    "batch=1,seq_q=160,seq_k=300,heads=1,head_dim=128,causal=1,dtype=bf16",
 };
 
 }  // namespace
