@@ -46,6 +46,7 @@ constexpr size_t kGranuleBytes = 16;
 constexpr int kNobody = -1, kSeveral = -2;
 struct Granule {
   uint64_t write_epoch = ~uint64_t{0}, read_epoch = ~uint64_t{0};
+  uint64_t writer_fences = 0;  // the writer's proxy fences before its write
   int writer = kNobody, reader = kNobody;
 };
 
@@ -57,6 +58,7 @@ struct Block {
   std::map<std::pair<std::type_index, int>, std::unique_ptr<BlockState>> states;
   uint64_t epoch = 0;  // __syncthreads completed in this block
   std::vector<Granule> granules;
+  std::vector<uint64_t> proxy_fences;  // per thread
   ucontext_t scheduler;
   const void* scheduler_stack = nullptr;  // for AddressSanitizer's fiber switches
   size_t scheduler_stack_bytes = 0;
@@ -231,6 +233,7 @@ void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
         block.states.clear();
         block.epoch = 0;
         block.granules.assign((shared_bytes + kGranuleBytes - 1) / kGranuleBytes, Granule{});
+        block.proxy_fences.assign(block_dim.x, 0);
         for (NamedBarrier& barrier : block.named) barrier = {};
         run_block(block);
       }
@@ -372,6 +375,7 @@ void note_shared_write(const void* pointer, size_t bytes, int thread) {
     if (granule.read_epoch == epoch && granule.reader != access.thread) race("wrote", g, access.thread, granule.reader);
     granule.writer = access.thread;
     granule.write_epoch = epoch;
+    granule.writer_fences = active->proxy_fences[static_cast<size_t>(access.thread)];
   }
 }
 
@@ -382,6 +386,13 @@ void note_shared_read(const void* pointer, size_t bytes, int thread) {
     Granule& granule = active->granules[g];
     if (granule.write_epoch == epoch && (granule.writer != access.thread || access.thread == kAsyncProxy))
       race("read", g, access.thread, granule.writer);
+    if (access.thread == kAsyncProxy && granule.writer >= 0 &&
+        active->proxy_fences[static_cast<size_t>(granule.writer)] <= granule.writer_fences) {
+      const Index3 b = active->fibers.front().coordinates.block_idx;
+      throw_error("simt: in block (", b.x, ", ", b.y, ", ", b.z, ") wgmma read bytes ", g * kGranuleBytes, " .. ",
+                  (g + 1) * kGranuleBytes, " that thread ", granule.writer,
+                  " wrote without a fence.proxy.async since (the tensor cores may read stale bytes)");
+    }
     if (granule.read_epoch != epoch) {
       granule.reader = access.thread;
       granule.read_epoch = epoch;
@@ -389,6 +400,11 @@ void note_shared_read(const void* pointer, size_t bytes, int thread) {
       granule.reader = kSeveral;
     }
   }
+}
+
+void note_proxy_fence() {
+  const Fiber& fiber = running_fiber();
+  ++active->proxy_fences[fiber.coordinates.thread_idx.x];
 }
 
 BlockState& block_state(std::type_index type, int key, const std::function<std::unique_ptr<BlockState>()>& make) {

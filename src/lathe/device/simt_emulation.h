@@ -117,6 +117,10 @@ const unsigned char* shared_at(uint32_t offset, size_t bytes);
 constexpr int kAsyncProxy = 1 << 20;
 void note_shared_write(const void* pointer, size_t bytes, int thread = -1);
 void note_shared_read(const void* pointer, size_t bytes, int thread = -1);
+// fence.proxy.async.shared::cta by the running thread: its shared-memory writes so far become
+// readable by kAsyncProxy (after a barrier, as ever); a kAsyncProxy read of bytes whose writer has
+// not fenced since writing them is an error.
+void note_proxy_fence();
 
 // State an instruction's emulation keeps for the running block between calls (wgmma's products in
 // flight): one T (derived from BlockState) per (T, key), made on first use, whose finish() runs

@@ -187,6 +187,20 @@ TEST(SimtEmulation, SharedMemoryRacesBetweenBarriersAreErrors) {
               if (t == 0) note_shared_read(shared, 2, kAsyncProxy);
             }).find("wgmma read"),
             std::string::npos);
+  // ... and only what its writer fenced into the async proxy before the barrier.
+  EXPECT_NE(error_of([](unsigned char* shared, unsigned t) {
+              if (t == 7) note_shared_write(shared + 64, 16);
+              sync_block();
+              if (t == 0) note_shared_read(shared + 64, 2, kAsyncProxy);
+            }).find("thread 7 wrote without a fence.proxy.async"),
+            std::string::npos);
+  EXPECT_EQ(error_of([](unsigned char* shared, unsigned t) {
+              if (t == 7) note_shared_write(shared + 64, 16);
+              note_proxy_fence();
+              sync_block();
+              if (t == 0) note_shared_read(shared + 64, 2, kAsyncProxy);
+            }),
+            "");
 }
 
 TEST(SimtEmulation, ThreadsThatReturnedDoNotHoldABarrier) {

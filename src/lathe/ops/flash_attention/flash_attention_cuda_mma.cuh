@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #if !defined(__CUDACC__)
+#include "lathe/device/cp_async_emulation.h"
 #include "lathe/device/cuda_host_emulation.h"
 #endif
 
@@ -241,17 +242,16 @@ __device__ inline void load_a_fragments(uint32_t (&frag)[D / 16][4], const __nv_
 
 // cp.async (sm_80+): 16 bytes from global to shared memory without passing through registers, so
 // the next tile's loads run while the current tile is multiplied; `bytes` 0 writes zeros.
-// (Emulated: the copy done at once, checked for races by simt::note_shared_write; commit and
-// wait do nothing.)
+// (Emulated: device/cp_async_emulation.h, asynchronous as here.)
 #if !defined(__CUDACC__)
 inline void copy_async_16(void* shared_destination, const void* global_source, int bytes) {
-  simt::note_shared_write(shared_destination, 16);
-  std::memcpy(shared_destination, global_source, static_cast<size_t>(bytes));
-  std::memset(static_cast<char*>(shared_destination) + bytes, 0, static_cast<size_t>(16 - bytes));
+  cp_async_emulation::copy_16(shared_destination, global_source, bytes);
 }
-inline void commit_async_copies() {}
+inline void commit_async_copies() { cp_async_emulation::commit(); }
 template <int kPending>
-inline void wait_async_copies() {}
+inline void wait_async_copies() {
+  cp_async_emulation::wait(kPending);
+}
 #else
 __device__ inline void copy_async_16(void* shared_destination, const void* global_source, int bytes) {
   const auto destination = static_cast<uint32_t>(__cvta_generic_to_shared(shared_destination));
@@ -364,6 +364,8 @@ __device__ inline void pipeline_tiles(int64_t count, Issue&& issue, Body&& body)
     wait_async_copies<1>();  // this tile's copies, by this thread
 #if defined(__CUDACC__)
     if constexpr (kAsyncProxyReads) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#else
+    if constexpr (kAsyncProxyReads) cp_async_emulation::fence_proxy_async();
 #endif
     __syncthreads();  // ... and by every thread
     body(index, stage);
