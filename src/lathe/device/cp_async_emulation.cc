@@ -2,10 +2,10 @@
 
 #include <array>
 #include <cstring>
-#include <deque>
 #include <vector>
 
 #include "lathe/core/error.h"
+#include "lathe/device/commit_groups.h"
 #include "lathe/device/simt_emulation.h"
 
 namespace lathe::cp_async_emulation {
@@ -18,15 +18,12 @@ struct Copy {
 
 // One thread's copies in flight (per block: simt::block_state, keyed by the thread).
 struct ThreadCopies : simt::BlockState {
-  std::vector<Copy> open;                   // issued since the last commit
-  std::deque<std::vector<Copy>> committed;  // oldest first
+  simt::CommitGroups<Copy> copies;
   int thread = 0;
 
   void finish() override {
-    size_t in_flight = open.size();
-    for (const auto& group : committed) in_flight += group.size();
-    if (in_flight > 0)
-      throw_error("cp.async (emulated): thread ", thread, " ended its block with ", in_flight,
+    if (copies.in_flight() > 0)
+      throw_error("cp.async (emulated): thread ", thread, " ended its block with ", copies.in_flight(),
                   " copies never waited for (cp.async.wait_group)");
   }
 };
@@ -45,24 +42,18 @@ void copy_16(void* shared_destination, const void* global_source, int bytes) {
   simt::note_shared_write(shared_destination, 16);  // it may land at once
   Copy copy{static_cast<unsigned char*>(shared_destination), {}};
   std::memcpy(copy.data.data(), global_source, static_cast<size_t>(bytes));
-  copies_of_running_thread().open.push_back(copy);
+  copies_of_running_thread().copies.open.push_back(copy);
 }
 
-void commit() {
-  ThreadCopies& copies = copies_of_running_thread();
-  copies.committed.push_back(std::move(copies.open));
-  copies.open.clear();
-}
+void commit() { copies_of_running_thread().copies.commit(); }
 
 void wait(int pending) {
-  ThreadCopies& copies = copies_of_running_thread();
-  while (static_cast<int>(copies.committed.size()) > pending) {
-    for (const Copy& copy : copies.committed.front()) {
+  copies_of_running_thread().copies.wait(pending, [](const std::vector<Copy>& group) {
+    for (const Copy& copy : group) {
       simt::note_shared_write(copy.destination, copy.data.size());
       std::memcpy(copy.destination, copy.data.data(), copy.data.size());
     }
-    copies.committed.pop_front();
-  }
+  });
 }
 
 void fence_proxy_async() { simt::note_proxy_fence(); }

@@ -2,11 +2,11 @@
 
 #include <array>
 #include <cstring>
-#include <deque>
 #include <vector>
 
 #include "lathe/core/error.h"
 #include "lathe/core/half.h"
+#include "lathe/device/commit_groups.h"
 #include "lathe/device/simt_emulation.h"
 #include "lathe/device/wgmma_layout.h"
 
@@ -32,23 +32,20 @@ struct Product {
 
 // A warpgroup's products in flight (per block: simt::block_state).
 struct Warpgroup : simt::BlockState {
-  std::vector<Product> open;                   // issued since the last commit
-  std::deque<std::vector<Product>> committed;  // oldest first
+  simt::CommitGroups<Product> products;
   int index = 0;
 
   void finish() override {
-    size_t in_flight = open.size();
-    for (const auto& group : committed) in_flight += group.size();
-    if (in_flight > 0)
-      throw_error("wgmma (emulated): warpgroup ", index, " ended its block with ", in_flight,
+    if (products.in_flight() > 0)
+      throw_error("wgmma (emulated): warpgroup ", index, " ended its block with ", products.in_flight(),
                   " products never waited for (wgmma.wait_group)");
   }
 
   // The latest product in flight that writes lane `lane`'s accumulator `d`, or null.
   const Product* latest_writing(int lane, const float* d) const {
-    for (auto product = open.rbegin(); product != open.rend(); ++product)
+    for (auto product = products.open.rbegin(); product != products.open.rend(); ++product)
       if (product->d[lane] == d) return &*product;
-    for (auto group = committed.rbegin(); group != committed.rend(); ++group)
+    for (auto group = products.committed.rbegin(); group != products.committed.rend(); ++group)
       for (auto product = group->rbegin(); product != group->rend(); ++product)
         if (product->d[lane] == d) return &*product;
     return nullptr;
@@ -157,7 +154,7 @@ void multiply(const IssueLane (&lanes)[kLanes], Nothing (&)[kLanes]) {
   const float marker = float_from_bits(kInFlightBits);
   for (int t = 0; t < kLanes; ++t)
     for (int i = 0; i < product.floats; ++i) lanes[t].d[i] = marker;
-  state.open.push_back(std::move(product));
+  state.products.open.push_back(std::move(product));
 }
 
 // The product's operands as issued and its accumulators untouched since.
@@ -208,9 +205,7 @@ void commit() {
   simt::group_collective<4, GroupLane, Nothing>({running_warpgroup(), 0},
                                                 [](const GroupLane(&lanes)[kLanes], Nothing(&)[kLanes]) {
                                                   check_uniform(lanes, "wgmma.commit_group");
-                                                  Warpgroup& state = state_of(lanes[0].warpgroup);
-                                                  state.committed.push_back(std::move(state.open));
-                                                  state.open.clear();
+                                                  state_of(lanes[0].warpgroup).products.commit();
                                                 });
 }
 
@@ -219,12 +214,10 @@ void wait(int pending) {
       {running_warpgroup(), pending}, [](const GroupLane(&lanes)[kLanes], Nothing(&)[kLanes]) {
         check_uniform(lanes, "wgmma.wait_group");
         Warpgroup& state = state_of(lanes[0].warpgroup);
-        while (static_cast<int>(state.committed.size()) > lanes[0].pending) {
-          const std::vector<Product> group = std::move(state.committed.front());
-          state.committed.pop_front();
+        state.products.wait(lanes[0].pending, [&](const std::vector<Product>& group) {
           for (const Product& product : group) check_untouched(product, state);
           for (const Product& product : group) land(product, state);  // in issue order: the last one's stays
-        }
+        });
       });
 }
 
