@@ -298,7 +298,7 @@ PY
           >>"$logs/gpu_train.log" 2>&1 || train_status=1
       done
       # bf16 with the default (CUDA-core) attention, bf16 with the tensor-core attention pinned
-      # (mma.sync forward and backward; then the wgmma forward with the mma.sync backward), f32.
+      # (mma.sync forward and backward; then the wgmma forward and backward), f32.
       pin_attention() { echo "--pin flash_attention:cuda:$1 --pin flash_attention_backward:cuda:$1"; }
       for variant in bf16 bf16_tensor_core_attention bf16_wgmma_attention f32; do
         echo "== 1B body, $variant" >>"$logs/gpu_train.log"
