@@ -26,7 +26,7 @@ TEST(CpAsyncEmulation, CopiesLandAtTheWaitThatCompletesTheirGroup) {
     copy_16(second, source.data() + 32 * t + 16, 0);  // zeros
     second[0] = 99;                                   // (the thread's own store, before the copy lands)
     commit();
-    before[t] = first[0] == 0;
+    before[t] = first[0] == 0xff;  // what a block finds in shared memory it has not written
     wait(1);
     first_landed[t] = first[0] == source[32 * t] && first[15] == source[32 * t + 15];
     second_pending[t] = second[0] == 99;

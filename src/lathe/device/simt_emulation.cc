@@ -50,6 +50,12 @@ struct Granule {
   int writer = kNobody, reader = kNobody;
 };
 
+// Shared memory starts each block as these bytes (NaN as floats and as bf16: a kernel that reads
+// what it never wrote gets NaN, as it would get whatever a GPU left there), between guard zones.
+constexpr unsigned char kUnwrittenByte = 0xff;
+constexpr size_t kGuardBytes = 64;
+constexpr unsigned char kGuardByte = 0xa5;
+
 // The block being run on this host thread.
 struct Block {
   std::vector<Fiber> fibers;
@@ -213,8 +219,10 @@ void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
   block.fibers.resize(block_dim.x);
   block.body = &body;
   for (Fiber& fiber : block.fibers) fiber.stack.reset(new char[kStackBytes]);  // not zeroed
-  AlignedBuffer shared(shared_bytes > 0 ? shared_bytes : 16);
-  block.shared = shared.as<unsigned char>();
+  // Shared memory between two guard zones, which must come through every block intact.
+  AlignedBuffer shared(shared_bytes + 2 * kGuardBytes);
+  unsigned char* const guards = shared.as<unsigned char>();
+  block.shared = guards + kGuardBytes;
   block.shared_bytes = shared_bytes;
   struct Activation {
     explicit Activation(Block* block) { active = block; }
@@ -223,7 +231,8 @@ void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
   for (unsigned z = 0; z < grid_dim.z; ++z)
     for (unsigned y = 0; y < grid_dim.y; ++y)
       for (unsigned x = 0; x < grid_dim.x; ++x) {
-        std::memset(block.shared, 0, shared_bytes);
+        std::memset(guards, kGuardByte, shared_bytes + 2 * kGuardBytes);
+        std::memset(block.shared, kUnwrittenByte, shared_bytes);
         for (unsigned t = 0; t < block_dim.x; ++t) {
           Fiber& fiber = block.fibers[t];
           fiber.coordinates = {{t, 0, 0}, {x, y, z}, block_dim, grid_dim};
@@ -236,6 +245,10 @@ void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
         block.proxy_fences.assign(block_dim.x, 0);
         for (NamedBarrier& barrier : block.named) barrier = {};
         run_block(block);
+        for (size_t i = 0; i < kGuardBytes; ++i)
+          LATHE_CHECK(guards[i] == kGuardByte && block.shared[shared_bytes + i] == kGuardByte, "simt: block (", x, ", ",
+                      y, ", ", z, ") stored ", guards[i] != kGuardByte ? "before" : "past the end of", " its ",
+                      shared_bytes, " bytes of shared memory");
       }
 }
 

@@ -39,10 +39,12 @@ struct ThreadCoordinates {
 const ThreadCoordinates& current();
 
 // Runs body(shared) as every thread of every block of `grid` (blocks of `block` threads, x
-// dimension only, a whole number of warps), block after block, with `shared_bytes` of zeroed,
-// 16-byte aligned shared memory per block. An exception thrown by a thread ends the launch and is
-// rethrown here; so is a deadlock (threads waiting at a barrier or collective that can never
-// complete), as lathe::Error.
+// dimension only, a whole number of warps), block after block, with `shared_bytes` of 64-byte
+// aligned shared memory per block, which starts every block as 0xff bytes (NaN as floats and bf16:
+// a GPU's shared memory holds whatever was there, never zeros a kernel may count on) between guard
+// zones that a store before or past it spoils (an error when the block ends). An exception thrown by a thread ends the
+// launch and is rethrown here; so is a deadlock (threads waiting at a barrier or collective that can never complete),
+// as lathe::Error.
 void launch(Index3 grid, Index3 block, size_t shared_bytes, const std::function<void(unsigned char* shared)>& body);
 
 // __syncthreads(): waits until every thread of the block that has not returned is here.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -201,6 +203,30 @@ TEST(SimtEmulation, SharedMemoryRacesBetweenBarriersAreErrors) {
               if (t == 0) note_shared_read(shared + 64, 2, kAsyncProxy);
             }),
             "");
+}
+
+// Shared memory is never zeros a kernel could count on: every block starts with NaN bytes (as
+// floats and bf16), whatever the block before left; a store outside it is an error.
+TEST(SimtEmulation, SharedMemoryStartsUnwrittenAndIsGuarded) {
+  std::vector<int> nan_at_start(2);
+  launch({2, 1, 1}, {32, 1, 1}, 64, [&](unsigned char* shared) {
+    float value;
+    std::memcpy(&value, shared + 4 * current().thread_idx.x % 64, sizeof(value));
+    if (current().thread_idx.x == 0) nan_at_start[current().block_idx.x] = std::isnan(value);
+    sync_block();
+    std::memset(shared, 0, 64);  // (the next block must not see these zeros)
+  });
+  EXPECT_EQ(nan_at_start, (std::vector<int>{1, 1}));
+  EXPECT_THROW(launch({1, 1, 1}, {32, 1, 1}, 64,
+                      [](unsigned char* shared) {
+                        if (current().thread_idx.x == 31) shared[64 + 3] = 1;
+                      }),
+               Error);
+  EXPECT_THROW(launch({1, 1, 1}, {32, 1, 1}, 64,
+                      [](unsigned char* shared) {
+                        if (current().thread_idx.x == 0) shared[-1] = 1;
+                      }),
+               Error);
 }
 
 TEST(SimtEmulation, ThreadsThatReturnedDoNotHoldABarrier) {
