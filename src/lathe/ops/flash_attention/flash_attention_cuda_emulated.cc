@@ -104,9 +104,11 @@ void flash_attention_backward_wgmma_emulated(const FlashAttentionBackwardArgs& a
 }
 
 // The CUDA-core kernels: the arguments their shapes_of takes, and at most kRowsEmulationPairs
-// (query, key) pairs over the batch and heads: every pair costs a warp reduction of 5 shuffles,
-// ~130 us of fiber switches, so the tests' larger shapes would take seconds each.
-constexpr int64_t kRowsEmulationPairs = 4096;
+// (query, key) pairs over the batch and heads: every pair costs a warp reduction of 5 shuffles, so
+// a shape's emulation takes ~10 us a pair (every contract shape fits: the two attention contract
+// tests take 2.7 s and 10 s on a Zen 3 with the rows kernels at all of them; 4096 pairs while a
+// fiber switch was swapcontext's 0.8 us).
+constexpr int64_t kRowsEmulationPairs = 1 << 17;
 
 template <class Args>
 bool rows_emulation_applies(const Args& args) {
