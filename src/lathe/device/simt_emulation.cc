@@ -37,7 +37,7 @@ constexpr size_t kStackBytes = size_t{256} << 10;
 #if defined(__x86_64__)
 extern "C" void lathe_simt_switch(void** save_stack_pointer, void* load_stack_pointer);
 asm(R"(
-  .text
+  .pushsection .text
   .p2align 4
   .globl lathe_simt_switch
   .hidden lathe_simt_switch
@@ -65,6 +65,7 @@ lathe_simt_switch:
   popq %rbp
   ret
   .size lathe_simt_switch, .-lathe_simt_switch
+  .popsection
 )");
 
 struct Context {
