@@ -104,8 +104,10 @@ void multiply(const IssueLane (&lanes)[kLanes], Nothing (&)[kLanes]) {
   product.floats = n / 2;
 
   auto read_shared = [&](uint32_t address) {
-    simt::note_shared_read(simt::shared_at(address, 2), 2, simt::kAsyncProxy);
-    const uint16_t bits = shared_bits_at(address);
+    const unsigned char* element = simt::shared_at(address, 2);
+    simt::note_shared_read(element, 2, simt::kAsyncProxy);
+    uint16_t bits;
+    std::memcpy(&bits, element, sizeof(bits));
     product.shared_addresses.push_back(address);
     product.shared_bits.push_back(bits);
     return bits_to_float(bits);

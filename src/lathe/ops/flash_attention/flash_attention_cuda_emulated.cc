@@ -14,6 +14,7 @@
 
 #if LATHE_HAVE_CUDA
 
+#include <functional>
 #include <vector>
 
 #include "lathe/device/simt_emulation.h"
@@ -26,80 +27,89 @@
 
 namespace lathe {
 
-void flash_attention_forward_mma_emulated(const FlashAttentionArgs& args, const FlashAttentionCpuConfig&) {
-  using namespace mma;
-  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
+namespace {
+
+// simt::launch over a kernel's grid, blocks of `threads` threads.
+void launch_blocks(dim3 grid, unsigned threads, size_t shared_bytes,
+                   const std::function<void(unsigned char* shared)>& block) {
+  simt::launch({grid.x, grid.y, grid.z}, {threads, 1, 1}, shared_bytes, block);
+}
+
+// The tensor-core forwards' entry: launch.template operator()<D>(shapes, batch, tensors) for the
+// arguments' head_dim, unless there is nothing to compute.
+template <class Launch>
+void emulate_forward(const FlashAttentionArgs& args, Launch&& launch) {
+  const mma::MmaShapes s = mma::mma_shapes(args.q, args.k, args.options);
   const int64_t batch = args.q.dim(0);
   if (batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
-  const ForwardTensors t(args);
-  for_head_dim(args.q.dim(3), [&]<int D>() {
-    const dim3 grid = row_block_grid(s.seq_q, kForwardBlockQ, s.n_heads, batch);
-    simt::launch({grid.x, grid.y, grid.z}, {kForwardThreads, 1, 1}, kKeyValueStagesBytes<D, kForwardBlockK>,
-                 [&](unsigned char* shared) { forward_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
+  const mma::ForwardTensors t(args);
+  mma::for_head_dim(args.q.dim(3), [&]<int D>() { launch.template operator()<D>(s, batch, t); });
+}
+
+// The tensor-core backwards' entry, as mma::run_backward_kernels with D's buffer ((batch, n_heads,
+// seq_q) f32, which the dq kernel writes and the dk/dv kernel reads) on the host:
+// launch.template operator()<D>(shapes, batch, tensors, delta).
+template <class Launch>
+void emulate_backward(const FlashAttentionBackwardArgs& args, Launch&& launch) {
+  const mma::MmaShapes s = mma::mma_shapes(args.q, args.k, args.options);
+  const int64_t batch = args.q.dim(0);
+  if (batch == 0 || s.n_heads == 0) return;
+  const mma::BackwardTensors t(args);
+  std::vector<float> delta(static_cast<size_t>(batch * s.n_heads * s.seq_q));
+  mma::for_head_dim(args.q.dim(3), [&]<int D>() { launch.template operator()<D>(s, batch, t, delta.data()); });
+}
+
+}  // namespace
+
+void flash_attention_forward_mma_emulated(const FlashAttentionArgs& args, const FlashAttentionCpuConfig&) {
+  using namespace mma;
+  emulate_forward(args, [&]<int D>(const MmaShapes& s, int64_t batch, const ForwardTensors& t) {
+    launch_blocks(row_block_grid(s.seq_q, kForwardBlockQ, s.n_heads, batch), kForwardThreads,
+                  kKeyValueStagesBytes<D, kForwardBlockK>,
+                  [&](unsigned char* shared) { forward_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
   });
 }
 
 // As flash_attention_backward_mma: the dq kernel (which writes D), then the dk/dv kernel.
 void flash_attention_backward_mma_emulated(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig&) {
   using namespace mma;
-  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
-  const int64_t batch = args.q.dim(0);
-  if (batch == 0 || s.n_heads == 0) return;
-  const BackwardTensors t(args);
-  std::vector<float> delta(static_cast<size_t>(batch * s.n_heads * s.seq_q));  // (batch, n_heads, seq_q)
-  for_head_dim(args.q.dim(3), [&]<int D>() {
-    if (s.seq_q > 0) {
-      const dim3 grid = row_block_grid(s.seq_q, kBackwardBlockRows, s.n_heads, batch);
-      simt::launch({grid.x, grid.y, grid.z}, {kBackwardThreads, 1, 1}, kKeyValueStagesBytes<D, kBackwardBlockK>,
-                   [&](unsigned char* shared) {
-                     backward_dq_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, t.d_o, t.dq, delta.data(), s, shared);
-                   });
-    }
-    if (s.seq_k > 0) {
-      const dim3 grid = row_block_grid(s.seq_k, kBackwardBlockRows, s.n_kv_heads, batch);
-      simt::launch({grid.x, grid.y, grid.z}, {kBackwardThreads, 1, 1}, sizeof(DkdvShared<D>),
-                   [&](unsigned char* shared) {
-                     backward_dkdv_mma_block<D>(t.q, t.k, t.v, t.lse, t.d_o, delta.data(), t.dk, t.dv, s,
-                                                *reinterpret_cast<DkdvShared<D>*>(shared));
-                   });
-    }
+  emulate_backward(args, [&]<int D>(const MmaShapes& s, int64_t batch, const BackwardTensors& t, float* delta) {
+    if (s.seq_q > 0)
+      launch_blocks(row_block_grid(s.seq_q, kBackwardBlockRows, s.n_heads, batch), kBackwardThreads,
+                    kKeyValueStagesBytes<D, kBackwardBlockK>, [&](unsigned char* shared) {
+                      backward_dq_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, t.d_o, t.dq, delta, s, shared);
+                    });
+    if (s.seq_k > 0)
+      launch_blocks(row_block_grid(s.seq_k, kBackwardBlockRows, s.n_kv_heads, batch), kBackwardThreads,
+                    sizeof(DkdvShared<D>), [&](unsigned char* shared) {
+                      backward_dkdv_mma_block<D>(t.q, t.k, t.v, t.lse, t.d_o, delta, t.dk, t.dv, s,
+                                                 *reinterpret_cast<DkdvShared<D>*>(shared));
+                    });
   });
 }
 
 void flash_attention_forward_wgmma_emulated(const FlashAttentionArgs& args, const FlashAttentionCpuConfig&) {
   using namespace mma;
-  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
-  const int64_t batch = args.q.dim(0);
-  if (batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
-  const ForwardTensors t(args);
-  for_head_dim(args.q.dim(3), [&]<int D>() {
-    const dim3 grid = row_block_grid(s.seq_q, wgmma_forward::kBlockQ, s.n_heads, batch);
-    simt::launch({grid.x, grid.y, grid.z}, {kWgmmaThreads, 1, 1}, wgmma_forward::kSharedBytes<D>,
-                 [&](unsigned char* shared) { wgmma_forward::forward_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
+  using namespace mma::wgmma_forward;
+  emulate_forward(args, [&]<int D>(const MmaShapes& s, int64_t batch, const ForwardTensors& t) {
+    launch_blocks(row_block_grid(s.seq_q, kBlockQ, s.n_heads, batch), kWgmmaThreads, kSharedBytes<D>,
+                  [&](unsigned char* shared) { forward_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
   });
 }
 
+// The same kernels' order on wgmma.
 void flash_attention_backward_wgmma_emulated(const FlashAttentionBackwardArgs& args, const FlashAttentionCpuConfig&) {
   using namespace mma;
   using namespace mma::wgmma_backward;
-  const MmaShapes s = mma_shapes(args.q, args.k, args.options);
-  const int64_t batch = args.q.dim(0);
-  if (batch == 0 || s.n_heads == 0) return;
-  const BackwardTensors t(args);
-  std::vector<float> delta(static_cast<size_t>(batch * s.n_heads * s.seq_q));  // (batch, n_heads, seq_q)
-  for_head_dim(args.q.dim(3), [&]<int D>() {
-    if (s.seq_q > 0) {
-      const dim3 grid = row_block_grid(s.seq_q, kBlockRows, s.n_heads, batch);
-      simt::launch({grid.x, grid.y, grid.z}, {kWgmmaThreads, 1, 1}, kSharedBytes<D>, [&](unsigned char* shared) {
-        dq_block<D>(t.q, t.k, t.v, t.o, t.lse, t.d_o, t.dq, delta.data(), s, shared);
-      });
-    }
-    if (s.seq_k > 0) {
-      const dim3 grid = row_block_grid(s.seq_k, kBlockRows, s.n_kv_heads, batch);
-      simt::launch({grid.x, grid.y, grid.z}, {kWgmmaThreads, 1, 1}, kSharedBytes<D>, [&](unsigned char* shared) {
-        dkdv_block<D>(t.q, t.k, t.v, t.lse, t.d_o, delta.data(), t.dk, t.dv, s, shared);
-      });
-    }
+  emulate_backward(args, [&]<int D>(const MmaShapes& s, int64_t batch, const BackwardTensors& t, float* delta) {
+    if (s.seq_q > 0)
+      launch_blocks(
+          row_block_grid(s.seq_q, kBlockRows, s.n_heads, batch), kWgmmaThreads, kSharedBytes<D>,
+          [&](unsigned char* shared) { dq_block<D>(t.q, t.k, t.v, t.o, t.lse, t.d_o, t.dq, delta, s, shared); });
+    if (s.seq_k > 0)
+      launch_blocks(
+          row_block_grid(s.seq_k, kBlockRows, s.n_kv_heads, batch), kWgmmaThreads, kSharedBytes<D>,
+          [&](unsigned char* shared) { dkdv_block<D>(t.q, t.k, t.v, t.lse, t.d_o, delta, t.dk, t.dv, s, shared); });
   });
 }
 
@@ -126,8 +136,7 @@ void flash_attention_forward_rows_emulated(const FlashAttentionArgs& args, const
   using namespace attention_rows;
   const Shapes s = shapes_of("flash_attention", args.q, args.k, args.v, args.options);
   if (s.batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
-  const dim3 grid = row_grid(s.seq_q, s.n_heads, s.batch);
-  simt::launch({grid.x, grid.y, grid.z}, {kWarpsPerBlock * cuda::kWarp, 1, 1}, 0, [&](unsigned char*) {
+  launch_blocks(row_grid(s.seq_q, s.n_heads, s.batch), kWarpsPerBlock * cuda::kWarp, 0, [&](unsigned char*) {
     forward_rows_thread(args.q.data, args.k.data, args.v.data, args.o.data, static_cast<float*>(args.lse.data), s);
   });
 }
@@ -137,17 +146,15 @@ void flash_attention_backward_rows_emulated(const FlashAttentionBackwardArgs& ar
   const Shapes s = shapes_of("flash_attention_backward", args.q, args.k, args.v, args.options);
   if (s.batch == 0 || s.n_heads == 0) return;
   std::vector<float> delta(static_cast<size_t>(s.batch * s.n_heads * s.seq_q));  // (batch, n_heads, seq_q)
-  const simt::Index3 block{kWarpsPerBlock * cuda::kWarp, 1, 1};
+  constexpr unsigned kThreads = kWarpsPerBlock * cuda::kWarp;
   if (s.seq_q > 0) {
-    const dim3 grid = row_grid(s.seq_q, s.n_heads, s.batch);
-    simt::launch({grid.x, grid.y, grid.z}, block, 0, [&](unsigned char*) {
+    launch_blocks(row_grid(s.seq_q, s.n_heads, s.batch), kThreads, 0, [&](unsigned char*) {
       backward_dq_thread(args.q.data, args.k.data, args.v.data, args.o.data, static_cast<const float*>(args.lse.data),
                          args.d_o.data, args.dq.data, delta.data(), s);
     });
   }
   if (s.seq_k > 0) {
-    const dim3 grid = row_grid(s.seq_k, s.n_kv_heads, s.batch);
-    simt::launch({grid.x, grid.y, grid.z}, block, 0, [&](unsigned char*) {
+    launch_blocks(row_grid(s.seq_k, s.n_kv_heads, s.batch), kThreads, 0, [&](unsigned char*) {
       backward_dkdv_thread(args.q.data, args.k.data, args.v.data, static_cast<const float*>(args.lse.data),
                            args.d_o.data, delta.data(), args.dk.data, args.dv.data, s);
     });
