@@ -34,3 +34,7 @@ inline float __shfl_xor_sync(unsigned mask, float value, int lane_mask) {
   LATHE_CHECK(mask == 0xffffffffu, "simt: __shfl_xor_sync with a partial mask is not emulated");
   return ::lathe::simt::shfl_xor(value, lane_mask);
 }
+
+// The device's reciprocal square root (an approximation of at most 2 ulp error there; rounded
+// from the exact root here).
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }

@@ -20,10 +20,17 @@ constexpr int row_cache_per_thread(int64_t dim, int threads) {
   return 0;
 }
 
-// Calls launch.template operator()<K>() with K = row_cache_per_thread(dim, threads) (0 included).
+// Which kernels a row op's host steps launch: the GPU's choice by the row's width, or the loop
+// kernels at any width (what the GPU runs for rows wider than threads * kRowCacheMaxPerThread: one
+// or two edge shapes of the op contract; the host emulation runs them on every shape as an
+// implementation of their own).
+enum class RowKernels { by_width, loop };
+
+// Calls launch.template operator()<K>() with K = row_cache_per_thread(dim, threads) (0 included;
+// always 0 for RowKernels::loop).
 template <class Launch>
-void with_row_cache_width(int64_t dim, int threads, Launch&& launch) {
-  switch (row_cache_per_thread(dim, threads)) {
+void with_row_cache_width(int64_t dim, int threads, Launch&& launch, RowKernels kernels = RowKernels::by_width) {
+  switch (kernels == RowKernels::loop ? 0 : row_cache_per_thread(dim, threads)) {
     case 1:
       return launch.template operator()<1>();
     case 2:

@@ -306,6 +306,19 @@ std::vector<Impl<Args, Config>> with_cuda_impl(std::vector<Impl<Args, Config>> i
   if (cuda_impl) impls.push_back(cuda_impl());
   return impls;
 }
+// The same with the CUDA kernels' host emulations (an op's *_cuda_emulated.cc, built where the
+// toolkit is: ops/cuda_emulated_impl.h, device/simt_launcher.h) between the CPU implementations and
+// the CUDA one:
+//   with_cuda_impl(LATHE_ISA_IMPLS(...), LATHE_CUDA_IMPL(rms_norm_cuda_emulated_impls),
+//                  LATHE_CUDA_IMPL(rms_norm_cuda_impl))
+template <class Args, class Config>
+std::vector<Impl<Args, Config>> with_cuda_impl(std::vector<Impl<Args, Config>> impls,
+                                               std::type_identity_t<std::vector<Impl<Args, Config>> (*)()> emulated,
+                                               std::type_identity_t<Impl<Args, Config> (*)()> cuda_impl) {
+  if (emulated)
+    for (auto& impl : emulated()) impls.push_back(std::move(impl));
+  return with_cuda_impl(std::move(impls), cuda_impl);
+}
 // A CUDA implementation whose config is not used on the GPU (its space is the default alone).
 template <class Args, class Config>
 Impl<Args, Config> default_config_cuda_impl(KernelFunction<Args, Config> run) {

@@ -50,7 +50,7 @@ const Op<AddArgs, AddCpuConfig>& add_op() {
                            for (int64_t elements : {4096, 65536, 262144}) configs.push_back({elements});
                            return configs;
                          }),
-                     LATHE_CUDA_IMPL(add_cuda_impl)),
+                     LATHE_CUDA_IMPL(add_cuda_emulated_impls), LATHE_CUDA_IMPL(add_cuda_impl)),
       [](const AddArgs& args) {
         return str_cat("n=", args.b.numel(), ",dtype=", dtype_name(args.b.dtype), args.a.data ? "" : ",scale_only=1");
       });

@@ -40,7 +40,7 @@ const Op<CastArgs, CastCpuConfig>& cast_op() {
                            for (int64_t elements : {16384, 65536, 262144}) configs.push_back({elements});
                            return configs;
                          }),
-                     LATHE_CUDA_IMPL(cast_cuda_impl)),
+                     LATHE_CUDA_IMPL(cast_cuda_emulated_impls), LATHE_CUDA_IMPL(cast_cuda_impl)),
       [](const CastArgs& args) {
         return str_cat("n=", args.in.numel(), ",from=", dtype_name(args.in.dtype), ",to=", dtype_name(args.out.dtype));
       });

@@ -126,7 +126,7 @@ const Op<GatedActivationArgs, GatedActivationCpuConfig>& gated_activation_op() {
           LATHE_ISA_IMPLS(
               gated_activation_forward_kernel, [](const GatedActivationArgs&, Isa) { return heuristic_config(); },
               [](const GatedActivationArgs&, Isa) { return config_space(); }),
-          LATHE_CUDA_IMPL(gated_activation_cuda_impl)),
+          LATHE_CUDA_IMPL(gated_activation_cuda_emulated_impls), LATHE_CUDA_IMPL(gated_activation_cuda_impl)),
       [](const GatedActivationArgs& args) { return gated_activation_shape_key(args.gate, args.out, args.activation); });
   return op;
 }
@@ -138,6 +138,7 @@ const Op<GatedActivationBackwardArgs, GatedActivationCpuConfig>& gated_activatio
                          gated_activation_backward_kernel,
                          [](const GatedActivationBackwardArgs&, Isa) { return heuristic_config(); },
                          [](const GatedActivationBackwardArgs&, Isa) { return config_space(); }),
+                     LATHE_CUDA_IMPL(gated_activation_backward_cuda_emulated_impls),
                      LATHE_CUDA_IMPL(gated_activation_backward_cuda_impl)),
       [](const GatedActivationBackwardArgs& args) {
         return gated_activation_shape_key(args.gate, args.dgate, args.activation);

@@ -1,97 +1,20 @@
-#include <cmath>
-
-#include "lathe/device/cuda_check.h"
-#include "lathe/device/cuda_kernel_utils.cuh"
+// gated_activation's CUDA implementations: the kernels and host steps of gated_activation_cuda_kernels.cuh, launched on
+// the GPU.
+#include "lathe/ops/cuda_launched_impl.h"
 #include "lathe/ops/gated_activation/gated_activation_cuda.h"
+#include "lathe/ops/gated_activation/gated_activation_cuda_kernels.cuh"
 
 namespace lathe {
-namespace {
-
-constexpr int kThreads = 256;
-
-// A (rows, cols) tensor whose rows are `stride` elements apart.
-struct Rows {
-  void* data;
-  int64_t stride;
-};
-
-Rows rows_of(const TensorView& view) { return {view.data, view.dim(0) > 1 ? view.stride(0) : view.dim(1)}; }
-
-__device__ void activation_and_derivative(GatedActivation activation, float g, float& act, float& derivative) {
-  if (activation == GatedActivation::silu) {
-    const float sigmoid = 1.0f / (1.0f + expf(-g));
-    act = g * sigmoid;
-    derivative = sigmoid * (1.0f + g * (1.0f - sigmoid));
-  } else if (activation == GatedActivation::sigmoid) {
-    act = 1.0f / (1.0f + expf(-g));
-    derivative = act * (1.0f - act);
-  } else {
-    const float k0 = 0.7978845608028654f, k1 = 0.044715f;
-    const float t = tanhf(k0 * (g + k1 * g * g * g));
-    act = 0.5f * g * (1.0f + t);
-    derivative = 0.5f * (1.0f + t) + 0.5f * g * (1.0f - t * t) * k0 * (1.0f + 3.0f * k1 * g * g);
-  }
-}
-
-// bf16_in: gate, up (and dout) are bf16; bf16_out: the outputs are (validate() allows bf16 outputs
-// from f32 inputs: the f32 result rounded once).
-__global__ void forward(Rows gate, Rows up, Rows out, int64_t rows, int64_t cols, GatedActivation activation,
-                        bool bf16_in, bool bf16_out) {
-  for (int64_t flat = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; flat < rows * cols;
-       flat += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = flat / cols, col = flat % cols;
-    float act = 0, derivative = 0;
-    activation_and_derivative(activation, cuda::load_f32(gate.data, row * gate.stride + col, bf16_in), act,
-                              derivative);
-    cuda::store_f32(out.data, row * out.stride + col, act * cuda::load_f32(up.data, row * up.stride + col, bf16_in),
-                    bf16_out);
-  }
-}
-
-__global__ void backward(Rows gate, Rows up, Rows dout, Rows dgate, Rows dup, int64_t rows, int64_t cols,
-                         GatedActivation activation, bool bf16_in, bool bf16_out) {
-  for (int64_t flat = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; flat < rows * cols;
-       flat += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = flat / cols, col = flat % cols;
-    float act = 0, derivative = 0;
-    activation_and_derivative(activation, cuda::load_f32(gate.data, row * gate.stride + col, bf16_in), act,
-                              derivative);
-    const float gradient = cuda::load_f32(dout.data, row * dout.stride + col, bf16_in);
-    const float up_value = cuda::load_f32(up.data, row * up.stride + col, bf16_in);
-    cuda::store_f32(dgate.data, row * dgate.stride + col, gradient * up_value * derivative, bf16_out);
-    cuda::store_f32(dup.data, row * dup.stride + col, gradient * act, bf16_out);
-  }
-}
-
-unsigned blocks_for(int64_t count) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((count + kThreads - 1) / kThreads, 65535 * 16)));
-}
-
-void run_forward(const GatedActivationArgs& args, const GatedActivationCpuConfig&) {
-  const int64_t rows = args.gate.dim(0), cols = args.gate.dim(1);
-  if (rows * cols == 0) return;
-  forward<<<blocks_for(rows * cols), kThreads, 0, cuda::lathe_stream()>>>(
-      rows_of(args.gate), rows_of(args.up), rows_of(args.out), rows, cols, args.activation,
-      args.gate.dtype == DType::bf16, args.out.dtype == DType::bf16);
-  LATHE_CUDA_CHECK_LAUNCH("gated_activation (cuda)");
-}
-
-void run_backward(const GatedActivationBackwardArgs& args, const GatedActivationCpuConfig&) {
-  const int64_t rows = args.gate.dim(0), cols = args.gate.dim(1);
-  if (rows * cols == 0) return;
-  backward<<<blocks_for(rows * cols), kThreads, 0, cuda::lathe_stream()>>>(
-      rows_of(args.gate), rows_of(args.up), rows_of(args.dout), rows_of(args.dgate), rows_of(args.dup), rows, cols,
-      args.activation, args.gate.dtype == DType::bf16, args.dgate.dtype == DType::bf16);
-  LATHE_CUDA_CHECK_LAUNCH("gated_activation_backward (cuda)");
-}
-
-}  // namespace
 
 Impl<GatedActivationArgs, GatedActivationCpuConfig> gated_activation_cuda_impl() {
-  return default_config_cuda_impl<GatedActivationArgs, GatedActivationCpuConfig>(run_forward);
+  return cuda_launched_impl<GatedActivationArgs, GatedActivationCpuConfig>(
+      [](const GatedActivationArgs& args, auto& launcher) { gated_activation_cuda::run_forward(args, launcher); });
 }
 Impl<GatedActivationBackwardArgs, GatedActivationCpuConfig> gated_activation_backward_cuda_impl() {
-  return default_config_cuda_impl<GatedActivationBackwardArgs, GatedActivationCpuConfig>(run_backward);
+  return cuda_launched_impl<GatedActivationBackwardArgs, GatedActivationCpuConfig>(
+      [](const GatedActivationBackwardArgs& args, auto& launcher) {
+        gated_activation_cuda::run_backward(args, launcher);
+      });
 }
 
 }  // namespace lathe

@@ -116,7 +116,7 @@ const Op<RmsNormArgs, RmsNormCpuConfig>& rms_norm_op() {
           LATHE_ISA_IMPLS(
               rms_norm_forward_kernel, [](const RmsNormArgs& args, Isa) { return heuristic_config(args.x.dim(1)); },
               [](const RmsNormArgs&, Isa) { return config_space(); }),
-          LATHE_CUDA_IMPL(rms_norm_cuda_impl)),
+          LATHE_CUDA_IMPL(rms_norm_cuda_emulated_impls), LATHE_CUDA_IMPL(rms_norm_cuda_impl)),
       [](const RmsNormArgs& args) { return rms_norm_shape_key(args.x, args.y); });
   return op;
 }
@@ -128,6 +128,7 @@ const Op<RmsNormBackwardArgs, RmsNormCpuConfig>& rms_norm_backward_op() {
                          rms_norm_backward_kernel,
                          [](const RmsNormBackwardArgs& args, Isa) { return heuristic_config(args.x.dim(1)); },
                          [](const RmsNormBackwardArgs&, Isa) { return config_space(); }),
+                     LATHE_CUDA_IMPL(rms_norm_backward_cuda_emulated_impls),
                      LATHE_CUDA_IMPL(rms_norm_backward_cuda_impl)),
       [](const RmsNormBackwardArgs& args) { return rms_norm_shape_key(args.x, args.dx); });
   return op;

@@ -103,7 +103,7 @@ const Op<SoftmaxArgs, SoftmaxCpuConfig>& softmax_op() {
       with_cuda_impl(LATHE_ISA_IMPLS(
                          softmax_forward_kernel, [](const SoftmaxArgs& args, Isa) { return heuristic_config(args.x); },
                          [](const SoftmaxArgs&, Isa) { return config_space(); }),
-                     LATHE_CUDA_IMPL(softmax_cuda_impl)),
+                     LATHE_CUDA_IMPL(softmax_cuda_emulated_impls), LATHE_CUDA_IMPL(softmax_cuda_impl)),
       [](const SoftmaxArgs& args) { return softmax_shape_key(args.x); });
   return op;
 }
@@ -115,7 +115,7 @@ const Op<SoftmaxBackwardArgs, SoftmaxCpuConfig>& softmax_backward_op() {
           LATHE_ISA_IMPLS(
               softmax_backward_kernel, [](const SoftmaxBackwardArgs& args, Isa) { return heuristic_config(args.y); },
               [](const SoftmaxBackwardArgs&, Isa) { return config_space(); }),
-          LATHE_CUDA_IMPL(softmax_backward_cuda_impl)),
+          LATHE_CUDA_IMPL(softmax_backward_cuda_emulated_impls), LATHE_CUDA_IMPL(softmax_backward_cuda_impl)),
       [](const SoftmaxBackwardArgs& args) { return softmax_shape_key(args.y); });
   return op;
 }

@@ -15,10 +15,11 @@
 namespace lathe {
 namespace {
 
+// Every CPU implementation this machine runs (the CUDA kernels' host emulations included).
 std::vector<std::string> usable_impls() {
   std::vector<std::string> impls;
-  for (const char* impl : {"avx512", "avx2", "scalar"})
-    if (isa_available(parse_isa(impl))) impls.push_back(impl);
+  for (const auto& impl : softmax_op().impls())
+    if (impl.device == Device::cpu && isa_available(impl.isa)) impls.push_back(impl.name);
   return impls;
 }
 

@@ -1,0 +1,35 @@
+// softmax's CUDA kernels run on the host (softmax_cuda_kernels.cuh under device/simt_launcher.h):
+// "cuda_emulated" launches the kernels the GPU launches for the row's width, "cuda_loop_emulated"
+// the loop kernels at any width (the GPU's for rows over 8192 elements, one edge shape: this runs
+// them on every shape). Registered after the CPU implementations in builds with the CUDA toolkit.
+#include "lathe/ops/softmax/softmax_cuda.h"
+
+#if LATHE_HAVE_CUDA
+
+#include "lathe/ops/cuda_launched_impl.h"
+#include "lathe/ops/softmax/softmax_cuda_kernels.cuh"
+
+namespace lathe {
+
+std::vector<Impl<SoftmaxArgs, SoftmaxCpuConfig>> softmax_cuda_emulated_impls() {
+  return {host_launched_impl<SoftmaxArgs, SoftmaxCpuConfig>(
+              [](const SoftmaxArgs& args, auto& launcher) { softmax_cuda::run_forward(args, launcher); }),
+          host_launched_impl<SoftmaxArgs, SoftmaxCpuConfig>(
+              [](const SoftmaxArgs& args, auto& launcher) {
+                softmax_cuda::run_forward(args, launcher, cuda::RowKernels::loop);
+              },
+              "cuda_loop")};
+}
+std::vector<Impl<SoftmaxBackwardArgs, SoftmaxCpuConfig>> softmax_backward_cuda_emulated_impls() {
+  return {host_launched_impl<SoftmaxBackwardArgs, SoftmaxCpuConfig>(
+              [](const SoftmaxBackwardArgs& args, auto& launcher) { softmax_cuda::run_backward(args, launcher); }),
+          host_launched_impl<SoftmaxBackwardArgs, SoftmaxCpuConfig>(
+              [](const SoftmaxBackwardArgs& args, auto& launcher) {
+                softmax_cuda::run_backward(args, launcher, cuda::RowKernels::loop);
+              },
+              "cuda_loop")};
+}
+
+}  // namespace lathe
+
+#endif  // LATHE_HAVE_CUDA
