@@ -5,7 +5,8 @@
 //   template <class Launcher> void run_...(const OpArgs& args, Launcher& launcher)
 // which size the grids and call, for each kernel,
 //   launcher.launch("op (cuda)", grid, threads, shared_bytes, Body{}, args...);
-// and, for a temporary buffer, launcher.scratch(shape, dtype, what). Two launchers implement that:
+// and, for a temporary buffer, launcher.scratch(shape, dtype, what); launcher.fill_zero(op, data,
+// bytes) clears memory in launch order. Two launchers implement that:
 // cuda::DeviceLauncher here (the .cu: a real launch on lathe's stream, its error checked) and
 // simt::HostLauncher (device/simt_launcher.h: the same block functions as fibers on the host, the
 // op's "cuda_emulated" implementations that the op contract tests check on every machine). So the
@@ -37,6 +38,10 @@ struct DeviceLauncher {
   void launch(const char* op, dim3 grid, unsigned threads, size_t shared_bytes, Body body, KernelArgs... args) {
     block_kernel<Body, KernelArgs...><<<grid, threads, shared_bytes, lathe_stream()>>>(body, args...);
     LATHE_CUDA_CHECK_LAUNCH(op);
+  }
+  // bytes zero bytes at data, in stream order.
+  void fill_zero(const char* op, void* data, size_t bytes) {
+    LATHE_CUDA_CHECK(op, cudaMemsetAsync(data, 0, bytes, lathe_stream()));
   }
   // A contiguous device tensor; `what` names it in an out-of-memory error.
   Tensor scratch(const Shape& shape, DType dtype, const std::string& what) { return device_empty(shape, dtype, what); }

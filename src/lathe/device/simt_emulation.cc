@@ -289,9 +289,8 @@ const ThreadCoordinates& current() { return running_fiber().coordinates; }
 void launch(Index3 grid, Index3 block_shape, size_t shared_bytes,
             const std::function<void(unsigned char* shared)>& body) {
   LATHE_CHECK(active == nullptr, "simt: launch inside a launch");
-  LATHE_CHECK(block_shape.y <= 1 && block_shape.z <= 1 && block_shape.x > 0 && block_shape.x % kWarpSize == 0,
-              "simt: blocks of whole warps along x only (got ", block_shape.x, " x ", block_shape.y, " x ",
-              block_shape.z, ")");
+  LATHE_CHECK(block_shape.y <= 1 && block_shape.z <= 1 && block_shape.x > 0, "simt: blocks along x only (got ",
+              block_shape.x, " x ", block_shape.y, " x ", block_shape.z, ")");
   const Index3 grid_dim{grid.x, grid.y == 0 ? 1 : grid.y, grid.z == 0 ? 1 : grid.z};
   const Index3 block_dim{block_shape.x, 1, 1};
   Block block;

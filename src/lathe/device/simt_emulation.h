@@ -41,7 +41,8 @@ struct ThreadCoordinates {
 const ThreadCoordinates& current();
 
 // Runs body(shared) as every thread of every block of `grid` (blocks of `block` threads, x
-// dimension only, a whole number of warps), block after block, with `shared_bytes` of 64-byte
+// dimension only; a block that is not a whole number of warps, such as a one-thread block, may
+// not use collectives or named barriers: an error), block after block, with `shared_bytes` of 64-byte
 // aligned shared memory per block, which starts every block as 0xff bytes (NaN as floats and bf16:
 // a GPU's shared memory holds whatever was there, never zeros a kernel may count on) between guard
 // zones that a store before or past it spoils (an error when the block ends). An exception thrown by a thread ends the

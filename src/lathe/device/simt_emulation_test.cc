@@ -266,8 +266,20 @@ TEST(SimtEmulation, AThreadsExceptionEndsTheLaunch) {
   EXPECT_EQ(ran, 32);
 }
 
-TEST(SimtEmulation, RefusesBlocksOfPartialWarpsAndCallsOutsideALaunch) {
-  EXPECT_THROW(launch({1, 1, 1}, {48, 1, 1}, 0, [](unsigned char*) {}), Error);
+// A block of a partial warp runs (a GPU launches one-thread blocks), and its threads still meet at
+// __syncthreads; a shuffle in it cannot complete on a GPU (its mask names absent lanes) and is an
+// error here. Calls outside a launch are errors.
+TEST(SimtEmulation, PartialWarpBlocksRunWithoutCollectivesAndCallsOutsideALaunchAreRefused) {
+  std::vector<int> seen(48 * 2, 0);
+  launch({2, 1, 1}, {48, 1, 1}, 0, [&](unsigned char*) {
+    const auto& c = current();
+    ++seen[c.block_idx.x * 48 + c.thread_idx.x];
+    sync_block();
+    ++seen[c.block_idx.x * 48 + c.thread_idx.x];
+  });
+  EXPECT_EQ(seen, std::vector<int>(48 * 2, 2));
+  EXPECT_THROW(launch({1, 1, 1}, {48, 1, 1}, 0, [](unsigned char*) { shfl_xor(1.0f, 1); }), Error);
+  EXPECT_THROW(launch({1, 1, 1}, {0, 1, 1}, 0, [](unsigned char*) {}), Error);
   EXPECT_THROW(sync_block(), Error);
 }
 

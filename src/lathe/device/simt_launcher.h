@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <string>
 
 #include "lathe/core/tensor.h"
@@ -21,6 +22,7 @@ struct HostLauncher {
     simt::launch({grid.x, grid.y, grid.z}, {threads, 1, 1}, shared_bytes,
                  [&](unsigned char* shared) { body(shared, args...); });
   }
+  void fill_zero(const char*, void* data, size_t bytes) { std::memset(data, 0, bytes); }
   Tensor scratch(const Shape& shape, DType dtype, const std::string&) { return Tensor::empty(shape, dtype); }
 };
 

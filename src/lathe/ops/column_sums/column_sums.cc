@@ -44,7 +44,7 @@ const Op<ColumnSumsArgs, ColumnSumsConfig>& column_sums_op() {
       with_cuda_impl(LATHE_ISA_IMPLS(
                          column_sums_kernel, [](const ColumnSumsArgs&, Isa) { return ColumnSumsConfig{}; },
                          [](const ColumnSumsArgs&, Isa) { return std::vector<ColumnSumsConfig>{ColumnSumsConfig{}}; }),
-                     LATHE_CUDA_IMPL(column_sums_cuda_impl)),
+                     LATHE_CUDA_IMPL(column_sums_cuda_emulated_impls), LATHE_CUDA_IMPL(column_sums_cuda_impl)),
       [](const ColumnSumsArgs& args) {
         return str_cat("rows=", args.x.dim(0), ",cols=", args.x.dim(1), ",accumulate=", args.accumulate ? 1 : 0);
       });

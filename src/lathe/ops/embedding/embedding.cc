@@ -117,7 +117,7 @@ const Op<EmbeddingArgs, EmbeddingCpuConfig>& embedding_op() {
                          embedding_forward_kernel,
                          [](const EmbeddingArgs& args, Isa) { return heuristic_config(args.table.dim(1)); },
                          [](const EmbeddingArgs&, Isa) { return config_space(); }),
-                     LATHE_CUDA_IMPL(embedding_cuda_impl)),
+                     LATHE_CUDA_IMPL(embedding_cuda_emulated_impls), LATHE_CUDA_IMPL(embedding_cuda_impl)),
       [](const EmbeddingArgs& args) {
         return str_cat("vocab=", args.table.dim(0), ",dim=", args.table.dim(1), ",tokens=", args.ids.dim(0),
                        ",dtype=", dtype_name(args.table.dtype));
@@ -133,7 +133,7 @@ const Op<EmbeddingBackwardArgs, EmbeddingBackwardCpuConfig>& embedding_backward_
               embedding_backward_kernel,
               [](const EmbeddingBackwardArgs& args, Isa) { return backward_heuristic_config(args.ids.dim(0)); },
               [](const EmbeddingBackwardArgs&, Isa) { return backward_config_space(); }),
-          LATHE_CUDA_IMPL(embedding_backward_cuda_impl)),
+          LATHE_CUDA_IMPL(embedding_backward_cuda_emulated_impls), LATHE_CUDA_IMPL(embedding_backward_cuda_impl)),
       [](const EmbeddingBackwardArgs& args) {
         return str_cat("vocab=", args.dtable.dim(0), ",dim=", args.dtable.dim(1), ",tokens=", args.ids.dim(0),
                        ",dtype=", dtype_name(args.d_out.dtype));

@@ -7,7 +7,9 @@
 //             once. dtable is zeroed first (rows of ids that do not occur).
 // The ids are checked against the vocabulary on the host before the kernel (validate copies
 // device ids back), so the error names the position and value as on the CPU. The configs are not
-// used on the GPU: their spaces are the defaults alone.
+// used on the GPU: their spaces are the defaults alone. The kernels and host steps:
+// embedding_cuda_kernels.cuh; their host emulation (builds with the CUDA toolkit):
+// embedding_cuda_emulated.cc, "cuda_emulated".
 #pragma once
 
 #include "lathe/ops/embedding/embedding.h"
@@ -16,5 +18,7 @@ namespace lathe {
 
 Impl<EmbeddingArgs, EmbeddingCpuConfig> embedding_cuda_impl();
 Impl<EmbeddingBackwardArgs, EmbeddingBackwardCpuConfig> embedding_backward_cuda_impl();
+std::vector<Impl<EmbeddingArgs, EmbeddingCpuConfig>> embedding_cuda_emulated_impls();
+std::vector<Impl<EmbeddingBackwardArgs, EmbeddingBackwardCpuConfig>> embedding_backward_cuda_emulated_impls();
 
 }  // namespace lathe

@@ -196,7 +196,9 @@ int64_t linear_cross_entropy_workspace_bytes(const LinearCrossEntropyArgs& args,
 
 const Op<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig>& linear_cross_entropy_op() {
   static const Op<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig> op(
-      "linear_cross_entropy", with_cuda_impl(cpu_impls(), LATHE_CUDA_IMPL(linear_cross_entropy_cuda_impl)),
+      "linear_cross_entropy",
+      with_cuda_impl(cpu_impls(), LATHE_CUDA_IMPL(linear_cross_entropy_cuda_emulated_impls),
+                     LATHE_CUDA_IMPL(linear_cross_entropy_cuda_impl)),
       [](const LinearCrossEntropyArgs& args) {
         return str_cat("tokens=", args.hidden.dim(0), ",d_model=", args.hidden.dim(1), ",vocab=", args.weight.dim(0),
                        ",dtype=", dtype_name(args.hidden.dtype));

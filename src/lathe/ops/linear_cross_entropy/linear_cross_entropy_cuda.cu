@@ -1,148 +1,22 @@
-#include <cmath>
-
-#include "lathe/device/cuda_check.h"
-#include "lathe/device/cuda_kernel_utils.cuh"
-#include "lathe/device/device_tensor.h"
-#include "lathe/ops/cast/cast.h"
+// linear_cross_entropy's CUDA implementation: the kernels and host steps of
+// linear_cross_entropy_cuda_kernels.cuh, launched on the GPU.
+#include "lathe/ops/cuda_launched_impl.h"
 #include "lathe/ops/linear_cross_entropy/linear_cross_entropy_cuda.h"
-#include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/linear_cross_entropy/linear_cross_entropy_cuda_kernels.cuh"
 #include "lathe/ops/matmul/matmul_cuda.h"
-#include "lathe/ops/validate.h"
 
 namespace lathe {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kSumThreads = 1024;
-constexpr int64_t kMaxChunkLogits = int64_t{1} << 26;
+static_assert(linear_cross_entropy_cuda::kGradientParts == kBf16Parts);
 
-struct RowParams {
-  int64_t vocab, target_stride, ignore_index, first_token;
-  float logit_scale, softcap, z_loss, gradient_scale;  // gradient_scale = grad_scale / valid tokens
-  bool targets_i64;
+struct HeadLauncher : cuda::DeviceLauncher {
+  void split_bf16x3(const float* x, int64_t count, void* parts) { cuda_split_bf16x3(x, count, parts); }
 };
 
-// The final logit of a raw dot product, and d(final)/d(raw dot).
-__device__ float final_logit(float dot, const RowParams& p, float* derivative) {
-  const float logit = cuda::soft_cap(dot * p.logit_scale, p.softcap, derivative);
-  *derivative *= p.logit_scale;
-  return logit;
-}
-
-// Block r: token first_token + r. logits row r (f32) in, grad row r (f32, in place) out.
-__global__ void cross_entropy_rows(const float* logits, float* grad, const void* targets, float* row_loss, float* lse,
-                                   RowParams p) {
-  __shared__ float scratch[kThreads / cuda::kWarp];
-  const int64_t r = blockIdx.x, token = p.first_token + r;
-  const float* row = logits + r * p.vocab;
-  const int64_t target = cuda::load_index(targets, token * p.target_stride, p.targets_i64);
-  const bool valid = target != p.ignore_index;
-  float unused;
-  // Read before the reductions' barriers: the gradient pass below overwrites the row in place.
-  const float target_logit = valid && threadIdx.x == 0 ? final_logit(row[target], p, &unused) : 0.0f;
-  float row_max = -INFINITY;
-  for (int64_t v = threadIdx.x; v < p.vocab; v += blockDim.x) row_max = fmaxf(row_max, final_logit(row[v], p, &unused));
-  row_max = cuda::block_reduce(row_max, scratch, cuda::Max{});
-  float sum = 0.0f;
-  for (int64_t v = threadIdx.x; v < p.vocab; v += blockDim.x) sum += expf(final_logit(row[v], p, &unused) - row_max);
-  sum = cuda::block_reduce(sum, scratch, cuda::Sum{});
-  const float row_lse = row_max + logf(sum);
-  if (threadIdx.x == 0) {
-    if (lse != nullptr) lse[token] = row_lse;
-    row_loss[token] = valid ? row_lse - target_logit + p.z_loss * row_lse * row_lse : 0.0f;
-  }
-  // d loss / d logit_v = softmax_v (1 + 2 z lse) - [v == target], times d logit / d dot.
-  const float softmax_factor = 1.0f + 2.0f * p.z_loss * row_lse;
-  for (int64_t v = threadIdx.x; v < p.vocab; v += blockDim.x) {
-    float derivative;
-    const float logit = final_logit(row[v], p, &derivative);
-    const float g =
-        valid ? (expf(logit - row_lse) * softmax_factor - (v == target ? 1.0f : 0.0f)) * derivative * p.gradient_scale
-              : 0.0f;
-    grad[r * p.vocab + v] = g;
-  }
-}
-
-// loss[0] = sum of row_loss in a fixed order, divided by the valid-token count (0 when none).
-__global__ void sum_loss(const float* row_loss, int64_t tokens, float inverse_count, float* loss) {
-  __shared__ float scratch[kSumThreads / cuda::kWarp];
-  float sum = 0.0f;
-  for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x) sum += row_loss[t];
-  sum = cuda::block_reduce(sum, scratch, cuda::Sum{});
-  if (threadIdx.x == 0) loss[0] = sum * inverse_count;
-}
-
 void run(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig&) {
-  constexpr const char* kOp = "linear_cross_entropy (cuda)";
-  const int64_t tokens = args.hidden.dim(0), vocab = args.weight.dim(0);
-  const bool bf16 = args.hidden.dtype == DType::bf16;
-  cudaStream_t stream = cuda::lathe_stream();
-  Tensor host_copy;
-  const TensorView host_targets = host_readable(args.targets, host_copy);
-  int64_t valid = 0;
-  for (int64_t t = 0; t < tokens; ++t) {
-    const int64_t target = host_targets.dtype == DType::i64 ? static_cast<const int64_t*>(host_targets.data)[t]
-                                                            : static_cast<const int32_t*>(host_targets.data)[t];
-    valid += target != args.ignore_index;
-  }
-  const float inverse_count = valid > 0 ? 1.0f / static_cast<float>(valid) : 0.0f;
-  LATHE_CUDA_CHECK(kOp, cudaMemsetAsync(args.dweight.data, 0, args.dweight.numel() * sizeof(float), stream));
-  Tensor row_loss = cuda::device_zeros({tokens + 1}, DType::f32, "linear_cross_entropy per-token loss");
-  const int64_t chunk = std::max<int64_t>(1, std::min(tokens, kMaxChunkLogits / vocab));
-  Tensor logits = cuda::device_empty({chunk, vocab}, DType::f32, "linear_cross_entropy logits chunk");
-  // bf16: the f32 gradient of the logits as kBf16Parts bf16 tensors (matmul_cuda.h), one
-  // tensor-core product per part, so the backward GEMMs keep f32 accuracy; or, with dlogits_dtype
-  // bf16, rounded to one bf16 tensor (the cast op).
-  const bool one_part = bf16 && args.dlogits_dtype == DType::bf16;
-  const int parts = bf16 && !one_part ? kBf16Parts : 1;
-  Tensor grad_parts;
-  if (bf16)
-    grad_parts =
-        cuda::device_empty({parts, chunk, vocab}, DType::bf16, "linear_cross_entropy logit gradients in bf16 parts");
-  RowParams p{};
-  p.vocab = vocab;
-  p.target_stride = args.targets.stride(0);
-  p.ignore_index = args.ignore_index;
-  p.logit_scale = args.logit_scale;
-  p.softcap = args.softcap;
-  p.z_loss = args.z_loss;
-  p.gradient_scale = args.grad_scale * inverse_count;
-  p.targets_i64 = args.targets.dtype == DType::i64;
-  for (int64_t first = 0; first < tokens; first += chunk) {
-    const int64_t rows = std::min(chunk, tokens - first);
-    const TensorView hidden = args.hidden.slice(0, first, first + rows);
-    const TensorView chunk_logits = logits.view().slice(0, 0, rows);
-    MatmulArgs forward;
-    forward.a = hidden, forward.b = args.weight, forward.c = chunk_logits, forward.trans_b = true;
-    matmul(forward);
-    p.first_token = first;
-    cross_entropy_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-        static_cast<const float*>(chunk_logits.data), static_cast<float*>(chunk_logits.data), args.targets.data,
-        static_cast<float*>(row_loss.view().data), static_cast<float*>(args.lse.data), p);
-    LATHE_CUDA_CHECK_LAUNCH(kOp);
-    if (one_part) {
-      CastArgs round;
-      round.in = chunk_logits;
-      round.out = grad_parts.view().select(0, 0).slice(0, 0, rows);
-      cast(round);
-    } else if (bf16) {
-      cuda_split_bf16x3(static_cast<const float*>(chunk_logits.data), rows * vocab, grad_parts.view().data);
-    }
-    for (int part = 0; part < parts; ++part) {
-      const TensorView grad = bf16 ? grad_parts.view().select(0, part).slice(0, 0, rows) : chunk_logits;
-      MatmulArgs dhidden;  // (rows, vocab) @ (vocab, d_model)
-      dhidden.a = grad, dhidden.b = args.weight, dhidden.c = args.dhidden.slice(0, first, first + rows);
-      dhidden.accumulate = part > 0;
-      matmul(dhidden);
-      MatmulArgs dweight;  // (rows, vocab)^T @ (rows, d_model), summed over chunks
-      dweight.a = grad, dweight.trans_a = true, dweight.b = hidden, dweight.c = args.dweight;
-      dweight.accumulate = first > 0 || part > 0;
-      matmul(dweight);
-    }
-  }
-  sum_loss<<<1, kSumThreads, 0, stream>>>(static_cast<const float*>(row_loss.view().data), tokens, inverse_count,
-                                          static_cast<float*>(args.loss.data));
-  LATHE_CUDA_CHECK_LAUNCH(kOp);
+  HeadLauncher launcher;
+  linear_cross_entropy_cuda::run(args, launcher);
 }
 
 }  // namespace

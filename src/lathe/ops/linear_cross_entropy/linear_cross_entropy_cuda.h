@@ -10,7 +10,9 @@
 //     bf16 dlogits, as PyTorch's autocast keeps it, failed it on the first GPU run)
 // The loss is the sum of the per-token losses in token order by one block (deterministic). The
 // number of valid tokens is counted on the host from a copy of the targets (validation already
-// reads them). The config is not used on the GPU: its space is the default alone.
+// reads them). The config is not used on the GPU: its space is the default alone. The kernels and
+// host steps: linear_cross_entropy_cuda_kernels.cuh; their host emulation (builds with the CUDA
+// toolkit): linear_cross_entropy_cuda_emulated.cc, "cuda_emulated" and "cuda_chunked_emulated".
 #pragma once
 
 #include "lathe/ops/linear_cross_entropy/linear_cross_entropy.h"
@@ -18,5 +20,6 @@
 namespace lathe {
 
 Impl<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig> linear_cross_entropy_cuda_impl();
+std::vector<Impl<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig>> linear_cross_entropy_cuda_emulated_impls();
 
 }  // namespace lathe

@@ -195,7 +195,7 @@ const Op<RopeArgs, RopeCpuConfig>& rope_op() {
       with_cuda_impl(LATHE_ISA_IMPLS(
                          rope_forward_kernel, [](const RopeArgs& args, Isa) { return heuristic_config(args.x); },
                          [](const RopeArgs&, Isa) { return config_space(); }),
-                     LATHE_CUDA_IMPL(rope_cuda_impl)),
+                     LATHE_CUDA_IMPL(rope_cuda_emulated_impls), LATHE_CUDA_IMPL(rope_cuda_impl)),
       [](const RopeArgs& args) { return rope_shape_key(args.x, args.params); });
   return op;
 }
@@ -207,7 +207,7 @@ const Op<RopeBackwardArgs, RopeCpuConfig>& rope_backward_op() {
           LATHE_ISA_IMPLS(
               rope_backward_kernel, [](const RopeBackwardArgs& args, Isa) { return heuristic_config(args.dy); },
               [](const RopeBackwardArgs&, Isa) { return config_space(); }),
-          LATHE_CUDA_IMPL(rope_backward_cuda_impl)),
+          LATHE_CUDA_IMPL(rope_backward_cuda_emulated_impls), LATHE_CUDA_IMPL(rope_backward_cuda_impl)),
       [](const RopeBackwardArgs& args) { return rope_shape_key(args.dy, args.params); });
   return op;
 }

@@ -1,93 +1,18 @@
-#include "lathe/core/error.h"
-#include "lathe/device/cuda_check.h"
-#include "lathe/device/cuda_kernel_utils.cuh"
+// rope's CUDA implementations: the kernel and host steps of rope_cuda_kernels.cuh,
+// launched on the GPU.
+#include "lathe/ops/cuda_launched_impl.h"
 #include "lathe/ops/rope/rope_cuda.h"
+#include "lathe/ops/rope/rope_cuda_kernels.cuh"
 
 namespace lathe {
-namespace {
-
-constexpr int kThreads = 256;
-
-// Everything the kernel needs besides the tensors (sm_90 takes up to 32 KiB of parameters).
-struct RotateParams {
-  double inv_freq[kRopeCudaMaxPairs];
-  int64_t seq, heads, head_dim, half;
-  int64_t position_offset;
-  double attention_factor;
-  double direction;  // +1 forward, -1 backward (rotation by -angle)
-  bool interleaved, bf16, in_place;
-  int position_dtype;  // 0: none (0..seq-1), 1: i32, 2: i64
-};
-
-__device__ double token_position(const void* positions, int64_t s, const RotateParams& p) {
-  double position = static_cast<double>(s);
-  if (p.position_dtype == 1) position = static_cast<const int32_t*>(positions)[s];
-  if (p.position_dtype == 2) position = static_cast<double>(static_cast<const int64_t*>(positions)[s]);
-  return position + static_cast<double>(p.position_offset);
-}
-
-// Block: one (batch, seq) row of heads x head_dim values.
-__global__ void rotate(const void* in, const void* positions, void* out, RotateParams p) {
-  const int64_t row = blockIdx.x, s = row % p.seq;
-  const int64_t row_base = row * p.heads * p.head_dim;
-  const double position = token_position(positions, s, p);
-  const int64_t pairs = p.heads * p.half;
-  for (int64_t k = threadIdx.x; k < pairs; k += blockDim.x) {
-    const int64_t h = k / p.half, i = k % p.half;
-    double sine, cosine;
-    sincos(position * p.inv_freq[i], &sine, &cosine);
-    const float c = static_cast<float>(p.attention_factor * cosine);
-    const float sn = static_cast<float>(p.attention_factor * p.direction * sine);
-    const int64_t base = row_base + h * p.head_dim;
-    const int64_t first = base + (p.interleaved ? 2 * i : i), second = base + (p.interleaved ? 2 * i + 1 : i + p.half);
-    const float x1 = cuda::load_f32(in, first, p.bf16), x2 = cuda::load_f32(in, second, p.bf16);
-    cuda::store_f32(out, first, x1 * c - x2 * sn, p.bf16);
-    cuda::store_f32(out, second, x2 * c + x1 * sn, p.bf16);
-  }
-  if (p.in_place) return;
-  const int64_t rotary_dim = 2 * p.half, tail = p.head_dim - rotary_dim;  // pass-through dims
-  for (int64_t k = threadIdx.x; k < p.heads * tail; k += blockDim.x) {
-    const int64_t index = row_base + (k / tail) * p.head_dim + rotary_dim + k % tail;
-    cuda::store_f32(out, index, cuda::load_f32(in, index, p.bf16), p.bf16);
-  }
-}
-
-void run_rotate(const char* op, const TensorView& in, const TensorView& positions, const TensorView& out,
-                const RopeParams& params, double direction) {
-  const int64_t rows = in.dim(0) * in.dim(1);
-  if (rows == 0 || in.dim(2) == 0) return;
-  RotateParams p{};
-  p.seq = in.dim(1), p.heads = in.dim(2), p.head_dim = in.dim(3);
-  p.half = rope_rotary_dim(params, p.head_dim) / 2;
-  LATHE_CHECK(p.half <= kRopeCudaMaxPairs, op, " (cuda): rotary_dim ", 2 * p.half, " exceeds the CUDA kernel's ",
-              2 * kRopeCudaMaxPairs);
-  rope_inverse_frequencies(2 * p.half, params.theta, params.scaling, p.inv_freq);
-  p.position_offset = params.position_offset;
-  p.attention_factor = params.attention_factor;
-  p.direction = direction;
-  p.interleaved = params.interleaved;
-  p.bf16 = in.dtype == DType::bf16;
-  p.in_place = in.data == out.data;
-  p.position_dtype = positions.data == nullptr ? 0 : positions.dtype == DType::i32 ? 1 : 2;
-  rotate<<<static_cast<unsigned>(rows), kThreads, 0, cuda::lathe_stream()>>>(in.data, positions.data, out.data, p);
-  LATHE_CUDA_CHECK_LAUNCH(op);
-}
-
-void run_forward(const RopeArgs& args, const RopeCpuConfig&) {
-  run_rotate("rope (cuda)", args.x, args.positions, args.y, args.params, 1.0);
-}
-
-void run_backward(const RopeBackwardArgs& args, const RopeCpuConfig&) {
-  run_rotate("rope_backward (cuda)", args.dy, args.positions, args.dx, args.params, -1.0);
-}
-
-}  // namespace
 
 Impl<RopeArgs, RopeCpuConfig> rope_cuda_impl() {
-  return default_config_cuda_impl<RopeArgs, RopeCpuConfig>(run_forward);
+  return cuda_launched_impl<RopeArgs, RopeCpuConfig>(
+      [](const RopeArgs& args, auto& launcher) { rope_cuda::run_forward(args, launcher); });
 }
 Impl<RopeBackwardArgs, RopeCpuConfig> rope_backward_cuda_impl() {
-  return default_config_cuda_impl<RopeBackwardArgs, RopeCpuConfig>(run_backward);
+  return cuda_launched_impl<RopeBackwardArgs, RopeCpuConfig>(
+      [](const RopeBackwardArgs& args, auto& launcher) { rope_cuda::run_backward(args, launcher); });
 }
 
 }  // namespace lathe

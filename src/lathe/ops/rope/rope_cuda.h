@@ -6,6 +6,8 @@
 // cosine are evaluated in double on the device, as the CPU path reduces angles in double, then the
 // rotation runs in f32. Positions may be absent (0..seq-1), i32 or i64 on the device. The config
 // (tokens_per_task) is not used on the GPU: its space is the default alone.
+// The kernels and host steps: rope_cuda_kernels.cuh; their host emulation (builds with
+// the CUDA toolkit): rope_cuda_emulated.cc, "cuda_emulated".
 #pragma once
 
 #include "lathe/ops/rope/rope.h"
@@ -15,6 +17,8 @@ namespace lathe {
 inline constexpr int64_t kRopeCudaMaxPairs = 512;
 
 Impl<RopeArgs, RopeCpuConfig> rope_cuda_impl();
+std::vector<Impl<RopeArgs, RopeCpuConfig>> rope_cuda_emulated_impls();
 Impl<RopeBackwardArgs, RopeCpuConfig> rope_backward_cuda_impl();
+std::vector<Impl<RopeBackwardArgs, RopeCpuConfig>> rope_backward_cuda_emulated_impls();
 
 }  // namespace lathe

@@ -37,7 +37,7 @@ const Op<SumSquaresArgs, SumSquaresConfig>& sum_squares_op() {
       with_cuda_impl(LATHE_ISA_IMPLS(
                          sum_squares_kernel, [](const SumSquaresArgs&, Isa) { return SumSquaresConfig{}; },
                          [](const SumSquaresArgs&, Isa) { return std::vector<SumSquaresConfig>{SumSquaresConfig{}}; }),
-                     LATHE_CUDA_IMPL(sum_squares_cuda_impl)),
+                     LATHE_CUDA_IMPL(sum_squares_cuda_emulated_impls), LATHE_CUDA_IMPL(sum_squares_cuda_impl)),
       [](const SumSquaresArgs& args) { return str_cat("n=", args.x.numel()); });
   return op;
 }
