@@ -39,6 +39,13 @@ __device__ inline int64_t load_index(const void* base, int64_t index, bool i64) 
 
 constexpr int kWarp = 32;
 
+// Blocks of `threads` for a grid-stride loop over `count` elements: one per `threads` elements, at
+// least one, at most 65535 * 16 (the loop covers the rest).
+inline unsigned grid_stride_blocks(int64_t count, int threads) {
+  const int64_t blocks = (count + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks < 65535 * 16 ? blocks : 65535 * 16);
+}
+
 // Named barriers (ids 1-15; __syncthreads is barrier 0), whole warps only: barrier_sync waits until
 // `threads` threads have arrived at barrier `id`, itself included; barrier_arrive counts the
 // calling warp's threads there and goes on. (Emulated: simt::barrier_sync and barrier_arrive.)

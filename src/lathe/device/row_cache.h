@@ -26,11 +26,10 @@ constexpr int row_cache_per_thread(int64_t dim, int threads) {
 // implementation of their own).
 enum class RowKernels { by_width, loop };
 
-// Calls launch.template operator()<K>() with K = row_cache_per_thread(dim, threads) (0 included;
-// always 0 for RowKernels::loop).
+// Calls launch.template operator()<K>() with K = row_cache_per_thread(dim, threads) (0 included).
 template <class Launch>
-void with_row_cache_width(int64_t dim, int threads, Launch&& launch, RowKernels kernels = RowKernels::by_width) {
-  switch (kernels == RowKernels::loop ? 0 : row_cache_per_thread(dim, threads)) {
+void with_row_cache_width(int64_t dim, int threads, Launch&& launch) {
+  switch (row_cache_per_thread(dim, threads)) {
     case 1:
       return launch.template operator()<1>();
     case 2:
@@ -46,6 +45,20 @@ void with_row_cache_width(int64_t dim, int threads, Launch&& launch, RowKernels 
     default:
       return launch.template operator()<0>();
   }
+}
+
+// A row op's kernel for rows of `dim` elements on `threads` threads: launch(Loop{}) where the row
+// does not fit the registers (or for RowKernels::loop), else launch(Cached<K>{}) with K elements a
+// thread.
+template <class Loop, template <int> class Cached, class Launch>
+void with_row_kernel(int64_t dim, int threads, RowKernels kernels, Launch&& launch) {
+  if (kernels == RowKernels::loop) return launch(Loop{});
+  with_row_cache_width(dim, threads, [&]<int K>() {
+    if constexpr (K == 0)
+      launch(Loop{});
+    else
+      launch(Cached<K>{});
+  });
 }
 
 }  // namespace lathe::cuda

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "lathe/core/tensor.h"
@@ -16,11 +17,16 @@
 
 namespace lathe::simt {
 
+// simt::launch over a CUDA grid, blocks of `threads` threads.
+inline void launch_grid(dim3 grid, unsigned threads, size_t shared_bytes,
+                        const std::function<void(unsigned char* shared)>& block) {
+  simt::launch({grid.x, grid.y, grid.z}, {threads, 1, 1}, shared_bytes, block);
+}
+
 struct HostLauncher {
   template <class Body, class... KernelArgs>
   void launch(const char*, dim3 grid, unsigned threads, size_t shared_bytes, Body body, KernelArgs... args) {
-    simt::launch({grid.x, grid.y, grid.z}, {threads, 1, 1}, shared_bytes,
-                 [&](unsigned char* shared) { body(shared, args...); });
+    launch_grid(grid, threads, shared_bytes, [&](unsigned char* shared) { body(shared, args...); });
   }
   void fill_zero(const char*, void* data, size_t bytes) { std::memset(data, 0, bytes); }
   Tensor scratch(const Shape& shape, DType dtype, const std::string&) { return Tensor::empty(shape, dtype); }

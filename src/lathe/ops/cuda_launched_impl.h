@@ -4,7 +4,9 @@
 //   cuda_launched_impl<Args, Config>([](const Args& args, auto& launcher) { op_cuda::run(args, launcher); })
 // and the host emulation's, from the op's *_cuda_emulated.cc (builds with the CUDA toolkit),
 //   host_launched_impl<Args, Config>([](const Args& args, auto& launcher) { op_cuda::run(args, launcher); })
-// the steps a captureless lambda (its type names it; no state travels).
+// the steps a captureless lambda (its type names it; no state travels). An emulation may pass the
+// steps constants after the launcher (kOptions: the row ops' RowKernels, the head's chunk size), so
+// one op registers several emulations of one set of steps.
 #pragma once
 
 #include "lathe/ops/op.h"
@@ -12,6 +14,9 @@
 #if defined(__CUDACC__)
 #include "lathe/device/cuda_launcher.cuh"
 #else
+#include <vector>
+
+#include "lathe/device/row_cache.h"
 #include "lathe/device/simt_launcher.h"
 #include "lathe/ops/cuda_emulated_impl.h"
 #endif
@@ -34,16 +39,25 @@ Impl<Args, Config> cuda_launched_impl(Steps) {
 
 #else
 
-template <class Args, class Config, class Steps>
+template <class Args, class Config, class Steps, auto... kOptions>
 void run_steps_on_host(const Args& args, const Config&) {
   simt::HostLauncher launcher;
-  Steps{}(args, launcher);
+  Steps{}(args, launcher, kOptions...);
 }
 
-// "<kernels>_emulated" (ops/cuda_emulated_impl.h), for every argument the CUDA implementation takes.
-template <class Args, class Config, class Steps>
+// "<kernels>_emulated" (ops/cuda_emulated_impl.h), for every argument the CUDA implementation
+// takes: steps(args, launcher, kOptions...).
+template <class Args, class Config, auto... kOptions, class Steps>
 Impl<Args, Config> host_launched_impl(Steps, const char* kernels = "cuda") {
-  return cuda_emulated_impl<Args, Config>(&run_steps_on_host<Args, Config, Steps>, {}, kernels);
+  return cuda_emulated_impl<Args, Config>(&run_steps_on_host<Args, Config, Steps, kOptions...>, {}, kernels);
+}
+
+// A row op's two (device/row_cache.h): "cuda_emulated", the kernels the GPU picks by the row's
+// width, and "cuda_loop_emulated", its loop kernels on every shape; steps(args, launcher, RowKernels).
+template <class Args, class Config, class Steps>
+std::vector<Impl<Args, Config> > host_launched_row_impls(Steps steps) {
+  return {host_launched_impl<Args, Config, cuda::RowKernels::by_width>(steps),
+          host_launched_impl<Args, Config, cuda::RowKernels::loop>(steps, "cuda_loop")};
 }
 
 #endif

@@ -4,7 +4,6 @@
 // multiply-add (the CPU kernels' rounding), or alpha * b where a is absent.
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -30,8 +29,7 @@ template <class Launcher>
 void run(const AddArgs& args, Launcher& launcher) {
   const int64_t n = args.b.numel();
   if (n == 0) return;
-  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 16);
-  launcher.launch("add (cuda)", dim3(static_cast<unsigned>(blocks)), kThreads, 0, AddElements{},
+  launcher.launch("add (cuda)", dim3(cuda::grid_stride_blocks(n, kThreads)), kThreads, 0, AddElements{},
                   static_cast<const void*>(args.a.data), static_cast<const void*>(args.b.data), args.out.data, n,
                   args.alpha, args.b.dtype == DType::bf16);
 }

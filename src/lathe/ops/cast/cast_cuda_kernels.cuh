@@ -4,7 +4,6 @@
 // even as the host's conversion does.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "lathe/device/cuda_kernel_utils.cuh"
@@ -25,8 +24,7 @@ template <class Launcher>
 void run(const CastArgs& args, Launcher& launcher) {
   const int64_t n = args.in.numel();
   if (n == 0) return;
-  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 16);
-  launcher.launch("cast (cuda)", dim3(static_cast<unsigned>(blocks)), kThreads, 0, CastElements{},
+  launcher.launch("cast (cuda)", dim3(cuda::grid_stride_blocks(n, kThreads)), kThreads, 0, CastElements{},
                   static_cast<const void*>(args.in.data), args.out.data, n, args.in.dtype == DType::bf16,
                   args.out.dtype == DType::bf16);
 }

@@ -14,10 +14,9 @@
 
 #if LATHE_HAVE_CUDA
 
-#include <functional>
 #include <vector>
 
-#include "lathe/device/simt_emulation.h"
+#include "lathe/device/simt_launcher.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda_mma.h"
 #include "lathe/ops/flash_attention/flash_attention_cuda_mma_backward.cuh"
 #include "lathe/ops/flash_attention/flash_attention_cuda_mma_forward.cuh"
@@ -28,12 +27,6 @@
 namespace lathe {
 
 namespace {
-
-// simt::launch over a kernel's grid, blocks of `threads` threads.
-void launch_blocks(dim3 grid, unsigned threads, size_t shared_bytes,
-                   const std::function<void(unsigned char* shared)>& block) {
-  simt::launch({grid.x, grid.y, grid.z}, {threads, 1, 1}, shared_bytes, block);
-}
 
 // The tensor-core forwards' entry: launch.template operator()<D>(shapes, batch, tensors) for the
 // arguments' head_dim, unless there is nothing to compute.
@@ -64,9 +57,9 @@ void emulate_backward(const FlashAttentionBackwardArgs& args, Launch&& launch) {
 void flash_attention_forward_mma_emulated(const FlashAttentionArgs& args, const FlashAttentionCpuConfig&) {
   using namespace mma;
   emulate_forward(args, [&]<int D>(const MmaShapes& s, int64_t batch, const ForwardTensors& t) {
-    launch_blocks(row_block_grid(s.seq_q, kForwardBlockQ, s.n_heads, batch), kForwardThreads,
-                  kKeyValueStagesBytes<D, kForwardBlockK>,
-                  [&](unsigned char* shared) { forward_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
+    simt::launch_grid(row_block_grid(s.seq_q, kForwardBlockQ, s.n_heads, batch), kForwardThreads,
+                      kKeyValueStagesBytes<D, kForwardBlockK>,
+                      [&](unsigned char* shared) { forward_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
   });
 }
 
@@ -75,16 +68,16 @@ void flash_attention_backward_mma_emulated(const FlashAttentionBackwardArgs& arg
   using namespace mma;
   emulate_backward(args, [&]<int D>(const MmaShapes& s, int64_t batch, const BackwardTensors& t, float* delta) {
     if (s.seq_q > 0)
-      launch_blocks(row_block_grid(s.seq_q, kBackwardBlockRows, s.n_heads, batch), kBackwardThreads,
-                    kKeyValueStagesBytes<D, kBackwardBlockK>, [&](unsigned char* shared) {
-                      backward_dq_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, t.d_o, t.dq, delta, s, shared);
-                    });
+      simt::launch_grid(row_block_grid(s.seq_q, kBackwardBlockRows, s.n_heads, batch), kBackwardThreads,
+                        kKeyValueStagesBytes<D, kBackwardBlockK>, [&](unsigned char* shared) {
+                          backward_dq_mma_block<D>(t.q, t.k, t.v, t.o, t.lse, t.d_o, t.dq, delta, s, shared);
+                        });
     if (s.seq_k > 0)
-      launch_blocks(row_block_grid(s.seq_k, kBackwardBlockRows, s.n_kv_heads, batch), kBackwardThreads,
-                    sizeof(DkdvShared<D>), [&](unsigned char* shared) {
-                      backward_dkdv_mma_block<D>(t.q, t.k, t.v, t.lse, t.d_o, delta, t.dk, t.dv, s,
-                                                 *reinterpret_cast<DkdvShared<D>*>(shared));
-                    });
+      simt::launch_grid(row_block_grid(s.seq_k, kBackwardBlockRows, s.n_kv_heads, batch), kBackwardThreads,
+                        sizeof(DkdvShared<D>), [&](unsigned char* shared) {
+                          backward_dkdv_mma_block<D>(t.q, t.k, t.v, t.lse, t.d_o, delta, t.dk, t.dv, s,
+                                                     *reinterpret_cast<DkdvShared<D>*>(shared));
+                        });
   });
 }
 
@@ -92,8 +85,8 @@ void flash_attention_forward_wgmma_emulated(const FlashAttentionArgs& args, cons
   using namespace mma;
   using namespace mma::wgmma_forward;
   emulate_forward(args, [&]<int D>(const MmaShapes& s, int64_t batch, const ForwardTensors& t) {
-    launch_blocks(row_block_grid(s.seq_q, kBlockQ, s.n_heads, batch), kWgmmaThreads, kSharedBytes<D>,
-                  [&](unsigned char* shared) { forward_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
+    simt::launch_grid(row_block_grid(s.seq_q, kBlockQ, s.n_heads, batch), kWgmmaThreads, kSharedBytes<D>,
+                      [&](unsigned char* shared) { forward_block<D>(t.q, t.k, t.v, t.o, t.lse, s, shared); });
   });
 }
 
@@ -103,11 +96,11 @@ void flash_attention_backward_wgmma_emulated(const FlashAttentionBackwardArgs& a
   using namespace mma::wgmma_backward;
   emulate_backward(args, [&]<int D>(const MmaShapes& s, int64_t batch, const BackwardTensors& t, float* delta) {
     if (s.seq_q > 0)
-      launch_blocks(
+      simt::launch_grid(
           row_block_grid(s.seq_q, kBlockRows, s.n_heads, batch), kWgmmaThreads, kSharedBytes<D>,
           [&](unsigned char* shared) { dq_block<D>(t.q, t.k, t.v, t.o, t.lse, t.d_o, t.dq, delta, s, shared); });
     if (s.seq_k > 0)
-      launch_blocks(
+      simt::launch_grid(
           row_block_grid(s.seq_k, kBlockRows, s.n_kv_heads, batch), kWgmmaThreads, kSharedBytes<D>,
           [&](unsigned char* shared) { dkdv_block<D>(t.q, t.k, t.v, t.lse, t.d_o, delta, t.dk, t.dv, s, shared); });
   });
@@ -136,7 +129,7 @@ void flash_attention_forward_rows_emulated(const FlashAttentionArgs& args, const
   using namespace attention_rows;
   const Shapes s = shapes_of("flash_attention", args.q, args.k, args.v, args.options);
   if (s.batch == 0 || s.seq_q == 0 || s.n_heads == 0) return;
-  launch_blocks(row_grid(s.seq_q, s.n_heads, s.batch), kWarpsPerBlock * cuda::kWarp, 0, [&](unsigned char*) {
+  simt::launch_grid(row_grid(s.seq_q, s.n_heads, s.batch), kWarpsPerBlock * cuda::kWarp, 0, [&](unsigned char*) {
     forward_rows_thread(args.q.data, args.k.data, args.v.data, args.o.data, static_cast<float*>(args.lse.data), s);
   });
 }
@@ -148,13 +141,13 @@ void flash_attention_backward_rows_emulated(const FlashAttentionBackwardArgs& ar
   std::vector<float> delta(static_cast<size_t>(s.batch * s.n_heads * s.seq_q));  // (batch, n_heads, seq_q)
   constexpr unsigned kThreads = kWarpsPerBlock * cuda::kWarp;
   if (s.seq_q > 0) {
-    launch_blocks(row_grid(s.seq_q, s.n_heads, s.batch), kThreads, 0, [&](unsigned char*) {
+    simt::launch_grid(row_grid(s.seq_q, s.n_heads, s.batch), kThreads, 0, [&](unsigned char*) {
       backward_dq_thread(args.q.data, args.k.data, args.v.data, args.o.data, static_cast<const float*>(args.lse.data),
                          args.d_o.data, args.dq.data, delta.data(), s);
     });
   }
   if (s.seq_k > 0) {
-    launch_blocks(row_grid(s.seq_k, s.n_kv_heads, s.batch), kThreads, 0, [&](unsigned char*) {
+    simt::launch_grid(row_grid(s.seq_k, s.n_kv_heads, s.batch), kThreads, 0, [&](unsigned char*) {
       backward_dkdv_thread(args.q.data, args.k.data, args.v.data, static_cast<const float*>(args.lse.data),
                            args.d_o.data, delta.data(), args.dk.data, args.dv.data, s);
     });

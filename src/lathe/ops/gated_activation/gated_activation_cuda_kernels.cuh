@@ -4,7 +4,6 @@
 // per element (grid-stride over rows x cols); gate, up and the gradients may be row-strided views.
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -74,27 +73,23 @@ struct Backward {
   }
 };
 
-inline dim3 blocks_for(int64_t count) {
-  return dim3(
-      static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((count + kThreads - 1) / kThreads, 65535 * 16))));
-}
-
 template <class Launcher>
 void run_forward(const GatedActivationArgs& args, Launcher& launcher) {
   const int64_t rows = args.gate.dim(0), cols = args.gate.dim(1);
   if (rows * cols == 0) return;
-  launcher.launch("gated_activation (cuda)", blocks_for(rows * cols), kThreads, 0, Forward{}, rows_of(args.gate),
-                  rows_of(args.up), rows_of(args.out), rows, cols, args.activation, args.gate.dtype == DType::bf16,
-                  args.out.dtype == DType::bf16);
+  launcher.launch("gated_activation (cuda)", dim3(cuda::grid_stride_blocks(rows * cols, kThreads)), kThreads, 0,
+                  Forward{}, rows_of(args.gate), rows_of(args.up), rows_of(args.out), rows, cols, args.activation,
+                  args.gate.dtype == DType::bf16, args.out.dtype == DType::bf16);
 }
 
 template <class Launcher>
 void run_backward(const GatedActivationBackwardArgs& args, Launcher& launcher) {
   const int64_t rows = args.gate.dim(0), cols = args.gate.dim(1);
   if (rows * cols == 0) return;
-  launcher.launch("gated_activation_backward (cuda)", blocks_for(rows * cols), kThreads, 0, Backward{},
-                  rows_of(args.gate), rows_of(args.up), rows_of(args.dout), rows_of(args.dgate), rows_of(args.dup),
-                  rows, cols, args.activation, args.gate.dtype == DType::bf16, args.dgate.dtype == DType::bf16);
+  launcher.launch("gated_activation_backward (cuda)", dim3(cuda::grid_stride_blocks(rows * cols, kThreads)), kThreads,
+                  0, Backward{}, rows_of(args.gate), rows_of(args.up), rows_of(args.dout), rows_of(args.dgate),
+                  rows_of(args.dup), rows, cols, args.activation, args.gate.dtype == DType::bf16,
+                  args.dgate.dtype == DType::bf16);
 }
 
 }  // namespace lathe::gated_activation_cuda

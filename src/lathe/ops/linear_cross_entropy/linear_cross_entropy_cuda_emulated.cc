@@ -12,36 +12,14 @@
 
 namespace lathe {
 
-namespace {
-
-struct HeadLauncher : simt::HostLauncher {
-  // As the GPU's split (matmul_cuda.cu): parts[p * count + i], each part bf16 of what is left.
-  void split_bf16x3(const float* x, int64_t count, void* parts) {
-    auto* out = static_cast<__nv_bfloat16*>(parts);
-    for (int64_t i = 0; i < count; ++i) {
-      float rest = x[i];
-      for (int part = 0; part < linear_cross_entropy_cuda::kGradientParts; ++part) {
-        const __nv_bfloat16 rounded = __float2bfloat16_rn(rest);
-        out[part * count + i] = rounded;
-        rest -= __bfloat162float(rounded);
-      }
-    }
-  }
-};
-
-template <int64_t kMaxChunkLogits>
-void emulate(const LinearCrossEntropyArgs& args, const LinearCrossEntropyCpuConfig&) {
-  HeadLauncher launcher;
-  linear_cross_entropy_cuda::run(args, launcher, kMaxChunkLogits);
-}
-
-}  // namespace
-
 std::vector<Impl<LinearCrossEntropyArgs, LinearCrossEntropyCpuConfig>> linear_cross_entropy_cuda_emulated_impls() {
   using Args = LinearCrossEntropyArgs;
   using Config = LinearCrossEntropyCpuConfig;
-  return {cuda_emulated_impl<Args, Config>(emulate<linear_cross_entropy_cuda::kMaxChunkLogits>),
-          cuda_emulated_impl<Args, Config>(emulate<1>, {}, "cuda_chunked")};
+  constexpr auto steps = [](const Args& args, auto& launcher, int64_t max_chunk_logits) {
+    linear_cross_entropy_cuda::run(args, launcher, max_chunk_logits);
+  };
+  return {host_launched_impl<Args, Config, linear_cross_entropy_cuda::kMaxChunkLogits>(steps),
+          host_launched_impl<Args, Config, int64_t{1}>(steps, "cuda_chunked")};
 }
 
 }  // namespace lathe

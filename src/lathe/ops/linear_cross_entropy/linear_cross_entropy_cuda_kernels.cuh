@@ -2,8 +2,7 @@
 // says what they compute), shared by the GPU (linear_cross_entropy_cuda.cu) and the host emulation
 // (linear_cross_entropy_cuda_emulated.cc); see device/cuda_launcher.cuh. The products are matmul
 // and cast op calls, which run wherever the tensors are (cuBLASLt on the GPU, the CPU kernels in
-// the emulation). Besides launch, fill_zero and scratch, the launcher splits an f32 tensor into
-// kBf16Parts bf16 parts: launcher.split_bf16x3(x, count, parts) (matmul_cuda.h).
+// the emulation); so does the split of the f32 dlogits into bf16 parts (matmul_cuda_split.cuh).
 #pragma once
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include "lathe/ops/cast/cast.h"
 #include "lathe/ops/linear_cross_entropy/linear_cross_entropy.h"
 #include "lathe/ops/matmul/matmul.h"
+#include "lathe/ops/matmul/matmul_cuda_split.cuh"
 #include "lathe/ops/validate.h"
 
 namespace lathe::linear_cross_entropy_cuda {
@@ -22,9 +22,6 @@ constexpr int kThreads = 256;
 constexpr int kSumThreads = 1024;
 // Logits a chunk of tokens holds at most (2^26: 256 MB in f32).
 constexpr int64_t kMaxChunkLogits = int64_t{1} << 26;
-// The f32 dlogits of a bf16 head enter the gradient products as this many bf16 parts
-// (matmul_cuda.h's kBf16Parts).
-constexpr int kGradientParts = 3;
 
 struct RowParams {
   int64_t vocab, target_stride, ignore_index, first_token;
@@ -108,11 +105,11 @@ void run(const LinearCrossEntropyArgs& args, Launcher& launcher, int64_t max_chu
   launcher.fill_zero(kOp, row_loss.view().data, (tokens + 1) * sizeof(float));
   const int64_t chunk = std::max<int64_t>(1, std::min(tokens, max_chunk_logits / vocab));
   Tensor logits = launcher.scratch({chunk, vocab}, DType::f32, "linear_cross_entropy logits chunk");
-  // bf16: the f32 gradient of the logits as kGradientParts bf16 tensors, one tensor-core product
+  // bf16: the f32 gradient of the logits as kBf16Parts bf16 tensors, one tensor-core product
   // per part, so the backward GEMMs keep f32 accuracy; or, with dlogits_dtype bf16, rounded to one
   // bf16 tensor (the cast op).
   const bool one_part = bf16 && args.dlogits_dtype == DType::bf16;
-  const int parts = bf16 && !one_part ? kGradientParts : 1;
+  const int parts = bf16 && !one_part ? kBf16Parts : 1;
   Tensor grad_parts;
   if (bf16)
     grad_parts =
@@ -144,7 +141,9 @@ void run(const LinearCrossEntropyArgs& args, Launcher& launcher, int64_t max_chu
       round.out = grad_parts.view().select(0, 0).slice(0, 0, rows);
       cast(round);
     } else if (bf16) {
-      launcher.split_bf16x3(static_cast<const float*>(chunk_logits.data), rows * vocab, grad_parts.view().data);
+      launcher.launch(kOp, dim3(cuda::grid_stride_blocks(rows * vocab, kThreads)), kThreads, 0,
+                      matmul_cuda::SplitBf16x3{}, static_cast<const float*>(chunk_logits.data), rows * vocab,
+                      static_cast<__nv_bfloat16*>(grad_parts.view().data));
     }
     for (int part = 0; part < parts; ++part) {
       const TensorView grad = bf16 ? grad_parts.view().select(0, part).slice(0, 0, rows) : chunk_logits;

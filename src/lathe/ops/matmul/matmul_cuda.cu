@@ -5,6 +5,7 @@
 #include "lathe/device/cuda_check.h"
 #include "lathe/device/stream.h"
 #include "lathe/ops/matmul/matmul_cuda.h"
+#include "lathe/ops/matmul/matmul_cuda_split.cuh"
 
 namespace lathe {
 namespace {
@@ -98,15 +99,7 @@ __global__ void add_bias_kernel(DeviceMatrices c, const float* bias, bool accumu
 }
 
 __global__ void split_bf16x3_kernel(const float* x, int64_t count, __nv_bfloat16* parts) {
-  for (int64_t flat = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; flat < count;
-       flat += int64_t{gridDim.x} * blockDim.x) {
-    float rest = x[flat];
-    for (int part = 0; part < kBf16Parts; ++part) {
-      const __nv_bfloat16 rounded = __float2bfloat16_rn(rest);
-      parts[part * count + flat] = rounded;
-      rest -= __bfloat162float(rounded);
-    }
-  }
+  matmul_cuda::SplitBf16x3{}(nullptr, x, count, parts);
 }
 
 }  // namespace

@@ -12,22 +12,16 @@
 namespace lathe {
 
 std::vector<Impl<RmsNormArgs, RmsNormCpuConfig>> rms_norm_cuda_emulated_impls() {
-  return {host_launched_impl<RmsNormArgs, RmsNormCpuConfig>(
-              [](const RmsNormArgs& args, auto& launcher) { rms_norm_cuda::run_forward(args, launcher); }),
-          host_launched_impl<RmsNormArgs, RmsNormCpuConfig>(
-              [](const RmsNormArgs& args, auto& launcher) {
-                rms_norm_cuda::run_forward(args, launcher, cuda::RowKernels::loop);
-              },
-              "cuda_loop")};
+  return host_launched_row_impls<RmsNormArgs, RmsNormCpuConfig>(
+      [](const RmsNormArgs& args, auto& launcher, cuda::RowKernels kernels) {
+        rms_norm_cuda::run_forward(args, launcher, kernels);
+      });
 }
 std::vector<Impl<RmsNormBackwardArgs, RmsNormCpuConfig>> rms_norm_backward_cuda_emulated_impls() {
-  return {host_launched_impl<RmsNormBackwardArgs, RmsNormCpuConfig>(
-              [](const RmsNormBackwardArgs& args, auto& launcher) { rms_norm_cuda::run_backward(args, launcher); }),
-          host_launched_impl<RmsNormBackwardArgs, RmsNormCpuConfig>(
-              [](const RmsNormBackwardArgs& args, auto& launcher) {
-                rms_norm_cuda::run_backward(args, launcher, cuda::RowKernels::loop);
-              },
-              "cuda_loop")};
+  return host_launched_row_impls<RmsNormBackwardArgs, RmsNormCpuConfig>(
+      [](const RmsNormBackwardArgs& args, auto& launcher, cuda::RowKernels kernels) {
+        rms_norm_cuda::run_backward(args, launcher, kernels);
+      });
 }
 
 }  // namespace lathe

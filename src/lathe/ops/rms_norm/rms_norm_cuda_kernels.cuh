@@ -151,19 +151,10 @@ void run_forward(const RmsNormArgs& args, Launcher& launcher, cuda::RowKernels k
   auto* inv_rms = static_cast<float*>(args.inv_rms.data);
   const bool bf16 = args.x.dtype == DType::bf16, bf16_out = args.y.dtype == DType::bf16;
   const dim3 grid(static_cast<unsigned>(rows));
-  cuda::with_row_cache_width(
-      dim, kThreads,
-      [&]<int K>() {
-        const auto launch = [&](auto body) {
-          launcher.launch("rms_norm (cuda)", grid, kThreads, kReduceScratchBytes, body, args.x.data, weight,
-                          args.y.data, inv_rms, dim, args.eps, args.weight_offset, bf16, bf16_out);
-        };
-        if constexpr (K == 0)
-          launch(Forward{});
-        else
-          launch(ForwardCached<K>{});
-      },
-      kernels);
+  cuda::with_row_kernel<Forward, ForwardCached>(dim, kThreads, kernels, [&](auto body) {
+    launcher.launch("rms_norm (cuda)", grid, kThreads, kReduceScratchBytes, body, args.x.data, weight, args.y.data,
+                    inv_rms, dim, args.eps, args.weight_offset, bf16, bf16_out);
+  });
 }
 
 template <class Launcher>
@@ -175,19 +166,10 @@ void run_backward(const RmsNormBackwardArgs& args, Launcher& launcher,
   if (rows > 0) {
     const auto* weight = static_cast<const float*>(args.weight.data);
     const dim3 grid(static_cast<unsigned>(rows));
-    cuda::with_row_cache_width(
-        dim, kThreads,
-        [&]<int K>() {
-          const auto launch = [&](auto body) {
-            launcher.launch("rms_norm_backward (cuda)", grid, kThreads, kReduceScratchBytes, body, args.x.data, weight,
-                            inv_rms, args.dy.data, args.dx.data, dim, args.weight_offset, bf16);
-          };
-          if constexpr (K == 0)
-            launch(BackwardDx{});
-          else
-            launch(BackwardDxCached<K>{});
-        },
-        kernels);
+    cuda::with_row_kernel<BackwardDx, BackwardDxCached>(dim, kThreads, kernels, [&](auto body) {
+      launcher.launch("rms_norm_backward (cuda)", grid, kThreads, kReduceScratchBytes, body, args.x.data, weight,
+                      inv_rms, args.dy.data, args.dx.data, dim, args.weight_offset, bf16);
+    });
   }
   if (dim > 0) {
     const int64_t chunks = std::max<int64_t>(1, (rows + kDweightRowsPerChunk - 1) / kDweightRowsPerChunk);

@@ -12,22 +12,16 @@
 namespace lathe {
 
 std::vector<Impl<SoftmaxArgs, SoftmaxCpuConfig>> softmax_cuda_emulated_impls() {
-  return {host_launched_impl<SoftmaxArgs, SoftmaxCpuConfig>(
-              [](const SoftmaxArgs& args, auto& launcher) { softmax_cuda::run_forward(args, launcher); }),
-          host_launched_impl<SoftmaxArgs, SoftmaxCpuConfig>(
-              [](const SoftmaxArgs& args, auto& launcher) {
-                softmax_cuda::run_forward(args, launcher, cuda::RowKernels::loop);
-              },
-              "cuda_loop")};
+  return host_launched_row_impls<SoftmaxArgs, SoftmaxCpuConfig>(
+      [](const SoftmaxArgs& args, auto& launcher, cuda::RowKernels kernels) {
+        softmax_cuda::run_forward(args, launcher, kernels);
+      });
 }
 std::vector<Impl<SoftmaxBackwardArgs, SoftmaxCpuConfig>> softmax_backward_cuda_emulated_impls() {
-  return {host_launched_impl<SoftmaxBackwardArgs, SoftmaxCpuConfig>(
-              [](const SoftmaxBackwardArgs& args, auto& launcher) { softmax_cuda::run_backward(args, launcher); }),
-          host_launched_impl<SoftmaxBackwardArgs, SoftmaxCpuConfig>(
-              [](const SoftmaxBackwardArgs& args, auto& launcher) {
-                softmax_cuda::run_backward(args, launcher, cuda::RowKernels::loop);
-              },
-              "cuda_loop")};
+  return host_launched_row_impls<SoftmaxBackwardArgs, SoftmaxCpuConfig>(
+      [](const SoftmaxBackwardArgs& args, auto& launcher, cuda::RowKernels kernels) {
+        softmax_cuda::run_backward(args, launcher, kernels);
+      });
 }
 
 }  // namespace lathe

@@ -116,19 +116,10 @@ void run_forward(const SoftmaxArgs& args, Launcher& launcher, cuda::RowKernels k
   const dim3 grid(static_cast<unsigned>(args.x.dim(0)));
   const int64_t cols = args.x.dim(1);
   const bool bf16 = args.x.dtype == DType::bf16;
-  cuda::with_row_cache_width(
-      cols, kThreads,
-      [&]<int K>() {
-        const auto launch = [&](auto body) {
-          launcher.launch("softmax (cuda)", grid, kThreads, kReduceScratchBytes, body,
-                          static_cast<const void*>(args.x.data), args.y.data, cols, args.scale, bf16);
-        };
-        if constexpr (K == 0)
-          launch(Forward{});
-        else
-          launch(ForwardCached<K>{});
-      },
-      kernels);
+  cuda::with_row_kernel<Forward, ForwardCached>(cols, kThreads, kernels, [&](auto body) {
+    launcher.launch("softmax (cuda)", grid, kThreads, kReduceScratchBytes, body, static_cast<const void*>(args.x.data),
+                    args.y.data, cols, args.scale, bf16);
+  });
 }
 
 template <class Launcher>
@@ -138,20 +129,11 @@ void run_backward(const SoftmaxBackwardArgs& args, Launcher& launcher,
   const dim3 grid(static_cast<unsigned>(args.y.dim(0)));
   const int64_t cols = args.y.dim(1);
   const bool bf16 = args.y.dtype == DType::bf16;
-  cuda::with_row_cache_width(
-      cols, kThreads,
-      [&]<int K>() {
-        const auto launch = [&](auto body) {
-          launcher.launch("softmax_backward (cuda)", grid, kThreads, kReduceScratchBytes, body,
-                          static_cast<const void*>(args.y.data), static_cast<const void*>(args.dy.data), args.dx.data,
-                          cols, args.scale, bf16);
-        };
-        if constexpr (K == 0)
-          launch(Backward{});
-        else
-          launch(BackwardCached<K>{});
-      },
-      kernels);
+  cuda::with_row_kernel<Backward, BackwardCached>(cols, kThreads, kernels, [&](auto body) {
+    launcher.launch("softmax_backward (cuda)", grid, kThreads, kReduceScratchBytes, body,
+                    static_cast<const void*>(args.y.data), static_cast<const void*>(args.dy.data), args.dx.data, cols,
+                    args.scale, bf16);
+  });
 }
 
 }  // namespace lathe::softmax_cuda
