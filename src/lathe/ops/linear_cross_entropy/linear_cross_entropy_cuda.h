@@ -5,7 +5,7 @@
 //   one block per token: scale and soft-cap, logsumexp, the token's loss (and z-loss), then the
 //     gradient of the raw dot products in place, in f32
 //   dhidden_chunk = dlogits @ weight; dweight (+)= dlogits^T @ hidden_chunk   (matmul op); with
-//     bf16 inputs dlogits enters as three bf16 parts (cuda_split_bf16x3, matmul_cuda.h), one
+//     bf16 inputs dlogits enters as three bf16 parts (matmul_cuda_split.cuh), one
 //     tensor-core product each, so the gradients keep f32 accuracy (the op's tolerance rule; one
 //     bf16 dlogits, as PyTorch's autocast keeps it, failed it on the first GPU run)
 // The loss is the sum of the per-token losses in token order by one block (deterministic). The

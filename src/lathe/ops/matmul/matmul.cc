@@ -435,7 +435,8 @@ const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
              [](const MatmulArgs&, Isa isa) { return config_space(isa, false); }))
       impls.push_back(std::move(impl));
     impls.push_back(amx_matmul_impl(true));
-    impls = with_cuda_impl(std::move(impls), LATHE_CUDA_IMPL(matmul_cuda_impl));
+    impls = with_cuda_impl(std::move(impls), LATHE_CUDA_IMPL(matmul_cuda_emulated_impls),
+                           LATHE_CUDA_IMPL(matmul_cuda_impl));
     return Op<MatmulArgs, MatmulCpuConfig>("matmul", std::move(impls), [](const MatmulArgs& args) {
       return matmul_shape_key(args.a, args.b, args.c, args.trans_a, args.trans_b, args.bias.data != nullptr,
                               args.activation, args.accumulate);
@@ -447,12 +448,11 @@ const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
 const Op<MatmulBackwardArgs, MatmulCpuConfig>& matmul_backward_op() {
   static const Op<MatmulBackwardArgs, MatmulCpuConfig> op(
       "matmul_backward",
-      with_cuda_impl(
-          LATHE_ISA_IMPLS(
-              matmul_backward_kernel,
-              [](const MatmulBackwardArgs& args, Isa isa) { return backward_heuristic_config(args, isa); },
-              [](const MatmulBackwardArgs&, Isa isa) { return config_space(isa, false); }),
-          LATHE_CUDA_IMPL(matmul_backward_cuda_impl)),
+      with_cuda_impl(LATHE_ISA_IMPLS(
+                         matmul_backward_kernel,
+                         [](const MatmulBackwardArgs& args, Isa isa) { return backward_heuristic_config(args, isa); },
+                         [](const MatmulBackwardArgs&, Isa isa) { return config_space(isa, false); }),
+                     LATHE_CUDA_IMPL(matmul_backward_cuda_emulated_impls), LATHE_CUDA_IMPL(matmul_backward_cuda_impl)),
       [](const MatmulBackwardArgs& args) {
         return matmul_shape_key(args.a, args.b, args.dc, args.trans_a, args.trans_b, args.dbias.data != nullptr,
                                 args.activation, false);

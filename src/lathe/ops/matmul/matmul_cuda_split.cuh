@@ -1,5 +1,5 @@
 // The split of an f32 tensor into kBf16Parts bf16 tensors (matmul_cuda.h) as a block function
-// (device/cuda_launcher.cuh), shared by matmul's backward (cuda_split_bf16x3), the fused head's
+// (device/cuda_launcher.cuh), shared by matmul's backward (matmul_cuda_kernels.cuh), the fused head's
 // steps (linear_cross_entropy_cuda_kernels.cuh) and their host emulation.
 #pragma once
 

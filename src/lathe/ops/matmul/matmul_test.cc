@@ -136,6 +136,77 @@ TEST(Matmul, StridedViewsMatchContiguousAndLeavePaddingAlone) {
   }
 }
 
+// Every CPU implementation this machine runs for args (the CUDA steps' host emulation included).
+template <class Args>
+std::vector<std::string> usable_impls(const Op<Args, MatmulCpuConfig>& op, const Args& args) {
+  std::vector<std::string> names;
+  for (const auto& impl : op.impls())
+    if (impl.device == Device::cpu && isa_available(impl.isa) && (!impl.supported || impl.supported(args)))
+      names.push_back(impl.name);
+  return names;
+}
+
+// (batch, m, n) inside a wider (batch + 1, m + 2, n + 5) buffer: row stride n + 5, batch stride
+// (m + 2)(n + 5), not m times the row stride.
+TensorView strided_batch_view(Tensor& wide, int64_t batch, int64_t m, int64_t n) {
+  return wide.view().slice(0, 0, batch).slice(1, 1, 1 + m).slice(2, 2, 2 + n);
+}
+
+// Batched outputs and gradients as views with their own batch stride give each implementation
+// the bits it gives on contiguous tensors, through the bias, the activation and its gradient, and
+// leave the buffer around them alone.
+TEST(Matmul, StridedBatchViewsMatchContiguousOnEveryImpl) {
+  const uint64_t seed = test_seed();
+  const int64_t batch = 3, m = 11, n = 19, k = 13;
+  Tensor a = random_tensor({batch, m, k}, DType::f32, seed, 1);
+  Tensor b = random_tensor({batch, k, n}, DType::f32, seed, 2);
+  Tensor bias = random_tensor({n}, DType::f32, seed, 3);
+  for (const std::string& impl : usable_impls(matmul_op(), MatmulArgs{a, b})) {
+    Dispatch dispatch;
+    dispatch.impl = impl;
+    Tensor c_wide = random_tensor({batch + 1, m + 2, n + 5}, DType::f32, seed, 4);
+    const Tensor c_wide_before = convert(c_wide, DType::f32);
+    const TensorView c = strided_batch_view(c_wide, batch, m, n);
+    Tensor c_dense = Tensor::empty({batch, m, n}, DType::f32);
+    matmul({a, b, c, bias, false, false, false, Activation::silu}, dispatch);
+    matmul({a, b, c_dense, bias, false, false, false, Activation::silu}, dispatch);
+    EXPECT_EQ(max_abs_difference(c, c_dense), 0.0) << impl << " seed=" << seed;
+    const std::vector<float> after = to_vector<float>(c_wide), before = to_vector<float>(c_wide_before);
+    int64_t changed_outside = 0;
+    for (int64_t t = 0; t <= batch; ++t)
+      for (int64_t i = 0; i < m + 2; ++i)
+        for (int64_t j = 0; j < n + 5; ++j) {
+          const bool inside = t < batch && i >= 1 && i < 1 + m && j >= 2 && j < 2 + n;
+          const int64_t flat = (t * (m + 2) + i) * (n + 5) + j;
+          changed_outside += !inside && after[flat] != before[flat];
+        }
+    EXPECT_EQ(changed_outside, 0) << impl << ": wrote outside the view";
+  }
+  for (const std::string& impl : usable_impls(matmul_backward_op(), MatmulBackwardArgs{a, b})) {
+    Dispatch dispatch;
+    dispatch.impl = impl;
+    Tensor dc_wide = random_tensor({batch + 1, m + 2, n + 5}, DType::f32, seed, 5);
+    Tensor pre_wide = random_tensor({batch + 1, m + 2, n + 5}, DType::f32, seed, 6, -3, 3);
+    const TensorView dc = strided_batch_view(dc_wide, batch, m, n), pre = strided_batch_view(pre_wide, batch, m, n);
+    const Tensor dc_dense = convert(dc, DType::f32), pre_dense = convert(pre, DType::f32);
+    Tensor da = Tensor::empty({batch, m, k}, DType::f32), db = Tensor::empty({batch, k, n}, DType::f32);
+    Tensor dbias = Tensor::empty({n}, DType::f32);
+    Tensor da_dense = Tensor::empty({batch, m, k}, DType::f32), db_dense = Tensor::empty({batch, k, n}, DType::f32);
+    Tensor dbias_dense = Tensor::empty({n}, DType::f32);
+    for (Tensor* out : {&da, &db, &dbias, &da_dense, &db_dense, &dbias_dense}) poison(*out);
+    MatmulBackwardArgs args;
+    args.a = a, args.b = b, args.activation = Activation::gelu_tanh;
+    args.dc = dc, args.pre_activation = pre, args.da = da, args.db = db, args.dbias = dbias;
+    matmul_backward(args, dispatch);
+    args.dc = dc_dense, args.pre_activation = pre_dense, args.da = da_dense, args.db = db_dense,
+    args.dbias = dbias_dense;
+    matmul_backward(args, dispatch);
+    EXPECT_EQ(max_abs_difference(da, da_dense), 0.0) << impl << " da seed=" << seed;
+    EXPECT_EQ(max_abs_difference(db, db_dense), 0.0) << impl << " db seed=" << seed;
+    EXPECT_EQ(max_abs_difference(dbias, dbias_dense), 0.0) << impl << " dbias seed=" << seed;
+  }
+}
+
 // A batch with one shared weight (batch stride 0) equals separate 2-D products, bit for bit,
 // and the result does not depend on the thread count.
 TEST(Matmul, SharedWeightBatchEqualsSeparateProductsForAnyThreadCount) {
