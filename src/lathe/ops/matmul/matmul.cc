@@ -398,6 +398,7 @@ static std::string matmul_shape_key(const TensorView& a, const TensorView& b, co
 
 namespace {
 std::atomic<int> forced_transposed_a_in_place{-1};
+std::atomic<int> forced_b_in_place{-1};
 }  // namespace
 
 bool matmul_reads_transposed_a_in_place() {
@@ -409,6 +410,21 @@ bool matmul_reads_transposed_a_in_place() {
   }();
   const int forced = forced_transposed_a_in_place.load(std::memory_order_relaxed);
   return forced < 0 ? by_cpu : forced == 1;
+}
+
+bool matmul_reads_b_in_place(int64_t row_bytes) {
+  static const int by_environment = [] {
+    const char* env = std::getenv("LATHE_GEMM_B_IN_PLACE");
+    if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)) return env[0] == '1' ? 1 : 0;
+    return -1;
+  }();
+  const int forced_here = forced_b_in_place.load(std::memory_order_relaxed);
+  const int forced = forced_here >= 0 ? forced_here : by_environment;
+  return forced < 0 ? row_bytes <= kMatmulBInPlaceMaxRowBytes : forced == 1;
+}
+
+void force_matmul_b_in_place(int forced) {
+  forced_b_in_place.store(forced < 0 ? -1 : forced != 0 ? 1 : 0, std::memory_order_relaxed);
 }
 
 void force_matmul_transposed_a_in_place(int forced) {

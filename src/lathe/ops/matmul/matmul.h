@@ -117,5 +117,18 @@ const Op<MatmulBackwardArgs, MatmulCpuConfig>& matmul_backward_op();
 bool matmul_reads_transposed_a_in_place();
 // Tests: 1 forces in place, 0 forces packing, -1 returns to the CPU's rule.
 void force_matmul_transposed_a_in_place(int forced);
+// Whether the f32 GEMM reads a B whose storage rows are depth steps (a row-major B: a weight
+// gradient's x, a forward's untransposed weight) where it lies, by whole register-tile panels,
+// instead of packing it, given its row stride in bytes. Each depth step's panel values are
+// contiguous there as in a packed panel, just row_bytes apart. Where rows are at most
+// kMatmulBInPlaceMaxRowBytes apart the panel's lines spread over enough L1 sets and skipping the
+// packing gained 4-8% (1 KB: 256 x 256 x 4096 with A transposed, 4096 x 256 x 256, one thread
+// on Zen 4); at 2 KB it lost 2%, at 3 KB and more it gained nothing (docs/perf.md, "Zen 4, sixth
+// session of 2026-12-07"). A rule by the stride, not a timing; either way every element sums K
+// in the same order. LATHE_GEMM_B_IN_PLACE=1 or 0 overrides it for a process.
+inline constexpr int64_t kMatmulBInPlaceMaxRowBytes = 1024;
+bool matmul_reads_b_in_place(int64_t row_bytes);
+// Tests: 1 forces in place, 0 forces packing, -1 returns to the rule.
+void force_matmul_b_in_place(int forced);
 
 }  // namespace lathe

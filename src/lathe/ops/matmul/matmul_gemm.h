@@ -141,8 +141,14 @@ struct F32Path {
     pack_f32(x, t, row0, rows, col0, depth, width, dest);
   }
   LATHE_GEMM_INLINE static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc,
-                                     int64_t rows, int64_t cols, const Epilogue& e) {
-    tile_f32<MR, NV>(depth, a, b, c, ldc, rows, cols, e);
+                                     int64_t rows, int64_t cols, const Epilogue& e, int64_t ldb = kNR) {
+    tile_f32<MR, NV>(depth, a, b, c, ldc, rows, cols, e, ldb);
+  }
+  // A row-major f32 B (bt's storage rows are depth steps: a weight gradient's x) is read where
+  // it lies by whole panels where its rows are close enough (matmul_reads_b_in_place): each depth
+  // step's NR values are contiguous there as in a packed panel, ldb (its row stride) apart.
+  static bool reads_b_in_place(const Operand& bt) {
+    return bt.transposed && !bt.bf16 && matmul_reads_b_in_place(bt.row_stride * static_cast<int64_t>(sizeof(float)));
   }
   // A transposed f32 A is not packed where the CPU's L1d takes it (matmul_reads_transposed_a_in_place:
   // 12 or more ways): whole tiles read it in place (tile_f32_depth_major_a), where its storage rows
@@ -155,12 +161,28 @@ struct F32Path {
   }
   // Rows [row, row + MR) x depth [p0, p0 + depth) of A[t]: element (i, p) at storage row p, column i.
   LATHE_GEMM_INLINE static void tile_a_in_place(int64_t depth, const Operand& a, int64_t t, int64_t row, int64_t p0,
-                                                const Packed* b, float* c, int64_t ldc, int64_t cols,
-                                                const Epilogue& e) {
+                                                const Packed* b, float* c, int64_t ldc, int64_t cols, const Epilogue& e,
+                                                int64_t ldb = kNR) {
     const float* base = static_cast<const float*>(a.data) + t * a.batch_stride + p0 * a.row_stride + row;
-    tile_f32_depth_major_a<MR, NV>(depth, base, a.row_stride, b, c, ldc, cols, e);
+    tile_f32_depth_major_a<MR, NV>(depth, base, a.row_stride, b, c, ldc, cols, e, ldb);
   }
 };
+
+// Whether Path reads this B (as bt) in place by whole panels instead of packing them.
+template <class Path>
+bool path_reads_b_in_place(const Operand& bt) {
+  if constexpr (requires { Path::reads_b_in_place(bt); })
+    return Path::reads_b_in_place(bt);
+  else
+    return false;
+}
+
+// The columns of an nb-wide B block that Path reads in place (whole panels from its first),
+// which its packing skips: 0 where B is packed.
+template <class Path>
+int64_t in_place_b_columns(const Operand& bt, int64_t nb) {
+  return path_reads_b_in_place<Path>(bt) ? nb / Path::kNR * Path::kNR : 0;
+}
 
 // Whether Path reads this A in place instead of packing it, in a K slice kb deep.
 template <class Path>
@@ -219,6 +241,12 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
   }
   // A read in place: only a partial last tile is packed (at its place in a_pack).
   const bool a_in_place = path_reads_a_in_place<Path>(g.a, kb);
+  // B read in place: whole panels from bt's storage (depth step p of column j at p * ldb + j);
+  // the caller packed only a partial last panel (at its place in b_pack).
+  const int64_t whole_b_cols = in_place_b_columns<Path>(g.bt, nb);
+  const typename Path::Packed* b_source = nullptr;
+  if (whole_b_cols > 0)
+    b_source = static_cast<const typename Path::Packed*>(g.bt.data) + t * g.bt.batch_stride + pc * g.bt.row_stride + jc;
   for (int64_t ic = m0; ic < m1; ic += mc) {
     const int64_t mb = min64(mc, m1 - ic), whole_rows = a_in_place ? mb / MR * MR : 0;
     if (whole_rows < mb)
@@ -244,6 +272,17 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
       for (int64_t ir = 0; ir < mb; ir += MR) {
         if (lines_per_tile) next_b.issue(lines_per_tile);
         if (last_sweep && a_lines_per_tile) next_a.issue(a_lines_per_tile);
+        if constexpr (requires { Path::reads_b_in_place(g.bt); }) {
+          if (jr < whole_b_cols) {
+            if (ir < whole_rows)
+              Path::tile_a_in_place(depth, g.a, t, ic + ir, pc, b_source + jr, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
+                                    NR, e, g.bt.row_stride);
+            else
+              Path::tile(depth, a_pack + ir * depth, b_source + jr, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
+                         min64(MR, mb - ir), NR, e, g.bt.row_stride);
+            continue;
+          }
+        }
         if constexpr (requires { Path::reads_a_in_place(g.a, kb); }) {
           if (ir < whole_rows) {
             Path::tile_a_in_place(depth, g.a, t, ic + ir, pc, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr,
@@ -278,7 +317,10 @@ inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, 
     const int64_t nb = min64(blocks.nc, n1 - jc);
     for (int64_t pc = 0; pc < g.k; pc += blocks.kc) {
       const int64_t kb = min64(blocks.kc, g.k - pc);
-      Path::pack_b(g.bt, t, jc, nb, pc, kb, Path::kNR, b_pack);
+      const int64_t whole_b_cols = in_place_b_columns<Path>(g.bt, nb);
+      if (whole_b_cols < nb)
+        Path::pack_b(g.bt, t, jc + whole_b_cols, nb - whole_b_cols, pc, kb, Path::kNR,
+                     b_pack + whole_b_cols * Path::packed_depth(kb));
       // The next pass starts on rows m0 again: at the next K slice, else at the next column block's first.
       multiply_b_block<Path>(g, blocks, t, m0, m1, n1, jc, nb, pc, kb, b_pack, a_pack, m0, m1,
                              next_pass_depth(g, pc, kb, jc, nb, n1));

@@ -109,7 +109,9 @@ void gemm_rows_shared_b(const Gemm& g, const MatmulCpuConfig& config, int64_t t,
       const int64_t kb = min64(blocks.kc, g.k - pc), depth = Path::packed_depth(kb);
       const int64_t first = panels * part / parts * NR, last = min64(nb, panels * (part + 1) / parts * NR);
       Packed* b_pack = b_packs[slot];
-      if (first < last) Path::pack_b(g.bt, t, jc + first, last - first, pc, kb, NR, b_pack + first * depth);
+      const int64_t packed_first = max64(first, in_place_b_columns<Path>(g.bt, nb));  // whole panels read in place
+      if (packed_first < last)
+        Path::pack_b(g.bt, t, jc + packed_first, last - packed_first, pc, kb, NR, b_pack + packed_first * depth);
       sync();
       // Every thread has left the previous block: its hand-out is restarted for the block after this one.
       if (part == 0) rows[slot ^ 1].restart();

@@ -126,14 +126,13 @@ LATHE_GEMM_INLINE void begin_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, in
 // f32 micro-panels: a is (depth, MR), b is (depth, MR * NV * W), both packed.
 template <int MR, int NV>
 LATHE_GEMM_INLINE void tile_f32(int64_t depth, const float* __restrict a, const float* __restrict b, float* c,
-                                int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
-  constexpr int NR = NV * W;
+                                int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e, int64_t ldb = NV * W) {
   VecF acc[MR][NV];
   begin_tile<MR, NV>(acc, c, ldc, rows, cols);
   for (int64_t p = 0; p < depth; ++p) {
     VecF bv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b + p * NR + v * W);
+    for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b + p * ldb + v * W);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       VecF av = VecF::broadcast(a[p * MR + r]);
@@ -157,8 +156,8 @@ constexpr int64_t kDepthMajorMaxRowBytes = 4096;  // F32Path reads A in place be
 
 template <int MR, int NV>
 LATHE_GEMM_INLINE void tile_f32_depth_major_a(int64_t depth, const float* a, int64_t lda, const float* __restrict b,
-                                              float* c, int64_t ldc, int64_t cols, const Epilogue& e) {
-  constexpr int NR = NV * W;
+                                              float* c, int64_t ldc, int64_t cols, const Epilogue& e,
+                                              int64_t ldb = NV * W) {
   VecF acc[MR][NV];
   begin_tile<MR, NV>(acc, c, ldc, MR, cols);
   for (int64_t p = 0; p < depth; ++p) {
@@ -167,7 +166,7 @@ LATHE_GEMM_INLINE void tile_f32_depth_major_a(int64_t depth, const float* a, int
     simd::prefetch_read(column + kDepthMajorPrefetchSteps * lda + MR - 1);
     VecF bv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b + p * NR + v * W);
+    for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b + p * ldb + v * W);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       VecF av = VecF::broadcast(column[r]);

@@ -379,8 +379,9 @@ TEST(Matmul, InPlaceAGemmMatchesTheReferenceAndOneThreadBitwise) {
 // 1, 2 and 3 threads give the same bits, and the reference's values: within 1e-4 at K 61; at K
 // 1100 the f32 sums' rounding grows with K (about K x 2^-24 x the ~10 magnitude of partial sums,
 // 7e-4 at worst), so 1e-3 there. The transposed A is read in place only on CPUs with a 12-way L1d
-// (matmul_reads_transposed_a_in_place); both ways are forced here, on any CPU, and give the same
-// bits (each element sums K in one order either way).
+// (matmul_reads_transposed_a_in_place), a row-major B (here from a matrix wider than the
+// product) where its rows are close (matmul_reads_b_in_place); both ways of each are forced
+// here, on any CPU, and give the same bits (each element sums K in one order either way).
 TEST(Matmul, DepthMajorAInPlaceAndDepthHalvesMatchTheReferenceAndOneThreadBitwise) {
   uint64_t seed = test_seed();
   struct Case {
@@ -406,7 +407,10 @@ TEST(Matmul, DepthMajorAInPlaceAndDepthHalvesMatchTheReferenceAndOneThreadBitwis
         Tensor a_storage = random_tensor(shape.trans_a ? Shape{shape.k, shape.m + 5} : Shape{shape.m, shape.k},
                                          DType::f32, seed, 1);
         const TensorView a = shape.trans_a ? a_storage.view().slice(1, 2, shape.m + 2) : a_storage.view();
-        Tensor b = random_tensor(shape.trans_b ? Shape{shape.n, shape.k} : Shape{shape.k, shape.n}, DType::f32, seed, 2);
+        // b: (n, k) where transposed, else (k, n) inside a (k, n + 3) matrix.
+        Tensor b_storage =
+            random_tensor(shape.trans_b ? Shape{shape.n, shape.k} : Shape{shape.k, shape.n + 3}, DType::f32, seed, 2);
+        const TensorView b = shape.trans_b ? b_storage.view() : b_storage.view().slice(1, 1, shape.n + 1);
         Tensor bias = random_tensor({shape.n}, DType::f32, seed, 3);
         auto start = [&] { return random_tensor({shape.m, shape.n}, DType::f32, seed, 4); };
         MatmulArgs args{a,
@@ -420,16 +424,23 @@ TEST(Matmul, DepthMajorAInPlaceAndDepthHalvesMatchTheReferenceAndOneThreadBitwis
         const std::string where =
             str_cat(isa_name(kernel.isa), " tile ", tile.mr, "x", tile.nr, " variant ", variant, " m=", shape.m,
                     " n=", shape.n, " k=", shape.k, " ta=", shape.trans_a, " seed=", seed);
-        Tensor outputs[2] = {start(), start()};
-        for (int in_place : {1, 0}) {
-          force_matmul_transposed_a_in_place(in_place);
-          expect_reference_and_thread_independence(kernel, config, args, start, shape.tolerance,
-                                                   str_cat(where, " A in place=", in_place));
-          args.c = outputs[in_place].view();
-          kernel.run(args, config);
-        }
+        Tensor outputs[2][2] = {{start(), start()}, {start(), start()}};  // [A in place][B in place]
+        for (int a_in_place : {1, 0})
+          for (int b_in_place : {1, 0}) {
+            force_matmul_transposed_a_in_place(a_in_place);
+            force_matmul_b_in_place(b_in_place);
+            expect_reference_and_thread_independence(
+                kernel, config, args, start, shape.tolerance,
+                str_cat(where, " A in place=", a_in_place, " B in place=", b_in_place));
+            args.c = outputs[a_in_place][b_in_place].view();
+            kernel.run(args, config);
+          }
         force_matmul_transposed_a_in_place(-1);
-        EXPECT_EQ(max_abs_difference(outputs[0], outputs[1]), 0.0) << where << ": A in place against packed";
+        force_matmul_b_in_place(-1);
+        for (int a_in_place : {0, 1})
+          for (int b_in_place : {0, 1})
+            EXPECT_EQ(max_abs_difference(outputs[a_in_place][b_in_place], outputs[0][0]), 0.0)
+                << where << ": A in place=" << a_in_place << ", B in place=" << b_in_place << " against both packed";
       }
     }
   }
