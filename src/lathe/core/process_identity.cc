@@ -1,15 +1,40 @@
 #include "lathe/core/process_identity.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 
 namespace lathe {
 
+std::string read_proc_file(int fd) {
+  std::string text;
+  char buffer[1024];
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got > 0) {
+      text.append(buffer, static_cast<size_t>(got));
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) text.clear();  // the process went (ESRCH): as if it had never been there
+    return text;
+  }
+}
+
+std::string process_stat_text(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text = read_proc_file(fd);
+  ::close(fd);
+  return text;
+}
+
 std::string process_identity(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::string text = process_stat_text(pid);
   const size_t after_name = text.rfind(')');  // the command name may hold spaces and parentheses
   if (after_name == std::string::npos) return "";
   // Fields 3.. after the name: state, then 18 more numbers, then the start time (field 22).

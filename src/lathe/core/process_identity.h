@@ -9,6 +9,13 @@
 
 namespace lathe {
 
+// The text of /proc/<pid>/stat; "" when the process is gone, whenever it goes (an exit between
+// the open and the read makes the read fail with ESRCH, which std::ifstream turns into a thrown
+// std::ios_base::failure: plain read(2) here).
+std::string process_stat_text(pid_t pid);
+// The rest of an open /proc file, from its descriptor (not closed); "" when a read fails.
+std::string read_proc_file(int fd);
+
 // The identity of a running process; "" when there is no such process or it is a zombie.
 std::string process_identity(pid_t pid);
 

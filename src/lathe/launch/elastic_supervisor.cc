@@ -52,8 +52,7 @@ std::vector<pid_t> processes_of_session(pid_t session) {
   while (const dirent* entry = ::readdir(proc)) {
     const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
     if (pid <= 0) continue;
-    std::ifstream stat(std::string("/proc/") + entry->d_name + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const std::string text = process_stat_text(pid);
     const size_t after_name = text.rfind(')');
     if (after_name == std::string::npos) continue;
     char state = 0;
@@ -68,8 +67,7 @@ std::vector<pid_t> processes_of_session(pid_t session) {
 
 // Whether pid names a live process (not gone, not a zombie waiting to be reaped).
 bool process_is_running(pid_t pid) {
-  std::ifstream stat(str_cat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::string text = process_stat_text(pid);
   const size_t after_name = text.rfind(')');
   if (after_name == std::string::npos) return false;
   char state = 0;
