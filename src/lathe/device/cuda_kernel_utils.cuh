@@ -39,6 +39,19 @@ __device__ inline int64_t load_index(const void* base, int64_t index, bool i64) 
 
 constexpr int kWarp = 32;
 
+// A thread per column (blocks of any size over `cols`): sums[j] = x[0][j] + x[1][j] + ... in f32,
+// the rows in order (deterministic); x contiguous (rows, cols). rms_norm's dweight over its chunk
+// partials, matmul's dbias over the rows of its gradient.
+struct ColumnSumsInOrder {
+  __device__ void operator()(unsigned char*, const float* x, int64_t rows, int64_t cols, float* sums) const {
+    const int64_t column = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+    if (column >= cols) return;
+    float sum = 0.0f;
+    for (int64_t row = 0; row < rows; ++row) sum += x[row * cols + column];
+    sums[column] = sum;
+  }
+};
+
 // Blocks of `threads` for a grid-stride loop over `count` elements: one per `threads` elements, at
 // least one, at most 65535 * 16 (the loop covers the rest).
 inline unsigned grid_stride_blocks(int64_t count, int threads) {

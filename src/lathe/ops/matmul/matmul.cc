@@ -397,39 +397,53 @@ static std::string matmul_shape_key(const TensorView& a, const TensorView& b, co
 }
 
 namespace {
-std::atomic<int> forced_transposed_a_in_place{-1};
-std::atomic<int> forced_b_in_place{-1};
+
+// The overrides of a placement rule: a test's force (1 or 0; -1 lifts it), else the process's
+// environment variable (1 or 0), else none (-1: the rule decides).
+class PlacementOverride {
+ public:
+  explicit PlacementOverride(const char* variable) {
+    const char* env = std::getenv(variable);
+    if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)) by_environment_ = env[0] == '1' ? 1 : 0;
+  }
+  int forced() const {
+    const int by_test = by_test_.load(std::memory_order_relaxed);
+    return by_test >= 0 ? by_test : by_environment_;
+  }
+  void force(int forced) { by_test_.store(forced < 0 ? -1 : forced != 0 ? 1 : 0, std::memory_order_relaxed); }
+
+ private:
+  int by_environment_ = -1;
+  std::atomic<int> by_test_{-1};
+};
+
+// LATHE_GEMM_A_IN_PLACE=1 or 0 overrides the CPU's rule (an A/B of the two on a new CPU kind).
+PlacementOverride& transposed_a_override() {
+  static PlacementOverride instance("LATHE_GEMM_A_IN_PLACE");
+  return instance;
+}
+
+PlacementOverride& b_override() {
+  static PlacementOverride instance("LATHE_GEMM_B_IN_PLACE");
+  return instance;
+}
+
 }  // namespace
 
 bool matmul_reads_transposed_a_in_place() {
-  // LATHE_GEMM_A_IN_PLACE=1 or 0 overrides the CPU's rule (an A/B of the two on a new CPU kind).
-  static const bool by_cpu = [] {
-    const char* env = std::getenv("LATHE_GEMM_A_IN_PLACE");
-    if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)) return env[0] == '1';
-    return cpu_features().l1d_ways >= 12;
-  }();
-  const int forced = forced_transposed_a_in_place.load(std::memory_order_relaxed);
+  static const bool by_cpu = cpu_features().l1d_ways >= 12;
+  const int forced = transposed_a_override().forced();
   return forced < 0 ? by_cpu : forced == 1;
 }
 
+void force_matmul_transposed_a_in_place(int forced) { transposed_a_override().force(forced); }
+
 bool matmul_reads_b_in_place(int64_t row_bytes) {
-  static const int by_environment = [] {
-    const char* env = std::getenv("LATHE_GEMM_B_IN_PLACE");
-    if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)) return env[0] == '1' ? 1 : 0;
-    return -1;
-  }();
-  const int forced_here = forced_b_in_place.load(std::memory_order_relaxed);
-  const int forced = forced_here >= 0 ? forced_here : by_environment;
+  const int forced = b_override().forced();
   return forced < 0 ? row_bytes <= kMatmulBInPlaceMaxRowBytes : forced == 1;
 }
 
-void force_matmul_b_in_place(int forced) {
-  forced_b_in_place.store(forced < 0 ? -1 : forced != 0 ? 1 : 0, std::memory_order_relaxed);
-}
-
-void force_matmul_transposed_a_in_place(int forced) {
-  forced_transposed_a_in_place.store(forced < 0 ? -1 : forced != 0 ? 1 : 0, std::memory_order_relaxed);
-}
+void force_matmul_b_in_place(int forced) { b_override().force(forced); }
 
 const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
   static const Op<MatmulArgs, MatmulCpuConfig> op = [] {

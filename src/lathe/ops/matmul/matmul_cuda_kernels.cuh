@@ -1,8 +1,8 @@
-// matmul's CUDA kernels around the product (the activation, its gradient, the bias gradient, the
-// bias of an empty sum) and the host steps that order them with the products, shared by the GPU
-// (matmul_cuda.cu: cuda::DeviceLauncher, products in cuBLASLt) and the host emulation
-// (matmul_cuda_emulated.cc: simt::HostLauncher, products in the CPU's matmul); see
-// device/cuda_launcher.cuh. The steps take the product as a callable,
+// matmul's CUDA kernels around the product (the activation, its gradient, the bias of an empty
+// sum; the bias gradient is cuda::ColumnSumsInOrder) and the host steps that order them with the products, shared by
+// the GPU (matmul_cuda.cu: cuda::DeviceLauncher, products in cuBLASLt) and the host emulation (matmul_cuda_emulated.cc:
+// simt::HostLauncher, products in the CPU's matmul); see device/cuda_launcher.cuh. The steps take the product as a
+// callable,
 //   product(step): step.c (+)= op(step.a) @ op(step.b) (+ step.bias), inner dimension > 0, no activation,
 // so everything but the GEMM itself (its empty sums, the backward's bf16 split and the order and
 // accumulation of its products) is the same code on both.
@@ -92,17 +92,6 @@ struct ActivationGradient {
   }
 };
 
-// One thread per column, the rows summed in order in f32: deterministic. g contiguous (rows, cols).
-struct BiasGradient {
-  __device__ void operator()(unsigned char*, const float* g, int64_t rows, int64_t cols, float* dbias) const {
-    const int64_t column = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-    if (column >= cols) return;
-    float sum = 0.0f;
-    for (int64_t row = 0; row < rows; ++row) sum += g[row * cols + column];
-    dbias[column] = sum;
-  }
-};
-
 // A thread per element (grid-stride): the product of an empty sum, c = bias or c += bias when
 // accumulating (bias null: zero).
 struct EmptySum {
@@ -160,7 +149,7 @@ inline TensorView entry(const TensorView& view, int64_t t) { return view.rank() 
 
 // The backward from forward products (matmul.h): g = dc * act'(pre) by one kernel into a
 // contiguous (batch, m, n) buffer; bf16 operands take g as kBf16Parts bf16 tensors (SplitBf16x3),
-// each product once per part, accumulating; dbias by one thread per column.
+// each product once per part, accumulating; dbias by one thread per column (ColumnSumsInOrder).
 template <class Launcher, class Product>
 void run_backward(const MatmulBackwardArgs& args, Launcher& launcher, Product product) {
   const int64_t batch = args.dc.rank() == 3 ? args.dc.dim(0) : 1, m = args.dc.dim(-2), n = args.dc.dim(-1);
@@ -194,14 +183,7 @@ void run_backward(const MatmulBackwardArgs& args, Launcher& launcher, Product pr
   };
   auto step = [&](const TensorView& a, bool trans_a, const TensorView& b, bool trans_b, const TensorView& c,
                   bool accumulate) {
-    MatmulArgs product_args;
-    product_args.a = a;
-    product_args.b = b;
-    product_args.c = c;
-    product_args.trans_a = trans_a;
-    product_args.trans_b = trans_b;
-    product_args.accumulate = accumulate;
-    product_or_empty_sum(product_args, launcher, product, kBackwardOp);
+    product_or_empty_sum(MatmulArgs{a, b, c, {}, trans_a, trans_b, accumulate}, launcher, product, kBackwardOp);
   };
   if (args.da.data) {
     // da = g @ op(b)^T in a's layout; transposed a: da = op(b) @ g^T. Summed over the batch when a
@@ -231,7 +213,7 @@ void run_backward(const MatmulBackwardArgs& args, Launcher& launcher, Product pr
   }
   if (args.dbias.data && n > 0)
     launcher.launch(kBackwardOp, dim3(static_cast<unsigned>((n + kThreads - 1) / kThreads)), kThreads, 0,
-                    BiasGradient{}, static_cast<const float*>(g_storage.ptr<float>()), batch * m, n,
+                    cuda::ColumnSumsInOrder{}, static_cast<const float*>(g_storage.ptr<float>()), batch * m, n,
                     static_cast<float*>(args.dbias.data));
   // g_storage goes back to the cache on return: work queued later on lathe's one stream runs after
   // the products above, so reusing its memory is safe without waiting.

@@ -132,17 +132,6 @@ struct DweightPartials {
   }
 };
 
-// dweight[d] = the chunks' partial[c][d], c in order.
-struct SumChunks {
-  __device__ void operator()(unsigned char*, const float* partial, int64_t chunks, int64_t dim, float* dweight) const {
-    const int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-    if (d >= dim) return;
-    float sum = 0.0f;
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) sum += partial[chunk * dim + d];
-    dweight[d] = sum;
-  }
-};
-
 template <class Launcher>
 void run_forward(const RmsNormArgs& args, Launcher& launcher, cuda::RowKernels kernels = cuda::RowKernels::by_width) {
   const int64_t rows = args.x.dim(0), dim = args.x.dim(1);
@@ -177,7 +166,8 @@ void run_backward(const RmsNormBackwardArgs& args, Launcher& launcher,
     const auto column_blocks = static_cast<unsigned>((dim + kThreads - 1) / kThreads);
     launcher.launch("rms_norm_backward (cuda)", dim3(static_cast<unsigned>(chunks), column_blocks), kThreads, 0,
                     DweightPartials{}, args.x.data, inv_rms, args.dy.data, partial.ptr<float>(), rows, dim, bf16);
-    launcher.launch("rms_norm_backward (cuda)", dim3(column_blocks), kThreads, 0, SumChunks{},
+    // dweight[d] = the chunks' partial[c][d], c in order.
+    launcher.launch("rms_norm_backward (cuda)", dim3(column_blocks), kThreads, 0, cuda::ColumnSumsInOrder{},
                     static_cast<const float*>(partial.ptr<float>()), chunks, dim,
                     static_cast<float*>(args.dweight.data));
   }
