@@ -321,6 +321,8 @@ inline void streaming_fence() {
 // a 2048^3 product's time spent waiting on C in the tile store). Always inlined, they survive.
 [[gnu::always_inline]] inline void prefetch_read(const void* p) { __builtin_prefetch(p, 0, 3); }
 [[gnu::always_inline]] inline void prefetch_write(const void* p) { __builtin_prefetch(p, 1, 3); }
+// The line into L2 only (prefetcht1): for requests further ahead than L1's few miss buffers hold.
+[[gnu::always_inline]] inline void prefetch_read_l2(const void* p) { __builtin_prefetch(p, 0, 2); }
 
 inline VecF& operator+=(VecF& a, VecF b) { return a = a + b; }
 inline VecF& operator*=(VecF& a, VecF b) { return a = a * b; }

@@ -34,6 +34,7 @@ struct Operand {
 
 constexpr int kMaxPanelWidth = 64;  // the widest tile dimension (6x64)
 constexpr int64_t kPackPrefetchRows = 8;  // transposed packing: storage rows prefetched ahead
+constexpr int64_t kPackPrefetchFarRows = 24;  // transposed f32 packing: storage rows requested into L2
 constexpr int64_t kPackGroupFloats = 128;  // transposed packing: the width of a group of panels
 
 #if LATHE_KERNEL_ISA >= 1
@@ -100,7 +101,12 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
     // storage rows are still 1-4 KB apart in a weight gradient's dy^T, a new page each, so the
     // group's part of the row kPackPrefetchRows ahead is prefetched into L1 (the copy's load stall
     // fell from ~5% to ~1% of a 1024 x 256 x 4096 product's samples on Zen 3; 16 rows ahead was no
-    // better).
+    // better). Past L1's few miss buffers (8 rows of a 126-float group are 64-72 lines) the same
+    // part of the row kPackPrefetchFarRows ahead is requested into L2 as well: the packing of A
+    // and B waited on L3 without it, ~10% of a 512 x 512 x 4096 weight gradient's samples on Zen 4
+    // where the tile loop ran at the FMA peak; with it that product ran 0.90x -> 0.93x oneDNN on
+    // one thread (docs/perf.md, "seventh session of 2026-12-07"). Not in the bf16 pair packing,
+    // where it measured nothing (half the bytes a row).
     const int64_t group = width * (kPackGroupFloats / width > 1 ? kPackGroupFloats / width : 1);
 #if LATHE_KERNEL_ISA >= 1
     const int64_t element_bytes = x.bf16 ? 2 : 4;
@@ -115,6 +121,11 @@ inline void pack_f32(const Operand& x, int64_t t, int64_t row0, int64_t rows, in
           const char* ahead = base_bytes + (offset + kPackPrefetchRows * rs + group_row) * element_bytes;
           for (int64_t byte = 0; byte < (group_end - group_row) * element_bytes + 63; byte += 64)
             simd::prefetch_read(ahead + byte);
+        }
+        if (p + kPackPrefetchFarRows < depth) {
+          const char* far = base_bytes + (offset + kPackPrefetchFarRows * rs + group_row) * element_bytes;
+          for (int64_t byte = 0; byte < (group_end - group_row) * element_bytes + 63; byte += 64)
+            simd::prefetch_read_l2(far + byte);
         }
 #endif
         for (int64_t panel_row = group_row; panel_row < group_end; panel_row += width) {
