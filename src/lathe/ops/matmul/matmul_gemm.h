@@ -127,6 +127,10 @@ inline void epilogue_only(const Gemm& g, int64_t t, int64_t m0, int64_t m1, int6
   }
 }
 
+// The rows of the short tile a Path runs on a ragged last panel of at most this many rows, where
+// its tile is at least twice as tall (F32Path, Bf16DotPath).
+constexpr int kRaggedPanelRows = 4;
+
 // The f32 path: packs f32 (converting bf16) and runs tile_f32.
 template <int MR, int NV>
 struct F32Path {
@@ -141,8 +145,15 @@ struct F32Path {
                      Packed* dest) {
     pack_f32(x, t, row0, rows, col0, depth, width, dest);
   }
+  // A ragged last panel of at most 4 rows (zero-padded to MR) runs a 4-row tile: the full one
+  // would multiply the padding too, 10 wasted rows of 14 where 256 rows end 18 x 14 + 4 (3.9% of
+  // a 256-row weight gradient; docs/perf.md, "seventh session of 2026-12-07"). Same sums in the
+  // same order for the rows it keeps.
   LATHE_GEMM_INLINE static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc,
                                      int64_t rows, int64_t cols, const Epilogue& e, int64_t ldb = kNR) {
+    if constexpr (MR >= 2 * kRaggedPanelRows) {
+      if (rows <= kRaggedPanelRows) return tile_f32<kRaggedPanelRows, NV, MR>(depth, a, b, c, ldc, rows, cols, e, ldb);
+    }
     tile_f32<MR, NV>(depth, a, b, c, ldc, rows, cols, e, ldb);
   }
   // A row-major f32 B (bt's storage rows are depth steps: a weight gradient's x) is read where
@@ -342,8 +353,12 @@ struct Bf16DotPath {
                      Packed* dest) {
     pack_bf16_pairs(x, t, row0, rows, col0, depth, width, dest);
   }
+  // A ragged last panel of at most 4 rows runs a 4-row tile, as F32Path's.
   LATHE_GEMM_INLINE static void tile(int64_t depth, const Packed* a, const Packed* b, float* c, int64_t ldc,
                                      int64_t rows, int64_t cols, const Epilogue& e) {
+    if constexpr (MR >= 2 * kRaggedPanelRows) {
+      if (rows <= kRaggedPanelRows) return tile_bf16_dot<kRaggedPanelRows, NV, MR>(depth, a, b, c, ldc, rows, cols, e);
+    }
     tile_bf16_dot<MR, NV>(depth, a, b, c, ldc, rows, cols, e);
   }
 };

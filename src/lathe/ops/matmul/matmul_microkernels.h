@@ -3,7 +3,8 @@
 //   Epilogue, activate, store_tile   what happens to a tile's sums on their way into C (an earlier
 //   (store_tile_sums, activate_rows) K slice's partial sums, accumulate, bias, activation)
 //   begin_tile                       zeroed accumulators; C's rows requested ahead of the epilogue
-//   tile_f32                         MR x NV vectors of C over packed f32 panels
+//   tile_f32                         MR x NV vectors of C over packed f32 panels (or the first MR
+//                                    rows of wider ones)
 //   tile_f32_depth_major_a           the same with a transposed f32 A read where it lies
 //   bf16_pair_step,                  MR x (NV * 16) over pair-interleaved bf16 panels: vdpbf16ps on
 //   tile_bf16_dot                    AVX-512, an FMA emulation elsewhere (the layout testable anywhere)
@@ -123,10 +124,13 @@ LATHE_GEMM_INLINE void begin_tile(VecF (&acc)[MR][NV], float* c, int64_t ldc, in
   }
 }
 
-// f32 micro-panels: a is (depth, MR), b is (depth, MR * NV * W), both packed.
-template <int MR, int NV>
+// f32 micro-panels: a is (depth, MR), b is (depth, MR * NV * W), both packed. A panel packed
+// APanel rows wide (> MR) is read by its first MR rows: the ragged last panel of a product whose
+// rows are not a multiple of the tile's (F32Path::tile).
+template <int MR, int NV, int APanel = MR>
 LATHE_GEMM_INLINE void tile_f32(int64_t depth, const float* __restrict a, const float* __restrict b, float* c,
                                 int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e, int64_t ldb = NV * W) {
+  static_assert(APanel >= MR, "a tile reads at most its panel's rows");
   VecF acc[MR][NV];
   begin_tile<MR, NV>(acc, c, ldc, rows, cols);
   for (int64_t p = 0; p < depth; ++p) {
@@ -135,7 +139,7 @@ LATHE_GEMM_INLINE void tile_f32(int64_t depth, const float* __restrict a, const 
     for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b + p * ldb + v * W);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      VecF av = VecF::broadcast(a[p * MR + r]);
+      VecF av = VecF::broadcast(a[p * APanel + r]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] = simd::fma(av, bv[v], acc[r][v]);
     }
@@ -209,10 +213,12 @@ LATHE_GEMM_INLINE void bf16_pair_step(VecF (&acc)[MR][NV * 16 / W], const uint16
 #endif
 }
 
-// MR x (NV * 16) tile over pair-interleaved panels.
-template <int MR, int NV>
+// MR x (NV * 16) tile over pair-interleaved panels (of APanel rows: a ragged last panel's first
+// MR, as tile_f32).
+template <int MR, int NV, int APanel = MR>
 LATHE_GEMM_INLINE void tile_bf16_dot(int64_t depth, const uint16_t* __restrict a, const uint16_t* __restrict b,
                                      float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e) {
+  static_assert(APanel >= MR, "a tile reads at most its panel's rows");
   constexpr int NF = NV * 16 / W;
   const int64_t pairs = depth / 2;
   VecF acc[MR][NF];
@@ -221,7 +227,7 @@ LATHE_GEMM_INLINE void tile_bf16_dot(int64_t depth, const uint16_t* __restrict a
 #pragma GCC unroll 16
     for (int f = 0; f < NF; ++f) acc[r][f] = VecF::zero();
   const int32_t* a_pairs = reinterpret_cast<const int32_t*>(a);
-  for (int64_t q = 0; q < pairs; ++q) bf16_pair_step<MR, NV>(acc, b, q, [&](int r) { return a_pairs[q * MR + r]; });
+  for (int64_t q = 0; q < pairs; ++q) bf16_pair_step<MR, NV>(acc, b, q, [&](int r) { return a_pairs[q * APanel + r]; });
   store_tile<MR, NF>(acc, c, ldc, rows, cols, e);
 }
 

@@ -330,6 +330,7 @@ const std::vector<std::string> kEdgeShapes = {
     "m=17,n=40,k=9,tb=1,dtype=bf16",
     "m=15,n=33,k=7,ta=1,dtype=bf16,bias=1,act=relu",
     "m=30,n=100,k=3,act=relu,bias=1",
+    "m=18,n=40,k=19,ta=1,bias=1",  // 14 + 4 rows: the AVX-512 f32 tile's ragged 4-row panel
     "batch=3,m=9,n=17,k=13,shared_b=1,bias=1,act=gelu_tanh",
     "batch=2,m=5,n=70,k=21,tb=1,bias=1,act=silu,dtype=bf16",
     "batch=0,m=3,n=4,k=5",
