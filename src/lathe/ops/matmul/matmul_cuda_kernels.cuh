@@ -1,8 +1,8 @@
 // matmul's CUDA kernels around the product (the activation, its gradient, the bias of an empty
-// sum; the bias gradient is cuda::ColumnSumsInOrder) and the host steps that order them with the products, shared by
-// the GPU (matmul_cuda.cu: cuda::DeviceLauncher, products in cuBLASLt) and the host emulation (matmul_cuda_emulated.cc:
-// simt::HostLauncher, products in the CPU's matmul); see device/cuda_launcher.cuh. The steps take the product as a
-// callable,
+// sum; the bias gradient is cuda::ColumnSumsInOrder) and the host steps that order them with the
+// products, shared by the GPU (matmul_cuda.cu: cuda::DeviceLauncher, products in cuBLASLt) and the
+// host emulation (matmul_cuda_emulated.cc: simt::HostLauncher, products in the CPU's matmul); see
+// device/cuda_launcher.cuh. The steps take the product as a callable,
 //   product(step): step.c (+)= op(step.a) @ op(step.b) (+ step.bias), inner dimension > 0, no activation,
 // so everything but the GEMM itself (its empty sums, the backward's bf16 split and the order and
 // accumulation of its products) is the same code on both.
