@@ -428,6 +428,12 @@ PlacementOverride& b_override() {
   return instance;
 }
 
+// LATHE_GEMM_TILES_PACK=0 turns the tiles' packing off (on unless overridden).
+PlacementOverride& tiles_pack_override() {
+  static PlacementOverride instance("LATHE_GEMM_TILES_PACK");
+  return instance;
+}
+
 }  // namespace
 
 bool matmul_reads_transposed_a_in_place() {
@@ -444,6 +450,10 @@ bool matmul_reads_b_in_place(int64_t row_bytes) {
 }
 
 void force_matmul_b_in_place(int forced) { b_override().force(forced); }
+
+bool matmul_tiles_pack() { return tiles_pack_override().forced() != 0; }
+
+void force_matmul_tiles_pack(int forced) { tiles_pack_override().force(forced); }
 
 const Op<MatmulArgs, MatmulCpuConfig>& matmul_op() {
   static const Op<MatmulArgs, MatmulCpuConfig> op = [] {

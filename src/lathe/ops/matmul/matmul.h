@@ -130,5 +130,14 @@ inline constexpr int64_t kMatmulBInPlaceMaxRowBytes = 1024;
 bool matmul_reads_b_in_place(int64_t row_bytes);
 // Tests: 1 forces in place, 0 forces packing, -1 returns to the rule.
 void force_matmul_b_in_place(int forced);
+// Whether the f32 GEMM's tiles pack the operands they read where those lie and the packing would
+// otherwise copy with the FMA units idle: a transposed A not read in place (copied by the first
+// sweep's tiles) and a row-major B not read in place (by the first A panel's tile of each pass).
+// A weight gradient's packing waited on L3 for ~10% of the product's time; inside the tiles those
+// loads overlap the arithmetic (docs/perf.md, "first session of 2026-12-08"). Same values, same
+// sums. On by default; LATHE_GEMM_TILES_PACK=0 turns it off for a process (an A/B of the two).
+bool matmul_tiles_pack();
+// Tests: 1 forces it on, 0 off, -1 returns to the default.
+void force_matmul_tiles_pack(int forced);
 
 }  // namespace lathe

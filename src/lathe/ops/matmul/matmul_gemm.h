@@ -178,7 +178,41 @@ struct F32Path {
     const float* base = static_cast<const float*>(a.data) + t * a.batch_stride + p0 * a.row_stride + row;
     tile_f32_depth_major_a<MR, NV>(depth, base, a.row_stride, b, c, ldc, cols, e, ldb);
   }
+  // Packing by the tiles (matmul_tiles_pack): a transposed f32 A not read in place is copied into
+  // its panels by the first sweep's tiles (each whole panel's tile against the first B panel), a
+  // row-major f32 B not read in place by the first A panel's tile against each of its panels
+  // (gemm_range's own B blocks only). tile_f32_packing reads the operand where it lies and stores
+  // the packed copy as it multiplies.
+  static bool tiles_pack_a(const Operand& a, int64_t kb) {
+    return a.transposed && !a.bf16 && !reads_a_in_place(a, kb) && matmul_tiles_pack();
+  }
+  static bool tiles_pack_b(const Operand& bt) {
+    return bt.transposed && !bt.bf16 && !reads_b_in_place(bt) && matmul_tiles_pack();
+  }
+  template <PanelA ASource, bool CopyB>
+  LATHE_GEMM_INLINE static void tile_packing(int64_t depth, const float* a, int64_t lda, float* a_panel, const float* b,
+                                             int64_t ldb, float* b_panel, float* c, int64_t ldc, int64_t rows,
+                                             int64_t cols, const Epilogue& e) {
+    tile_f32_packing<MR, NV, ASource, CopyB>(depth, a, lda, a_panel, b, ldb, b_panel, c, ldc, rows, cols, e);
+  }
 };
+
+// Whether Path's tiles pack this A (F32Path::tiles_pack_a) in a K slice kb deep, and this B (as
+// bt), instead of pack_a / pack_b.
+template <class Path>
+bool path_tiles_pack_a(const Operand& a, int64_t kb) {
+  if constexpr (requires { Path::tiles_pack_a(a, kb); })
+    return Path::tiles_pack_a(a, kb);
+  else
+    return false;
+}
+template <class Path>
+bool path_tiles_pack_b(const Operand& bt) {
+  if constexpr (requires { Path::tiles_pack_b(bt); })
+    return Path::tiles_pack_b(bt);
+  else
+    return false;
+}
 
 // Whether Path reads this B (as bt) in place by whole panels instead of packing them.
 template <class Path>
@@ -234,8 +268,9 @@ struct Blocking {
 template <class Path>
 LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blocks, int64_t t, int64_t m0, int64_t m1,
                                         int64_t n1, int64_t jc, int64_t nb, int64_t pc, int64_t kb,
-                                        const typename Path::Packed* b_pack, typename Path::Packed* a_pack,
-                                        int64_t next_m0 = 0, int64_t next_m1 = 0, int64_t next_pc = -1) {
+                                        typename Path::Packed* b_pack, typename Path::Packed* a_pack,
+                                        int64_t next_m0 = 0, int64_t next_m1 = 0, int64_t next_pc = -1,
+                                        bool tiles_pack_b = false) {
   constexpr int MR = Path::kMR, NR = Path::kNR;
   const int64_t mc = blocks.mc, nc = blocks.nc, kc = blocks.kc, depth = Path::packed_depth(kb);
   float* c = g.c + t * g.c_batch_stride;
@@ -257,12 +292,15 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
   // the caller packed only a partial last panel (at its place in b_pack).
   const int64_t whole_b_cols = in_place_b_columns<Path>(g.bt, nb);
   const typename Path::Packed* b_source = nullptr;
-  if (whole_b_cols > 0)
+  if (whole_b_cols > 0 || tiles_pack_b)
     b_source = static_cast<const typename Path::Packed*>(g.bt.data) + t * g.bt.batch_stride + pc * g.bt.row_stride + jc;
+  // A packed by the first sweep's tiles (path_tiles_pack_a): whole panels there, the rest below.
+  const bool tiles_pack_a = path_tiles_pack_a<Path>(g.a, kb);
   for (int64_t ic = m0; ic < m1; ic += mc) {
-    const int64_t mb = min64(mc, m1 - ic), whole_rows = a_in_place ? mb / MR * MR : 0;
-    if (whole_rows < mb)
-      Path::pack_a(g.a, t, ic + whole_rows, mb - whole_rows, pc, kb, MR, a_pack + whole_rows * depth);
+    const int64_t mb = min64(mc, m1 - ic), whole_rows = mb / MR * MR;
+    const int64_t packed_from = a_in_place || tiles_pack_a ? whole_rows : 0;
+    if (packed_from < mb)
+      Path::pack_a(g.a, t, ic + packed_from, mb - packed_from, pc, kb, MR, a_pack + packed_from * depth);
     // The next A block's source lines, spread over the tiles of the last sweep over this block
     // (jr loop): packing it then reads from L2 instead of waiting on a fresh stream per row (a
     // narrow product, n = d_model, has few tiles per A block to hide those misses behind). Only
@@ -284,26 +322,58 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
       for (int64_t ir = 0; ir < mb; ir += MR) {
         if (lines_per_tile) next_b.issue(lines_per_tile);
         if (last_sweep && a_lines_per_tile) next_a.issue(a_lines_per_tile);
+        float* c_tile = c + (ic + ir) * g.ldc + jc + jr;
+        if constexpr (requires { &Path::template tile_packing<PanelA::packed, true>; }) {
+          // This tile packs what it reads first: A's whole panel on the first sweep, B's whole
+          // panel in the first A panel's tile of the pass (gemm_range left both unpacked).
+          const bool copy_a = tiles_pack_a && jr == 0 && ir < whole_rows;
+          const bool copy_b = tiles_pack_b && ic == m0 && ir == 0 && jr + NR <= nb && jr >= whole_b_cols;
+          if (copy_a || copy_b) {
+            const bool a_where_it_lies = copy_a || (a_in_place && ir < whole_rows);
+            const float* a_rows = a_where_it_lies ? static_cast<const float*>(g.a.data) + t * g.a.batch_stride +
+                                                        pc * g.a.row_stride + ic + ir
+                                                  : a_pack + ir * depth;
+            const int64_t lda = a_where_it_lies ? g.a.row_stride : MR;
+            const bool b_where_it_lies = jr < whole_b_cols || copy_b;
+            const float* b_rows = b_where_it_lies ? b_source + jr : b_pack + jr * depth;
+            const int64_t ldb = b_where_it_lies ? g.bt.row_stride : NR;
+            float* const a_panel = a_pack + ir * depth;
+            float* const b_panel = b_pack + jr * depth;
+            const int64_t rows = min64(MR, mb - ir), cols = min64(NR, nb - jr);
+            if (copy_a && copy_b)
+              Path::template tile_packing<PanelA::in_place_copied, true>(depth, a_rows, lda, a_panel, b_rows, ldb,
+                                                                         b_panel, c_tile, g.ldc, rows, cols, e);
+            else if (copy_a)
+              Path::template tile_packing<PanelA::in_place_copied, false>(depth, a_rows, lda, a_panel, b_rows, ldb,
+                                                                          b_panel, c_tile, g.ldc, rows, cols, e);
+            else if (a_where_it_lies)
+              Path::template tile_packing<PanelA::in_place, true>(depth, a_rows, lda, a_panel, b_rows, ldb, b_panel,
+                                                                  c_tile, g.ldc, rows, cols, e);
+            else
+              Path::template tile_packing<PanelA::packed, true>(depth, a_rows, lda, a_panel, b_rows, ldb, b_panel,
+                                                                c_tile, g.ldc, rows, cols, e);
+            continue;
+          }
+        }
         if constexpr (requires { Path::reads_b_in_place(g.bt); }) {
           if (jr < whole_b_cols) {
-            if (ir < whole_rows)
-              Path::tile_a_in_place(depth, g.a, t, ic + ir, pc, b_source + jr, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
-                                    NR, e, g.bt.row_stride);
+            if (a_in_place && ir < whole_rows)
+              Path::tile_a_in_place(depth, g.a, t, ic + ir, pc, b_source + jr, c_tile, g.ldc, NR, e, g.bt.row_stride);
             else
-              Path::tile(depth, a_pack + ir * depth, b_source + jr, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
-                         min64(MR, mb - ir), NR, e, g.bt.row_stride);
+              Path::tile(depth, a_pack + ir * depth, b_source + jr, c_tile, g.ldc, min64(MR, mb - ir), NR, e,
+                         g.bt.row_stride);
             continue;
           }
         }
         if constexpr (requires { Path::reads_a_in_place(g.a, kb); }) {
-          if (ir < whole_rows) {
-            Path::tile_a_in_place(depth, g.a, t, ic + ir, pc, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr,
-                                  g.ldc, min64(NR, nb - jr), e);
+          if (a_in_place && ir < whole_rows) {
+            Path::tile_a_in_place(depth, g.a, t, ic + ir, pc, b_pack + jr * depth, c_tile, g.ldc, min64(NR, nb - jr),
+                                  e);
             continue;
           }
         }
-        Path::tile(depth, a_pack + ir * depth, b_pack + jr * depth, c + (ic + ir) * g.ldc + jc + jr, g.ldc,
-                   min64(MR, mb - ir), min64(NR, nb - jr), e);
+        Path::tile(depth, a_pack + ir * depth, b_pack + jr * depth, c_tile, g.ldc, min64(MR, mb - ir),
+                   min64(NR, nb - jr), e);
       }
     }
   }
@@ -325,17 +395,19 @@ inline void gemm_range(const Gemm& g, const MatmulCpuConfig& config, int64_t t, 
   const Blocking<Path> blocks(g, config, m1 - m0, n1 - n0);
   Packed* a_pack = reinterpret_cast<Packed*>(thread_scratch(0, sizeof(Packed) * blocks.a_elements));
   Packed* b_pack = reinterpret_cast<Packed*>(thread_scratch(1, sizeof(Packed) * blocks.b_elements));
+  // B's whole panels packed by the tiles that first read them (path_tiles_pack_b), else here.
+  const bool tiles_pack_b = path_tiles_pack_b<Path>(g.bt);
   for (int64_t jc = n0; jc < n1; jc += blocks.nc) {
     const int64_t nb = min64(blocks.nc, n1 - jc);
     for (int64_t pc = 0; pc < g.k; pc += blocks.kc) {
       const int64_t kb = min64(blocks.kc, g.k - pc);
-      const int64_t whole_b_cols = in_place_b_columns<Path>(g.bt, nb);
+      const int64_t whole_b_cols = tiles_pack_b ? nb / Path::kNR * Path::kNR : in_place_b_columns<Path>(g.bt, nb);
       if (whole_b_cols < nb)
         Path::pack_b(g.bt, t, jc + whole_b_cols, nb - whole_b_cols, pc, kb, Path::kNR,
                      b_pack + whole_b_cols * Path::packed_depth(kb));
       // The next pass starts on rows m0 again: at the next K slice, else at the next column block's first.
       multiply_b_block<Path>(g, blocks, t, m0, m1, n1, jc, nb, pc, kb, b_pack, a_pack, m0, m1,
-                             next_pass_depth(g, pc, kb, jc, nb, n1));
+                             next_pass_depth(g, pc, kb, jc, nb, n1), tiles_pack_b);
     }
   }
 }

@@ -6,6 +6,8 @@
 //   tile_f32                         MR x NV vectors of C over packed f32 panels (or the first MR
 //                                    rows of wider ones)
 //   tile_f32_depth_major_a           the same with a transposed f32 A read where it lies
+//   tile_f32_packing (copy_floats)   the same reading A and/or B where they lie and storing the
+//                                    packed panels as it goes (the packing done by the tiles)
 //   bf16_pair_step,                  MR x (NV * 16) over pair-interleaved bf16 panels: vdpbf16ps on
 //   tile_bf16_dot                    AVX-512, an FMA emulation elsewhere (the layout testable anywhere)
 // LATHE_GEMM_INLINE (always_inline outside sanitizer builds) keeps a tile's accumulators in
@@ -179,6 +181,88 @@ LATHE_GEMM_INLINE void tile_f32_depth_major_a(int64_t depth, const float* a, int
     }
   }
   store_tile<MR, NV>(acc, c, ldc, MR, cols, e);
+}
+
+// Copies the n (a compile-time count) floats at src to dst: the panel row of a tile that packs as
+// it multiplies (tile_f32_packing). 8-float copies, the last overlapping the one before, where
+// n >= 8; a 4-float one and single floats below (never reading past src + n: the source is the
+// operand itself, whose last row may end there).
+template <int N>
+LATHE_GEMM_INLINE void copy_floats(float* __restrict dst, const float* __restrict src) {
+#if LATHE_KERNEL_ISA >= 1
+  if constexpr (N >= 8) {
+#pragma GCC unroll 8
+    for (int r = 0; r < N; r += 8) {
+      const int at = r + 8 <= N ? r : N - 8;
+      _mm256_storeu_ps(dst + at, _mm256_loadu_ps(src + at));
+    }
+    return;
+  } else if constexpr (N >= 4) {
+    _mm_storeu_ps(dst, _mm_loadu_ps(src));
+#pragma GCC unroll 4
+    for (int r = 4; r < N; ++r) dst[r] = src[r];
+    return;
+  }
+#endif
+#pragma GCC unroll 8
+  for (int r = 0; r < N; ++r) dst[r] = src[r];
+}
+
+// How far ahead tile_f32_packing requests the source rows it copies: into L1, and into L2 (as
+// the transposed packing of matmul_packing.h, whose loads it replaces).
+constexpr int64_t kPackingTileNearRows = 8;
+constexpr int64_t kPackingTileFarRows = 24;
+
+// Where tile_f32_packing reads A's panel: packed (a, MR values a step), or where it lies (a
+// transposed f32 A: element (r, p) at a[p * lda + r]), and then also copied into the packed panel.
+enum class PanelA { packed, in_place, in_place_copied };
+
+// An MR x (NV * W) tile that packs as it multiplies: with PanelA::in_place_copied each depth
+// step's MR values of A, read where they lie, are also stored into the packed panel a_panel
+// (depth, MR); with CopyB, B's NV * W values of step p, read where they lie (b + p * ldb, a
+// row-major f32 B), are also stored into the packed panel b_panel (depth, NV * W). Otherwise A
+// and B are read as tile_f32 and tile_f32_depth_major_a read them. The later tiles over the same
+// panels read the copies: the values the packing would have written, and the sums are
+// tile_f32's, in its order. The point: the packing's loads from L3 no longer wait alone, with the
+// FMA units idle, but overlap the first tile's arithmetic (docs/perf.md, "first session of
+// 2026-12-08"). An A read where it lies is a whole tile (rows = MR).
+template <int MR, int NV, PanelA ASource, bool CopyB>
+LATHE_GEMM_INLINE void tile_f32_packing(int64_t depth, const float* a, int64_t lda, float* __restrict a_panel,
+                                        const float* b, int64_t ldb, float* __restrict b_panel, float* c, int64_t ldc,
+                                        int64_t rows, int64_t cols, const Epilogue& e) {
+  static_assert(ASource == PanelA::in_place_copied || CopyB, "the other forms are tile_f32's");
+  VecF acc[MR][NV];
+  begin_tile<MR, NV>(acc, c, ldc, rows, cols);
+  for (int64_t p = 0; p < depth; ++p) {
+    const float* a_row = a + p * lda;
+    const float* b_row = b + p * ldb;
+    if constexpr (ASource != PanelA::packed) {  // hints: never fault past the end
+      simd::prefetch_read(a_row + kPackingTileNearRows * lda);
+      simd::prefetch_read(a_row + kPackingTileNearRows * lda + MR - 1);
+      simd::prefetch_read_l2(a_row + kPackingTileFarRows * lda);
+      simd::prefetch_read_l2(a_row + kPackingTileFarRows * lda + MR - 1);
+    }
+    if constexpr (ASource == PanelA::in_place_copied) copy_floats<MR>(a_panel + p * MR, a_row);
+    VecF bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = VecF::load(b_row + v * W);
+    if constexpr (CopyB) {
+#pragma GCC unroll 8
+      for (int64_t byte = 0; byte < NV * W * 4; byte += 64) {
+        simd::prefetch_read(reinterpret_cast<const char*>(b_row + kPackingTileNearRows * ldb) + byte);
+        simd::prefetch_read_l2(reinterpret_cast<const char*>(b_row + kPackingTileFarRows * ldb) + byte);
+      }
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) bv[v].store(b_panel + p * (NV * W) + v * W);
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      VecF av = VecF::broadcast(a_row[r]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fma(av, bv[v], acc[r][v]);
+    }
+  }
+  store_tile<MR, NV>(acc, c, ldc, rows, cols, e);
 }
 
 // One depth pair q of an MR x (NV * 16) tile over a pair-interleaved panel b: word(r) is row r's

@@ -381,7 +381,9 @@ TEST(Matmul, InPlaceAGemmMatchesTheReferenceAndOneThreadBitwise) {
 // 7e-4 at worst), so 1e-3 there. The transposed A is read in place only on CPUs with a 12-way L1d
 // (matmul_reads_transposed_a_in_place), a row-major B (here from a matrix wider than the
 // product) where its rows are close (matmul_reads_b_in_place); both ways of each are forced
-// here, on any CPU, and give the same bits (each element sums K in one order either way).
+// here, on any CPU, and so is the packing of the operands not read in place by the tiles that
+// first read them (matmul_tiles_pack) or by the packing; all give the same bits (each element
+// sums K in one order either way).
 TEST(Matmul, DepthMajorAInPlaceAndDepthHalvesMatchTheReferenceAndOneThreadBitwise) {
   uint64_t seed = test_seed();
   struct Case {
@@ -424,23 +426,29 @@ TEST(Matmul, DepthMajorAInPlaceAndDepthHalvesMatchTheReferenceAndOneThreadBitwis
         const std::string where =
             str_cat(isa_name(kernel.isa), " tile ", tile.mr, "x", tile.nr, " variant ", variant, " m=", shape.m,
                     " n=", shape.n, " k=", shape.k, " ta=", shape.trans_a, " seed=", seed);
-        Tensor outputs[2][2] = {{start(), start()}, {start(), start()}};  // [A in place][B in place]
+        Tensor outputs[2][2][2];  // [A in place][B in place][tiles pack]
         for (int a_in_place : {1, 0})
-          for (int b_in_place : {1, 0}) {
-            force_matmul_transposed_a_in_place(a_in_place);
-            force_matmul_b_in_place(b_in_place);
-            expect_reference_and_thread_independence(
-                kernel, config, args, start, shape.tolerance,
-                str_cat(where, " A in place=", a_in_place, " B in place=", b_in_place));
-            args.c = outputs[a_in_place][b_in_place].view();
-            kernel.run(args, config);
-          }
+          for (int b_in_place : {1, 0})
+            for (int tiles_pack : {1, 0}) {
+              force_matmul_transposed_a_in_place(a_in_place);
+              force_matmul_b_in_place(b_in_place);
+              force_matmul_tiles_pack(tiles_pack);
+              const std::string placement =
+                  str_cat(" A in place=", a_in_place, " B in place=", b_in_place, " tiles pack=", tiles_pack);
+              expect_reference_and_thread_independence(kernel, config, args, start, shape.tolerance, where + placement);
+              outputs[a_in_place][b_in_place][tiles_pack] = start();
+              args.c = outputs[a_in_place][b_in_place][tiles_pack].view();
+              kernel.run(args, config);
+            }
         force_matmul_transposed_a_in_place(-1);
         force_matmul_b_in_place(-1);
+        force_matmul_tiles_pack(-1);
         for (int a_in_place : {0, 1})
           for (int b_in_place : {0, 1})
-            EXPECT_EQ(max_abs_difference(outputs[a_in_place][b_in_place], outputs[0][0]), 0.0)
-                << where << ": A in place=" << a_in_place << ", B in place=" << b_in_place << " against both packed";
+            for (int tiles_pack : {0, 1})
+              EXPECT_EQ(max_abs_difference(outputs[a_in_place][b_in_place][tiles_pack], outputs[0][0][0]), 0.0)
+                  << where << ": A in place=" << a_in_place << ", B in place=" << b_in_place
+                  << ", tiles pack=" << tiles_pack << " against all packed by the packing";
       }
     }
   }
