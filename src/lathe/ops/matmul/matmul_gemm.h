@@ -17,7 +17,9 @@
 // optionally reads_a_in_place / tile_a_in_place, A read where it lies by whole tiles instead of
 // packed (F32Path: a transposed f32 A, a weight gradient's dy^T; AmxInPlaceAPath: a row-major bf16
 // A, whose rows a tile load takes at any stride), and reads_b_in_place, B's whole panels read
-// where they lie at B's row stride (F32Path: a row-major f32 B with rows close together). The
+// where they lie at B's row stride (F32Path: a row-major f32 B with rows close together), and
+// optionally tiles_pack_a / tiles_pack_b with tile_packing: the operand packed by the tiles that
+// first read it where it lies (F32Path: a transposed A, a row-major B, not read in place). The
 // epilogue (previous partial sum, accumulate, bias, activation) is applied where the tile is stored. Every element of C is
 // summed over K in the same order (kc slices in order, depth steps in order inside a tile),
 // whatever range of C a call covers: callers may split C among threads any way they like and get
