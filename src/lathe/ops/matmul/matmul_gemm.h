@@ -331,7 +331,7 @@ LATHE_GEMM_INLINE void multiply_b_block(const Gemm& g, const Blocking<Path>& blo
           // This tile packs what it reads first: A's whole panel on the first sweep, B's whole
           // panel in the first A panel's tile of the pass (gemm_range left both unpacked).
           const bool copy_a = tiles_pack_a && jr == 0 && ir < whole_rows;
-          const bool copy_b = tiles_pack_b && ic == m0 && ir == 0 && jr + NR <= nb && jr >= whole_b_cols;
+          const bool copy_b = tiles_pack_b && ic == m0 && ir == 0 && jr + NR <= nb;  // B not in place
           if (copy_a || copy_b) {
             const bool a_where_it_lies = copy_a || (a_in_place && ir < whole_rows);
             const float* a_rows = a_where_it_lies ? static_cast<const float*>(g.a.data) + t * g.a.batch_stride +

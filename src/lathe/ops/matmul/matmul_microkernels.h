@@ -208,11 +208,6 @@ LATHE_GEMM_INLINE void copy_floats(float* __restrict dst, const float* __restric
   for (int r = 0; r < N; ++r) dst[r] = src[r];
 }
 
-// How far ahead tile_f32_packing requests the source rows it copies: into L1, and into L2 (as
-// the transposed packing of matmul_packing.h, whose loads it replaces).
-constexpr int64_t kPackingTileNearRows = 8;
-constexpr int64_t kPackingTileFarRows = 24;
-
 // Where tile_f32_packing reads A's panel: packed (a, MR values a step), or where it lies (a
 // transposed f32 A: element (r, p) at a[p * lda + r]), and then also copied into the packed panel.
 enum class PanelA { packed, in_place, in_place_copied };
@@ -225,7 +220,9 @@ enum class PanelA { packed, in_place, in_place_copied };
 // panels read the copies: the values the packing would have written, and the sums are
 // tile_f32's, in its order. The point: the packing's loads from L3 no longer wait alone, with the
 // FMA units idle, but overlap the first tile's arithmetic (docs/perf.md, "first session of
-// 2026-12-08"). An A read where it lies is a whole tile (rows = MR).
+// 2026-12-08"). An A read where it lies is a whole tile (rows = MR). Source rows are requested
+// as far ahead as the transposed packing whose loads this replaces requests them
+// (kPackPrefetchRows into L1, kPackPrefetchFarRows into L2; matmul_packing.h).
 template <int MR, int NV, PanelA ASource, bool CopyB>
 LATHE_GEMM_INLINE void tile_f32_packing(int64_t depth, const float* a, int64_t lda, float* __restrict a_panel,
                                         const float* b, int64_t ldb, float* __restrict b_panel, float* c, int64_t ldc,
@@ -237,10 +234,10 @@ LATHE_GEMM_INLINE void tile_f32_packing(int64_t depth, const float* a, int64_t l
     const float* a_row = a + p * lda;
     const float* b_row = b + p * ldb;
     if constexpr (ASource != PanelA::packed) {  // hints: never fault past the end
-      simd::prefetch_read(a_row + kPackingTileNearRows * lda);
-      simd::prefetch_read(a_row + kPackingTileNearRows * lda + MR - 1);
-      simd::prefetch_read_l2(a_row + kPackingTileFarRows * lda);
-      simd::prefetch_read_l2(a_row + kPackingTileFarRows * lda + MR - 1);
+      simd::prefetch_read(a_row + kPackPrefetchRows * lda);
+      simd::prefetch_read(a_row + kPackPrefetchRows * lda + MR - 1);
+      simd::prefetch_read_l2(a_row + kPackPrefetchFarRows * lda);
+      simd::prefetch_read_l2(a_row + kPackPrefetchFarRows * lda + MR - 1);
     }
     if constexpr (ASource == PanelA::in_place_copied) copy_floats<MR>(a_panel + p * MR, a_row);
     VecF bv[NV];
@@ -249,8 +246,8 @@ LATHE_GEMM_INLINE void tile_f32_packing(int64_t depth, const float* a, int64_t l
     if constexpr (CopyB) {
 #pragma GCC unroll 8
       for (int64_t byte = 0; byte < NV * W * 4; byte += 64) {
-        simd::prefetch_read(reinterpret_cast<const char*>(b_row + kPackingTileNearRows * ldb) + byte);
-        simd::prefetch_read_l2(reinterpret_cast<const char*>(b_row + kPackingTileFarRows * ldb) + byte);
+        simd::prefetch_read(reinterpret_cast<const char*>(b_row + kPackPrefetchRows * ldb) + byte);
+        simd::prefetch_read_l2(reinterpret_cast<const char*>(b_row + kPackPrefetchFarRows * ldb) + byte);
       }
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) bv[v].store(b_panel + p * (NV * W) + v * W);
